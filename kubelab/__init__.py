@@ -1,0 +1,1 @@
+"""kubelab: a deep-learning training platform inside Jupyter."""

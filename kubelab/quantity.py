@@ -1,0 +1,88 @@
+"""Kubernetes resource quantities and human durations.
+
+Specs keep quantities as the strings users wrote (so rendered manifests read the
+same); these helpers check them and turn them into numbers where a number is needed.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+
+_QUANTITY = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])|([eE][+-]?\d+))?$")
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "": Decimal(1),
+    "k": Decimal("1e3"),
+    "M": Decimal("1e6"),
+    "G": Decimal("1e9"),
+    "T": Decimal("1e12"),
+    "P": Decimal("1e15"),
+    "E": Decimal("1e18"),
+}
+
+
+def parse_quantity(value: str | int | float) -> Decimal:
+    """The value of a Kubernetes quantity (`"500m"` → 0.5, `"4Gi"` → 4294967296).
+
+    Raises ValueError with a sentence a user can act on.
+    """
+    if isinstance(value, bool):
+        raise ValueError("must be a quantity such as '2', '500m' or '4Gi', not a boolean")
+    if isinstance(value, (int, float)):
+        text = repr(value) if isinstance(value, float) else str(value)
+    elif isinstance(value, str):
+        text = value.strip()
+    else:
+        raise ValueError(f"must be a quantity such as '2', '500m' or '4Gi', not {type(value).__name__}")
+    match = _QUANTITY.match(text)
+    if not match:
+        raise ValueError(f"'{value}' is not a Kubernetes quantity (examples: '2', '500m', '4Gi', '1.5G')")
+    number, suffix, exponent = match.groups()
+    try:
+        base = Decimal(number)
+    except InvalidOperation as exc:  # pragma: no cover - the regex admits only numbers
+        raise ValueError(f"'{value}' is not a number") from exc
+    if base < 0:
+        raise ValueError(f"'{value}' is negative")
+    if exponent:
+        return base * Decimal(10) ** int(exponent[1:])
+    if suffix in _BINARY:
+        return base * _BINARY[suffix]
+    return base * _DECIMAL[suffix or ""]
+
+
+def format_quantity(value: str | int | float) -> str:
+    """A quantity as Kubernetes prints it in a manifest (numbers become strings)."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?$")
+
+
+def parse_duration(value: str | int | float) -> float:
+    """Seconds in a duration: `3600`, `"90s"`, `"30m"`, `"1h30m"`, `"2d"`."""
+    if isinstance(value, bool):
+        raise ValueError("must be a duration such as 3600, '30m' or '1h30m', not a boolean")
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        if re.fullmatch(r"\d+(\.\d+)?", text):
+            seconds = float(text)
+        else:
+            match = _DURATION.match(text)
+            if not text or not match or not any(match.groups()):
+                raise ValueError(f"'{value}' is not a duration (examples: 3600, '90s', '30m', '1h30m', '2d')")
+            d, h, m, s = match.groups()
+            seconds = int(d or 0) * 86400 + int(h or 0) * 3600 + int(m or 0) * 60 + float(s or 0)
+    else:
+        raise ValueError(f"must be a duration such as 3600 or '1h30m', not {type(value).__name__}")
+    if seconds <= 0:
+        raise ValueError("must be longer than zero seconds")
+    return seconds

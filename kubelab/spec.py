@@ -1,0 +1,459 @@
+"""The experiment spec: one validated model for `%%train`, the sidebar, `kubelab run` and files.
+
+`ExperimentSpec.parse(data)` checks everything before anything is created and reports
+every problem at once as `field.path: reason`. Unknown fields are refused with a
+suggestion, because a typo silently ignored (`gpu: 2`) costs a researcher a day.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from kubelab import templating
+from kubelab.errors import FieldError, ValidationError, did_you_mean
+from kubelab.quantity import parse_duration, parse_quantity
+
+FRAMEWORKS = ("none", "pytorch", "tensorflow", "paddle")
+ENGINES = ("job", "kubeflow")
+INPUT_TYPES = {"int": int, "float": float, "str": str, "bool": bool}
+Scalar = str | int | float | bool | None
+
+
+@dataclass
+class Input:
+    """A declared parameter: typed, with an optional default and a closed set of choices."""
+
+    name: str
+    type: str = "str"
+    default: Scalar = None
+    optional: bool = False
+    choices: list[Scalar] | None = None
+    description: str = ""
+
+    @property
+    def required(self) -> bool:
+        return not self.optional and self.default is None
+
+
+@dataclass
+class Resources:
+    cpu: str | None = None
+    memory: str | None = None
+    gpus: int = 0
+    gpu_type: str | None = None
+    shm: str | None = None
+
+
+@dataclass
+class CodeSnapshot:
+    """What to copy into the run's `code/`: a directory, or a cell's source as one file."""
+
+    path: str | None = None
+    source: str | None = None
+    filename: str = "main.py"
+
+
+@dataclass
+class ExperimentSpec:
+    name: str = ""
+    command: list[str] | str = field(default_factory=list)
+    params: dict[str, Scalar] = field(default_factory=dict)
+    inputs: list[Input] = field(default_factory=list)
+    resources: Resources = field(default_factory=Resources)
+    replicas: int = 1
+    framework: str = "none"
+    env: dict[str, str] = field(default_factory=dict)
+    workdir: str | None = None
+    code: CodeSnapshot | None = None
+    image: str | None = None
+    node_selector: dict[str, str] = field(default_factory=dict)
+    tolerations: list[dict[str, Any]] = field(default_factory=list)
+    retries: int = 0
+    timeout: float | None = None
+    tags: list[str] = field(default_factory=list)
+    description: str = ""
+    queue: str | None = None
+    engine: str = "job"
+    parameter_servers: int = 0
+
+    @classmethod
+    def parse(cls, data: Any) -> ExperimentSpec:
+        """Validate a plain mapping (from JSON, YAML or flags) into a spec, or raise ValidationError."""
+        return _Parser().spec(data)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The spec as JSON-ready data; `parse(to_dict())` gives the spec back."""
+        data = asdict(self)
+        if self.code is None:
+            data["code"] = None
+        return data
+
+    def resolved_params(self) -> dict[str, Scalar]:
+        """Declared defaults overlaid with given params (already type-checked by parse)."""
+        values: dict[str, Scalar] = {i.name: i.default for i in self.inputs if i.default is not None}
+        values.update(self.params)
+        return values
+
+    def rendered_command(self) -> list[str]:
+        """The argv to execute: a list runs as is; a string runs in `sh -c` with quoted values."""
+        return templating.command_argv(self.command, self.resolved_params())
+
+    @property
+    def display_name(self) -> str:
+        return self.name or _default_name(self.command, self.code)
+
+
+def _default_name(command: list[str] | str, code: CodeSnapshot | None) -> str:
+    words = command.split() if isinstance(command, str) else list(command)
+    for word in words:
+        if word.endswith((".py", ".ipynb", ".sh")):
+            return os.path.splitext(os.path.basename(word))[0]
+    if code and code.source is not None:
+        return os.path.splitext(code.filename)[0]
+    return os.path.basename(words[0]) if words else "experiment"
+
+
+class _Parser:
+    """Collects every problem instead of stopping at the first one."""
+
+    def __init__(self) -> None:
+        self.errors: list[FieldError] = []
+
+    def fail(self, path: str, reason: str) -> None:
+        self.errors.append(FieldError(path, reason))
+
+    def known(self, path: str, data: dict, allowed: tuple[str, ...]) -> None:
+        for key in data:
+            if key not in allowed:
+                where = f"{path}.{key}" if path else str(key)
+                self.fail(where, "unknown field" + did_you_mean(str(key), allowed))
+
+    def spec(self, data: Any) -> ExperimentSpec:
+        if not isinstance(data, dict):
+            raise ValidationError(
+                "invalid experiment spec", [FieldError("", "the spec must be a mapping of fields")]
+            )
+        fields = tuple(ExperimentSpec.__dataclass_fields__)
+        self.known("", data, fields)
+        spec = ExperimentSpec()
+        spec.name = self.text(data, "name", "", limit=200)
+        spec.description = self.text(data, "description", "", limit=10_000)
+        spec.command = self.command(data.get("command"))
+        spec.inputs = self.inputs(data.get("inputs"))
+        spec.resources = self.resources(data.get("resources"))
+        spec.replicas = self.integer(data, "replicas", 1, minimum=1, maximum=1024)
+        spec.framework = self.choice(data, "framework", "none", FRAMEWORKS)
+        spec.engine = self.choice(data, "engine", "job", ENGINES)
+        spec.parameter_servers = self.integer(data, "parameter_servers", 0, minimum=0, maximum=64)
+        spec.env = self.string_map(data, "env")
+        spec.workdir = self.text(data, "workdir", None) or None
+        spec.code = self.code(data.get("code"))
+        spec.image = self.text(data, "image", None) or None
+        spec.node_selector = self.string_map(data, "node_selector")
+        spec.tolerations = self.tolerations(data.get("tolerations"))
+        spec.retries = self.integer(data, "retries", 0, minimum=0, maximum=100)
+        spec.timeout = self.duration(data, "timeout")
+        spec.tags = self.tags(data.get("tags"))
+        spec.queue = self.text(data, "queue", None) or None
+        spec.params = self.params(data.get("params"), spec.inputs)
+        if not self.errors:
+            self.cross_checks(spec)
+        if self.errors:
+            raise ValidationError("invalid experiment spec", self.errors)
+        return spec
+
+    # -- scalar helpers ---------------------------------------------------------------
+
+    def text(self, data: dict, key: str, default: str | None, limit: int = 4096) -> Any:
+        value = data.get(key, default)
+        if value is None or value == default:
+            return default
+        if not isinstance(value, str):
+            self.fail(key, f"must be a string, not {_type_name(value)}")
+            return default
+        if len(value) > limit:
+            self.fail(key, f"must be at most {limit} characters")
+            return default
+        return value
+
+    def integer(self, data: dict, key: str, default: int, minimum: int, maximum: int) -> int:
+        value = data.get(key)
+        if value is None:
+            return default
+        number = _as_int(value)
+        if number is None:
+            self.fail(key, f"must be a whole number, not {value!r}")
+            return default
+        if number < minimum:
+            self.fail(key, f"must be at least {minimum}, not {number}")
+        elif number > maximum:
+            self.fail(key, f"must be at most {maximum}, not {number}")
+        return number
+
+    def choice(self, data: dict, key: str, default: str, choices: tuple[str, ...]) -> str:
+        value = data.get(key)
+        if value is None:
+            return default
+        if value not in choices:
+            hint = did_you_mean(str(value), choices)
+            self.fail(key, f"must be one of {', '.join(choices)}, not {value!r}{hint}")
+            return default
+        return value
+
+    def duration(self, data: dict, key: str) -> float | None:
+        value = data.get(key)
+        if value is None:
+            return None
+        try:
+            return parse_duration(value)
+        except ValueError as exc:
+            self.fail(key, str(exc))
+            return None
+
+    def string_map(self, data: dict, key: str) -> dict[str, str]:
+        value = data.get(key)
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            self.fail(key, f"must be a mapping of names to strings, not {_type_name(value)}")
+            return {}
+        result = {}
+        for name, item in value.items():
+            if not isinstance(name, str) or not name:
+                self.fail(f"{key}.{name}", "names must be non-empty strings")
+            elif isinstance(item, (dict, list)) or item is None:
+                self.fail(f"{key}.{name}", f"must be a string, not {_type_name(item)}")
+            else:
+                result[name] = str(item).lower() if isinstance(item, bool) else str(item)
+        return result
+
+    # -- structured fields ------------------------------------------------------------
+
+    def command(self, value: Any) -> list[str] | str:
+        if value is None or value == "" or value == []:
+            return []
+        if isinstance(value, str):
+            return value
+        if isinstance(value, list) and all(isinstance(v, (str, int, float)) for v in value):
+            return [str(v) for v in value]
+        self.fail("command", "must be a list of arguments or one command string")
+        return []
+
+    def inputs(self, value: Any) -> list[Input]:
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            self.fail("inputs", f"must be a list of declarations, not {_type_name(value)}")
+            return []
+        result: list[Input] = []
+        seen: set[str] = set()
+        allowed = tuple(Input.__dataclass_fields__)
+        for index, item in enumerate(value):
+            path = f"inputs[{index}]"
+            if not isinstance(item, dict):
+                self.fail(path, "must be a mapping with at least a name")
+                continue
+            self.known(path, item, allowed)
+            name = item.get("name")
+            if not isinstance(name, str) or not name.isidentifier():
+                self.fail(f"{path}.name", f"must be an identifier such as 'lr', not {name!r}")
+                continue
+            if name in seen:
+                self.fail(f"{path}.name", f"'{name}' is declared twice")
+                continue
+            seen.add(name)
+            kind = item.get("type", "str")
+            if kind not in INPUT_TYPES:
+                self.fail(f"{path}.type", f"must be one of int, float, str, bool, not {kind!r}")
+                continue
+            decl = Input(name=name, type=kind, optional=bool(item.get("optional", False)))
+            decl.description = item.get("description", "") or ""
+            if item.get("choices") is not None:
+                choices = item["choices"]
+                if not isinstance(choices, list) or not choices:
+                    self.fail(f"{path}.choices", "must be a non-empty list")
+                else:
+                    decl.choices = [self.convert(f"{path}.choices", kind, c) for c in choices]
+            if item.get("default") is not None:
+                decl.default = self.convert(f"{path}.default", kind, item["default"], decl.choices)
+            result.append(decl)
+        return result
+
+    def convert(self, path: str, kind: str, value: Any, choices: list | None = None) -> Scalar:
+        """A value of the declared type; strings from flags (`-P lr=0.1`) are converted."""
+        converted = convert_value(kind, value)
+        if converted is _INVALID:
+            self.fail(path, f"must be of type {kind}, not {value!r}")
+            return None
+        if choices is not None and converted not in choices:
+            self.fail(path, f"must be one of {', '.join(map(repr, choices))}, not {value!r}")
+        return converted
+
+    def params(self, value: Any, inputs: list[Input]) -> dict[str, Scalar]:
+        if value is None:
+            value = {}
+        if not isinstance(value, dict):
+            self.fail("params", f"must be a mapping of names to values, not {_type_name(value)}")
+            return {}
+        declared = {i.name: i for i in inputs}
+        result: dict[str, Scalar] = {}
+        for name, item in value.items():
+            path = f"params.{name}"
+            if declared and name not in declared:
+                self.fail(path, "is not a declared input" + did_you_mean(str(name), declared))
+            elif name in declared:
+                decl = declared[name]
+                result[name] = self.convert(path, decl.type, item, decl.choices)
+            elif isinstance(item, (dict, list)):
+                self.fail(path, f"must be a string, number or boolean, not {_type_name(item)}")
+            else:
+                result[name] = item
+        for decl in inputs:
+            if decl.required and decl.name not in result:
+                self.fail(f"params.{decl.name}", "is a required input and has no value")
+        return result
+
+    def resources(self, value: Any) -> Resources:
+        if value is None:
+            return Resources()
+        if not isinstance(value, dict):
+            self.fail("resources", f"must be a mapping, not {_type_name(value)}")
+            return Resources()
+        self.known("resources", value, tuple(Resources.__dataclass_fields__))
+        res = Resources()
+        for key in ("cpu", "memory", "shm"):
+            item = value.get(key)
+            if item is None:
+                continue
+            try:
+                amount = parse_quantity(item)
+            except ValueError as exc:
+                self.fail(f"resources.{key}", str(exc))
+                continue
+            if amount == 0:
+                self.fail(f"resources.{key}", "must be more than zero")
+                continue
+            setattr(res, key, str(item))
+        gpus = value.get("gpus")
+        if gpus is not None:
+            number = _as_int(gpus)
+            if number is None:
+                self.fail("resources.gpus", f"must be a whole number of GPUs, not {gpus!r}")
+            elif number < 0:
+                self.fail("resources.gpus", f"must be 0 or more, not {number}")
+            else:
+                res.gpus = number
+        gpu_type = value.get("gpu_type")
+        if gpu_type is not None and (not isinstance(gpu_type, str) or not gpu_type.strip()):
+            self.fail("resources.gpu_type", "must be a GPU type name such as 'A100'")
+        elif gpu_type:
+            res.gpu_type = gpu_type.strip()
+        return res
+
+    def code(self, value: Any) -> CodeSnapshot | None:
+        if value is None:
+            return None
+        if isinstance(value, str):
+            return CodeSnapshot(path=value)
+        if not isinstance(value, dict):
+            self.fail("code", "must be a directory path or a mapping with 'path' or 'source'")
+            return None
+        self.known("code", value, tuple(CodeSnapshot.__dataclass_fields__))
+        snap = CodeSnapshot(path=value.get("path"), source=value.get("source"))
+        snap.filename = value.get("filename") or "main.py"
+        if (snap.path is None) == (snap.source is None):
+            self.fail("code", "give exactly one of 'path' (a directory) or 'source' (a script)")
+        if snap.path is not None and not isinstance(snap.path, str):
+            self.fail("code.path", "must be a string")
+        if snap.source is not None and not isinstance(snap.source, str):
+            self.fail("code.source", "must be a string")
+        name = snap.filename
+        if not isinstance(name, str) or "/" in name or name.startswith(".") or "\\" in name:
+            self.fail("code.filename", "must be a plain file name such as 'train.py'")
+        return snap
+
+    def tolerations(self, value: Any) -> list[dict[str, Any]]:
+        if value is None:
+            return []
+        if not isinstance(value, list) or not all(isinstance(t, dict) for t in value):
+            self.fail("tolerations", "must be a list of Kubernetes tolerations (mappings)")
+            return []
+        allowed = ("key", "operator", "value", "effect", "tolerationSeconds")
+        for index, item in enumerate(value):
+            self.known(f"tolerations[{index}]", item, allowed)
+            op = item.get("operator", "Equal")
+            if op not in ("Equal", "Exists"):
+                self.fail(f"tolerations[{index}].operator", f"must be Equal or Exists, not {op!r}")
+        return value
+
+    def tags(self, value: Any) -> list[str]:
+        if value is None:
+            return []
+        if isinstance(value, str):
+            value = [t.strip() for t in value.split(",") if t.strip()]
+        if not isinstance(value, list) or not all(isinstance(t, str) and t for t in value):
+            self.fail("tags", "must be a list of non-empty strings")
+            return []
+        return list(dict.fromkeys(value))
+
+    def cross_checks(self, spec: ExperimentSpec) -> None:
+        if not spec.command and not (spec.code and spec.code.source is not None):
+            self.fail("command", "is required (or give code.source to run a script)")
+        if isinstance(spec.command, str):
+            for name in templating.undefined(spec.command, spec.resolved_params()):
+                self.fail("command", f"undefined template variable '{name}'")
+        if spec.parameter_servers and spec.framework != "tensorflow":
+            self.fail("parameter_servers", "parameter servers exist only for framework tensorflow")
+        if spec.replicas > 1 and spec.framework == "none":
+            self.fail("framework", "replicas > 1 needs a framework: pytorch, tensorflow or paddle")
+        if spec.resources.gpu_type and not spec.resources.gpus:
+            self.fail("resources.gpu_type", "is set but resources.gpus is 0")
+
+
+_INVALID = object()
+
+
+def convert_value(kind: str, value: Any) -> Any:
+    """Convert `value` to the input type `kind`, or return the `_INVALID` marker."""
+    if kind == "str":
+        return value if isinstance(value, str) else _INVALID if isinstance(value, (dict, list)) else str(value)
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
+            return value.lower() in ("true", "yes", "1")
+        return _INVALID
+    if kind == "int":
+        number = _as_int(value)
+        return _INVALID if number is None else number
+    if kind == "float":
+        if isinstance(value, bool):
+            return _INVALID
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            return _INVALID
+    return _INVALID
+
+
+def _as_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def _type_name(value: Any) -> str:
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean"}.get(
+        type(value), type(value).__name__
+    )

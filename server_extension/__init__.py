@@ -1,0 +1,1 @@
+"""kubelab adapter package."""
