@@ -158,8 +158,7 @@ class _Parser:
         spec.tags = self.tags(data.get("tags"))
         spec.queue = self.text(data, "queue", None) or None
         spec.params = self.params(data.get("params"), spec.inputs)
-        if not self.errors:
-            self.cross_checks(spec)
+        self.cross_checks(spec)
         if self.errors:
             raise ValidationError("invalid experiment spec", self.errors)
         return spec

@@ -1,0 +1,45 @@
+"""What every backend does: turn a run directory's spec into work, and report on it.
+
+The run directory is already written when a backend is called; a backend only adds
+what it learns (states, reasons, exit codes, replicas) through `status.json`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from typing import Any
+
+from kubelab.records import RunDirectory, Status
+from kubelab.spec import ExperimentSpec
+
+
+class Backend(ABC):
+    name: str
+
+    @abstractmethod
+    def submit(self, run: RunDirectory, spec: ExperimentSpec) -> None:
+        """Start (or queue) the run; return quickly, progress is reported through status.json."""
+
+    @abstractmethod
+    def stop(self, run: RunDirectory) -> None:
+        """Stop the run's processes or pods; its final state becomes Stopped."""
+
+    @abstractmethod
+    def reconcile(self, run: RunDirectory, status: Status) -> Status:
+        """Re-attach to a run that is not finished (after a restart) and correct its status."""
+
+    @abstractmethod
+    def logs(self, run: RunDirectory, replica: int = 0, follow: bool = False) -> Iterator[str]:
+        """The replica's output, in chunks; with `follow`, until the run ends."""
+
+    @abstractmethod
+    def resources(self) -> dict[str, Any]:
+        """Backend name, GPUs total/free by type, and what waits for them."""
+
+    @abstractmethod
+    def render(self, spec: ExperimentSpec, run_id: str) -> list[dict[str, Any]]:
+        """What `submit` would create, without creating it (`kubelab render`)."""
+
+    def delete(self, run: RunDirectory) -> None:
+        """Remove what the backend keeps beyond the run directory (nothing, by default)."""

@@ -1,0 +1,153 @@
+"""The local backend: experiments as processes on this machine.
+
+Each experiment gets a detached runner (`kubelab.runner`); this class starts runners,
+signals them, and re-attaches after restarts. GPUs are shared through the
+machine-wide `GpuAllocator`, so the CLI, servers and users never hand one out twice.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from kubelab.backends.base import Backend
+from kubelab.gpus import GpuAllocator, pid_alive
+from kubelab.records import FAILED, STOPPED, RunDirectory, Status
+from kubelab.runner import process_start_time, signal_group, stop_grace
+from kubelab.spec import ExperimentSpec
+
+STARTUP_GRACE = 30.0  # seconds a new runner may take to record its pid
+
+
+class LocalBackend(Backend):
+    name = "local"
+
+    def __init__(self, allocator: GpuAllocator | None = None):
+        self._allocator = allocator
+
+    @property
+    def allocator(self) -> GpuAllocator:
+        if self._allocator is None:
+            self._allocator = GpuAllocator()
+        return self._allocator
+
+    def submit(self, run: RunDirectory, spec: ExperimentSpec) -> None:
+        with open(run.logs_dir / "runner.log", "ab") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "kubelab.runner", str(run.path)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # survives the server, the CLI and their terminals
+                close_fds=True,
+            )
+        # Reap the runner when it ends so a long-lived server leaves no zombies.
+        threading.Thread(target=process.wait, daemon=True).start()
+
+    def runner_alive(self, status: Status) -> bool:
+        pid = status.runner_pid
+        if not pid_alive(pid):
+            return False
+        started = process_start_time(pid) if pid else None
+        return status.runner_started is None or started is None or started == status.runner_started
+
+    def stop(self, run: RunDirectory) -> None:
+        run.stop_file.touch()
+        status = run.status()
+        if status.terminal:
+            return
+        if self.runner_alive(status):
+            os.kill(status.runner_pid, signal.SIGTERM)  # the runner stops its replicas
+            return
+        if status.runner_pid is None:
+            return  # not started yet: the runner will see the stop request and end at once
+        self.kill_orphans(status)
+        status.move(STOPPED, "stopped by user")
+        run.write_status(status)
+
+    def kill_orphans(self, status: Status) -> None:
+        """Replicas whose runner died: TERM, a grace period, then KILL."""
+        groups = [r["pid"] for r in status.replicas if r.get("exit_code") is None and r.get("pid")]
+        for pgid in groups:
+            signal_group(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + stop_grace()
+        while time.monotonic() < deadline and any(pid_alive(p) for p in groups):
+            time.sleep(0.05)
+        for pgid in groups:
+            signal_group(pgid, signal.SIGKILL)
+
+    def reconcile(self, run: RunDirectory, status: Status) -> Status:
+        if status.terminal or self.runner_alive(status):
+            return status
+        if status.runner_pid is None:
+            age = time.time() - run.spec_file.stat().st_mtime
+            if age < STARTUP_GRACE:
+                return status
+        # Re-read: the runner may have written its final status after we looked.
+        status = run.status()
+        if status.terminal:
+            return status
+        self.kill_orphans(status)
+        if run.stop_file.exists():
+            status.move(STOPPED, "stopped by user")
+        else:
+            status.move(FAILED, "the runner process ended without a final status (machine restart?)")
+        run.write_status(status)
+        return status
+
+    def logs(self, run: RunDirectory, replica: int = 0, follow: bool = False) -> Iterator[str]:
+        path, offset = run.log_file(replica), 0
+        while True:
+            # Look at the state before reading: a run that had ended has all its output on disk.
+            finished = not follow or run.status().terminal
+            chunk, offset = read_from(path, offset)
+            if chunk:
+                yield chunk
+            elif finished:
+                return
+            else:
+                time.sleep(0.1)
+
+    def resources(self) -> dict[str, Any]:
+        snapshot = self.allocator.snapshot()
+        return {"backend": self.name, "gpus": snapshot}
+
+    def render(self, spec: ExperimentSpec, run_id: str) -> list[dict[str, Any]]:
+        """The processes the runner would start, one entry per replica."""
+        from kubelab.distributed import Topology, replica_env
+
+        workers = [f"127.0.0.1:<port{i}>" for i in range(spec.replicas)]
+        topology = Topology(spec.framework, workers, "127.0.0.1", 0, ())
+        argv = spec.rendered_command()
+        return [
+            {
+                "kind": "Process",
+                "replica": rank,
+                "argv": argv,
+                "cwd": spec.workdir,
+                "gpus": spec.resources.gpus,
+                "env": {
+                    **spec.env,
+                    "KUBELAB_RUN_ID": run_id,
+                    **(replica_env(topology, rank, rank) if spec.replicas > 1 else {}),
+                },
+            }
+            for rank in range(spec.replicas)
+        ]
+
+
+def read_from(path: os.PathLike, offset: int) -> tuple[str, int]:
+    """Text appended to `path` since `offset`, and the new offset."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            data = handle.read()
+    except FileNotFoundError:
+        return "", offset
+    return data.decode(errors="replace"), offset + len(data)

@@ -1,0 +1,121 @@
+"""A rebuildable cache of run summaries, so listing 10,000 runs does not read 10,000 files.
+
+The truth stays in the run directories. The cache keeps each run's summary with the
+file stamps it was built from; a refresh re-reads only runs whose files changed (in
+practice: the unfinished ones) and notices new and deleted directories. It is saved
+with `marshal` (the fastest loader for plain data) and may be deleted at any time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import marshal
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubelab.records import TERMINAL, RunDirectory, summary
+
+CACHE_VERSION = 1
+
+
+@dataclass
+class Changes:
+    updated: list[dict[str, Any]] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.updated or self.deleted)
+
+
+class RunIndex:
+    def __init__(self, runs_root: Path, cache_file: Path | None = None):
+        self.runs_root = Path(runs_root)
+        self.cache_file = cache_file or self.runs_root.parent / "index.marshal"
+        self.entries: dict[str, tuple[tuple, dict[str, Any]]] = {}
+        self.listing_stamp: int | None = None
+        self.loaded = False
+        self.dirty = False
+
+    def load(self) -> None:
+        self.loaded = True
+        try:
+            data = marshal.loads(self.cache_file.read_bytes())
+        except (OSError, ValueError, EOFError, TypeError):
+            return
+        if isinstance(data, dict) and data.get("version") == CACHE_VERSION:
+            self.entries = data["entries"]
+
+    def save(self) -> None:
+        if not self.dirty:
+            return
+        tmp = self.cache_file.with_name(f".{self.cache_file.name}.{os.getpid()}.tmp")
+        with contextlib.suppress(OSError):  # a read-only home just means no cache
+            tmp.write_bytes(marshal.dumps({"version": CACHE_VERSION, "entries": self.entries}))
+            os.replace(tmp, self.cache_file)
+            self.dirty = False
+
+    def refresh(self, full: bool = False) -> Changes:
+        """Bring the cache up to date with the run directories; report what changed."""
+        if not self.loaded:
+            self.load()
+        changes = Changes()
+        try:
+            stamp = self.runs_root.stat().st_mtime_ns
+        except FileNotFoundError:
+            stamp = None
+        if full or stamp != self.listing_stamp or self.listing_stamp is None:
+            names = set(os.listdir(self.runs_root)) if stamp is not None else set()
+            self.listing_stamp = stamp
+            for gone in set(self.entries) - names:
+                del self.entries[gone]
+                changes.deleted.append(gone)
+            candidates = [n for n in names if n not in self.entries or not self._finished(n)]
+        else:
+            candidates = [n for n in self.entries if not self._finished(n)]
+        for name in candidates:
+            record = self._reread(name)
+            if record is not None:
+                changes.updated.append(record)
+            elif name in self.entries and not (self.runs_root / name).exists():
+                del self.entries[name]
+                changes.deleted.append(name)
+        if changes:
+            self.dirty = True
+        return changes
+
+    def _finished(self, name: str) -> bool:
+        return self.entries[name][1]["status"] in TERMINAL
+
+    def _reread(self, name: str) -> dict[str, Any] | None:
+        """The run's summary if its files changed since it was cached, else None."""
+        run = RunDirectory(self.runs_root / name)
+        try:
+            stamp = (_stamp(run.status_file), _stamp(run.metrics_file))
+            if stamp[0] is None:
+                return None  # a directory being created, or not a run
+            cached = self.entries.get(name)
+            if cached and cached[0] == stamp:
+                return None
+            record = summary(run)
+        except (OSError, ValueError, json.JSONDecodeError, TypeError):
+            return None
+        self.entries[name] = (stamp, record)
+        return record
+
+    def records(self) -> list[dict[str, Any]]:
+        return [entry[1] for entry in self.entries.values()]
+
+    def get(self, name: str) -> dict[str, Any] | None:
+        entry = self.entries.get(name)
+        return entry[1] if entry else None
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return None
+    return (info.st_mtime_ns, info.st_size)

@@ -1,0 +1,226 @@
+"""The Lab: one user's experiments, whatever the entry point.
+
+REST handlers, the CLI and the magics all call this class, so validation, path rules
+and records are the same everywhere. It owns the run directories under
+`$KUBELAB_HOME/runs/` and hands the work to a backend.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from kubelab.backends.base import Backend
+from kubelab.errors import FieldError, NotFound, ValidationError
+from kubelab.index import RunIndex
+from kubelab.records import PENDING, RunDirectory, Status, summary
+from kubelab.spec import ExperimentSpec
+
+RUN_ID = re.compile(r"^[0-9a-z]{12}$")
+SNAPSHOT_LIMIT = 200 * 2**20  # bytes of code copied per experiment
+SNAPSHOT_IGNORE = shutil.ignore_patterns(
+    ".git", "__pycache__", ".ipynb_checkpoints", "node_modules", ".venv", "*.pyc", ".kubelab"
+)
+
+
+def default_home() -> Path:
+    return Path(os.environ.get("KUBELAB_HOME") or Path.home() / ".kubelab").expanduser()
+
+
+def default_backend() -> Backend:
+    """`KUBELAB_BACKEND=kubernetes` on a cluster; the local backend otherwise."""
+    name = os.environ.get("KUBELAB_BACKEND", "local")
+    if name == "kubernetes":
+        from kubelab.kube.backend import KubernetesBackend
+
+        return KubernetesBackend.from_environment()
+    if name != "local":
+        raise ValidationError(
+            "unknown backend", [FieldError("KUBELAB_BACKEND", f"must be local or kubernetes, not {name!r}")]
+        )
+    from kubelab.backends.local import LocalBackend
+
+    return LocalBackend()
+
+
+class Lab:
+    def __init__(self, home: Path | None = None, backend: Backend | None = None, user: str | None = None):
+        self.home = Path(home) if home else default_home()
+        self.runs_root = self.home / "runs"
+        self.runs_root.mkdir(parents=True, exist_ok=True)
+        self._backend = backend
+        self.user = user or os.environ.get("JUPYTERHUB_USER") or os.environ.get("USER")
+        self.index = RunIndex(self.runs_root)
+
+    @property
+    def backend(self) -> Backend:
+        if self._backend is None:
+            self._backend = default_backend()
+        return self._backend
+
+    # -- submitting -------------------------------------------------------------------
+    def prepare(self, data: dict[str, Any] | ExperimentSpec, base_dir: Path | None = None,
+                confine: bool = False) -> ExperimentSpec:
+        """Validate a spec and resolve its paths against `base_dir` (the submitter's folder).
+
+        With `confine`, paths must stay inside `base_dir`: requests over REST never
+        reach outside the user's workspace.
+        """
+        spec = data if isinstance(data, ExperimentSpec) else ExperimentSpec.parse(data)
+        base = Path(base_dir or os.getcwd()).resolve()
+        problems: list[FieldError] = []
+        if spec.workdir:
+            spec.workdir = str(self._resolve(base, spec.workdir, "workdir", confine, problems))
+        if spec.code and spec.code.path:
+            code = self._resolve(base, spec.code.path, "code.path", confine, problems)
+            if not code.is_dir() and not problems:
+                problems.append(FieldError("code.path", f"'{spec.code.path}' is not a directory"))
+            spec.code.path = str(code)
+        if problems:
+            raise ValidationError("invalid experiment spec", problems)
+        if not spec.workdir and not spec.code:
+            spec.workdir = str(base)
+        if spec.code and spec.code.source is not None and not spec.command:
+            spec.command = ["python", spec.code.filename]
+        return spec
+
+    @staticmethod
+    def _resolve(base: Path, value: str, path: str, confine: bool, problems: list[FieldError]) -> Path:
+        target = (base / Path(value).expanduser()).resolve()
+        if confine and target != base and base not in target.parents:
+            problems.append(FieldError(path, f"'{value}' is outside the workspace"))
+        elif not target.exists():
+            problems.append(FieldError(path, f"'{value}' does not exist"))
+        return target
+
+    def submit(self, data: dict[str, Any] | ExperimentSpec, base_dir: Path | None = None,
+               confine: bool = False, sweep: str | None = None, trial: int | None = None) -> dict[str, Any]:
+        """Validate, write the run directory, snapshot the code, and hand it to the backend."""
+        spec = self.prepare(data, base_dir, confine)
+        status = Status(state=PENDING, reason="submitted", backend=self.backend.name, user=self.user,
+                        sweep=sweep, trial=trial)
+        run = RunDirectory.create(self.runs_root, spec.to_dict(), status)
+        try:
+            self._snapshot(run, spec)
+            self.backend.submit(run, spec)
+        except Exception:
+            run.delete()  # nothing half-made is left behind
+            raise
+        return summary(run, status, spec.to_dict())
+
+    def _snapshot(self, run: RunDirectory, spec: ExperimentSpec) -> None:
+        if spec.code is None:
+            return
+        if spec.code.source is not None:
+            run.code_dir.mkdir()
+            (run.code_dir / spec.code.filename).write_text(spec.code.source)
+        else:
+            source = Path(spec.code.path or ".")
+            size = _tree_size(source, self.home)
+            if size > SNAPSHOT_LIMIT:
+                raise ValidationError("invalid experiment spec", [FieldError(
+                    "code.path", f"holds {size / 2**20:.0f} MiB; code snapshots are limited to "
+                    f"{SNAPSHOT_LIMIT // 2**20} MiB (keep data out of the code folder)")])
+            home = self.home.resolve()
+            ignore = SNAPSHOT_IGNORE
+
+            def skip(folder: str, names: list[str]) -> set[str]:
+                skipped = set(ignore(folder, names))
+                return skipped | {n for n in names if (Path(folder) / n).resolve() == home}
+
+            shutil.copytree(source, run.code_dir, ignore=skip, symlinks=True)
+        if not spec.workdir:
+            spec.workdir = str(run.code_dir)
+            run.write_spec(spec.to_dict())
+
+    # -- reading ----------------------------------------------------------------------
+    def run(self, run_id: str) -> RunDirectory:
+        if not isinstance(run_id, str) or not RUN_ID.match(run_id):
+            raise NotFound(f"no experiment '{run_id}'", [FieldError("id", "is not an experiment id")])
+        run = RunDirectory(self.runs_root / run_id)
+        if not run.exists():
+            raise NotFound(f"no experiment '{run_id}'")
+        return run
+
+    def get(self, run_id: str) -> dict[str, Any]:
+        run = self.run(run_id)
+        status = self.backend.reconcile(run, run.status())
+        spec = run.spec()
+        return {**summary(run, status, spec), "spec": spec, "history": [vars(t) for t in status.history],
+                "replica_status": status.replicas, "run_dir": str(run.path)}
+
+    def refresh(self):
+        """Reconcile unfinished runs with the backend and update the index; returns the changes."""
+        changes = self.index.refresh()
+        for record in list(self.index.records()):
+            if record["status"] not in ("Succeeded", "Failed", "Stopped", "Pruned"):
+                run = RunDirectory(self.runs_root / record["id"])
+                try:
+                    self.backend.reconcile(run, run.status())
+                except (OSError, ValueError):
+                    continue
+        return changes
+
+    def list(self, query: str = "", sort: str = "", limit: int | None = None,
+             offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+        """Records matching a PQL query, sorted (newest first by default), and the total."""
+        from kubelab.query import compile_query, compile_sort
+
+        matches = compile_query(query)
+        self.refresh()
+        self.index.save()
+        records = [r for r in self.index.records() if matches.matches(r)]
+        if sort:
+            records = compile_sort(sort)(records)
+        else:
+            records.sort(key=lambda r: r["id"], reverse=True)
+        total = len(records)
+        end = None if limit is None else offset + limit
+        return records[offset:end], total
+
+    def metrics(self, run_id: str) -> list[dict[str, Any]]:
+        return list(self.run(run_id).metrics())
+
+    def logs(self, run_id: str, replica: int = 0, follow: bool = False) -> Iterator[str]:
+        run = self.run(run_id)
+        replicas = run.spec().get("replicas", 1)
+        if not 0 <= replica < replicas:
+            raise ValidationError("invalid replica", [FieldError(
+                "replica", f"must be between 0 and {replicas - 1} for this experiment")])
+        return self.backend.logs(run, replica, follow)
+
+    def resources(self) -> dict[str, Any]:
+        return self.backend.resources()
+
+    # -- changing -----------------------------------------------------------------------
+    def stop(self, run_id: str) -> dict[str, Any]:
+        run = self.run(run_id)
+        self.backend.stop(run)
+        return summary(run)
+
+    def delete(self, run_id: str) -> None:
+        run = self.run(run_id)
+        if not run.status().terminal:
+            self.backend.stop(run)
+        self.backend.delete(run)
+        run.delete()
+
+
+def _tree_size(root: Path, skip: Path) -> int:
+    total = 0
+    skip = skip.resolve()
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in (".git", "node_modules", ".venv", "__pycache__")
+                   and (Path(folder) / d).resolve() != skip]
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(folder, name)).st_size
+            except OSError:
+                continue
+        if total > SNAPSHOT_LIMIT:
+            break
+    return total

@@ -1,0 +1,267 @@
+"""The run directory is the record of an experiment.
+
+`$KUBELAB_HOME/runs/<id>/` holds `spec.json`, `status.json`, `code/`, `logs/`,
+`metrics.jsonl`, `tensorboard/` and `outputs/`. Everything else (indexes, event
+streams, the sidebar) is derived from these files and can be rebuilt from them.
+Writes are atomic (write + rename) so a reader never sees half a status.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+PENDING, QUEUED, RUNNING = "Pending", "Queued", "Running"
+SUCCEEDED, FAILED, STOPPED, PRUNED = "Succeeded", "Failed", "Stopped", "Pruned"
+STATES = (PENDING, QUEUED, RUNNING, SUCCEEDED, FAILED, STOPPED, PRUNED)
+TERMINAL = frozenset({SUCCEEDED, FAILED, STOPPED, PRUNED})
+
+_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower case
+
+
+def new_id(now: float | None = None) -> str:
+    """A 12-character id that sorts by creation time: 9 chars of milliseconds, 3 random.
+
+    It is also a valid DNS-1123 label, so Kubernetes names can be built from it.
+    """
+    millis = int((time.time() if now is None else now) * 1000)
+    stamp = ""
+    for _ in range(9):
+        millis, digit = divmod(millis, 32)
+        stamp = _ALPHABET[digit] + stamp
+    return stamp + "".join(secrets.choice(_ALPHABET) for _ in range(3))
+
+
+def utcnow() -> str:
+    return iso(time.time())
+
+
+def iso(timestamp: float) -> str:
+    moment = datetime.fromtimestamp(timestamp, tz=timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def parse_iso(text: str) -> float:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp()
+
+
+@dataclass
+class Transition:
+    state: str
+    reason: str
+    at: str
+
+
+@dataclass
+class Status:
+    """What happened to a run: current state, a human reason, and when each state began."""
+
+    state: str = PENDING
+    reason: str = "submitted"
+    exit_code: int | None = None
+    created_at: str = field(default_factory=utcnow)
+    queued_at: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    backend: str = "local"
+    user: str | None = None
+    sweep: str | None = None
+    trial: int | None = None
+    attempt: int = 0
+    gpu_ids: list[int] = field(default_factory=list)
+    runner_pid: int | None = None
+    runner_started: float | None = None
+    replicas: list[dict[str, Any]] = field(default_factory=list)
+    history: list[Transition] = field(default_factory=list)
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL
+
+    def move(self, state: str, reason: str, exit_code: int | None = None) -> Status:
+        """Enter `state`, stamping its time; terminal states are final."""
+        if self.terminal:
+            return self
+        now = utcnow()
+        self.state, self.reason = state, reason
+        if exit_code is not None:
+            self.exit_code = exit_code
+        if state == QUEUED and not self.queued_at:
+            self.queued_at = now
+        elif state == RUNNING and not self.started_at:
+            self.started_at = now
+        elif state in TERMINAL:
+            self.finished_at = now
+        self.history.append(Transition(state, reason, now))
+        return self
+
+    def duration(self) -> float | None:
+        if not self.started_at:
+            return None
+        end = parse_iso(self.finished_at) if self.finished_at else time.time()
+        return round(max(0.0, end - parse_iso(self.started_at)), 3)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Status:
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        known["history"] = [Transition(**t) for t in data.get("history", [])]
+        return cls(**known)
+
+
+class RunDirectory:
+    """One experiment's folder; every reader and writer goes through this class."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.id = self.path.name
+
+    # -- layout ---------------------------------------------------------------------
+    @property
+    def spec_file(self) -> Path:
+        return self.path / "spec.json"
+
+    @property
+    def status_file(self) -> Path:
+        return self.path / "status.json"
+
+    @property
+    def metrics_file(self) -> Path:
+        return self.path / "metrics.jsonl"
+
+    @property
+    def code_dir(self) -> Path:
+        return self.path / "code"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.path / "logs"
+
+    @property
+    def tensorboard_dir(self) -> Path:
+        return self.path / "tensorboard"
+
+    @property
+    def outputs_dir(self) -> Path:
+        return self.path / "outputs"
+
+    def log_file(self, replica: int = 0) -> Path:
+        return self.logs_dir / f"replica-{replica}.log"
+
+    @property
+    def stop_file(self) -> Path:
+        """Present when a stop was asked for, so the runner reports Stopped, not Failed."""
+        return self.path / "stop-requested"
+
+    # -- lifecycle ------------------------------------------------------------------
+    @classmethod
+    def create(cls, runs_root: Path, spec: dict[str, Any], status: Status) -> RunDirectory:
+        runs_root.mkdir(parents=True, exist_ok=True)
+        while True:
+            run = cls(runs_root / new_id())
+            try:
+                run.path.mkdir()
+                break
+            except FileExistsError:  # same millisecond and same random suffix
+                continue
+        for folder in (run.logs_dir, run.tensorboard_dir, run.outputs_dir):
+            folder.mkdir()
+        _write_json(run.spec_file, spec)
+        run.write_status(status)
+        return run
+
+    def exists(self) -> bool:
+        return self.status_file.exists()
+
+    def spec(self) -> dict[str, Any]:
+        return json.loads(self.spec_file.read_text())
+
+    def status(self) -> Status:
+        return Status.from_dict(json.loads(self.status_file.read_text()))
+
+    def write_spec(self, spec: dict[str, Any]) -> None:
+        _write_json(self.spec_file, spec)
+
+    def write_status(self, status: Status) -> None:
+        _write_json(self.status_file, asdict(status))
+
+    def delete(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+    # -- metrics --------------------------------------------------------------------
+    def metrics(self) -> Iterator[dict[str, Any]]:
+        """Every metrics line, skipping a torn last line a trial is still writing."""
+        try:
+            with self.metrics_file.open() as handle:
+                for line in handle:
+                    if line.endswith("\n"):
+                        try:
+                            yield json.loads(line)
+                        except json.JSONDecodeError:
+                            continue
+        except FileNotFoundError:
+            return
+
+    def latest_metrics(self) -> tuple[dict[str, Any], int | None]:
+        """The last value of each metric and the last step, as the record shows them."""
+        latest: dict[str, Any] = {}
+        step = None
+        for entry in self.metrics():
+            latest.update(entry.get("metrics", {}))
+            if entry.get("step") is not None:
+                step = entry["step"]
+        return latest, step
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str))
+    os.replace(tmp, path)
+
+
+def summary(run: RunDirectory, status: Status | None = None, spec: dict | None = None) -> dict:
+    """The record as clients see it (REST, CLI, sidebar, queries)."""
+    status = status or run.status()
+    spec = spec if spec is not None else run.spec()
+    metrics, step = run.latest_metrics()
+    resources = spec.get("resources") or {}
+    params = {i["name"]: i.get("default") for i in spec.get("inputs") or [] if i.get("default") is not None}
+    params.update(spec.get("params") or {})
+    return {
+        "id": run.id,
+        "name": spec.get("name") or run.id,
+        "status": status.state,
+        "reason": status.reason,
+        "exit_code": status.exit_code,
+        "created_at": status.created_at,
+        "queued_at": status.queued_at,
+        "started_at": status.started_at,
+        "finished_at": status.finished_at,
+        "duration": status.duration(),
+        "params": params,
+        "tags": spec.get("tags") or [],
+        "description": spec.get("description") or "",
+        "sweep": status.sweep,
+        "trial": status.trial,
+        "metrics": metrics,
+        "step": step,
+        "resources": {
+            "gpus": resources.get("gpus", 0),
+            "gpu_type": resources.get("gpu_type"),
+            "cpu": resources.get("cpu"),
+            "memory": resources.get("memory"),
+        },
+        "gpu_ids": status.gpu_ids,
+        "replicas": spec.get("replicas", 1),
+        "framework": spec.get("framework", "none"),
+        "backend": status.backend,
+        "user": status.user,
+        "attempt": status.attempt,
+    }

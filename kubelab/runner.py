@@ -1,0 +1,309 @@
+"""The local runner: one small process per experiment, in its own session.
+
+`python -m kubelab.runner RUN_DIR` waits for GPUs, starts the replicas, watches them,
+and writes the final status. Because it is detached from whoever submitted it, an
+experiment outlives a restart of the Jupyter server or the CLI; anyone can re-attach
+by reading `status.json`. Each replica runs in its own process group so that a stop
+reaches the whole tree a training script may have forked (data loaders, torchrun).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from kubelab.distributed import Topology, replica_env, tf_config
+from kubelab.gpus import GpuAllocator
+from kubelab.records import FAILED, QUEUED, RUNNING, STOPPED, SUCCEEDED, RunDirectory, Status
+from kubelab.spec import ExperimentSpec
+
+POLL = 0.05
+NNI_SHIM = Path(__file__).parent / "nni_compat"
+
+
+def stop_grace() -> float:
+    """Seconds between SIGTERM and SIGKILL when stopping (`KUBELAB_STOP_GRACE`, default 10)."""
+    return float(os.environ.get("KUBELAB_STOP_GRACE", "10"))
+
+
+@dataclass
+class Replica:
+    role: str
+    index: int
+    process: subprocess.Popen
+
+    @property
+    def label(self) -> str:
+        return f"replica {self.index}" if self.role == "worker" else f"{self.role} {self.index}"
+
+
+class Runner:
+    def __init__(self, run: RunDirectory):
+        self.run = run
+        self.spec = ExperimentSpec.parse(run.spec())
+        self.status = run.status()
+        self.stopping = False
+        self.allocator: GpuAllocator | None = None
+
+    # -- status ---------------------------------------------------------------------
+    def move(self, state: str, reason: str, exit_code: int | None = None) -> None:
+        self.status.move(state, reason, exit_code)
+        self.run.write_status(self.status)
+
+    def stop_requested(self) -> bool:
+        return self.stopping or self.run.stop_file.exists()
+
+    def on_term(self, _signum: int, _frame: object) -> None:
+        self.stopping = True
+
+    # -- main -----------------------------------------------------------------------
+    def main(self) -> int:
+        signal.signal(signal.SIGTERM, self.on_term)
+        signal.signal(signal.SIGINT, self.on_term)
+        self.status.runner_pid = os.getpid()
+        self.status.runner_started = process_start_time(os.getpid())
+        self.run.write_status(self.status)
+        try:
+            gpu_ids = self.acquire_gpus()
+            if gpu_ids is None:
+                self.move(STOPPED, "stopped by user while queued")
+                return 0
+            self.status.gpu_ids = gpu_ids
+            self.execute(gpu_ids)
+        except Exception as exc:  # the runner must always leave a final status
+            self.move(FAILED, f"kubelab runner error: {exc}")
+        finally:
+            if self.allocator:
+                self.allocator.release(str(self.run.path))
+        return 0
+
+    def acquire_gpus(self) -> list[int] | None:
+        per_replica = self.spec.resources.gpus
+        if not per_replica:
+            return []
+        total = per_replica * self.spec.replicas
+        self.allocator = GpuAllocator()
+        waiting_reason = ""
+        while not self.stop_requested():
+            try:
+                got = self.allocator.try_acquire(
+                    str(self.run.path), os.getpid(), total, self.spec.resources.gpu_type
+                )
+            except ValueError as exc:
+                self.move(FAILED, f"cannot be scheduled: {exc}")
+                return []
+            if got is not None:
+                return got
+            position = self.allocator.position(str(self.run.path)) or 0
+            reason = f"waiting for {total} GPU(s): {position} experiment(s) ahead in this machine's queue"
+            if reason != waiting_reason:
+                self.move(QUEUED, reason)
+                waiting_reason = reason
+            time.sleep(0.5)
+        return None
+
+    def execute(self, gpu_ids: list[int]) -> None:
+        attempts = self.spec.retries + 1
+        for attempt in range(1, attempts + 1):
+            if self.status.terminal:
+                return
+            self.status.attempt = attempt
+            replicas = self.start(gpu_ids, attempt)
+            where = f"GPU {','.join(map(str, gpu_ids))}" if gpu_ids else "CPU"
+            count = len(replicas)
+            more = f", attempt {attempt} of {attempts}" if attempt > 1 else ""
+            self.move(RUNNING, f"running {count} process{'es' if count > 1 else ''} on {where}{more}")
+            outcome = self.watch(replicas)
+            if outcome is None:
+                self.move(SUCCEEDED, "exited 0" if count == 1 else f"all {count} processes exited 0")
+                return
+            reason, code, retryable = outcome
+            if self.stop_requested():
+                self.move(STOPPED, "stopped by user", code)
+                return
+            if not retryable or attempt == attempts:
+                self.move(FAILED, reason, code)
+                return
+            self.log_all(f"kubelab: {reason}; retrying (attempt {attempt + 1} of {attempts})\n")
+
+    # -- processes ------------------------------------------------------------------
+    def start(self, gpu_ids: list[int], attempt: int) -> list[Replica]:
+        spec = self.spec
+        roles = [("worker", i) for i in range(spec.replicas)]
+        roles += [("ps", i) for i in range(spec.parameter_servers)]
+        ports = free_ports(len(roles))
+        workers = [f"127.0.0.1:{ports[i]}" for i in range(spec.replicas)]
+        ps = tuple(f"127.0.0.1:{ports[spec.replicas + i]}" for i in range(spec.parameter_servers))
+        topology = Topology(spec.framework, workers, "127.0.0.1", ports[0], ps)
+        argv = spec.rendered_command()
+        per = spec.resources.gpus
+        replicas = []
+        for role, index in roles:
+            env = self.base_env()
+            if spec.replicas > 1 or spec.parameter_servers:
+                if role == "worker":
+                    env.update(replica_env(topology, index, local_rank=index))
+                else:
+                    env["TF_CONFIG"] = tf_config(topology, "ps", index)
+            mine = gpu_ids[index * per : (index + 1) * per] if role == "worker" else []
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, mine))
+            log = self.run.logs_dir / (f"replica-{index}.log" if role == "worker" else f"{role}-{index}.log")
+            mode = "a" if attempt > 1 else "w"
+            with open(log, mode) as out:
+                process = subprocess.Popen(
+                    argv,
+                    cwd=spec.workdir or None,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            replicas.append(Replica(role, index, process))
+        self.status.replicas = [
+            {"role": r.role, "index": r.index, "pid": r.process.pid, "state": RUNNING, "exit_code": None}
+            for r in replicas
+        ]
+        return replicas
+
+    def base_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(self.spec.env)
+        run = self.run
+        params = self.spec.resolved_params()
+        env.update(
+            KUBELAB_RUN_ID=run.id,
+            KUBELAB_RUN_DIR=str(run.path),
+            KUBELAB_PARAMS=json.dumps(params),
+            KUBELAB_TENSORBOARD_DIR=str(run.tensorboard_dir),
+            KUBELAB_OUTPUTS_DIR=str(run.outputs_dir),
+            PYTHONUNBUFFERED="1",
+        )
+        if self.status.sweep:
+            env["KUBELAB_SWEEP_ID"] = self.status.sweep
+            env["KUBELAB_TRIAL"] = str(self.status.trial)
+        # "python" in a command means the interpreter kubelab runs under, with its packages.
+        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+        paths = [str(NNI_SHIM)]  # `import nni` in a trial finds kubelab's NNI API first
+        if run.code_dir.exists():
+            paths.insert(0, str(run.code_dir))
+        if env.get("PYTHONPATH"):
+            paths.append(env["PYTHONPATH"])
+        env["PYTHONPATH"] = os.pathsep.join(paths)
+        return env
+
+    def watch(self, replicas: list[Replica]) -> tuple[str, int, bool] | None:
+        """Wait for the replicas; None when all succeeded, else (reason, exit code, retryable)."""
+        deadline = time.monotonic() + self.spec.timeout if self.spec.timeout else None
+        failure: tuple[str, int, bool] | None = None
+        while True:
+            if self.stop_requested():
+                self.terminate(replicas)
+                return ("stopped by user", self.exit_code(replicas), False)
+            if deadline and time.monotonic() > deadline:
+                self.terminate(replicas)
+                return (f"timed out after {format_seconds(self.spec.timeout or 0)}", -1, False)
+            done = True
+            for replica, record in zip(replicas, self.status.replicas, strict=True):
+                code = replica.process.poll()
+                if code is None:
+                    done = False
+                    continue
+                if record["exit_code"] is None:
+                    record.update(exit_code=code, state=SUCCEEDED if code == 0 else FAILED)
+                    self.run.write_status(self.status)
+                if code != 0 and failure is None:
+                    failure = (f"{replica.label} {describe_exit(code)}", code, True)
+            if failure is not None:
+                # One failed replica dooms a distributed job: stop the others, as torchrun does.
+                self.terminate(replicas)
+                return failure
+            if done:
+                return None
+            time.sleep(POLL)
+
+    def terminate(self, replicas: list[Replica]) -> None:
+        """SIGTERM every replica's process group, SIGKILL what is left after the grace period."""
+        for replica in replicas:
+            if replica.process.poll() is None:
+                signal_group(replica.process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + stop_grace()
+        while time.monotonic() < deadline and any(r.process.poll() is None for r in replicas):
+            time.sleep(POLL)
+        for replica in replicas:
+            signal_group(replica.process.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                replica.process.wait(timeout=5)
+        for replica, record in zip(replicas, self.status.replicas, strict=True):
+            if record["exit_code"] is None:
+                code = replica.process.returncode
+                record.update(exit_code=code, state=STOPPED if self.stop_requested() else FAILED)
+
+    @staticmethod
+    def exit_code(replicas: list[Replica]) -> int:
+        codes = [r.process.returncode for r in replicas if r.process.returncode]
+        return codes[0] if codes else 0
+
+    def log_all(self, text: str) -> None:
+        for path in self.run.logs_dir.glob("*.log"):
+            with open(path, "a") as handle:
+                handle.write(text)
+
+
+def signal_group(pgid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+
+
+def describe_exit(code: int) -> str:
+    if code < 0:
+        name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
+        hint = " (out of memory?)" if -code == signal.SIGKILL else ""
+        return f"was killed by {name}{hint}"
+    return f"exited with code {code}"
+
+
+def format_seconds(seconds: float) -> str:
+    return f"{seconds:g}s" if seconds < 120 else f"{seconds / 60:g}m"
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def process_start_time(pid: int) -> float | None:
+    """The kernel's start time of `pid` (clock ticks since boot), to tell a reused pid apart."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return float(handle.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m kubelab.runner RUN_DIR", file=sys.stderr)
+        return 2
+    return Runner(RunDirectory(Path(args[0]))).main()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

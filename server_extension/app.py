@@ -1,0 +1,58 @@
+"""`KubeLabApp`: kubelab as a Jupyter Server extension.
+
+It holds the user's `Lab`, the event hub, and the credentials it gives its kernels
+(`KUBELAB_API_URL`, `KUBELAB_API_TOKEN`) so `%%train` reaches this API unaided.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from jupyter_server.extension.application import ExtensionApp
+from jupyter_server.utils import url_path_join
+from tornado.ioloop import IOLoop
+from traitlets import Float, Unicode
+
+from kubelab.lab import Lab
+from kubelab.server_extension.events import EventHub
+from kubelab.server_extension.handlers import ROUTES
+
+
+class KubeLabApp(ExtensionApp):
+    name = "kubelab"
+    extension_url = "/lab"
+    load_other_extensions = True
+
+    home = Unicode(
+        "", config=True, help="Where runs are recorded (default: $KUBELAB_HOME or ~/.kubelab)."
+    )
+    event_interval = Float(
+        0.2, config=True, help="Seconds between looks at unfinished runs for the event stream."
+    )
+
+    def initialize_settings(self) -> None:
+        self.lab = Lab(Path(self.home) if self.home else None)
+        self.root_dir = self.serverapp.root_dir
+        self.kernel_token = secrets.token_urlsafe(32)
+        self.events = EventHub(self.lab, interval=self.event_interval)
+        self.settings["kubelab"] = self
+        # Kernels inherit the server's environment; the port is bound once the loop runs.
+        IOLoop.current().add_callback(self._started)
+
+    def initialize_handlers(self) -> None:
+        for pattern, handler in ROUTES:  # ExtensionApp prefixes the server's base_url
+            self.handlers.append((url_path_join("kubelab", "api", pattern), handler))
+
+    def _started(self) -> None:
+        api = url_path_join(self.serverapp.connection_url, "kubelab", "api")
+        os.environ["KUBELAB_API_URL"] = api.replace("://localhost:", "://127.0.0.1:")
+        os.environ["KUBELAB_API_TOKEN"] = self.kernel_token
+        os.environ["KUBELAB_HOME"] = str(self.lab.home)
+        self.events.start()
+        self.log.info("kubelab: recording runs in %s (backend: %s)", self.lab.runs_root,
+                      os.environ.get("KUBELAB_BACKEND", "local"))
+
+    async def stop_extension(self) -> None:
+        await self.events.stop()

@@ -1,0 +1,134 @@
+"""`/kubelab/api/openapi.json`: the API described from the route table itself.
+
+Paths and operations come from the registered handlers and their docstrings, so the
+description cannot drift from what is served; schemas describe the shared shapes.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from kubelab import __version__
+
+METHODS = ("get", "post", "put", "patch", "delete")
+
+ERROR = {
+    "type": "object",
+    "required": ["error", "detail", "fields"],
+    "properties": {
+        "error": {"type": "string", "example": "invalid"},
+        "detail": {"type": "string"},
+        "fields": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "reason": {"type": "string"}},
+            },
+        },
+    },
+}
+
+RECORD = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string", "pattern": "^[0-9a-z]{12}$"},
+        "name": {"type": "string"},
+        "status": {
+            "type": "string",
+            "enum": ["Pending", "Queued", "Running", "Succeeded", "Failed", "Stopped", "Pruned"],
+        },
+        "reason": {"type": "string"},
+        "exit_code": {"type": ["integer", "null"]},
+        "created_at": {"type": "string", "format": "date-time"},
+        "started_at": {"type": ["string", "null"], "format": "date-time"},
+        "finished_at": {"type": ["string", "null"], "format": "date-time"},
+        "duration": {"type": ["number", "null"]},
+        "params": {"type": "object"},
+        "metrics": {"type": "object", "additionalProperties": {"type": "number"}},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "sweep": {"type": ["string", "null"]},
+        "backend": {"type": "string"},
+    },
+}
+
+SPEC = {
+    "type": "object",
+    "description": "An experiment spec; see docs/spec.md. Unknown fields are refused.",
+    "properties": {
+        "name": {"type": "string"},
+        "command": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
+        "params": {"type": "object"},
+        "inputs": {"type": "array", "items": {"type": "object"}},
+        "resources": {
+            "type": "object",
+            "properties": {
+                "cpu": {"type": ["string", "number"]},
+                "memory": {"type": ["string", "number"]},
+                "gpus": {"type": "integer", "minimum": 0},
+                "gpu_type": {"type": "string"},
+                "shm": {"type": "string"},
+            },
+        },
+        "replicas": {"type": "integer", "minimum": 1},
+        "framework": {"enum": ["none", "pytorch", "tensorflow", "paddle"]},
+    },
+}
+
+PARAMETERS = {
+    "query": {"in": "query", "name": "query", "schema": {"type": "string"}, "description": "PQL filter"},
+    "sort": {"in": "query", "name": "sort", "schema": {"type": "string"}, "description": "e.g. -created_at"},
+    "follow": {"in": "query", "name": "follow", "schema": {"type": "boolean"}},
+    "replica": {"in": "query", "name": "replica", "schema": {"type": "integer", "minimum": 0}},
+}
+
+
+def _path(pattern: str) -> tuple[str, list[dict[str, Any]]]:
+    names = re.findall(r"\(\?P<(\w+)>[^)]*\)", pattern)
+    path = "/kubelab/api/" + re.sub(r"\(\?P<(\w+)>[^)]*\)", r"{\1}", pattern)
+    params = [{"in": "path", "name": n, "required": True, "schema": {"type": "string"}} for n in names]
+    return path, params
+
+
+def document(routes: list[tuple[str, type]]) -> dict[str, Any]:
+    paths: dict[str, Any] = {}
+    for pattern, handler in routes:
+        path, path_params = _path(pattern)
+        operations = {}
+        for method in METHODS:
+            func = handler.__dict__.get(method)
+            if func is None:
+                continue
+            doc = (func.__doc__ or "").strip()
+            query = [PARAMETERS[name] for name in PARAMETERS if f"{name}=" in doc or f"?{name}" in doc]
+            operation: dict[str, Any] = {
+                "summary": doc.splitlines()[0] if doc else f"{method.upper()} {path}",
+                "parameters": path_params + query,
+                "security": [{"token": []}],
+                "responses": {
+                    "200": {"description": "OK"},
+                    "4XX": {
+                        "description": "a request that cannot be served; nothing changed",
+                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+                    },
+                },
+            }
+            if method == "post" and pattern == "experiments":
+                operation["requestBody"] = {
+                    "required": True,
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Spec"}}},
+                }
+            operations[method] = operation
+        paths[path] = operations
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "kubelab", "version": __version__},
+        "paths": paths,
+        "components": {
+            "schemas": {"Error": ERROR, "Record": RECORD, "Spec": SPEC},
+            "securitySchemes": {
+                "token": {"type": "apiKey", "in": "header", "name": "Authorization",
+                          "description": "`token <jupyter server token>` or the server's session cookie"},
+            },
+        },
+    }
