@@ -1,0 +1,580 @@
+"""Filter and sort experiment/trial records with PQL (Polyaxon's query language).
+
+One implementation for REST `?query=&sort=`, `kubelab ls`, the magics and the sidebar::
+
+    select(records, "status:succeeded, metrics.loss:<=0.3", sort="-metrics.acc", limit=10)
+
+A query is parsed once (`kubelab.query_parser`) and compiled into plain closures, so matching a
+record is a few function calls, never a walk over a tree. Parsing raises `QueryError` (a
+`ValidationError`) with the position; evaluation never raises: a record with a missing field
+or a value of the wrong type simply does not match (except for `nil`).
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable, Iterable
+from datetime import datetime, timezone
+from functools import lru_cache
+from itertools import islice
+
+from kubelab.errors import FieldError, ValidationError, did_you_mean
+from kubelab.query_parser import (
+    DATE_FORMS,
+    Atom,
+    Condition,
+    Junction,
+    Node,
+    Operation,
+    QueryError,
+    clip,
+    date_interval,
+    duration,
+    number,
+    parse,
+)
+
+__all__ = ["FIELDS", "Query", "QueryError", "Sort", "compile_query", "compile_sort", "select"]
+
+Record = dict
+Predicate = Callable[[Record], bool]
+Test = Callable[[object], bool]
+
+TEXT, STATUS, TAGS, DATE, DURATION, NUMBER, DYNAMIC = (
+    "text", "status", "tags", "date", "duration", "number", "dynamic",
+)
+FIELDS: dict[str, str] = {
+    "id": TEXT, "name": TEXT, "status": STATUS, "reason": TEXT, "exit_code": NUMBER,
+    "created_at": DATE, "queued_at": DATE, "started_at": DATE, "finished_at": DATE,
+    "duration": DURATION, "tags": TAGS, "sweep": TEXT, "trial": NUMBER, "step": NUMBER,
+    "backend": TEXT, "user": TEXT,
+}
+SECTIONS = ("params", "metrics")  # `params.NAME`, `metrics.NAME` take any NAME
+STATUSES = ("Pending", "Queued", "Running", "Succeeded", "Failed", "Stopped", "Pruned")
+_STATUS_NAMES = {s.lower(): s for s in STATUSES}
+_UTC = timezone.utc
+
+
+# ---------------------------------------------------------------- reading records
+
+
+def _text(value: object) -> str:
+    """A record value as the text a query compares it with (JSON spelling for booleans)."""
+    if value.__class__ is str:
+        return value  # type: ignore[return-value]
+    if value is True or value is False:
+        return "true" if value else "false"
+    return str(value)
+
+
+_NUMBERS = (int, float)  # exact classes: the fast check; bool is deliberately not a number
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and value is not True and value is not False
+
+
+def _epoch(value: object) -> float | None:
+    """Seconds since the epoch from an ISO-8601 string (naive means UTC) or a number."""
+    if value.__class__ is str:
+        try:
+            moment = datetime.fromisoformat(value)  # type: ignore[arg-type]
+        except ValueError:
+            try:  # Python 3.10 does not read a trailing Z
+                moment = datetime.fromisoformat(value.replace("Z", "+00:00"))  # type: ignore[union-attr]
+            except ValueError:
+                return None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=_UTC)
+        return moment.timestamp()
+    if _is_number(value) and not math.isnan(value):  # type: ignore[arg-type]
+        return float(value)  # type: ignore[arg-type]
+    return None
+
+
+def _getter(field: str) -> Callable[[Record], object]:
+    """Read a field; `params.a.b` is the key `a.b` if present, else the nested path a -> b."""
+    section, _, name = field.partition(".")
+    if section not in SECTIONS:
+        return lambda r: r.get(field)
+    path = name.split(".")
+
+    def get(record: Record) -> object:
+        values = record.get(section)
+        if values.__class__ is not dict:
+            return None
+        value = values.get(name)  # type: ignore[union-attr]
+        if value is None and len(path) > 1 and name not in values:  # type: ignore[operator]
+            value = values
+            for part in path:
+                value = value.get(part) if value.__class__ is dict else None  # type: ignore[union-attr]
+        if value.__class__ is list:  # a history of values: the last one counts
+            value = value[-1] if value else None  # type: ignore[index]
+        return value
+
+    return get
+
+
+def resolve_field(source: str, name: str, pos: int, path: str) -> str:
+    """The kind of field `name` (see FIELDS), or a QueryError with a suggestion."""
+    if name in FIELDS:
+        return FIELDS[name]
+    section, dot, rest = name.partition(".")
+    if section in SECTIONS:
+        if not rest:
+            what = "parameter" if section == "params" else "metric"
+            raise QueryError(
+                source, pos + len(name), f"expected a {what} name after '{section}.'", path
+            )
+        return DYNAMIC
+    choices = [*FIELDS, *(f"{s}.{rest or 'NAME'}" for s in SECTIONS)]
+    hint = did_you_mean(name.lower(), choices) or (
+        f"; fields are {', '.join(FIELDS)}, params.NAME and metrics.NAME"
+    )
+    raise QueryError(source, pos, f"unknown field '{clip(name)}'{hint}", path)
+
+
+# ---------------------------------------------------------------- compiling conditions
+
+
+class _Compiler:
+    """Turns one parsed Condition into a predicate over records."""
+
+    def __init__(self, source: str):
+        self.source = source
+
+    def fail(self, offset: int, reason: str) -> QueryError:
+        return QueryError(self.source, offset, reason)
+
+    def node(self, node: Node) -> Predicate:
+        if isinstance(node, Junction):
+            parts = [self.node(child) for child in node.children]
+            return _all_of(parts) if node.kind == "and" else _any_of(parts)
+        return self.condition(node)
+
+    def condition(self, cond: Condition) -> Predicate:
+        kind = resolve_field(self.source, cond.field, cond.field_pos, "query")
+        op = cond.op
+        get = _getter(cond.field)
+        if kind == TAGS:
+            return self.tags(get, op)
+        if op.kind == "nil":
+            if op.negate:
+                return lambda r: get(r) is not None
+            return lambda r: get(r) is None
+        return _bind(cond.field, getattr(self, kind)(cond.field, op), op.negate)
+
+    # -- one method per field kind: each returns a test over a present (non-None) value
+
+    def text(self, field: str, op: Operation) -> Test:
+        return _ordered_test(op, lambda a: a.text, _text_or_none, self)
+
+    def status(self, field: str, op: Operation) -> Test:
+        if op.kind not in ("eq", "set"):
+            raise self.fail(op.pos, "status has no order; use a value or a set such as "
+                            "status:failed|stopped")
+
+        def coerce(atom: Atom) -> str:
+            low = atom.text.lower()
+            if atom.match == "exact" and low not in _STATUS_NAMES:
+                raise self.fail(atom.pos, f"unknown status '{clip(atom.text)}'{_status_hint(low)}")
+            return low
+
+        return _ordered_test(op, coerce, _lower_or_none, self)
+
+    def number(self, field: str, op: Operation) -> Test:
+        def coerce(atom: Atom) -> float:
+            value = number(atom)
+            if value is None:
+                raise self.fail(
+                    atom.pos, f"'{field}' holds numbers; '{clip(atom.text)}' is not one"
+                )
+            return value
+
+        self.no_patterns(field, op, "numbers")
+        return _ordered_test(op, coerce, _number_or_none, self)
+
+    def duration(self, field: str, op: Operation) -> Test:
+        def coerce(atom: Atom) -> float:
+            seconds = None if atom.quoted else duration(atom.text)
+            if seconds is None:
+                raise self.fail(atom.pos, f"expected a duration such as 90, 90s, 30m, 1h or "
+                                f"1h30m; got '{clip(atom.text)}'")
+            return seconds
+
+        self.no_patterns(field, op, "durations")
+        return _ordered_test(op, coerce, _number_or_none, self)
+
+    def date(self, field: str, op: Operation) -> Test:
+        self.no_patterns(field, op, "dates (write a day, a month or a range instead)")
+        spans = []
+        for atom in op.atoms:
+            try:
+                spans.append(date_interval(atom.text))
+            except ValueError as problem:
+                written, reason = clip(atom.text), str(problem)
+                if reason.startswith("expected"):
+                    reason = f"{reason}; got '{written}'"
+                else:
+                    reason = f"'{written}' is not a valid date ({reason}); use {DATE_FORMS}"
+                raise self.fail(atom.pos, reason) from None
+        (start, end), kind = spans[0], op.kind
+        if kind == "range":
+            (low, _), (high_start, end) = spans
+            if low > high_start:
+                raise self.fail(op.atoms[1].pos, f"empty range: '{clip(op.atoms[0].text)}' is "
+                                f"after '{clip(op.atoms[1].text)}'")
+            return lambda v: (t := _epoch(v)) is not None and low <= t < end
+        if kind == "set":
+            return lambda v: (t := _epoch(v)) is not None and any(a <= t < b for a, b in spans)
+        bound = {"eq": None, "lt": start, "le": end, "gt": end, "ge": start}[kind]
+        return _date_compare(kind, start, end, bound)
+
+    def dynamic(self, field: str, op: Operation) -> Test:
+        """params/metrics: numeric comparison when both sides are numbers, text otherwise."""
+        atoms, kind = op.atoms, op.kind
+        values = [number(a) for a in atoms]
+        if kind == "range":
+            if (values[0] is None) != (values[1] is None):
+                raise self.fail(op.pos, "both ends of a range must be numbers, or both text")
+            if values[0] is None:
+                return _ordered_test(op, lambda a: a.text, _str_or_none, self)
+            return _ordered_test(op, number, _number_or_none, self)
+        if kind in ("lt", "le", "gt", "ge"):
+            if values[0] is None:
+                return _ordered_test(op, lambda a: a.text, _str_or_none, self)
+            return _ordered_test(op, number, _number_or_none, self)
+        numbers = frozenset(v for v in values if v is not None)
+        texts = frozenset(a.text for a in atoms if a.match == "exact")
+        patterns = [_pattern(a) for a in atoms if a.match != "exact"]
+        if patterns:
+            return lambda v: (
+                (_is_number(v) and v in numbers)
+                or _text(v) in texts
+                or any(p(_text(v)) for p in patterns)
+            )
+        if not numbers:
+            return lambda v: (v if v.__class__ is str else _text(v)) in texts
+        # a number's own spelling still counts, so metrics.loss:nan finds NaN
+        return lambda v: (
+            (v in numbers or str(v) in texts)
+            if v.__class__ in _NUMBERS
+            else (v if v.__class__ is str else _text(v)) in texts
+        )
+
+    def tags(self, get: Callable[[Record], object], op: Operation) -> Predicate:
+        """A record matches if any of its tags does; no tags is an empty list."""
+        if op.kind not in ("eq", "set", "nil"):
+            raise self.fail(op.pos, "tags can be matched by value, set (a|b), pattern (%) or "
+                            "nil, not compared")
+
+        def tags_of(record: Record) -> list | tuple:
+            value = get(record)
+            return value if value.__class__ in (list, tuple) else ()  # type: ignore[return-value]
+
+        if op.kind == "nil":
+            if op.negate:
+                return lambda r: bool(tags_of(r))
+            return lambda r: not tags_of(r)
+        test = _ordered_test(op, lambda a: a.text, _text_or_none, self)
+        if op.negate:
+            return lambda r: not any(map(test, tags_of(r)))
+        return lambda r: any(map(test, tags_of(r)))
+
+    def no_patterns(self, field: str, op: Operation, holds: str) -> None:
+        for atom in op.atoms:
+            if atom.match != "exact":
+                raise self.fail(atom.pos, f"'%' patterns match text; '{field}' holds {holds}")
+
+
+def _status_hint(word: str) -> str:
+    """did_you_mean, falling back to a unique shared prefix (`sucess` -> succeeded)."""
+    hint = did_you_mean(word, _STATUS_NAMES)
+    if hint:
+        return hint
+    close = [name for name in _STATUS_NAMES if name.startswith(word[:3])]
+    if len(close) == 1 and len(word) >= 3:
+        return f"; did you mean '{close[0]}'?"
+    return f"; statuses are {', '.join(_STATUS_NAMES)}"
+
+
+def _text_or_none(value: object) -> str | None:
+    return _text(value) if value is not None else None
+
+
+def _str_or_none(value: object) -> str | None:
+    return value if value.__class__ is str else None  # type: ignore[return-value]
+
+
+def _lower_or_none(value: object) -> str | None:
+    return value.lower() if value.__class__ is str else None  # type: ignore[union-attr]
+
+
+def _number_or_none(value: object) -> float | None:
+    return value if _is_number(value) else None  # type: ignore[return-value]
+
+
+def _pattern(atom: Atom) -> Test:
+    """Case-insensitive starts/ends/contains, as a search box is expected to behave."""
+    needle = atom.text.lower()
+    if atom.match == "startswith":
+        return lambda s: s.lower().startswith(needle)
+    if atom.match == "endswith":
+        return lambda s: s.lower().endswith(needle)
+    return lambda s: needle in s.lower()
+
+
+_COMPARE = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge}
+
+
+def _ordered_test(
+    op: Operation, coerce: Callable[[Atom], object], norm: Callable[[object], object], c: _Compiler
+) -> Test:
+    """The test for one operation over values that `norm` makes comparable (None: no match).
+
+    The common shapes (numbers compared, text or status looked up in a set) get closures
+    with `norm` written inline: one Python call per condition keeps 10k records in a few ms.
+    """
+    kind = op.kind
+    if kind == "range":
+        low, high = (coerce(a) for a in op.atoms)
+        if low > high:  # type: ignore[operator]
+            raise c.fail(op.atoms[1].pos, f"empty range: {clip(op.atoms[0].text)} is greater "
+                         f"than {clip(op.atoms[1].text)}")
+        if norm is _number_or_none:
+            return lambda v: (v.__class__ in _NUMBERS or _is_number(v)) and low <= v <= high
+        return lambda v: (n := norm(v)) is not None and low <= n <= high  # type: ignore[operator]
+    if kind in _COMPARE:
+        bound, compare = coerce(op.atoms[0]), _COMPARE[kind]
+        if norm is _number_or_none:
+            return lambda v: (v.__class__ in _NUMBERS or _is_number(v)) and compare(v, bound)
+        return lambda v: (n := norm(v)) is not None and compare(n, bound)
+    exact = [a for a in op.atoms if a.match == "exact"]
+    patterns = [_pattern(a) for a in op.atoms if a.match != "exact"]
+    for atom in op.atoms:
+        coerce(atom)  # validates pattern atoms too (where the kind allows them at all)
+    values = frozenset(coerce(a) for a in exact)
+    if not patterns:
+        if norm is _lower_or_none:
+            return lambda v: v.__class__ is str and v.lower() in values  # type: ignore[union-attr]
+        if norm is _text_or_none:
+            return lambda v: (v if v.__class__ is str else _text(v)) in values
+        return lambda v: norm(v) in values
+
+    def test(v: object) -> bool:
+        n = norm(v)
+        if n is None:
+            return False
+        return n in values or any(p(_text(n)) for p in patterns)
+
+    return test
+
+
+def _date_compare(kind: str, start: float, end: float, bound: float | None) -> Test:
+    if kind == "eq":
+        return lambda v: (t := _epoch(v)) is not None and start <= t < end
+    if kind in ("lt", "le"):  # before the written instant / not after its span
+        return lambda v: (t := _epoch(v)) is not None and t < bound  # type: ignore[operator]
+    return lambda v: (t := _epoch(v)) is not None and t >= bound  # type: ignore[operator]
+
+
+def _bind(field: str, test: Test, negate: bool) -> Predicate:
+    """Read the field and test it; a missing (None) value matches nothing but `nil`."""
+    section, _, name = field.partition(".")
+    if section not in SECTIONS:
+        if negate:
+            return lambda r: (v := r.get(field)) is not None and not test(v)
+        return lambda r: (v := r.get(field)) is not None and test(v)
+    if "." in name:
+        get = _getter(field)
+        if negate:
+            return lambda r: (v := get(r)) is not None and not test(v)
+        return lambda r: (v := get(r)) is not None and test(v)
+
+    def matches(record: Record) -> bool:  # _getter inlined: the common params.lr shape
+        values = record.get(section)
+        if values.__class__ is not dict:
+            return False
+        value = values.get(name)  # type: ignore[union-attr]
+        if value.__class__ is list:
+            value = value[-1] if value else None  # type: ignore[index]
+        if value is None:
+            return False
+        return not test(value) if negate else test(value)
+
+    return matches
+
+
+def _all_of(parts: list[Predicate]) -> Predicate:
+    """One closure for up to three parts (each nested call costs time on every record)."""
+    if len(parts) == 1:
+        return parts[0]
+    if len(parts) == 2:
+        a, b = parts
+        return lambda r: a(r) and b(r)
+    a, b, *rest = parts
+    c = _all_of(rest)
+    return lambda r: a(r) and b(r) and c(r)
+
+
+def _any_of(parts: list[Predicate]) -> Predicate:
+    if len(parts) == 1:
+        return parts[0]
+    if len(parts) == 2:
+        a, b = parts
+        return lambda r: a(r) or b(r)
+    a, b, *rest = parts
+    c = _any_of(rest)
+    return lambda r: a(r) or b(r) or c(r)
+
+
+# ---------------------------------------------------------------- public API
+
+
+def _always(record: Record) -> bool:
+    return True
+
+
+class Query:
+    """A compiled query; `matches(record)` is a plain function attribute, for speed."""
+
+    __slots__ = ("matches", "text")
+
+    def __init__(self, text: str, matches: Predicate):
+        self.text = text
+        self.matches = matches
+
+    @property
+    def matches_all(self) -> bool:
+        return self.matches is _always
+
+    def filter(self, records: Iterable[Record]) -> list[Record]:
+        return list(records) if self.matches is _always else list(filter(self.matches, records))
+
+    def __repr__(self) -> str:
+        return f"Query({self.text!r})"
+
+
+def compile_query(text: str) -> Query:
+    """Parse and compile once (cached); an empty or blank query matches every record."""
+    return _compile_query(_checked_text(text, "query"))
+
+
+def _checked_text(text: object, path: str) -> str:
+    if text is None:
+        return ""
+    if not isinstance(text, str):
+        raise ValidationError(f"Invalid {path}", [FieldError(path, "must be text")])
+    return text
+
+
+@lru_cache(maxsize=256)
+def _compile_query(text: str) -> Query:
+    tree = parse(text)
+    return Query(text, _always if tree is None else _Compiler(text).node(tree))
+
+
+class Sort:
+    """Ordered sort keys; records missing a key sort last in both directions; stable."""
+
+    __slots__ = ("keys", "text")
+
+    def __init__(self, text: str, keys: list[tuple[str, bool, Callable[[Record], object]]]):
+        self.text = text
+        self.keys = keys  # (field, descending, key function returning None when missing)
+
+    def apply(self, records: Iterable[Record]) -> list[Record]:
+        rows = list(records)
+        for _field, descending, key in reversed(self.keys):  # least significant first
+            decorated = [(key(r), r) for r in rows]
+            present = [d for d in decorated if d[0] is not None]
+            present.sort(key=lambda d: d[0], reverse=descending)  # reverse keeps stability
+            rows = [r for _, r in present] + [r for k, r in decorated if k is None]
+        return rows
+
+    __call__ = apply
+
+    def __repr__(self) -> str:
+        return f"Sort({self.text!r})"
+
+
+def _sort_key(field: str, kind: str) -> Callable[[Record], object]:
+    get = _getter(field)
+    if kind == DATE:
+        return lambda r: _epoch(get(r))
+    if kind == STATUS:
+        return lambda r: _lower_or_none(get(r))
+    if kind in (NUMBER, DURATION):
+        return lambda r: v if (v := _number_or_none(get(r))) is not None and v == v else None
+    if kind == TEXT:
+        return lambda r: _text_or_none(get(r))
+
+    def mixed(record: Record) -> tuple | None:  # params/metrics: numbers before text
+        value = get(record)
+        if value is None:
+            return None
+        if _is_number(value):
+            return None if value != value else (0, value)
+        return (1, _text(value))
+
+    return mixed
+
+
+def compile_sort(text: str) -> Sort:
+    """`-metrics.loss, created_at`: comma-separated keys, `-` for descending (cached)."""
+    return _compile_sort(_checked_text(text, "sort"))
+
+
+@lru_cache(maxsize=256)
+def _compile_sort(text: str) -> Sort:
+    keys: list[tuple[str, bool, Callable[[Record], object]]] = []
+    if not text.strip():
+        return Sort(text, keys)
+    start = 0
+    for piece in text.split(","):
+        pos = start + len(piece) - len(piece.lstrip())
+        key = piece.strip()
+        start += len(piece) + 1
+        if not key:
+            where = "before ','" if start <= len(text) else "after ','"
+            raise QueryError(text, pos, f"expected a field name {where}", "sort")
+        descending = key[0] == "-"
+        field = key[1:].lstrip() if key[0] in "+-" else key
+        field_pos = pos + len(key) - len(field)
+        if not field or field[0] in "+-":
+            raise QueryError(text, field_pos, "expected a field name after the sign", "sort")
+        if any(c.isspace() for c in field):
+            name, _, word = field.partition(" ")
+            gap = field_pos + len(name)
+            hint = " (write -FIELD for descending order)" if word.strip().lower() in (
+                "desc", "asc", "descending", "ascending") else ""
+            raise QueryError(text, gap, f"expected ',' between sort keys{hint}", "sort")
+        kind = resolve_field(text, field, field_pos, "sort")
+        if kind == TAGS:
+            raise QueryError(text, field_pos, "cannot sort by 'tags': it holds a list", "sort")
+        keys.append((field, descending, _sort_key(field, kind)))
+    return Sort(text, keys)
+
+
+def select(
+    records: Iterable[Record],
+    query: str = "",
+    sort: str = "",
+    limit: int | None = None,
+    offset: int = 0,
+) -> list[Record]:
+    """Filter, sort, then page: the one call every listing uses."""
+    for name, value in (("limit", limit), ("offset", offset)):
+        if value is None and name == "limit":
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValidationError(
+                f"Invalid {name}", [FieldError(name, f"must be a whole number >= 0, got {value!r}")]
+            )
+    matched = compile_query(query)
+    order = compile_sort(sort)
+    stop = None if limit is None else offset + limit
+    if not order.keys:
+        return list(islice(filter(matched.matches, records), offset, stop))
+    return order.apply(filter(matched.matches, records))[offset:stop]
