@@ -7,6 +7,7 @@ and records are the same everywhere. It owns the run directories under
 
 from __future__ import annotations
 
+import getpass
 import os
 import re
 import shutil
@@ -53,7 +54,7 @@ class Lab:
         self.runs_root = self.home / "runs"
         self.runs_root.mkdir(parents=True, exist_ok=True)
         self._backend = backend
-        self.user = user or os.environ.get("JUPYTERHUB_USER") or os.environ.get("USER")
+        self.user = user or os.environ.get("JUPYTERHUB_USER") or getpass.getuser()
         self.index = RunIndex(self.runs_root)
 
     @property
@@ -84,6 +85,7 @@ class Lab:
             raise ValidationError("invalid experiment spec", problems)
         if not spec.workdir and not spec.code:
             spec.workdir = str(base)
+        spec.name = spec.display_name
         if spec.code and spec.code.source is not None and not spec.command:
             spec.command = ["python", spec.code.filename]
         return spec

@@ -123,7 +123,7 @@ class Runner:
             self.move(RUNNING, f"running {count} process{'es' if count > 1 else ''} on {where}{more}")
             outcome = self.watch(replicas)
             if outcome is None:
-                self.move(SUCCEEDED, "exited 0" if count == 1 else f"all {count} processes exited 0")
+                self.move(SUCCEEDED, "exited 0" if count == 1 else f"all {count} processes exited 0", 0)
                 return
             reason, code, retryable = outcome
             if self.stop_requested():

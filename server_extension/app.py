@@ -51,6 +51,8 @@ class KubeLabApp(ExtensionApp):
         os.environ["KUBELAB_API_TOKEN"] = self.kernel_token
         os.environ["KUBELAB_HOME"] = str(self.lab.home)
         self.events.start()
+        if os.environ.pop("KUBELAB_ANNOUNCE_URL", None):
+            print(f"\nkubelab is ready: {self.serverapp.display_url.split()[0]}\n", flush=True)
         self.log.info("kubelab: recording runs in %s (backend: %s)", self.lab.runs_root,
                       os.environ.get("KUBELAB_BACKEND", "local"))
 

@@ -1,0 +1,330 @@
+"""The `kubelab` command.
+
+It works with no server running: it uses the same `Lab` as the Jupyter server, and the
+run directories are the shared record, so a server sees what the CLI started and the
+other way round. `-o json` everywhere for scripts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kubelab.errors import FieldError, KubelabError, ValidationError
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _lab():
+    from kubelab.lab import Lab
+
+    return Lab()
+
+
+# -- spec from flags ----------------------------------------------------------------------
+
+def add_spec_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-f", "--file", help="a spec file (kubelab YAML/JSON or a polyaxonfile)")
+    parser.add_argument("-P", "--param", action="append", default=[], metavar="NAME=VALUE",
+                        help="a parameter value (repeatable)")
+    parser.add_argument("--name")
+    parser.add_argument("--gpus", help="GPUs per replica")
+    parser.add_argument("--gpu-type")
+    parser.add_argument("--cpu", help="CPU per replica, e.g. 2 or 500m")
+    parser.add_argument("--memory", help="memory per replica, e.g. 8Gi")
+    parser.add_argument("--replicas")
+    parser.add_argument("--framework", help="none, pytorch, tensorflow or paddle")
+    parser.add_argument("--image")
+    parser.add_argument("--tag", action="append", default=[], help="a tag (repeatable)")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND... to run")
+
+
+def parse_params(pairs: list[str]) -> dict[str, Any]:
+    """`-P lr=0.1 -P act=relu`: numbers and booleans as JSON reads them, the rest as text.
+
+    Declared inputs convert again by their declared type, so `-P name=007` stays "007"
+    when `name` is declared a string.
+    """
+    params: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise ValidationError("invalid parameter", [FieldError("param", f"'{pair}' must be NAME=VALUE")])
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            parsed = value
+        params[name] = parsed if isinstance(parsed, (int, float, bool)) else value
+    return params
+
+
+def spec_from_args(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
+    """The spec mapping the flags describe, and the folder its relative paths start from."""
+    from kubelab.specfile import load_spec_file
+
+    base = Path.cwd()
+    spec: dict[str, Any] = {}
+    if args.file:
+        spec = load_spec_file(args.file)
+        base = Path(args.file).resolve().parent
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if command:
+        spec["command"] = command
+    if args.param:
+        params = dict(spec.get("params") or {})
+        params.update(parse_params(args.param))
+        spec["params"] = params
+    resources = dict(spec.get("resources") or {})
+    for flag, key in (("gpus", "gpus"), ("gpu_type", "gpu_type"), ("cpu", "cpu"), ("memory", "memory")):
+        if getattr(args, flag) is not None:
+            resources[key] = getattr(args, flag)
+    if resources:
+        spec["resources"] = resources
+    for key in ("name", "replicas", "framework", "image"):
+        if getattr(args, key) is not None:
+            spec[key] = getattr(args, key)
+    if args.tag:
+        spec["tags"] = list(spec.get("tags") or []) + args.tag
+    return spec, base
+
+
+# -- output -------------------------------------------------------------------------------
+
+def emit(data: Any, output: str | None) -> None:
+    if output == "yaml":
+        import yaml
+
+        print(yaml.safe_dump(data, sort_keys=False).rstrip())
+    else:
+        print(json.dumps(data, indent=2, default=str))
+
+
+def table(records: list[dict[str, Any]]) -> str:
+    columns = ("ID", "NAME", "STATUS", "STARTED", "DURATION", "METRICS")
+    rows = [columns]
+    for r in records:
+        metrics = ", ".join(f"{k}={_short(v)}" for k, v in list((r.get("metrics") or {}).items())[:3])
+        started = (r.get("started_at") or "")[:19].replace("T", " ")
+        duration = f"{r['duration']:.1f}s" if r.get("duration") is not None else ""
+        rows.append((r["id"], r["name"][:30], r["status"], started, duration, metrics))
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(columns))]
+    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+                     for row in rows)
+
+
+def _short(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+# -- commands -----------------------------------------------------------------------------
+
+def cmd_run(args: argparse.Namespace) -> int:
+    spec, base = spec_from_args(args)
+    lab = _lab()
+    record = lab.submit(spec, base_dir=base)
+    if args.output == "json" and not args.wait:
+        emit(record, "json")
+        return 0
+    if args.output != "json":
+        print(f"submitted {record['id']} ({record['name']})", file=sys.stderr)
+    if not args.wait:
+        print(record["id"])
+        return 0
+    if args.output != "json":
+        for chunk in lab.logs(record["id"], 0, follow=True):
+            sys.stdout.write(chunk)
+            sys.stdout.flush()
+    final = wait_for(lab, record["id"])
+    if args.output == "json":
+        emit(final, "json")
+    else:
+        print(f"{final['id']} {final['status']}: {final['reason']}", file=sys.stderr)
+    return 0 if final["status"] == "Succeeded" else 1
+
+
+def wait_for(lab: Any, run_id: str) -> dict[str, Any]:
+    while True:
+        record = lab.get(run_id)
+        if record["status"] in ("Succeeded", "Failed", "Stopped", "Pruned"):
+            return record
+        time.sleep(0.2)
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    from kubelab.lab import Lab
+
+    spec_data, base = spec_from_args(args)
+    if args.backend == "kubernetes":
+        from kubelab.kube.backend import KubernetesBackend
+
+        backend: Any = KubernetesBackend.for_render()
+    else:
+        from kubelab.backends.local import LocalBackend
+
+        backend = LocalBackend()
+    lab = Lab(backend=backend)
+    spec = lab.prepare(spec_data, base_dir=base)
+    objects = backend.render(spec, "<id>")
+    if args.output == "yaml":
+        import yaml
+
+        print(yaml.safe_dump_all(objects, sort_keys=False).rstrip())
+    else:
+        emit(objects, "json")
+    return 0
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    items, total = _lab().list(" ".join(args.query), args.sort or "", args.limit)
+    if args.output == "json":
+        emit({"items": items, "total": total}, "json")
+    else:
+        print(table(items))
+        if total > len(items):
+            print(f"({len(items)} of {total} shown)")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    record = _lab().get(args.id)
+    if args.output in ("json", "yaml"):
+        emit(record, args.output)
+        return 0
+    for key in ("id", "name", "status", "reason", "exit_code", "created_at", "started_at",
+                "finished_at", "duration", "params", "metrics", "gpu_ids", "run_dir"):
+        print(f"{key + ':':12} {record.get(key)}")
+    return 0
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    for chunk in _lab().logs(args.id, args.replica, follow=args.follow):
+        sys.stdout.write(chunk)
+        sys.stdout.flush()
+    return 0
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    record = _lab().stop(args.id)
+    if args.output == "json":
+        emit(record, "json")
+    else:
+        print(f"stopping {args.id}")
+    return 0
+
+
+def cmd_rm(args: argparse.Namespace) -> int:
+    _lab().delete(args.id)
+    print(f"deleted {args.id}")
+    return 0
+
+
+def cmd_resources(args: argparse.Namespace) -> int:
+    info = _lab().resources()
+    if args.output == "json":
+        emit(info, "json")
+        return 0
+    gpus = info["gpus"]
+    print(f"backend: {info['backend']}")
+    print(f"GPUs: {gpus['free']} free of {gpus['total']}")
+    for kind in gpus.get("types", []):
+        print(f"  {kind['type']}: {kind['free']}/{kind['total']} free")
+    if gpus.get("queue"):
+        print(f"waiting: {len(gpus['queue'])} experiment(s)")
+    return 0
+
+
+def cmd_lab(args: argparse.Namespace) -> int:
+    from kubelab.launcher import launch_lab
+
+    return launch_lab(port=args.port, open_browser=not args.no_browser, ip=args.ip, extra=args.extra)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kubelab", description="Train on GPUs from Jupyter.")
+    sub = parser.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+
+    def command(name: str, handler: Handler, help: str, output: tuple[str, ...] = ("json",)):
+        p = sub.add_parser(name, help=help, description=help)
+        p.set_defaults(handler=handler)
+        if output:
+            p.add_argument("-o", "--output", choices=output)
+        return p
+
+    p = command("lab", cmd_lab, "start JupyterLab with kubelab on this machine", ())
+    p.add_argument("--port", type=int, default=8888)
+    p.add_argument("--ip", default="127.0.0.1")
+    p.add_argument("--no-browser", action="store_true")
+    p.add_argument("extra", nargs=argparse.REMAINDER, help="-- further jupyter lab options")
+
+    p = command("run", cmd_run, "submit an experiment")
+    add_spec_flags(p)
+    p.add_argument("--wait", action="store_true", help="follow it; exit non-zero unless it succeeds")
+
+    p = command("render", cmd_render, "print what would be created, without creating it", ("json", "yaml"))
+    add_spec_flags(p)
+    p.add_argument("--backend", choices=("local", "kubernetes"), default="local")
+
+    p = command("ls", cmd_ls, "list experiments, optionally filtered by a PQL query")
+    p.add_argument("query", nargs="*", help="e.g. status:succeeded, metrics.loss:<0.3")
+    p.add_argument("--sort", help="e.g. -metrics.loss,created_at")
+    p.add_argument("--limit", type=int)
+
+    p = command("show", cmd_show, "show one experiment", ("json", "yaml"))
+    p.add_argument("id")
+    p = command("logs", cmd_logs, "print an experiment's output", ())
+    p.add_argument("id")
+    p.add_argument("-f", "--follow", action="store_true")
+    p.add_argument("--replica", type=int, default=0)
+    p = command("stop", cmd_stop, "stop an experiment")
+    p.add_argument("id")
+    p = command("rm", cmd_rm, "stop and delete an experiment and its run directory", ())
+    p.add_argument("id")
+    command("resources", cmd_resources, "GPUs and what waits for them")
+    for extension in _extensions():
+        extension(sub)
+    return parser
+
+
+def _extensions() -> list[Callable[[Any], None]]:
+    """Subcommands that live with their domain (sweeps, tensorboard, hub)."""
+    import importlib
+    import importlib.util
+
+    found = []
+    for module in ("kubelab.sweeps.cli", "kubelab.tensorboard_cli", "kubelab.spawner.cli"):
+        try:
+            present = importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:  # the parent package is not there
+            present = False
+        if present:
+            found.append(importlib.import_module(module).register)
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except KubelabError as exc:
+        if getattr(args, "output", None) == "json":
+            print(json.dumps(exc.to_json(), indent=2), file=sys.stderr)
+        else:
+            print(f"kubelab: {exc.message()}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
