@@ -45,11 +45,10 @@ def add_spec_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND... to run")
 
 
-def parse_params(pairs: list[str]) -> dict[str, Any]:
-    """`-P lr=0.1 -P act=relu`: numbers and booleans as JSON reads them, the rest as text.
-
-    Declared inputs convert again by their declared type, so `-P name=007` stays "007"
-    when `name` is declared a string.
+def parse_params(pairs: list[str], typed: bool = True) -> dict[str, Any]:
+    """`-P lr=0.1 -P act=relu`. With `typed`, numbers and booleans are read as JSON reads
+    them; without (the spec declares inputs), text is kept for the declared types to convert,
+    so `-P name=007` stays "007" for a string input.
     """
     params: dict[str, Any] = {}
     for pair in pairs:
@@ -57,7 +56,7 @@ def parse_params(pairs: list[str]) -> dict[str, Any]:
         if not sep or not name:
             raise ValidationError("invalid parameter", [FieldError("param", f"'{pair}' must be NAME=VALUE")])
         try:
-            parsed = json.loads(value)
+            parsed = json.loads(value) if typed else value
         except ValueError:
             parsed = value
         params[name] = parsed if isinstance(parsed, (int, float, bool)) else value
@@ -80,7 +79,7 @@ def spec_from_args(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
         spec["command"] = command
     if args.param:
         params = dict(spec.get("params") or {})
-        params.update(parse_params(args.param))
+        params.update(parse_params(args.param, typed=not spec.get("inputs")))
         spec["params"] = params
     resources = dict(spec.get("resources") or {})
     for flag, key in (("gpus", "gpus"), ("gpu_type", "gpu_type"), ("cpu", "cpu"), ("memory", "memory")):

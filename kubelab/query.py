@@ -39,7 +39,10 @@ __all__ = ["FIELDS", "Query", "QueryError", "Sort", "compile_query", "compile_so
 
 Record = dict
 Predicate = Callable[[Record], bool]
-Test = Callable[[object], bool]
+# A Test looks at a present value: True (match), False (no match) or None when the value has
+# the wrong type or cannot be read; `~` turns only False into a match, so odd records never
+# match a negation by accident.
+Test = Callable[[object], "bool | None"]
 
 TEXT, STATUS, TAGS, DATE, DURATION, NUMBER, DYNAMIC = (
     "text", "status", "tags", "date", "duration", "number", "dynamic",
@@ -98,7 +101,7 @@ def _getter(field: str) -> Callable[[Record], object]:
     section, _, name = field.partition(".")
     if section not in SECTIONS:
         return lambda r: r.get(field)
-    path = name.split(".")
+    path, history = name.split("."), section == "metrics"
 
     def get(record: Record) -> object:
         values = record.get(section)
@@ -109,7 +112,7 @@ def _getter(field: str) -> Callable[[Record], object]:
             value = values
             for part in path:
                 value = value.get(part) if value.__class__ is dict else None  # type: ignore[union-attr]
-        if value.__class__ is list:  # a history of values: the last one counts
+        if history and value.__class__ is list:  # a metric's history: the last value counts
             value = value[-1] if value else None  # type: ignore[index]
         return value
 
@@ -225,9 +228,9 @@ class _Compiler:
             if low > high_start:
                 raise self.fail(op.atoms[1].pos, f"empty range: '{clip(op.atoms[0].text)}' is "
                                 f"after '{clip(op.atoms[1].text)}'")
-            return lambda v: (t := _epoch(v)) is not None and low <= t < end
+            return lambda v: None if (t := _epoch(v)) is None else low <= t < end
         if kind == "set":
-            return lambda v: (t := _epoch(v)) is not None and any(a <= t < b for a, b in spans)
+            return lambda v: None if (t := _epoch(v)) is None else any(a <= t < b for a, b in spans)
         bound = {"eq": None, "lt": start, "le": end, "gt": end, "ge": start}[kind]
         return _date_compare(kind, start, end, bound)
 
@@ -264,23 +267,26 @@ class _Compiler:
         )
 
     def tags(self, get: Callable[[Record], object], op: Operation) -> Predicate:
-        """A record matches if any of its tags does; no tags is an empty list."""
+        """A record matches if any of its tags does; missing tags are no tags (an empty list)."""
         if op.kind not in ("eq", "set", "nil"):
             raise self.fail(op.pos, "tags can be matched by value, set (a|b), pattern (%) or "
                             "nil, not compared")
 
-        def tags_of(record: Record) -> list | tuple:
+        def tags_of(record: Record) -> list | tuple | None:
+            """The tags, () for none, None when `tags` is not a list (matches nothing)."""
             value = get(record)
-            return value if value.__class__ in (list, tuple) else ()  # type: ignore[return-value]
+            if value is None:
+                return ()
+            return value if value.__class__ in (list, tuple) else None  # type: ignore[return-value]
 
         if op.kind == "nil":
             if op.negate:
-                return lambda r: bool(tags_of(r))
-            return lambda r: not tags_of(r)
+                return lambda r: (t := tags_of(r)) is None or len(t) > 0
+            return lambda r: (t := tags_of(r)) is not None and not t
         test = _ordered_test(op, lambda a: a.text, _text_or_none, self)
         if op.negate:
-            return lambda r: not any(map(test, tags_of(r)))
-        return lambda r: any(map(test, tags_of(r)))
+            return lambda r: (t := tags_of(r)) is not None and not any(map(test, t))
+        return lambda r: (t := tags_of(r)) is not None and any(map(test, t))
 
     def no_patterns(self, field: str, op: Operation, holds: str) -> None:
         for atom in op.atoms:
@@ -343,13 +349,13 @@ def _ordered_test(
             raise c.fail(op.atoms[1].pos, f"empty range: {clip(op.atoms[0].text)} is greater "
                          f"than {clip(op.atoms[1].text)}")
         if norm is _number_or_none:
-            return lambda v: (v.__class__ in _NUMBERS or _is_number(v)) and low <= v <= high
-        return lambda v: (n := norm(v)) is not None and low <= n <= high  # type: ignore[operator]
+            return lambda v: low <= v <= high if v.__class__ in _NUMBERS or _is_number(v) else None
+        return lambda v: None if (n := norm(v)) is None else low <= n <= high  # type: ignore[operator]
     if kind in _COMPARE:
         bound, compare = coerce(op.atoms[0]), _COMPARE[kind]
         if norm is _number_or_none:
-            return lambda v: (v.__class__ in _NUMBERS or _is_number(v)) and compare(v, bound)
-        return lambda v: (n := norm(v)) is not None and compare(n, bound)
+            return lambda v: compare(v, bound) if v.__class__ in _NUMBERS or _is_number(v) else None
+        return lambda v: None if (n := norm(v)) is None else compare(n, bound)
     exact = [a for a in op.atoms if a.match == "exact"]
     patterns = [_pattern(a) for a in op.atoms if a.match != "exact"]
     for atom in op.atoms:
@@ -357,15 +363,15 @@ def _ordered_test(
     values = frozenset(coerce(a) for a in exact)
     if not patterns:
         if norm is _lower_or_none:
-            return lambda v: v.__class__ is str and v.lower() in values  # type: ignore[union-attr]
+            return lambda v: v.lower() in values if v.__class__ is str else None  # type: ignore[union-attr]
         if norm is _text_or_none:
             return lambda v: (v if v.__class__ is str else _text(v)) in values
-        return lambda v: norm(v) in values
+        return lambda v: None if (n := norm(v)) is None else n in values
 
-    def test(v: object) -> bool:
+    def test(v: object) -> bool | None:
         n = norm(v)
         if n is None:
-            return False
+            return None
         return n in values or any(p(_text(n)) for p in patterns)
 
     return test
@@ -373,10 +379,10 @@ def _ordered_test(
 
 def _date_compare(kind: str, start: float, end: float, bound: float | None) -> Test:
     if kind == "eq":
-        return lambda v: (t := _epoch(v)) is not None and start <= t < end
+        return lambda v: None if (t := _epoch(v)) is None else start <= t < end
     if kind in ("lt", "le"):  # before the written instant / not after its span
-        return lambda v: (t := _epoch(v)) is not None and t < bound  # type: ignore[operator]
-    return lambda v: (t := _epoch(v)) is not None and t >= bound  # type: ignore[operator]
+        return lambda v: None if (t := _epoch(v)) is None else t < bound  # type: ignore[operator]
+    return lambda v: None if (t := _epoch(v)) is None else t >= bound  # type: ignore[operator]
 
 
 def _bind(field: str, test: Test, negate: bool) -> Predicate:
@@ -384,24 +390,25 @@ def _bind(field: str, test: Test, negate: bool) -> Predicate:
     section, _, name = field.partition(".")
     if section not in SECTIONS:
         if negate:
-            return lambda r: (v := r.get(field)) is not None and not test(v)
-        return lambda r: (v := r.get(field)) is not None and test(v)
+            return lambda r: (v := r.get(field)) is not None and test(v) is False
+        return lambda r: (v := r.get(field)) is not None and test(v) is True
     if "." in name:
         get = _getter(field)
         if negate:
-            return lambda r: (v := get(r)) is not None and not test(v)
-        return lambda r: (v := get(r)) is not None and test(v)
+            return lambda r: (v := get(r)) is not None and test(v) is False
+        return lambda r: (v := get(r)) is not None and test(v) is True
+    history = section == "metrics"
 
     def matches(record: Record) -> bool:  # _getter inlined: the common params.lr shape
         values = record.get(section)
         if values.__class__ is not dict:
             return False
         value = values.get(name)  # type: ignore[union-attr]
-        if value.__class__ is list:
+        if history and value.__class__ is list:
             value = value[-1] if value else None  # type: ignore[index]
         if value is None:
             return False
-        return not test(value) if negate else test(value)
+        return test(value) is False if negate else test(value) is True
 
     return matches
 
