@@ -157,7 +157,8 @@ class GpuAllocator:
                 )
             if state["queue"][0]["run"] != run:
                 return None
-            free = [g.index for g in self.gpus if g.matches(gpu_type) and str(g.index) not in state["allocations"]]
+            taken = state["allocations"]
+            free = [g.index for g in self.gpus if g.matches(gpu_type) and str(g.index) not in taken]
             if len(free) < count:
                 return None
             chosen = free[:count]

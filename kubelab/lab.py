@@ -199,9 +199,10 @@ class Lab:
         return self.backend.resources()
 
     # -- changing -----------------------------------------------------------------------
-    def stop(self, run_id: str) -> dict[str, Any]:
+    def stop(self, run_id: str, pruned: bool = False) -> dict[str, Any]:
+        """Stop a run; `pruned` records it as early-stopped by its sweep, not as failed."""
         run = self.run(run_id)
-        self.backend.stop(run)
+        self.backend.stop(run, pruned=pruned)
         return summary(run)
 
     def delete(self, run_id: str) -> None:

@@ -33,7 +33,8 @@ def convert(data: dict[str, Any]) -> dict[str, Any]:
     if params is not None:
         spec["params"] = params
     if data.get("inputs") is not None:
-        spec["inputs"] = [_input(i) for i in data["inputs"]] if isinstance(data["inputs"], list) else data["inputs"]
+        inputs = data["inputs"]
+        spec["inputs"] = [_input(i) for i in inputs] if isinstance(inputs, list) else inputs
     run = data.get("run") or {}
     if isinstance(run, dict):
         command = run.get("cmd")
@@ -45,7 +46,8 @@ def convert(data: dict[str, Any]) -> dict[str, Any]:
     if isinstance(environment, dict):
         for key in environment:
             if key not in ENVIRONMENT:
-                problems.append(FieldError(f"environment.{key}", "unknown field" + did_you_mean(key, ENVIRONMENT)))
+                hint = did_you_mean(key, ENVIRONMENT)
+                problems.append(FieldError(f"environment.{key}", "unknown field" + hint))
         _environment(environment, spec, problems)
     if problems:
         raise ValidationError("invalid polyaxonfile", problems)

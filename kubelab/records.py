@@ -157,8 +157,21 @@ class RunDirectory:
 
     @property
     def stop_file(self) -> Path:
-        """Present when a stop was asked for, so the runner reports Stopped, not Failed."""
+        """Present when a stop was asked for, so the runner reports Stopped (or Pruned), not Failed."""
         return self.path / "stop-requested"
+
+    def request_stop(self, pruned: bool = False) -> None:
+        self.stop_file.write_text("pruned" if pruned else "user")
+
+    def stop_outcome(self) -> tuple[str, str]:
+        """The state and reason a stopped run ends in: Pruned by a sweep's early stopping, or Stopped."""
+        try:
+            pruned = self.stop_file.read_text().strip() == "pruned"
+        except FileNotFoundError:
+            pruned = False
+        if pruned:
+            return PRUNED, "pruned by early stopping"
+        return STOPPED, "stopped by user"
 
     # -- lifecycle ------------------------------------------------------------------
     @classmethod

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from kubelab.distributed import Topology, replica_env, tf_config
 from kubelab.gpus import GpuAllocator
-from kubelab.records import FAILED, QUEUED, RUNNING, STOPPED, SUCCEEDED, RunDirectory, Status
+from kubelab.records import FAILED, QUEUED, RUNNING, STOPPED, SUCCEEDED, RunDirectory
 from kubelab.spec import ExperimentSpec
 
 POLL = 0.05
@@ -74,7 +74,8 @@ class Runner:
         try:
             gpu_ids = self.acquire_gpus()
             if gpu_ids is None:
-                self.move(STOPPED, "stopped by user while queued")
+                state, reason = self.run.stop_outcome()
+                self.move(state, reason + " while queued")
                 return 0
             self.status.gpu_ids = gpu_ids
             self.execute(gpu_ids)
@@ -127,7 +128,7 @@ class Runner:
                 return
             reason, code, retryable = outcome
             if self.stop_requested():
-                self.move(STOPPED, "stopped by user", code)
+                self.move(*self.run.stop_outcome(), code)
                 return
             if not retryable or attempt == attempts:
                 self.move(FAILED, reason, code)

@@ -14,6 +14,7 @@ from typing import Any
 from kubelab import templating
 from kubelab.errors import FieldError, ValidationError, did_you_mean
 from kubelab.quantity import parse_duration, parse_quantity
+from kubelab.templating import format_value
 
 FRAMEWORKS = ("none", "pytorch", "tensorflow", "paddle")
 ENGINES = ("job", "kubeflow")
@@ -417,7 +418,9 @@ _INVALID = object()
 def convert_value(kind: str, value: Any) -> Any:
     """Convert `value` to the input type `kind`, or return the `_INVALID` marker."""
     if kind == "str":
-        return value if isinstance(value, str) else _INVALID if isinstance(value, (dict, list)) else str(value)
+        if isinstance(value, (dict, list)):
+            return _INVALID
+        return value if isinstance(value, str) else format_value(value)
     if kind == "bool":
         if isinstance(value, bool):
             return value

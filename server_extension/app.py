@@ -12,12 +12,12 @@ from pathlib import Path
 
 from jupyter_server.extension.application import ExtensionApp
 from jupyter_server.utils import url_path_join
+from kubelab.server_extension.events import EventHub
+from kubelab.server_extension.handlers import ROUTES
 from tornado.ioloop import IOLoop
 from traitlets import Float, Unicode
 
 from kubelab.lab import Lab
-from kubelab.server_extension.events import EventHub
-from kubelab.server_extension.handlers import ROUTES
 
 
 class KubeLabApp(ExtensionApp):
@@ -51,6 +51,7 @@ class KubeLabApp(ExtensionApp):
         os.environ["KUBELAB_API_TOKEN"] = self.kernel_token
         os.environ["KUBELAB_HOME"] = str(self.lab.home)
         self.events.start()
+        self.lab.backend.start()
         if os.environ.pop("KUBELAB_ANNOUNCE_URL", None):
             print(f"\nkubelab is ready: {self.serverapp.display_url.split()[0]}\n", flush=True)
         self.log.info("kubelab: recording runs in %s (backend: %s)", self.lab.runs_root,
@@ -58,3 +59,4 @@ class KubeLabApp(ExtensionApp):
 
     async def stop_extension(self) -> None:
         await self.events.stop()
+        self.lab.backend.close()

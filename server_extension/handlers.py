@@ -81,7 +81,8 @@ class KubelabHandler(APIHandler):
         try:
             value = int(raw)
         except ValueError:
-            raise ValidationError(f"invalid {name}", [FieldError(name, f"must be a whole number, not {raw!r}")]) from None
+            reason = f"must be a whole number, not {raw!r}"
+            raise ValidationError(f"invalid {name}", [FieldError(name, reason)]) from None
         if value < 0:
             raise ValidationError(f"invalid {name}", [FieldError(name, "must be 0 or more")])
         return value

@@ -22,8 +22,10 @@ class Backend(ABC):
         """Start (or queue) the run; return quickly, progress is reported through status.json."""
 
     @abstractmethod
-    def stop(self, run: RunDirectory) -> None:
-        """Stop the run's processes or pods; its final state becomes Stopped."""
+    def stop(self, run: RunDirectory, pruned: bool = False) -> None:
+        """Stop the run's processes or pods; it ends Stopped (Pruned when a sweep pruned it).
+
+        Call `run.request_stop(pruned)` first, so every observer agrees on the outcome."""
 
     @abstractmethod
     def reconcile(self, run: RunDirectory, status: Status) -> Status:
@@ -43,3 +45,12 @@ class Backend(ABC):
 
     def delete(self, run: RunDirectory) -> None:
         """Remove what the backend keeps beyond the run directory (nothing, by default)."""
+        return None
+
+    def start(self) -> None:
+        """Begin watching (a long-lived server calls this; the CLI never does)."""
+        return None
+
+    def close(self) -> None:
+        """Stop watching and release connections."""
+        return None

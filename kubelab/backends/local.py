@@ -18,7 +18,7 @@ from typing import Any
 
 from kubelab.backends.base import Backend
 from kubelab.gpus import GpuAllocator, pid_alive
-from kubelab.records import FAILED, STOPPED, RunDirectory, Status
+from kubelab.records import FAILED, RunDirectory, Status
 from kubelab.runner import process_start_time, signal_group, stop_grace
 from kubelab.spec import ExperimentSpec
 
@@ -57,8 +57,8 @@ class LocalBackend(Backend):
         started = process_start_time(pid) if pid else None
         return status.runner_started is None or started is None or started == status.runner_started
 
-    def stop(self, run: RunDirectory) -> None:
-        run.stop_file.touch()
+    def stop(self, run: RunDirectory, pruned: bool = False) -> None:
+        run.request_stop(pruned)
         status = run.status()
         if status.terminal:
             return
@@ -68,7 +68,7 @@ class LocalBackend(Backend):
         if status.runner_pid is None:
             return  # not started yet: the runner will see the stop request and end at once
         self.kill_orphans(status)
-        status.move(STOPPED, "stopped by user")
+        status.move(*run.stop_outcome())
         run.write_status(status)
 
     def kill_orphans(self, status: Status) -> None:
@@ -95,7 +95,7 @@ class LocalBackend(Backend):
             return status
         self.kill_orphans(status)
         if run.stop_file.exists():
-            status.move(STOPPED, "stopped by user")
+            status.move(*run.stop_outcome())
         else:
             status.move(FAILED, "the runner process ended without a final status (machine restart?)")
         run.write_status(status)
