@@ -506,7 +506,8 @@ class Sort:
         return f"Sort({self.text!r})"
 
 
-def _sort_key(field: str, kind: str) -> Callable[[Record], object]:
+def _sort_key(field: str, kind: str, descending: bool) -> Callable[[Record], object]:
+    """A key that is None when the record lacks the field (those rows go last)."""
     get = _getter(field)
     if kind == DATE:
         return lambda r: _epoch(get(r))
@@ -514,16 +515,17 @@ def _sort_key(field: str, kind: str) -> Callable[[Record], object]:
         return lambda r: _lower_or_none(get(r))
     if kind in (NUMBER, DURATION):
         return lambda r: v if (v := _number_or_none(get(r))) is not None and v == v else None
-    if kind == TEXT:
-        return lambda r: _text_or_none(get(r))
+    if kind == TEXT:  # case-insensitive, like a file browser; exact text breaks ties
+        return lambda r: None if (v := get(r)) is None else ((t := _text(v)).lower(), t)
+    numbers_rank, text_rank = (1, 0) if descending else (0, 1)
 
-    def mixed(record: Record) -> tuple | None:  # params/metrics: numbers before text
+    def mixed(record: Record) -> tuple | None:  # params/metrics: numbers before text, always
         value = get(record)
         if value is None:
             return None
         if _is_number(value):
-            return None if value != value else (0, value)
-        return (1, _text(value))
+            return None if value != value else (numbers_rank, value)
+        return (text_rank, _text(value))
 
     return mixed
 
@@ -560,7 +562,7 @@ def _compile_sort(text: str) -> Sort:
         kind = resolve_field(text, field, field_pos, "sort")
         if kind == TAGS:
             raise QueryError(text, field_pos, "cannot sort by 'tags': it holds a list", "sort")
-        keys.append((field, descending, _sort_key(field, kind)))
+        keys.append((field, descending, _sort_key(field, kind, descending)))
     return Sort(text, keys)
 
 
