@@ -18,8 +18,8 @@ Grammar (AND binds tighter than OR)::
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from typing import NamedTuple, Union
 
 from kubelab.errors import FieldError, ValidationError
 
@@ -63,8 +63,7 @@ def _excerpt(source: str, offset: int) -> str:
 # ---------------------------------------------------------------- tree
 
 
-@dataclass(frozen=True, slots=True)
-class Atom:
+class Atom(NamedTuple):
     """One literal value; `match` is exact, startswith, endswith or contains (from `%`)."""
 
     text: str
@@ -73,8 +72,7 @@ class Atom:
     pos: int  # offset in the source, for errors found while compiling
 
 
-@dataclass(frozen=True, slots=True)
-class Operation:
+class Operation(NamedTuple):
     """`kind` is eq, set, lt, le, gt, ge, range or nil; `atoms` holds its values in order."""
 
     kind: str
@@ -83,22 +81,24 @@ class Operation:
     pos: int
 
 
-@dataclass(frozen=True, slots=True)
-class Condition:
+# NamedTuples, not dataclasses: this module is imported on listing hot paths, and a
+# dataclass costs about a millisecond to create at import time.
+Node = Union["Condition", "Junction"]
+
+
+class Condition(NamedTuple):
     field: str
     field_pos: int
     op: Operation
 
 
-@dataclass(frozen=True, slots=True)
-class Junction:
+class Junction(NamedTuple):
     """`kind` is "and" or "or"; children are Conditions or Junctions."""
 
     kind: str
-    children: tuple[Condition | Junction, ...]
+    children: tuple[Node, ...]
 
 
-Node = Condition | Junction
 
 # ---------------------------------------------------------------- lexer
 
@@ -109,8 +109,7 @@ _NEXT_CONDITION = re.compile(r"\s+[A-Za-z_][^\s:,()\"'|~<>=%]*\s*:")
 _WORD_OPERATORS = {"and": "and", "or": "or"}
 
 
-@dataclass(frozen=True, slots=True)
-class _Token:
+class _Token(NamedTuple):
     kind: str  # "(", ")", ",", "and", "or", "cond", "end"
     pos: int
     text: str = ""
