@@ -1,0 +1,384 @@
+"""The tuner: asks Optuna for trial parameters, tells it results, and survives restarts.
+
+A `Tuner` wraps one `optuna.Study`. With `storage="sqlite:///…/study.db"` (any Optuna RDB
+URL) every suggestion is written before `ask()` returns, so a new process that opens the
+same study name continues where the old one stopped: running trials are still known
+(`running()`), an `ask()` interrupted half-way is finished on reopen, and the next
+suggestion is new. One driver should own a study at a time.
+
+Samplers are Optuna's (see `build_sampler`); only `anneal` is kubelab's own.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import random
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from kubelab.errors import Conflict, FieldError, NotFound, ValidationError
+from kubelab.sweeps import encoding
+from kubelab.sweeps.algorithms import TunerChoice, check_batch, check_tuner
+from kubelab.sweeps.pruners import PrunerChoice, check_pruner
+from kubelab.sweeps.space import Option, Parameter, Scalar, SearchSpace
+
+STATES = {"complete": TrialState.COMPLETE, "pruned": TrialState.PRUNED, "failed": TrialState.FAIL}
+PARAMS_ATTR = "kubelab_params"
+META_ATTR = "kubelab"
+REQUIREMENTS = {"gp": ("scipy", "torch"), "qmc": ("scipy",), "cmaes": ("cmaes",)}
+
+
+class SweepExhausted(Conflict):
+    """Grid or batch tuners have handed out every configuration."""
+
+    error = "exhausted"
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """One trial's parameters: NNI-shaped (`params`) and flat for command lines (`flat`)."""
+
+    number: int
+    params: dict[str, Any]
+    flat: dict[str, Scalar]
+
+
+@dataclass(frozen=True)
+class TrialSummary:
+    number: int
+    state: str
+    value: float | None
+    params: dict[str, Any] | None
+
+
+class Tuner:
+    def __init__(
+        self,
+        space: SearchSpace,
+        name: str | TunerChoice = "tpe",
+        args: Mapping[str, Any] | None = None,
+        *,
+        storage: str | optuna.storages.BaseStorage | None = None,
+        study_name: str | None = None,
+        direction: str | None = None,
+        pruner: Any = None,
+        batch: list[dict[str, Any]] | None = None,
+    ) -> None:
+        self.space = space
+        self.choice, pruner_choice, self._batch = _validate(space, name, args, pruner, batch)
+        self.direction = _direction(direction, self.choice, pruner_choice)
+        if storage is not None and not study_name:
+            raise ValidationError(
+                "invalid tuner",
+                [FieldError("study_name", "is required with a storage, so the sweep can be reopened")],
+            )
+        missing = [m for m in REQUIREMENTS.get(self.choice.name, ()) if importlib.util.find_spec(m) is None]
+        if missing:
+            reason = f"{self.choice.name} needs the Python packages {', '.join(missing)}; install them first"
+            raise ValidationError("tuner unavailable", [FieldError("tuner.name", reason)])
+        self.study = optuna.create_study(
+            storage=storage,
+            study_name=study_name,
+            direction=self.direction,
+            pruner=pruner_choice.build(),
+            sampler=optuna.samplers.RandomSampler(),
+            load_if_exists=True,
+        )
+        seed = self._claim_study()
+        existing = len(self.study.get_trials(deepcopy=False))
+        self.study.sampler = build_sampler(self.choice, seed, existing)
+        self._handles: dict[int, optuna.trial.Trial] = {}
+        self._dists = {
+            p.key: encoding.distribution(p, finite=self.choice.name in ("grid", "bruteforce"))
+            for p in space.walk()
+        }
+        self._batch_choices = _batch_choices(self._batch)
+        self._finish_interrupted_asks()
+
+    # -- the driver's calls ------------------------------------------------------------
+
+    def ask(self) -> Suggestion:
+        """The next trial's parameters, recorded in the study before they are returned."""
+        if self.exhausted():
+            raise SweepExhausted(f"the {self.choice.name} tuner has handed out every configuration")
+        if self._batch is not None and not self._trials(TrialState.WAITING):
+            config = self._batch[len(self._trials())]
+            self.study.enqueue_trial({k: v for k, v in config.items()})
+        trial = self.study.ask()
+        self._handles[trial.number] = trial
+        return self._fill(trial)
+
+    def tell(self, number: int, value: float | None = None, state: str = "complete") -> str:
+        """Record a trial's end; returns the state recorded. Repeating the same tell is harmless.
+
+        A `complete` trial whose value is NaN or infinite is recorded as `failed`.
+        """
+        if state not in STATES:
+            raise ValidationError(
+                "invalid result", [FieldError("state", f"must be one of {', '.join(STATES)}, not {state!r}")]
+            )
+        frozen = self._frozen(number)
+        target = STATES[state]
+        if state == "complete":
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValidationError(
+                    "invalid result",
+                    [FieldError("value", f"a completed trial needs its objective value, not {value!r}")],
+                )
+            if not math.isfinite(value):
+                target, value = TrialState.FAIL, None
+        else:
+            value = None
+        if frozen.state.is_finished():
+            if frozen.state == target:
+                return _state_name(target)
+            raise Conflict(f"trial {number} already finished as {_state_name(frozen.state)}")
+        self.study.tell(number, None if value is None else float(value), state=target)
+        self._handles.pop(number, None)
+        return _state_name(target)
+
+    def report(self, number: int, step: int, value: float) -> bool:
+        """Record an intermediate value; True when the pruner says to stop this trial."""
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            raise ValidationError(
+                "invalid report", [FieldError("step", f"must be a whole number >= 0, not {step!r}")]
+            )
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValidationError("invalid report", [FieldError("value", f"must be a number, not {value!r}")])
+        frozen = self._frozen(number)
+        if frozen.state.is_finished():
+            raise Conflict(f"trial {number} already finished as {_state_name(frozen.state)}")
+        trial = self._handles.get(number) or optuna.trial.Trial(self.study, frozen._trial_id)
+        trial.report(float(value), step)
+        return trial.should_prune()
+
+    def exhausted(self) -> bool:
+        """True when a grid or batch tuner has nothing left to hand out (others never run out)."""
+        if self._batch is not None:
+            return len(self._trials()) >= len(self._batch) and not self._trials(TrialState.WAITING)
+        if self.choice.name not in ("grid", "bruteforce"):
+            return False
+        seen = {
+            json.dumps(t.user_attrs[PARAMS_ATTR], sort_keys=True)
+            for t in self._trials()
+            if PARAMS_ATTR in t.user_attrs
+        }
+        size = self.space.grid_size()
+        return size is not None and len(seen) >= size
+
+    def best(self) -> dict[str, Any] | None:
+        """The best completed trial as `{number, value, params}`, or None before any completes."""
+        if not self._trials(TrialState.COMPLETE):
+            return None
+        trial = self.study.best_trial
+        return {"number": trial.number, "value": trial.value, "params": trial.user_attrs.get(PARAMS_ATTR)}
+
+    def importance(self) -> dict[str, float]:
+        """Parameter importance by Optuna's PED-ANOVA (needs no extra packages), keyed by storage key.
+
+        Empty until two trials have completed. fANOVA would need scikit-learn.
+        """
+        if len(self._trials(TrialState.COMPLETE)) < 2 or not (self._dists or self._batch_choices):
+            return {}
+        from optuna.importance import PedAnovaImportanceEvaluator, get_param_importances
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            scores = get_param_importances(self.study, evaluator=PedAnovaImportanceEvaluator())
+        return {name: float(score) for name, score in scores.items()}
+
+    def running(self) -> list[Suggestion]:
+        """Trials handed out and not yet told — after a restart, the ones to re-attach or fail."""
+        return [self._suggestion(t) for t in self._trials(TrialState.RUNNING) if PARAMS_ATTR in t.user_attrs]
+
+    def suggestion(self, number: int) -> Suggestion:
+        return self._suggestion(self._frozen(number))
+
+    def trials(self) -> list[TrialSummary]:
+        return [
+            TrialSummary(t.number, _state_name(t.state), t.value, t.user_attrs.get(PARAMS_ATTR))
+            for t in self._trials()
+            if t.state != TrialState.WAITING
+        ]
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _fill(self, trial: optuna.trial.Trial) -> Suggestion:
+        if self._batch is not None:
+            config = self._batch[trial.number]
+            for name in config:
+                trial.suggest_categorical(name, self._batch_choices[name])
+            params: dict[str, Any] = dict(config)
+        else:
+            params = self._suggest_scope(trial, self.space.params)
+        trial.set_user_attr(PARAMS_ATTR, params)
+        return Suggestion(trial.number, params, self._flatten(params))
+
+    def _suggest_scope(self, trial: optuna.trial.Trial, scope: tuple[Parameter, ...]) -> dict[str, Any]:
+        params: dict[str, Any] = {}
+        for param in scope:
+            raw = encoding.suggest(trial, param, self._dists[param.key])
+            if param.nested:
+                option = _option(param, raw)
+                params[param.name] = {"_name": option.value, **self._suggest_scope(trial, option.space or ())}
+            else:
+                params[param.name] = encoding.decode(param, raw)
+        return params
+
+    def _flatten(self, params: dict[str, Any]) -> dict[str, Scalar]:
+        return dict(params) if self._batch is not None else self.space.flatten(params)
+
+    def _suggestion(self, frozen: optuna.trial.FrozenTrial) -> Suggestion:
+        params = frozen.user_attrs.get(PARAMS_ATTR)
+        if params is None:
+            raise NotFound(f"trial {frozen.number} has no parameters yet")
+        return Suggestion(frozen.number, params, self._flatten(params))
+
+    def _frozen(self, number: int) -> optuna.trial.FrozenTrial:
+        for trial in self.study.get_trials(deepcopy=False):
+            if trial.number == number:
+                return trial
+        raise NotFound(f"the sweep has no trial {number}")
+
+    def _trials(self, state: TrialState | None = None) -> list[optuna.trial.FrozenTrial]:
+        states = None if state is None else (state,)
+        return self.study.get_trials(deepcopy=False, states=states)
+
+    def _claim_study(self) -> int:
+        """Record (or check) what this study is for; returns the seed the sweep uses."""
+        meta = {"tuner": self.choice.to_dict(), "space": self.space.to_dict(), "batch": self._batch}
+        recorded = self.study.user_attrs.get(META_ATTR)
+        name = self.study.study_name
+        if recorded is None:
+            if self.study.get_trials(deepcopy=False):
+                raise Conflict(
+                    f"study '{name}' already has trials from outside kubelab; use another study name"
+                )
+            seed = self.choice.seed if self.choice.seed is not None else random.randrange(2**31)
+            self.study.set_user_attr(META_ATTR, {**meta, "seed": seed})
+            return seed
+        if {k: recorded.get(k) for k in meta} != json.loads(json.dumps(meta)):
+            raise Conflict(
+                f"study '{name}' belongs to a sweep with another tuner, search space or batch; "
+                "a changed sweep needs a new study name"
+            )
+        if self.study.direction.name.lower() != self.direction:
+            raise Conflict(
+                f"study '{name}' was created to {self.study.direction.name.lower()}, not {self.direction}"
+            )
+        return int(recorded["seed"])
+
+    def _finish_interrupted_asks(self) -> None:
+        """A process that died inside `ask()` left a running trial without parameters: complete it."""
+        for frozen in self._trials(TrialState.RUNNING):
+            if PARAMS_ATTR not in frozen.user_attrs:
+                self._fill(optuna.trial.Trial(self.study, frozen._trial_id))
+
+
+def build_sampler(choice: TunerChoice, seed: int, existing_trials: int = 0) -> optuna.samplers.BaseSampler:
+    """The Optuna sampler for a tuner.
+
+    A reopened study has the sampler reseeded with `seed + existing_trials`, so a resumed
+    sweep does not replay the random numbers of its first trials; QMC keeps its seed, since
+    its sequence position is stored in the study.
+    """
+    kwargs = {k: v for k, v in choice.kwargs.items() if k != "seed"}
+    if choice.name != "qmc":
+        seed = (seed + existing_trials) % 2**32
+    samplers = optuna.samplers
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        if choice.name == "tpe":
+            return samplers.TPESampler(seed=seed, **kwargs)
+        if choice.name in ("grid", "bruteforce"):
+            # BruteForceSampler walks conditional (nested) spaces as a tree; GridSampler would
+            # enumerate inactive parameters too and run the same configuration several times.
+            return samplers.BruteForceSampler(seed=seed)
+        if choice.name == "evolution":
+            return samplers.NSGAIISampler(seed=seed, **kwargs)
+        if choice.name == "cmaes":
+            return samplers.CmaEsSampler(seed=seed, **kwargs)
+        if choice.name == "gp":
+            return samplers.GPSampler(seed=seed, **kwargs)
+        if choice.name == "qmc":
+            return samplers.QMCSampler(seed=seed, **kwargs)
+        if choice.name == "anneal":
+            from kubelab.sweeps.anneal import AnnealSampler
+
+            return AnnealSampler(seed=seed, **kwargs)
+        # random, and batch (whose trials are all enqueued with every value fixed)
+        return samplers.RandomSampler(seed=seed)
+
+
+def _validate(
+    space: SearchSpace, name: str | TunerChoice, args: Any, pruner: Any, batch: Any
+) -> tuple[TunerChoice, PrunerChoice, list[dict[str, Any]] | None]:
+    errors: list[FieldError] = []
+    if isinstance(name, TunerChoice):
+        choice = name
+    else:
+        choice, problems = check_tuner({"name": name, "args": args} if args is not None else name)
+        errors += problems
+    pruner_choice, problems = check_pruner(pruner)
+    errors += problems
+    configs = None
+    if not errors:
+        errors += choice.check(space)
+        if choice.name == "batch":
+            if len(space):
+                errors.append(
+                    FieldError("space", "the batch tuner runs the listed configurations; leave space out")
+                )
+            configs, problems = check_batch(batch)
+            errors += problems
+        elif batch is not None:
+            errors.append(FieldError("batch", "configurations are only for the batch tuner"))
+    if errors:
+        raise ValidationError("invalid tuner", errors)
+    return choice, pruner_choice, configs
+
+
+def _direction(direction: str | None, choice: TunerChoice, pruner: PrunerChoice) -> str:
+    if direction is not None and direction not in ("minimize", "maximize"):
+        raise ValidationError(
+            "invalid tuner", [FieldError("direction", f"must be minimize or maximize, not {direction!r}")]
+        )
+    said = {
+        "objective.direction": direction,
+        "tuner.args.optimize_mode": choice.direction,
+        "early_stopping.args.optimize_mode": pruner.direction,
+    }
+    given = {path: value for path, value in said.items() if value}
+    if len(set(given.values())) > 1:
+        detail = ", ".join(f"{path} says {value}" for path, value in given.items())
+        path = "tuner.args.optimize_mode" if choice.direction else "early_stopping.args.optimize_mode"
+        raise ValidationError("invalid tuner", [FieldError(path, f"directions disagree: {detail}")])
+    return next(iter(given.values()), "minimize")
+
+
+def _batch_choices(configs: list[dict[str, Any]] | None) -> dict[str, list[Any]]:
+    choices: dict[str, dict[tuple[bool, Any], Any]] = {}
+    for config in configs or []:
+        for name, value in config.items():
+            choices.setdefault(name, {}).setdefault((isinstance(value, bool), value), value)
+    return {name: list(values.values()) for name, values in choices.items()}
+
+
+def _option(param: Parameter, value: Any) -> Option:
+    for option in param.options:
+        if option.value == value and isinstance(option.value, bool) == isinstance(value, bool):
+            return option
+    raise ValueError(f"{value!r} is not an option of {param.name}")
+
+
+def _state_name(state: TrialState) -> str:
+    return {TrialState.COMPLETE: "complete", TrialState.PRUNED: "pruned", TrialState.FAIL: "failed"}.get(
+        state, state.name.lower()
+    )
