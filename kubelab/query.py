@@ -44,14 +44,16 @@ Predicate = Callable[[Record], bool]
 # match a negation by accident.
 Test = Callable[[object], "bool | None"]
 
-TEXT, STATUS, TAGS, DATE, DURATION, NUMBER, DYNAMIC = (
-    "text", "status", "tags", "date", "duration", "number", "dynamic",
+TEXT, STATUS, LIST, DATE, DURATION, NUMBER, DYNAMIC = (
+    "text", "status", "list", "date", "duration", "number", "dynamic",
 )
 FIELDS: dict[str, str] = {
     "id": TEXT, "name": TEXT, "status": STATUS, "reason": TEXT, "exit_code": NUMBER,
     "created_at": DATE, "queued_at": DATE, "started_at": DATE, "finished_at": DATE,
-    "duration": DURATION, "tags": TAGS, "sweep": TEXT, "trial": NUMBER, "step": NUMBER,
-    "backend": TEXT, "user": TEXT,
+    "duration": DURATION, "tags": LIST, "sweep": TEXT, "trial": NUMBER, "step": NUMBER,
+    "backend": TEXT, "user": TEXT, "description": TEXT, "framework": TEXT, "replicas": NUMBER,
+    "attempt": NUMBER, "gpu_ids": LIST, "resources.gpus": NUMBER, "resources.gpu_type": TEXT,
+    "resources.cpu": DYNAMIC, "resources.memory": DYNAMIC,
 }
 SECTIONS = ("params", "metrics")  # `params.NAME`, `metrics.NAME` take any NAME
 STATUSES = ("Pending", "Queued", "Running", "Succeeded", "Failed", "Stopped", "Pruned")
@@ -98,8 +100,8 @@ def _epoch(value: object) -> float | None:
 
 def _getter(field: str) -> Callable[[Record], object]:
     """Read a field; `params.a.b` is the key `a.b` if present, else the nested path a -> b."""
-    section, _, name = field.partition(".")
-    if section not in SECTIONS:
+    section, dot, name = field.partition(".")
+    if not dot:
         return lambda r: r.get(field)
     path, history = name.split("."), section == "metrics"
 
@@ -160,8 +162,8 @@ class _Compiler:
         kind = resolve_field(self.source, cond.field, cond.field_pos, "query")
         op = cond.op
         get = _getter(cond.field)
-        if kind == TAGS:
-            return self.tags(get, op)
+        if kind == LIST:
+            return self.any_item(cond.field, get, op)
         if op.kind == "nil":
             if op.negate:
                 return lambda r: get(r) is not None
@@ -266,14 +268,14 @@ class _Compiler:
             else (v if v.__class__ is str else _text(v)) in texts
         )
 
-    def tags(self, get: Callable[[Record], object], op: Operation) -> Predicate:
-        """A record matches if any of its tags does; missing tags are no tags (an empty list)."""
+    def any_item(self, field: str, get: Callable[[Record], object], op: Operation) -> Predicate:
+        """A record matches if any item does (any tag); a missing list is an empty one."""
         if op.kind not in ("eq", "set", "nil"):
-            raise self.fail(op.pos, "tags can be matched by value, set (a|b), pattern (%) or "
-                            "nil, not compared")
+            raise self.fail(op.pos, f"{field} can be matched by value, set (a|b), pattern (%) "
+                            "or nil, not compared")
 
         def tags_of(record: Record) -> list | tuple | None:
-            """The tags, () for none, None when `tags` is not a list (matches nothing)."""
+            """The items, () for none, None when the field is not a list (matches nothing)."""
             value = get(record)
             if value is None:
                 return ()
@@ -387,8 +389,8 @@ def _date_compare(kind: str, start: float, end: float, bound: float | None) -> T
 
 def _bind(field: str, test: Test, negate: bool) -> Predicate:
     """Read the field and test it; a missing (None) value matches nothing but `nil`."""
-    section, _, name = field.partition(".")
-    if section not in SECTIONS:
+    section, dot, name = field.partition(".")
+    if not dot:
         if negate:
             return lambda r: (v := r.get(field)) is not None and test(v) is False
         return lambda r: (v := r.get(field)) is not None and test(v) is True
@@ -560,8 +562,8 @@ def _compile_sort(text: str) -> Sort:
                 "desc", "asc", "descending", "ascending") else ""
             raise QueryError(text, gap, f"expected ',' between sort keys{hint}", "sort")
         kind = resolve_field(text, field, field_pos, "sort")
-        if kind == TAGS:
-            raise QueryError(text, field_pos, "cannot sort by 'tags': it holds a list", "sort")
+        if kind == LIST:
+            raise QueryError(text, field_pos, f"cannot sort by '{field}': it holds a list", "sort")
         keys.append((field, descending, _sort_key(field, kind, descending)))
     return Sort(text, keys)
 

@@ -20,14 +20,17 @@ RECORDS = [
         "duration": 120.0, "params": {"lr": 0.01, "activation": "relu", "layers": [64, 64]},
         "tags": ["baseline", "resnet"], "sweep": None, "trial": None,
         "metrics": {"loss": 0.25, "acc": 0.91, "default": 0.91}, "step": 10,
-        "backend": "local", "user": "ada",
+        "backend": "local", "user": "ada", "description": "baseline ablation",
+        "framework": "pytorch", "replicas": 1, "attempt": 0, "gpu_ids": [0],
+        "resources": {"gpus": 1, "gpu_type": "a100", "cpu": 4, "memory": "16Gi"},
     },
     {
         "id": "b2", "name": "train-vgg", "status": "Failed", "reason": "OOMKilled",
         "exit_code": 137, "created_at": "2026-11-22T08:00:00.000Z", "duration": 30.5,
         "params": {"lr": 0.1, "activation": "sigmoid", "use_bn": True}, "tags": ["vgg"],
         "sweep": "s1", "trial": 1, "metrics": {"loss": 0.5, "acc": 0.4}, "step": 3,
-        "backend": "kubernetes", "user": "bob",
+        "backend": "kubernetes", "user": "bob", "framework": "tensorflow", "replicas": 2,
+        "attempt": 1, "gpu_ids": [0, 1], "resources": {"gpus": 2, "cpu": "500m"},
     },
     {
         "id": "c3", "name": "my run, v2", "status": "stopped",
@@ -180,6 +183,18 @@ CASES = [
     ("name:sweep-trial or name:train-vgg or id:f6 or id:zz", ["b2", "d4", "f6"]),
     ("backend:local and trial:~nil and duration:>1h", ["d4"]),
     ("id:a1 OR id:b2 OR id:c3", ["a1", "b2", "c3"]),
+    # the other fields a run record carries
+    ("description:%ablation%", ["a1"]),
+    ("framework:pytorch|tensorflow", ["a1", "b2"]),
+    ("replicas:>1", ["b2"]),
+    ("attempt:0", ["a1"]),
+    ("gpu_ids:1", ["b2"]),
+    ("gpu_ids:~1", ["a1", "c3", "d4", "e5", "f6"]),  # no list is an empty list
+    ("resources.gpus:>=1", ["a1", "b2"]),
+    ("resources.gpu_type:a100", ["a1"]),
+    ("resources.cpu:4", ["a1"]),
+    ("resources.cpu:500m", ["b2"]),
+    ("resources.memory:%gi", ["a1"]),
 ]
 
 
@@ -266,6 +281,7 @@ SORTS = [
     ("sweep", ["b2", "c3", "d4", "a1", "e5", "f6"]),
     ("-sweep", ["b2", "c3", "d4", "a1", "e5", "f6"]),
     ("duration", ["f6", "b2", "a1", "c3", "d4", "e5"]),
+    ("-resources.gpus", ["b2", "a1", "c3", "d4", "e5", "f6"]),
     (" -metrics.acc , id ", ["a1", "f6", "b2", "c3", "d4", "e5"]),
 ]
 
@@ -344,6 +360,8 @@ MALFORMED = [
     ("trial:abc", 7, "'trial' holds numbers; 'abc' is not one"),
     ("trial:1%", 7, "'%' patterns match text"),
     ("tags:<3", 6, "tags can be matched by value"),
+    ("gpu_ids:0..1", 9, "gpu_ids can be matched by value"),
+    ("resources.gpu:1", 1, "unknown field 'resources.gpu'; did you mean 'resources.gpus'?"),
     ("status:~", 9, "expected a value after '~'"),
     ("status:~~failed", 9, "'~' can appear only once"),
     ("metrics.loss:<=", 16, "expected a value after '<='"),
@@ -393,6 +411,7 @@ MALFORMED_SORTS = [
     ("crated_at", 1, "unknown field 'crated_at'; did you mean 'created_at'?"),
     ("name, -metric.loss", 8, "did you mean 'metrics.loss'?"),
     ("tags", 1, "cannot sort by 'tags'"),
+    ("name,gpu_ids", 6, "cannot sort by 'gpu_ids': it holds a list"),
     ("metrics.", 9, "expected a metric name after 'metrics.'"),
 ]
 
