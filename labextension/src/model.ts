@@ -1,0 +1,294 @@
+/**
+ * The experiments table as plain data, and the pure functions that change it.
+ *
+ * The sidebar loads the list once per (re)connection and then applies event-stream
+ * messages to it. Keeping that logic free of DOM, React and JupyterLab imports lets
+ * jest test it directly and keeps the view a thin renderer of `IExperimentTable`.
+ */
+
+/** The lifecycle states a backend reports (see `kubelab/records.py`). */
+export const STATES = [
+  'Pending',
+  'Queued',
+  'Running',
+  'Succeeded',
+  'Failed',
+  'Stopped',
+  'Pruned'
+] as const;
+
+export type ExperimentState = (typeof STATES)[number];
+
+/** States after which a run never changes again. */
+export const TERMINAL_STATES: ReadonlySet<ExperimentState> = new Set([
+  'Succeeded',
+  'Failed',
+  'Stopped',
+  'Pruned'
+]);
+
+/** One experiment as the server sends it (`GET kubelab/api/experiments`, `event: experiment`). */
+export interface IExperimentRecord {
+  id: string;
+  name: string;
+  status: ExperimentState;
+  reason: string;
+  exit_code: number | null;
+  created_at: string;
+  started_at: string | null;
+  finished_at: string | null;
+  duration: number | null;
+  params: Record<string, unknown>;
+  tags: string[];
+  sweep: string | null;
+  trial: number | null;
+  metrics: Record<string, number>;
+  step: number | null;
+  resources: Record<string, unknown>;
+  replicas: number;
+  framework: string;
+  backend: string;
+}
+
+/** A message from the event stream, already checked. */
+export type ExperimentEvent =
+  | { kind: 'experiment'; record: IExperimentRecord }
+  | { kind: 'deleted'; id: string };
+
+/** The table the sidebar renders: rows sorted newest first. */
+export interface IExperimentTable {
+  readonly rows: readonly IExperimentRecord[];
+}
+
+/** Raised when the server sends something that does not match the contract. */
+export class RecordFormatError extends Error {
+  constructor(
+    readonly path: string,
+    readonly reason: string
+  ) {
+    super(`${path}: ${reason}`);
+    this.name = 'RecordFormatError';
+  }
+}
+
+export const EMPTY_TABLE: IExperimentTable = { rows: [] };
+
+/** Replace the whole table with a freshly fetched list (a (re)connect starts here). */
+export function loadTable(
+  records: readonly IExperimentRecord[]
+): IExperimentTable {
+  const byId = new Map<string, IExperimentRecord>();
+  for (const record of records) {
+    byId.set(record.id, record);
+  }
+  return { rows: [...byId.values()].sort(newestFirst) };
+}
+
+/**
+ * Apply one event: insert a new record, update an existing one in place (by id),
+ * or delete one. Returns the same table object when nothing changed so a view can
+ * skip re-rendering.
+ */
+export function applyEvent(
+  table: IExperimentTable,
+  event: ExperimentEvent
+): IExperimentTable {
+  if (event.kind === 'deleted') {
+    const rows = table.rows.filter(row => row.id !== event.id);
+    return rows.length === table.rows.length ? table : { rows };
+  }
+  const record = event.record;
+  const index = table.rows.findIndex(row => row.id === record.id);
+  if (index < 0) {
+    return { rows: [...table.rows, record].sort(newestFirst) };
+  }
+  const rows = table.rows.slice();
+  rows[index] = record;
+  if (rows[index].created_at !== table.rows[index].created_at) {
+    rows.sort(newestFirst);
+  }
+  return { rows };
+}
+
+/** Apply events in arrival order (e.g. the ones buffered while the list was loading). */
+export function applyEvents(
+  table: IExperimentTable,
+  events: readonly ExperimentEvent[]
+): IExperimentTable {
+  return events.reduce(applyEvent, table);
+}
+
+/** Newest first by creation time; ids sort by creation time too, so they break ties. */
+export function newestFirst(
+  a: IExperimentRecord,
+  b: IExperimentRecord
+): number {
+  const byTime = timestamp(b.created_at) - timestamp(a.created_at);
+  if (byTime !== 0) {
+    return byTime;
+  }
+  return a.id < b.id ? 1 : a.id > b.id ? -1 : 0;
+}
+
+function timestamp(iso: string | null): number {
+  const value = iso ? Date.parse(iso) : NaN;
+  return Number.isNaN(value) ? 0 : value;
+}
+
+/**
+ * Turn an event-stream message (its `event:` name and `data:` text) into an event.
+ * Returns null for event names this version does not know, so a newer server can add
+ * event types without breaking older sidebars; malformed known events throw.
+ */
+export function parseEvent(name: string, data: string): ExperimentEvent | null {
+  if (name !== 'experiment' && name !== 'deleted') {
+    return null;
+  }
+  let payload: unknown;
+  try {
+    payload = JSON.parse(data);
+  } catch {
+    throw new RecordFormatError(name, 'data is not valid JSON');
+  }
+  if (name === 'deleted') {
+    const body = asObject(payload, 'deleted');
+    return { kind: 'deleted', id: requireString(body, 'id', 'deleted') };
+  }
+  return { kind: 'experiment', record: parseRecord(payload, 'experiment') };
+}
+
+/** Check the fields the sidebar relies on; the rest are passed through untouched. */
+export function parseRecord(
+  value: unknown,
+  path = 'record'
+): IExperimentRecord {
+  const body = asObject(value, path);
+  requireString(body, 'id', path);
+  requireString(body, 'name', path);
+  requireString(body, 'created_at', path);
+  const status = body.status;
+  if (!STATES.includes(status as ExperimentState)) {
+    throw new RecordFormatError(
+      `${path}.status`,
+      `expected one of ${STATES.join(', ')}, got ${JSON.stringify(status)}`
+    );
+  }
+  if (body.metrics !== undefined && body.metrics !== null) {
+    asObject(body.metrics, `${path}.metrics`);
+  }
+  return {
+    ...(body as unknown as IExperimentRecord),
+    metrics: (body.metrics as Record<string, number> | null) ?? {}
+  };
+}
+
+/** Parse the body of `GET kubelab/api/experiments`. */
+export function parseList(value: unknown): IExperimentRecord[] {
+  const body = asObject(value, 'response');
+  if (!Array.isArray(body.items)) {
+    throw new RecordFormatError(
+      'response.items',
+      'expected a list of experiments'
+    );
+  }
+  return body.items.map((item, index) =>
+    parseRecord(item, `response.items[${index}]`)
+  );
+}
+
+function asObject(value: unknown, path: string): Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new RecordFormatError(path, 'expected a JSON object');
+  }
+  return value as Record<string, unknown>;
+}
+
+function requireString(
+  body: Record<string, unknown>,
+  key: string,
+  path: string
+): string {
+  const value = body[key];
+  if (typeof value !== 'string' || value === '') {
+    throw new RecordFormatError(
+      `${path}.${key}`,
+      'expected a non-empty string'
+    );
+  }
+  return value;
+}
+
+/**
+ * Seconds the run has been (or was) running at `nowMs`, or null before it starts.
+ * Finished runs trust the server's `duration`; running ones tick in the browser so the
+ * table stays live between events.
+ */
+export function elapsedSeconds(
+  record: IExperimentRecord,
+  nowMs: number
+): number | null {
+  if (!record.started_at) {
+    return null;
+  }
+  const started = Date.parse(record.started_at);
+  if (TERMINAL_STATES.has(record.status) || record.finished_at) {
+    if (record.duration !== null && record.duration !== undefined) {
+      return record.duration;
+    }
+    const finished = record.finished_at ? Date.parse(record.finished_at) : NaN;
+    return Number.isNaN(started) || Number.isNaN(finished)
+      ? null
+      : Math.max(0, (finished - started) / 1000);
+  }
+  return Number.isNaN(started)
+    ? record.duration
+    : Math.max(0, (nowMs - started) / 1000);
+}
+
+/** `42s`, `3m 05s`, `2h 07m`: compact enough for a sidebar column. */
+export function formatDuration(seconds: number | null): string {
+  if (seconds === null || !Number.isFinite(seconds) || seconds < 0) {
+    return '—';
+  }
+  const whole = Math.floor(seconds);
+  if (whole < 60) {
+    return `${whole}s`;
+  }
+  const pad = (n: number) => String(n).padStart(2, '0');
+  const minutes = Math.floor(whole / 60);
+  if (minutes < 60) {
+    return `${minutes}m ${pad(whole % 60)}s`;
+  }
+  const hours = Math.floor(minutes / 60);
+  if (hours < 48) {
+    return `${hours}h ${pad(minutes % 60)}m`;
+  }
+  return `${Math.floor(hours / 24)}d ${pad(hours % 24)}h`;
+}
+
+/**
+ * The metric to show in the table: the first one the trial reported (its primary
+ * metric by convention), with its step, e.g. `loss 0.1235 @10`.
+ */
+export function formatLatestMetric(record: IExperimentRecord): string {
+  const entries = Object.entries(record.metrics ?? {});
+  if (entries.length === 0) {
+    return '—';
+  }
+  const [name, value] = entries[0];
+  const shown = typeof value === 'number' ? formatNumber(value) : String(value);
+  const step =
+    record.step === null || record.step === undefined ? '' : ` @${record.step}`;
+  return `${name} ${shown}${step}`;
+}
+
+function formatNumber(value: number): string {
+  if (Number.isInteger(value)) {
+    return String(value);
+  }
+  const magnitude = Math.abs(value);
+  if (magnitude !== 0 && (magnitude < 1e-3 || magnitude >= 1e6)) {
+    return value.toExponential(3);
+  }
+  return String(Number(value.toPrecision(4)));
+}

@@ -1,0 +1,180 @@
+import { KubelabApi, KubelabApiError } from '../src/api';
+import { RecordFormatError } from '../src/model';
+import {
+  ITestServer,
+  openEventStream,
+  record,
+  sendJson,
+  startServer,
+  waitFor
+} from './server';
+
+describe('KubelabApi', () => {
+  let server: ITestServer;
+  let api: KubelabApi;
+
+  const serve = async (handler: Parameters<typeof startServer>[0]) => {
+    server = await startServer(handler);
+    api = new KubelabApi(server.url + 'base/kubelab/api', (url, init) =>
+      fetch(url, init)
+    );
+  };
+
+  afterEach(() => server.close());
+
+  it('lists experiments, passing query and sort', async () => {
+    await serve((_req, res) =>
+      sendJson(res, 200, { items: [record()], total: 1 })
+    );
+    const items = await api.listExperiments('status = Running', '-created');
+    expect(items.map(item => item.id)).toEqual(['0mz8k3c2qf7a']);
+    const { method, url } = server.requests[0];
+    expect(method).toBe('GET');
+    expect(url).toBe(
+      '/base/kubelab/api/experiments?query=status+%3D+Running&sort=-created'
+    );
+  });
+
+  it('lists without a query string when there is nothing to filter', async () => {
+    await serve((_req, res) => sendJson(res, 200, { items: [], total: 0 }));
+    expect(await api.listExperiments()).toEqual([]);
+    expect(server.requests[0].url).toBe('/base/kubelab/api/experiments');
+  });
+
+  it('submits a spec as JSON and returns the created record', async () => {
+    await serve((_req, res) => sendJson(res, 201, record({ name: 'x' })));
+    const spec = {
+      name: 'x',
+      command: ['python', 'train.py'],
+      resources: { gpus: 0 }
+    };
+    const created = await api.submit(spec);
+    expect(created.name).toBe('x');
+    const sent = server.requests[0];
+    expect([sent.method, sent.url]).toEqual([
+      'POST',
+      '/base/kubelab/api/experiments'
+    ]);
+    expect(sent.headers['content-type']).toBe('application/json');
+    expect(JSON.parse(sent.body)).toEqual(spec);
+  });
+
+  it('turns a 4xx answer into an error carrying the fields', async () => {
+    await serve((_req, res) =>
+      sendJson(res, 400, {
+        error: 'invalid experiment',
+        detail: 'resources.gpus must be a whole number',
+        fields: [
+          { path: 'resources.gpus', reason: 'expected an integer' },
+          { bogus: 1 }
+        ]
+      })
+    );
+    const failure = api.submit({
+      command: ['python'],
+      resources: { gpus: 'two' }
+    });
+    await expect(failure).rejects.toThrow(KubelabApiError);
+    const error = (await failure.catch(e => e)) as KubelabApiError;
+    expect(error.status).toBe(400);
+    expect(error.message).toBe(
+      'invalid experiment: resources.gpus must be a whole number'
+    );
+    expect(error.fields).toEqual([
+      { path: 'resources.gpus', reason: 'expected an integer' }
+    ]);
+  });
+
+  it('keeps a non-JSON error body readable', async () => {
+    await serve((_req, res) => {
+      res.writeHead(502, 'Bad Gateway', { 'Content-Type': 'text/html' });
+      res.end('<h1>proxy down</h1>\n');
+    });
+    const error = (await api
+      .listExperiments()
+      .catch(e => e)) as KubelabApiError;
+    expect(error).toBeInstanceOf(KubelabApiError);
+    expect([error.status, error.error, error.detail]).toEqual([
+      502,
+      'Bad Gateway',
+      '<h1>proxy down</h1>'
+    ]);
+    expect(error.fields).toEqual([]);
+  });
+
+  it('rejects a 200 answer that is not JSON, naming the request', async () => {
+    await serve((_req, res) => res.writeHead(200).end('<html></html>'));
+    await expect(api.listExperiments()).rejects.toThrow(
+      new RecordFormatError(
+        'GET experiments',
+        'the server did not answer with JSON'
+      )
+    );
+  });
+
+  it('rejects a list whose items break the contract', async () => {
+    await serve((_req, res) =>
+      sendJson(res, 200, { items: [record({ status: 'Done' })] })
+    );
+    await expect(api.listExperiments()).rejects.toThrow(
+      'response.items[0].status'
+    );
+  });
+
+  it('stops and deletes by id, escaping it into the path', async () => {
+    await serve((req, res) =>
+      req.method === 'DELETE'
+        ? res.writeHead(204).end()
+        : sendJson(res, 200, record({ status: 'Stopped' }))
+    );
+    expect((await api.stop('a/b')).status).toBe('Stopped');
+    await api.remove('0mz8k3c2qf7a');
+    expect(server.requests.map(r => `${r.method} ${r.url}`)).toEqual([
+      'POST /base/kubelab/api/experiments/a%2Fb/stop',
+      'DELETE /base/kubelab/api/experiments/0mz8k3c2qf7a'
+    ]);
+  });
+
+  it('reports a failed delete', async () => {
+    await serve((_req, res) =>
+      sendJson(res, 404, { error: 'no such experiment', detail: 'x' })
+    );
+    await expect(api.remove('x')).rejects.toThrow('no such experiment: x');
+  });
+
+  it('reads the resource summary, filling what an older server leaves out', async () => {
+    await serve((_req, res) =>
+      sendJson(res, 200, { backend: 'local', gpus: { total: 2 } })
+    );
+    expect(await api.resources()).toEqual({
+      backend: 'local',
+      gpus: { total: 2, free: 2, types: [] }
+    });
+    expect(server.requests[0].url).toBe('/base/kubelab/api/resources');
+  });
+
+  it('rejects a resource summary without a GPU count', async () => {
+    await serve((_req, res) => sendJson(res, 200, { backend: 'local' }));
+    await expect(api.resources()).rejects.toThrow(
+      'resources: expected {backend, gpus'
+    );
+  });
+
+  it('opens the event stream on the events endpoint', async () => {
+    await serve((_req, res) => {
+      openEventStream(res);
+      res.write('event: deleted\ndata: {"id": "a"}\n\n');
+    });
+    const received: string[] = [];
+    const stream = api.events({
+      onConnect: async () => undefined,
+      onEvent: event => received.push(`${event.event} ${event.data}`)
+    });
+    stream.start();
+    await waitFor(() => received.length === 1, 'an event');
+    await stream.stop();
+    expect(received).toEqual(['deleted {"id": "a"}']);
+    expect(server.requests[0].url).toBe('/base/kubelab/api/events');
+    expect(server.requests[0].headers.accept).toBe('text/event-stream');
+  });
+});
