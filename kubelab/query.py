@@ -498,7 +498,7 @@ class Sort:
         for _field, descending, key in reversed(self.keys):  # least significant first
             decorated = [(key(r), r) for r in rows]
             present = [d for d in decorated if d[0] is not None]
-            present.sort(key=lambda d: d[0], reverse=descending)  # reverse keeps stability
+            present.sort(key=_first, reverse=descending)  # reverse=True keeps stability
             rows = [r for _, r in present] + [r for k, r in decorated if k is None]
         return rows
 
@@ -508,11 +508,28 @@ class Sort:
         return f"Sort({self.text!r})"
 
 
+_first = operator.itemgetter(0)
+
+
+def _time_key(value: object) -> str | None:
+    """Sortable text for a timestamp without parsing the usual `...SS.fffZ` form.
+
+    Records write UTC timestamps with milliseconds, which sort as text; anything else is
+    parsed and spelled the same way (with microseconds, so both forms interleave correctly).
+    """
+    if value.__class__ is str and len(value) == 24 and value[19] == "." and value[23] == "Z":
+        return value[:23] + "000"  # type: ignore[index]
+    seconds = _epoch(value)
+    if seconds is None:
+        return None
+    return datetime.fromtimestamp(seconds, _UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
+
+
 def _sort_key(field: str, kind: str, descending: bool) -> Callable[[Record], object]:
     """A key that is None when the record lacks the field (those rows go last)."""
     get = _getter(field)
     if kind == DATE:
-        return lambda r: _epoch(get(r))
+        return lambda r: _time_key(get(r))
     if kind == STATUS:
         return lambda r: _lower_or_none(get(r))
     if kind in (NUMBER, DURATION):

@@ -243,8 +243,8 @@ class _Parser:
         token = self.peek()
         if token.kind == ")":
             raise self.fail(token.pos, "unmatched ')': no '(' is open here")
-        if token.kind != "end":  # pragma: no cover - the lexer never yields two adjacent terms
-            raise self.fail(token.pos, "expected ',', 'AND' or 'OR'")
+        if token.kind != "end":  # only after ')': a value already runs up to its joiner
+            raise self.fail(token.pos, "expected ',', 'AND' or 'OR' after ')'")
         return node
 
     def or_expr(self, after: _Token | None) -> Node:
@@ -270,6 +270,8 @@ class _Parser:
                 raise self.fail(self.peek().pos, "empty parentheses: expected a condition")
             node = self.or_expr(token)
             close = self.peek()
+            if close.kind in ("cond", "("):  # `((a:b) c:d)`: a joiner is missing after ')'
+                raise self.fail(close.pos, "expected ',', 'AND' or 'OR' after ')'")
             if close.kind != ")":
                 raise self.fail(
                     close.pos,

@@ -292,6 +292,17 @@ def test_sort(sort: str, expected: list[str]) -> None:
     assert [r["id"] for r in select(RECORDS, sort=sort)] == expected
 
 
+def test_sort_by_time_mixes_timestamp_spellings() -> None:
+    stamps = ["2026-11-21T10:00:00.500Z", "2026-11-21T10:00:00.2Z", "2026-11-21T12:00:00+02:00",
+              "2026-11-21T10:00:00.123456", 1_795_000_000, "garbage", None,
+              "2026-11-21T09:59:59.999Z"]
+    rows = [{"id": str(i), "created_at": v} for i, v in enumerate(stamps)]
+    order = [r["id"] for r in compile_sort("created_at")(rows)]
+    assert order == ["4", "7", "2", "3", "1", "0", "5", "6"]  # 12:00+02:00 is 10:00Z
+    assert [r["id"] for r in compile_sort("-created_at")(rows)] == [
+        "0", "1", "3", "2", "7", "4", "5", "6"]
+
+
 def test_sort_is_stable_and_mixed_types_do_not_raise() -> None:
     rows = [{"id": str(i), "params": {"x": v}} for i, v in enumerate([2, "b", 1, "a", 2, None])]
     assert [r["id"] for r in compile_sort("params.x")(rows)] == ["2", "0", "4", "3", "1", "5"]
@@ -332,6 +343,12 @@ MALFORMED = [
     (", status:failed", 1, "expected a condition such as status:running, found ','"),
     ("status:failed status:stopped", 15, "expected ',', 'AND' or 'OR' between conditions"),
     ("name:a (id:b)", 8, "expected ',', 'AND' or 'OR' before '('"),
+    ("(status:failed) name:x", 17, "expected ',', 'AND' or 'OR' after ')'"),
+    ("(status:failed)(name:x)", 16, "expected ',', 'AND' or 'OR' after ')'"),
+    ("((status:failed) name:x)", 18, "expected ',', 'AND' or 'OR' after ')'"),
+    ("status:failed OR (name:x", 25, "expected ')' to close the '(' at position 18"),
+    ("status:failed, (name:x OR", 26, "expected a condition after 'OR'"),
+    ("status:failed, (", 17, "expected a condition after '(', found the end"),
     ("status", 7, "expected ':' after field 'status'"),
     ("name:a AND b", 13, "expected ':' after field 'b'"),  # AND joins: quote "a AND b"
     (":failed", 1, "expected a field name before ':'"),
