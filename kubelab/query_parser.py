@@ -106,7 +106,7 @@ class Junction(NamedTuple):
 _FIELD_STOP = frozenset(" \t\r\n\f\v:,()\"'|~<>=%")
 _JOINER = re.compile(r"\s+(?:and|or)(?=[\s(]|$)", re.IGNORECASE)
 _NEXT_CONDITION = re.compile(r"\s+[A-Za-z_][^\s:,()\"'|~<>=%]*\s*:")
-_WORD_OPERATORS = {"and": "and", "or": "or"}
+_WORD_OPERATORS = frozenset({"and", "or"})
 
 
 class _Token(NamedTuple):
@@ -181,6 +181,8 @@ def tokenize(source: str) -> list[_Token]:
         elif c in "(),":
             tokens.append(_Token(c, k))
             k += 1
+        elif c == "~":
+            raise QueryError(source, k, "'~' goes after the colon: field:~value")
         elif c in _FIELD_STOP:
             what = "':'" if c == ":" else repr(c)
             raise QueryError(source, k, f"expected a field name before {what}")
@@ -199,7 +201,7 @@ def tokenize(source: str) -> list[_Token]:
                 tokens.append(_Token("cond", k, word, raw, value_start))
                 k = value_end
             elif word.lower() in _WORD_OPERATORS:
-                tokens.append(_Token(_WORD_OPERATORS[word.lower()], k, word))
+                tokens.append(_Token(word.lower(), k, word))
                 k = end
             else:
                 raise QueryError(

@@ -352,6 +352,8 @@ MALFORMED = [
     ("status", 7, "expected ':' after field 'status'"),
     ("name:a AND b", 13, "expected ':' after field 'b'"),  # AND joins: quote "a AND b"
     (":failed", 1, "expected a field name before ':'"),
+    ("~status:failed", 1, "'~' goes after the colon: field:~value"),
+    ("status:failed, <3", 16, "expected a field name before '<'"),
     ("stauts:failed", 1, "unknown field 'stauts'; did you mean 'status'?"),
     ("status:failed, param.lr:1", 16, "unknown field 'param.lr'; did you mean 'params.lr'?"),
     ("bogus:1", 1, "unknown field 'bogus'; fields are id, name, status"),
