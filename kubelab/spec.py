@@ -129,7 +129,11 @@ class _Parser:
         for key in data:
             if key not in allowed:
                 where = f"{path}.{key}" if path else str(key)
-                self.fail(where, "unknown field" + did_you_mean(str(key), allowed))
+                hint = did_you_mean(str(key), allowed)
+                if not hint and not path:  # `gpus: 2` at the top belongs under resources
+                    nested = did_you_mean(str(key), tuple(Resources.__dataclass_fields__))
+                    hint = nested.replace("'", "'resources.", 1) if nested else ""
+                self.fail(where, "unknown field" + hint)
 
     def spec(self, data: Any) -> ExperimentSpec:
         if not isinstance(data, dict):
@@ -399,7 +403,8 @@ class _Parser:
         return list(dict.fromkeys(value))
 
     def cross_checks(self, spec: ExperimentSpec) -> None:
-        if not spec.command and not (spec.code and spec.code.source is not None):
+        command_refused = any(e.path == "command" for e in self.errors)
+        if not spec.command and not command_refused and not (spec.code and spec.code.source is not None):
             self.fail("command", "is required (or give code.source to run a script)")
         if isinstance(spec.command, str):
             for name in templating.undefined(spec.command, spec.resolved_params()):

@@ -1,0 +1,23 @@
+"""Every core test gets its own kubelab home and its own machine-wide GPU ledger."""
+
+from __future__ import annotations
+
+import pytest
+
+from kubelab.lab import Lab
+
+
+@pytest.fixture
+def lab_env(tmp_path, monkeypatch):
+    monkeypatch.setenv("KUBELAB_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("KUBELAB_MACHINE_DIR", str(tmp_path / "machine"))
+    monkeypatch.setenv("KUBELAB_STOP_GRACE", "2")
+    monkeypatch.delenv("KUBELAB_FAKE_GPUS", raising=False)
+    monkeypatch.delenv("KUBELAB_API_URL", raising=False)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.fixture
+def lab(lab_env):
+    return Lab()

@@ -1,0 +1,104 @@
+"""A real Jupyter server with kubelab, started as a subprocess on a free port.
+
+Shared by the REST, sweep, notebook and browser tests: nothing is mocked, the server is
+the one users run, with the extension enabled the way the wheel enables it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import requests
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class JupyterServer:
+    """`with JupyterServer(root, home) as server: server.get("experiments")`."""
+
+    def __init__(self, root: Path, home: Path, app: str = "server", env: dict[str, str] | None = None,
+                 extra: list[str] | None = None):
+        self.root, self.home = Path(root), Path(home)
+        self.port = free_port()
+        self.token = secrets.token_hex(16)
+        self.url = f"http://127.0.0.1:{self.port}/"
+        self.api = self.url + "kubelab/api/"
+        self.app = app
+        self.extra = extra or []
+        self.env = {**os.environ, "KUBELAB_HOME": str(self.home), **(env or {})}
+        self.env.pop("KUBELAB_API_URL", None)
+        self.env.pop("KUBELAB_API_TOKEN", None)
+        self.process: subprocess.Popen | None = None
+        self.log = self.root.parent / f"jupyter-{self.port}.log"
+
+    def start(self) -> JupyterServer:
+        self.root.mkdir(parents=True, exist_ok=True)
+        command = [
+            sys.executable, "-m", "jupyterlab" if self.app == "lab" else "jupyter_server",
+            "--no-browser", "--allow-root", f"--port={self.port}", "--ip=127.0.0.1",
+            f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
+            "--ServerApp.jpserver_extensions=" + json.dumps({"kubelab.server_extension": True}),
+            *self.extra,
+        ]
+        with open(self.log, "wb") as out:
+            self.process = subprocess.Popen(command, env=self.env, stdout=out, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"jupyter exited early:\n{self.log.read_text()[-3000:]}")
+            try:
+                if self.get("resources").status_code == 200:
+                    return self
+            except requests.ConnectionError:
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"jupyter did not answer in time:\n{self.log.read_text()[-3000:]}")
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def __enter__(self) -> JupyterServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"token {self.token}"}
+
+    def get(self, path: str, **kwargs) -> requests.Response:
+        return requests.get(self.api + path, headers=self.headers, timeout=30, **kwargs)
+
+    def post(self, path: str, body: object = None, **kwargs) -> requests.Response:
+        return requests.post(self.api + path, headers=self.headers, json=body, timeout=30, **kwargs)
+
+    def delete(self, path: str, **kwargs) -> requests.Response:
+        return requests.delete(self.api + path, headers=self.headers, timeout=30, **kwargs)
+
+    def wait_for(self, run_id: str, states=("Succeeded", "Failed", "Stopped", "Pruned"), timeout=60.0) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            record = self.get(f"experiments/{run_id}").json()
+            if record["status"] in states:
+                return record
+            time.sleep(0.1)
+        raise AssertionError(f"{run_id} did not reach {states}: {record}")

@@ -1,0 +1,19 @@
+"""Helpers shared by kubelab's test suites (the `tests/` folder is on sys.path)."""
+
+from __future__ import annotations
+
+import time
+
+TERMINAL = ("Succeeded", "Failed", "Stopped", "Pruned")
+
+
+def wait_until(lab, run_id: str, states=TERMINAL, timeout: float = 60.0) -> dict:
+    """Poll `lab.get` until the run reaches one of `states`; fail with the last record."""
+    deadline = time.monotonic() + timeout
+    record = None
+    while time.monotonic() < deadline:
+        record = lab.get(run_id)
+        if record["status"] in states:
+            return record
+        time.sleep(0.05)
+    raise AssertionError(f"{run_id} never reached {states}; last: {record}")
