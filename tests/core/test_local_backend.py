@@ -84,18 +84,22 @@ def test_stop_terms_then_kills_a_stubborn_process(lab, lab_env):
     assert not pid_alive(pid)
 
 
-def test_stop_while_queued_and_gpus_are_handed_out_first_come_first_served(lab, monkeypatch):
+def test_stop_while_queued_and_gpus_are_handed_out_first_come_first_served(lab, lab_env, monkeypatch):
     monkeypatch.setenv("KUBELAB_FAKE_GPUS", "T4,T4")
-    hold = "echo CUDA=$CUDA_VISIBLE_DEVICES; sleep 1.5"
+    release = lab_env / "release"
+    hold = f"echo CUDA=$CUDA_VISIBLE_DEVICES; while [ ! -e {release} ]; do sleep 0.05; done"
     first = lab.submit({"command": hold, "resources": {"gpus": 2}})
     wait_until(lab, first["id"], states=("Running",))
     second = lab.submit({"command": hold, "resources": {"gpus": 1}})
     third = lab.submit({"command": hold, "resources": {"gpus": 1, "gpu_type": "T4"}})
     queued = wait_until(lab, second["id"], states=("Queued",))
-    assert "waiting for 1 GPU(s)" in queued["reason"]
+    assert "waiting for 1 GPU(s): 0 experiment(s) ahead" in queued["reason"]
+    assert "1 experiment(s) ahead" in wait_until(lab, third["id"], states=("Queued",))["reason"]
     assert lab.resources()["gpus"]["free"] == 0
     lab.stop(third["id"])
-    assert wait_until(lab, third["id"])["status"] == "Stopped"
+    stopped = wait_until(lab, third["id"])
+    assert stopped["status"] == "Stopped" and stopped["reason"] == "stopped by user while queued"
+    release.touch()
     assert wait_until(lab, first["id"])["status"] == "Succeeded"
     done = wait_until(lab, second["id"])
     assert done["status"] == "Succeeded" and done["queued_at"] is not None
@@ -120,10 +124,12 @@ def test_cpu_experiments_see_no_gpu(lab, monkeypatch):
 
 
 def test_runs_survive_a_restart_and_are_reattached(lab, lab_env):
-    record = lab.submit({"command": ["sleep", "1"]})
+    release = lab_env / "release"
+    record = lab.submit({"command": f"while [ ! -e {release} ]; do sleep 0.05; done"})
     wait_until(lab, record["id"], states=("Running",))
     again = Lab()  # a new server or CLI process: it knows only the files
     assert again.get(record["id"])["status"] == "Running"
+    release.touch()
     assert wait_until(again, record["id"])["status"] == "Succeeded"
 
 
