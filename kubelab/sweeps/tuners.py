@@ -300,7 +300,7 @@ def build_sampler(choice: TunerChoice, seed: int, existing_trials: int = 0) -> o
         if choice.name in ("grid", "bruteforce"):
             # BruteForceSampler walks conditional (nested) spaces as a tree; GridSampler would
             # enumerate inactive parameters too and run the same configuration several times.
-            return samplers.BruteForceSampler(seed=seed)
+            return _ExhaustiveSampler(seed=seed)
         if choice.name == "evolution":
             return samplers.NSGAIISampler(seed=seed, **kwargs)
         if choice.name == "cmaes":
@@ -315,6 +315,17 @@ def build_sampler(choice: TunerChoice, seed: int, existing_trials: int = 0) -> o
             return AnnealSampler(seed=seed, **kwargs)
         # random, and batch (whose trials are all enqueued with every value fixed)
         return samplers.RandomSampler(seed=seed)
+
+
+class _ExhaustiveSampler(optuna.samplers.BruteForceSampler):
+    """BruteForceSampler without its end-of-search `study.stop()`.
+
+    That call is only legal inside `study.optimize`; an ask-and-tell driver gets a
+    RuntimeError at the last `tell` instead. `Tuner.exhausted()` counts configurations itself.
+    """
+
+    def after_trial(self, study: Any, trial: Any, state: TrialState, values: Any) -> None:
+        return None
 
 
 def _validate(
