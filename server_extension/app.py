@@ -12,6 +12,7 @@ from pathlib import Path
 
 from jupyter_server.extension.application import ExtensionApp
 from jupyter_server.utils import url_path_join
+from kubelab.server_extension import tensorboard as tensorboard_ext
 from kubelab.server_extension.events import EventHub
 from kubelab.server_extension.handlers import ROUTES
 from tornado.ioloop import IOLoop
@@ -31,6 +32,11 @@ class KubeLabApp(ExtensionApp):
     event_interval = Float(
         0.2, config=True, help="Seconds between looks at unfinished runs for the event stream."
     )
+    # -- TensorBoard sessions (server_extension/tensorboard.py) --
+    tensorboard_idle_timeout = Float(
+        float(os.environ.get("KUBELAB_TENSORBOARD_IDLE_TIMEOUT") or 1800), config=True,
+        help="Seconds without a proxied request before a TensorBoard session is stopped.",
+    )
 
     def initialize_settings(self) -> None:
         self.lab = Lab(Path(self.home) if self.home else None)
@@ -38,12 +44,15 @@ class KubeLabApp(ExtensionApp):
         self.kernel_token = secrets.token_urlsafe(32)
         self.events = EventHub(self.lab, interval=self.event_interval)
         self.settings["kubelab"] = self
+        self.tensorboards = tensorboard_ext.install(self, self.tensorboard_idle_timeout)
         # Kernels inherit the server's environment; the port is bound once the loop runs.
         IOLoop.current().add_callback(self._started)
 
     def initialize_handlers(self) -> None:
+        ROUTES.extend(r for r in tensorboard_ext.ROUTES if r not in ROUTES)  # also in openapi.json
         for pattern, handler in ROUTES:  # ExtensionApp prefixes the server's base_url
             self.handlers.append((url_path_join("kubelab", "api", pattern), handler))
+        self.handlers.append(tensorboard_ext.PROXY_ROUTE)
 
     def _started(self) -> None:
         api = url_path_join(self.serverapp.connection_url, "kubelab", "api")
@@ -52,11 +61,13 @@ class KubeLabApp(ExtensionApp):
         os.environ["KUBELAB_HOME"] = str(self.lab.home)
         self.events.start()
         self.lab.backend.start()
+        tensorboard_ext.start_reaper(self)
         if os.environ.pop("KUBELAB_ANNOUNCE_URL", None):
             print(f"\nkubelab is ready: {self.serverapp.display_url.split()[0]}\n", flush=True)
         self.log.info("kubelab: recording runs in %s (backend: %s)", self.lab.runs_root,
                       os.environ.get("KUBELAB_BACKEND", "local"))
 
     async def stop_extension(self) -> None:
+        tensorboard_ext.shutdown(self)  # no TensorBoard outlives the server
         await self.events.stop()
         self.lab.backend.close()
