@@ -16,7 +16,7 @@ def launch_lab(port: int = 8888, open_browser: bool = True, ip: str = "127.0.0.1
         f"--ServerApp.port={port}",
         f"--ServerApp.ip={ip}",
         f"--IdentityProvider.token={token}",
-        '--ServerApp.jpserver_extensions={"kubelab.server_extension": true}',
+        "--ServerApp.jpserver_extensions=kubelab.server_extension=True",
     ]
     if not open_browser:
         argv.append("--no-browser")

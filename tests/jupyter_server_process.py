@@ -48,7 +48,7 @@ class JupyterServer:
             sys.executable, "-m", "jupyterlab" if self.app == "lab" else "jupyter_server",
             "--no-browser", "--allow-root", f"--port={self.port}", "--ip=127.0.0.1",
             f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
-            "--ServerApp.jpserver_extensions=" + json.dumps({"kubelab.server_extension": True}),
+            "--ServerApp.jpserver_extensions=kubelab.server_extension=True",
             *self.extra,
         ]
         with open(self.log, "wb") as out:
@@ -102,3 +102,53 @@ class JupyterServer:
                 return record
             time.sleep(0.1)
         raise AssertionError(f"{run_id} did not reach {states}: {record}")
+
+
+def run_in_kernel(server: JupyterServer, code: str, timeout: float = 60.0) -> str:
+    """Start a kernel through the server's REST API, run `code`, return what it printed.
+
+    The kernel is a real one launched by the server, so it carries the environment the
+    server gives its kernels.
+    """
+    import asyncio
+    import uuid
+
+    from tornado.httpclient import HTTPRequest
+    from tornado.websocket import websocket_connect
+
+    kernel = requests.post(server.url + "api/kernels", headers=server.headers, json={}, timeout=30).json()
+    ws_url = server.url.replace("http", "ws", 1) + f"api/kernels/{kernel['id']}/channels"
+
+    async def execute() -> str:
+        request = HTTPRequest(ws_url, headers=server.headers)
+        conn = await websocket_connect(request)
+        msg_id = uuid.uuid4().hex
+        conn.write_message(json.dumps({
+            "header": {"msg_id": msg_id, "msg_type": "execute_request", "username": "test",
+                       "session": uuid.uuid4().hex, "version": "5.3"},
+            "parent_header": {}, "metadata": {}, "channel": "shell",
+            "content": {"code": code, "silent": False, "store_history": False,
+                        "user_expressions": {}, "allow_stdin": False},
+        }))
+        output = []
+        while True:
+            raw = await asyncio.wait_for(conn.read_message(), timeout)
+            if raw is None:
+                break
+            msg = json.loads(raw)
+            if msg.get("parent_header", {}).get("msg_id") != msg_id:
+                continue
+            kind = msg["msg_type"]
+            if kind == "stream":
+                output.append(msg["content"]["text"])
+            elif kind == "error":
+                output.append("\n".join(msg["content"]["traceback"]))
+            elif kind == "status" and msg["content"]["execution_state"] == "idle":
+                break
+        conn.close()
+        return "".join(output)
+
+    try:
+        return asyncio.run(execute())
+    finally:
+        requests.delete(server.url + f"api/kernels/{kernel['id']}", headers=server.headers, timeout=30)
