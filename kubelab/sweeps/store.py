@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kubelab.records import parse_iso, utcnow
+from kubelab.records import utcnow
 
 RUNNING, SUCCEEDED, FAILED, STOPPED = "Running", "Succeeded", "Failed", "Stopped"
 SWEEP_STATES = (RUNNING, SUCCEEDED, FAILED, STOPPED)
@@ -256,7 +256,3 @@ def _flock(path: Path, blocking: bool) -> Iterator[bool]:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
-
-
-def age(iso_time: str | None) -> float | None:
-    return None if not iso_time else max(0.0, time.time() - parse_iso(iso_time))

@@ -145,7 +145,7 @@ class _Parser:
         if not problems_at(self.errors, ("tuner", "space", "space_file")):
             self.errors += tuner.check(spec.space, root="space_file" if spec.space_file else "space")
         self.directions(spec)
-        if spec.max_trials is None and spec.max_duration is None and not tuner.exhaustive:
+        if data.get("max_trials") is None and data.get("max_duration") is None and not tuner.exhaustive:
             self.fail(
                 "max_trials", f"set max_trials or max_duration: {tuner.name} never runs out of suggestions"
             )

@@ -1,0 +1,435 @@
+"""The sweep driver: one detached process per running sweep, `python -m kubelab.sweeps.driver DIR`.
+
+It keeps `concurrency` trials running: asks the tuner, submits each trial through the
+`Lab` as an ordinary experiment, follows the trials' run directories (status and
+metrics) every few milliseconds, reports intermediate values to the pruner, stops the
+trials it prunes, and tells the tuner each result. Like the local runner, it lives in its
+own session, so it outlives the server or CLI that started it.
+
+Restartable by construction (kill it at any instant, start it again):
+
+- the tuner records a suggestion in `study.db` before `ask()` returns;
+- the ledger entry (trial number, parameters, `submitting`) is written before the submit,
+  and the run id right after; a run directory names its sweep and trial number, so a
+  crash between submit and ledger is healed by finding the run;
+- on start, trials the ledger or the study has but no run exists for are submitted (with
+  their recorded parameters, never re-asked), trials that have a run are followed again,
+  and results the tuner missed are told again (telling is idempotent).
+
+So no trial is lost, none runs twice, and every finished result is kept. The
+`KUBELAB_SWEEP_CRASH=point:n` variable makes the driver die (`os._exit`) the n-th time it
+reaches `point` (after-ask, before-submit, after-submit, after-tell); tests use it to
+check each crash window.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubelab.records import RunDirectory
+from kubelab.sweeps.store import (
+    ACTIVE,
+    COMPLETE,
+    FAILED,
+    PRUNED,
+    PRUNING,
+    RUNNING,
+    STOPPED,
+    SUBMITTING,
+    SUCCEEDED,
+    TRIAL_FAILED,
+    TRIAL_STOPPED,
+    SweepDirectory,
+    SweepState,
+    TrialEntry,
+)
+
+POLL = 0.02  # seconds between looks at the running trials' files
+RECONCILE_EVERY = 1.0  # seconds between asking the backend about a quiet trial
+STOP_WAIT = 15.0  # extra seconds to wait for stopped trials, beyond the stop grace
+TUNER_STATE = {COMPLETE: "complete", TRIAL_FAILED: "failed", PRUNED: "pruned", TRIAL_STOPPED: "failed"}
+
+
+def launch(sweep: SweepDirectory) -> int:
+    """Start a detached driver for `sweep`; returns its pid. A second driver exits at once."""
+    with open(sweep.log_file, "ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "kubelab.sweeps.driver", str(sweep.path)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # survives the server, the CLI and their terminals
+            close_fds=True,
+        )
+    threading.Thread(target=process.wait, daemon=True).start()  # no zombies in a long-lived server
+    return process.pid
+
+
+@dataclass
+class Follow:
+    """What the driver knows about one trial it is following."""
+
+    entry: TrialEntry
+    run: RunDirectory
+    status_stamp: int | None = None
+    offset: int = 0
+    last_value: Any = None
+    metrics_seen: frozenset[str] = frozenset()
+    checked_at: float = 0.0
+
+
+class Driver:
+    def __init__(self, sweep: SweepDirectory):
+        self.sweep = sweep
+        self.follows: dict[int, Follow] = {}
+        self.exhausted = False
+        self.hits: Counter[str] = Counter()
+        self.state = SweepState()
+
+    # -- the process ------------------------------------------------------------------
+    def main(self) -> int:
+        with self.sweep.driver_lock() as mine:
+            if not mine:
+                return 0  # another driver holds this sweep
+            with self.sweep.state_lock():
+                self.state = self.sweep.read_state()
+                if self.state.status != RUNNING:
+                    return 0
+                from kubelab.runner import process_start_time
+
+                self.state.driver_pid = os.getpid()
+                self.state.driver_started = process_start_time(os.getpid())
+                self.state.reason = "running"
+                self.save()
+            try:
+                self.prepare()
+                self.loop()
+            except Exception as exc:  # a sweep must always end with a status and a reason
+                traceback.print_exc()
+                self.finish(FAILED, f"sweep driver error: {exc}", stop_trials=True)
+        return 0
+
+    def prepare(self) -> None:
+        import warnings
+
+        import optuna
+
+        from kubelab.lab import Lab
+        from kubelab.sweeps.sweep_spec import SweepSpec
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        # Re-reading a trial's metrics after a restart reports steps Optuna already has; it
+        # warns and ignores them, which is what we want without the noise.
+        warnings.simplefilter("ignore")
+        self.spec = SweepSpec.parse(self.sweep.spec_data())
+        self.metric = self.spec.objective.metric
+        self.lab = Lab(self.sweep.home, user=self.state.user)
+        self.tuner = self.spec.make_tuner(storage=self.sweep.storage_url, study_name=self.sweep.id)
+        self.report_steps = self.spec.early_stopping.name != "none"
+        self.recover()
+
+    def save(self) -> None:
+        self.sweep.write_state(self.state)
+
+    def crash_point(self, point: str) -> None:
+        """Fault injection for the restart tests (see the module docstring)."""
+        wanted = os.environ.get("KUBELAB_SWEEP_CRASH", "")
+        name, _, count = wanted.partition(":")
+        if name == point:
+            self.hits[point] += 1
+            if self.hits[point] == int(count or 1):
+                os._exit(137)
+
+    # -- after a restart ----------------------------------------------------------------
+    def recover(self) -> None:
+        """Re-attach to every trial the ledger or the study knows; submit those never submitted."""
+        runs: dict[int, str] | None = None
+
+        def run_of(number: int) -> str | None:
+            nonlocal runs
+            if runs is None:
+                runs = self.sweep_runs()
+            return runs.get(number)
+
+        in_study = {s.number: s for s in self.tuner.running()}
+        for number, suggestion in in_study.items():
+            if self.state.entry(number) is None:
+                self.state.put(TrialEntry(number, dict(suggestion.flat), suggestion.params))
+        for entry in self.state.entries():
+            if entry.final:
+                if entry.number in in_study:
+                    self.tell(entry)  # the tuner missed this result
+                continue
+            if entry.run_id is None:
+                entry.run_id = run_of(entry.number)
+            if entry.run_id is None:
+                self.submit(entry)
+            else:
+                if entry.state == SUBMITTING:
+                    entry.state = ACTIVE
+                self.follow(entry)
+        self.save()
+
+    def sweep_runs(self) -> dict[int, str]:
+        """Trial number → run id, from the run directories (the truth a crash cannot lose)."""
+        found: dict[int, str] = {}
+        for path in self.lab.runs_root.iterdir():
+            try:
+                status = json.loads((path / "status.json").read_text())
+            except (OSError, ValueError):
+                continue
+            if status.get("sweep") == self.sweep.id and status.get("trial") is not None:
+                found.setdefault(int(status["trial"]), path.name)
+        return found
+
+    # -- the loop -------------------------------------------------------------------------
+    def loop(self) -> None:
+        while True:
+            if self.sweep.stop_requested():
+                self.finish(STOPPED, "stopped by user", stop_trials=True)
+                return
+            if self.sweep.budget_file.exists():
+                self.apply_budget(self.sweep.claim_budget())
+            for follow in list(self.follows.values()):
+                self.check(follow)
+            verdict = self.verdict()
+            if verdict is not None:
+                self.finish(*verdict)
+                return
+            while len(self.follows) < self.spec.concurrency and self.may_start():
+                self.start_trial()
+            time.sleep(POLL)
+
+    def apply_budget(self, budget: dict[str, Any]) -> None:
+        for key, value in budget.items():
+            if key in ("max_trials", "max_duration", "max_failed_trials"):
+                setattr(self.state, key, value)
+        self.save()
+
+    def may_start(self) -> bool:
+        state = self.state
+        if self.exhausted:
+            return False
+        if state.max_trials is not None and len(state.trials) >= state.max_trials:
+            return False
+        return not (state.max_duration is not None and state.seconds() >= state.max_duration)
+
+    def start_trial(self) -> None:
+        from kubelab.sweeps.tuners import SweepExhausted
+
+        try:
+            suggestion = self.tuner.ask()
+        except SweepExhausted:
+            self.exhausted = True
+            return
+        self.crash_point("after-ask")
+        self.submit(TrialEntry(suggestion.number, dict(suggestion.flat), suggestion.params))
+
+    def submit(self, entry: TrialEntry) -> None:
+        from kubelab.errors import KubelabError
+
+        entry.state, entry.run_id = SUBMITTING, None
+        self.state.put(entry)
+        self.save()
+        self.crash_point("before-submit")
+        try:
+            spec = self.spec.trial_spec(entry.params)
+            spec.env["KUBELAB_NNI_PARAMS"] = json.dumps(entry.nni_params)
+            record = self.lab.submit(
+                spec,
+                base_dir=Path(self.state.base_dir),
+                confine=self.state.confine,
+                sweep=self.sweep.id,
+                trial=entry.number,
+            )
+        except KubelabError as exc:
+            reason = exc.message().replace("\n", ";")
+            self.conclude(entry, TRIAL_FAILED, None, f"trial {entry.number} could not start: {reason}")
+            return
+        self.crash_point("after-submit")
+        entry.run_id, entry.state = record["id"], ACTIVE
+        self.save()
+        self.follow(entry)
+
+    def follow(self, entry: TrialEntry) -> None:
+        assert entry.run_id is not None
+        self.follows[entry.number] = Follow(entry, RunDirectory(self.lab.runs_root / entry.run_id))
+
+    # -- one trial ------------------------------------------------------------------------
+    def check(self, follow: Follow) -> None:
+        """Look at a trial's status, then its new metrics (a finished run's are all on disk)."""
+        run = follow.run
+        try:
+            stamp = run.status_file.stat().st_mtime_ns
+        except FileNotFoundError:  # the run was deleted under us
+            self.conclude(follow.entry, TRIAL_FAILED, None, f"trial {follow.entry.number}'s run was deleted")
+            return
+        now = time.monotonic()
+        status = None
+        if stamp != follow.status_stamp:
+            follow.status_stamp, follow.checked_at = stamp, now
+            status = run.status()
+        elif now - follow.checked_at > RECONCILE_EVERY:
+            follow.checked_at = now
+            status = self.lab.backend.reconcile(run, run.status())  # a runner that died unseen
+        self.read_metrics(follow)
+        if status is not None and status.terminal:
+            self.ended(follow, status)
+
+    def read_metrics(self, follow: Follow) -> None:
+        from kubelab.backends.local import read_from
+
+        text, offset = read_from(follow.run.metrics_file, follow.offset)
+        if not text:
+            return
+        complete = text[: text.rfind("\n") + 1]  # a torn last line waits for the next look
+        follow.offset = offset - len(text.encode()) + len(complete.encode())
+        for line in complete.splitlines():
+            try:
+                point = json.loads(line)
+            except ValueError:
+                continue
+            if point.get("replica") not in (None, 0):
+                continue  # the objective is rank 0's
+            metrics = point.get("metrics") or {}
+            follow.metrics_seen |= set(metrics)
+            value = metrics.get(self.metric)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            follow.last_value = value
+            step = point.get("step")
+            if self.report_steps and not point.get("final") and isinstance(step, int) and step >= 0:
+                self.report(follow, step, value)
+
+    def report(self, follow: Follow, step: int, value: float) -> None:
+        from kubelab.errors import KubelabError
+
+        if follow.entry.state != ACTIVE or not math.isfinite(value):
+            return
+        try:
+            prune = self.tuner.report(follow.entry.number, step, value)
+        except KubelabError:
+            return
+        if prune:
+            follow.entry.state = PRUNING
+            follow.entry.reason = f"pruned at step {step} ({self.metric}={value:.6g})"
+            self.save()
+            self.lab.stop(follow.entry.run_id, pruned=True)
+
+    def ended(self, follow: Follow, status: Any) -> None:
+        entry, n, metric = follow.entry, follow.entry.number, self.metric
+        if status.state == "Succeeded":
+            value = follow.last_value
+            if value is None:
+                self.conclude(entry, TRIAL_FAILED, None, self.unreported(follow))
+            elif not math.isfinite(value):
+                self.conclude(entry, TRIAL_FAILED, None, f"trial {n} reported a non-finite '{metric}' ({value})")
+            else:
+                self.conclude(entry, COMPLETE, float(value), "")
+        elif status.state == "Pruned":
+            self.conclude(entry, PRUNED, None, entry.reason or f"trial {n} was pruned")
+        elif status.state == "Stopped":
+            self.conclude(entry, TRIAL_STOPPED, None, f"trial {n} was stopped: {status.reason}")
+        else:
+            self.conclude(entry, TRIAL_FAILED, None, f"trial {n} failed: {status.reason}")
+
+    def unreported(self, follow: Follow) -> str:
+        from kubelab.errors import did_you_mean
+
+        reason = f"trial {follow.entry.number} finished without reporting '{self.metric}'"
+        seen = sorted(follow.metrics_seen)
+        if seen:
+            reason += f" (it reported {', '.join(seen)}{did_you_mean(self.metric, seen)})"
+        return reason
+
+    def conclude(self, entry: TrialEntry, state: str, value: float | None, reason: str) -> None:
+        """Record a trial's end: the tuner first, then the ledger (recovery re-tells if we die between)."""
+        entry.state, entry.value, entry.reason = state, value, reason
+        self.tell(entry)
+        self.crash_point("after-tell")
+        self.follows.pop(entry.number, None)
+        self.state.put(entry)
+        self.save()
+
+    def tell(self, entry: TrialEntry) -> None:
+        from kubelab.errors import Conflict
+
+        try:
+            self.tuner.tell(entry.number, entry.value, TUNER_STATE[entry.state])
+        except Conflict:  # the study already holds another ending for it; the ledger keeps ours
+            pass
+
+    # -- the end --------------------------------------------------------------------------
+    def verdict(self) -> tuple[str, str, bool] | None:
+        """(status, reason, stop running trials) once the sweep is over, else None."""
+        state = self.state
+        entries = state.entries()
+        failed = [e for e in entries if e.state == TRIAL_FAILED]
+        limit = state.max_failed_trials
+        if limit is not None and len(failed) > limit:
+            return (
+                FAILED,
+                f"{len(failed)} trials failed, more than max_failed_trials ({limit}); "
+                f"last: {failed[-1].reason}",
+                True,
+            )
+        if state.max_duration is not None and state.seconds() >= state.max_duration:
+            return (*self.outcome(f"reached max_duration ({state.max_duration:g}s)"), True)
+        if self.follows or self.may_start():
+            return None
+        if self.exhausted:
+            return (*self.outcome(f"the {self.spec.tuner.name} tuner tried every configuration"), False)
+        return (*self.outcome(f"ran max_trials ({state.max_trials}) trials"), False)
+
+    def outcome(self, why: str) -> tuple[str, str]:
+        entries = self.state.entries()
+        complete = [e for e in entries if e.state == COMPLETE]
+        if complete:
+            return SUCCEEDED, f"{why}; {len(complete)} of {len(entries)} completed"
+        last = next((e.reason for e in reversed(entries) if e.reason), "no trial ran")
+        return FAILED, f"{why}, but no trial completed with a '{self.metric}' result; last: {last}"
+
+    def finish(self, status: str, reason: str, stop_trials: bool = False) -> None:
+        if stop_trials and self.follows:
+            self.stop_all()
+        self.state.finish(status, reason)
+        self.sweep.clear_stop()
+        self.save()
+
+    def stop_all(self) -> None:
+        """Stop every running trial and wait (bounded) to record how each ended."""
+        from kubelab.runner import stop_grace
+
+        for follow in list(self.follows.values()):
+            try:
+                self.lab.stop(follow.entry.run_id)
+            except Exception:  # noqa: BLE001 - one trial's stop failing must not keep the others running
+                traceback.print_exc()
+        deadline = time.monotonic() + stop_grace() + STOP_WAIT
+        while self.follows and time.monotonic() < deadline:
+            for follow in list(self.follows.values()):
+                self.check(follow)
+            time.sleep(POLL)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m kubelab.sweeps.driver SWEEP_DIR", file=sys.stderr)
+        return 2
+    return Driver(SweepDirectory(Path(args[0]))).main()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
