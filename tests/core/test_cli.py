@@ -1,0 +1,94 @@
+"""The `kubelab` command as users type it, in real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+
+@pytest.fixture
+def cli(lab_env):
+    def run(*args: str, check_rc: int | None = 0) -> subprocess.CompletedProcess:
+        done = subprocess.run([sys.executable, "-m", "kubelab.cli", *args], capture_output=True, text=True,
+                              env=dict(os.environ), cwd=lab_env, timeout=120)
+        if check_rc is not None:
+            assert done.returncode == check_rc, done.stdout + done.stderr
+        return done
+
+    return run
+
+
+def test_run_wait_streams_output_and_exit_code(cli):
+    done = cli("run", "--name", "hello", "-P", "lr=0.5", "--wait", "--",
+               "python", "-c", "import kubelab; print('params', kubelab.params()); kubelab.report(loss=0.2)")
+    assert "params {'lr': 0.5}" in done.stdout
+    assert "Succeeded" in done.stderr
+    failed = cli("run", "--wait", "--", "sh", "-c", "exit 4", check_rc=1)
+    assert "replica 0 exited with code 4" in failed.stderr
+
+
+def test_ls_show_logs_stop_rm_with_json(cli):
+    run_id = cli("run", "--", "sleep", "30").stdout.strip()
+    listed = json.loads(cli("ls", "-o", "json").stdout)
+    assert [item["id"] for item in listed["items"]] == [run_id]
+    assert "sleep" in cli("ls", "status:pending|queued|running").stdout
+    assert cli("ls", "status:succeeded").stdout.count("\n") == 1  # the header only
+    assert json.loads(cli("show", run_id, "-o", "json").stdout)["id"] == run_id
+    assert json.loads(cli("stop", run_id, "-o", "json").stdout)["id"] == run_id
+    cli("logs", run_id)
+    assert f"deleted {run_id}" in cli("rm", run_id).stdout
+    assert json.loads(cli("ls", "-o", "json").stdout)["total"] == 0
+
+
+def test_spec_file_and_polyaxonfile(cli, lab_env):
+    (lab_env / "spec.yaml").write_text(yaml.safe_dump({
+        "name": "from-file", "command": "echo lr={{ lr }}",
+        "inputs": [{"name": "lr", "type": "float", "default": 0.1}],
+    }))
+    assert "lr=0.3" in cli("run", "-f", "spec.yaml", "-P", "lr=0.3", "--wait").stdout
+    (lab_env / "polyaxonfile.yaml").write_text(yaml.safe_dump({
+        "version": 1, "kind": "experiment", "params": {"msg": "hi there"}, "run": {"cmd": "echo {{ msg }}"},
+    }))
+    assert "hi there" in cli("run", "-f", "polyaxonfile.yaml", "--wait").stdout
+
+
+def test_render_prints_without_creating(cli, lab_env):
+    rendered = list(yaml.safe_load_all(cli("render", "-o", "yaml", "--replicas", "2", "--framework", "pytorch",
+                                           "--", "python", "train.py").stdout))
+    assert [r["kind"] for r in rendered] == ["Process", "Process"]
+    assert [r["env"]["RANK"] for r in rendered] == ["0", "1"] and rendered[1]["env"]["WORLD_SIZE"] == "2"
+    assert json.loads(cli("ls", "-o", "json").stdout)["total"] == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("run", "--gpus", "-1", "--", "true"), "resources.gpus: must be 0 or more, not -1"),
+        (("run", "--memory", "lots", "--", "true"), "resources.memory: 'lots' is not a Kubernetes quantity"),
+        (("run", "-P", "novalue", "--", "true"), "param: 'novalue' must be NAME=VALUE"),
+        (("run", "-f", "missing.yaml"), "file: no such file: missing.yaml"),
+        (("run", "--framework", "jax", "--", "true"), "framework: must be one of"),
+        (("show", "000000000000"), "no experiment '000000000000'"),
+        (("ls", "status:nope"), "query: position"),
+    ],
+)
+def test_bad_input_is_refused_with_the_field_and_nothing_created(cli, args, message):
+    done = cli(*args, check_rc=2)
+    assert message in done.stderr
+    assert json.loads(cli("ls", "-o", "json").stdout)["total"] == 0
+
+
+def test_bad_yaml_points_at_the_line(cli, lab_env):
+    (lab_env / "broken.yaml").write_text("name: x\ncommand: [unclosed\n")
+    message = cli("run", "-f", "broken.yaml", check_rc=2).stderr
+    assert "broken.yaml is not valid YAML" in message and "file: line 3, column 1" in message
+
+
+def test_json_errors_for_scripts(cli):
+    done = cli("run", "-o", "json", "--gpus", "x", "--", "true", check_rc=2)
+    assert json.loads(done.stderr)["fields"][0]["path"] == "resources.gpus"

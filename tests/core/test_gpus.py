@@ -1,0 +1,85 @@
+"""GPU discovery at the NVML boundary, and the machine-wide ledger."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from kubelab.gpus import Gpu, GpuAllocator, detect_gpus, parse_fake_gpus
+
+
+class FakeNvml:
+    """A device list behind NVML's own function names: the real adapter code runs on it."""
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self, devices=None, fail_init=False):
+        self.devices = devices or []
+        self.fail_init = fail_init
+        self.shutdown = False
+
+    def nvmlInit(self):
+        if self.fail_init:
+            raise self.NVMLError("NVML Shared Library Not Found")
+
+    def nvmlShutdown(self):
+        self.shutdown = True
+
+    def nvmlDeviceGetCount(self):
+        return len(self.devices)
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return self.devices[index]
+
+    def nvmlDeviceGetName(self, handle):
+        return handle["name"].encode()  # older bindings return bytes
+
+    def nvmlDeviceGetUUID(self, handle):
+        return handle["uuid"]
+
+    def nvmlDeviceGetMemoryInfo(self, handle):
+        return SimpleNamespace(total=handle["mib"] * 2**20)
+
+
+def test_nvml_devices_are_read(monkeypatch):
+    monkeypatch.delenv("KUBELAB_FAKE_GPUS", raising=False)
+    nvml = FakeNvml([{"name": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-a", "mib": 81920},
+                     {"name": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-b", "mib": 81920}])
+    gpus = detect_gpus(nvml)
+    assert gpus == [Gpu(0, "NVIDIA A100-SXM4-80GB", "GPU-a", 81920), Gpu(1, "NVIDIA A100-SXM4-80GB", "GPU-b", 81920)]
+    assert nvml.shutdown and gpus[0].matches("a100") and not gpus[0].matches("V100")
+
+
+def test_a_machine_without_nvml_has_no_gpus(monkeypatch):
+    monkeypatch.delenv("KUBELAB_FAKE_GPUS", raising=False)
+    assert detect_gpus(FakeNvml(fail_init=True)) == []
+    assert detect_gpus() == []  # this machine: the real library, no driver
+
+
+def test_fake_device_lists():
+    assert [g.name for g in parse_fake_gpus("T4, V100")] == ["T4", "V100"]
+    assert len(parse_fake_gpus("3")) == 3 and parse_fake_gpus("") == []
+
+
+def test_ledger_is_first_come_first_served_and_reclaims_the_dead(tmp_path):
+    ledger = GpuAllocator([Gpu(0, "T4"), Gpu(1, "T4"), Gpu(2, "V100")], tmp_path)
+    me = os.getpid()
+    assert ledger.try_acquire("a", me, 2, "T4") == [0, 1]
+    assert ledger.try_acquire("b", me, 1, "T4") is None  # queued
+    assert ledger.try_acquire("c", me, 1, "V100") is None  # behind b, although a V100 is free
+    assert ledger.position("c") == 1
+    with pytest.raises(ValueError, match="asked for 2 GPU\\(s\\) of type V100 but this machine has 1"):
+        ledger.try_acquire("d", me, 2, "V100")
+    ledger.release("a")
+    assert ledger.try_acquire("b", me, 1, "T4") == [0]
+    assert ledger.try_acquire("c", me, 1, "V100") == [2]
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    assert ledger.try_acquire("e", dead.pid, 1) == [1]
+    snapshot = ledger.snapshot()  # e's holder is dead: its GPU comes back
+    assert snapshot["free"] == 1 and {t["type"]: t["free"] for t in snapshot["types"]} == {"T4": 1, "V100": 0}
