@@ -30,6 +30,10 @@ from .validation import ObjectValidator
 
 _SERVER_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
                 "selfLink", "generation", "managedFields")
+# Kinds whose DELETE answers with the deleted object (as the OpenAPI spec declares) instead
+# of a Status.
+_DELETE_RETURNS_OBJECT = {"pods", "namespaces", "services", "serviceaccounts", "resourcequotas",
+                          "persistentvolumeclaims", "persistentvolumes"}
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # the API server's generateName alphabet
 
 
@@ -387,7 +391,7 @@ class Cluster:
             self._cascade(current, policy)
             last = self._remove(rt, current)
         stamp = defaults.now()
-        if rt.key in ("pods", "namespaces") or rt.extension:
+        if rt.key in _DELETE_RETURNS_OBJECT or rt.extension:
             meta = dict(last["metadata"], deletionTimestamp=stamp)
             if rt.key == "namespaces":
                 return dict(last, metadata=meta, status={"phase": "Terminating"})

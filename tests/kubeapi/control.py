@@ -68,6 +68,11 @@ class ClusterControls:
                        "addresses": [{"type": "InternalIP", "address": f"10.0.0.{index}"},
                                      {"type": "Hostname", "address": name}],
                        "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux",
+                                    "machineID": secrets.token_hex(16),
+                                    "systemUUID": secrets.token_hex(16),
+                                    "bootID": secrets.token_hex(16),
+                                    "kernelVersion": "6.1.0", "osImage": "Debian GNU/Linux 12",
+                                    "kubeProxyVersion": "",
                                     "kubeletVersion": "v" + self.cluster.validator.schema.version,
                                     "containerRuntimeVersion": "containerd://1.7.0"}}}
         return self.cluster.create(self.cluster.rt("nodes"), "", body)[0]

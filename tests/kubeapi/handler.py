@@ -136,7 +136,11 @@ class ApiHandler(BaseHTTPRequestHandler):
         if kind == "version":
             major, minor, patch = self.server.cluster.validator.schema.version.split(".")
             self._send_json(200, {"major": major, "minor": minor,
+                                  "emulationMajor": major, "emulationMinor": minor,
+                                  "minCompatibilityMajor": major,
+                                  "minCompatibilityMinor": str(int(minor) - 1),
                                   "gitVersion": f"v{major}.{minor}.{patch}",
+                                  "gitCommit": "0" * 40, "buildDate": "2026-01-01T00:00:00Z",
                                   "platform": "linux/amd64", "goVersion": "go1.24",
                                   "compiler": "gc", "gitTreeState": "clean"})
         else:
