@@ -24,6 +24,7 @@ check each crash window.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -334,7 +335,8 @@ class Driver:
             if value is None:
                 self.conclude(entry, TRIAL_FAILED, None, self.unreported(follow))
             elif not math.isfinite(value):
-                self.conclude(entry, TRIAL_FAILED, None, f"trial {n} reported a non-finite '{metric}' ({value})")
+                reason = f"trial {n} reported a non-finite '{metric}' ({value})"
+                self.conclude(entry, TRIAL_FAILED, None, reason)
             else:
                 self.conclude(entry, COMPLETE, float(value), "")
         elif status.state == "Pruned":
@@ -365,10 +367,9 @@ class Driver:
     def tell(self, entry: TrialEntry) -> None:
         from kubelab.errors import Conflict
 
-        try:
+        # Conflict: the study already holds another ending for it; the ledger keeps ours.
+        with contextlib.suppress(Conflict):
             self.tuner.tell(entry.number, entry.value, TUNER_STATE[entry.state])
-        except Conflict:  # the study already holds another ending for it; the ledger keeps ours
-            pass
 
     # -- the end --------------------------------------------------------------------------
     def verdict(self) -> tuple[str, str, bool] | None:
@@ -414,7 +415,7 @@ class Driver:
         for follow in list(self.follows.values()):
             try:
                 self.lab.stop(follow.entry.run_id)
-            except Exception:  # noqa: BLE001 - one trial's stop failing must not keep the others running
+            except Exception:  # one trial's stop failing must not keep the others running
                 traceback.print_exc()
         deadline = time.monotonic() + stop_grace() + STOP_WAIT
         while self.follows and time.monotonic() < deadline:

@@ -1,0 +1,129 @@
+"""NNI's trial API, provided by kubelab: trial code written for NNI runs unchanged.
+
+The local runner (and the Kubernetes backend) put `kubelab/nni_compat` first on a trial's
+PYTHONPATH, so `import nni` inside a kubelab trial finds this module even where the real
+NNI is installed. Standard library only and cheap to import, like `kubelab.reporting`,
+whose `metrics.jsonl` format it writes (so it also works in images without kubelab).
+
+- `get_next_parameter()`: the trial's parameters, NNI-shaped (`KUBELAB_NNI_PARAMS`, set
+  by the sweep driver; a plain run's `KUBELAB_PARAMS`); `{}` outside kubelab, as NNI's
+  standalone mode gives.
+- `report_intermediate_result(x)` → a metrics line `{"step": n, "metrics": {"default": x}}`.
+- `report_final_result(x)` → `{"final": true, "metrics": {"default": x}}`; a dict's
+  `default` key is the objective and its other numbers are kept as metrics too.
+- `get_trial_id()`, `get_experiment_id()`, `get_sequence_id()`: the run id, the sweep id
+  and the trial number (`STANDALONE`, `STANDALONE` and 0 outside a sweep, as in NNI).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any
+
+__version__ = "3.0"
+__all__ = [
+    "get_current_parameter",
+    "get_experiment_id",
+    "get_next_parameter",
+    "get_sequence_id",
+    "get_trial_id",
+    "report_final_result",
+    "report_intermediate_result",
+]
+
+_state: dict[str, Any] = {"params": None, "sequence": 0}
+
+
+def get_next_parameter() -> dict[str, Any]:
+    """This trial's hyperparameters (a new dict each call)."""
+    raw = os.environ.get("KUBELAB_NNI_PARAMS") or os.environ.get("KUBELAB_PARAMS")
+    params = json.loads(raw) if raw else {}
+    if not raw:
+        _note("not inside a kubelab trial; get_next_parameter() returns {}")
+    _state["params"] = params
+    return json.loads(json.dumps(params))
+
+
+def get_current_parameter(tag: str | None = None) -> Any:
+    """The parameters last returned by `get_next_parameter()`, or one of them by name."""
+    params = _state["params"]
+    if params is None:
+        return None
+    return params if tag is None else params[tag]
+
+
+def get_trial_id() -> str:
+    return os.environ.get("KUBELAB_RUN_ID", "STANDALONE")
+
+
+def get_experiment_id() -> str:
+    return os.environ.get("KUBELAB_SWEEP_ID", "STANDALONE")
+
+
+def get_sequence_id() -> int:
+    trial = os.environ.get("KUBELAB_TRIAL", "")
+    return int(trial) if trial.isdigit() else 0
+
+
+def report_intermediate_result(metric: Any) -> None:
+    """Record an intermediate result; steps count 0, 1, 2, … as NNI's sequence does."""
+    step = _state["sequence"]
+    _state["sequence"] = step + 1
+    metrics = _metrics(metric, "report_intermediate_result")
+    _write({"step": step, "metrics": metrics}, f"intermediate result {metric!r}")
+
+
+def report_final_result(metric: Any) -> None:
+    """Record the final result, the value the sweep's tuner optimizes."""
+    _write({"final": True, "metrics": _metrics(metric, "report_final_result")}, f"final result {metric!r}")
+
+
+def _number(value: Any) -> float | int | None:
+    if hasattr(value, "item") and not isinstance(value, (int, float)):
+        try:
+            value = value.item()  # numpy scalars, 0-d tensors
+        except (TypeError, ValueError):
+            return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value
+
+
+def _metrics(metric: Any, caller: str) -> dict[str, float | int]:
+    if isinstance(metric, dict):
+        numbers = {str(k): n for k, n in ((k, _number(v)) for k, v in metric.items()) if n is not None}
+        if "default" not in numbers:
+            keys = sorted(map(str, metric))
+            _note(f"{caller}: a dict result needs a numeric 'default' key (the objective); got {keys}")
+        return numbers
+    value = _number(metric)
+    if value is None:
+        _note(f"{caller}: the result must be a number or a dict with 'default', not {metric!r}")
+        return {}
+    return {"default": value}
+
+
+def _write(entry: dict[str, Any], description: str) -> None:
+    run_dir = os.environ.get("KUBELAB_RUN_DIR")
+    if not run_dir:
+        _note(description)  # NNI's standalone mode logs results instead of sending them
+        return
+    if not entry["metrics"]:
+        return
+    entry["time"] = round(time.time(), 3)
+    rank = os.environ.get("RANK")
+    if rank not in (None, "0"):
+        entry["replica"] = int(rank)
+    line = json.dumps(entry) + "\n"
+    fd = os.open(os.path.join(run_dir, "metrics.jsonl"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, line.encode())  # one write: lines from several replicas never interleave
+    finally:
+        os.close(fd)
+
+
+def _note(message: str) -> None:
+    print(f"nni (kubelab): {message}", file=sys.stderr)

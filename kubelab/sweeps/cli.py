@@ -1,0 +1,184 @@
+"""`kubelab sweep`: run and manage hyperparameter sweeps from a terminal.
+
+    kubelab sweep -f sweep.yml [--wait] [-o json]     # a kubelab sweep spec or an NNI config
+    kubelab sweep ls | show ID | stop ID | resume ID [--max-trials N] [--max-duration 2h]
+
+Works with no server running: the CLI starts the sweep's driver itself, and the server
+(or a later `kubelab sweep ls`) finds it through `$KUBELAB_HOME/sweeps/`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from kubelab.cli import emit
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "sweep", help="run or manage a hyperparameter sweep",
+        description="Run a sweep from a spec file (kubelab or NNI config), or manage sweeps.",
+    )
+    parser.set_defaults(handler=cmd_create)
+    parser.add_argument("-f", "--file", help="a sweep spec (YAML/JSON) or an NNI experiment config")
+    parser.add_argument("--wait", action="store_true",
+                        help="follow the trials; exit non-zero unless the sweep succeeds")
+    parser.add_argument("-o", "--output", choices=("json",))
+    sub = parser.add_subparsers(dest="sweep_command", metavar="COMMAND")
+
+    def command(name: str, handler: Any, help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help)
+        p.set_defaults(handler=handler)
+        # SUPPRESS: `kubelab sweep -o json ls` keeps the -o given before the command
+        p.add_argument("-o", "--output", choices=("json",), default=argparse.SUPPRESS)
+        return p
+
+    command("ls", cmd_ls, "list sweeps")
+    command("show", cmd_show, "show a sweep: best trial, trials, parameter importance").add_argument("id")
+    p = command("stop", cmd_stop, "stop a sweep and its running trials")
+    p.add_argument("id")
+    p = command("resume", cmd_resume, "resume a stopped or finished sweep, optionally with a larger budget")
+    p.add_argument("id")
+    p.add_argument("--max-trials", type=int)
+    p.add_argument("--max-duration", help="e.g. 3600, 30m or 2h")
+    p.add_argument("--wait", action="store_true")
+
+
+def _sweeps():
+    from kubelab.lab import Lab
+    from kubelab.sweeps.service import Sweeps
+
+    return Sweeps(Lab())
+
+
+def cmd_create(args: argparse.Namespace) -> int:
+    from kubelab.errors import FieldError, ValidationError
+    from kubelab.sweeps.documents import read_document
+
+    if not args.file:
+        raise ValidationError("nothing to run", [FieldError("file", "give a sweep spec with -f FILE, "
+                                                            "or a command: ls, show, stop, resume")])
+    data, origin = read_document(Path(args.file), "file")
+    base = origin.parent if origin else Path.cwd()
+    sweeps = _sweeps()
+    record = sweeps.create(data, base_dir=base)
+    if not args.wait:
+        if args.output == "json":
+            emit(record, "json")
+        else:
+            print(f"started sweep {record['id']} ({record['name']})", file=sys.stderr)
+            print(record["id"])
+        return 0
+    return follow(sweeps, record["id"], args.output)
+
+
+def follow(sweeps: Any, sweep_id: str, output: str | None) -> int:
+    """Print each trial as it ends, then the best trial; exit 0 only if the sweep succeeded."""
+    quiet = output == "json"
+    if not quiet:
+        print(f"sweep {sweep_id}: following (Ctrl-C stops following, not the sweep)", file=sys.stderr)
+    told = {e.number for e in sweeps.sweep(sweep_id).read_state().entries() if e.final}
+    while True:
+        sweep = sweeps.sweep(sweep_id)
+        state = sweep.read_state()
+        for entry in state.entries():
+            if entry.final and entry.number not in told:
+                told.add(entry.number)
+                if not quiet:
+                    value = "" if entry.value is None else f" {entry.value:.6g}"
+                    why = f" ({entry.reason})" if entry.reason else ""
+                    print(f"trial {entry.number}: {entry.state}{value}{why} {entry.params}", file=sys.stderr)
+        if state.status != "Running":
+            break
+        sweeps.ensure_driver(sweep)
+        time.sleep(0.1)
+    record = sweeps.get(sweep_id)
+    if quiet:
+        emit(record, "json")
+    else:
+        print(f"sweep {sweep_id} {record['status']}: {record['reason']}", file=sys.stderr)
+        describe_best(record)
+    return 0 if record["status"] == "Succeeded" else 1
+
+
+def describe_best(record: dict[str, Any]) -> None:
+    best = record.get("best")
+    metric = record["objective"]["metric"]
+    if best:
+        print(f"best: trial {best['trial']} ({best['id']}) {metric}={best['value']:.6g} {best['params']}")
+    else:
+        print("best: none yet")
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    records = _sweeps().list()
+    if args.output == "json":
+        emit({"items": records}, "json")
+        return 0
+    rows = [("ID", "NAME", "STATUS", "TUNER", "TRIALS", "BEST")]
+    for r in records:
+        c = r["counts"]
+        trials = f"{r['finished']}/{r['max_trials'] or '-'}"
+        if c["running"]:
+            trials += f" ({c['running']} running)"
+        best = r["best"]
+        shown = f"{r['objective']['metric']}={best['value']:.4g} (#{best['trial']})" if best else ""
+        rows.append((r["id"], r["name"][:30], r["status"], r["tuner"], trials, shown))
+    print(_table(rows))
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    record = _sweeps().get(args.id)
+    if args.output == "json":
+        emit(record, "json")
+        return 0
+    metric = record["objective"]["metric"]
+    for key in ("id", "name", "status", "reason", "tuner", "early_stopping", "max_trials",
+                "concurrency", "created_at", "finished_at"):
+        print(f"{key + ':':16} {record.get(key)}")
+    print(f"{'objective:':16} {record['objective']['direction']} {metric}")
+    print(f"{'counts:':16} " + ", ".join(f"{k} {v}" for k, v in record["counts"].items()))
+    describe_best(record)
+    if record["importance"]:
+        ranked = sorted(record["importance"].items(), key=lambda kv: -kv[1])
+        print("importance: " + ", ".join(f"{name} {score:.2f}" for name, score in ranked))
+    rows = [("TRIAL", "ID", "RESULT", metric.upper(), "PARAMS", "REASON")]
+    for t in record["trials"]:
+        value = "" if t["objective"] is None else f"{t['objective']:.6g}"
+        rows.append((t["trial"], t["id"] or "-", t["result"], value, t.get("params"), t["result_reason"]))
+    print(_table(rows))
+    return 0
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    record = _sweeps().stop(args.id)
+    if args.output == "json":
+        emit(record, "json")
+    else:
+        print(f"sweep {record['id']} {record['status']}: {record['reason']}")
+    return 0
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    budget = {k: v for k, v in (("max_trials", args.max_trials), ("max_duration", args.max_duration))
+              if v is not None}
+    sweeps = _sweeps()
+    record = sweeps.resume(args.id, budget)
+    if args.wait:
+        return follow(sweeps, record["id"], args.output)
+    if args.output == "json":
+        emit(record, "json")
+    else:
+        print(f"sweep {record['id']} {record['status']}: {record['reason']}")
+    return 0
+
+
+def _table(rows: list[tuple[Any, ...]]) -> str:
+    text = [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in text) for i in range(len(text[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in text)

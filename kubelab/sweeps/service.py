@@ -1,0 +1,410 @@
+"""Sweeps as a service: what the CLI, the REST handlers and the magics call.
+
+`Sweeps(lab)` creates a sweep (validate everything, write its folder, start its driver),
+lists and shows sweeps with their trials, best trial and parameter importance, stops,
+resumes and extends them. Whoever looks at a Running sweep whose driver is dead starts a
+new driver, so a sweep carries on after a crash or a reboot without anyone asking.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from kubelab.errors import Conflict, FieldError, NotFound, ValidationError, did_you_mean
+from kubelab.lab import RUN_ID, Lab
+from kubelab.records import new_id
+from kubelab.sweeps import driver
+from kubelab.sweeps.store import (
+    BUDGET_FIELDS,
+    COMPLETE,
+    PRUNED,
+    RUNNING,
+    SUCCEEDED,
+    TRIAL_FAILED,
+    TRIAL_STOPPED,
+    SweepDirectory,
+    SweepState,
+    SweepStore,
+    write_json,
+)
+
+COUNT_OF = {COMPLETE: "succeeded", TRIAL_FAILED: "failed", PRUNED: "pruned", TRIAL_STOPPED: "stopped"}
+_SPECS: dict[str, dict[str, Any]] = {}  # sweep.json never changes: read each once
+
+
+class Sweeps:
+    def __init__(self, lab: Lab):
+        self.lab = lab
+        self.store = SweepStore(lab.home)
+
+    # -- creating -------------------------------------------------------------------------
+    def create(self, data: Any, base_dir: Path | None = None, confine: bool = False) -> dict[str, Any]:
+        """Validate a sweep spec (or `{"nni": config}`), record it and start its driver.
+
+        Every check runs before anything is written: a refused sweep leaves no folder,
+        no study and no trial behind.
+        """
+        base = Path(base_dir or Path.cwd()).resolve()
+        spec = self.validate(data, base, confine)
+        sweep_id = new_id()
+        self.store.root.mkdir(parents=True, exist_ok=True)
+        staging = self.store.root / f".{sweep_id}.new"
+        staging.mkdir()
+        try:
+            sweep = SweepDirectory(staging)
+            write_json(sweep.spec_file, spec.to_dict())
+            state = SweepState(
+                user=self.lab.user,
+                base_dir=str(base),
+                confine=confine,
+                max_trials=spec.max_trials,
+                max_duration=spec.max_duration,
+                max_failed_trials=spec.max_failed_trials,
+                running_since=time.time(),
+            )
+            sweep.write_state(state)
+            final = self.store.sweep(sweep_id)
+            staging.rename(final.path)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        driver.launch(final)
+        return self.record(final)
+
+    def validate(self, data: Any, base: Path, confine: bool) -> Any:
+        """The SweepSpec, with the trial template's paths and the tuner checked as a submit would."""
+        from kubelab.sweeps.sweep_spec import SweepSpec
+
+        spec = SweepSpec.parse(self.spec_mapping(data, base), base_dir=base)
+        if confine and spec.space_file:
+            self._confined(base, Path(spec.space_file), "space_file")
+        sample = dict(spec.space.representative())
+        for config in reversed(spec.batch or []):
+            sample.update(config)
+        try:
+            self.lab.prepare(spec.trial_spec(sample), base, confine)
+        except ValidationError as exc:
+            raise ValidationError(
+                "invalid sweep spec", [FieldError(f"trial.{f.path}", f.reason) for f in exc.fields]
+            ) from None
+        import optuna
+
+        verbosity = optuna.logging.get_verbosity()
+        optuna.logging.set_verbosity(optuna.logging.WARNING)  # no "study created" line for a check
+        try:
+            spec.make_tuner()  # in memory: Optuna-level checks (packages, directions) before any write
+        finally:
+            optuna.logging.set_verbosity(verbosity)
+        return spec
+
+    @staticmethod
+    def spec_mapping(data: Any, base: Path) -> Any:
+        """A sweep spec mapping from kubelab's own format or an NNI experiment config."""
+        from kubelab.sweeps.nni_config import nni_to_sweep
+
+        if isinstance(data, dict) and set(data) == {"nni"}:
+            return nni_to_sweep(data["nni"], base_dir=base)
+        if isinstance(data, dict) and any(k.lower().replace("_", "") == "trialcommand" for k in data):
+            return nni_to_sweep(data, base_dir=base)
+        return data
+
+    @staticmethod
+    def _confined(base: Path, target: Path, field: str) -> None:
+        target = target.resolve()
+        if target != base and base not in target.parents:
+            reason = f"'{target}' is outside the workspace"
+            raise ValidationError("invalid sweep spec", [FieldError(field, reason)])
+
+    # -- reading --------------------------------------------------------------------------
+    def sweep(self, sweep_id: str) -> SweepDirectory:
+        if not isinstance(sweep_id, str) or not RUN_ID.match(sweep_id):
+            raise NotFound(f"no sweep '{sweep_id}'", [FieldError("id", "is not a sweep id")])
+        sweep = self.store.sweep(sweep_id)
+        if not sweep.exists():
+            raise NotFound(f"no sweep '{sweep_id}'")
+        return sweep
+
+    def list(self) -> list[dict[str, Any]]:
+        """Every sweep's record, newest first (restarting drivers that died)."""
+        records = []
+        for sweep in self.store.all():
+            try:
+                self.ensure_driver(sweep)
+                records.append(self.record(sweep))
+            except (OSError, ValueError):
+                continue  # a folder being deleted
+        return records
+
+    def get(self, sweep_id: str) -> dict[str, Any]:
+        """The record with its trials table, parameter importance and spec, computed now."""
+        sweep = self.sweep(sweep_id)
+        self.ensure_driver(sweep)
+        state = sweep.read_state()
+        record = self.record(sweep, state)
+        record["trials"] = self.trials(sweep, state)
+        record["importance"] = importance(sweep)
+        record["spec"] = spec_of(sweep)
+        return record
+
+    def record(self, sweep: SweepDirectory, state: SweepState | None = None) -> dict[str, Any]:
+        return sweep_record(sweep, state or sweep.read_state())
+
+    def trials(self, sweep: SweepDirectory, state: SweepState) -> list[dict[str, Any]]:
+        """The trials' experiment records, with the sweep's verdict on each (`result`, `objective`)."""
+        runs = {r["id"]: r for r in self.lab.list(f"sweep:{sweep.id}")[0]}
+        rows = []
+        for entry in state.entries():
+            row = dict(runs.get(entry.run_id or "") or {"id": entry.run_id, "params": entry.params})
+            row.update(trial=entry.number, result=entry.state, objective=entry.value,
+                       result_reason=entry.reason)
+            rows.append(row)
+        return rows
+
+    # -- changing -------------------------------------------------------------------------
+    def stop(self, sweep_id: str, wait: float = 30.0) -> dict[str, Any]:
+        """Stop the sweep and its running trials; waits (bounded) until the driver has recorded it."""
+        sweep = self.sweep(sweep_id)
+        if sweep.read_state().status != RUNNING:
+            raise Conflict(f"sweep '{sweep_id}' is not running")
+        sweep.request_stop()
+        self.ensure_driver(sweep)  # a dead driver's successor carries the stop out
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and sweep.read_state().status == RUNNING:
+            time.sleep(0.05)
+        return self.record(sweep)
+
+    def resume(self, sweep_id: str, budget: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Run a Stopped, Failed or Succeeded sweep again, optionally with a larger budget.
+
+        Trials already finished keep their results and count toward `max_trials`.
+        A running sweep only takes the new budget.
+        """
+        sweep = self.sweep(sweep_id)
+        changes = self.check_budget(budget or {}, sweep.read_state())
+        with sweep.state_lock():
+            state = sweep.read_state()
+            if state.status == RUNNING:
+                if not changes:
+                    raise Conflict(f"sweep '{sweep_id}' is already running")
+                return self._extend_locked(sweep, state, changes)
+            for key, value in changes.items():
+                setattr(state, key, value)
+            if state.max_trials is not None and len(state.trials) >= state.max_trials:
+                raise Conflict(
+                    f"sweep '{sweep_id}' has run its max_trials ({state.max_trials}) trials; "
+                    "resume it with a larger max_trials",
+                    [FieldError("max_trials", f"must be more than {len(state.trials)} to run more trials")],
+                )
+            if state.max_duration is not None and state.seconds() >= state.max_duration:
+                raise Conflict(
+                    f"sweep '{sweep_id}' has used its max_duration ({state.max_duration:g}s)",
+                    [FieldError("max_duration", f"must be more than {state.seconds():.0f}s to run longer")],
+                )
+            sweep.clear_stop()
+            state.restart("resumed")
+            sweep.write_state(state)
+        driver.launch(sweep)
+        return self.record(sweep)
+
+    def extend(self, sweep_id: str, budget: dict[str, Any]) -> dict[str, Any]:
+        """Change the budget (`max_trials`, `max_duration`, `max_failed_trials`).
+
+        A running sweep's driver takes it at once; a sweep that had ended by using up its
+        budget carries on (it is resumed); a Stopped or Failed sweep keeps its status until
+        resumed.
+        """
+        sweep = self.sweep(sweep_id)
+        changes = self.check_budget(budget, sweep.read_state(), required=True)
+        with sweep.state_lock():
+            state = sweep.read_state()
+            if state.status == RUNNING:
+                return self._extend_locked(sweep, state, changes)
+            for key, value in changes.items():
+                setattr(state, key, value)
+            sweep.write_state(state)
+        if state.status == SUCCEEDED and budget_left(state):
+            return self.resume(sweep_id)
+        return self.record(sweep)
+
+    def _extend_locked(self, sweep: SweepDirectory, state: SweepState, changes: dict[str, Any]) -> dict:
+        if sweep.driver_alive():
+            sweep.request_budget(changes)
+        else:
+            for key, value in changes.items():
+                setattr(state, key, value)
+            sweep.write_state(state)
+        return self.record(sweep)
+
+    @staticmethod
+    def check_budget(budget: Any, state: SweepState, required: bool = False) -> dict[str, Any]:
+        from kubelab.quantity import parse_duration
+
+        if not isinstance(budget, dict):
+            reason = 'must be a mapping such as {"max_trials": 50}'
+            raise ValidationError("invalid budget", [FieldError("", reason)])
+        errors = [FieldError(str(k), "unknown field" + did_you_mean(str(k), BUDGET_FIELDS))
+                  for k in budget if k not in BUDGET_FIELDS]
+        if required and not budget:
+            errors.append(FieldError("", f"give at least one of {', '.join(BUDGET_FIELDS)}"))
+        changes: dict[str, Any] = {}
+        for key in ("max_trials", "max_failed_trials"):
+            if budget.get(key) is None:
+                continue
+            value = budget[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                errors.append(FieldError(key, f"must be a whole number, not {value!r}"))
+            elif key == "max_trials" and value < max(1, len(state.trials)):
+                errors.append(FieldError(key, f"must be at least {max(1, len(state.trials))}: "
+                                              f"{len(state.trials)} trials have already started"))
+            else:
+                changes[key] = value
+        if budget.get("max_duration") is not None:
+            try:
+                changes["max_duration"] = parse_duration(budget["max_duration"])
+            except ValueError as exc:
+                errors.append(FieldError("max_duration", str(exc)))
+        if errors:
+            raise ValidationError("invalid budget", errors)
+        return changes
+
+    def ensure_driver(self, sweep: SweepDirectory) -> bool:
+        """Start a driver for a Running sweep that has none; True when one was started."""
+        with sweep.state_lock():
+            if sweep.read_state().status != RUNNING or sweep.driver_alive():
+                return False
+        driver.launch(sweep)
+        return True
+
+
+def budget_left(state: SweepState) -> bool:
+    if state.max_trials is not None and len(state.trials) >= state.max_trials:
+        return False
+    return state.max_duration is None or state.seconds() < state.max_duration
+
+
+def spec_of(sweep: SweepDirectory) -> dict[str, Any]:
+    key = str(sweep.path)
+    if key not in _SPECS:
+        _SPECS[key] = sweep.spec_data()
+    return _SPECS[key]
+
+
+def sweep_record(sweep: SweepDirectory, state: SweepState) -> dict[str, Any]:
+    """The sweep as clients see it (REST, CLI, the event stream, the sidebar)."""
+    spec = spec_of(sweep)
+    objective = spec["objective"]
+    counts = {"running": 0, "succeeded": 0, "failed": 0, "pruned": 0, "stopped": 0}
+    for entry in state.trials.values():
+        counts[COUNT_OF.get(entry.state, "running")] += 1
+    budget = {key: getattr(state, key) for key in BUDGET_FIELDS}
+    if state.status == RUNNING:
+        budget.update(sweep.pending_budget())  # asked for, and about to be taken by the driver
+    return {
+        "id": sweep.id,
+        "name": spec.get("name") or sweep.id,
+        "status": state.status,
+        "reason": state.reason,
+        "objective": {"metric": objective["metric"], "direction": objective["direction"]},
+        "tuner": spec["tuner"]["name"],
+        "early_stopping": spec["early_stopping"]["name"],
+        **budget,
+        "concurrency": spec["concurrency"],
+        "counts": counts,
+        "trials_started": len(state.trials),
+        "finished": len(state.trials) - counts["running"],
+        "best": best_trial(state, objective["direction"]),
+        "created_at": state.created_at,
+        "finished_at": state.finished_at,
+        "duration": round(state.seconds(), 3),
+        "user": state.user,
+    }
+
+
+def best_trial(state: SweepState, direction: str) -> dict[str, Any] | None:
+    done = [e for e in state.entries() if e.state == COMPLETE and e.value is not None]
+    if not done:
+        return None
+    sign = 1 if direction == "minimize" else -1
+    best = min(done, key=lambda e: (sign * e.value, e.number))
+    return {"trial": best.number, "id": best.run_id, "value": best.value, "params": best.params}
+
+
+_STORAGES: dict[str, Any] = {}
+
+
+def importance(sweep: SweepDirectory) -> dict[str, float]:
+    """Parameter importance (Optuna's PED-ANOVA, as `Tuner.importance`) from the study on disk.
+
+    Read-only: opening a `Tuner` here could race the live driver's writes to its study.
+    Empty until two trials have completed.
+    """
+    if not sweep.study_file.exists():
+        return {}
+    import warnings
+
+    import optuna
+    from optuna.importance import PedAnovaImportanceEvaluator, get_param_importances
+    from optuna.trial import TrialState
+
+    key = str(sweep.path)
+    if key not in _STORAGES:
+        _STORAGES[key] = optuna.storages.RDBStorage(sweep.storage_url)
+    try:
+        study = optuna.load_study(study_name=sweep.id, storage=_STORAGES[key])
+        if len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))) < 2:
+            return {}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            scores = get_param_importances(study, evaluator=PedAnovaImportanceEvaluator())
+    except (KeyError, ValueError, RuntimeError):  # no study yet, or nothing varied
+        return {}
+    return {name: float(score) for name, score in scores.items() if math.isfinite(score)}
+
+
+class SweepWatcher:
+    """For the server's event stream: which sweeps changed since the last look.
+
+    A look costs a directory listing and one `stat` per sweep. Every `liveness` seconds it
+    also restarts the driver of any Running sweep whose driver died, so a server keeps its
+    sweeps going even when nobody lists them.
+    """
+
+    def __init__(self, lab: Lab, liveness: float = 5.0):
+        self.sweeps = Sweeps(lab)
+        self.stamps: dict[str, int | None] = {}
+        self.liveness = liveness
+        self.checked = 0.0
+
+    def start(self) -> None:
+        for sweep in self.sweeps.store.all():
+            self.stamps[sweep.id] = sweep.state_mtime()
+        self.restart_dead_drivers()
+
+    def restart_dead_drivers(self) -> None:
+        self.checked = time.monotonic()
+        for sweep in self.sweeps.store.all():
+            try:
+                self.sweeps.ensure_driver(sweep)
+            except (OSError, ValueError, json.JSONDecodeError):
+                continue
+
+    def poll(self) -> list[dict[str, Any]]:
+        """Records of the sweeps whose state changed (new ones included)."""
+        if time.monotonic() - self.checked > self.liveness:
+            self.restart_dead_drivers()
+        changed = []
+        for sweep in self.sweeps.store.all():
+            stamp = sweep.state_mtime()
+            if stamp == self.stamps.get(sweep.id):
+                continue
+            self.stamps[sweep.id] = stamp
+            try:
+                changed.append(self.sweeps.record(sweep))
+            except (OSError, ValueError):
+                continue
+        return changed
