@@ -46,3 +46,13 @@ def pod_body(name: str, image: str = "busybox:1.36", **resources: dict[str, str]
     if resources:
         container["resources"] = resources
     return {"metadata": {"name": name}, "spec": {"containers": [container]}}
+
+
+def raw_request(api: client.ApiClient, method: str, path: str, body: object = None):
+    """A request the typed client would refuse to send (e.g. unknown fields), same transport."""
+    headers = {"Content-Type": "application/json",
+               "Authorization": api.configuration.api_key["BearerToken"]}
+    response = api.call_api(method, api.configuration.host + path, header_params=headers,
+                            body=body)
+    response.read()
+    return response
