@@ -7,22 +7,14 @@ same); these helpers check them and turn them into numbers where a number is nee
 from __future__ import annotations
 
 import re
-from decimal import Decimal, InvalidOperation
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from decimal import Decimal
 
 _QUANTITY = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])|([eE][+-]?\d+))?$")
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_DECIMAL = {
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "": Decimal(1),
-    "k": Decimal("1e3"),
-    "M": Decimal("1e6"),
-    "G": Decimal("1e9"),
-    "T": Decimal("1e12"),
-    "P": Decimal("1e15"),
-    "E": Decimal("1e18"),
-}
+_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 
 
 def parse_quantity(value: str | int | float) -> Decimal:
@@ -30,6 +22,8 @@ def parse_quantity(value: str | int | float) -> Decimal:
 
     Raises ValueError with a sentence a user can act on.
     """
+    from decimal import Decimal, InvalidOperation  # imported on use: trials never need it
+
     if isinstance(value, bool):
         raise ValueError("must be a quantity such as '2', '500m' or '4Gi', not a boolean")
     if isinstance(value, (int, float)):
@@ -52,7 +46,7 @@ def parse_quantity(value: str | int | float) -> Decimal:
         return base * Decimal(10) ** int(exponent[1:])
     if suffix in _BINARY:
         return base * _BINARY[suffix]
-    return base * _DECIMAL[suffix or ""]
+    return base * Decimal(10) ** _DECIMAL[suffix or ""]
 
 
 def format_quantity(value: str | int | float) -> str:

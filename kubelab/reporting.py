@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,8 @@ def run_dir() -> Path:
     path = os.environ.get("KUBELAB_RUN_DIR")
     if path:
         return Path(path)
+    import tempfile  # only outside runs: keeps `import kubelab` cheap for trials
+
     home = os.environ.get("KUBELAB_HOME") or os.path.join(tempfile.gettempdir(), "kubelab-scratch")
     scratch = Path(home) / "scratch" / str(os.getpid())
     if not _state["warned"]:

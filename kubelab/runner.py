@@ -13,7 +13,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -140,7 +139,7 @@ class Runner:
         spec = self.spec
         roles = [("worker", i) for i in range(spec.replicas)]
         roles += [("ps", i) for i in range(spec.parameter_servers)]
-        ports = free_ports(len(roles))
+        ports = free_ports(len(roles)) if len(roles) > 1 else [0]
         workers = [f"127.0.0.1:{ports[i]}" for i in range(spec.replicas)]
         ps = tuple(f"127.0.0.1:{ports[spec.replicas + i]}" for i in range(spec.parameter_servers))
         topology = Topology(spec.framework, workers, "127.0.0.1", ports[0], ps)
@@ -277,6 +276,8 @@ def format_seconds(seconds: float) -> str:
 
 
 def free_ports(count: int) -> list[int]:
+    import socket  # only distributed runs need ports
+
     sockets = []
     try:
         for _ in range(count):
