@@ -15,10 +15,14 @@ from jupyter_server.utils import url_path_join
 from kubelab.server_extension import tensorboard as tensorboard_ext
 from kubelab.server_extension.events import EventHub
 from kubelab.server_extension.handlers import ROUTES
+from kubelab.server_extension.sweeps import ROUTES as SWEEP_ROUTES
 from tornado.ioloop import IOLoop
 from traitlets import Float, Unicode
 
 from kubelab.lab import Lab
+
+# Sweeps' resources live in server_extension/sweeps.py; one table, so openapi.json lists them.
+ROUTES.extend(route for route in SWEEP_ROUTES if route not in ROUTES)
 
 
 class KubeLabApp(ExtensionApp):
@@ -62,6 +66,7 @@ class KubeLabApp(ExtensionApp):
         self.events.start()
         self.lab.backend.start()
         tensorboard_ext.start_reaper(self)
+        os.environ["KUBELAB_SERVER_ROOT"] = str(Path(self.root_dir).resolve())  # kubelab.client's ?cwd=
         if os.environ.pop("KUBELAB_ANNOUNCE_URL", None):
             print(f"\nkubelab is ready: {self.serverapp.display_url.split()[0]}\n", flush=True)
         self.log.info("kubelab: recording runs in %s (backend: %s)", self.lab.runs_root,

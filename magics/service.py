@@ -1,0 +1,156 @@
+"""Where the magics send their work: the Jupyter server's REST API, or the `Lab` directly.
+
+Inside a Jupyter server the kernel has `KUBELAB_API_URL`, and going through the server keeps
+one index, one event stream and one set of TensorBoard sessions for the sidebar and the
+notebook. In a plain IPython with no server, the magics use the `Lab` as the CLI does.
+Both sides offer the same verbs, so the magics do not care which one they hold.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from kubelab.errors import FieldError, NotFound, ValidationError
+
+TERMINAL = ("Succeeded", "Failed", "Stopped", "Pruned")
+
+
+class RestService:
+    remote = True
+
+    def __init__(self, client: Any = None) -> None:
+        from kubelab.client import Client
+
+        self.client = client or Client()
+
+    def __getattr__(self, name: str) -> Any:  # submit, get, list, stop, logs, metrics, resources, ...
+        return getattr(self.client, name)
+
+    def tensorboard(self, request: dict[str, Any]) -> dict[str, Any]:
+        return self.client.tensorboard(request)
+
+
+class LocalService:
+    """The magics without a server: the `Lab` in this process."""
+
+    remote = False
+
+    def __init__(self, lab: Any = None) -> None:
+        from kubelab.lab import Lab
+
+        self.lab = lab or Lab()
+        self._tensorboards: Any = None
+
+    def submit(self, spec: dict[str, Any], base_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+        return self.lab.submit(spec, base_dir=Path(base_dir or os.getcwd()))
+
+    def get(self, run_id: str) -> dict[str, Any]:
+        return self.lab.get(run_id)
+
+    def list(self, query: str = "", sort: str = "", limit: int | None = None,
+             offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+        return self.lab.list(query, sort, limit, offset)
+
+    def stop(self, run_id: str) -> dict[str, Any]:
+        return self.lab.stop(run_id)
+
+    def logs(self, run_id: str, replica: int = 0, follow: bool = False) -> Iterator[str]:
+        return self.lab.logs(run_id, replica, follow)
+
+    def metrics(self, run_id: str) -> list[dict[str, Any]]:
+        return self.lab.metrics(run_id)
+
+    def resources(self) -> dict[str, Any]:
+        return self.lab.resources()
+
+    # -- sweeps: the same service the `kubelab sweep` command uses ------------------------
+    def _sweeps(self) -> Any:
+        try:
+            from kubelab.sweeps.service import Sweeps
+        except ImportError:
+            raise ValidationError("sweeps need the kubelab sweep service", [FieldError(
+                "sweep", "kubelab.sweeps.service is not installed; run the sweep from a Jupyter server")
+            ]) from None
+        return Sweeps(self.lab)
+
+    def submit_sweep(self, spec: dict[str, Any], base_dir: str | os.PathLike[str] | None = None
+                     ) -> dict[str, Any]:
+        return self._sweeps().submit(spec, base_dir=Path(base_dir or os.getcwd()))
+
+    def sweep(self, sweep_id: str) -> dict[str, Any]:
+        return self._sweeps().get(sweep_id)
+
+    def stop_sweep(self, sweep_id: str) -> dict[str, Any]:
+        return self._sweeps().stop(sweep_id)
+
+    # -- TensorBoard: a session supervised by this process, on a loopback port -----------
+    def tensorboard(self, request: dict[str, Any]) -> dict[str, Any]:
+        from kubelab.tensorboard import TensorBoardSupervisor
+
+        if self._tensorboards is None:
+            self._tensorboards = TensorBoardSupervisor(self.lab)
+        supervisor = self._tensorboards
+        session = supervisor.start(request)
+        supervisor.wait_ready(session)
+        data = session.to_json()
+        data["url"] = f"http://127.0.0.1:{session.port}{session.url}"
+        return data
+
+    def page_url(self, path: str) -> str:
+        return path
+
+    def events(self, interval: float = 0.5) -> Iterator[tuple[str, Any]]:
+        """The server's event kinds, by looking at the run records (there is no server)."""
+        seen: dict[str, tuple] = {}
+        yield "connected", None
+        while True:
+            self.lab.refresh()
+            for record in self.lab.index.records():
+                key = (record["status"], record.get("step"), str(record.get("metrics")))
+                if seen.get(record["id"]) != key:
+                    seen[record["id"]] = key
+                    yield "experiment", record
+            time.sleep(interval)
+
+
+def connect() -> RestService | LocalService:
+    """The REST API when this kernel belongs to a kubelab Jupyter server, the Lab otherwise."""
+    if os.environ.get("KUBELAB_API_URL"):
+        return RestService()
+    return LocalService()
+
+
+def wait_until_done(service: Any, run_id: str, poll: float = 0.2) -> dict[str, Any]:
+    while True:
+        record = service.get(run_id)
+        if record["status"] in TERMINAL:
+            return record
+        time.sleep(poll)
+
+
+SWEEP_TERMINAL = ("Succeeded", "Failed", "Stopped")
+
+
+def wait_for_sweep(service: Any, sweep_id: str, poll: float = 0.5) -> dict[str, Any]:
+    while True:
+        record = service.sweep(sweep_id)
+        if record.get("status") in SWEEP_TERMINAL:
+            return record
+        time.sleep(poll)
+
+
+def find_kind(service: Any, ident: str) -> str:
+    """Whether `ident` names an experiment or a sweep (`experiment`/`sweep`), or NotFound."""
+    try:
+        service.get(ident)
+        return "experiment"
+    except NotFound as first:
+        try:
+            service.sweep(ident)
+            return "sweep"
+        except (NotFound, ValidationError):
+            raise first from None

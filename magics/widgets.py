@@ -1,0 +1,283 @@
+"""Live views under a cell (ipywidgets 8), fed by the server's event stream.
+
+One background thread per kernel reads the event stream and updates the widgets it is
+watching; ipywidgets syncs trait changes made from a thread, so the views move while the
+kernel is idle and the cell has long returned. A second, lighter thread ticks the elapsed
+time once a second. Both stop when nothing is left to watch.
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+import time
+import weakref
+from typing import Any
+
+import ipywidgets as w
+from kubelab.magics import views
+
+from kubelab.errors import KubelabError
+
+TERMINAL = ("Succeeded", "Failed", "Stopped", "Pruned")
+SWEEP_DONE = ("Succeeded", "Failed", "Stopped")
+
+
+class Live:
+    """The event-stream reader shared by every widget of this kernel."""
+
+    _instances: dict[int, Live] = {}
+
+    def __init__(self, service: Any) -> None:
+        self.service = service
+        self.widgets: weakref.WeakSet[LiveWidget] = weakref.WeakSet()
+        self.lock = threading.Lock()
+        self.reader: threading.Thread | None = None
+        self.ticker: threading.Thread | None = None
+
+    @classmethod
+    def of(cls, service: Any) -> Live:
+        live = cls._instances.get(id(service))
+        if live is None:
+            live = cls._instances[id(service)] = cls(service)
+        return live
+
+    def watch(self, widget: LiveWidget) -> None:
+        with self.lock:
+            self.widgets.add(widget)
+            for name, target in (("reader", self._read), ("ticker", self._tick)):
+                thread = getattr(self, name)
+                if thread is None or not thread.is_alive():
+                    thread = threading.Thread(target=target, name=f"kubelab-{name}", daemon=True)
+                    setattr(self, name, thread)
+                    thread.start()
+
+    def active(self) -> list[LiveWidget]:
+        with self.lock:
+            finished = [x for x in self.widgets if x.done]
+            for widget in finished:
+                self.widgets.discard(widget)
+            return list(self.widgets)
+
+    def _read(self) -> None:
+        delay = 0.5
+        while self.active():
+            try:
+                for kind, data in self.service.events():
+                    delay = 0.5
+                    widgets = self.active()
+                    if not widgets:
+                        return
+                    for widget in widgets:
+                        widget.on_event(kind, data)
+            except Exception:  # the server restarted or the network blinked: reconnect
+                time.sleep(delay)
+                delay = min(delay * 2, 10.0)
+
+    def _tick(self) -> None:
+        while self.active():
+            for widget in self.active():
+                widget.tick()
+            time.sleep(1.0)
+
+
+class LiveWidget(w.VBox):
+    """A widget whose `text/plain` form is a useful summary (what nbconvert keeps)."""
+
+    done = False
+
+    def summary(self) -> str:
+        raise NotImplementedError
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        bundle = super()._repr_mimebundle_(**kwargs) or {}
+        bundle["text/plain"] = self.summary()
+        return bundle
+
+    def on_event(self, kind: str, data: Any) -> None:
+        raise NotImplementedError
+
+    def tick(self) -> None:
+        return None
+
+    def guarded(self, action: Any) -> Any:
+        """Run a button's action; show a refusal in the widget instead of losing it in a log."""
+
+        def handler(_button: Any) -> None:
+            try:
+                action()
+            except KubelabError as exc:
+                self.panel.value = f"<pre style='color:#cf222e'>{html.escape(exc.message())}</pre>"
+
+        return handler
+
+
+class ExperimentWidget(LiveWidget):
+    """Status, elapsed time, replicas, latest metrics with sparklines, Stop/Logs/TensorBoard."""
+
+    def __init__(self, service: Any, record: dict[str, Any]) -> None:
+        self.service = service
+        self.record = dict(record)
+        self.points: list[dict[str, Any]] = []
+        self.header = w.HTML()
+        self.metrics = w.HTML()
+        self.panel = w.HTML()
+        self.stop_button = w.Button(description="Stop", icon="stop", button_style="danger")
+        self.logs_button = w.Button(description="Logs", icon="align-left")
+        self.tb_button = w.Button(description="TensorBoard", icon="line-chart")
+        self.stop_button.on_click(self.guarded(self.stop))
+        self.logs_button.on_click(self.guarded(self.show_logs))
+        self.tb_button.on_click(self.guarded(self.show_tensorboard))
+        buttons = w.HBox([self.stop_button, self.logs_button, self.tb_button])
+        super().__init__([self.header, self.metrics, buttons, self.panel])
+        self.render()
+
+    @property
+    def id(self) -> str:
+        return self.record["id"]
+
+    @property
+    def done(self) -> bool:  # type: ignore[override]
+        return self.record["status"] in TERMINAL
+
+    def summary(self) -> str:
+        return views.experiment_text(self.record)
+
+    def refresh(self) -> None:
+        self.record.update(self.service.get(self.id))
+        self.points = self.service.metrics(self.id)
+        self.render()
+
+    def on_event(self, kind: str, data: Any) -> None:
+        if kind == "connected":  # anything that happened before the stream opened
+            self.refresh()
+        elif kind == "experiment" and data.get("id") == self.id:
+            self.record.update(data)
+            self.render()
+        elif kind == "metrics" and data.get("id") == self.id:
+            self.points.extend(data.get("points") or [])
+            self.render()
+
+    def tick(self) -> None:
+        if self.record.get("started_at") and not self.done:
+            self.render_header()
+
+    def render_header(self) -> None:
+        r = self.record
+        replicas = f" · {r.get('replicas', 1)} replicas" if r.get("replicas", 1) > 1 else ""
+        gpus = (r.get("resources") or {}).get("gpus") or 0
+        reason = f" <span style='color:#6e7781'>{html.escape(r.get('reason') or '')}</span>"
+        self.header.value = (
+            f"<b>{html.escape(r['name'])}</b> <code>{r['id']}</code> {views.badge(r['status'])}"
+            f" ⏱ {views.elapsed(r)}{replicas}{f' · {gpus} GPU' if gpus else ''}{reason}")
+
+    def render(self) -> None:
+        self.render_header()
+        latest = self.record.get("metrics") or {}
+        charts = views.series(self.points)
+        cells = []
+        for name in list(dict.fromkeys([*charts, *latest]))[:4]:
+            value = latest.get(name, (charts.get(name) or [""])[-1])
+            cells.append(f"<div style='display:inline-block;margin-right:16px'>"
+                         f"<div>{html.escape(name)} = <b>{html.escape(views.short(value))}</b></div>"
+                         f"{views.sparkline(charts.get(name, []))}</div>")
+        step = self.record.get("step")
+        self.metrics.value = (f"<div>{''.join(cells)}</div>" if cells else "") + (
+            f"<small>step {step}</small>" if step is not None else "")
+        self.stop_button.disabled = self.done
+
+    def stop(self) -> None:
+        self.record.update(self.service.stop(self.id))
+        self.render()
+
+    def show_logs(self) -> None:
+        text = "".join(self.service.logs(self.id))
+        tail = "\n".join(text.splitlines()[-200:])
+        self.panel.value = ("<pre style='max-height:300px;overflow:auto'>"
+                            f"{html.escape(tail) or '(no output yet)'}</pre>")
+
+    def show_tensorboard(self) -> None:
+        session = self.service.tensorboard({"experiments": [self.id]})
+        self.panel.value = views.tensorboard_html(session, session["url"])
+
+
+class SweepWidget(LiveWidget):
+    """Progress (finished/max), the best trial so far, and a live trials table."""
+
+    def __init__(self, service: Any, record: dict[str, Any]) -> None:
+        self.service = service
+        self.record = dict(record)
+        self.trials: dict[str, dict[str, Any]] = {t["id"]: t for t in record.get("trials") or []}
+        self.header = w.HTML()
+        self.progress = w.IntProgress(min=0, max=max(1, record.get("max_trials") or 1))
+        self.best = w.HTML()
+        self.table = w.HTML()
+        self.panel = w.HTML()
+        self.stop_button = w.Button(description="Stop sweep", icon="stop", button_style="danger")
+        self.tb_button = w.Button(description="TensorBoard", icon="line-chart")
+        self.stop_button.on_click(self.guarded(self.stop))
+        self.tb_button.on_click(self.guarded(self.show_tensorboard))
+        super().__init__([self.header, self.progress, self.best,
+                          w.HBox([self.stop_button, self.tb_button]), self.table, self.panel])
+        self.render()
+
+    @property
+    def id(self) -> str:
+        return self.record["id"]
+
+    @property
+    def done(self) -> bool:  # type: ignore[override]
+        return self.record.get("status") in SWEEP_DONE
+
+    def summary(self) -> str:
+        return views.sweep_text(self.record)
+
+    def refresh(self) -> None:
+        record = self.service.sweep(self.id)
+        self.record.update(record)
+        self.trials.update({t["id"]: t for t in record.get("trials") or []})
+        self.render()
+
+    def on_event(self, kind: str, data: Any) -> None:
+        if kind == "connected":
+            self.refresh()
+        elif kind == "sweep" and data.get("id") == self.id:
+            self.record.update(data)
+            self.trials.update({t["id"]: t for t in data.get("trials") or []})
+            self.render()
+        elif kind == "experiment" and data.get("sweep") == self.id:
+            self.trials[data["id"]] = {**self.trials.get(data["id"], {}), **data}
+            self.render()
+
+    def render(self) -> None:
+        finished, most = views.sweep_progress(self.record)
+        self.progress.max = max(1, most or len(self.trials) or 1)
+        self.progress.value = min(finished, self.progress.max)
+        self.progress.description = f"{finished}/{most if most is not None else '?'}"
+        status = self.record.get("status") or "Pending"
+        self.header.value = (f"<b>sweep {html.escape(self.record.get('name') or '')}</b> "
+                             f"<code>{self.id}</code> {views.badge(status)}")
+        self.best.value = html.escape(views.best_text(self.record))
+        metric = (self.record.get("objective") or {}).get("metric", "default")
+        self.table.value = views.trials_html(list(self.trials.values()), metric)
+        self.stop_button.disabled = self.done
+
+    def stop(self) -> None:
+        self.record.update(self.service.stop_sweep(self.id))
+        self.render()
+
+    def show_tensorboard(self) -> None:
+        session = self.service.tensorboard({"sweep": self.id})
+        self.panel.value = views.tensorboard_html(session, session["url"])
+
+
+def widgets_available(shell: Any) -> bool:
+    """A kernel that talks to a frontend (not a terminal IPython) can show widgets."""
+    import os
+
+    choice = os.environ.get("KUBELAB_WIDGETS", "").lower()
+    if choice in ("0", "false", "no", "text"):
+        return False
+    if choice in ("1", "true", "yes"):
+        return True
+    return type(shell).__name__ == "ZMQInteractiveShell" and getattr(shell, "kernel", None) is not None
