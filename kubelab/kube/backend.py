@@ -1,0 +1,516 @@
+"""`KubernetesBackend`: experiments as Jobs (or Kubeflow jobs) in the user's namespace.
+
+The run directory stays the record: `submit` creates what `builders.build` returns, and
+states flow back into `status.json` from one watch per kind (`watcher.Watcher`) in a
+long-lived server, or from a direct read in `reconcile` (the CLI, or after a restart). Either
+way `states.observe` turns the same objects into the same state and reason.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from kubelab.backends.base import Backend
+from kubelab.errors import FieldError, KubelabError, ValidationError
+from kubelab.kube import builders, names, states
+from kubelab.kube.api import KubeApi
+from kubelab.kube.errors import DEFAULT_RETRY, RetryPolicy, translate
+from kubelab.kube.notebook_env import NotebookEnv
+from kubelab.kube.watcher import Watcher
+from kubelab.records import FAILED, RunDirectory, Status, new_id
+from kubelab.spec import ExperimentSpec
+
+log = logging.getLogger(__name__)
+EVENTS_FILE = "k8s-events.jsonl"
+SUBMIT_GRACE = 30.0  # seconds a just-submitted run's Job may take to show up in a watch
+KUBEFLOW = {"pytorch": "PyTorchJob", "tensorflow": "TFJob"}
+Obj = dict[str, Any]
+
+
+class KubernetesBackend(Backend):
+    name = "kubernetes"
+
+    def __init__(self, api_client: client.ApiClient | None, nb: NotebookEnv,
+                 runs_root: Path | None = None, retry: RetryPolicy = DEFAULT_RETRY,
+                 watch_timeout: int = 300) -> None:
+        self.nb = nb
+        self.retry = retry
+        self.watch_timeout = watch_timeout
+        self._client = api_client
+        self._api: KubeApi | None = None
+        self._roots: set[Path] = set()
+        if runs_root is not None:
+            self._roots.add(Path(runs_root))
+        elif nb.home:
+            self._roots.add(Path(nb.home) / "runs")
+        self._lock = threading.RLock()
+        self._served: dict[str, bool] = {}
+        self.watcher: Watcher | None = None
+        self._chores: queue.Queue[tuple[str, Path] | None] = queue.Queue()
+        self._chore_thread: threading.Thread | None = None
+
+    # -- construction ------------------------------------------------------------------------
+    @classmethod
+    def from_environment(cls) -> KubernetesBackend:
+        """In a pod: in-cluster config and the pod's namespace; else KUBECONFIG/~/.kube/config."""
+        nb = NotebookEnv.from_environ()
+        if os.environ.get("KUBERNETES_SERVICE_HOST"):
+            configuration = client.Configuration()
+            config.load_incluster_config(client_configuration=configuration)
+            return cls(client.ApiClient(configuration), nb)
+        return cls.from_kubeconfig(os.environ.get("KUBECONFIG") or None, nb)
+
+    @classmethod
+    def from_kubeconfig(cls, path: str | os.PathLike | None, nb: NotebookEnv | None = None,
+                        **kwargs: Any) -> KubernetesBackend:
+        """Use a kubeconfig file; its context's namespace applies unless `nb` names one."""
+        nb = nb or NotebookEnv.from_environ()
+        file = str(path) if path else None
+        try:
+            api_client = config.new_client_from_config(config_file=file)
+            _, active = config.list_kube_config_contexts(config_file=file)
+        except (config.ConfigException, OSError) as exc:
+            raise ValidationError("no Kubernetes configuration", [FieldError(
+                "KUBECONFIG", f"cannot load a kubeconfig: {exc}")]) from exc
+        if not nb.namespace:
+            namespace = (active or {}).get("context", {}).get("namespace") or "default"
+            nb = _replace(nb, namespace=namespace)
+        return cls(api_client, nb, **kwargs)
+
+    @classmethod
+    def for_render(cls) -> KubernetesBackend:
+        """Only builds manifests (`kubelab render`): no cluster connection needed."""
+        return cls(None, NotebookEnv.from_environ())
+
+    @property
+    def api(self) -> KubeApi:
+        if self._api is None:
+            if self._client is None:
+                raise KubelabError("this backend was made for rendering only")
+            if not self.nb.namespace:
+                raise ValidationError("no namespace", [FieldError(
+                    "KUBELAB_NAMESPACE", "is not set and no service account namespace exists")])
+            self._api = KubeApi(self._client, self.nb.namespace, self.retry)
+        return self._api
+
+    @property
+    def namespace(self) -> str | None:
+        return self.nb.namespace
+
+    # -- building --------------------------------------------------------------------------
+    def target(self, run: RunDirectory, spec: ExperimentSpec, status: Status | None = None
+               ) -> builders.Target:
+        owner = names.owner_hash(self.nb.user, str(run.path.parent.resolve()))
+        return builders.Target(
+            run_id=run.id, run_dir=str(run.path), user=self.nb.user,
+            name=names.job_name(spec.display_name, run.id, owner), namespace=self.nb.namespace,
+            sweep=status.sweep if status else None, trial=status.trial if status else None)
+
+    def render(self, spec: ExperimentSpec, run_id: str) -> list[Obj]:
+        run_id = run_id if len(run_id) == 12 and run_id.isalnum() else new_id()
+        root = next(iter(self._roots), None) or _default_runs_root()
+        return builders.build(spec, self.target(RunDirectory(root / run_id), spec), self.nb)
+
+    # -- submitting ------------------------------------------------------------------------
+    def submit(self, run: RunDirectory, spec: ExperimentSpec) -> None:
+        status = run.status()
+        objects = builders.build(spec, self.target(run, spec, status), self.nb)
+        if spec.engine == "kubeflow":
+            self._require_kubeflow(KUBEFLOW[spec.framework])
+        self._roots.add(run.path.parent)
+        created: list[Obj] = []
+        for obj in objects:
+            action = f"create {obj['kind']} {obj['metadata']['name']}"
+            try:
+                created.append(self._create(obj, run.id))
+            except ApiException as exc:
+                self._undo(created)
+                raise translate(exc, action) from exc
+            except KubelabError:
+                self._undo(created)
+                raise
+        main = next(o for o in created if o["kind"] in ("Job", "PyTorchJob", "TFJob"))
+        self._apply(run, states.observe(main, [], []))
+
+    def _create(self, obj: Obj, run_id: str) -> Obj:
+        try:
+            return self.api.create(obj)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            # A retried create whose first attempt got through: it is ours if it says so.
+            existing = self.api.get(obj["kind"], obj["metadata"]["name"])
+            labels = ((existing or {}).get("metadata") or {}).get("labels") or {}
+            if labels.get(names.EXPERIMENT) == run_id:
+                return dict(existing, kind=obj["kind"])
+            raise
+
+    def _undo(self, created: list[Obj]) -> None:
+        """Delete what a failed submit made (e.g. the Service when the Job was refused)."""
+        for obj in reversed(created):
+            try:
+                self.api.delete(obj["kind"], obj["metadata"]["name"])
+            except (ApiException, KubelabError) as exc:
+                log.warning("could not clean up %s %s: %s", obj["kind"],
+                            obj["metadata"]["name"], exc)
+
+    def _require_kubeflow(self, kind: str) -> None:
+        if kind not in self._served:
+            try:
+                self._served[kind] = self.api.serves("kubeflow.org", "v1", kind)
+            except ApiException as exc:
+                raise translate(exc, "discover the Kubeflow Training Operator") from exc
+        if not self._served[kind]:
+            raise ValidationError("cannot run this experiment on this cluster", [FieldError(
+                "engine", f"kubeflow needs the Kubeflow Training Operator ({kind} in "
+                "kubeflow.org/v1), which this cluster does not serve; use engine: job")])
+
+    # -- the objects of a run --------------------------------------------------------------
+    def _run_objects(self, run: RunDirectory) -> tuple[Obj | None, list[Obj], list[Obj]]:
+        """The run's main object (Job or Kubeflow job), its pods and its events."""
+        selector = names.run_selector(self.nb.user, run.id)
+        if self.watcher is not None and self.watcher.is_synced:
+            cache = self.watcher.cache
+            mains = [o for kind in self._main_kinds() for o in cache.of_run(kind, run.id)]
+            pods = cache.of_run("Pod", run.id)
+            events = cache.events_of(run.id)
+        else:
+            mains = []
+            for kind in self._main_kinds(run):
+                listed = self.api.list(kind, label_selector=selector)
+                mains += [dict(o, kind=kind) for o in listed.get("items") or []]
+            pods = [dict(p, kind="Pod") for p in
+                    self.api.list("Pod", label_selector=selector).get("items") or []]
+            events = self._fetch_events(mains, pods) if mains else []
+        main = next((o for o in mains if _role(o) != "ps"), None)
+        return main, pods, events
+
+    def _main_kinds(self, run: RunDirectory | None = None) -> list[str]:
+        kinds = ["Job"]
+        if run is not None:
+            try:
+                spec = run.spec()
+            except (OSError, ValueError):
+                spec = {}
+            if spec.get("engine") == "kubeflow" and spec.get("framework") in KUBEFLOW:
+                return [KUBEFLOW[spec["framework"]]]
+            return kinds
+        return kinds + [k for k in KUBEFLOW.values() if self._served.get(k)]
+
+    def _fetch_events(self, mains: list[Obj], pods: list[Obj]) -> list[Obj]:
+        wanted = {o["metadata"]["name"] for o in mains + pods}
+        items = self.api.list("Event").get("items") or []
+        found = [e for e in items if (e.get("involvedObject") or {}).get("name") in wanted]
+        return sorted(found, key=_event_time)
+
+    # -- states ----------------------------------------------------------------------------
+    def _apply(self, run: RunDirectory, obs: states.Observation) -> Status:
+        """Write `obs` into status.json if it says something new; terminal states are final."""
+        with self._lock:
+            status = run.status()
+            if status.terminal:
+                return status
+            state, reason, code = obs.state, obs.reason, obs.exit_code
+            if state == FAILED and run.stop_file.exists():
+                state, reason = run.stop_outcome()
+            changed = (state, reason, code) != (status.state, status.reason, status.exit_code)
+            changed |= (obs.replicas, obs.attempt) != (status.replicas, status.attempt)
+            if not changed:
+                return status
+            if (state, reason) != (status.state, status.reason):
+                status.move(state, reason, code)
+            status.exit_code = code if code is not None else status.exit_code
+            status.replicas, status.attempt = obs.replicas, obs.attempt
+            run.write_status(status)
+        if status.terminal:
+            self._chores.put(("finish", run.path))
+            self._ensure_chores()
+        return status
+
+    def _missing(self, run: RunDirectory, status: Status) -> Status:
+        """The run's Job is gone: stopped by us, or deleted behind kubelab's back."""
+        with self._lock:
+            status = run.status()
+            if status.terminal:
+                return status
+            if run.stop_file.exists():
+                status.move(*run.stop_outcome())
+            else:
+                age = time.time() - run.spec_file.stat().st_mtime
+                if age < SUBMIT_GRACE:
+                    return status
+                status.move(FAILED, "its Kubernetes Job no longer exists (deleted outside "
+                            "kubelab, or removed after it finished while nobody watched)")
+            run.write_status(status)
+            return status
+
+    def reconcile(self, run: RunDirectory, status: Status) -> Status:
+        if status.terminal or status.backend != self.name:
+            return status
+        self._roots.add(run.path.parent)
+        try:
+            main, pods, events = self._run_objects(run)
+        except (ApiException, KubelabError) as exc:
+            log.warning("cannot reconcile %s: %s", run.id, exc)
+            return status  # keep the last known state; the API may be back soon
+        if main is None:
+            return self._missing(run, status)
+        return self._apply(run, states.observe(main, pods, events))
+
+    # -- watching --------------------------------------------------------------------------
+    def start(self) -> None:
+        """One watch per kind: Jobs, Pods, Events, and Kubeflow jobs when served."""
+        if self.watcher is not None or self._client is None:
+            return
+        kinds = ["Job", "Pod", "Event"]
+        for kind in KUBEFLOW.values():
+            try:
+                self._require_kubeflow(kind)
+                kinds.append(kind)
+            except KubelabError:
+                continue
+        self.watcher = Watcher(self.api, names.user_selector(self.nb.user), kinds,
+                               self._on_change, self._on_event, self.watch_timeout)
+        self.watcher.start()
+        self._ensure_chores()
+
+    def close(self) -> None:
+        if self.watcher is not None:
+            self.watcher.stop()
+            self.watcher = None
+        if self._chore_thread is not None:
+            self._chores.put(None)
+            self._chore_thread.join(timeout=5)
+            self._chore_thread = None
+
+    def _find_run(self, run_id: str) -> RunDirectory | None:
+        for root in list(self._roots):
+            run = RunDirectory(root / run_id)
+            if run.exists():
+                return run
+        return None
+
+    def _on_change(self, run_id: str, kind: str) -> None:
+        run = self._find_run(run_id)
+        if run is None or self.watcher is None:
+            return
+        try:
+            status = run.status()
+            if status.terminal or status.backend != self.name:
+                return
+            main, pods, events = self._run_objects(run)
+            if main is None:
+                if kind.endswith("/deleted") and self.watcher.is_synced:
+                    self._missing(run, status)
+                return
+            self._apply(run, states.observe(main, pods, events))
+        except (OSError, ValueError) as exc:
+            log.warning("cannot update %s: %s", run_id, exc)
+
+    def _on_event(self, run_id: str, event: Obj) -> None:
+        run = self._find_run(run_id)
+        if run is not None:
+            with open(run.path / EVENTS_FILE, "a") as handle:
+                handle.write(json.dumps(event_record(event)) + "\n")
+
+    # -- chores after a run ends: archive logs, remove helpers ------------------------------
+    def _ensure_chores(self) -> None:
+        if self._chore_thread is None or not self._chore_thread.is_alive():
+            self._chore_thread = threading.Thread(target=self._do_chores, daemon=True,
+                                                  name="kubelab-kube-chores")
+            self._chore_thread.start()
+
+    def _do_chores(self) -> None:
+        while True:
+            item = self._chores.get()
+            if item is None:
+                return
+            try:
+                self._finish(RunDirectory(item[1]))
+            except Exception as exc:
+                log.warning("cleanup of %s failed: %s", item[1], exc)
+
+    def _finish(self, run: RunDirectory) -> None:
+        """Keep the logs in the run directory and delete what outlives its use (ps, Service)."""
+        if self._client is None:
+            return
+        self.archive_logs(run)
+        spec = ExperimentSpec.parse(run.spec())
+        target = self.target(run, spec)
+        if spec.parameter_servers and spec.engine == "job":
+            self.api.delete("Job", target.ps_job)
+        if builders.is_distributed(spec) and spec.engine == "job":
+            self.api.delete("Service", target.service)
+
+    def archive_logs(self, run: RunDirectory) -> None:
+        _, pods, _ = self._run_objects(run)
+        for view in states.latest_per_replica(pods):
+            if view.role != "worker" or view.phase == "Pending":
+                continue
+            try:
+                text = "".join(self.api.pod_log(view.name, _container(run), follow=False))
+            except (ApiException, KubelabError):
+                continue
+            run.logs_dir.mkdir(exist_ok=True)
+            run.log_file(view.index).write_text(text)
+
+    # -- stopping and deleting ---------------------------------------------------------------
+    def stop(self, run: RunDirectory, pruned: bool = False) -> None:
+        run.request_stop(pruned)
+        status = run.status()
+        if status.terminal:
+            return
+        try:
+            self.archive_logs(run)
+        except (ApiException, KubelabError) as exc:
+            log.warning("could not keep the logs of %s: %s", run.id, exc)
+        self._delete_objects(run)
+        with self._lock:
+            status = run.status()
+            if not status.terminal:
+                status.move(*run.stop_outcome())
+                run.write_status(status)
+
+    def delete(self, run: RunDirectory) -> None:
+        if run.status().backend == self.name:
+            self._delete_objects(run)
+
+    def _delete_objects(self, run: RunDirectory) -> None:
+        spec = ExperimentSpec.parse(run.spec())
+        target = self.target(run, spec)
+        if spec.engine == "kubeflow" and spec.framework in KUBEFLOW:
+            kinds = [(KUBEFLOW[spec.framework], target.name)]
+        else:
+            kinds = [("Job", target.name), ("Job", target.ps_job), ("Service", target.service)]
+        for kind, name in kinds:
+            try:
+                self.api.delete(kind, name, propagation="Background")
+            except ApiException as exc:
+                raise translate(exc, f"delete {kind} {name}") from exc
+
+    # -- logs and events ---------------------------------------------------------------------
+    def logs(self, run: RunDirectory, replica: int = 0, follow: bool = False) -> Iterator[str]:
+        """The replica's newest pod's log (with `follow`, across retries until the run ends);
+        the archived copy in the run directory once the pods are gone."""
+        seen: set[str] = set()
+        while True:
+            pod = self._replica_pod(run, replica)
+            if pod is not None and pod.name not in seen:
+                if pod.phase == "Pending":
+                    if not follow:
+                        return
+                    time.sleep(0.2)
+                    continue
+                seen.add(pod.name)
+                try:
+                    yield from self.api.pod_log(pod.name, _container(run), follow=follow)
+                except ApiException as exc:
+                    if exc.status not in (400, 404):
+                        raise translate(exc, f"read the log of pod {pod.name}") from exc
+                if not follow:
+                    return
+            elif pod is None and not seen:
+                path = run.log_file(replica)
+                if path.exists():
+                    yield path.read_text()
+                    return
+                if not follow or run.status().terminal:
+                    return
+            if run.status().terminal:
+                return
+            time.sleep(0.2)
+
+    def _replica_pod(self, run: RunDirectory, replica: int) -> states.PodView | None:
+        _, pods, _ = self._run_objects(run)
+        for view in states.latest_per_replica(pods):
+            if view.role == "worker" and view.index == replica:
+                return view
+        return None
+
+    def events(self, run: RunDirectory) -> list[dict[str, Any]]:
+        """Kubernetes events about the run's Job and pods, oldest first."""
+        path = run.path / EVENTS_FILE
+        if self.watcher is not None and path.exists():
+            records = [json.loads(line) for line in path.read_text().splitlines() if line]
+            return _dedupe(records)
+        main, pods, events = self._run_objects(run)
+        return _dedupe([event_record(e) for e in events])
+
+    # -- capacity ------------------------------------------------------------------------------
+    def resources(self) -> dict[str, Any]:
+        """GPUs by the namespace's ResourceQuota (nodes are cluster-scoped, out of reach)."""
+        key = f"requests.{self.nb.gpu_resource}"
+        try:
+            quotas = self.api.list("ResourceQuota").get("items") or []
+            jobs = self.api.list("Job", label_selector=names.user_selector(self.nb.user))
+        except ApiException as exc:
+            raise translate(exc, "read the namespace's quota") from exc
+        total = used = None
+        for quota in quotas:
+            hard = (quota.get("status") or {}).get("hard") or quota["spec"].get("hard") or {}
+            if key in hard or self.nb.gpu_resource in hard:
+                limit = hard.get(key, hard.get(self.nb.gpu_resource))
+                spent = ((quota.get("status") or {}).get("used") or {}).get(
+                    key, ((quota.get("status") or {}).get("used") or {}).get(
+                        self.nb.gpu_resource, "0"))
+                total, used = int(float(limit)), int(float(spent))
+        waiting = [j["metadata"]["labels"].get(names.EXPERIMENT) for j in jobs.get("items") or []
+                   if states.observe(dict(j, kind="Job"), []).state in ("Queued",)]
+        return {"backend": self.name, "namespace": self.nb.namespace,
+                "gpus": {"total": total or 0, "free": (total - used) if total is not None else 0,
+                         "limited": total is not None, "resource": self.nb.gpu_resource,
+                         "types": [], "devices": [], "queue": waiting}}
+
+
+def event_record(event: Obj) -> dict[str, Any]:
+    involved = event.get("involvedObject") or {}
+    return {"time": _event_time(event), "type": event.get("type"), "reason": event.get("reason"),
+            "message": event.get("message"), "count": event.get("count") or 1,
+            "object": f"{involved.get('kind')}/{involved.get('name')}",
+            "uid": (event.get("metadata") or {}).get("uid")}
+
+
+def _dedupe(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    latest: dict[Any, dict[str, Any]] = {}
+    for record in records:
+        latest[record.get("uid") or id(record)] = record
+    return sorted(latest.values(), key=lambda r: r.get("time") or "")
+
+
+def _event_time(event: Obj) -> str:
+    return (event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp")
+            or (event.get("metadata") or {}).get("creationTimestamp") or "")
+
+
+def _role(obj: Obj) -> str | None:
+    return ((obj.get("metadata") or {}).get("labels") or {}).get(names.ROLE)
+
+
+def _container(run: RunDirectory) -> str:
+    spec = run.spec()
+    if spec.get("engine") == "kubeflow":
+        return builders.KUBEFLOW_CONTAINER.get(spec.get("framework"), builders.CONTAINER)
+    return builders.CONTAINER
+
+
+def _default_runs_root() -> Path:
+    from kubelab.lab import default_home
+
+    return default_home() / "runs"
+
+
+def _replace(nb: NotebookEnv, **changes: Any) -> NotebookEnv:
+    from dataclasses import replace
+
+    return replace(nb, **changes)

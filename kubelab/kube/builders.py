@@ -1,0 +1,297 @@
+"""Kubernetes manifests for an experiment, as plain dicts (pure functions, no API calls).
+
+`build()` returns the objects in creation order; `kubelab render --backend kubernetes`
+prints exactly this list, and `KubernetesBackend.submit` sends exactly this list.
+
+Layout:
+- one replica: a `batch/v1` Job;
+- several replicas (or TensorFlow parameter servers): an Indexed Job whose completion index
+  is the rank, plus a headless Service giving each pod the stable name `<job>-<i>.<service>`;
+  parameter servers are a second Indexed Job `<job>-ps` behind the same Service;
+- `engine: kubeflow`: a PyTorchJob or TFJob; the Training Operator then sets the ranks.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from kubelab.errors import FieldError, ValidationError
+from kubelab.kube import names
+from kubelab.kube.distributed_env import distributed_env, ports_for
+from kubelab.kube.notebook_env import NotebookEnv
+from kubelab.spec import ExperimentSpec
+
+CONTAINER = "trainer"
+KUBEFLOW_CONTAINER = {"pytorch": "pytorch", "tensorflow": "tensorflow"}
+TTL_AFTER_FINISHED = 7 * 24 * 3600  # keep finished Jobs a week: pods keep their logs that long
+RETRY_NEVER_EXIT_CODES = [126, 127]  # not executable / not found: a retry cannot help
+SHM_VOLUME = "dshm"
+Manifest = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where one run goes: its id, its run directory (on the shared volume) and its owner."""
+
+    run_id: str
+    run_dir: str
+    name: str
+    user: str
+    namespace: str | None = None
+    sweep: str | None = None
+    trial: int | None = None
+
+    @property
+    def service(self) -> str:
+        return self.name
+
+    @property
+    def ps_job(self) -> str:
+        return names.ps_job_name(self.name)
+
+
+def is_distributed(spec: ExperimentSpec) -> bool:
+    return spec.replicas > 1 or spec.parameter_servers > 0
+
+
+def build(spec: ExperimentSpec, target: Target, nb: NotebookEnv) -> list[Manifest]:
+    """Every object `submit` creates for this run, in creation order."""
+    check(spec, nb)
+    if spec.engine == "kubeflow":
+        return [kubeflow_job(spec, target, nb)]
+    objects: list[Manifest] = []
+    if is_distributed(spec):
+        objects.append(headless_service(spec, target))
+    objects.append(job(spec, target, nb))
+    if spec.parameter_servers:
+        objects.append(job(spec, target, nb, role="ps"))
+    return objects
+
+
+def check(spec: ExperimentSpec, nb: NotebookEnv) -> None:
+    """What the cluster cannot run as written, named by field, before anything is created."""
+    problems = []
+    if not (spec.image or nb.image):
+        problems.append(FieldError("image", "is required: the notebook's image is unknown "
+                                   "(KUBELAB_IMAGE is not set)"))
+    if spec.engine == "kubeflow" and spec.framework not in KUBEFLOW_CONTAINER:
+        problems.append(FieldError("engine", "kubeflow runs framework pytorch or tensorflow; "
+                                   f"use engine: job for framework {spec.framework}"))
+    if problems:
+        raise ValidationError("cannot run this experiment on Kubernetes", problems)
+
+
+# -- metadata -------------------------------------------------------------------------------
+
+def labels(spec: ExperimentSpec, target: Target, role: str | None = None) -> dict[str, str]:
+    values = {
+        names.MANAGED_BY: names.MANAGER,
+        "app.kubernetes.io/name": "kubelab-experiment",
+        names.USER: names.label_value(target.user),
+        names.EXPERIMENT: target.run_id,
+    }
+    if target.sweep:
+        values[names.SWEEP] = names.label_value(target.sweep)
+    if role:
+        values[names.ROLE] = role
+    return values
+
+
+def annotations(spec: ExperimentSpec, target: Target) -> dict[str, str]:
+    data = spec.to_dict()
+    if spec.code and spec.code.source is not None:  # the snapshot is in the run directory
+        data["code"] = {"path": None, "source": "<in code/>", "filename": spec.code.filename}
+    return {
+        names.SPEC_ANNOTATION: json.dumps(data, sort_keys=True, separators=(",", ":")),
+        names.RUN_DIR_ANNOTATION: target.run_dir,
+        names.USER_ANNOTATION: target.user,
+    }
+
+
+def metadata(spec: ExperimentSpec, target: Target, name: str, role: str | None = None,
+             queue: bool = False) -> Manifest:
+    meta: Manifest = {"name": name, "labels": labels(spec, target, role),
+                      "annotations": annotations(spec, target)}
+    if target.namespace:
+        meta["namespace"] = target.namespace
+    if queue and spec.queue:
+        meta["labels"][names.QUEUE_LABEL] = spec.queue
+    return meta
+
+
+# -- plain Jobs -----------------------------------------------------------------------------
+
+def headless_service(spec: ExperimentSpec, target: Target) -> Manifest:
+    """DNS for `<job>-<i>.<service>`; addresses are published before pods are ready so that
+    rank 0 can be found while everyone is still starting up."""
+    port = ports_for(spec.framework)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {k: v for k, v in metadata(spec, target, target.service).items()
+                     if k != "annotations"},
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": {names.EXPERIMENT: target.run_id,
+                         names.USER: names.label_value(target.user)},
+            "ports": [{"name": "rendezvous", "port": port, "targetPort": port,
+                       "protocol": "TCP"}],
+        },
+    }
+
+
+def job(spec: ExperimentSpec, target: Target, nb: NotebookEnv, role: str = "worker"
+        ) -> Manifest:
+    distributed = is_distributed(spec)
+    name = target.ps_job if role == "ps" else target.name
+    count = spec.parameter_servers if role == "ps" else spec.replicas
+    template = pod_template(spec, target, nb, role)
+    if distributed:
+        template["spec"]["subdomain"] = target.service
+    body: Manifest = {
+        "backoffLimit": spec.retries,
+        "ttlSecondsAfterFinished": TTL_AFTER_FINISHED,
+        "podFailurePolicy": pod_failure_policy(),
+        "template": template,
+    }
+    if spec.timeout:
+        body["activeDeadlineSeconds"] = max(1, math.ceil(spec.timeout))
+    if distributed:
+        body.update(completionMode="Indexed", completions=count, parallelism=count)
+    if spec.queue:
+        body["suspend"] = True  # Kueue admits (unsuspends) it when the queue has quota
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": metadata(spec, target, name, role, queue=True), "spec": body}
+
+
+def pod_failure_policy() -> Manifest:
+    """Node disruptions (eviction, preemption, drain) are retried without counting against
+    `retries`; a command that cannot run fails at once; other exits count as usual."""
+    return {"rules": [
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget",
+                                                  "status": "True"}]},
+        {"action": "FailJob", "onExitCodes": {"containerName": CONTAINER, "operator": "In",
+                                              "values": RETRY_NEVER_EXIT_CODES}},
+    ]}
+
+
+def pod_template(spec: ExperimentSpec, target: Target, nb: NotebookEnv, role: str = "worker",
+                 container_name: str = CONTAINER, with_ranks: bool = True) -> Manifest:
+    env = trial_env(spec, target, nb)
+    if with_ranks and is_distributed(spec):
+        env += distributed_env(spec, target.name, target.service, target.ps_job, role)
+    volumes = list(nb.volumes)
+    mounts = list(nb.mounts)
+    shm = spec.resources.shm or nb.shm
+    if shm:
+        volumes.append({"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": shm}})
+        mounts.append({"name": SHM_VOLUME, "mountPath": "/dev/shm"})
+    container: Manifest = {
+        "name": container_name,
+        "image": spec.image or nb.image,
+        "command": spec.rendered_command(),
+        "env": env,
+        "resources": container_resources(spec, nb, role),
+        "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True,
+                            "capabilities": {"drop": ["ALL"]}},
+    }
+    if spec.workdir:
+        container["workingDir"] = spec.workdir
+    if mounts:
+        container["volumeMounts"] = mounts
+    pod: Manifest = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,  # training code needs no API access
+        "enableServiceLinks": False,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": nb.uid, "runAsGroup": nb.gid,
+                            "fsGroup": nb.gid},
+        "containers": [container],
+    }
+    if nb.service_account:
+        pod["serviceAccountName"] = nb.service_account
+    if volumes:
+        pod["volumes"] = volumes
+    selector = {**nb.node_selector, **spec.node_selector}
+    if spec.resources.gpu_type and role != "ps":
+        selector[nb.gpu_type_label] = spec.resources.gpu_type
+    if selector:
+        pod["nodeSelector"] = selector
+    tolerations = [*nb.tolerations, *spec.tolerations]
+    if spec.resources.gpus and role != "ps":
+        tolerations.append({"key": nb.gpu_resource, "operator": "Exists",
+                            "effect": "NoSchedule"})
+    if tolerations:
+        pod["tolerations"] = tolerations
+    return {"metadata": {"labels": labels(spec, target, role)}, "spec": pod}
+
+
+def container_resources(spec: ExperimentSpec, nb: NotebookEnv, role: str) -> Manifest:
+    """Requests equal limits (Guaranteed QoS); parameter servers get CPU and memory only."""
+    amounts: dict[str, Any] = {}
+    if spec.resources.cpu:
+        amounts["cpu"] = spec.resources.cpu
+    if spec.resources.memory:
+        amounts["memory"] = spec.resources.memory
+    if spec.resources.gpus and role != "ps":
+        amounts[nb.gpu_resource] = str(spec.resources.gpus)
+    return {"requests": dict(amounts), "limits": dict(amounts)} if amounts else {}
+
+
+def trial_env(spec: ExperimentSpec, target: Target, nb: NotebookEnv) -> list[Manifest]:
+    """The trial's environment contract (DESIGN.md); it wins over the spec's own `env`."""
+    run_dir = target.run_dir.rstrip("/")
+    values = dict(spec.env)
+    values.update(
+        KUBELAB_RUN_ID=target.run_id,
+        KUBELAB_RUN_DIR=run_dir,
+        KUBELAB_PARAMS=json.dumps(spec.resolved_params()),
+        KUBELAB_TENSORBOARD_DIR=f"{run_dir}/tensorboard",
+        KUBELAB_OUTPUTS_DIR=f"{run_dir}/outputs",
+        KUBELAB_USER=target.user,
+        PYTHONUNBUFFERED="1",
+    )
+    if nb.home:
+        values["KUBELAB_HOME"] = nb.home
+    if spec.code is not None:
+        values["PYTHONPATH"] = ":".join(p for p in (f"{run_dir}/code",
+                                                    spec.env.get("PYTHONPATH")) if p)
+    if target.sweep:
+        values["KUBELAB_SWEEP_ID"] = target.sweep
+        values["KUBELAB_TRIAL"] = "" if target.trial is None else str(target.trial)
+    return [{"name": k, "value": v} for k, v in values.items()]
+
+
+# -- Kubeflow Training Operator ---------------------------------------------------------------
+
+def kubeflow_job(spec: ExperimentSpec, target: Target, nb: NotebookEnv) -> Manifest:
+    """A PyTorchJob (Master + Workers) or TFJob (Workers + PS); the operator sets the ranks."""
+    container = KUBEFLOW_CONTAINER[spec.framework]
+    restart = "OnFailure" if spec.retries else "Never"
+
+    def replica(count: int, role: str = "worker") -> Manifest:
+        template = pod_template(spec, target, nb, role, container, with_ranks=False)
+        return {"replicas": count, "restartPolicy": restart, "template": template}
+
+    if spec.framework == "pytorch":
+        kind, key = "PyTorchJob", "pytorchReplicaSpecs"
+        replicas = {"Master": replica(1)}
+        if spec.replicas > 1:
+            replicas["Worker"] = replica(spec.replicas - 1)
+    else:
+        kind, key = "TFJob", "tfReplicaSpecs"
+        replicas = {"Worker": replica(spec.replicas)}
+        if spec.parameter_servers:
+            replicas["PS"] = replica(spec.parameter_servers, "ps")
+    run_policy: Manifest = {"backoffLimit": spec.retries, "cleanPodPolicy": "All",
+                            "ttlSecondsAfterFinished": TTL_AFTER_FINISHED}
+    if spec.timeout:
+        run_policy["activeDeadlineSeconds"] = max(1, math.ceil(spec.timeout))
+    if spec.queue:
+        run_policy["suspend"] = True
+    return {"apiVersion": "kubeflow.org/v1", "kind": kind,
+            "metadata": metadata(spec, target, target.name, queue=True),
+            "spec": {key: replicas, "runPolicy": run_policy}}
