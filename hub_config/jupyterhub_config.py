@@ -1,0 +1,97 @@
+"""JupyterHub configuration for kubelab, for one machine and for Kubernetes.
+
+    KUBELAB_HUB_MODE=local       LocalKubeLabSpawner: servers as local processes (`kubelab hub`)
+    KUBELAB_HUB_MODE=kubernetes  KubeLabSpawner: one pod per server, per-user namespaces
+
+Edit GPU_CATALOG and GROUPS below for your lab; `kubelab hub render --user alice --group
+vision --options '{"gpus": "1(V100)"}'` prints what a spawn would create with them.
+"""
+
+import os
+import sys
+
+c = get_config()  # noqa: F821 - provided by JupyterHub when it loads this file
+
+MODE = os.environ.get("KUBELAB_HUB_MODE", "local")
+if MODE not in ("local", "kubernetes"):
+    raise ValueError(f"KUBELAB_HUB_MODE must be 'local' or 'kubernetes', not {MODE!r}")
+
+# -- GPU catalog: types (found by the node label `gpu-type`), images and named profiles ------------
+GPU_CATALOG = {
+    "gpu_label": "gpu-type",
+    "gpu_types": [
+        {"name": "T4", "label_value": "T4", "resource": "nvidia.com/gpu", "max_per_user": 4},
+        {"name": "V100", "label_value": "V100", "resource": "nvidia.com/gpu", "max_per_user": 4},
+        {"name": "A100", "label_value": "A100", "resource": "nvidia.com/gpu", "max_per_user": 2},
+        {"name": "H100", "label_value": "H100", "resource": "nvidia.com/gpu", "max_per_user": 1},
+    ],
+    "images": [
+        os.environ.get("KUBELAB_NOTEBOOK_IMAGE", "ghcr.io/kubelab/notebook:latest"),
+        "quay.io/jupyter/pytorch-notebook:cuda12-latest",
+        "quay.io/jupyter/tensorflow-notebook:cuda-latest",
+    ],
+    "profiles": {
+        "cpu": {"cpu": "2", "memory": "8Gi", "gpus": 0},
+        "1xT4": {"cpu": "4", "memory": "16Gi", "gpus": "1(T4)", "shm": "4Gi"},
+        "1xA100": {"cpu": "8", "memory": "64Gi", "gpus": "1(A100)", "shm": "16Gi"},
+    },
+    "default_cpu": "2",
+    "default_memory": "8Gi",
+    "default_shm": "2Gi",
+}
+
+# -- project groups: created on startup; admins edit their properties in the admin page or API -----
+GROUPS = {
+    "public": {"users": [], "properties": {"quota": {"user": {"gpus": 1}}}},
+    # "vision": {"users": ["alice"], "properties": {
+    #     "node_selector": "org=vision",
+    #     "volume_mount": "datasets(pvc):/datasets;4G(memory):/dev/shm",
+    #     "quota": {"user": {"gpus": 4, "cpu": "32", "memory": "128Gi"}, "group": {"gpus": 8}},
+    #     "images": ["quay.io/jupyter/pytorch-notebook:cuda12-latest"]}},
+}
+c.JupyterHub.load_groups = GROUPS
+
+# -- named servers, authentication --------------------------------------------------------------
+c.JupyterHub.allow_named_servers = True
+c.JupyterHub.named_server_limit_per_user = 3
+c.JupyterHub.authenticator_class = "shared-password"  # JupyterHub >= 5.3; a lab's first hub
+c.SharedPasswordAuthenticator.user_password = os.environ.get("KUBELAB_HUB_PASSWORD")
+c.Authenticator.allow_all = True
+c.Authenticator.admin_users = set(filter(None, os.environ.get("KUBELAB_HUB_ADMINS", "").split(",")))
+if c.Authenticator.admin_users:
+    c.SharedPasswordAuthenticator.admin_password = os.environ.get("KUBELAB_HUB_ADMIN_PASSWORD")
+
+# -- idle culling: every server after an hour idle, GPU servers after 30 minutes -------------------
+c.JupyterHub.services = [
+    {"name": "idle-culler",
+     "command": [sys.executable, "-m", "jupyterhub_idle_culler",
+                 f"--timeout={os.environ.get('KUBELAB_IDLE_TIMEOUT', '3600')}", "--cull-every=300"]},
+    {"name": "gpu-culler",
+     "command": [sys.executable, "-m", "kubelab.spawner.culling",
+                 f"--timeout={os.environ.get('KUBELAB_GPU_IDLE_TIMEOUT', '1800')}", "--every=300"]},
+]
+c.JupyterHub.load_roles = [{
+    "name": "kubelab-culler",
+    "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"],
+    "services": ["idle-culler", "gpu-culler"],
+}]
+
+if MODE == "kubernetes":
+    c.JupyterHub.spawner_class = "kubelab.spawner.KubeLabSpawner"
+    spawner = c.KubeLabSpawner
+    spawner.gpu_catalog = GPU_CATALOG
+    spawner.cmd = ["jupyterhub-singleuser"]
+    spawner.start_timeout = 600  # image pulls of CUDA images take minutes
+    spawner.trusted_lab = os.environ.get("KUBELAB_TRUSTED_LAB", "") == "1"
+    spawner.workspace_size = "50Gi"
+    spawner.archive_size = "100Gi"
+    spawner.storage_class = os.environ.get("KUBELAB_STORAGE_CLASS", "")
+    spawner.delete_grace_period = 5
+    spawner.extra_annotations = {"kubelab.io/notebook": "true"}
+else:
+    c.JupyterHub.spawner_class = "kubelab.spawner.LocalKubeLabSpawner"
+    spawner = c.LocalKubeLabSpawner
+    spawner.gpu_catalog = {**GPU_CATALOG, "images": []}  # local servers use no image
+    spawner.root = os.environ.get("KUBELAB_HUB_ROOT", os.path.expanduser("~/kubelab-hub"))
+    spawner.cmd = [sys.executable, "-m", "jupyterhub.singleuser"]
+    spawner.default_url = "/lab"

@@ -1,0 +1,27 @@
+"""From raw `user_options` and a user's hub groups to validated options and a project group:
+the step both spawners and `kubelab hub render` share."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .groups import ProjectGroup, choose_group, user_groups
+from .pod_settings import group_shm
+from .profiles import Catalog, NotebookOptions, validate_options
+
+
+def hub_memberships(user: Any) -> list[tuple[str, Mapping[str, Any] | None]]:
+    """(name, properties) of a JupyterHub user's groups (ORM groups carry `properties`)."""
+    return [(g.name, getattr(g, "properties", None) or {}) for g in getattr(user, "groups", None) or []]
+
+
+def choose(raw: Any, catalog: Catalog, memberships: list[tuple[str, Mapping[str, Any] | None]],
+           public_properties: Mapping[str, Any] | None = None) -> tuple[NotebookOptions, ProjectGroup]:
+    """Validated options and the chosen group, or a ValidationError naming each field."""
+    groups = user_groups(memberships, public_properties)
+    options = dict(raw or {}) if isinstance(raw, dict) else raw
+    group = choose_group(groups, options.get("group") if isinstance(options, dict) else None)
+    if isinstance(options, dict) and not options.get("shm") and group_shm(group):
+        options["shm"] = group_shm(group)
+    return validate_options(options, catalog, group.name, list(group.images)), group

@@ -1,0 +1,178 @@
+"""`kubelab hub` (JupyterHub on this machine) and `kubelab hub render` (what a spawn creates).
+
+`render` builds every object KubeLabSpawner would create for a user and form options, with
+KubeSpawner's own pod builder and no cluster, so an admin can check a configuration (GPU
+catalog, groups, storage) before users meet it. A refusal prints the sentence the form shows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import types
+from pathlib import Path
+from typing import Any
+
+from kubelab.errors import FieldError, KubelabError, ValidationError
+
+HUB_CONFIG_DIR = Path(__file__).resolve().parent.parent / "hub_config"
+_RENDER_KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: render, cluster: {server: "https://render.invalid"}}]
+users: [{name: render, user: {token: render}}]
+contexts: [{name: render, context: {cluster: render, user: render}}]
+current-context: render
+"""
+
+
+def default_config() -> Path:
+    path = Path(os.environ.get("KUBELAB_HUB_CONFIG") or HUB_CONFIG_DIR / "jupyterhub_config.py")
+    if not path.is_file():
+        raise ValidationError("no hub configuration", [FieldError(
+            "config", f"{path} does not exist; pass --config PATH or set KUBELAB_HUB_CONFIG")])
+    return path
+
+
+def load_config(path: Path) -> Any:
+    """The traitlets config a hub would load from `path` (in Kubernetes mode for rendering)."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    previous = os.environ.get("KUBELAB_HUB_MODE")
+    os.environ["KUBELAB_HUB_MODE"] = "kubernetes"
+    try:
+        return PyFileConfigLoader(path.name, str(path.parent)).load_config()
+    finally:
+        if previous is None:
+            os.environ.pop("KUBELAB_HUB_MODE", None)
+        else:
+            os.environ["KUBELAB_HUB_MODE"] = previous
+
+
+def _group_properties(config: Any, names: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    declared = dict(config.JupyterHub.get("load_groups", {}) or {})
+    memberships = []
+    for name in names:
+        if name not in declared and name != "public":
+            raise ValidationError("invalid server options", [FieldError(
+                "group", f"group '{name}' is not declared in JupyterHub.load_groups of the config "
+                         f"(groups: {', '.join(sorted(declared)) or 'none'})")])
+        entry = declared.get(name) or {}
+        memberships.append((name, entry.get("properties", {}) if isinstance(entry, dict) else {}))
+    return memberships
+
+
+async def _render(config: Any, user: str, groups: list[str], options: dict[str, Any]) -> list[dict[str, Any]]:
+    from .kube import KubeLabSpawner
+
+    hub = types.SimpleNamespace(public_host="", url="http://hub:8081/hub/", base_url="/hub/",
+                                api_url="http://hub:8081/hub/api")
+    member = [types.SimpleNamespace(name=n, properties=p) for n, p in _group_properties(config, groups)]
+    account = types.SimpleNamespace(name=user, id=0, url=f"/user/{user}/", escaped_name=user, groups=member)
+    spawner = KubeLabSpawner(config=config, user=account, hub=hub)
+    spawner.user_options = options
+    try:
+        return await spawner.render()
+    except Exception as exc:
+        message = getattr(exc, "jupyterhub_message", None)
+        if message:
+            raise _Refused(message) from None
+        raise
+
+
+class _Refused(KubelabError):
+    error = "refused"
+    status = 422
+
+
+def render(user: str, groups: list[str], options: dict[str, Any], config_path: Path | None = None,
+           ) -> list[dict[str, Any]]:
+    """Every object a spawn would create, in order; a refusal raises with the form's sentence."""
+    config = load_config(config_path or default_config())
+    with tempfile.TemporaryDirectory() as tmp:  # a kubeconfig that is never contacted
+        kubeconfig = Path(tmp) / "kubeconfig"
+        kubeconfig.write_text(_RENDER_KUBECONFIG)
+        previous = os.environ.get("KUBECONFIG")
+        os.environ["KUBECONFIG"] = str(kubeconfig)
+        try:
+            return asyncio.run(_render(config, user, groups, options))
+        finally:
+            if previous is None:
+                os.environ.pop("KUBECONFIG", None)
+            else:
+                os.environ["KUBECONFIG"] = previous
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    try:
+        options = json.loads(args.options) if args.options else {}
+    except json.JSONDecodeError as exc:
+        raise ValidationError("invalid --options", [FieldError("options", f"is not JSON: {exc.msg}")]) from None
+    if not isinstance(options, dict):
+        raise ValidationError("invalid --options", [FieldError("options", "must be a JSON object")])
+    if args.group:
+        options.setdefault("group", args.group)
+    groups = [args.group] if args.group and args.group != "public" else []
+    try:
+        objects = render(args.user, groups, options, Path(args.config) if args.config else None)
+    except _Refused as exc:
+        print(exc.detail, file=sys.stderr)
+        return 2
+    if args.output == "json":
+        print(json.dumps(objects, indent=2))
+    else:
+        import yaml
+
+        print(yaml.safe_dump_all(objects, sort_keys=False).rstrip())
+    return 0
+
+
+def cmd_hub(args: argparse.Namespace) -> int:
+    """JupyterHub in the foreground with the local spawner (or Kubernetes with --mode)."""
+    config = Path(args.config) if args.config else default_config()
+    root = Path(args.root or os.environ.get("KUBELAB_HUB_ROOT") or Path.home() / "kubelab-hub").resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    password = os.environ.get("KUBELAB_HUB_PASSWORD") or secrets.token_urlsafe(12)
+    env = {**os.environ, "KUBELAB_HUB_MODE": args.mode, "KUBELAB_HUB_ROOT": str(root),
+           "KUBELAB_HUB_PASSWORD": password}
+    if not shutil.which("configurable-http-proxy"):
+        raise ValidationError("JupyterHub needs its proxy", [FieldError(
+            "configurable-http-proxy", "is not installed; install it with "
+            "`npm install -g configurable-http-proxy`")])
+    command = [sys.executable, "-m", "jupyterhub", "-f", str(config), f"--ip={args.ip}", f"--port={args.port}",
+               f"--JupyterHub.db_url=sqlite:///{root / 'jupyterhub.sqlite'}",
+               f"--JupyterHub.cookie_secret_file={root / 'jupyterhub_cookie_secret'}",
+               f"--ConfigurableHTTPProxy.pid_file={root / 'jupyterhub-proxy.pid'}"]
+    host = "localhost" if args.ip in ("", "0.0.0.0", "127.0.0.1") else args.ip
+    print(f"kubelab hub: http://{host}:{args.port}/  (any user name; password: {password})", flush=True)
+    if not os.environ.get("KUBELAB_HUB_PASSWORD"):
+        print("set KUBELAB_HUB_PASSWORD to choose the password", file=sys.stderr, flush=True)
+    try:
+        return subprocess.call(command, env=env, cwd=root)
+    except KeyboardInterrupt:
+        return 0
+
+
+def register(subparsers: Any) -> None:
+    hub = subparsers.add_parser("hub", help="run JupyterHub with kubelab's spawners on this machine",
+                                description=cmd_hub.__doc__)
+    hub.add_argument("--ip", default="127.0.0.1")
+    hub.add_argument("--port", type=int, default=8000)
+    hub.add_argument("--mode", choices=("local", "kubernetes"), default="local")
+    hub.add_argument("--root", help="where workspaces, archives and the hub database live")
+    hub.add_argument("--config", help="a jupyterhub_config.py (default: hub_config/jupyterhub_config.py)")
+    hub.set_defaults(handler=cmd_hub)
+    sub = hub.add_subparsers(dest="hub_command")
+    render_parser = sub.add_parser("render", help="print every object a spawn would create, without a cluster")
+    render_parser.add_argument("--user", required=True)
+    render_parser.add_argument("--group", help="the project group (declared in JupyterHub.load_groups)")
+    render_parser.add_argument("--options", help="the form's options as JSON, e.g. '{\"gpus\": \"1(V100)\"}'")
+    render_parser.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
+    render_parser.add_argument("--config", help="a jupyterhub_config.py (default: hub_config/jupyterhub_config.py)")
+    render_parser.set_defaults(handler=cmd_render)

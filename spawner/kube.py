@@ -1,0 +1,268 @@
+"""`KubeLabSpawner`: KubeSpawner with GPU profiles, project groups, admission and prepared
+user namespaces. A subclass, not a fork: it only sets KubeSpawner's own settings from the
+chosen options (in `load_user_options`, which KubeSpawner calls at the start of `_start`) and
+adds objects in `_ensure_namespace`, so every KubeSpawner option keeps working.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from typing import Any, ClassVar
+
+from kubernetes_asyncio.client.rest import ApiException
+from kubespawner import KubeSpawner
+from kubespawner.clients import shared_client
+from tornado import web
+from traitlets import Bool, Dict, Unicode, default
+
+from kubelab.errors import FieldError, KubelabError, ValidationError
+from kubelab.quantity import parse_quantity
+
+from . import objects
+from .admission import admit
+from .availability import ClusterAvailability
+from .choice import choose, hub_memberships
+from .form import options_from_form, render_form
+from .groups import ProjectGroup
+from .objects import Storage
+from .pod_settings import PodSettings, pod_settings
+from .profiles import Catalog, NotebookOptions
+
+_TOUCHED = ("image", "cpu_limit", "cpu_guarantee", "mem_limit", "mem_guarantee", "extra_resource_limits",
+            "extra_resource_guarantees", "node_selector", "tolerations", "volumes", "volume_mounts",
+            "working_dir", "notebook_dir", "service_account", "extra_labels")
+
+
+def refusal(exc: KubelabError) -> web.HTTPError:
+    """A 400 whose text JupyterHub shows as is above the form (and in the REST API's answer)."""
+    error = web.HTTPError(400, "%s", exc.message())
+    error.jupyterhub_message = exc.message()  # type: ignore[attr-defined]
+    return error
+
+
+class KubeLabSpawner(KubeSpawner):
+    """GPU notebooks on Kubernetes for every user of a lab."""
+
+    gpu_catalog = Dict(config=True, help="GPU types, images and profiles (see kubelab.spawner.profiles.Catalog).")
+    trusted_lab = Bool(False, config=True, help="""cube-studio's layout: one namespace, shared workspace and
+        archive claims with per-user subPaths. Users can reach each other's files.""")
+    workspace_size = Unicode("50Gi", config=True)
+    archive_size = Unicode("100Gi", config=True)
+    storage_class = Unicode("", config=True, help="StorageClass of the claims ('' = the cluster default).")
+    shared_workspace_claim = Unicode("kubeflow-user-workspace", config=True, help="Trusted-lab workspace claim.")
+    shared_archive_claim = Unicode("kubeflow-archives", config=True, help="Trusted-lab archive claim.")
+    notebook_service_account = Unicode("kubelab-notebook", config=True)
+    notebook_role_file = Unicode("", config=True, help="Role manifest for the notebook's account "
+                                 "('' = hub_config/rbac/notebook-role.yaml).")
+    public_group_properties = Dict(config=True, help="Properties of `public` when the hub has no such group.")
+    cluster_context = Unicode("", config=True, help="""The kubeconfig context this hub spawns in. A group whose
+        `cluster` names another context is refused (one hub spawns on one cluster).""")
+    check_availability = Bool(True, config=True, help="Refuse requests beyond free GPUs (watches nodes and pods).")
+
+    _watches: ClassVar[dict[Any, ClusterAvailability]] = {}
+
+    @default("enable_user_namespaces")
+    def _default_user_namespaces(self) -> bool:
+        return not self.trusted_lab
+
+    @default("user_namespace_labels")
+    def _default_namespace_labels(self) -> dict[str, str]:
+        return {"kubelab.io/user": "{username}", **objects.MANAGED_BY}
+
+    @default("options_form")
+    def _default_options_form(self) -> Any:
+        return self._render_form
+
+    @default("options_from_form")
+    def _default_options_from_form(self) -> Any:
+        return self._options_from_form
+
+    # -- configuration --------------------------------------------------------------------
+
+    @property
+    def catalog(self) -> Catalog:
+        return Catalog.parse(self.gpu_catalog, "KubeLabSpawner.gpu_catalog")
+
+    @property
+    def storage(self) -> Storage:
+        cls = self.storage_class or None
+        if self.trusted_lab:
+            return Storage.trusted_lab(workspace_claim=self.shared_workspace_claim,
+                                       archive_claim=self.shared_archive_claim, storage_class=cls)
+        return Storage(workspace_size=self.workspace_size, archive_size=self.archive_size, storage_class=cls)
+
+    @property
+    def user_slug(self) -> str:
+        return self._expand_user_properties("{username}")
+
+    # -- availability ---------------------------------------------------------------------
+
+    async def availability(self):
+        """The shared watch's current numbers (started on first use, one per hub)."""
+        key = asyncio.get_running_loop()
+        watch = self._watches.get(key)
+        if watch is None:
+            watch = self._watches[key] = ClusterAvailability(shared_client("CoreV1Api"), self.catalog)
+        watch.catalog = self.catalog
+        await watch.start()
+        return watch.current()
+
+    @classmethod
+    async def stop_watches(cls) -> None:
+        for key in list(cls._watches):
+            await cls._watches.pop(key).stop()
+
+    # -- the form -------------------------------------------------------------------------
+
+    async def _render_form(self, spawner: KubeLabSpawner | None = None) -> str:
+        choice = None
+        try:
+            groups = self._groups()
+        except ValidationError as exc:  # an admin's mistake: say so instead of a blank page
+            return f'<p class="alert alert-danger">{exc.message()}</p>'
+        try:
+            choice = await self.availability() if self.check_availability else None
+        except Exception:
+            self.log.warning("GPU availability unknown", exc_info=True)
+        return render_form(self.catalog, groups, choice, self.user_options)
+
+    async def _options_from_form(self, formdata: dict[str, list[str]]) -> dict[str, Any]:
+        """Validate and admit here, so a refusal shows above the form before anything exists."""
+        raw = options_from_form(formdata)
+        try:
+            options, group = self._choose(raw)
+            if self.check_availability:
+                admit(options, group, self.user_slug, await self._availability_for(group))
+        except KubelabError as exc:
+            raise refusal(exc) from None
+        result = options.to_user_options()
+        if options.profile:
+            result["profile"] = options.profile
+        return result
+
+    def _groups(self) -> list[ProjectGroup]:
+        from .groups import user_groups
+
+        return user_groups(hub_memberships(self.user), self.public_group_properties)
+
+    def _choose(self, raw: Any) -> tuple[NotebookOptions, ProjectGroup]:
+        options, group = choose(raw, self.catalog, hub_memberships(self.user), self.public_group_properties)
+        if group.cluster and group.cluster != (self.cluster_context or group.cluster):
+            raise ValidationError("invalid server options", [FieldError(
+                "group", f"group '{group.name}' runs on cluster '{group.cluster}', but this hub spawns on "
+                         f"'{self.cluster_context}'; use that cluster's hub")])
+        return options, group
+
+    async def _availability_for(self, group: ProjectGroup):
+        return await self.availability()
+
+    # -- spawning -------------------------------------------------------------------------
+
+    def plan(self) -> tuple[NotebookOptions, ProjectGroup, PodSettings]:
+        """Validated options, group and pod settings for the current user_options (no API calls)."""
+        options, group = self._choose(self.user_options or {})
+        settings = pod_settings(self.user_slug, self.user.name, self.namespace, options, group, self.catalog,
+                                self.storage, self.notebook_service_account)
+        return options, group, settings
+
+    async def load_user_options(self) -> None:
+        """Called first thing in KubeSpawner's `_start`, for form and REST API spawns alike."""
+        try:
+            options, group, settings = self.plan()
+            if self.check_availability:
+                admit(options, group, self.user_slug, await self._availability_for(group))
+        except KubelabError as exc:
+            raise refusal(exc) from None
+        self._group = group
+        self.apply(settings)
+        if not self.enable_user_namespaces:
+            await self._ensure_objects(group)
+
+    def apply(self, settings: PodSettings) -> None:
+        """Set KubeSpawner's settings from ours, starting from the configured values each time."""
+        if not hasattr(self, "_configured"):
+            self._configured = {name: copy.deepcopy(getattr(self, name)) for name in _TOUCHED}
+        base = copy.deepcopy(self._configured)
+        cpu = float(parse_quantity(settings.cpu))
+        memory = int(parse_quantity(settings.memory))
+        self.image = settings.image
+        self.cpu_limit = self.cpu_guarantee = cpu
+        self.mem_limit = self.mem_guarantee = memory
+        self.extra_resource_limits = {**base["extra_resource_limits"],
+                                      **{k: str(v) for k, v in settings.gpu_limits.items()}}
+        self.extra_resource_guarantees = {**base["extra_resource_guarantees"],
+                                          **{k: str(v) for k, v in settings.gpu_limits.items()}}
+        self.node_selector = {**base["node_selector"], **settings.node_selector}
+        self.tolerations = self._sorted_dict_values(base["tolerations"]) + settings.tolerations
+        self.volumes = self._sorted_dict_values(base["volumes"]) + settings.volumes
+        self.volume_mounts = self._sorted_dict_values(base["volume_mounts"]) + settings.mounts
+        self.working_dir = settings.working_dir
+        self.notebook_dir = settings.working_dir
+        self.service_account = self.notebook_service_account
+        self.extra_labels = {**base["extra_labels"], **settings.labels}
+        self._kubelab_env = settings.env
+
+    def get_env(self) -> dict[str, str]:
+        env = super().get_env()
+        env.update(getattr(self, "_kubelab_env", {}))
+        return env
+
+    # -- the user's namespace -------------------------------------------------------------
+
+    def namespace_objects(self, group: ProjectGroup) -> list[dict[str, Any]]:
+        """What the spawner creates besides the pod, in order (pure: used by render too)."""
+        role_file = self.notebook_role_file or None
+        account = self.notebook_service_account
+        if self.trusted_lab:
+            return objects.trusted_objects(self.namespace, account, self.storage, role_file)
+        resources = [t.resource for t in self.catalog.gpu_types]
+        result = objects.user_namespace_objects(self.namespace, self.user_slug, account, group.user_quota,
+                                                resources, self.storage, role_file)
+        result[0]["metadata"]["labels"].update(self._expand_all(self.user_namespace_labels))
+        return result
+
+    async def _ensure_namespace(self) -> None:
+        await super()._ensure_namespace()
+        await self._ensure_objects(getattr(self, "_group", None) or self.plan()[1])
+
+    async def _ensure_objects(self, group: ProjectGroup) -> None:
+        core, rbac = self.api, shared_client("RbacAuthorizationV1Api")
+        for obj in self.namespace_objects(group):
+            kind, ns, name = obj["kind"], self.namespace, obj["metadata"]["name"]
+            create, replace = {
+                "Namespace": (None, None),
+                "ServiceAccount": (core.create_namespaced_service_account, None),
+                "Role": (rbac.create_namespaced_role, rbac.replace_namespaced_role),
+                "RoleBinding": (rbac.create_namespaced_role_binding, rbac.replace_namespaced_role_binding),
+                "ResourceQuota": (core.create_namespaced_resource_quota, core.replace_namespaced_resource_quota),
+                "PersistentVolumeClaim": (core.create_namespaced_persistent_volume_claim, None),
+            }[kind]
+            if create is None:
+                continue
+            try:
+                await asyncio.wait_for(create(ns, obj), self.k8s_api_request_timeout)
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+                if replace is not None:  # keep Role rules and quotas current with the config
+                    await asyncio.wait_for(replace(name, ns, obj), self.k8s_api_request_timeout)
+
+    # -- render ---------------------------------------------------------------------------
+
+    async def render(self) -> list[dict[str, Any]]:
+        """Every object a spawn would create, without a cluster: namespace objects and the pod."""
+        try:
+            _, group, settings = self.plan()
+        except KubelabError as exc:
+            raise refusal(exc) from None
+        self.apply(settings)
+        pod = await self.get_pod_manifest()
+        if self.modify_pod_hook:
+            pod = await self.modify_pod_hook(self, pod) if asyncio.iscoroutinefunction(
+                self.modify_pod_hook) else self.modify_pod_hook(self, pod)
+        manifest = self.api.api_client.sanitize_for_serialization(pod)
+        manifest.setdefault("apiVersion", "v1")
+        manifest.setdefault("kind", "Pod")
+        manifest["metadata"]["namespace"] = self.namespace
+        return [*self.namespace_objects(group), manifest]

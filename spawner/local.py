@@ -1,0 +1,177 @@
+"""`LocalKubeLabSpawner`: the same form, profiles and groups on one GPU machine.
+
+Each user gets `<root>/workspaces/<user>` (where the notebook starts, with `KUBELAB_HOME`
+inside) and `<root>/archives/<user>`. GPUs come from the machine-wide ledger the local backend
+uses, through `kubelab.spawner.gpu_exec`, so a notebook holding GPUs is a holder like any
+experiment and its GPUs come back when it stops. Run as root, servers run as their own system
+users (JupyterHub's LocalProcessSpawner); otherwise all run as the hub's user
+(SimpleLocalProcessSpawner), which keeps nobody apart: fine for one person's workstation.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from jupyterhub.spawner import LocalProcessSpawner, SimpleLocalProcessSpawner
+from kubelab.errors import KubelabError
+from kubelab.gpus import GpuAllocator
+from kubespawner.slugs import safe_slug
+from traitlets import Bool, Dict, Unicode, default
+
+from .admission import admit
+from .availability import Availability, group_label, local_availability, notebook_run
+from .choice import choose, hub_memberships
+from .form import options_from_form, render_form
+from .groups import ProjectGroup, user_groups
+from .kube import refusal
+from .profiles import Catalog, NotebookOptions
+
+EXTENSION = "kubelab.server_extension"
+
+
+class LocalKubeLabSpawner(SimpleLocalProcessSpawner):
+    """Single-user servers as local processes, with kubelab's GPU profiles and groups."""
+
+    gpu_catalog = Dict(config=True, help="GPU types, images and profiles; images are ignored locally.")
+    public_group_properties = Dict(config=True, help="Properties of `public` when the hub has no such group.")
+    root = Unicode(config=True, help="Holds workspaces/<user> and archives/<user>.")
+    run_as_users = Bool(config=True, help="Run each server as the system user of its name (needs root).")
+
+    @default("root")
+    def _default_root(self) -> str:
+        return os.environ.get("KUBELAB_HUB_ROOT") or str(Path.home() / "kubelab-hub")
+
+    @default("run_as_users")
+    def _default_run_as_users(self) -> bool:
+        return os.geteuid() == 0
+
+    @default("options_form")
+    def _default_options_form(self) -> Any:
+        return self._render_form
+
+    @default("options_from_form")
+    def _default_options_from_form(self) -> Any:
+        return self._options_from_form
+
+    @default("home_dir")
+    def _default_home_dir(self) -> str:
+        return str(self.workspace)
+
+    @property
+    def catalog(self) -> Catalog:
+        return Catalog.parse(self.gpu_catalog, "LocalKubeLabSpawner.gpu_catalog")
+
+    @property
+    def user_slug(self) -> str:
+        return safe_slug(self.user.name, max_length=48)
+
+    @property
+    def workspace(self) -> Path:
+        return Path(self.root) / "workspaces" / self.user_slug
+
+    @property
+    def archive(self) -> Path:
+        return Path(self.root) / "archives" / self.user_slug
+
+    def availability(self) -> Availability:
+        return local_availability(GpuAllocator().snapshot(), self.catalog)
+
+    def _choose(self, raw: Any) -> tuple[NotebookOptions, ProjectGroup]:
+        options, group = choose(raw, self.catalog, hub_memberships(self.user), self.public_group_properties)
+        admit(options, group, self.user_slug, self.availability())
+        return options, group
+
+    async def _render_form(self, spawner: Any = None) -> str:
+        try:
+            groups = user_groups(hub_memberships(self.user), self.public_group_properties)
+        except KubelabError as exc:
+            return f'<p class="alert alert-danger">{exc.message()}</p>'
+        return render_form(self.catalog, groups, self.availability(), self.user_options)
+
+    async def _options_from_form(self, formdata: dict[str, list[str]]) -> dict[str, Any]:
+        try:
+            options, _ = self._choose(options_from_form(formdata))
+        except KubelabError as exc:
+            raise refusal(exc) from None
+        result = options.to_user_options()
+        if options.profile:
+            result["profile"] = options.profile
+        return result
+
+    # -- processes ------------------------------------------------------------------------
+
+    def make_preexec_fn(self, name: str) -> Any:
+        if self.run_as_users:
+            return LocalProcessSpawner.make_preexec_fn(self, name)
+        return super().make_preexec_fn(name)
+
+    def user_env(self, env: dict[str, str]) -> dict[str, str]:
+        if self.run_as_users:
+            env = LocalProcessSpawner.user_env(self, env)
+        else:
+            env = super().user_env(env)
+        env["HOME"] = str(self.workspace)
+        return env
+
+    def move_certs(self, paths: dict[str, str]) -> Any:
+        if self.run_as_users:
+            return LocalProcessSpawner.move_certs(self, paths)
+        return paths
+
+    @property
+    def gpu_run(self) -> str:
+        return notebook_run(self.user_slug, group_label(self._group.name), self.name or "default")
+
+    async def start(self) -> Any:
+        try:
+            options, group = self._choose(self.user_options or {})
+        except KubelabError as exc:
+            raise refusal(exc) from None
+        self._group, self._options = group, options
+        for path in (self.workspace, self.archive, self.workspace / ".kubelab"):
+            path.mkdir(parents=True, exist_ok=True)
+            if self.run_as_users:
+                import pwd
+
+                entry = pwd.getpwnam(self.user.name)
+                os.chown(path, entry.pw_uid, entry.pw_gid)
+        self.notebook_dir = str(self.workspace)
+        launcher = [sys.executable, "-m", "kubelab.spawner.gpu_exec", "--run", self.gpu_run,
+                    "--gpus", str(options.gpus)]
+        if options.gpu_type:  # the type's name matches device names, as `local_availability` does
+            launcher += ["--type", options.gpu_type]
+        configured = list(self.cmd)
+        self.cmd = [*launcher, "--", *configured]
+        try:
+            return await super().start()
+        finally:
+            self.cmd = configured
+
+    def get_args(self) -> list[str]:
+        return [*super().get_args(), f"--ServerApp.jpserver_extensions={EXTENSION}=True",
+                f"--ServerApp.root_dir={self.workspace}"]
+
+    def get_env(self) -> dict[str, str]:
+        env = super().get_env()
+        group = getattr(self, "_group", None)
+        env.update({
+            "KUBELAB_HOME": str(self.workspace / ".kubelab"),
+            "KUBELAB_BACKEND": "local",
+            "KUBELAB_USER": self.user.name,
+            "KUBELAB_WORKSPACE": str(self.workspace),
+            "KUBELAB_ARCHIVE": str(self.archive),
+        })
+        if group is not None:
+            env["KUBELAB_PROJECT"] = group.name
+        for name in ("KUBELAB_MACHINE_DIR", "KUBELAB_FAKE_GPUS"):  # the ledger the local backend shares
+            if os.environ.get(name) is not None:
+                env[name] = os.environ[name]
+        return env
+
+    async def stop(self, now: bool = False) -> None:
+        await super().stop(now)
+        if getattr(self, "_group", None) is not None:
+            GpuAllocator().release(self.gpu_run)

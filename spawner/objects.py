@@ -1,0 +1,137 @@
+"""Pure builders for what a user's notebook needs besides its pod: plain dicts, easy to
+print (`kubelab hub render`), diff and validate against the official schemas.
+
+Default layout: one namespace per user holding a ServiceAccount for the notebook, a Role in
+that namespace only (the rules of `hub_config/rbac/notebook-role.yaml`, loaded, not copied), its
+RoleBinding, a ResourceQuota from the group's per-user quota, and the workspace and archive
+claims. Trusted-lab layout (cube-studio's): one namespace, one shared workspace claim and one
+shared archive claim, each user on their own subPath — users there can reach each other's files.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .groups import Quota
+
+MANAGED_BY = {"app.kubernetes.io/managed-by": "kubelab"}
+DEFAULT_ROLE_FILE = Path(__file__).resolve().parent.parent / "hub_config" / "rbac" / "notebook-role.yaml"
+
+
+@dataclass(frozen=True)
+class Storage:
+    """Where workspaces and archives live. In trusted mode the claims are shared."""
+
+    trusted: bool = False
+    workspace_claim: str = "kubelab-workspace"
+    archive_claim: str = "kubelab-archive"
+    workspace_size: str = "50Gi"
+    archive_size: str = "100Gi"
+    storage_class: str | None = None
+    shared_access_mode: str = "ReadWriteMany"
+
+    @classmethod
+    def trusted_lab(cls, **overrides: Any) -> Storage:
+        values = {"trusted": True, "workspace_claim": "kubeflow-user-workspace",
+                  "archive_claim": "kubeflow-archives", "workspace_size": "1Ti", "archive_size": "1Ti"}
+        values.update(overrides)
+        return cls(**values)
+
+
+def _meta(name: str, namespace: str | None = None, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": {**MANAGED_BY, **(labels or {})}}
+    if namespace:
+        meta["namespace"] = namespace
+    return meta
+
+
+def namespace(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(name, labels=labels)}
+
+
+def service_account(ns: str, name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(name, ns)}
+
+
+@functools.lru_cache(maxsize=8)
+def _role_rules(path: str) -> tuple[str, ...]:
+    """The rules of the notebook Role file, kept as YAML text so callers get fresh copies."""
+    try:
+        documents = [d for d in yaml.safe_load_all(Path(path).read_text()) if d]
+    except FileNotFoundError:
+        raise FileNotFoundError(f"the notebook Role file {path} is missing; set "
+                                "KubeLabSpawner.notebook_role_file to a Role manifest") from None
+    roles = [d for d in documents if d.get("kind") in ("Role", "ClusterRole")]
+    if len(roles) != 1 or not isinstance(roles[0].get("rules"), list):
+        raise ValueError(f"{path} must hold exactly one Role with a list of rules")
+    return tuple(yaml.safe_dump(rule) for rule in roles[0]["rules"])
+
+
+def role_rules(path: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
+    return [yaml.safe_load(rule) for rule in _role_rules(str(path or DEFAULT_ROLE_FILE))]
+
+
+def notebook_role(ns: str, name: str, role_file: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _meta(name, ns),
+            "rules": role_rules(role_file)}
+
+
+def role_binding(ns: str, name: str, role: str, account: str) -> dict[str, Any]:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": _meta(name, ns),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": ns}]}
+
+
+def resource_quota(ns: str, name: str, quota: Quota, gpu_resources: list[str]) -> dict[str, Any] | None:
+    """The group's per-user quota as Kubernetes enforces it, for notebooks and experiments alike.
+    None when the group sets no per-user quota."""
+    hard: dict[str, str] = {}
+    if quota.gpus is not None:
+        for resource in sorted(set(gpu_resources)) or ["nvidia.com/gpu"]:
+            hard[f"requests.{resource}"] = str(quota.gpus)
+    if quota.cpu is not None:
+        hard["requests.cpu"] = quota.cpu
+    if quota.memory is not None:
+        hard["requests.memory"] = quota.memory
+    if not hard:
+        return None
+    return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": _meta(name, ns), "spec": {"hard": hard}}
+
+
+def claim(ns: str, name: str, size: str, storage_class: str | None, access_mode: str) -> dict[str, Any]:
+    spec: dict[str, Any] = {"accessModes": [access_mode], "resources": {"requests": {"storage": size}}}
+    if storage_class:
+        spec["storageClassName"] = storage_class
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": _meta(name, ns), "spec": spec}
+
+
+def storage_claims(ns: str, storage: Storage) -> list[dict[str, Any]]:
+    """The workspace and archive claims (per user, or the shared ones in trusted mode)."""
+    mode = storage.shared_access_mode if storage.trusted else "ReadWriteOnce"
+    return [claim(ns, storage.workspace_claim, storage.workspace_size, storage.storage_class, mode),
+            claim(ns, storage.archive_claim, storage.archive_size, storage.storage_class, mode)]
+
+
+def user_namespace_objects(ns: str, user: str, account: str, quota: Quota, gpu_resources: list[str],
+                           storage: Storage, role_file: str | os.PathLike[str] | None = None,
+                           ) -> list[dict[str, Any]]:
+    """Everything prepared in a user's namespace on spawn, in creation order (namespace first)."""
+    objects = [namespace(ns, {"kubelab.io/user": user}), service_account(ns, account),
+               notebook_role(ns, account, role_file), role_binding(ns, account, account, account)]
+    limits = resource_quota(ns, "kubelab-quota", quota, gpu_resources)
+    if limits:
+        objects.append(limits)
+    return objects + storage_claims(ns, storage)
+
+
+def trusted_objects(ns: str, account: str, storage: Storage,
+                    role_file: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
+    """The shared objects of trusted-lab mode: one account and Role for all notebooks, shared claims."""
+    return [service_account(ns, account), notebook_role(ns, account, role_file),
+            role_binding(ns, account, account, account), *storage_claims(ns, storage)]

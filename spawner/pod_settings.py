@@ -1,0 +1,116 @@
+"""What a notebook pod gets from the chosen options and group: resources, placement,
+volumes and the environment contract the Kubernetes backend reads as experiment defaults.
+
+Pure: the spawner applies these to KubeSpawner's own settings, so everything KubeSpawner
+builds (labels, security contexts, lifecycle hooks, ...) stays as it is.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .availability import GROUP_LABEL, USER_LABEL, group_label
+from .groups import ProjectGroup
+from .objects import Storage
+from .profiles import DEFAULT_GPU_RESOURCE, Catalog, NotebookOptions
+from .volumes import VolumeMount, check_unique_paths, kubernetes_volumes
+
+WORKSPACE_ROOT = "/mnt"
+ARCHIVE_ROOT = "/archives"
+SHM_PATH = "/dev/shm"
+SHM_VOLUME = "dshm"
+
+
+@dataclass
+class PodSettings:
+    image: str
+    cpu: str
+    memory: str
+    gpu_limits: dict[str, int] = field(default_factory=dict)
+    node_selector: dict[str, str] = field(default_factory=dict)
+    tolerations: list[dict[str, Any]] = field(default_factory=list)
+    volumes: list[dict[str, Any]] = field(default_factory=list)
+    mounts: list[dict[str, Any]] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    working_dir: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+def workspace_path(user: str) -> str:
+    return f"{WORKSPACE_ROOT}/{user}"
+
+
+def pod_settings(user: str, raw_user: str, ns: str, options: NotebookOptions, group: ProjectGroup,
+                 catalog: Catalog, storage: Storage, account: str) -> PodSettings:
+    """Settings for `user` (a safe slug: used in paths and subPaths, so two users never share)."""
+    gpu_type = catalog.gpu_type(options.gpu_type) if options.gpu_type else None
+    resource = gpu_type.resource if gpu_type else (
+        catalog.gpu_types[0].resource if catalog.gpu_types else DEFAULT_GPU_RESOURCE)
+    storage_mounts = [
+        VolumeMount("pvc", storage.workspace_claim, WORKSPACE_ROOT + "/", per_user=True) if storage.trusted
+        else VolumeMount("pvc", storage.workspace_claim, workspace_path(user)),
+        VolumeMount("pvc", storage.archive_claim, ARCHIVE_ROOT + "/", per_user=True) if storage.trusted
+        else VolumeMount("pvc", storage.archive_claim, f"{ARCHIVE_ROOT}/{user}"),
+    ]
+    shm = options.shm
+    group_mounts = []
+    for mount in group.volume_mounts:  # a group's memory /dev/shm is its default size, not a second mount
+        if mount.kind == "memory" and mount.path.rstrip("/") == SHM_PATH:
+            continue
+        group_mounts.append(mount)
+    volumes, mounts = kubernetes_volumes(storage_mounts + _distinct(group_mounts, storage_mounts, user), user,
+                                         field=f"groups.{group.name}.volume_mount")
+    shared_volumes, shared_mounts = list(volumes), list(mounts)
+    volumes.append({"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": shm}})
+    mounts.append({"name": SHM_VOLUME, "mountPath": SHM_PATH})
+    check_unique_paths(mounts, field=f"groups.{group.name}.volume_mount")
+
+    node_selector = dict(group.node_selector)
+    tolerations: list[dict[str, Any]] = []
+    gpu_limits: dict[str, int] = {}
+    if options.gpus:
+        gpu_limits[resource] = options.gpus
+        tolerations = [dict(t) for t in catalog.gpu_tolerations]
+        if gpu_type:
+            node_selector[catalog.gpu_label] = gpu_type.label_value
+    home = workspace_path(user)
+    env = {
+        "KUBELAB_NAMESPACE": ns,
+        "KUBELAB_IMAGE": options.image,
+        "KUBELAB_USER": raw_user,
+        "KUBELAB_PROJECT": group.name,
+        "KUBELAB_NODE_SELECTOR": json.dumps(group.node_selector, sort_keys=True),
+        "KUBELAB_TOLERATIONS": json.dumps(catalog.gpu_tolerations),
+        "KUBELAB_GPU_RESOURCE": resource,
+        "KUBELAB_GPU_TYPE_LABEL": catalog.gpu_label,
+        "KUBELAB_GPU_TYPE": gpu_type.label_value if (gpu_type and options.gpus) else "",
+        "KUBELAB_VOLUMES": json.dumps({"volumes": shared_volumes, "mounts": shared_mounts}),
+        "KUBELAB_SHM": shm,
+        "KUBELAB_HOME": f"{home}/.kubelab",
+        "KUBELAB_BACKEND": "kubernetes",
+        "KUBELAB_SERVICE_ACCOUNT": account,
+    }
+    if not options.gpus:
+        env["NVIDIA_VISIBLE_DEVICES"] = "none"  # images with the NVIDIA runtime would expose all GPUs
+    return PodSettings(image=options.image, cpu=options.cpu, memory=options.memory, gpu_limits=gpu_limits,
+                       node_selector=node_selector, tolerations=tolerations, volumes=volumes, mounts=mounts,
+                       env=env, working_dir=home,
+                       labels={USER_LABEL: user, GROUP_LABEL: group_label(group.name)})
+
+
+def group_shm(group: ProjectGroup) -> str | None:
+    """The size a group's `X(memory):/dev/shm` entry sets, used as its default shm."""
+    for mount in group.volume_mounts:
+        if mount.kind == "memory" and mount.path.rstrip("/") == SHM_PATH:
+            return mount.source
+    return None
+
+
+def _distinct(group_mounts: list[VolumeMount], storage_mounts: list[VolumeMount],
+              user: str) -> list[VolumeMount]:
+    """Drop group entries that repeat the workspace or archive exactly (cube-studio groups often
+    list `kubeflow-user-workspace(pvc):/mnt/`, which trusted mode mounts anyway)."""
+    taken = {(m.kind, m.source, m.mount_path(user), m.per_user) for m in storage_mounts}
+    return [m for m in group_mounts if (m.kind, m.source, m.mount_path(user), m.per_user) not in taken]

@@ -1,0 +1,276 @@
+"""GPU profiles: the admin's catalog of GPU types and images, and the user's server options.
+
+The form's fields and the `user_options` JupyterHub's REST API accepts are one thing with
+stable keys: `image`, `cpu`, `memory`, `gpus`, `gpu_type`, `group`, `shm` (and `profile`, a
+named preset of those). `gpus` also takes cube-studio's `resource_gpu` strings — `"2"`,
+`"1(V100)"`, `"1(nvidia,V100)"`, full-width brackets too — so settings copied from there work.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from kubelab.errors import FieldError, ValidationError, did_you_mean
+from kubelab.quantity import parse_quantity
+
+OPTION_KEYS = ("profile", "image", "cpu", "memory", "gpus", "gpu_type", "group", "shm")
+DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
+DEFAULT_GPU_LABEL = "gpu-type"
+GPU_TOLERATIONS = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+_RESOURCE_GPU = re.compile(r"^\s*(?P<count>[^(（]*?)\s*(?:[(（](?P<inner>[^)）]*)[)）])?\s*$")
+
+
+@dataclass(frozen=True)
+class GpuType:
+    """A kind of GPU the cluster has: found by a node label, requested by a resource name."""
+
+    name: str
+    label_value: str
+    resource: str = DEFAULT_GPU_RESOURCE
+    max_per_user: int = 8
+
+    @property
+    def vendor(self) -> str:
+        """`nvidia` for `nvidia.com/gpu`: what cube-studio writes in `1(nvidia,V100)`."""
+        return self.resource.split(".", 1)[0].split("/", 1)[0].lower()
+
+
+@dataclass
+class Catalog:
+    """What an admin offers. Built from plain config (`Catalog.parse`) so it can live in
+    `jupyterhub_config.py` as a dict and be checked before the hub starts."""
+
+    gpu_types: list[GpuType] = field(default_factory=list)
+    images: list[str] = field(default_factory=lambda: ["quay.io/jupyter/base-notebook:latest"])
+    profiles: dict[str, dict[str, Any]] = field(default_factory=dict)
+    gpu_label: str = DEFAULT_GPU_LABEL
+    gpu_tolerations: list[dict[str, Any]] = field(default_factory=lambda: list(GPU_TOLERATIONS))
+    default_cpu: str = "1"
+    default_memory: str = "4Gi"
+    default_shm: str = "1Gi"
+    max_cpu: str = "32"
+    max_memory: str = "256Gi"
+    max_shm: str = "64Gi"
+
+    @classmethod
+    def parse(cls, data: dict[str, Any] | None, where: str = "catalog") -> Catalog:
+        """A catalog from config, or a ValidationError naming each bad key."""
+        data = dict(data or {})
+        errors: list[FieldError] = []
+        allowed = tuple(cls.__dataclass_fields__)
+        for key in data:
+            if key not in allowed:
+                errors.append(FieldError(f"{where}.{key}", "unknown field" + did_you_mean(key, allowed)))
+        catalog = cls()
+        types = data.get("gpu_types", [])
+        if not isinstance(types, list):
+            errors.append(FieldError(f"{where}.gpu_types", "must be a list of GPU types"))
+            types = []
+        for index, entry in enumerate(types):
+            path = f"{where}.gpu_types[{index}]"
+            if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+                errors.append(FieldError(path, "must be a mapping with at least a 'name'"))
+                continue
+            unknown = [k for k in entry if k not in GpuType.__dataclass_fields__]
+            errors += [FieldError(f"{path}.{k}", "unknown field"
+                                  + did_you_mean(k, tuple(GpuType.__dataclass_fields__))) for k in unknown]
+            limit = entry.get("max_per_user", 8)
+            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+                errors.append(FieldError(f"{path}.max_per_user", f"must be a whole number >= 0, not {limit!r}"))
+                limit = 0
+            catalog.gpu_types.append(GpuType(
+                name=entry["name"], label_value=str(entry.get("label_value", entry["name"])),
+                resource=str(entry.get("resource", DEFAULT_GPU_RESOURCE)), max_per_user=limit))
+        for key in ("images",):
+            if key in data:
+                value = data[key]
+                if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+                    errors.append(FieldError(f"{where}.{key}", "must be a list of image names "
+                                                               "(empty on one machine, where no image is used)"))
+                else:
+                    catalog.images = list(value)
+        if "profiles" in data:
+            if not isinstance(data["profiles"], dict):
+                errors.append(FieldError(f"{where}.profiles", "must map profile names to options"))
+            else:
+                catalog.profiles = dict(data["profiles"])
+        for key in ("gpu_label", "default_cpu", "default_memory", "default_shm",
+                    "max_cpu", "max_memory", "max_shm"):
+            if key in data:
+                if not isinstance(data[key], (str, int)) or isinstance(data[key], bool):
+                    errors.append(FieldError(f"{where}.{key}", "must be a string"))
+                else:
+                    setattr(catalog, key, str(data[key]))
+        if "gpu_tolerations" in data:
+            if not isinstance(data["gpu_tolerations"], list):
+                errors.append(FieldError(f"{where}.gpu_tolerations", "must be a list of tolerations"))
+            else:
+                catalog.gpu_tolerations = list(data["gpu_tolerations"])
+        if errors:
+            raise ValidationError("invalid GPU catalog", errors)
+        for name, preset in catalog.profiles.items():  # presets must be valid options themselves
+            if not isinstance(preset, dict) or "profile" in preset:
+                raise ValidationError("invalid GPU catalog", [FieldError(
+                    f"{where}.profiles.{name}", "must map option names (image, cpu, gpus, ...) to values")])
+            _check_keys(preset, f"{where}.profiles.{name}")
+        return catalog
+
+    def gpu_type(self, name: str) -> GpuType | None:
+        for gpu_type in self.gpu_types:
+            if gpu_type.name.lower() == name.lower():
+                return gpu_type
+        return None
+
+
+@dataclass(frozen=True)
+class NotebookOptions:
+    """Validated server options: what one notebook asks for."""
+
+    image: str
+    cpu: str
+    memory: str
+    gpus: int = 0
+    gpu_type: str | None = None
+    group: str = "public"
+    shm: str = "1Gi"
+    profile: str | None = None
+
+    def to_user_options(self) -> dict[str, Any]:
+        """The stable `user_options` keys, as the REST API would send them."""
+        data = {"image": self.image, "cpu": self.cpu, "memory": self.memory, "gpus": self.gpus,
+                "gpu_type": self.gpu_type, "group": self.group, "shm": self.shm}
+        return {k: v for k, v in data.items() if v not in (None, "")}
+
+
+def parse_resource_gpu(value: Any, field: str = "gpus") -> tuple[int, str | None, str | None]:
+    """(count, vendor, type) from `2`, `"2"`, `"1(V100)"`, `"1(nvidia,V100)"` or `"1（V100）"`."""
+    if isinstance(value, bool) or value is None:
+        raise _invalid(field, f"must be a GPU count such as 1 or '1(V100)', not {value!r}")
+    if isinstance(value, int):
+        count, vendor, gpu_type = value, None, None
+    elif isinstance(value, float):
+        count, vendor, gpu_type = _whole(value, field), None, None
+    elif isinstance(value, str):
+        match = _RESOURCE_GPU.match(value)
+        if not match or not match["count"]:
+            raise _invalid(field, f"'{value}' is not a GPU count such as '2', '1(V100)' or '1(nvidia,V100)'")
+        try:
+            number = Decimal(match["count"])
+        except ArithmeticError:
+            raise _invalid(field, f"'{match['count']}' in '{value}' is not a number") from None
+        count = _whole(number, field)
+        vendor = gpu_type = None
+        if match["inner"] is not None:
+            parts = [p.strip() for p in re.split(r"[,，]", match["inner"])]
+            if len(parts) > 2 or not all(parts):
+                raise _invalid(field, f"'{value}': inside the brackets write TYPE or VENDOR,TYPE")
+            vendor, gpu_type = (parts[0].lower(), parts[1]) if len(parts) == 2 else (None, parts[0])
+    else:
+        raise _invalid(field, f"must be a GPU count such as 1 or '1(V100)', not {type(value).__name__}")
+    if count < 0:
+        raise _invalid(field, f"must not be negative, not {count}")
+    return count, vendor, gpu_type
+
+
+def _whole(number: float | Decimal, field: str) -> int:
+    if number != int(number):
+        raise _invalid(field, f"must be a whole number of GPUs, not {number} (GPUs are not shared)")
+    return int(number)
+
+
+def _invalid(field: str, reason: str) -> ValidationError:
+    return ValidationError("invalid server options", [FieldError(field, reason)])
+
+
+def _check_keys(options: dict[str, Any], where: str = "") -> None:
+    errors = [FieldError(f"{where}.{k}" if where else str(k), "unknown option"
+                         + did_you_mean(str(k), OPTION_KEYS) + f" (options: {', '.join(OPTION_KEYS)})")
+              for k in options if k not in OPTION_KEYS]
+    if errors:
+        raise ValidationError("invalid server options", errors)
+
+
+def validate_options(raw: dict[str, Any] | None, catalog: Catalog, group: str = "public",
+                     allowed_images: list[str] | None = None) -> NotebookOptions:
+    """Check `user_options` against the catalog; every problem is reported at once.
+
+    `group` is the already chosen project group; `allowed_images` its image list (empty: all
+    of the catalog's).
+    """
+    if raw is not None and not isinstance(raw, dict):
+        raise _invalid("", f"server options must be a mapping, not {type(raw).__name__}")
+    raw = dict(raw or {})
+    _check_keys(raw)
+    errors: list[FieldError] = []
+    merged: dict[str, Any] = {}
+    profile = raw.get("profile") or None
+    if profile is not None:
+        if not isinstance(profile, str) or profile not in catalog.profiles:
+            choices = list(catalog.profiles)
+            errors.append(FieldError("profile", f"unknown profile '{profile}'" + did_you_mean(str(profile), choices)
+                                     + (f" (profiles: {', '.join(choices)})" if choices else
+                                        " (no profiles are configured)")))
+        else:
+            merged.update(catalog.profiles[profile])
+    merged.update({k: v for k, v in raw.items() if v not in (None, "") and k != "profile"})
+
+    images = [i for i in catalog.images if not allowed_images or i in allowed_images]
+    image = merged.get("image", images[0] if images else "")
+    if not catalog.images and "image" in merged:
+        errors.append(FieldError("image", "this hub runs servers on one machine and offers no images"))
+    elif catalog.images and image not in images:
+        why = f" for group '{group}'" if allowed_images else ""
+        errors.append(FieldError("image", f"unknown image '{image}'{why}"
+                                 + did_you_mean(str(image), images) + f" (images: {', '.join(images)})"))
+    cpu = _quantity(merged.get("cpu", catalog.default_cpu), "cpu", catalog.max_cpu, errors)
+    memory = _quantity(merged.get("memory", catalog.default_memory), "memory", catalog.max_memory, errors)
+    shm = _quantity(merged.get("shm", catalog.default_shm), "shm", catalog.max_shm, errors)
+
+    gpus, gpu_type = 0, merged.get("gpu_type")
+    try:
+        gpus, vendor, typed = parse_resource_gpu(merged.get("gpus", 0))
+    except ValidationError as exc:
+        errors += exc.fields
+        vendor = typed = None
+    if typed and gpu_type and typed.lower() != str(gpu_type).lower():
+        errors.append(FieldError("gpu_type", f"'{gpu_type}' contradicts the type '{typed}' in gpus"))
+    gpu_type = typed or gpu_type
+    if gpu_type is not None:
+        known = catalog.gpu_type(str(gpu_type)) if isinstance(gpu_type, str) else None
+        if known is None:
+            names = [t.name for t in catalog.gpu_types]
+            errors.append(FieldError("gpu_type", f"unknown GPU type '{gpu_type}'" + did_you_mean(str(gpu_type), names)
+                                     + (f" (types: {', '.join(names)})" if names else " (no GPU types are configured)")))
+            gpu_type = None
+        else:
+            gpu_type = known.name
+            if vendor and vendor != known.vendor:
+                errors.append(FieldError("gpus", f"vendor '{vendor}' does not make {known.name} "
+                                                 f"(its resource is {known.resource})"))
+            if gpus > known.max_per_user:
+                errors.append(FieldError("gpus", f"at most {known.max_per_user} {known.name} GPU(s) per user, "
+                                                 f"not {gpus}"))
+    elif gpus and not catalog.gpu_types:
+        errors.append(FieldError("gpus", "this hub offers no GPUs (no GPU types are configured)"))
+    elif vendor and not any(t.vendor == vendor for t in catalog.gpu_types):
+        errors.append(FieldError("gpus", f"no GPU type of vendor '{vendor}' is configured"))
+    if errors:
+        raise ValidationError("invalid server options", errors)
+    return NotebookOptions(image=image, cpu=cpu, memory=memory, gpus=gpus,
+                           gpu_type=gpu_type if gpus else None, group=group, shm=shm, profile=profile)
+
+
+def _quantity(value: Any, field: str, maximum: str, errors: list[FieldError]) -> str:
+    try:
+        amount = parse_quantity(value)
+    except ValueError as exc:
+        errors.append(FieldError(field, str(exc)))
+        return str(value)
+    if amount <= 0:
+        errors.append(FieldError(field, f"must be more than zero, not {value!r}"))
+    elif amount > parse_quantity(maximum):
+        errors.append(FieldError(field, f"at most {maximum}, not {value}"))
+    return str(value).strip()
