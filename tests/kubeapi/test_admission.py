@@ -90,9 +90,8 @@ def test_job_template_rules(batch, ns) -> None:
 
 
 def test_unauthenticated_is_401(kube_api, tmp_path) -> None:
-    with sync_client(kube_api, tmp_path, token="wrong") as api:
-        with pytest.raises(ApiException) as err:
-            client.CoreV1Api(api).list_namespaced_pod("default")
+    with sync_client(kube_api, tmp_path, token="wrong") as api, pytest.raises(ApiException) as err:
+        client.CoreV1Api(api).list_namespaced_pod("default")
     assert err.value.status == 401 and body_of(err.value) == {
         "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
         "message": "Unauthorized", "reason": "Unauthorized", "code": 401}
