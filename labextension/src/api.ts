@@ -25,10 +25,17 @@ export interface IFieldError {
   reason: string;
 }
 
+/** One kind of GPU on the backend, e.g. `{name: 'T4', total: 2, free: 1}`. */
+export interface IGpuType {
+  name: string;
+  total: number | null;
+  free: number | null;
+}
+
 /** GPU and backend summary from `GET kubelab/api/resources`. */
 export interface IResources {
   backend: string;
-  gpus: { total: number; free: number; types: string[] };
+  gpus: { total: number; free: number; types: IGpuType[] };
 }
 
 /** What `POST kubelab/api/experiments` accepts; the server validates the rest. */
@@ -87,6 +94,52 @@ function isFieldError(value: unknown): value is IFieldError {
   );
 }
 
+/**
+ * Check a resource summary. GPU types come as names or as `{type, total, free}`
+ * objects (the local backend's ledger); both become `IGpuType`.
+ */
+export function parseResources(value: unknown): IResources {
+  const body = value as {
+    backend?: unknown;
+    gpus?: Record<string, unknown>;
+  } | null;
+  const gpus = body?.gpus;
+  if (typeof body?.backend !== 'string') {
+    throw new RecordFormatError('resources.backend', 'expected a string');
+  }
+  if (typeof gpus?.total !== 'number') {
+    throw new RecordFormatError('resources.gpus.total', 'expected a number');
+  }
+  const types = Array.isArray(gpus.types) ? gpus.types : [];
+  return {
+    backend: body.backend,
+    gpus: {
+      total: gpus.total,
+      free: typeof gpus.free === 'number' ? gpus.free : gpus.total,
+      types: types.map((entry, index) => parseGpuType(entry, index))
+    }
+  };
+}
+
+function parseGpuType(entry: unknown, index: number): IGpuType {
+  if (typeof entry === 'string') {
+    return { name: entry, total: null, free: null };
+  }
+  const { type, name, total, free } = (entry ?? {}) as Record<string, unknown>;
+  const label = typeof type === 'string' ? type : name;
+  if (typeof label !== 'string') {
+    throw new RecordFormatError(
+      `resources.gpus.types[${index}]`,
+      'expected a name or an object with a "type" name'
+    );
+  }
+  return {
+    name: label,
+    total: typeof total === 'number' ? total : null,
+    free: typeof free === 'number' ? free : null
+  };
+}
+
 export class KubelabApi {
   /**
    * @param baseUrl the API root ending in `kubelab/api/`
@@ -129,25 +182,7 @@ export class KubelabApi {
   }
 
   async resources(): Promise<IResources> {
-    const body = (await this.json(
-      'GET',
-      'resources'
-    )) as Partial<IResources> | null;
-    const gpus = body?.gpus;
-    if (typeof body?.backend !== 'string' || typeof gpus?.total !== 'number') {
-      throw new RecordFormatError(
-        'resources',
-        'expected {backend, gpus: {total, free, types}}'
-      );
-    }
-    return {
-      backend: body.backend,
-      gpus: {
-        total: gpus.total,
-        free: typeof gpus.free === 'number' ? gpus.free : gpus.total,
-        types: Array.isArray(gpus.types) ? gpus.types.map(String) : []
-      }
-    };
+    return parseResources(await this.json('GET', 'resources'));
   }
 
   /** An `EventStream` on `kubelab/api/events`; the caller starts and stops it. */

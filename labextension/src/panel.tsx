@@ -9,7 +9,7 @@ import { TranslationBundle } from '@jupyterlab/translation';
 import { LabIcon, ReactWidget } from '@jupyterlab/ui-components';
 import React, { useEffect, useRef, useState } from 'react';
 
-import { IResources, KubelabApi } from './api';
+import { IGpuType, IResources, KubelabApi } from './api';
 import { IServerSentEvent, StreamState } from './events';
 import {
   applyEvent,
@@ -170,12 +170,20 @@ function ResourceSummary(props: {
           '%2 of %1 GPUs free',
           gpus.total,
           gpus.free
-        ) + (gpus.types.length ? ` (${gpus.types.join(', ')})` : '');
+        ) +
+        (gpus.types.length
+          ? ` (${gpus.types.map(describeType).join(', ')})`
+          : '');
   return (
     <div className="jp-kubelab-Sidebar-resources" data-backend={backend}>
       {trans.__('Backend: %1 · %2', backend, gpuText)}
     </div>
   );
+}
+
+/** `T4 ×2`, or just `T4` when the server does not count per type. */
+function describeType(type: IGpuType): string {
+  return type.total === null ? type.name : `${type.name} ×${type.total}`;
 }
 
 function StreamIndicator(props: {
@@ -202,6 +210,10 @@ function StreamIndicator(props: {
   );
 }
 
+/**
+ * A sidebar is narrow, so each experiment takes two lines in two columns: name and
+ * status (with when it started) on the left, duration and latest metric on the right.
+ */
 function ExperimentTable(props: {
   rows: readonly IExperimentRecord[];
   now: number;
@@ -212,11 +224,8 @@ function ExperimentTable(props: {
     <table className="jp-kubelab-Table">
       <thead>
         <tr>
-          <th>{trans.__('Name')}</th>
-          <th>{trans.__('Status')}</th>
-          <th>{trans.__('Started')}</th>
-          <th>{trans.__('Duration')}</th>
-          <th>{trans.__('Metric')}</th>
+          <th>{trans.__('Experiment')}</th>
+          <th className="jp-kubelab-Table-numbers">{trans.__('Duration')}</th>
         </tr>
       </thead>
       <tbody>
@@ -240,30 +249,44 @@ function ExperimentRow(props: {
       : trans.__('%1 (exit code %2)', row.reason, row.exit_code);
   return (
     <tr className="jp-kubelab-Row" data-experiment-id={row.id}>
-      <td className="jp-kubelab-Row-name" title={`${row.name} (${row.id})`}>
-        {row.name}
+      <td className="jp-kubelab-Row-main">
+        <div className="jp-kubelab-Row-name" title={`${row.name} (${row.id})`}>
+          {row.name}
+        </div>
+        <div className="jp-kubelab-Row-detail">
+          <span
+            className="jp-kubelab-Row-status"
+            data-status={row.status}
+            title={reason}
+          >
+            <span
+              className={`jp-kubelab-StatusDot jp-kubelab-StatusDot-${row.status.toLowerCase()}`}
+            />
+            {row.status}
+          </span>
+          <span
+            className="jp-kubelab-Row-started"
+            title={
+              row.started_at
+                ? Time.format(row.started_at)
+                : trans.__('not started')
+            }
+          >
+            {row.started_at ? ` · ${Time.formatHuman(row.started_at)}` : ''}
+          </span>
+        </div>
       </td>
-      <td
-        className="jp-kubelab-Row-status"
-        data-status={row.status}
-        title={reason}
-      >
-        <span
-          className={`jp-kubelab-StatusDot jp-kubelab-StatusDot-${row.status.toLowerCase()}`}
-        />
-        {row.status}
+      <td className="jp-kubelab-Table-numbers">
+        <div className="jp-kubelab-Row-duration">
+          {formatDuration(elapsedSeconds(row, now))}
+        </div>
+        <div
+          className="jp-kubelab-Row-metric"
+          title={trans.__('latest metric')}
+        >
+          {formatLatestMetric(row)}
+        </div>
       </td>
-      <td
-        title={
-          row.started_at ? Time.format(row.started_at) : trans.__('not started')
-        }
-      >
-        {row.started_at ? Time.formatHuman(row.started_at) : '—'}
-      </td>
-      <td className="jp-kubelab-Row-duration">
-        {formatDuration(elapsedSeconds(row, now))}
-      </td>
-      <td className="jp-kubelab-Row-metric">{formatLatestMetric(row)}</td>
     </tr>
   );
 }

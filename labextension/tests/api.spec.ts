@@ -153,11 +153,33 @@ describe('KubelabApi', () => {
     expect(server.requests[0].url).toBe('/base/kubelab/api/resources');
   });
 
-  it('rejects a resource summary without a GPU count', async () => {
-    await serve((_req, res) => sendJson(res, 200, { backend: 'local' }));
-    await expect(api.resources()).rejects.toThrow(
-      'resources: expected {backend, gpus'
+  it('reads GPU types given as names or as ledger entries', async () => {
+    await serve((_req, res) =>
+      sendJson(res, 200, {
+        backend: 'local',
+        gpus: {
+          total: 3,
+          free: 1,
+          types: [{ type: 'T4', total: 2, free: 0, extra: 1 }, 'A100']
+        }
+      })
     );
+    expect((await api.resources()).gpus.types).toEqual([
+      { name: 'T4', total: 2, free: 0 },
+      { name: 'A100', total: null, free: null }
+    ]);
+  });
+
+  it.each([
+    [{ gpus: { total: 0 } }, 'resources.backend: expected a string'],
+    [{ backend: 'local' }, 'resources.gpus.total: expected a number'],
+    [
+      { backend: 'local', gpus: { total: 1, types: [{ total: 1 }] } },
+      'resources.gpus.types[0]: expected a name or an object'
+    ]
+  ])('rejects a malformed resource summary %j', async (body, message) => {
+    await serve((_req, res) => sendJson(res, 200, body));
+    await expect(api.resources()).rejects.toThrow(message);
   });
 
   it('opens the event stream on the events endpoint', async () => {
