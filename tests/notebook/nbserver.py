@@ -16,7 +16,11 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ for the shared helpers
 
-from jupyter_server_process import JupyterServer  # noqa: E402
+from jupyter_server_process import JupyterServer, free_port
+
+
+class PortTaken(RuntimeError):
+    pass
 
 
 class KubelabServer(JupyterServer):
@@ -25,10 +29,25 @@ class KubelabServer(JupyterServer):
             sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root",
             f"--port={self.port}", "--ip=127.0.0.1", f"--IdentityProvider.token={self.token}",
             f"--ServerApp.root_dir={self.root}",
-            "--ServerApp.jpserver_extensions=kubelab.server_extension=True", *self.extra,
+            "--ServerApp.jpserver_extensions=kubelab.server_extension=True",
+            "--ServerApp.port_retries=0", *self.extra,
         ]
 
-    def start(self) -> KubelabServer:
+    def start(self, attempts: int = 3) -> KubelabServer:
+        """Start on a free port; another port when the chosen one was taken meanwhile."""
+        for attempt in range(attempts):
+            try:
+                return self._start()
+            except PortTaken:
+                if attempt == attempts - 1:
+                    raise
+                self.port = free_port()
+                self.url = f"http://127.0.0.1:{self.port}/"
+                self.api = self.url + "kubelab/api/"
+                self.log = self.root.parent / f"jupyter-{self.port}.log"
+        raise AssertionError("unreachable")
+
+    def _start(self) -> KubelabServer:
         self.root.mkdir(parents=True, exist_ok=True)
         with open(self.log, "ab") as out:
             self.process = subprocess.Popen(self.command(), env=self.env, stdout=out,
@@ -36,6 +55,8 @@ class KubelabServer(JupyterServer):
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
+                if "is already in use" in self.log.read_text():
+                    raise PortTaken(self.port)
                 raise RuntimeError(f"jupyter exited early:\n{self.log.read_text()[-3000:]}")
             try:
                 if self.get("resources").status_code == 200:
