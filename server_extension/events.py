@@ -15,6 +15,7 @@ from typing import Any
 
 from kubelab.backends.local import read_from
 from kubelab.lab import Lab
+from kubelab.sweeps.service import SweepWatcher
 
 log = logging.getLogger(__name__)
 
@@ -33,12 +34,15 @@ class EventHub:
         self.subscribers: set[asyncio.Queue[Event | None]] = set()
         self.metric_offsets: dict[str, int] = {}
         self.task: asyncio.Task | None = None
+        # Sweeps: `sweep` events, and restarting drivers that died (kubelab/sweeps/service.py).
+        self.sweeps = SweepWatcher(lab)
 
     def start(self) -> None:
         if self.task is None:
             self.lab.refresh()  # baseline: only later changes are events
             for record in self.lab.index.records():
                 self.metric_offsets[record["id"]] = self._metrics_size(record["id"])
+            self.sweeps.start()
             self.task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
@@ -89,6 +93,8 @@ class EventHub:
             self.publish("experiment", record)
         if changes:
             self.lab.index.save()
+        for record in self.sweeps.poll():
+            self.publish("sweep", record)
 
     def _metrics_size(self, run_id: str) -> int:
         try:

@@ -8,7 +8,7 @@ own session, so it outlives the server or CLI that started it.
 
 Restartable by construction (kill it at any instant, start it again):
 
-- the tuner records a suggestion in `study.db` before `ask()` returns;
+- the tuner records a suggestion in the study's journal before `ask()` returns;
 - the ledger entry (trial number, parameters, `submitting`) is written before the submit,
   and the run id right after; a run directory names its sweep and trial number, so a
   crash between submit and ledger is healed by finding the run;
@@ -136,7 +136,7 @@ class Driver:
         self.spec = SweepSpec.parse(self.sweep.spec_data())
         self.metric = self.spec.objective.metric
         self.lab = Lab(self.sweep.home, user=self.state.user)
-        self.tuner = self.spec.make_tuner(storage=self.sweep.storage_url, study_name=self.sweep.id)
+        self.tuner = self.spec.make_tuner(storage=self.sweep.storage(), study_name=self.sweep.id)
         self.report_steps = self.spec.early_stopping.name != "none"
         self.recover()
 
@@ -372,11 +372,13 @@ class Driver:
             self.tuner.tell(entry.number, entry.value, TUNER_STATE[entry.state])
 
     # -- the end --------------------------------------------------------------------------
-    def verdict(self) -> tuple[str, str, bool] | None:
-        """(status, reason, stop running trials) once the sweep is over, else None."""
+    def verdict(self) -> tuple[str | None, str, bool] | None:
+        """(status, reason, stop running trials) once the sweep is over, else None.
+
+        A None status means "judge by the results", once the running trials are stopped.
+        """
         state = self.state
-        entries = state.entries()
-        failed = [e for e in entries if e.state == TRIAL_FAILED]
+        failed = [e for e in state.entries() if e.state == TRIAL_FAILED]
         limit = state.max_failed_trials
         if limit is not None and len(failed) > limit:
             return (
@@ -386,12 +388,12 @@ class Driver:
                 True,
             )
         if state.max_duration is not None and state.seconds() >= state.max_duration:
-            return (*self.outcome(f"reached max_duration ({state.max_duration:g}s)"), True)
+            return None, f"reached max_duration ({state.max_duration:g}s)", True
         if self.follows or self.may_start():
             return None
         if self.exhausted:
-            return (*self.outcome(f"the {self.spec.tuner.name} tuner tried every configuration"), False)
-        return (*self.outcome(f"ran max_trials ({state.max_trials}) trials"), False)
+            return None, f"the {self.spec.tuner.name} tuner tried every configuration", False
+        return None, f"ran max_trials ({state.max_trials}) trials", False
 
     def outcome(self, why: str) -> tuple[str, str]:
         entries = self.state.entries()
@@ -401,9 +403,11 @@ class Driver:
         last = next((e.reason for e in reversed(entries) if e.reason), "no trial ran")
         return FAILED, f"{why}, but no trial completed with a '{self.metric}' result; last: {last}"
 
-    def finish(self, status: str, reason: str, stop_trials: bool = False) -> None:
+    def finish(self, status: str | None, reason: str, stop_trials: bool = False) -> None:
         if stop_trials and self.follows:
             self.stop_all()
+        if status is None:
+            status, reason = self.outcome(reason)
         self.state.finish(status, reason)
         self.sweep.clear_stop()
         self.save()

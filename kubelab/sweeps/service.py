@@ -353,7 +353,7 @@ def importance(sweep: SweepDirectory) -> dict[str, float]:
 
     key = str(sweep.path)
     if key not in _STORAGES:
-        _STORAGES[key] = optuna.storages.RDBStorage(sweep.storage_url)
+        _STORAGES[key] = sweep.storage()
     try:
         study = optuna.load_study(study_name=sweep.id, storage=_STORAGES[key])
         if len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))) < 2:

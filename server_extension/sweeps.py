@@ -1,0 +1,91 @@
+"""REST resources for sweeps: thin translations between HTTP and `kubelab.sweeps.service.Sweeps`.
+
+    POST   sweeps               a sweep spec, or {"nni": {...NNI experiment config...}} → 201
+    GET    sweeps               {"items": [sweep records]}
+    GET    sweeps/<id>          the record with trials, best trial, importance and spec
+    PATCH  sweeps/<id>          extend the budget: {"max_trials": 50} and/or {"max_duration": "2h"}
+    POST   sweeps/<id>/stop     stop the sweep and its running trials
+    POST   sweeps/<id>/resume   resume, optionally with a budget in the body
+
+`ROUTES` is appended to the main table by `app.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from kubelab.server_extension.handlers import KubelabHandler, api
+
+from kubelab.sweeps.documents import parse_text
+from kubelab.sweeps.service import Sweeps
+
+
+class SweepHandlerBase(KubelabHandler):
+    @property
+    def sweeps(self) -> Sweeps:
+        return Sweeps(self.lab)
+
+    def body(self) -> Any:
+        """JSON that refuses duplicate keys: a search space naming `lr` twice is a mistake."""
+        text = (self.request.body or b"").decode() or "{}"
+        return parse_text(text, "json", "body")
+
+    def publish(self, record: dict[str, Any]) -> None:
+        self.kubelab.events.publish("sweep", record)
+
+
+class SweepsHandler(SweepHandlerBase):
+    @api
+    async def get(self) -> None:
+        """List sweeps, newest first."""
+        self.reply({"items": await asyncio.to_thread(self.sweeps.list)})
+
+    @api
+    async def post(self) -> None:
+        """Create and start a sweep from a sweep spec or `{"nni": NNI experiment config}`."""
+        body = self.body()
+        record = await asyncio.to_thread(self.sweeps.create, body, self.workspace_dir(), True)
+        self.publish(record)
+        self.reply(record, status=201)
+
+
+class SweepHandler(SweepHandlerBase):
+    @api
+    async def get(self, sweep_id: str) -> None:
+        """One sweep with its trials table, best trial and parameter importance."""
+        self.reply(await asyncio.to_thread(self.sweeps.get, sweep_id))
+
+    @api
+    async def patch(self, sweep_id: str) -> None:
+        """Extend the budget: `max_trials`, `max_duration`, `max_failed_trials`."""
+        record = await asyncio.to_thread(self.sweeps.extend, sweep_id, self.body())
+        self.publish(record)
+        self.reply(record)
+
+
+class SweepStopHandler(SweepHandlerBase):
+    @api
+    async def post(self, sweep_id: str) -> None:
+        """Stop a sweep and its running trials."""
+        record = await asyncio.to_thread(self.sweeps.stop, sweep_id)
+        self.publish(record)
+        self.reply(record)
+
+
+class SweepResumeHandler(SweepHandlerBase):
+    @api
+    async def post(self, sweep_id: str) -> None:
+        """Resume a stopped or finished sweep; the body may raise max_trials or max_duration."""
+        record = await asyncio.to_thread(self.sweeps.resume, sweep_id, self.body())
+        self.publish(record)
+        self.reply(record)
+
+
+SWEEP_ID = r"(?P<sweep_id>[^/]+)"
+ROUTES: list[tuple[str, type[KubelabHandler]]] = [
+    (r"sweeps", SweepsHandler),
+    (rf"sweeps/{SWEEP_ID}", SweepHandler),
+    (rf"sweeps/{SWEEP_ID}/stop", SweepStopHandler),
+    (rf"sweeps/{SWEEP_ID}/resume", SweepResumeHandler),
+]
