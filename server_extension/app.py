@@ -16,14 +16,10 @@ from kubelab.server_extension import tensorboard as tensorboard_ext
 from kubelab.server_extension.events import EventHub
 from kubelab.server_extension.handlers import ROUTES
 from kubelab.server_extension.sweeps import ROUTES as SWEEP_ROUTES
-from kubelab.server_extension.sweeps import ROUTES as SWEEP_ROUTES
 from tornado.ioloop import IOLoop
 from traitlets import Float, Unicode
 
 from kubelab.lab import Lab
-
-# Sweeps' resources live in server_extension/sweeps.py; one table, so openapi.json lists them.
-ROUTES.extend(route for route in SWEEP_ROUTES if route not in ROUTES)
 
 # Sweeps' resources live in server_extension/sweeps.py; one table, so openapi.json lists them.
 ROUTES.extend(route for route in SWEEP_ROUTES if route not in ROUTES)
