@@ -76,6 +76,10 @@ class Sweeps:
         driver.launch(final)
         return self.record(final)
 
+    def submit(self, data: Any, base_dir: Path | None = None, confine: bool = False) -> dict[str, Any]:
+        """`create` under the name `Lab.submit` uses (the magics call it so)."""
+        return self.create(data, base_dir, confine)
+
     def validate(self, data: Any, base: Path, confine: bool) -> Any:
         """The SweepSpec, with the trial template's paths and the tuner checked as a submit would."""
         from kubelab.sweeps.sweep_spec import SweepSpec
@@ -159,9 +163,17 @@ class Sweeps:
         runs = {r["id"]: r for r in self.lab.list(f"sweep:{sweep.id}")[0]}
         rows = []
         for entry in state.entries():
-            row = dict(runs.get(entry.run_id or "") or {"id": entry.run_id, "params": entry.params})
-            row.update(trial=entry.number, result=entry.state, objective=entry.value,
-                       result_reason=entry.reason)
+            # A trial that never got a run (its submit was refused) still has a row.
+            missing = {
+                "id": entry.run_id,
+                "status": "Failed" if entry.final else "Pending",
+                "params": entry.params,
+                "metrics": {},
+            }
+            row = dict(runs.get(entry.run_id or "") or missing)
+            row.update(
+                trial=entry.number, result=entry.state, objective=entry.value, result_reason=entry.reason
+            )
             rows.append(row)
         return rows
 
@@ -247,8 +259,11 @@ class Sweeps:
         if not isinstance(budget, dict):
             reason = 'must be a mapping such as {"max_trials": 50}'
             raise ValidationError("invalid budget", [FieldError("", reason)])
-        errors = [FieldError(str(k), "unknown field" + did_you_mean(str(k), BUDGET_FIELDS))
-                  for k in budget if k not in BUDGET_FIELDS]
+        errors = [
+            FieldError(str(k), "unknown field" + did_you_mean(str(k), BUDGET_FIELDS))
+            for k in budget
+            if k not in BUDGET_FIELDS
+        ]
         if required and not budget:
             errors.append(FieldError("", f"give at least one of {', '.join(BUDGET_FIELDS)}"))
         changes: dict[str, Any] = {}
@@ -259,8 +274,13 @@ class Sweeps:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 errors.append(FieldError(key, f"must be a whole number, not {value!r}"))
             elif key == "max_trials" and value < max(1, len(state.trials)):
-                errors.append(FieldError(key, f"must be at least {max(1, len(state.trials))}: "
-                                              f"{len(state.trials)} trials have already started"))
+                errors.append(
+                    FieldError(
+                        key,
+                        f"must be at least {max(1, len(state.trials))}: "
+                        f"{len(state.trials)} trials have already started",
+                    )
+                )
             else:
                 changes[key] = value
         if budget.get("max_duration") is not None:
