@@ -143,8 +143,12 @@ class GpuAllocator:
         }
         state["queue"] = [entry for entry in state["queue"] if pid_alive(entry["pid"])]
 
-    def try_acquire(self, run: str, pid: int, count: int, gpu_type: str | None = None) -> list[int] | None:
-        """GPU indices for `run` if its turn has come and enough are free; else queue it."""
+    def try_acquire(self, run: str, pid: int, count: int, gpu_type: str | None = None,
+                    submitted: float | None = None) -> list[int] | None:
+        """GPU indices for `run` if its turn has come and enough are free; else queue it.
+
+        Turns follow submission time (`submitted`), not the order runners happen to start in.
+        """
         if count > len([g for g in self.gpus if g.matches(gpu_type)]):
             raise ValueError(self.impossible(count, gpu_type))
         with self._locked() as state:
@@ -152,9 +156,10 @@ class GpuAllocator:
             if held:
                 return held
             if not any(entry["run"] == run for entry in state["queue"]):
-                state["queue"].append(
-                    {"run": run, "pid": pid, "gpus": count, "gpu_type": gpu_type, "since": time.time()}
-                )
+                since = time.time() if submitted is None else submitted
+                entry = {"run": run, "pid": pid, "gpus": count, "gpu_type": gpu_type, "since": since}
+                state["queue"].append(entry)
+                state["queue"].sort(key=lambda entry: entry["since"])
             if state["queue"][0]["run"] != run:
                 return None
             taken = state["allocations"]

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from kubelab.distributed import Topology, replica_env, tf_config
 from kubelab.gpus import GpuAllocator
-from kubelab.records import FAILED, QUEUED, RUNNING, STOPPED, SUCCEEDED, RunDirectory
+from kubelab.records import FAILED, QUEUED, RUNNING, STOPPED, SUCCEEDED, RunDirectory, parse_iso
 from kubelab.spec import ExperimentSpec
 
 POLL = 0.05
@@ -95,7 +95,8 @@ class Runner:
         while not self.stop_requested():
             try:
                 got = self.allocator.try_acquire(
-                    str(self.run.path), os.getpid(), total, self.spec.resources.gpu_type
+                    str(self.run.path), os.getpid(), total, self.spec.resources.gpu_type,
+                    submitted=parse_iso(self.status.created_at),
                 )
             except ValueError as exc:
                 self.move(FAILED, f"cannot be scheduled: {exc}")

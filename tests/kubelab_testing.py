@@ -7,13 +7,13 @@ import time
 TERMINAL = ("Succeeded", "Failed", "Stopped", "Pruned")
 
 
-def wait_until(lab, run_id: str, states=TERMINAL, timeout: float = 60.0) -> dict:
-    """Poll `lab.get` until the run reaches one of `states`; fail with the last record."""
+def wait_until(lab, run_id: str, states=TERMINAL, timeout: float = 60.0, reason: str = "") -> dict:
+    """Poll `lab.get` until the run reaches one of `states` (with `reason` in its reason)."""
     deadline = time.monotonic() + timeout
     record = None
     while time.monotonic() < deadline:
         record = lab.get(run_id)
-        if record["status"] in states:
+        if record["status"] in states and reason in record["reason"]:
             return record
         time.sleep(0.05)
     raise AssertionError(f"{run_id} never reached {states}; last: {record}")

@@ -92,9 +92,8 @@ def test_stop_while_queued_and_gpus_are_handed_out_first_come_first_served(lab, 
     wait_until(lab, first["id"], states=("Running",))
     second = lab.submit({"command": hold, "resources": {"gpus": 1}})
     third = lab.submit({"command": hold, "resources": {"gpus": 1, "gpu_type": "T4"}})
-    queued = wait_until(lab, second["id"], states=("Queued",))
-    assert "waiting for 1 GPU(s): 0 experiment(s) ahead" in queued["reason"]
-    assert "1 experiment(s) ahead" in wait_until(lab, third["id"], states=("Queued",))["reason"]
+    wait_until(lab, second["id"], states=("Queued",), reason="waiting for 1 GPU(s): 0 experiment(s) ahead")
+    wait_until(lab, third["id"], states=("Queued",), reason="1 experiment(s) ahead")
     assert lab.resources()["gpus"]["free"] == 0
     lab.stop(third["id"])
     stopped = wait_until(lab, third["id"])
