@@ -21,7 +21,7 @@ from pathlib import Path
 
 from kubelab.distributed import Topology, replica_env, tf_config
 from kubelab.gpus import GpuAllocator
-from kubelab.records import FAILED, QUEUED, RUNNING, STOPPED, SUCCEEDED, RunDirectory, parse_iso
+from kubelab.records import FAILED, QUEUED, RUNNING, STOPPED, SUCCEEDED, TERMINAL, RunDirectory, parse_iso
 from kubelab.spec import ExperimentSpec
 
 POLL = 0.05
@@ -54,6 +54,9 @@ class Runner:
 
     # -- status ---------------------------------------------------------------------
     def move(self, state: str, reason: str, exit_code: int | None = None) -> None:
+        if state in TERMINAL and self.allocator:
+            # GPUs come back before anyone can read that the run ended.
+            self.allocator.release(str(self.run.path))
         self.status.move(state, reason, exit_code)
         self.run.write_status(self.status)
 
