@@ -242,10 +242,12 @@ class Tuner:
         return Suggestion(frozen.number, params, self._flatten(params))
 
     def _frozen(self, number: int) -> optuna.trial.FrozenTrial:
-        for trial in self.study.get_trials(deepcopy=False):
-            if trial.number == number:
-                return trial
-        raise NotFound(f"the sweep has no trial {number}")
+        # One row from the storage, not every trial: tell() and report() call this per result.
+        storage, study_id = self.study._storage, self.study._study_id
+        try:
+            return storage.get_trial(storage.get_trial_id_from_study_id_trial_number(study_id, number))
+        except KeyError:
+            raise NotFound(f"the sweep has no trial {number}") from None
 
     def _trials(self, state: TrialState | None = None) -> list[optuna.trial.FrozenTrial]:
         states = None if state is None else (state,)
