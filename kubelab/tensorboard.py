@@ -174,7 +174,7 @@ class TensorBoardSupervisor:
         try:
             records, _ = self.lab.list(query)
         except ValidationError as exc:
-            raise ValidationError(exc.detail, [FieldError(path, str(f)) for f in exc.fields]) from None
+            raise ValidationError(exc.detail, [FieldError(path, f.reason) for f in exc.fields]) from None
         if not records:
             raise NotFound(empty, [FieldError(path, "matches no experiments")])
         return sorted(records, key=lambda r: r["id"])
@@ -293,8 +293,8 @@ class TensorBoardSupervisor:
     def reap_idle(self, now: float | None = None) -> list[TensorBoardSession]:
         """Stop sessions nobody has looked at for `idle_timeout` seconds."""
         now = time.time() if now is None else now
-        idle = [s for s in self.sessions.values()
-                if s.alive and now - s.last_access > self.idle_timeout]
+        idle = [s for s in self.sessions.values()  # a starting session is not idle: someone waits
+                if s.alive and s.state == RUNNING and now - s.last_access > self.idle_timeout]
         minutes = self.idle_timeout / 60
         for session in idle:
             self._terminate(session, f"idle for {minutes:g} minutes")

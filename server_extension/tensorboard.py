@@ -142,6 +142,7 @@ class TensorBoardProxy(JupyterHandler):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + READY_TIMEOUT
         while self.supervisor.check(session) == STARTING and loop.time() < deadline:
+            self.supervisor.touch(session_id)
             await asyncio.sleep(0.05)
         if session.state != RUNNING:
             reason = session.reason if session.state == FAILED else "TensorBoard did not start in time"
