@@ -16,6 +16,19 @@ def hub_memberships(user: Any) -> list[tuple[str, Mapping[str, Any] | None]]:
     return [(g.name, getattr(g, "properties", None) or {}) for g in getattr(user, "groups", None) or []]
 
 
+def public_properties(spawner: Any, configured: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """Everyone is in `public`: its properties are the hub group's when the hub has one (even if
+    the user was never added to it), else the spawner's configured ones."""
+    db = getattr(spawner, "db", None)
+    if db is not None:
+        from jupyterhub import orm
+
+        group = db.query(orm.Group).filter_by(name="public").first()
+        if group is not None:
+            return group.properties or {}
+    return configured
+
+
 def choose(raw: Any, catalog: Catalog, memberships: list[tuple[str, Mapping[str, Any] | None]],
            public_properties: Mapping[str, Any] | None = None) -> tuple[NotebookOptions, ProjectGroup]:
     """Validated options and the chosen group, or a ValidationError naming each field."""

@@ -73,7 +73,8 @@ async def _render(config: Any, user: str, groups: list[str], options: dict[str, 
 
     hub = types.SimpleNamespace(public_host="", url="http://hub:8081/hub/", base_url="/hub/",
                                 api_url="http://hub:8081/hub/api")
-    member = [types.SimpleNamespace(name=n, properties=p) for n, p in _group_properties(config, groups)]
+    member = [types.SimpleNamespace(name=n, properties=p)
+              for n, p in _group_properties(config, [*groups, "public"])]
     account = types.SimpleNamespace(name=user, id=0, url=f"/user/{user}/", escaped_name=user, groups=member)
     spawner = KubeLabSpawner(config=config, user=account, hub=hub)
     spawner.user_options = options

@@ -20,6 +20,8 @@ def options_from_form(formdata: dict[str, list[str]]) -> dict[str, Any]:
     the catalog's defaults apply. Unknown fields are kept, so validation can name them."""
     options: dict[str, Any] = {}
     for key, values in formdata.items():
+        if key == "_xsrf":  # JupyterHub's form token, not an option
+            continue
         value = values[0] if isinstance(values, list) and values else values
         if isinstance(value, str):
             value = value.strip()
@@ -27,6 +29,12 @@ def options_from_form(formdata: dict[str, list[str]]) -> dict[str, Any]:
             continue
         options[key] = value
     return options
+
+
+def admin_error(exc: Any) -> str:
+    """A group set up wrong is an admin's mistake: the form says which property, escaped."""
+    lines = "<br>".join(escape(line.strip()) for line in exc.message().splitlines())
+    return f'<div class="alert alert-danger kubelab-config-error">{lines}<br>Ask a hub admin to fix it.</div>'
 
 
 def _select(name: str, label: str, choices: list[tuple[str, str]], selected: Any) -> str:

@@ -22,8 +22,8 @@ from kubelab.quantity import parse_quantity
 from . import objects
 from .admission import admit
 from .availability import ClusterAvailability
-from .choice import choose, hub_memberships
-from .form import options_from_form, render_form
+from .choice import choose, hub_memberships, public_properties
+from .form import admin_error, options_from_form, render_form
 from .groups import ProjectGroup
 from .objects import Storage
 from .pod_settings import PodSettings, pod_settings
@@ -120,7 +120,7 @@ class KubeLabSpawner(KubeSpawner):
         try:
             groups = self._groups()
         except ValidationError as exc:  # an admin's mistake: say so instead of a blank page
-            return f'<p class="alert alert-danger">{exc.message()}</p>'
+            return admin_error(exc)
         try:
             choice = await self.availability() if self.check_availability else None
         except Exception:
@@ -144,10 +144,10 @@ class KubeLabSpawner(KubeSpawner):
     def _groups(self) -> list[ProjectGroup]:
         from .groups import user_groups
 
-        return user_groups(hub_memberships(self.user), self.public_group_properties)
+        return user_groups(hub_memberships(self.user), public_properties(self, self.public_group_properties))
 
     def _choose(self, raw: Any) -> tuple[NotebookOptions, ProjectGroup]:
-        options, group = choose(raw, self.catalog, hub_memberships(self.user), self.public_group_properties)
+        options, group = choose(raw, self.catalog, hub_memberships(self.user), public_properties(self, self.public_group_properties))
         if group.cluster and group.cluster != (self.cluster_context or group.cluster):
             raise ValidationError("invalid server options", [FieldError(
                 "group", f"group '{group.name}' runs on cluster '{group.cluster}', but this hub spawns on "
@@ -202,6 +202,22 @@ class KubeLabSpawner(KubeSpawner):
         self.service_account = self.notebook_service_account
         self.extra_labels = {**base["extra_labels"], **settings.labels}
         self._kubelab_env = settings.env
+        self._settings = settings
+
+    async def get_pod_manifest(self) -> Any:
+        """KubeSpawner's pod, with CPU and memory written as the quantities the user chose
+        (`"2"`, `"8Gi"`): KubeSpawner's float and byte-count traits would send `2.0` and
+        `8589934592`, which clients that read quantities as strings refuse."""
+        pod = await super().get_pod_manifest()
+        settings = getattr(self, "_settings", None)
+        if settings is not None:
+            for container in pod.spec.containers:
+                if container.name != "notebook" or container.resources is None:
+                    continue
+                for amounts in (container.resources.limits, container.resources.requests):
+                    if amounts is not None:
+                        amounts.update({"cpu": settings.cpu, "memory": settings.memory})
+        return pod
 
     def get_env(self) -> dict[str, str]:
         env = super().get_env()

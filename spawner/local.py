@@ -23,8 +23,8 @@ from traitlets import Bool, Dict, Unicode, default
 
 from .admission import admit
 from .availability import Availability, group_label, local_availability, notebook_run
-from .choice import choose, hub_memberships
-from .form import options_from_form, render_form
+from .choice import choose, hub_memberships, public_properties
+from .form import admin_error, options_from_form, render_form
 from .groups import ProjectGroup, user_groups
 from .kube import refusal
 from .profiles import Catalog, NotebookOptions
@@ -80,15 +80,15 @@ class LocalKubeLabSpawner(SimpleLocalProcessSpawner):
         return local_availability(GpuAllocator().snapshot(), self.catalog)
 
     def _choose(self, raw: Any) -> tuple[NotebookOptions, ProjectGroup]:
-        options, group = choose(raw, self.catalog, hub_memberships(self.user), self.public_group_properties)
+        options, group = choose(raw, self.catalog, hub_memberships(self.user), public_properties(self, self.public_group_properties))
         admit(options, group, self.user_slug, self.availability())
         return options, group
 
     async def _render_form(self, spawner: Any = None) -> str:
         try:
-            groups = user_groups(hub_memberships(self.user), self.public_group_properties)
+            groups = user_groups(hub_memberships(self.user), public_properties(self, self.public_group_properties))
         except KubelabError as exc:
-            return f'<p class="alert alert-danger">{exc.message()}</p>'
+            return admin_error(exc)
         return render_form(self.catalog, groups, self.availability(), self.user_options)
 
     async def _options_from_form(self, formdata: dict[str, list[str]]) -> dict[str, Any]:

@@ -1,0 +1,140 @@
+"""A real JupyterHub (with its configurable-http-proxy) as a subprocess on free ports.
+
+It loads `hub_config/jupyterhub_config.py` through a small test config that adds an admin
+service token and whatever the test overrides, so the shipped configuration is what runs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+REPO = Path(__file__).resolve().parents[2]
+HUB_CONFIG = REPO / "hub_config" / "jupyterhub_config.py"
+PASSWORD = "lab-password-123"
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def need_proxy() -> None:
+    if not shutil.which("configurable-http-proxy"):
+        pytest.skip("configurable-http-proxy is not installed (npm install -g configurable-http-proxy)")
+
+
+class Hub:
+    """`with Hub(tmp, overrides, env) as hub: hub.api("GET", "users")`."""
+
+    def __init__(self, directory: Path, overrides: str = "", env: dict[str, str] | None = None) -> None:
+        self.dir = Path(directory)
+        self.port, self.hub_port, self.proxy_port = free_port(), free_port(), free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.token = secrets.token_hex(16)
+        self.log = self.dir / "hub.log"
+        self.config = self.dir / "test_jupyterhub_config.py"
+        self.config.write_text(
+            "c = get_config()  # noqa\n"
+            f"load_subconfig({str(HUB_CONFIG)!r})  # noqa\n"
+            "c.JupyterHub.services.append({'name': 'test-admin', 'api_token': %r})\n"
+            "c.JupyterHub.load_roles.append({'name': 'test-admin', 'scopes': ['admin:users', "
+            "'admin:servers', 'admin:groups', 'tokens', 'admin-ui', 'access:servers', 'read:users'],"
+            " 'services': ['test-admin']})\n" % self.token + overrides)
+        self.env = {**os.environ, "KUBELAB_HUB_PASSWORD": PASSWORD, **(env or {})}
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Hub:
+        need_proxy()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        command = [sys.executable, "-m", "jupyterhub", "-f", str(self.config), "--ip=127.0.0.1",
+                   f"--port={self.port}", f"--JupyterHub.hub_port={self.hub_port}",
+                   f"--ConfigurableHTTPProxy.api_url=http://127.0.0.1:{self.proxy_port}",
+                   f"--JupyterHub.db_url=sqlite:///{self.dir / 'hub.sqlite'}",
+                   f"--JupyterHub.cookie_secret_file={self.dir / 'cookie_secret'}",
+                   f"--ConfigurableHTTPProxy.pid_file={self.dir / 'proxy.pid'}"]
+        with open(self.log, "wb") as out:
+            self.process = subprocess.Popen(command, env=self.env, cwd=self.dir, stdout=out,
+                                            stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"jupyterhub exited early:\n{self.log_tail()}")
+            try:
+                if requests.get(self.url + "/hub/api/", timeout=5).status_code == 200:
+                    return self
+            except requests.RequestException:
+                pass
+            time.sleep(0.3)
+        self.stop()
+        raise RuntimeError(f"jupyterhub did not answer in time:\n{self.log_tail()}")
+
+    def log_tail(self, chars: int = 5000) -> str:
+        return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else ""
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()  # the hub stops its proxy and services (and local servers)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def __enter__(self) -> Hub:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- clients --------------------------------------------------------------------------
+
+    def api(self, method: str, path: str, body: Any = None, **kwargs: Any) -> requests.Response:
+        return requests.request(method, f"{self.url}/hub/api/{path}", json=body, timeout=60,
+                                headers={"Authorization": f"token {self.token}"}, **kwargs)
+
+    def login(self, user: str) -> requests.Session:
+        """A browser-like session logged in with the shared password."""
+        session = requests.Session()
+        page = session.get(f"{self.url}/hub/login", timeout=30)
+        xsrf = _xsrf(page.text) or session.cookies.get("_xsrf", "")
+        reply = session.post(f"{self.url}/hub/login", data={"username": user, "password": PASSWORD,
+                                                           "_xsrf": xsrf}, timeout=30)
+        assert reply.status_code == 200 and "/hub/login" not in reply.url, self.log_tail()
+        return session
+
+    def post_form(self, session: requests.Session, user: str, data: dict[str, str],
+                  server: str = "") -> requests.Response:
+        page = session.get(f"{self.url}/hub/spawn/{user}/{server}".rstrip("/"), timeout=30)
+        xsrf = _xsrf(page.text) or session.cookies.get("_xsrf", "")
+        return session.post(f"{self.url}/hub/spawn/{user}/{server}".rstrip("/"),
+                            data={**data, "_xsrf": xsrf}, timeout=60, allow_redirects=False)
+
+    def wait_server(self, user: str, ready: bool = True, server: str = "", timeout: float = 60) -> dict:
+        deadline = time.monotonic() + timeout
+        model: dict = {}
+        while time.monotonic() < deadline:
+            model = self.api("GET", f"users/{user}").json()
+            state = (model.get("servers") or {}).get(server)
+            if (state is not None and state.get("ready")) == ready and (ready or not state):
+                return model
+            time.sleep(0.2)
+        raise AssertionError(f"{user}/{server} not ready={ready}: {model}\n{self.log_tail()}")
+
+
+def _xsrf(html: str) -> str:
+    match = re.search(r'name="_xsrf" value="([^"]+)"', html)
+    return match.group(1) if match else ""

@@ -1,0 +1,216 @@
+"""A real JupyterHub with KubeLabSpawner against the Kubernetes API test server.
+
+One hub and one API server for the module (JupyterHub is slow to start). The API server
+validates every object the spawner creates against the official schemas and enforces RBAC;
+the test plays the scheduler and kubelet through its controls, and a stand-in answers for the
+single-user server at the "pod IP" (see conftest.py).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hub_process import Hub
+from kubeapi import KubeApiServer
+from kubernetes import client, config
+
+GROUPS = {
+    "public": {"users": [], "properties": {"quota": {"user": {"gpus": 1}}}},
+    "vision": {"users": ["alice"], "properties": {
+        "node_selector": "org=vision",
+        "volume_mount": "datasets(pvc):/datasets;data/aidata(hostpath):/aidata;8G(memory):/dev/shm",
+        "quota": {"user": {"gpus": 3, "cpu": "16", "memory": "64Gi"}, "group": {"gpus": 4}}}},
+    "broken": {"users": ["mallory"], "properties": {"quota": "lots", "volume_mount": "x(pvc)/mnt"}},
+}
+
+
+@pytest.fixture(scope="module")
+def kube() -> Iterator[KubeApiServer]:
+    with KubeApiServer() as server:
+        server.add_node("v100-node", cpu="64", memory="256Gi", gpus=4,
+                        labels={"gpu-type": "V100", "org": "vision"})
+        server.add_node("t4-node", cpu="32", memory="128Gi", gpus=2, labels={"gpu-type": "T4"})
+        server.add_node("cpu-node", cpu="32", memory="128Gi")
+        yield server
+
+
+@pytest.fixture(scope="module")
+def hub(kube: KubeApiServer, pod_stand_in, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
+    directory = tmp_path_factory.mktemp("kubehub")
+    kubeconfig = kube.write_kubeconfig(directory / "kubeconfig")
+    overrides = (f"c.KubeLabSpawner.port = {pod_stand_in.port}\n"
+                 "c.KubeLabSpawner.start_timeout = 60\n"
+                 "c.KubeLabSpawner.cluster_context = 'kubeapi'\n"
+                 f"c.JupyterHub.load_groups = {GROUPS!r}\n")
+    with Hub(directory, overrides, {"KUBELAB_HUB_MODE": "kubernetes", "KUBECONFIG": str(kubeconfig)}) as running:
+        yield running
+
+
+def wait_pod(kube: KubeApiServer, namespace: str, name: str, timeout: float = 30) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for pod in kube.objects("pods", namespace):
+            if pod["metadata"]["name"] == name:
+                return pod
+        time.sleep(0.1)
+    raise AssertionError(f"pod {namespace}/{name} was never created")
+
+
+def by_kind(kube: KubeApiServer, namespace: str) -> dict[str, list[str]]:
+    found = {}
+    for resource in ("serviceaccounts", "roles.rbac.authorization.k8s.io",
+                     "rolebindings.rbac.authorization.k8s.io", "resourcequotas", "persistentvolumeclaims",
+                     "pods"):
+        found[resource.split(".")[0]] = sorted(o["metadata"]["name"] for o in kube.objects(resource, namespace))
+    return found
+
+
+def start_and_run(hub: Hub, kube: KubeApiServer, user: str) -> dict:
+    pod = wait_pod(kube, f"user-{user}", f"jupyter-{user}")
+    kube.run_pod(f"user-{user}", f"jupyter-{user}", pod_ip="127.0.0.1")
+    hub.wait_server(user)
+    return pod
+
+
+def test_form_shows_fields_and_live_availability(hub: Hub) -> None:
+    session = hub.login("alice")
+    page = session.get(f"{hub.url}/hub/spawn/alice", timeout=30).text
+    for field in ('name="group"', 'name="image"', 'name="cpu"', 'name="memory"', 'name="gpus"',
+                  'name="gpu_type"', 'name="shm"', 'name="profile"'):
+        assert field in page
+    assert '<option value="vision" selected>' in page  # a project group before public
+    assert '<tr data-gpu-type="V100"><td>V100</td><td class="free">4</td><td class="total">4</td>' in page
+    assert '<tr data-gpu-type="A100"><td>A100</td><td class="free">0</td><td class="total">0</td>' in page
+
+
+def test_spawn_through_the_form_then_stop(hub: Hub, kube: KubeApiServer, pod_stand_in) -> None:
+    session = hub.login("alice")
+    reply = hub.post_form(session, "alice", {"group": "vision", "gpus": "2(nvidia,V100)", "cpu": "4",
+                                             "memory": "16Gi", "image": "ghcr.io/kubelab/notebook:latest"})
+    assert reply.status_code == 302, reply.text[-2000:]
+    pod = start_and_run(hub, kube, "alice")
+    objects = by_kind(kube, "user-alice")
+    assert objects == {"serviceaccounts": ["default", "kubelab-notebook"], "roles": ["kubelab-notebook"],
+                       "rolebindings": ["kubelab-notebook"], "resourcequotas": ["kubelab-quota"],
+                       "persistentvolumeclaims": ["kubelab-archive", "kubelab-workspace"],
+                       "pods": ["jupyter-alice"]}
+    quota = kube.objects("resourcequotas", "user-alice")[0]
+    assert quota["spec"]["hard"] == {"requests.nvidia.com/gpu": "3", "requests.cpu": "16",
+                                     "requests.memory": "64Gi"}
+    spec = pod["spec"]
+    container = spec["containers"][0]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "2"
+    assert container["resources"]["requests"]["nvidia.com/gpu"] == "2"
+    assert container["resources"]["limits"]["cpu"] == container["resources"]["requests"]["cpu"] == "4"
+    assert container["resources"]["limits"]["memory"] == "16Gi"
+    assert spec["nodeSelector"] == {"gpu-type": "V100", "org": "vision"}
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
+    assert spec["serviceAccountName"] == "kubelab-notebook"
+    assert container["workingDir"] == "/mnt/alice"
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes[mounts["/mnt/alice"]["name"]]["persistentVolumeClaim"]["claimName"] == "kubelab-workspace"
+    assert volumes[mounts["/archives/alice"]["name"]]["persistentVolumeClaim"]["claimName"] == "kubelab-archive"
+    assert volumes[mounts["/datasets"]["name"]]["persistentVolumeClaim"]["claimName"] == "datasets"
+    assert volumes[mounts["/aidata"]["name"]]["hostPath"]["path"] == "/data/aidata"
+    assert volumes[mounts["/dev/shm"]["name"]]["emptyDir"] == {"medium": "Memory", "sizeLimit": "8G"}
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["KUBELAB_NAMESPACE"] == "user-alice"
+    assert env["KUBELAB_IMAGE"] == "ghcr.io/kubelab/notebook:latest"
+    assert env["KUBELAB_USER"] == "alice" and env["KUBELAB_PROJECT"] == "vision"
+    assert json.loads(env["KUBELAB_NODE_SELECTOR"]) == {"org": "vision"}
+    assert json.loads(env["KUBELAB_TOLERATIONS"])[0]["key"] == "nvidia.com/gpu"
+    assert (env["KUBELAB_GPU_RESOURCE"], env["KUBELAB_GPU_TYPE_LABEL"], env["KUBELAB_GPU_TYPE"]) == (
+        "nvidia.com/gpu", "gpu-type", "V100")
+    shared = json.loads(env["KUBELAB_VOLUMES"])
+    assert {m["mountPath"] for m in shared["mounts"]} == {"/mnt/alice", "/archives/alice", "/datasets", "/aidata"}
+    assert env["KUBELAB_SHM"] == "8G" and env["KUBELAB_HOME"] == "/mnt/alice/.kubelab"
+    assert env["KUBELAB_BACKEND"] == "kubernetes" and env["KUBELAB_SERVICE_ACCOUNT"] == "kubelab-notebook"
+    assert "NVIDIA_VISIBLE_DEVICES" not in env
+
+    # the hub routes the user to "the pod"
+    assert session.get(f"{hub.url}/user/alice/api/status", timeout=30).status_code == 200
+    assert any(p.startswith("/user/alice/") for p in pod_stand_in.paths)
+    # the watch saw the GPUs go: the form shows 2 of 4 V100 free
+    page = session.get(f"{hub.url}/hub/spawn/alice/second", timeout=30).text
+    assert '<td>V100</td><td class="free">2</td><td class="total">4</td>' in page
+
+    assert hub.api("DELETE", "users/alice/server").status_code in (202, 204)
+    hub.wait_server("alice", ready=False)
+    assert kube.objects("pods", "user-alice") == []
+    assert len(kube.objects("persistentvolumeclaims", "user-alice")) == 2  # the workspace stays
+
+
+def test_rest_api_spawn_without_gpus(hub: Hub, kube: KubeApiServer) -> None:
+    hub.api("POST", "users", {"usernames": ["bob"]})
+    reply = hub.api("POST", "users/bob/server", {"gpus": 0, "cpu": "1", "memory": "2Gi"})
+    assert reply.status_code in (201, 202), reply.text
+    pod = start_and_run(hub, kube, "bob")
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "none" and env["KUBELAB_GPU_TYPE"] == ""
+    assert "nvidia.com/gpu" not in pod["spec"]["containers"][0]["resources"].get("limits", {})
+    assert "gpu-type" not in (pod["spec"].get("nodeSelector") or {})
+    assert env["KUBELAB_PROJECT"] == "public"
+
+
+@pytest.mark.parametrize(("form", "sentence"), [
+    ({"gpus": "-1"}, "gpus: must not be negative, not -1"),
+    ({"gpus": "0.5"}, "gpus: must be a whole number of GPUs, not 0.5"),
+    ({"gpus": "1", "gpu_type": "P100"}, "gpu_type: unknown GPU type &#39;P100&#39;"),
+    ({"image": "docker.io/evil:latest"}, "image: unknown image &#39;docker.io/evil:latest&#39;"),
+    ({"profile": "huge"}, "profile: unknown profile &#39;huge&#39;"),
+    ({"gpus": "2(T4)"}, "group &#39;public&#39; allows each user 1 GPU(s) at once; you hold 0, so you "
+                        "can ask for at most 1 more, not 2"),
+    ({"gpus": "1(A100)"}, "you asked for 1 A100 GPU(s) but only 0 of 0 are free now; free by type: "
+                          "T4 2/2, V100 4/4, A100 0/0, H100 0/0"),
+])
+def test_refusals_show_in_the_form(hub: Hub, kube: KubeApiServer, form: dict, sentence: str) -> None:
+    session = hub.login("carol")
+    reply = hub.post_form(session, "carol", form)
+    assert reply.status_code == 400
+    assert sentence in reply.text, reply.text[-3000:]
+    assert 'name="gpus"' in reply.text  # the form is shown again
+    assert not [n for n in kube.objects("namespaces") if n["metadata"]["name"] == "user-carol"]
+
+
+def test_group_properties_of_the_wrong_type(hub: Hub, kube: KubeApiServer) -> None:
+    session = hub.login("mallory")
+    page = session.get(f"{hub.url}/hub/spawn/mallory", timeout=30).text
+    assert "groups.broken.quota: must be a mapping with &#x27;user&#x27; and/or &#x27;group&#x27;" in page
+    assert "groups.broken.volume_mount: entry &#x27;x(pvc)/mnt&#x27; at position 1" in page
+    reply = hub.api("POST", "users/mallory/server", {})
+    assert reply.status_code >= 400
+    assert not [n for n in kube.objects("namespaces") if n["metadata"]["name"] == "user-mallory"]
+
+
+def test_a_notebook_account_cannot_touch_another_user(hub: Hub, kube: KubeApiServer, tmp_path: Path) -> None:
+    for user in ("dave", "erin"):
+        hub.api("POST", "users", {"usernames": [user]})
+        assert hub.api("POST", f"users/{user}/server", {"gpus": 0}).status_code in (201, 202)
+        start_and_run(hub, kube, user)
+    token = kube.token_for("user-dave", "kubelab-notebook")  # what the pod's mounted token would be
+    path = kube.write_kubeconfig(tmp_path / "dave", token=token)
+    with config.new_client_from_config(str(path)) as api:
+        core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
+        assert [p.metadata.name for p in core.list_namespaced_pod("user-dave").items] == ["jupyter-dave"]
+        job = {"metadata": {"name": "train"}, "spec": {"template": {"spec": {
+            "restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}}}}
+        batch.create_namespaced_job("user-dave", job)  # own namespace: allowed
+        denied = [
+            lambda: core.list_namespaced_pod("user-erin"),
+            lambda: core.read_namespaced_pod("jupyter-erin", "user-erin"),
+            lambda: core.delete_namespaced_pod("jupyter-erin", "user-erin"),
+            lambda: batch.create_namespaced_job("user-erin", job),
+            lambda: core.list_namespaced_persistent_volume_claim("user-erin"),
+            lambda: core.list_pod_for_all_namespaces(),
+            lambda: core.list_namespace(),
+            lambda: core.list_namespaced_secret("user-dave"),
+        ]
+        for call in denied:
+            with pytest.raises(client.ApiException) as refused:
+                call()
+            assert refused.value.status == 403
