@@ -219,7 +219,7 @@ class KubernetesBackend(Backend):
         """Write `obs` into status.json if it says something new; terminal states are final."""
         with self._lock:
             status = run.status()
-            if status.terminal:
+            if status.terminal or obs.provisional:
                 return status
             state, reason, code = obs.state, obs.reason, obs.exit_code
             if state == FAILED and run.stop_file.exists():

@@ -28,6 +28,7 @@ class Observation:
     exit_code: int | None = None
     attempt: int = 0
     replicas: list[dict[str, Any]] = field(default_factory=list)
+    provisional: bool = False  # the pod that explains it has not been seen yet: wait for it
 
 
 @dataclass
@@ -144,11 +145,15 @@ def _memory_limit(pod: Obj) -> str | None:
 
 def latest_per_replica(pods: list[Obj]) -> list[PodView]:
     """The newest pod of each (role, index): retries replace pods, they do not add replicas."""
+    def age(view: PodView) -> tuple[str, bool, str]:
+        # creationTimestamp has one-second resolution: on a tie the live pod is the newer one
+        return view.created, view.phase in ("Pending", "Running"), view.name
+
     views: dict[tuple[str, int], PodView] = {}
     for pod in pods:
         view = describe_pod(pod)
         key = (view.role, view.index)
-        if key not in views or (view.created, view.name) > (views[key].created, views[key].name):
+        if key not in views or age(view) > age(views[key]):
             views[key] = view
     return sorted(views.values(), key=lambda v: (v.role != "worker", v.role, v.index))
 
@@ -187,8 +192,11 @@ def observe_job(job: Obj, pods: list[Obj], events: list[Obj] = ()) -> Observatio
             return Observation(FAILED, reason, story.exit_code if story else None, attempt,
                                records)
         if story is None:
+            # The Job controller saw the pod fail before our pod watch did: wait for that
+            # pod's update rather than settle for a vaguer final reason.
+            waiting = any(v.phase in ("Pending", "Running") for v in all_views)
             return Observation(FAILED, failed.get("message") or cause or "failed", None,
-                               attempt, records)
+                               attempt, records, provisional=waiting)
         reason = f"{story.label} {story.reason}"
         if cause == "BackoffLimitExceeded" and spec.get("backoffLimit"):
             reason += f" (gave up after {attempt} failed attempts)"
