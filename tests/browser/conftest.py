@@ -35,7 +35,13 @@ def built_extension() -> Path:
 
 
 @pytest.fixture
-def lab_server(tmp_path: Path) -> Iterator[JupyterServer]:
+def lab_theme() -> str:
+    """The JupyterLab theme the server starts with; tests parametrize it."""
+    return "JupyterLab Light"
+
+
+@pytest.fixture
+def lab_server(tmp_path: Path, lab_theme: str) -> Iterator[JupyterServer]:
     """JupyterLab on a free port with kubelab's server extension and this build."""
     extensions = tmp_path / "jupyter-path" / "labextensions"
     extensions.mkdir(parents=True)
@@ -57,6 +63,7 @@ def lab_server(tmp_path: Path) -> Iterator[JupyterServer]:
     (settings / "notification.jupyterlab-settings").write_text(
         json.dumps({"fetchNews": "false", "checkForUpdates": False})
     )
+    (settings / "themes.jupyterlab-settings").write_text(json.dumps({"theme": lab_theme}))
     extra = ["--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
     server = JupyterServer(tmp_path / "root", tmp_path / "kubelab", app="lab", env=env, extra=extra)
     with server:

@@ -62,7 +62,11 @@ def open_sidebar_from_palette(page: Page, sidebar: Locator) -> None:
     raise AssertionError("could not run 'Open the Experiments sidebar' from the palette")
 
 
-def test_sidebar_shows_experiments_with_live_status(lab_server, page: Page) -> None:
+THEMES = {"JupyterLab Light": ("sidebar.png", "true"), "JupyterLab Dark": ("sidebar-dark.png", "false")}
+
+
+@pytest.mark.parametrize("lab_theme", list(THEMES))
+def test_sidebar_shows_experiments_with_live_status(lab_server, lab_theme: str, page: Page) -> None:
     problems: list[str] = []
 
     def watch(message: ConsoleMessage) -> None:
@@ -118,10 +122,22 @@ def test_sidebar_shows_experiments_with_live_status(lab_server, page: Page) -> N
     )
     assert ids == [bad_id, good_id]
 
+    # The panel takes its colours from the theme: dark text on light, light on dark.
+    screenshot, light = THEMES[lab_theme]
+    expect(page.locator("body")).to_have_attribute("data-jp-theme-light", light)
+    background = sidebar.evaluate("node => getComputedStyle(node).backgroundColor")
+    assert (luminance(background) > 0.5) == (light == "true"), background
+
     ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / "sidebar.png"))
+    page.screenshot(path=str(ARTIFACTS / screenshot))
 
     # Deleting through the API removes the row live as well.
     assert lab_server.delete(f"experiments/{bad_id}").status_code in (200, 204)
     expect(bad_row).to_have_count(0, timeout=WAIT_MS)
     assert problems == []
+
+
+def luminance(css_color: str) -> float:
+    """Relative brightness (0 to 1) of a computed `rgb(...)`/`rgba(...)` colour."""
+    red, green, blue = (int(part) for part in re.findall(r"\d+", css_color)[:3])
+    return (0.2126 * red + 0.7152 * green + 0.0722 * blue) / 255
