@@ -418,6 +418,9 @@ class KubernetesBackend(Backend):
                 except ApiException as exc:
                     if exc.status not in (400, 404):
                         raise translate(exc, f"read the log of pod {pod.name}") from exc
+                    if exc.status == 404 and run.log_file(replica).exists():
+                        yield run.log_file(replica).read_text()  # the pod is gone: archived
+                        return
                 if not follow:
                     return
             elif pod is None and not seen:
