@@ -1,0 +1,185 @@
+"""The sweep REST resources through a real Jupyter server, and a sweep surviving a server restart."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+
+import pytest
+import requests
+from conftest import stop_leftovers, trial_runs, wait_driver_gone
+from jupyter_server_process import JupyterServer
+
+from kubelab.lab import Lab
+from kubelab.sweeps.service import Sweeps
+
+SPACE = {"x": {"_type": "uniform", "_value": [-2, 2]}}
+SCRIPT = "import time, kubelab; time.sleep(0.2); kubelab.report(loss=kubelab.params()['x'] ** 2)"
+
+
+def sweep_spec(**fields) -> dict:
+    return {"space": SPACE, "objective": {"metric": "loss"}, "tuner": "random", "max_trials": 3,
+            "concurrency": 2, "trial": {"command": ["python", "-c", SCRIPT]}, **fields}
+
+
+def server_env(base) -> dict[str, str]:
+    return {"KUBELAB_MACHINE_DIR": str(base / "machine"), "KUBELAB_STOP_GRACE": "2", "KUBELAB_SWEEP_CRASH": ""}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """One server for the module's REST tests (starting one takes seconds); each test makes its own sweeps."""
+    base = tmp_path_factory.mktemp("rest")
+    try:
+        with JupyterServer(base / "workspace", base / "home", env=server_env(base)) as running:
+            yield running
+    finally:
+        stop_leftovers(base / "home")
+
+
+def patch(server: JupyterServer, path: str, body: object) -> requests.Response:
+    return requests.patch(server.api + path, headers=server.headers, json=body, timeout=30)
+
+
+def wait_status(server: JupyterServer, sweep_id: str, until, timeout: float = 60.0) -> dict:
+    """Poll the (cheap) list until `until(record)`, then return the full record."""
+    deadline = time.monotonic() + timeout
+    record: dict = {}
+    while time.monotonic() < deadline:
+        record = next(r for r in server.get("sweeps").json()["items"] if r["id"] == sweep_id)
+        if until(record):
+            return server.get(f"sweeps/{sweep_id}").json()
+        time.sleep(0.1)
+    raise AssertionError(f"sweep {sweep_id}: {record}")
+
+
+class EventReader(threading.Thread):
+    """Collects `event: sweep` payloads from the server's event stream."""
+
+    def __init__(self, server: JupyterServer):
+        super().__init__(daemon=True)
+        self.response = requests.get(server.api + "events", headers=server.headers, stream=True, timeout=60)
+        self.sweeps: list[dict] = []
+
+    def run(self) -> None:
+        kind = None
+        try:
+            for line in self.response.iter_lines(chunk_size=1, decode_unicode=True):  # unbuffered
+                if line.startswith("event: "):
+                    kind = line[7:]
+                elif line.startswith("data: ") and kind == "sweep":
+                    self.sweeps.append(json.loads(line[6:]))
+        except Exception:  # the test closed the stream
+            return
+
+
+def test_create_list_get_extend_with_events(server):
+    events = EventReader(server)
+    events.start()
+    created = server.post("sweeps", sweep_spec(name="rest"))
+    assert created.status_code == 201, created.text
+    record = created.json()
+    assert record["status"] == "Running" and record["name"] == "rest" and record["max_trials"] == 3
+    assert set(record) >= {"id", "name", "status", "reason", "objective", "tuner", "early_stopping", "max_trials",
+                           "concurrency", "counts", "finished", "best", "created_at", "finished_at"}
+    sweep_id = record["id"]
+    listed = server.get("sweeps").json()
+    assert listed["items"][0]["id"] == sweep_id
+    extended = patch(server, f"sweeps/{sweep_id}", {"max_trials": 4})
+    assert extended.status_code == 200 and extended.json()["max_trials"] == 4, extended.text
+    done = wait_status(server, sweep_id, lambda r: r["status"] != "Running")
+    assert done["status"] == "Succeeded" and done["counts"]["succeeded"] == 4, done
+    assert sorted(t["trial"] for t in done["trials"]) == [0, 1, 2, 3]
+    assert done["best"]["value"] == min(t["objective"] for t in done["trials"])
+    assert set(done["importance"]) == {"x"}
+    queried = server.get("experiments", params={"query": f"sweep:{sweep_id}", "sort": "metrics.loss"}).json()
+    assert queried["total"] == 4 and queried["items"][0]["id"] == done["best"]["id"]
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not any(
+        e["id"] == sweep_id and e["status"] == "Succeeded" for e in events.sweeps
+    ):
+        time.sleep(0.1)
+    mine = [e for e in events.sweeps if e["id"] == sweep_id]
+    assert mine[0]["status"] == "Running" and mine[-1]["status"] == "Succeeded", mine
+    assert any(0 < e["finished"] < 4 for e in mine)  # progress, not just the ends
+    openapi = server.get("openapi.json").json()
+    assert {"/kubelab/api/sweeps", "/kubelab/api/sweeps/{sweep_id}/resume"} <= set(openapi["paths"])
+
+
+def test_stop_resume_and_nni_body(server):
+    gate = server.root / "go"
+    script = f"import os, time, kubelab\nwhile not os.path.exists({str(gate)!r}): time.sleep(0.05)\nkubelab.report(loss=1)"
+    sweep_id = server.post("sweeps", sweep_spec(trial={"command": ["python", "-c", script]})).json()["id"]
+    wait_status(server, sweep_id, lambda r: r["counts"]["running"] == 2)
+    stopped = server.post(f"sweeps/{sweep_id}/stop")
+    assert stopped.status_code == 200 and stopped.json()["status"] == "Stopped", stopped.text
+    again = server.post(f"sweeps/{sweep_id}/stop")
+    assert again.status_code == 409 and "is not running" in again.json()["detail"]
+    gate.write_text("")
+    resumed = server.post(f"sweeps/{sweep_id}/resume", {"max_trials": 4})
+    assert resumed.status_code == 200 and resumed.json()["status"] == "Running", resumed.text
+    done = wait_status(server, sweep_id, lambda r: r["status"] != "Running")
+    assert done["counts"] == {"running": 0, "succeeded": 2, "failed": 0, "pruned": 0, "stopped": 2}, done
+
+    code = server.root / "nni"
+    code.mkdir()
+    (code / "trial.py").write_text("import nni\nnni.report_final_result(nni.get_next_parameter()['x'])\n")
+    nni = server.post("sweeps", {"nni": {
+        "trialCommand": "python3 trial.py", "trialCodeDirectory": "nni", "maxTrialNumber": 2,
+        "searchSpace": SPACE, "tuner": {"name": "Random"},
+    }})
+    assert nni.status_code == 201, nni.text
+    assert nni.json()["objective"] == {"metric": "default", "direction": "minimize"}
+    done = wait_status(server, nni.json()["id"], lambda r: r["status"] != "Running")
+    assert done["status"] == "Succeeded" and done["counts"]["succeeded"] == 2, done
+
+
+def test_errors_name_the_field_and_start_nothing(server):
+    bad = server.post("sweeps", sweep_spec(space={"lr": {"_type": "loguniform", "_value": [0, 1]}}))
+    assert bad.status_code == 422
+    assert bad.json()["error"] == "invalid" and bad.json()["fields"][0]["path"].startswith("space.lr")
+    unknown = server.post("sweeps", sweep_spec(tuner="hyperopt"))
+    assert unknown.status_code == 422 and "unknown tuner 'hyperopt'" in unknown.text
+    duplicate = requests.post(server.api + "sweeps", headers=server.headers, timeout=30, data=(
+        '{"space": {"lr": {"_type": "uniform", "_value": [0, 1]}, "lr": {"_type": "uniform", "_value": [0, 2]}},'
+        ' "max_trials": 1, "trial": {"command": ["true"]}}'
+    ))
+    assert duplicate.status_code == 422 and "duplicate key 'lr'" in duplicate.text
+    outside = server.post("sweeps", sweep_spec(trial={"command": ["true"], "workdir": "/"}))
+    assert outside.status_code == 422 and "outside the workspace" in outside.text
+    assert not list((server.home / "sweeps").glob(".*"))  # no half-made sweep folder either
+    before = {r["id"] for r in server.get("sweeps").json()["items"]}
+    assert server.get("sweeps/0123456789ab").status_code == 404
+    assert server.post("sweeps/nope/stop").status_code == 404
+    sweep_id = server.post("sweeps", sweep_spec(max_trials=1)).json()["id"]
+    assert {r["id"] for r in server.get("sweeps").json()["items"]} == before | {sweep_id}
+    wait_status(server, sweep_id, lambda r: r["status"] != "Running")
+    refused = patch(server, f"sweeps/{sweep_id}", {"max_trials": "more"})
+    assert refused.status_code == 422 and refused.json()["fields"][0]["path"] == "max_trials"
+    assert server.post(f"sweeps/{sweep_id}/resume").status_code == 409  # its one trial is used
+    assert requests.get(server.api + "sweeps", timeout=30).status_code == 403  # no token
+
+
+def test_server_killed_mid_sweep_resumes_with_nothing_lost_or_repeated(tmp_path):
+    """The server and the driver both die; the next server restarts the driver, which re-attaches."""
+    home, root, env = tmp_path / "home", tmp_path / "workspace", server_env(tmp_path)
+    spec = sweep_spec(tuner="tpe", max_trials=6, trial={"command": ["python", "-c", SCRIPT.replace("0.2", "0.5")]})
+    with JupyterServer(root, home, env=env) as first:
+        sweep_id = first.post("sweeps", spec).json()["id"]
+        wait_status(first, sweep_id, lambda r: r["finished"] >= 2 and r["counts"]["running"] == 2)
+        first.process.send_signal(signal.SIGKILL)
+        first.process.wait()
+    sweeps = Sweeps(Lab(home))
+    os.kill(sweeps.sweep(sweep_id).read_state().driver_pid, signal.SIGKILL)  # as if the machine went down
+    wait_driver_gone(sweeps, sweep_id)
+    try:
+        with JupyterServer(root, home, env=env) as second:
+            done = wait_status(second, sweep_id, lambda r: r["status"] != "Running")
+    finally:
+        stop_leftovers(home)
+    assert done["status"] == "Succeeded" and done["counts"]["succeeded"] == 6, done
+    runs = trial_runs(home, sweep_id)
+    assert sorted(runs) == list(range(6)) and all(len(ids) == 1 for ids in runs.values()), runs
