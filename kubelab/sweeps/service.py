@@ -212,6 +212,10 @@ class Sweeps:
                     "resume it with a larger max_trials",
                     [FieldError("max_trials", f"must be more than {len(state.trials)} to run more trials")],
                 )
+            size = configurations(sweep)
+            if size is not None and len(state.trials) >= size:
+                raise Conflict(f"sweep '{sweep_id}' has tried all {size} configurations of its "
+                               f"{spec_of(sweep)['tuner']['name']} tuner; there is nothing left to run")
             if state.max_duration is not None and state.seconds() >= state.max_duration:
                 raise Conflict(
                     f"sweep '{sweep_id}' has used its max_duration ({state.max_duration:g}s)",
@@ -305,6 +309,16 @@ def budget_left(state: SweepState) -> bool:
     if state.max_trials is not None and len(state.trials) >= state.max_trials:
         return False
     return state.max_duration is None or state.seconds() < state.max_duration
+
+
+def configurations(sweep: SweepDirectory) -> int | None:
+    """How many configurations a grid, bruteforce or batch sweep has (None for the others)."""
+    from kubelab.sweeps.sweep_spec import SweepSpec
+
+    spec = SweepSpec.parse(spec_of(sweep))
+    if spec.batch is not None:
+        return len(spec.batch)
+    return spec.space.grid_size() if spec.tuner.name in ("grid", "bruteforce") else None
 
 
 def spec_of(sweep: SweepDirectory) -> dict[str, Any]:

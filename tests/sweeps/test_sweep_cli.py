@@ -1,0 +1,96 @@
+"""`kubelab sweep` as users type it, in real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+
+@pytest.fixture
+def cli(sweep_env):
+    def run(*args: str, rc: int | None = 0) -> subprocess.CompletedProcess:
+        done = subprocess.run([sys.executable, "-m", "kubelab.cli", "sweep", *args], capture_output=True,
+                              text=True, env=dict(os.environ), cwd=sweep_env, timeout=120)
+        if rc is not None:
+            assert done.returncode == rc, done.stdout + done.stderr
+        return done
+
+    return run
+
+
+def write_spec(folder, **fields) -> str:
+    spec = {
+        "name": "cli-sweep",
+        "space": {"x": {"_type": "quniform", "_value": [0, 2, 1]}},
+        "tuner": "grid",
+        "objective": {"metric": "loss", "direction": "maximize"},
+        "concurrency": 3,
+        "trial": {"command": "python -c 'import kubelab; kubelab.report(loss={{ x }})'"},
+        **fields,
+    }
+    (folder / "sweep.yml").write_text(yaml.safe_dump(spec))
+    return "sweep.yml"
+
+
+def test_wait_ls_show_and_resume(cli, sweep_env):
+    done = cli("-f", write_spec(sweep_env), "--wait")
+    assert "trial 0: complete" in done.stderr and "Succeeded: the grid tuner tried every configuration" in done.stderr
+    assert "best: trial" in done.stdout and "loss=2" in done.stdout
+    listed = json.loads(cli("ls", "-o", "json").stdout)["items"]
+    assert len(listed) == 1 and listed[0]["best"]["value"] == 2 and listed[0]["tuner"] == "grid"
+    sweep_id = listed[0]["id"]
+    table = cli("ls").stdout.splitlines()
+    assert table[0].split() == ["ID", "NAME", "STATUS", "TUNER", "TRIALS", "BEST"]
+    assert table[1].split()[:4] == [sweep_id, "cli-sweep", "Succeeded", "grid"]
+    shown = cli("show", sweep_id).stdout
+    assert "objective:       maximize loss" in shown and "importance: x 1.00" in shown
+    assert sorted(line.split()[2] for line in shown.splitlines()[-3:]) == ["complete"] * 3
+    record = json.loads(cli("show", sweep_id, "-o", "json").stdout)
+    assert sorted(t["objective"] for t in record["trials"]) == [0, 1, 2]
+    refused = cli("resume", sweep_id, rc=2)
+    assert f"sweep '{sweep_id}' has tried all 3 configurations of its grid tuner" in refused.stderr
+    stopped = cli("stop", sweep_id, rc=2)
+    assert f"kubelab: sweep '{sweep_id}' is not running" in stopped.stderr
+
+
+def test_failing_sweep_exits_non_zero_with_json(cli, sweep_env):
+    spec = write_spec(sweep_env, tuner="random", max_trials=2, max_failed_trials=0,
+                      trial={"command": ["python", "-c", "import sys; sys.exit(2)"]})
+    done = cli("-o", "json", "-f", spec, "--wait", rc=1)
+    record = json.loads(done.stdout)
+    assert record["status"] == "Failed"
+    assert "more than max_failed_trials (0); last: trial 0 failed: replica 0 exited with code 2" in record["reason"]
+
+
+def test_stop_and_resume_from_the_cli(cli, sweep_env):
+    spec = write_spec(sweep_env, tuner="random", max_trials=2, space={"x": {"_type": "uniform", "_value": [0, 1]}},
+                      trial={"command": ["python", "-c", "import os, time, kubelab\n"
+                                         "while not os.path.exists('go'): time.sleep(0.05)\n"
+                                         "kubelab.report(loss=1)"]})
+    sweep_id = cli("-f", spec).stdout.strip()
+    stopped = cli("stop", sweep_id)
+    assert stopped.stdout.strip() == f"sweep {sweep_id} Stopped: stopped by user"
+    (sweep_env / "go").write_text("")
+    resumed = cli("resume", sweep_id, "--max-trials", "4", "--wait", "-o", "json")
+    record = json.loads(resumed.stdout)
+    assert record["status"] == "Succeeded" and record["max_trials"] == 4
+    assert record["counts"]["succeeded"] == 4 - record["counts"]["stopped"]
+
+
+def test_bad_input_is_refused_with_the_field(cli, sweep_env):
+    bad = cli("-f", write_spec(sweep_env, space={"lr": {"_type": "loguniform", "_value": [-1, 1]}}), rc=2)
+    assert bad.stderr.startswith("kubelab: invalid") and "space.lr" in bad.stderr
+    duplicate = sweep_env / "dup.yml"
+    duplicate.write_text("space: {x: {_type: choice, _value: [1]}}\nspace: {y: {_type: choice, _value: [2]}}\n")
+    assert "duplicate key 'space'" in cli("-f", "dup.yml", rc=2).stderr
+    assert "no such file" in cli("-f", "missing.yml", rc=2).stderr
+    assert "give a sweep spec with -f FILE" in cli(rc=2).stderr
+    as_json = json.loads(cli("-f", write_spec(sweep_env, tuner="smac"), "-o", "json", rc=2).stderr)
+    assert as_json["fields"][0]["path"] == "tuner" and "SMAC is not available" in as_json["fields"][0]["reason"]
+    assert "no sweep 'nope'" in cli("show", "nope", rc=2).stderr
+    assert not (sweep_env.parent / "home" / "sweeps").exists() or not list((sweep_env.parent / "home" / "sweeps").iterdir())
