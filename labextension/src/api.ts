@@ -155,7 +155,11 @@ export class KubelabApi {
   }
 
   /** Experiments matching `query` (the server's query language), in `sort` order. */
-  async listExperiments(query = '', sort = ''): Promise<IExperimentRecord[]> {
+  async listExperiments(
+    query = '',
+    sort = '',
+    signal?: AbortSignal
+  ): Promise<IExperimentRecord[]> {
     const params = new URLSearchParams();
     if (query) {
       params.set('query', query);
@@ -164,7 +168,9 @@ export class KubelabApi {
       params.set('sort', sort);
     }
     const suffix = params.toString() ? `?${params}` : '';
-    return parseList(await this.json('GET', `experiments${suffix}`));
+    return parseList(
+      await this.json('GET', `experiments${suffix}`, undefined, signal)
+    );
   }
 
   async submit(spec: IExperimentSpec): Promise<IExperimentRecord> {
@@ -206,9 +212,10 @@ export class KubelabApi {
   private async send(
     method: string,
     path: string,
-    body?: unknown
+    body?: unknown,
+    signal?: AbortSignal
   ): Promise<Response> {
-    const init: RequestInit = { method };
+    const init: RequestInit = { method, signal };
     if (body !== undefined) {
       init.body = JSON.stringify(body);
       init.headers = { 'Content-Type': 'application/json' };
@@ -223,9 +230,10 @@ export class KubelabApi {
   private async json(
     method: string,
     path: string,
-    body?: unknown
+    body?: unknown,
+    signal?: AbortSignal
   ): Promise<unknown> {
-    const response = await this.send(method, path, body);
+    const response = await this.send(method, path, body, signal);
     const text = await response.text();
     try {
       return JSON.parse(text);

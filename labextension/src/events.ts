@@ -123,9 +123,10 @@ export interface IEventStreamOptions {
   /**
    * Called once per successful (re)connection, before any event is delivered: the
    * place to refetch the list. Events that arrive meanwhile are held and delivered
-   * afterwards, in order. A rejection counts as a failed connection.
+   * afterwards, in order. A rejection counts as a failed connection. `signal` aborts
+   * when this connection ends, so a late list is not applied over a newer one.
    */
-  onConnect(): Promise<void>;
+  onConnect(signal: AbortSignal): Promise<void>;
   onEvent(event: IServerSentEvent): void;
   onStateChange?(state: StreamState): void;
   /** First reconnection delay; doubles per failure up to `maxDelayMs`. */
@@ -231,10 +232,12 @@ export class EventStream {
       armIdleTimer();
       const response = await this.options.open(controller.signal);
       if (!response.ok) {
+        void response.body?.cancel().catch(() => undefined);
         throw new Error(`event stream request failed: HTTP ${response.status}`);
       }
       const type = response.headers.get('Content-Type') ?? '';
       if (!type.startsWith('text/event-stream')) {
+        void response.body?.cancel().catch(() => undefined);
         throw new Error(
           `event stream has content type "${type}", not text/event-stream`
         );
@@ -246,11 +249,11 @@ export class EventStream {
       const decoder = new TextDecoder();
       let held: IServerSentEvent[] | null = [];
       let connectError: unknown = null;
-      const connected = this.options.onConnect().then(
+      const connected = this.options.onConnect(controller.signal).then(
         () => {
           const pending = held ?? [];
           held = null;
-          if (this.running) {
+          if (this.running && !controller.signal.aborted) {
             this.setState({ kind: 'live' });
             pending.forEach(event => this.options.onEvent(event));
           }
@@ -283,7 +286,7 @@ export class EventStream {
         }
       } finally {
         // After stop() or an idle abort nobody waits for the list; its handler sees
-        // `running` and drops anything late.
+        // the aborted signal and drops anything late.
         if (this.running && !idle) {
           await connected;
         }

@@ -86,9 +86,12 @@ function ExperimentsView({ api, trans }: IViewProps): JSX.Element {
       }
     };
     const events = api.events({
-      onConnect: async () => {
-        commit(loadTable(await api.listExperiments()));
-        void refreshResources();
+      onConnect: async signal => {
+        const records = await api.listExperiments('', '', signal);
+        if (!signal.aborted) {
+          commit(loadTable(records));
+          void refreshResources();
+        }
       },
       onEvent,
       onStateChange: setStream

@@ -41,6 +41,15 @@ describe('KubelabApi', () => {
     expect(server.requests[0].url).toBe('/base/kubelab/api/experiments');
   });
 
+  it('passes the abort signal of a list request on', async () => {
+    await serve((_req, res) => sendJson(res, 200, { items: [], total: 0 }));
+    const controller = new AbortController();
+    controller.abort();
+    await expect(
+      api.listExperiments('', '', controller.signal)
+    ).rejects.toMatchObject({ name: 'AbortError' });
+  });
+
   it('submits a spec as JSON and returns the created record', async () => {
     await serve((_req, res) => sendJson(res, 201, record({ name: 'x' })));
     const spec = {

@@ -87,11 +87,14 @@ class Harness {
   constructor(
     server: ITestServer,
     overrides: Partial<IEventStreamOptions> = {},
-    onConnect: (attempt: number) => Promise<void> = async () => undefined
+    onConnect: (
+      attempt: number,
+      signal: AbortSignal
+    ) => Promise<void> = async () => undefined
   ) {
     this.stream = new EventStream({
       open: signal => fetch(server.url + 'events', { signal }),
-      onConnect: () => onConnect(++this.connects),
+      onConnect: signal => onConnect(++this.connects, signal),
       onEvent: event => this.events.push(event),
       onStateChange: state => this.states.push(state),
       initialDelayMs: 10,
@@ -251,6 +254,36 @@ describe('EventStream', () => {
     expect(harness.errors()[0]).toBe(
       'no data from the event stream for 100 ms'
     );
+  });
+
+  it('drops a list that arrives after its connection has died', async () => {
+    server = await startServer((_req, res, index) => {
+      openEventStream(res);
+      if (index > 0) {
+        res.write('data: fresh\n\n');
+      }
+    });
+    let releaseStale!: () => void;
+    let staleSignal!: AbortSignal;
+    harness = new Harness(server, { idleTimeoutMs: 100 }, (attempt, signal) => {
+      if (attempt > 1) {
+        return Promise.resolve();
+      }
+      staleSignal = signal;
+      return new Promise<void>(resolve => (releaseStale = resolve));
+    });
+    harness.stream.start();
+    await waitFor(() => harness!.events.length === 1, 'the second connection');
+    expect(staleSignal.aborted).toBe(true);
+    releaseStale();
+    await new Promise(resolve => setTimeout(resolve, 20));
+    expect(harness.kinds()).toEqual([
+      'connecting',
+      'waiting',
+      'connecting',
+      'live'
+    ]);
+    expect(harness.events.map(e => e.data)).toEqual(['fresh']);
   });
 
   it('reports a network failure and keeps trying', async () => {
