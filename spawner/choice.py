@@ -19,11 +19,13 @@ def hub_memberships(user: Any) -> list[tuple[str, Mapping[str, Any] | None]]:
 def public_properties(spawner: Any, configured: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
     """Everyone is in `public`: its properties are the hub group's when the hub has one (even if
     the user was never added to it), else the spawner's configured ones."""
-    db = getattr(spawner, "db", None)
-    if db is not None:
+    orm_user = getattr(getattr(spawner, "user", None), "orm_user", None)
+    if orm_user is not None:  # the user's own database session (Spawner.db is deprecated)
         from jupyterhub import orm
+        from sqlalchemy import inspect
 
-        group = db.query(orm.Group).filter_by(name="public").first()
+        session = inspect(orm_user).session
+        group = session.query(orm.Group).filter_by(name="public").first() if session else None
         if group is not None:
             return group.properties or {}
     return configured

@@ -151,8 +151,11 @@ class LocalKubeLabSpawner(SimpleLocalProcessSpawner):
             self.cmd = configured
 
     def get_args(self) -> list[str]:
-        return [*super().get_args(), f"--ServerApp.jpserver_extensions={EXTENSION}=True",
+        args = [*super().get_args(), f"--ServerApp.jpserver_extensions={EXTENSION}=True",
                 f"--ServerApp.root_dir={self.workspace}"]
+        if not self.run_as_users and os.geteuid() == 0:  # servers run as the hub's root user
+            args.append("--ServerApp.allow_root=True")
+        return args
 
     def get_env(self) -> dict[str, str]:
         env = super().get_env()

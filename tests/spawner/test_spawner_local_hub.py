@@ -1,0 +1,89 @@
+"""A real JupyterHub with LocalKubeLabSpawner: real single-user servers with kubelab loaded.
+
+Two fake T4s (`KUBELAB_FAKE_GPUS`) in a machine ledger of the test's own; the notebooks take
+them through the same ledger experiments use, which each server's own kubelab API reports.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+from hub_process import Hub
+
+
+@pytest.fixture(scope="module")
+def machine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("machine")
+
+
+@pytest.fixture(scope="module")
+def hub(machine: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
+    directory = tmp_path_factory.mktemp("localhub")
+    overrides = "c.LocalKubeLabSpawner.run_as_users = False\nc.LocalKubeLabSpawner.start_timeout = 90\n"
+    env = {"KUBELAB_HUB_MODE": "local", "KUBELAB_HUB_ROOT": str(directory / "root"),
+           "KUBELAB_FAKE_GPUS": "Tesla T4,Tesla T4", "KUBELAB_MACHINE_DIR": str(machine)}
+    with Hub(directory, overrides, env) as running:
+        yield running
+        for user in ("alice", "bob"):  # stop servers before the hub goes
+            running.api("DELETE", f"users/{user}/server")
+
+
+def user_token(hub: Hub, user: str) -> str:
+    reply = hub.api("POST", f"users/{user}/tokens", {"scopes": [f"access:servers!user={user}"]})
+    assert reply.status_code == 201, reply.text
+    return reply.json()["token"]
+
+
+def resources(hub: Hub, user: str, token: str) -> dict:
+    reply = requests.get(f"{hub.url}/user/{user}/kubelab/api/resources", timeout=30,
+                         headers={"Authorization": f"token {token}"})
+    assert reply.status_code == 200, reply.text[:2000]
+    return reply.json()
+
+
+def holders(snapshot: dict) -> list:
+    return sorted(d["holder"] for d in snapshot["gpus"]["devices"] if d["holder"])
+
+
+def test_local_servers_take_gpus_from_the_machine_ledger(hub: Hub, machine: Path) -> None:
+    root = Path(hub.env["KUBELAB_HUB_ROOT"])
+    hub.api("POST", "users", {"usernames": ["alice", "bob"]})
+    assert hub.api("POST", "users/alice/server", {"gpus": "1(T4)"}).status_code in (201, 202)
+    hub.wait_server("alice", timeout=90)
+    alice = user_token(hub, "alice")
+    seen = resources(hub, "alice", alice)
+    assert seen["backend"] == "local"
+    assert holders(seen) == ["notebook/alice/public/default"]
+    assert (root / "workspaces" / "alice" / ".kubelab").is_dir() and (root / "archives" / "alice").is_dir()
+    ledger = json.loads((machine / "gpus.json").read_text())
+    assert [h["run"] for h in ledger["allocations"].values()] == ["notebook/alice/public/default"]
+
+    assert hub.api("POST", "users/bob/server", {"gpus": 1}).status_code in (201, 202)
+    hub.wait_server("bob", timeout=90)
+    assert holders(resources(hub, "bob", user_token(hub, "bob"))) == [
+        "notebook/alice/public/default", "notebook/bob/public/default"]
+
+    # both T4s are held: the form refuses a third notebook with GPUs and says what is free
+    session = hub.login("carol")
+    reply = hub.post_form(session, "carol", {"gpus": "1", "gpu_type": "T4"})
+    assert reply.status_code == 400
+    assert "you asked for 1 T4 GPU(s) but only 0 of 2 are free now; free by type: T4 0/2" in reply.text
+
+    # stopping alice's server gives her GPU back to the machine
+    assert hub.api("DELETE", "users/alice/server").status_code in (202, 204)
+    hub.wait_server("alice", ready=False, timeout=60)
+    assert holders(resources(hub, "bob", user_token(hub, "bob"))) == ["notebook/bob/public/default"]
+
+
+def test_local_form_offers_no_images_and_refuses_one(hub: Hub) -> None:
+    session = hub.login("dave")
+    page = session.get(f"{hub.url}/hub/spawn/dave", timeout=30).text
+    assert 'name="gpus"' in page and 'name="image"' not in page
+    assert '<td>T4</td><td class="free">' in page
+    reply = hub.post_form(session, "dave", {"image": "x:1"})
+    assert reply.status_code == 400
+    assert "image: this hub runs servers on one machine and offers no images" in reply.text
