@@ -121,7 +121,7 @@ def _json(env: Mapping[str, str], name: str, kind: type, default: Any,
         problems.append(FieldError(name, f"is not valid JSON ({exc.msg} at {exc.pos})"))
         return default
     if not isinstance(value, kind):
-        wanted = "an object" if kind is dict else "a list"
+        wanted = "object" if kind is dict else "list"
         problems.append(FieldError(name, f"must be a JSON {wanted}, not {type(value).__name__}"))
         return default
     return value
