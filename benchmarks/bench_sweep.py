@@ -1,0 +1,173 @@
+"""Benchmark: a 20-trial TPE sweep at concurrency 2 on the local backend, against its floor.
+
+The floor is the same 20 trial processes started directly, two at a time, with nothing
+around them. The sweep adds the driver (start, tuner, ledger), one runner process per
+trial and the polling between them. Printed as JSON lines, medians over `--repeats` runs:
+
+- `sweep_vs_floor` for a trivial trial (`work_s` 0: fixed costs dominate) and for a trial
+  doing `--work` seconds of "training" (a sleep), with `ratio` = sweep / floor (target 1.5);
+- `tuner_suggest_at_1000`: TPE `ask()` time on a study with 1,000 finished trials;
+- `nni_local`: NNI 3.0's local mode on the same trial, or a line saying it was skipped
+  (NNI not importable).
+
+Run: `python benchmarks/bench_sweep.py [--repeats 3] [--work 0.5]`. Needs no server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+TRIALS, CONCURRENCY = 20, 2
+SPACE = {
+    "lr": {"_type": "loguniform", "_value": [1e-4, 1e-1]},
+    "units": {"_type": "choice", "_value": [16, 32, 64]},
+}
+TRIAL = """\
+import math, sys, time
+import nni
+params = nni.get_next_parameter()
+time.sleep(float(sys.argv[1]))
+nni.report_final_result(abs(math.log10(params["lr"]) + 2) + params["units"] / 640)
+"""
+
+
+def floor(folder: Path, work: float) -> float:
+    """20 bare `python trial.py` runs, two at a time, each with parameters in its environment."""
+    from kubelab.runner import NNI_SHIM
+
+    def one(index: int) -> None:
+        run = folder / f"floor-{index}"
+        run.mkdir(exist_ok=True)
+        env = {**os.environ, "PYTHONPATH": str(NNI_SHIM), "KUBELAB_RUN_DIR": str(run),
+               "KUBELAB_NNI_PARAMS": json.dumps({"lr": 0.01, "units": 32})}
+        subprocess.run([sys.executable, "trial.py", str(work)], cwd=folder, env=env, check=True)
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(CONCURRENCY) as pool:
+        list(pool.map(one, range(TRIALS)))
+    return time.perf_counter() - start
+
+
+def sweep(folder: Path, work: float) -> float:
+    """Create the sweep and wait until its driver records the end (polled every 10 ms)."""
+    from kubelab.lab import Lab
+    from kubelab.sweeps.service import Sweeps
+
+    sweeps = Sweeps(Lab(folder / "home"))
+    spec = {
+        "space": SPACE, "tuner": "tpe", "max_trials": TRIALS, "concurrency": CONCURRENCY,
+        "parameter_style": "env", "trial": {"command": ["python", "trial.py", str(work)]},
+    }
+    start = time.perf_counter()
+    record = sweeps.create(spec, base_dir=folder)
+    target = sweeps.sweep(record["id"])
+    while target.read_state().status == "Running":
+        time.sleep(0.01)
+    elapsed = time.perf_counter() - start
+    final = sweeps.record(target)
+    if final["status"] != "Succeeded" or final["counts"]["succeeded"] != TRIALS:
+        raise SystemExit(f"benchmark sweep did not succeed: {final}")
+    return elapsed
+
+
+def compare(work: float, repeats: int) -> dict:
+    floors, sweeps = [], []
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp)
+            (folder / "trial.py").write_text(TRIAL)
+            os.environ["KUBELAB_MACHINE_DIR"] = str(folder / "machine")
+            floors.append(floor(folder, work))
+            sweeps.append(sweep(folder, work))
+    floor_s, sweep_s = statistics.median(floors), statistics.median(sweeps)
+    return {
+        "benchmark": "sweep_vs_floor", "trials": TRIALS, "concurrency": CONCURRENCY, "tuner": "tpe",
+        "work_s": work, "repeats": repeats, "floor_s": round(floor_s, 3), "sweep_s": round(sweep_s, 3),
+        "overhead_per_trial_s": round((sweep_s - floor_s) / TRIALS * CONCURRENCY, 3),
+        "ratio": round(sweep_s / floor_s, 2), "target_ratio": 1.5,
+    }
+
+
+def suggestion_time(finished: int = 1000, asks: int = 20) -> dict:
+    """TPE ask() on a study (journal storage, as sweeps use) holding `finished` completed trials."""
+    import math
+    import random
+
+    import optuna
+    from optuna.distributions import CategoricalDistribution, FloatDistribution
+    from optuna.trial import create_trial
+
+    from kubelab.sweeps.space import SearchSpace
+    from kubelab.sweeps.store import SweepDirectory
+    from kubelab.sweeps.tuners import Tuner
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    with tempfile.TemporaryDirectory() as tmp:
+        storage = SweepDirectory(Path(tmp)).storage()
+        tuner = Tuner(SearchSpace.parse(SPACE), "tpe", storage=storage, study_name="bench")
+        dists = {"lr": FloatDistribution(1e-4, 1e-1, log=True),
+                 "units": CategoricalDistribution([16, 32, 64])}
+        rng = random.Random(0)
+        trials = []
+        for _ in range(finished):
+            params = {"lr": 10 ** rng.uniform(-4, -1), "units": rng.choice([16, 32, 64])}
+            value = abs(math.log10(params["lr"]) + 2) + params["units"] / 640
+            trials.append(create_trial(params=params, distributions=dists, value=value,
+                                       user_attrs={"kubelab_params": params}))
+        tuner.study.add_trials(trials)
+        times = []
+        for _ in range(asks):
+            start = time.perf_counter()
+            suggestion = tuner.ask()
+            times.append(time.perf_counter() - start)
+            tuner.tell(suggestion.number, 1.0)
+    return {"benchmark": "tuner_suggest_at_1000", "tuner": "tpe", "finished_trials": finished, "asks": asks,
+            "median_ms": round(statistics.median(times) * 1000, 1), "max_ms": round(max(times) * 1000, 1)}
+
+
+def nni_local(work: float) -> dict:
+    """NNI 3.0's local mode on the same trial, when NNI can be imported."""
+    if importlib.util.find_spec("nni") is None or importlib.util.find_spec("nni.experiment") is None:
+        reason = "nni is not importable (pip install nni==3.0 to compare)"
+        return {"benchmark": "nni_local", "skipped": reason}
+    from nni.experiment import Experiment  # pragma: no cover - needs the real NNI
+
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "trial.py").write_text(TRIAL)
+        experiment = Experiment("local")
+        config = experiment.config
+        config.trial_command, config.trial_code_directory = f"python trial.py {work}", tmp
+        config.search_space, config.max_trial_number, config.trial_concurrency = SPACE, TRIALS, CONCURRENCY
+        config.tuner.name, config.tuner.class_args = "TPE", {"optimize_mode": "minimize"}
+        start = time.perf_counter()
+        experiment.run(8745)
+        elapsed = time.perf_counter() - start
+        experiment.stop()
+    return {"benchmark": "nni_local", "trials": TRIALS, "work_s": work, "seconds": round(elapsed, 3)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--work", type=float, default=0.5,
+                        help="seconds each trial 'trains' in the second comparison")
+    args = parser.parse_args()
+    os.environ.setdefault("KUBELAB_STOP_GRACE", "2")
+    for work in (0.0, args.work):
+        print(json.dumps(compare(work, args.repeats)), flush=True)
+    print(json.dumps(suggestion_time()), flush=True)
+    print(json.dumps(nni_local(args.work)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
