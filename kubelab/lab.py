@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kubelab.backends.base import Backend
-from kubelab.errors import FieldError, NotFound, ValidationError
+from kubelab.errors import FieldError, KubelabError, NotFound, ValidationError
 from kubelab.index import RunIndex
 from kubelab.records import PENDING, RunDirectory, Status, summary
 from kubelab.spec import ExperimentSpec
@@ -152,8 +152,12 @@ class Lab:
         run = self.run(run_id)
         status = self.backend.reconcile(run, run.status())
         spec = run.spec()
-        return {**summary(run, status, spec), "spec": spec, "history": [vars(t) for t in status.history],
-                "replica_status": status.replicas, "run_dir": str(run.path)}
+        detail = {**summary(run, status, spec), "spec": spec, "history": [vars(t) for t in status.history],
+                  "replica_status": status.replicas, "run_dir": str(run.path)}
+        events = getattr(self.backend, "events", None)  # Kubernetes events, where the backend has them
+        if events is not None:
+            detail["events"] = events(run)
+        return detail
 
     def refresh(self):
         """Reconcile unfinished runs with the backend and update the index; returns the changes."""
@@ -163,7 +167,7 @@ class Lab:
                 run = RunDirectory(self.runs_root / record["id"])
                 try:
                     self.backend.reconcile(run, run.status())
-                except (OSError, ValueError):
+                except (OSError, ValueError, KubelabError):  # one bad run must not hide the others
                     continue
         return changes
 
