@@ -15,3 +15,8 @@ def load_ipython_extension(ipython):  # pragma: no cover - exercised through %lo
     from kubelab.magics import load_ipython_extension as load
 
     load(ipython)
+
+
+def _jupyter_labextension_paths() -> list[dict[str, str]]:
+    """Where `jupyter labextension develop` finds the built extension."""
+    return [{"src": "labextension", "dest": "kubelab"}]
