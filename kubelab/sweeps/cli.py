@@ -20,13 +20,15 @@ from kubelab.cli import emit
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "sweep", help="run or manage a hyperparameter sweep",
+        "sweep",
+        help="run or manage a hyperparameter sweep",
         description="Run a sweep from a spec file (kubelab or NNI config), or manage sweeps.",
     )
     parser.set_defaults(handler=cmd_create)
     parser.add_argument("-f", "--file", help="a sweep spec (YAML/JSON) or an NNI experiment config")
-    parser.add_argument("--wait", action="store_true",
-                        help="follow the trials; exit non-zero unless the sweep succeeds")
+    parser.add_argument(
+        "--wait", action="store_true", help="follow the trials; exit non-zero unless the sweep succeeds"
+    )
     parser.add_argument("-o", "--output", choices=("json",))
     sub = parser.add_subparsers(dest="sweep_command", metavar="COMMAND")
 
@@ -60,8 +62,10 @@ def cmd_create(args: argparse.Namespace) -> int:
     from kubelab.sweeps.documents import read_document
 
     if not args.file:
-        raise ValidationError("nothing to run", [FieldError("file", "give a sweep spec with -f FILE, "
-                                                            "or a command: ls, show, stop, resume")])
+        raise ValidationError(
+            "nothing to run",
+            [FieldError("file", "give a sweep spec with -f FILE, or a command: ls, show, stop, resume")],
+        )
     data, origin = read_document(Path(args.file), "file")
     base = origin.parent if origin else Path.cwd()
     sweeps = _sweeps()
@@ -138,8 +142,18 @@ def cmd_show(args: argparse.Namespace) -> int:
         emit(record, "json")
         return 0
     metric = record["objective"]["metric"]
-    for key in ("id", "name", "status", "reason", "tuner", "early_stopping", "max_trials",
-                "concurrency", "created_at", "finished_at"):
+    for key in (
+        "id",
+        "name",
+        "status",
+        "reason",
+        "tuner",
+        "early_stopping",
+        "max_trials",
+        "concurrency",
+        "created_at",
+        "finished_at",
+    ):
         print(f"{key + ':':16} {record.get(key)}")
     print(f"{'objective:':16} {record['objective']['direction']} {metric}")
     print(f"{'counts:':16} " + ", ".join(f"{k} {v}" for k, v in record["counts"].items()))
@@ -165,8 +179,11 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    budget = {k: v for k, v in (("max_trials", args.max_trials), ("max_duration", args.max_duration))
-              if v is not None}
+    budget = {
+        k: v
+        for k, v in (("max_trials", args.max_trials), ("max_duration", args.max_duration))
+        if v is not None
+    }
     sweeps = _sweeps()
     record = sweeps.resume(args.id, budget)
     if args.wait:
