@@ -9,34 +9,23 @@ a fresh namespace; tests that need the server's controls skip there.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from kube_support import notebook_env, pods_of, role_documents, wait_for  # noqa: F401
 from kubeapi.fixtures import real_kubeconfig
 from kubernetes import client, config
 
 from kubelab.kube.backend import KubernetesBackend
 from kubelab.kube.errors import RetryPolicy
-from kubelab.kube.notebook_env import NotebookEnv
 from kubelab.lab import Lab
 
-ROLE_FILE = Path(__file__).resolve().parents[2] / "hub_config" / "rbac" / "notebook-role.yaml"
-IMAGE = "registry.example.org/lab/notebook:2024.1"
 FAST_RETRY = RetryPolicy(attempts=4, base_delay=0.01, max_delay=0.05)
 
 
-def role_documents(namespace: str, service_account: str) -> list[dict[str, Any]]:
-    docs = list(yaml.safe_load_all(ROLE_FILE.read_text()))
-    for doc in docs:
-        doc["metadata"]["namespace"] = namespace
-        for subject in doc.get("subjects") or []:
-            subject.update(name=service_account, namespace=namespace)
-    return docs
 
 
 @pytest.fixture
@@ -79,17 +68,6 @@ def home(tmp_path: Path) -> Path:
     return path
 
 
-def notebook_env(namespace: str, home: Path, **changes: Any) -> NotebookEnv:
-    values: dict[str, Any] = dict(
-        namespace=namespace, image=IMAGE, user="alice", project="vision",
-        volumes=[{"name": "workspace", "persistentVolumeClaim": {"claimName": "home-alice"}},
-                 {"name": "archive", "persistentVolumeClaim": {"claimName": "archive-alice"}}],
-        mounts=[{"name": "workspace", "mountPath": "/mnt/alice", "subPath": "alice"},
-                {"name": "archive", "mountPath": "/archives/alice"}],
-        shm="2Gi", home=str(home), node_selector={"lab.example.org/project": "vision"},
-    )
-    values.update(changes)
-    return NotebookEnv(**values)
 
 
 @pytest.fixture
@@ -122,20 +100,5 @@ def lab(home: Path, backend: KubernetesBackend) -> Lab:
     return Lab(home=home, backend=backend, user="alice")
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "") -> Any:
-    """Poll until `predicate()` is truthy; fail with `what` and the last value otherwise."""
-    deadline = time.monotonic() + timeout
-    value = None
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what or predicate}: last value {value!r}")
 
 
-def pods_of(server: Any, namespace: str, run_id: str) -> list[dict[str, Any]]:
-    pods = [p for p in server.objects("pods", namespace)
-            if p["metadata"]["labels"].get("kubelab.io/experiment") == run_id]
-    return sorted(pods, key=lambda p: (p["metadata"].get("annotations") or {}).get(
-        "batch.kubernetes.io/job-completion-index", ""))

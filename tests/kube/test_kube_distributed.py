@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import notebook_env, pods_of, wait_for
+from kube_support import notebook_env, pods_of, wait_for
 
 from kubelab.errors import ValidationError
 from kubelab.kube.backend import KubernetesBackend

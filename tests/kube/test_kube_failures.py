@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import pods_of, wait_for
+from kube_support import pods_of, wait_for
 from kubernetes import client
 
 from kubelab.errors import Conflict, ValidationError

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from conftest import pods_of, wait_for
+from kube_support import pods_of, wait_for
 
 from kubelab.lab import Lab
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import pods_of, wait_for
+from kube_support import pods_of, wait_for
 
 from kubelab.lab import Lab
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from conftest import run_notebook, text_of
+from notebook_support import run_notebook, text_of
 
 TRAIN_CELL = textwrap.dedent("""\
     %%train --name nb-train --wait -P lr=0.5

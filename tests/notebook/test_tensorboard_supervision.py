@@ -11,7 +11,7 @@ import time
 
 import pytest
 import requests
-from conftest import kill_if_alive, pid_alive, start_server, wait_gone
+from notebook_support import kill_if_alive, pid_alive, start_server, wait_gone
 
 from kubelab.lab import Lab
 from kubelab.tensorboard import TensorBoardSupervisor, run_label, session_id

@@ -10,7 +10,7 @@ import signal
 import textwrap
 
 import pytest
-from conftest import trial_runs, wait_driver_gone, wait_sweep
+from sweep_support import trial_runs, wait_driver_gone, wait_sweep
 
 from kubelab.errors import Conflict, NotFound, ValidationError
 from kubelab.lab import Lab

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import wait_sweep
+from sweep_support import wait_sweep
 
 from kubelab.records import RunDirectory
 from kubelab.runner import NNI_SHIM

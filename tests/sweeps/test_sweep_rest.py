@@ -10,8 +10,8 @@ import time
 
 import pytest
 import requests
-from conftest import stop_leftovers, trial_runs, wait_driver_gone
 from jupyter_server_process import JupyterServer
+from sweep_support import stop_leftovers, trial_runs, wait_driver_gone
 
 from kubelab.lab import Lab
 from kubelab.sweeps.service import Sweeps
