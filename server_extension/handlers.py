@@ -20,7 +20,7 @@ from jupyter_server.base.handlers import APIHandler
 from tornado import web
 from tornado.iostream import StreamClosedError
 
-from kubelab.errors import FieldError, KubelabError, ValidationError
+from kubelab.errors import FieldError, KubelabError, NotFound, ValidationError
 
 HEARTBEAT = 15.0
 
@@ -113,16 +113,56 @@ class ExperimentsHandler(KubelabHandler):
 
     @api
     async def post(self) -> None:
-        """Submit an experiment spec."""
-        record = self.lab.submit(self.body(), base_dir=self.workspace_dir(), confine=True)
+        """Submit an experiment spec, or `{"file": "spec.yaml"}`: a spec file in the workspace."""
+        body, base = self.body(), self.workspace_dir()
+        if isinstance(body, dict) and "file" in body:
+            body, base = self.spec_file(body, base)
+        record = self.lab.submit(body, base_dir=base, confine=True)
         self.kubelab.events.publish("experiment", record)
         self.reply(record, status=201)
+
+    def spec_file(self, body: dict[str, Any], cwd: Path) -> tuple[Any, Path]:
+        """The spec a file holds (YAML, JSON or a polyaxonfile), read where the sidebar's "Run
+        spec" points; its relative paths start from the file's folder, as with `kubelab run -f`."""
+        from kubelab.specfile import load_spec_file
+
+        name = body["file"]
+        if len(body) > 1:
+            others = ", ".join(sorted(k for k in body if k != "file"))
+            reason = f"cannot be combined with {others}"
+            raise ValidationError("invalid request", [FieldError("file", reason)])
+        if not isinstance(name, str) or not name:
+            raise ValidationError("invalid request", [FieldError("file", "must be a path to a spec file")])
+        root = Path(self.kubelab.root_dir).resolve()
+        path = (cwd / name).resolve()
+        if root not in path.parents:
+            reason = f"'{name}' is outside the workspace"
+            raise ValidationError("invalid request", [FieldError("file", reason)])
+        return load_spec_file(path), path.parent
 
 
 class ExperimentHandler(KubelabHandler):
     @api
     async def get(self, run_id: str) -> None:
-        self.reply(self.lab.get(run_id))
+        """The record with spec, history and events, plus what the sidebar needs to open files:
+        `run_dir_relative` (the run directory relative to the server's root, or null when the
+        file browser cannot reach it) and `outputs` (files under `outputs/`)."""
+        record = self.lab.get(run_id)
+        run_dir = Path(record["run_dir"])
+        record["run_dir_relative"] = self.relative_to_root(run_dir)
+        record["outputs"] = list_outputs(run_dir / "outputs")
+        self.reply(record)
+
+    def relative_to_root(self, path: Path) -> str | None:
+        root = Path(self.kubelab.root_dir).resolve()
+        try:
+            relative = path.resolve().relative_to(root)
+        except ValueError:
+            return None
+        hidden = any(part.startswith(".") for part in relative.parts)
+        if hidden and not getattr(self.contents_manager, "allow_hidden", False):
+            return None
+        return relative.as_posix()
 
     @api
     async def delete(self, run_id: str) -> None:
@@ -130,6 +170,36 @@ class ExperimentHandler(KubelabHandler):
         self.kubelab.events.publish("deleted", {"id": run_id})
         self.set_status(204)
         self.finish()
+
+
+OUTPUTS_LISTED = 500  # an experiment writing thousands of files still answers quickly
+
+
+def list_outputs(folder: Path) -> list[dict[str, Any]]:
+    """Files under a run's `outputs/`, as `{path, size}` with POSIX paths relative to it."""
+    files: list[dict[str, Any]] = []
+    if not folder.is_dir():
+        return files
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            files.append({"path": path.relative_to(folder).as_posix(), "size": path.stat().st_size})
+            if len(files) >= OUTPUTS_LISTED:
+                break
+    return files
+
+
+class OutputHandler(KubelabHandler):
+    @api
+    async def get(self, run_id: str, path: str) -> None:
+        """One file of the run's `outputs/` (e.g. the executed notebook), for runs the file
+        browser cannot reach."""
+        folder = (Path(self.lab.get(run_id)["run_dir"]) / "outputs").resolve()
+        target = (folder / path).resolve()
+        if folder not in target.parents or not target.is_file():
+            detail = f"no output '{path}' in experiment '{run_id}'"
+            raise NotFound(detail, [FieldError("path", "no such file")])
+        self.set_header("Content-Type", "application/octet-stream")
+        self.finish(target.read_bytes())
 
 
 class StopHandler(KubelabHandler):
@@ -218,6 +288,7 @@ ROUTES: list[tuple[str, type[KubelabHandler]]] = [
     (rf"experiments/{ID}/stop", StopHandler),
     (rf"experiments/{ID}/logs", LogsHandler),
     (rf"experiments/{ID}/metrics", MetricsHandler),
+    (rf"experiments/{ID}/outputs/(?P<path>.+)", OutputHandler),
     (r"resources", ResourcesHandler),
     (r"events", EventsHandler),
     (r"openapi.json", OpenAPIHandler),
