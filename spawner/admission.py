@@ -26,20 +26,40 @@ def admit(options: NotebookOptions, group: ProjectGroup, user: str, availability
         free = availability.free(options.gpu_type)
         if options.gpus > free:
             kind = f" {options.gpu_type}" if options.gpu_type else ""
-            errors.append(FieldError("gpus", (
-                f"you asked for {options.gpus}{kind} GPU(s) but only {free} of "
-                f"{availability.total(options.gpu_type)} are free now; free by type: {_free_list(availability)}")))
+            errors.append(
+                FieldError(
+                    "gpus",
+                    (
+                        f"you asked for {options.gpus}{kind} GPU(s) but only {free} of "
+                        f"{availability.total(options.gpu_type)} are free now; "
+                        f"free by type: {_free_list(availability)}"
+                    ),
+                )
+            )
     asked = Usage(options.gpus, parse_quantity(options.cpu), parse_quantity(options.memory))
-    _check_quota(errors, group.user_quota, availability.user(user), asked,
-                 f"group '{group.name}' allows each user", "you hold")
-    _check_quota(errors, group.group_quota, availability.group(group_label(group.name)), asked,
-                 f"group '{group.name}' allows all its members together", "its members hold")
+    _check_quota(
+        errors,
+        group.user_quota,
+        availability.user(user),
+        asked,
+        f"group '{group.name}' allows each user",
+        "you hold",
+    )
+    _check_quota(
+        errors,
+        group.group_quota,
+        availability.group(group_label(group.name)),
+        asked,
+        f"group '{group.name}' allows all its members together",
+        "its members hold",
+    )
     if errors:
         raise ValidationError(REFUSED, errors)
 
 
-def _check_quota(errors: list[FieldError], quota: Quota, held: Usage, asked: Usage,
-                 who: str, holder: str) -> None:
+def _check_quota(
+    errors: list[FieldError], quota: Quota, held: Usage, asked: Usage, who: str, holder: str
+) -> None:
     for key, unit in (("gpus", "GPU(s)"), ("cpu", "CPU"), ("memory", "of memory")):
         limit = quota.amount(key)
         if limit is None:
@@ -47,9 +67,15 @@ def _check_quota(errors: list[FieldError], quota: Quota, held: Usage, asked: Usa
         have, want = Decimal(getattr(held, key)), Decimal(getattr(asked, key))
         if have + want > limit:
             left = max(Decimal(0), limit - have)
-            errors.append(FieldError(key, (
-                f"{who} {_show(key, limit)} {unit} at once; {holder} {_show(key, have)}, "
-                f"so you can ask for at most {_show(key, left)} more, not {_show(key, want)}")))
+            errors.append(
+                FieldError(
+                    key,
+                    (
+                        f"{who} {_show(key, limit)} {unit} at once; {holder} {_show(key, have)}, "
+                        f"so you can ask for at most {_show(key, left)} more, not {_show(key, want)}"
+                    ),
+                )
+            )
 
 
 def _show(key: str, amount: Decimal) -> str:

@@ -90,8 +90,9 @@ def pod_requests(pod: dict[str, Any], resource: str) -> tuple[int, Decimal, Deci
     return gpus, cpu, memory
 
 
-def cluster_availability(nodes: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]],
-                         catalog: Catalog) -> Availability:
+def cluster_availability(
+    nodes: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]], catalog: Catalog
+) -> Availability:
     """Per catalog type: sum of nodes' allocatable GPUs minus GPUs requested by live pods."""
     result = Availability()
     by_label = {t.label_value: t for t in catalog.gpu_types}
@@ -103,7 +104,9 @@ def cluster_availability(nodes: Iterable[dict[str, Any]], pods: Iterable[dict[st
         gpu_type = by_label.get((meta.get("labels") or {}).get(catalog.gpu_label, ""))
         if gpu_type is None or (node.get("spec") or {}).get("unschedulable"):
             continue
-        count = int(parse_quantity(((node.get("status") or {}).get("allocatable") or {}).get(gpu_type.resource, 0)))
+        count = int(
+            parse_quantity(((node.get("status") or {}).get("allocatable") or {}).get(gpu_type.resource, 0))
+        )
         node_type[meta["name"]] = gpu_type.name
         result.types[gpu_type.name].total += count
         result.types[gpu_type.name].free += count
@@ -190,8 +193,12 @@ class _Mirror:
                 self.loaded.set()
                 self.on_change()
                 stream = watch.Watch()
-                async with stream.stream(self.list_method, _preload_content=False, timeout_seconds=300,
-                                         resource_version=listing["metadata"]["resourceVersion"]) as events:
+                async with stream.stream(
+                    self.list_method,
+                    _preload_content=False,
+                    timeout_seconds=300,
+                    resource_version=listing["metadata"]["resourceVersion"],
+                ) as events:
                     async for event in events:
                         obj = event["raw_object"]
                         if event["type"] == "DELETED":
@@ -228,7 +235,9 @@ class ClusterAvailability:
 
     def current(self) -> Availability:
         if self._cache is None:
-            self._cache = cluster_availability(self.nodes.items.values(), self.pods.items.values(), self.catalog)
+            self._cache = cluster_availability(
+                self.nodes.items.values(), self.pods.items.values(), self.catalog
+            )
         return self._cache
 
     async def stop(self) -> None:

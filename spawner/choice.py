@@ -31,8 +31,12 @@ def public_properties(spawner: Any, configured: Mapping[str, Any] | None) -> Map
     return configured
 
 
-def choose(raw: Any, catalog: Catalog, memberships: list[tuple[str, Mapping[str, Any] | None]],
-           public_properties: Mapping[str, Any] | None = None) -> tuple[NotebookOptions, ProjectGroup]:
+def choose(
+    raw: Any,
+    catalog: Catalog,
+    memberships: list[tuple[str, Mapping[str, Any] | None]],
+    public_properties: Mapping[str, Any] | None = None,
+) -> tuple[NotebookOptions, ProjectGroup]:
     """Validated options and the chosen group, or a ValidationError naming each field."""
     groups = user_groups(memberships, public_properties)
     options = dict(raw or {}) if isinstance(raw, dict) else raw

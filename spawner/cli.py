@@ -35,8 +35,10 @@ current-context: render
 def default_config() -> Path:
     path = Path(os.environ.get("KUBELAB_HUB_CONFIG") or HUB_CONFIG_DIR / "jupyterhub_config.py")
     if not path.is_file():
-        raise ValidationError("no hub configuration", [FieldError(
-            "config", f"{path} does not exist; pass --config PATH or set KUBELAB_HUB_CONFIG")])
+        raise ValidationError(
+            "no hub configuration",
+            [FieldError("config", f"{path} does not exist; pass --config PATH or set KUBELAB_HUB_CONFIG")],
+        )
     return path
 
 
@@ -44,6 +46,8 @@ def load_config(path: Path) -> Any:
     """The traitlets config a hub would load from `path` (in Kubernetes mode for rendering)."""
     from traitlets.config.loader import PyFileConfigLoader
 
+    if not path.is_file():
+        raise ValidationError("no hub configuration", [FieldError("config", f"{path} does not exist")])
     previous = os.environ.get("KUBELAB_HUB_MODE")
     os.environ["KUBELAB_HUB_MODE"] = "kubernetes"
     try:
@@ -60,9 +64,16 @@ def _group_properties(config: Any, names: list[str]) -> list[tuple[str, dict[str
     memberships = []
     for name in names:
         if name not in declared and name != "public":
-            raise ValidationError("invalid server options", [FieldError(
-                "group", f"group '{name}' is not declared in JupyterHub.load_groups of the config "
-                         f"(groups: {', '.join(sorted(declared)) or 'none'})")])
+            raise ValidationError(
+                "invalid server options",
+                [
+                    FieldError(
+                        "group",
+                        f"group '{name}' is not declared in JupyterHub.load_groups of the config "
+                        f"(groups: {', '.join(sorted(declared)) or 'none'})",
+                    )
+                ],
+            )
         entry = declared.get(name) or {}
         memberships.append((name, entry.get("properties", {}) if isinstance(entry, dict) else {}))
     return memberships
@@ -71,10 +82,12 @@ def _group_properties(config: Any, names: list[str]) -> list[tuple[str, dict[str
 async def _render(config: Any, user: str, groups: list[str], options: dict[str, Any]) -> list[dict[str, Any]]:
     from .kube import KubeLabSpawner
 
-    hub = types.SimpleNamespace(public_host="", url="http://hub:8081/hub/", base_url="/hub/",
-                                api_url="http://hub:8081/hub/api")
-    member = [types.SimpleNamespace(name=n, properties=p)
-              for n, p in _group_properties(config, [*groups, "public"])]
+    hub = types.SimpleNamespace(
+        public_host="", url="http://hub:8081/hub/", base_url="/hub/", api_url="http://hub:8081/hub/api"
+    )
+    member = [
+        types.SimpleNamespace(name=n, properties=p) for n, p in _group_properties(config, [*groups, "public"])
+    ]
     account = types.SimpleNamespace(name=user, id=0, url=f"/user/{user}/", escaped_name=user, groups=member)
     spawner = KubeLabSpawner(config=config, user=account, hub=hub)
     spawner.user_options = options
@@ -92,29 +105,36 @@ class _Refused(KubelabError):
     status = 422
 
 
-def render(user: str, groups: list[str], options: dict[str, Any], config_path: Path | None = None,
-           ) -> list[dict[str, Any]]:
+def render(
+    user: str,
+    groups: list[str],
+    options: dict[str, Any],
+    config_path: Path | None = None,
+) -> list[dict[str, Any]]:
     """Every object a spawn would create, in order; a refusal raises with the form's sentence."""
     config = load_config(config_path or default_config())
     with tempfile.TemporaryDirectory() as tmp:  # a kubeconfig that is never contacted
         kubeconfig = Path(tmp) / "kubeconfig"
         kubeconfig.write_text(_RENDER_KUBECONFIG)
-        previous = os.environ.get("KUBECONFIG")
-        os.environ["KUBECONFIG"] = str(kubeconfig)
+        # KubeSpawner loads the default kubeconfig, whose path kubernetes_asyncio reads from
+        # $KUBECONFIG once, at import: point that default at the render-only file for the call.
+        from kubernetes_asyncio.config import kube_config
+
+        previous = kube_config.KUBE_CONFIG_DEFAULT_LOCATION
+        kube_config.KUBE_CONFIG_DEFAULT_LOCATION = str(kubeconfig)
         try:
             return asyncio.run(_render(config, user, groups, options))
         finally:
-            if previous is None:
-                os.environ.pop("KUBECONFIG", None)
-            else:
-                os.environ["KUBECONFIG"] = previous
+            kube_config.KUBE_CONFIG_DEFAULT_LOCATION = previous
 
 
 def cmd_render(args: argparse.Namespace) -> int:
     try:
         options = json.loads(args.options) if args.options else {}
     except json.JSONDecodeError as exc:
-        raise ValidationError("invalid --options", [FieldError("options", f"is not JSON: {exc.msg}")]) from None
+        raise ValidationError(
+            "invalid --options", [FieldError("options", f"is not JSON: {exc.msg}")]
+        ) from None
     if not isinstance(options, dict):
         raise ValidationError("invalid --options", [FieldError("options", "must be a JSON object")])
     if args.group:
@@ -140,16 +160,34 @@ def cmd_hub(args: argparse.Namespace) -> int:
     root = Path(args.root or os.environ.get("KUBELAB_HUB_ROOT") or Path.home() / "kubelab-hub").resolve()
     root.mkdir(parents=True, exist_ok=True)
     password = os.environ.get("KUBELAB_HUB_PASSWORD") or secrets.token_urlsafe(12)
-    env = {**os.environ, "KUBELAB_HUB_MODE": args.mode, "KUBELAB_HUB_ROOT": str(root),
-           "KUBELAB_HUB_PASSWORD": password}
+    env = {
+        **os.environ,
+        "KUBELAB_HUB_MODE": args.mode,
+        "KUBELAB_HUB_ROOT": str(root),
+        "KUBELAB_HUB_PASSWORD": password,
+    }
     if not shutil.which("configurable-http-proxy"):
-        raise ValidationError("JupyterHub needs its proxy", [FieldError(
-            "configurable-http-proxy", "is not installed; install it with "
-            "`npm install -g configurable-http-proxy`")])
-    command = [sys.executable, "-m", "jupyterhub", "-f", str(config), f"--ip={args.ip}", f"--port={args.port}",
-               f"--JupyterHub.db_url=sqlite:///{root / 'jupyterhub.sqlite'}",
-               f"--JupyterHub.cookie_secret_file={root / 'jupyterhub_cookie_secret'}",
-               f"--ConfigurableHTTPProxy.pid_file={root / 'jupyterhub-proxy.pid'}"]
+        raise ValidationError(
+            "JupyterHub needs its proxy",
+            [
+                FieldError(
+                    "configurable-http-proxy",
+                    "is not installed; install it with `npm install -g configurable-http-proxy`",
+                )
+            ],
+        )
+    command = [
+        sys.executable,
+        "-m",
+        "jupyterhub",
+        "-f",
+        str(config),
+        f"--ip={args.ip}",
+        f"--port={args.port}",
+        f"--JupyterHub.db_url=sqlite:///{root / 'jupyterhub.sqlite'}",
+        f"--JupyterHub.cookie_secret_file={root / 'jupyterhub_cookie_secret'}",
+        f"--ConfigurableHTTPProxy.pid_file={root / 'jupyterhub-proxy.pid'}",
+    ]
     host = "localhost" if args.ip in ("", "0.0.0.0", "127.0.0.1") else args.ip
     print(f"kubelab hub: http://{host}:{args.port}/  (any user name; password: {password})", flush=True)
     if not os.environ.get("KUBELAB_HUB_PASSWORD"):
@@ -161,8 +199,9 @@ def cmd_hub(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    hub = subparsers.add_parser("hub", help="run JupyterHub with kubelab's spawners on this machine",
-                                description=cmd_hub.__doc__)
+    hub = subparsers.add_parser(
+        "hub", help="run JupyterHub with kubelab's spawners on this machine", description=cmd_hub.__doc__
+    )
     hub.add_argument("--ip", default="127.0.0.1")
     hub.add_argument("--port", type=int, default=8000)
     hub.add_argument("--mode", choices=("local", "kubernetes"), default="local")
@@ -170,10 +209,14 @@ def register(subparsers: Any) -> None:
     hub.add_argument("--config", help="a jupyterhub_config.py (default: hub_config/jupyterhub_config.py)")
     hub.set_defaults(handler=cmd_hub)
     sub = hub.add_subparsers(dest="hub_command")
-    render_parser = sub.add_parser("render", help="print every object a spawn would create, without a cluster")
+    render_parser = sub.add_parser(
+        "render", help="print every object a spawn would create, without a cluster"
+    )
     render_parser.add_argument("--user", required=True)
     render_parser.add_argument("--group", help="the project group (declared in JupyterHub.load_groups)")
-    render_parser.add_argument("--options", help="the form's options as JSON, e.g. '{\"gpus\": \"1(V100)\"}'")
+    render_parser.add_argument("--options", help='the form\'s options as JSON, e.g. \'{"gpus": "1(V100)"}\'')
     render_parser.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
-    render_parser.add_argument("--config", help="a jupyterhub_config.py (default: hub_config/jupyterhub_config.py)")
+    render_parser.add_argument(
+        "--config", help="a jupyterhub_config.py (default: hub_config/jupyterhub_config.py)"
+    )
     render_parser.set_defaults(handler=cmd_render)

@@ -53,7 +53,7 @@ def idle_gpu_servers(users: list[dict[str, Any]], timeout: float, now: datetime)
 
 def _request(method: str, url: str, token: str) -> Any:
     request = urllib.request.Request(url, method=method, headers={"Authorization": f"token {token}"})
-    with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - the hub's own URL
+    with urllib.request.urlopen(request, timeout=30) as response:
         body = response.read()
     return json.loads(body) if body else None
 
@@ -71,7 +71,9 @@ def cull_once(api_url: str, token: str, timeout: float) -> list[tuple[str, str]]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kubelab.spawner.culling", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m kubelab.spawner.culling", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--timeout", type=float, default=1800, help="idle seconds before a GPU server stops")
     parser.add_argument("--every", type=float, default=300, help="seconds between checks")
     parser.add_argument("--once", action="store_true", help="check once and exit")

@@ -39,40 +39,71 @@ def admin_error(exc: Any) -> str:
 
 def _select(name: str, label: str, choices: list[tuple[str, str]], selected: Any) -> str:
     items = "".join(
-        f'<option value="{escape(value)}"{" selected" if str(selected) == value else ""}>{escape(text)}</option>'
-        for value, text in choices)
-    return (f'<div class="form-group"><label for="kubelab-{name}">{escape(label)}</label>'
-            f'<select class="form-control" id="kubelab-{name}" name="{name}">{items}</select></div>')
+        f'<option value="{escape(value)}"{" selected" if str(selected) == value else ""}>'
+        f"{escape(text)}</option>"
+        for value, text in choices
+    )
+    return (
+        f'<div class="form-group"><label for="kubelab-{name}">{escape(label)}</label>'
+        f'<select class="form-control" id="kubelab-{name}" name="{name}">{items}</select></div>'
+    )
 
 
 def _text(name: str, label: str, value: Any, placeholder: str) -> str:
     shown = "" if value is None else escape(str(value))
-    return (f'<div class="form-group"><label for="kubelab-{name}">{escape(label)}</label>'
-            f'<input class="form-control" id="kubelab-{name}" name="{name}" value="{shown}" '
-            f'placeholder="{escape(placeholder)}"></div>')
+    return (
+        f'<div class="form-group"><label for="kubelab-{name}">{escape(label)}</label>'
+        f'<input class="form-control" id="kubelab-{name}" name="{name}" value="{shown}" '
+        f'placeholder="{escape(placeholder)}"></div>'
+    )
 
 
-def render_form(catalog: Catalog, groups: list[ProjectGroup], availability: Availability | None,
-                previous: dict[str, Any] | None = None) -> str:
+def render_form(
+    catalog: Catalog,
+    groups: list[ProjectGroup],
+    availability: Availability | None,
+    previous: dict[str, Any] | None = None,
+) -> str:
     """The form's HTML: group, profile, image, CPU, memory, GPUs, GPU type, shm, and a table of
     free GPUs. `previous` (the last user_options) preselects the fields."""
     previous = {k: v for k, v in (previous or {}).items() if k in OPTION_KEYS}
     parts = ['<div class="kubelab-spawn-form">']
     if len(groups) > 1:
-        parts.append(_select("group", "Project group", [(g.name, g.name) for g in groups],
-                             previous.get("group", groups[0].name)))
+        parts.append(
+            _select(
+                "group",
+                "Project group",
+                [(g.name, g.name) for g in groups],
+                previous.get("group", groups[0].name),
+            )
+        )
     if catalog.profiles:
-        parts.append(_select("profile", "Profile", [("", "(none)")] + [(p, p) for p in catalog.profiles],
-                             previous.get("profile", "")))
+        parts.append(
+            _select(
+                "profile",
+                "Profile",
+                [("", "(none)")] + [(p, p) for p in catalog.profiles],
+                previous.get("profile", ""),
+            )
+        )
     if catalog.images:  # a group's `images` narrows this list; validation says so by name
-        parts.append(_select("image", "Image", [(i, i) for i in catalog.images],
-                             previous.get("image", catalog.images[0])))
+        parts.append(
+            _select(
+                "image", "Image", [(i, i) for i in catalog.images], previous.get("image", catalog.images[0])
+            )
+        )
     parts.append(_text("cpu", "CPU", previous.get("cpu"), catalog.default_cpu))
     parts.append(_text("memory", "Memory", previous.get("memory"), catalog.default_memory))
     parts.append(_text("gpus", "GPUs (a count, or cube-studio's '1(V100)')", previous.get("gpus"), "0"))
     if catalog.gpu_types:
-        parts.append(_select("gpu_type", "GPU type", [("", "any")] + [(t.name, t.name) for t in catalog.gpu_types],
-                             previous.get("gpu_type", "")))
+        parts.append(
+            _select(
+                "gpu_type",
+                "GPU type",
+                [("", "any")] + [(t.name, t.name) for t in catalog.gpu_types],
+                previous.get("gpu_type", ""),
+            )
+        )
     parts.append(_text("shm", "Shared memory (/dev/shm)", previous.get("shm"), catalog.default_shm))
     parts.append(availability_table(availability))
     parts.append("</div>")
@@ -84,8 +115,12 @@ def availability_table(availability: Availability | None) -> str:
         return '<p class="kubelab-availability">GPU availability is not known right now.</p>'
     if not availability.types:
         return '<p class="kubelab-availability">No GPUs are configured.</p>'
-    rows = "".join(f'<tr data-gpu-type="{escape(name)}"><td>{escape(name)}</td>'
-                   f'<td class="free">{count.free}</td><td class="total">{count.total}</td></tr>'
-                   for name, count in availability.types.items())
-    return ('<table class="table kubelab-availability"><thead><tr><th>GPU type</th><th>free</th>'
-            f'<th>total</th></tr></thead><tbody>{rows}</tbody></table>')
+    rows = "".join(
+        f'<tr data-gpu-type="{escape(name)}"><td>{escape(name)}</td>'
+        f'<td class="free">{count.free}</td><td class="total">{count.total}</td></tr>'
+        for name, count in availability.types.items()
+    )
+    return (
+        '<table class="table kubelab-availability"><thead><tr><th>GPU type</th><th>free</th>'
+        f"<th>total</th></tr></thead><tbody>{rows}</tbody></table>"
+    )

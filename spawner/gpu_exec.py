@@ -37,8 +37,10 @@ def main(argv: list[str] | None = None) -> int:
         if chosen is None:  # taken since the form checked: do not wait in the queue
             allocator.release(args.run)
             kind = f" {args.type}" if args.type else ""
-            print(f"kubelab: the {args.gpus}{kind} GPU(s) were taken before this server started",
-                  file=sys.stderr)
+            print(
+                f"kubelab: the {args.gpus}{kind} GPU(s) were taken before this server started",
+                file=sys.stderr,
+            )
             return GPUS_TAKEN
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in chosen)
         os.environ["KUBELAB_NOTEBOOK_GPUS"] = os.environ["CUDA_VISIBLE_DEVICES"]

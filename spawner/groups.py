@@ -65,13 +65,21 @@ def parse_group(name: str, properties: Mapping[str, Any] | None) -> ProjectGroup
     if properties is None:
         properties = {}
     if not isinstance(properties, Mapping):
-        raise ValidationError(f"invalid properties of group '{name}'",
-                              [FieldError(where, f"must be a mapping, not {type(properties).__name__}")])
+        raise ValidationError(
+            f"invalid properties of group '{name}'",
+            [FieldError(where, f"must be a mapping, not {type(properties).__name__}")],
+        )
     errors: list[FieldError] = []
     for key in properties:
         if key not in PROPERTY_KEYS and "." not in key and "/" not in key:
-            errors.append(FieldError(f"{where}.{key}", "unknown property" + did_you_mean(key, PROPERTY_KEYS)
-                                     + f" (properties: {', '.join(PROPERTY_KEYS)})"))
+            errors.append(
+                FieldError(
+                    f"{where}.{key}",
+                    "unknown property"
+                    + did_you_mean(key, PROPERTY_KEYS)
+                    + f" (properties: {', '.join(PROPERTY_KEYS)})",
+                )
+            )
     selector = _node_selector(properties.get("node_selector"), f"{where}.node_selector", errors)
     mounts: tuple[VolumeMount, ...] = ()
     if properties.get("volume_mount") not in (None, ""):
@@ -90,8 +98,15 @@ def parse_group(name: str, properties: Mapping[str, Any] | None) -> ProjectGroup
         images = []
     if errors:
         raise ValidationError(f"invalid properties of group '{name}'", errors)
-    return ProjectGroup(name=name, node_selector=selector, volume_mounts=mounts, user_quota=user_quota,
-                        group_quota=group_quota, cluster=cluster or None, images=tuple(images))
+    return ProjectGroup(
+        name=name,
+        node_selector=selector,
+        volume_mounts=mounts,
+        user_quota=user_quota,
+        group_quota=group_quota,
+        cluster=cluster or None,
+        images=tuple(images),
+    )
 
 
 def _node_selector(value: Any, path: str, errors: list[FieldError]) -> dict[str, str]:
@@ -108,7 +123,9 @@ def _node_selector(value: Any, path: str, errors: list[FieldError]) -> dict[str,
                 continue
             pairs[key.strip()] = val.strip()
         return pairs
-    if isinstance(value, Mapping) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+    if isinstance(value, Mapping) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
         return dict(value)
     errors.append(FieldError(path, f"must be a mapping of label to value or 'key=value,...', not {value!r}"))
     return {}
@@ -122,9 +139,15 @@ def _quotas(value: Any, path: str, errors: list[FieldError]) -> tuple[Quota, Quo
         return Quota(), Quota()
     for key in value:
         if key not in ("user", "group"):
-            errors.append(FieldError(f"{path}.{key}", "unknown quota scope" + did_you_mean(key, ("user", "group"))
-                                     + " (scopes: user, group)"))
-    return _quota(value.get("user"), f"{path}.user", errors), _quota(value.get("group"), f"{path}.group", errors)
+            errors.append(
+                FieldError(
+                    f"{path}.{key}",
+                    "unknown quota scope" + did_you_mean(key, ("user", "group")) + " (scopes: user, group)",
+                )
+            )
+    return _quota(value.get("user"), f"{path}.user", errors), _quota(
+        value.get("group"), f"{path}.group", errors
+    )
 
 
 def _quota(value: Any, path: str, errors: list[FieldError]) -> Quota:
@@ -135,8 +158,12 @@ def _quota(value: Any, path: str, errors: list[FieldError]) -> Quota:
         return Quota()
     for key in value:
         if key not in QUOTA_KEYS:
-            errors.append(FieldError(f"{path}.{key}", "unknown quota" + did_you_mean(key, QUOTA_KEYS)
-                                     + " (quotas: gpus, cpu, memory)"))
+            errors.append(
+                FieldError(
+                    f"{path}.{key}",
+                    "unknown quota" + did_you_mean(key, QUOTA_KEYS) + " (quotas: gpus, cpu, memory)",
+                )
+            )
     gpus = value.get("gpus")
     if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0):
         errors.append(FieldError(f"{path}.gpus", f"must be a whole number >= 0, not {gpus!r}"))
@@ -155,8 +182,10 @@ def _quota(value: Any, path: str, errors: list[FieldError]) -> Quota:
     return Quota(gpus=gpus, cpu=amounts["cpu"], memory=amounts["memory"])
 
 
-def user_groups(memberships: Iterable[tuple[str, Mapping[str, Any] | None]],
-                public_properties: Mapping[str, Any] | None = None) -> list[ProjectGroup]:
+def user_groups(
+    memberships: Iterable[tuple[str, Mapping[str, Any] | None]],
+    public_properties: Mapping[str, Any] | None = None,
+) -> list[ProjectGroup]:
     """The groups a user may spawn in: their hub groups plus `public`, public last.
 
     A group with bad properties raises: an admin must fix it, and the user sees which.
@@ -173,7 +202,15 @@ def choose_group(groups: list[ProjectGroup], requested: Any) -> ProjectGroup:
         return groups[0]
     names = [g.name for g in groups]
     if not isinstance(requested, str) or requested not in names:
-        raise ValidationError("invalid server options", [FieldError(
-            "group", f"you are not in group '{requested}'" + did_you_mean(str(requested), names)
-            + f" (your groups: {', '.join(names)})")])
+        raise ValidationError(
+            "invalid server options",
+            [
+                FieldError(
+                    "group",
+                    f"you are not in group '{requested}'"
+                    + did_you_mean(str(requested), names)
+                    + f" (your groups: {', '.join(names)})",
+                )
+            ],
+        )
     return groups[names.index(requested)]

@@ -29,9 +29,23 @@ from .objects import Storage
 from .pod_settings import PodSettings, pod_settings
 from .profiles import Catalog, NotebookOptions
 
-_TOUCHED = ("image", "cpu_limit", "cpu_guarantee", "mem_limit", "mem_guarantee", "extra_resource_limits",
-            "extra_resource_guarantees", "node_selector", "tolerations", "volumes", "volume_mounts",
-            "working_dir", "notebook_dir", "service_account", "extra_labels")
+_TOUCHED = (
+    "image",
+    "cpu_limit",
+    "cpu_guarantee",
+    "mem_limit",
+    "mem_guarantee",
+    "extra_resource_limits",
+    "extra_resource_guarantees",
+    "node_selector",
+    "tolerations",
+    "volumes",
+    "volume_mounts",
+    "working_dir",
+    "notebook_dir",
+    "service_account",
+    "extra_labels",
+)
 
 
 def refusal(exc: KubelabError) -> web.HTTPError:
@@ -44,21 +58,38 @@ def refusal(exc: KubelabError) -> web.HTTPError:
 class KubeLabSpawner(KubeSpawner):
     """GPU notebooks on Kubernetes for every user of a lab."""
 
-    gpu_catalog = Dict(config=True, help="GPU types, images and profiles (see kubelab.spawner.profiles.Catalog).")
-    trusted_lab = Bool(False, config=True, help="""cube-studio's layout: one namespace, shared workspace and
-        archive claims with per-user subPaths. Users can reach each other's files.""")
+    gpu_catalog = Dict(
+        config=True, help="GPU types, images and profiles (see kubelab.spawner.profiles.Catalog)."
+    )
+    trusted_lab = Bool(
+        False,
+        config=True,
+        help="""cube-studio's layout: one namespace, shared workspace and
+        archive claims with per-user subPaths. Users can reach each other's files.""",
+    )
     workspace_size = Unicode("50Gi", config=True)
     archive_size = Unicode("100Gi", config=True)
     storage_class = Unicode("", config=True, help="StorageClass of the claims ('' = the cluster default).")
-    shared_workspace_claim = Unicode("kubeflow-user-workspace", config=True, help="Trusted-lab workspace claim.")
+    shared_workspace_claim = Unicode(
+        "kubeflow-user-workspace", config=True, help="Trusted-lab workspace claim."
+    )
     shared_archive_claim = Unicode("kubeflow-archives", config=True, help="Trusted-lab archive claim.")
     notebook_service_account = Unicode("kubelab-notebook", config=True)
-    notebook_role_file = Unicode("", config=True, help="Role manifest for the notebook's account "
-                                 "('' = hub_config/rbac/notebook-role.yaml).")
+    notebook_role_file = Unicode(
+        "",
+        config=True,
+        help="Role manifest for the notebook's account ('' = hub_config/rbac/notebook-role.yaml).",
+    )
     public_group_properties = Dict(config=True, help="Properties of `public` when the hub has no such group.")
-    cluster_context = Unicode("", config=True, help="""The kubeconfig context this hub spawns in. A group whose
-        `cluster` names another context is refused (one hub spawns on one cluster).""")
-    check_availability = Bool(True, config=True, help="Refuse requests beyond free GPUs (watches nodes and pods).")
+    cluster_context = Unicode(
+        "",
+        config=True,
+        help="""The kubeconfig context this hub spawns in. A group whose
+        `cluster` names another context is refused (one hub spawns on one cluster).""",
+    )
+    check_availability = Bool(
+        True, config=True, help="Refuse requests beyond free GPUs (watches nodes and pods)."
+    )
 
     _watches: ClassVar[dict[Any, ClusterAvailability]] = {}
 
@@ -88,8 +119,11 @@ class KubeLabSpawner(KubeSpawner):
     def storage(self) -> Storage:
         cls = self.storage_class or None
         if self.trusted_lab:
-            return Storage.trusted_lab(workspace_claim=self.shared_workspace_claim,
-                                       archive_claim=self.shared_archive_claim, storage_class=cls)
+            return Storage.trusted_lab(
+                workspace_claim=self.shared_workspace_claim,
+                archive_claim=self.shared_archive_claim,
+                storage_class=cls,
+            )
         return Storage(workspace_size=self.workspace_size, archive_size=self.archive_size, storage_class=cls)
 
     @property
@@ -147,11 +181,23 @@ class KubeLabSpawner(KubeSpawner):
         return user_groups(hub_memberships(self.user), public_properties(self, self.public_group_properties))
 
     def _choose(self, raw: Any) -> tuple[NotebookOptions, ProjectGroup]:
-        options, group = choose(raw, self.catalog, hub_memberships(self.user), public_properties(self, self.public_group_properties))
+        options, group = choose(
+            raw,
+            self.catalog,
+            hub_memberships(self.user),
+            public_properties(self, self.public_group_properties),
+        )
         if group.cluster and group.cluster != (self.cluster_context or group.cluster):
-            raise ValidationError("invalid server options", [FieldError(
-                "group", f"group '{group.name}' runs on cluster '{group.cluster}', but this hub spawns on "
-                         f"'{self.cluster_context}'; use that cluster's hub")])
+            raise ValidationError(
+                "invalid server options",
+                [
+                    FieldError(
+                        "group",
+                        f"group '{group.name}' runs on cluster '{group.cluster}', but this hub spawns on "
+                        f"'{self.cluster_context}'; use that cluster's hub",
+                    )
+                ],
+            )
         return options, group
 
     async def _availability_for(self, group: ProjectGroup):
@@ -162,8 +208,16 @@ class KubeLabSpawner(KubeSpawner):
     def plan(self) -> tuple[NotebookOptions, ProjectGroup, PodSettings]:
         """Validated options, group and pod settings for the current user_options (no API calls)."""
         options, group = self._choose(self.user_options or {})
-        settings = pod_settings(self.user_slug, self.user.name, self.namespace, options, group, self.catalog,
-                                self.storage, self.notebook_service_account)
+        settings = pod_settings(
+            self.user_slug,
+            self.user.name,
+            self.namespace,
+            options,
+            group,
+            self.catalog,
+            self.storage,
+            self.notebook_service_account,
+        )
         return options, group, settings
 
     async def load_user_options(self) -> None:
@@ -189,10 +243,14 @@ class KubeLabSpawner(KubeSpawner):
         self.image = settings.image
         self.cpu_limit = self.cpu_guarantee = cpu
         self.mem_limit = self.mem_guarantee = memory
-        self.extra_resource_limits = {**base["extra_resource_limits"],
-                                      **{k: str(v) for k, v in settings.gpu_limits.items()}}
-        self.extra_resource_guarantees = {**base["extra_resource_guarantees"],
-                                          **{k: str(v) for k, v in settings.gpu_limits.items()}}
+        self.extra_resource_limits = {
+            **base["extra_resource_limits"],
+            **{k: str(v) for k, v in settings.gpu_limits.items()},
+        }
+        self.extra_resource_guarantees = {
+            **base["extra_resource_guarantees"],
+            **{k: str(v) for k, v in settings.gpu_limits.items()},
+        }
         self.node_selector = {**base["node_selector"], **settings.node_selector}
         self.tolerations = self._sorted_dict_values(base["tolerations"]) + settings.tolerations
         self.volumes = self._sorted_dict_values(base["volumes"]) + settings.volumes
@@ -233,8 +291,9 @@ class KubeLabSpawner(KubeSpawner):
         if self.trusted_lab:
             return objects.trusted_objects(self.namespace, account, self.storage, role_file)
         resources = [t.resource for t in self.catalog.gpu_types]
-        result = objects.user_namespace_objects(self.namespace, self.user_slug, account, group.user_quota,
-                                                resources, self.storage, role_file)
+        result = objects.user_namespace_objects(
+            self.namespace, self.user_slug, account, group.user_quota, resources, self.storage, role_file
+        )
         result[0]["metadata"]["labels"].update(self._expand_all(self.user_namespace_labels))
         return result
 
@@ -251,7 +310,10 @@ class KubeLabSpawner(KubeSpawner):
                 "ServiceAccount": (core.create_namespaced_service_account, None),
                 "Role": (rbac.create_namespaced_role, rbac.replace_namespaced_role),
                 "RoleBinding": (rbac.create_namespaced_role_binding, rbac.replace_namespaced_role_binding),
-                "ResourceQuota": (core.create_namespaced_resource_quota, core.replace_namespaced_resource_quota),
+                "ResourceQuota": (
+                    core.create_namespaced_resource_quota,
+                    core.replace_namespaced_resource_quota,
+                ),
                 "PersistentVolumeClaim": (core.create_namespaced_persistent_volume_claim, None),
             }[kind]
             if create is None:
@@ -275,8 +337,11 @@ class KubeLabSpawner(KubeSpawner):
         self.apply(settings)
         pod = await self.get_pod_manifest()
         if self.modify_pod_hook:
-            pod = await self.modify_pod_hook(self, pod) if asyncio.iscoroutinefunction(
-                self.modify_pod_hook) else self.modify_pod_hook(self, pod)
+            pod = (
+                await self.modify_pod_hook(self, pod)
+                if asyncio.iscoroutinefunction(self.modify_pod_hook)
+                else self.modify_pod_hook(self, pod)
+            )
         manifest = self.api.api_client.sanitize_for_serialization(pod)
         manifest.setdefault("apiVersion", "v1")
         manifest.setdefault("kind", "Pod")

@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from jupyterhub.spawner import LocalProcessSpawner, SimpleLocalProcessSpawner
-from kubelab.errors import KubelabError
-from kubelab.gpus import GpuAllocator
 from kubespawner.slugs import safe_slug
 from traitlets import Bool, Dict, Unicode, default
+
+from kubelab.errors import KubelabError
+from kubelab.gpus import GpuAllocator
 
 from .admission import admit
 from .availability import Availability, group_label, local_availability, notebook_run
@@ -80,13 +81,20 @@ class LocalKubeLabSpawner(SimpleLocalProcessSpawner):
         return local_availability(GpuAllocator().snapshot(), self.catalog)
 
     def _choose(self, raw: Any) -> tuple[NotebookOptions, ProjectGroup]:
-        options, group = choose(raw, self.catalog, hub_memberships(self.user), public_properties(self, self.public_group_properties))
+        options, group = choose(
+            raw,
+            self.catalog,
+            hub_memberships(self.user),
+            public_properties(self, self.public_group_properties),
+        )
         admit(options, group, self.user_slug, self.availability())
         return options, group
 
     async def _render_form(self, spawner: Any = None) -> str:
         try:
-            groups = user_groups(hub_memberships(self.user), public_properties(self, self.public_group_properties))
+            groups = user_groups(
+                hub_memberships(self.user), public_properties(self, self.public_group_properties)
+            )
         except KubelabError as exc:
             return admin_error(exc)
         return render_form(self.catalog, groups, self.availability(), self.user_options)
@@ -109,10 +117,7 @@ class LocalKubeLabSpawner(SimpleLocalProcessSpawner):
         return super().make_preexec_fn(name)
 
     def user_env(self, env: dict[str, str]) -> dict[str, str]:
-        if self.run_as_users:
-            env = LocalProcessSpawner.user_env(self, env)
-        else:
-            env = super().user_env(env)
+        env = LocalProcessSpawner.user_env(self, env) if self.run_as_users else super().user_env(env)
         env["HOME"] = str(self.workspace)
         return env
 
@@ -139,8 +144,15 @@ class LocalKubeLabSpawner(SimpleLocalProcessSpawner):
                 entry = pwd.getpwnam(self.user.name)
                 os.chown(path, entry.pw_uid, entry.pw_gid)
         self.notebook_dir = str(self.workspace)
-        launcher = [sys.executable, "-m", "kubelab.spawner.gpu_exec", "--run", self.gpu_run,
-                    "--gpus", str(options.gpus)]
+        launcher = [
+            sys.executable,
+            "-m",
+            "kubelab.spawner.gpu_exec",
+            "--run",
+            self.gpu_run,
+            "--gpus",
+            str(options.gpus),
+        ]
         if options.gpu_type:  # the type's name matches device names, as `local_availability` does
             launcher += ["--type", options.gpu_type]
         configured = list(self.cmd)
@@ -151,8 +163,11 @@ class LocalKubeLabSpawner(SimpleLocalProcessSpawner):
             self.cmd = configured
 
     def get_args(self) -> list[str]:
-        args = [*super().get_args(), f"--ServerApp.jpserver_extensions={EXTENSION}=True",
-                f"--ServerApp.root_dir={self.workspace}"]
+        args = [
+            *super().get_args(),
+            f"--ServerApp.jpserver_extensions={EXTENSION}=True",
+            f"--ServerApp.root_dir={self.workspace}",
+        ]
         if not self.run_as_users and os.geteuid() == 0:  # servers run as the hub's root user
             args.append("--ServerApp.allow_root=True")
         return args
@@ -160,13 +175,15 @@ class LocalKubeLabSpawner(SimpleLocalProcessSpawner):
     def get_env(self) -> dict[str, str]:
         env = super().get_env()
         group = getattr(self, "_group", None)
-        env.update({
-            "KUBELAB_HOME": str(self.workspace / ".kubelab"),
-            "KUBELAB_BACKEND": "local",
-            "KUBELAB_USER": self.user.name,
-            "KUBELAB_WORKSPACE": str(self.workspace),
-            "KUBELAB_ARCHIVE": str(self.archive),
-        })
+        env.update(
+            {
+                "KUBELAB_HOME": str(self.workspace / ".kubelab"),
+                "KUBELAB_BACKEND": "local",
+                "KUBELAB_USER": self.user.name,
+                "KUBELAB_WORKSPACE": str(self.workspace),
+                "KUBELAB_ARCHIVE": str(self.archive),
+            }
+        )
         if group is not None:
             env["KUBELAB_PROJECT"] = group.name
         for name in ("KUBELAB_MACHINE_DIR", "KUBELAB_FAKE_GPUS"):  # the ledger the local backend shares

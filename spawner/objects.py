@@ -38,8 +38,13 @@ class Storage:
 
     @classmethod
     def trusted_lab(cls, **overrides: Any) -> Storage:
-        values = {"trusted": True, "workspace_claim": "kubeflow-user-workspace",
-                  "archive_claim": "kubeflow-archives", "workspace_size": "1Ti", "archive_size": "1Ti"}
+        values = {
+            "trusted": True,
+            "workspace_claim": "kubeflow-user-workspace",
+            "archive_claim": "kubeflow-archives",
+            "workspace_size": "1Ti",
+            "archive_size": "1Ti",
+        }
         values.update(overrides)
         return cls(**values)
 
@@ -65,8 +70,10 @@ def _role_rules(path: str) -> tuple[str, ...]:
     try:
         documents = [d for d in yaml.safe_load_all(Path(path).read_text()) if d]
     except FileNotFoundError:
-        raise FileNotFoundError(f"the notebook Role file {path} is missing; set "
-                                "KubeLabSpawner.notebook_role_file to a Role manifest") from None
+        raise FileNotFoundError(
+            f"the notebook Role file {path} is missing; set "
+            "KubeLabSpawner.notebook_role_file to a Role manifest"
+        ) from None
     roles = [d for d in documents if d.get("kind") in ("Role", "ClusterRole")]
     if len(roles) != 1 or not isinstance(roles[0].get("rules"), list):
         raise ValueError(f"{path} must hold exactly one Role with a list of rules")
@@ -78,14 +85,22 @@ def role_rules(path: str | os.PathLike[str] | None = None) -> list[dict[str, Any
 
 
 def notebook_role(ns: str, name: str, role_file: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _meta(name, ns),
-            "rules": role_rules(role_file)}
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": _meta(name, ns),
+        "rules": role_rules(role_file),
+    }
 
 
 def role_binding(ns: str, name: str, role: str, account: str) -> dict[str, Any]:
-    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": _meta(name, ns),
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
-            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": ns}]}
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": _meta(name, ns),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": ns}],
+    }
 
 
 def resource_quota(ns: str, name: str, quota: Quota, gpu_resources: list[str]) -> dict[str, Any] | None:
@@ -114,24 +129,41 @@ def claim(ns: str, name: str, size: str, storage_class: str | None, access_mode:
 def storage_claims(ns: str, storage: Storage) -> list[dict[str, Any]]:
     """The workspace and archive claims (per user, or the shared ones in trusted mode)."""
     mode = storage.shared_access_mode if storage.trusted else "ReadWriteOnce"
-    return [claim(ns, storage.workspace_claim, storage.workspace_size, storage.storage_class, mode),
-            claim(ns, storage.archive_claim, storage.archive_size, storage.storage_class, mode)]
+    return [
+        claim(ns, storage.workspace_claim, storage.workspace_size, storage.storage_class, mode),
+        claim(ns, storage.archive_claim, storage.archive_size, storage.storage_class, mode),
+    ]
 
 
-def user_namespace_objects(ns: str, user: str, account: str, quota: Quota, gpu_resources: list[str],
-                           storage: Storage, role_file: str | os.PathLike[str] | None = None,
-                           ) -> list[dict[str, Any]]:
+def user_namespace_objects(
+    ns: str,
+    user: str,
+    account: str,
+    quota: Quota,
+    gpu_resources: list[str],
+    storage: Storage,
+    role_file: str | os.PathLike[str] | None = None,
+) -> list[dict[str, Any]]:
     """Everything prepared in a user's namespace on spawn, in creation order (namespace first)."""
-    objects = [namespace(ns, {"kubelab.io/user": user}), service_account(ns, account),
-               notebook_role(ns, account, role_file), role_binding(ns, account, account, account)]
+    objects = [
+        namespace(ns, {"kubelab.io/user": user}),
+        service_account(ns, account),
+        notebook_role(ns, account, role_file),
+        role_binding(ns, account, account, account),
+    ]
     limits = resource_quota(ns, "kubelab-quota", quota, gpu_resources)
     if limits:
         objects.append(limits)
     return objects + storage_claims(ns, storage)
 
 
-def trusted_objects(ns: str, account: str, storage: Storage,
-                    role_file: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
+def trusted_objects(
+    ns: str, account: str, storage: Storage, role_file: str | os.PathLike[str] | None = None
+) -> list[dict[str, Any]]:
     """The shared objects of trusted-lab mode: one account and Role for all notebooks, shared claims."""
-    return [service_account(ns, account), notebook_role(ns, account, role_file),
-            role_binding(ns, account, account, account), *storage_claims(ns, storage)]
+    return [
+        service_account(ns, account),
+        notebook_role(ns, account, role_file),
+        role_binding(ns, account, account, account),
+        *storage_claims(ns, storage),
+    ]

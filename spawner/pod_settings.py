@@ -42,16 +42,29 @@ def workspace_path(user: str) -> str:
     return f"{WORKSPACE_ROOT}/{user}"
 
 
-def pod_settings(user: str, raw_user: str, ns: str, options: NotebookOptions, group: ProjectGroup,
-                 catalog: Catalog, storage: Storage, account: str) -> PodSettings:
+def pod_settings(
+    user: str,
+    raw_user: str,
+    ns: str,
+    options: NotebookOptions,
+    group: ProjectGroup,
+    catalog: Catalog,
+    storage: Storage,
+    account: str,
+) -> PodSettings:
     """Settings for `user` (a safe slug: used in paths and subPaths, so two users never share)."""
     gpu_type = catalog.gpu_type(options.gpu_type) if options.gpu_type else None
-    resource = gpu_type.resource if gpu_type else (
-        catalog.gpu_types[0].resource if catalog.gpu_types else DEFAULT_GPU_RESOURCE)
+    resource = (
+        gpu_type.resource
+        if gpu_type
+        else (catalog.gpu_types[0].resource if catalog.gpu_types else DEFAULT_GPU_RESOURCE)
+    )
     storage_mounts = [
-        VolumeMount("pvc", storage.workspace_claim, WORKSPACE_ROOT + "/", per_user=True) if storage.trusted
+        VolumeMount("pvc", storage.workspace_claim, WORKSPACE_ROOT + "/", per_user=True)
+        if storage.trusted
         else VolumeMount("pvc", storage.workspace_claim, workspace_path(user)),
-        VolumeMount("pvc", storage.archive_claim, ARCHIVE_ROOT + "/", per_user=True) if storage.trusted
+        VolumeMount("pvc", storage.archive_claim, ARCHIVE_ROOT + "/", per_user=True)
+        if storage.trusted
         else VolumeMount("pvc", storage.archive_claim, f"{ARCHIVE_ROOT}/{user}"),
     ]
     shm = options.shm
@@ -60,8 +73,11 @@ def pod_settings(user: str, raw_user: str, ns: str, options: NotebookOptions, gr
         if mount.kind == "memory" and mount.path.rstrip("/") == SHM_PATH:
             continue
         group_mounts.append(mount)
-    volumes, mounts = kubernetes_volumes(storage_mounts + _distinct(group_mounts, storage_mounts, user), user,
-                                         field=f"groups.{group.name}.volume_mount")
+    volumes, mounts = kubernetes_volumes(
+        storage_mounts + _distinct(group_mounts, storage_mounts, user),
+        user,
+        field=f"groups.{group.name}.volume_mount",
+    )
     shared_volumes, shared_mounts = list(volumes), list(mounts)
     volumes.append({"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": shm}})
     mounts.append({"name": SHM_VOLUME, "mountPath": SHM_PATH})
@@ -94,10 +110,19 @@ def pod_settings(user: str, raw_user: str, ns: str, options: NotebookOptions, gr
     }
     if not options.gpus:
         env["NVIDIA_VISIBLE_DEVICES"] = "none"  # images with the NVIDIA runtime would expose all GPUs
-    return PodSettings(image=options.image, cpu=options.cpu, memory=options.memory, gpu_limits=gpu_limits,
-                       node_selector=node_selector, tolerations=tolerations, volumes=volumes, mounts=mounts,
-                       env=env, working_dir=home,
-                       labels={USER_LABEL: user, GROUP_LABEL: group_label(group.name)})
+    return PodSettings(
+        image=options.image,
+        cpu=options.cpu,
+        memory=options.memory,
+        gpu_limits=gpu_limits,
+        node_selector=node_selector,
+        tolerations=tolerations,
+        volumes=volumes,
+        mounts=mounts,
+        env=env,
+        working_dir=home,
+        labels={USER_LABEL: user, GROUP_LABEL: group_label(group.name)},
+    )
 
 
 def group_shm(group: ProjectGroup) -> str | None:
@@ -108,8 +133,9 @@ def group_shm(group: ProjectGroup) -> str | None:
     return None
 
 
-def _distinct(group_mounts: list[VolumeMount], storage_mounts: list[VolumeMount],
-              user: str) -> list[VolumeMount]:
+def _distinct(
+    group_mounts: list[VolumeMount], storage_mounts: list[VolumeMount], user: str
+) -> list[VolumeMount]:
     """Drop group entries that repeat the workspace or archive exactly (cube-studio groups often
     list `kubeflow-user-workspace(pvc):/mnt/`, which trusted mode mounts anyway)."""
     taken = {(m.kind, m.source, m.mount_path(user), m.per_user) for m in storage_mounts}

@@ -75,21 +75,36 @@ class Catalog:
                 errors.append(FieldError(path, "must be a mapping with at least a 'name'"))
                 continue
             unknown = [k for k in entry if k not in GpuType.__dataclass_fields__]
-            errors += [FieldError(f"{path}.{k}", "unknown field"
-                                  + did_you_mean(k, tuple(GpuType.__dataclass_fields__))) for k in unknown]
+            errors += [
+                FieldError(
+                    f"{path}.{k}", "unknown field" + did_you_mean(k, tuple(GpuType.__dataclass_fields__))
+                )
+                for k in unknown
+            ]
             limit = entry.get("max_per_user", 8)
             if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-                errors.append(FieldError(f"{path}.max_per_user", f"must be a whole number >= 0, not {limit!r}"))
+                errors.append(
+                    FieldError(f"{path}.max_per_user", f"must be a whole number >= 0, not {limit!r}")
+                )
                 limit = 0
-            catalog.gpu_types.append(GpuType(
-                name=entry["name"], label_value=str(entry.get("label_value", entry["name"])),
-                resource=str(entry.get("resource", DEFAULT_GPU_RESOURCE)), max_per_user=limit))
+            catalog.gpu_types.append(
+                GpuType(
+                    name=entry["name"],
+                    label_value=str(entry.get("label_value", entry["name"])),
+                    resource=str(entry.get("resource", DEFAULT_GPU_RESOURCE)),
+                    max_per_user=limit,
+                )
+            )
         for key in ("images",):
             if key in data:
                 value = data[key]
                 if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-                    errors.append(FieldError(f"{where}.{key}", "must be a list of image names "
-                                                               "(empty on one machine, where no image is used)"))
+                    errors.append(
+                        FieldError(
+                            f"{where}.{key}",
+                            "must be a list of image names (empty on one machine, where no image is used)",
+                        )
+                    )
                 else:
                     catalog.images = list(value)
         if "profiles" in data:
@@ -97,8 +112,15 @@ class Catalog:
                 errors.append(FieldError(f"{where}.profiles", "must map profile names to options"))
             else:
                 catalog.profiles = dict(data["profiles"])
-        for key in ("gpu_label", "default_cpu", "default_memory", "default_shm",
-                    "max_cpu", "max_memory", "max_shm"):
+        for key in (
+            "gpu_label",
+            "default_cpu",
+            "default_memory",
+            "default_shm",
+            "max_cpu",
+            "max_memory",
+            "max_shm",
+        ):
             if key in data:
                 if not isinstance(data[key], (str, int)) or isinstance(data[key], bool):
                     errors.append(FieldError(f"{where}.{key}", "must be a string"))
@@ -113,8 +135,15 @@ class Catalog:
             raise ValidationError("invalid GPU catalog", errors)
         for name, preset in catalog.profiles.items():  # presets must be valid options themselves
             if not isinstance(preset, dict) or "profile" in preset:
-                raise ValidationError("invalid GPU catalog", [FieldError(
-                    f"{where}.profiles.{name}", "must map option names (image, cpu, gpus, ...) to values")])
+                raise ValidationError(
+                    "invalid GPU catalog",
+                    [
+                        FieldError(
+                            f"{where}.profiles.{name}",
+                            "must map option names (image, cpu, gpus, ...) to values",
+                        )
+                    ],
+                )
             _check_keys(preset, f"{where}.profiles.{name}")
         return catalog
 
@@ -140,8 +169,15 @@ class NotebookOptions:
 
     def to_user_options(self) -> dict[str, Any]:
         """The stable `user_options` keys, as the REST API would send them."""
-        data = {"image": self.image, "cpu": self.cpu, "memory": self.memory, "gpus": self.gpus,
-                "gpu_type": self.gpu_type, "group": self.group, "shm": self.shm}
+        data = {
+            "image": self.image,
+            "cpu": self.cpu,
+            "memory": self.memory,
+            "gpus": self.gpus,
+            "gpu_type": self.gpu_type,
+            "group": self.group,
+            "shm": self.shm,
+        }
         return {k: v for k, v in data.items() if v not in (None, "")}
 
 
@@ -186,15 +222,24 @@ def _invalid(field: str, reason: str) -> ValidationError:
 
 
 def _check_keys(options: dict[str, Any], where: str = "") -> None:
-    errors = [FieldError(f"{where}.{k}" if where else str(k), "unknown option"
-                         + did_you_mean(str(k), OPTION_KEYS) + f" (options: {', '.join(OPTION_KEYS)})")
-              for k in options if k not in OPTION_KEYS]
+    errors = [
+        FieldError(
+            f"{where}.{k}" if where else str(k),
+            "unknown option" + did_you_mean(str(k), OPTION_KEYS) + f" (options: {', '.join(OPTION_KEYS)})",
+        )
+        for k in options
+        if k not in OPTION_KEYS
+    ]
     if errors:
         raise ValidationError("invalid server options", errors)
 
 
-def validate_options(raw: dict[str, Any] | None, catalog: Catalog, group: str = "public",
-                     allowed_images: list[str] | None = None) -> NotebookOptions:
+def validate_options(
+    raw: dict[str, Any] | None,
+    catalog: Catalog,
+    group: str = "public",
+    allowed_images: list[str] | None = None,
+) -> NotebookOptions:
     """Check `user_options` against the catalog; every problem is reported at once.
 
     `group` is the already chosen project group; `allowed_images` its image list (empty: all
@@ -210,9 +255,14 @@ def validate_options(raw: dict[str, Any] | None, catalog: Catalog, group: str = 
     if profile is not None:
         if not isinstance(profile, str) or profile not in catalog.profiles:
             choices = list(catalog.profiles)
-            errors.append(FieldError("profile", f"unknown profile '{profile}'" + did_you_mean(str(profile), choices)
-                                     + (f" (profiles: {', '.join(choices)})" if choices else
-                                        " (no profiles are configured)")))
+            errors.append(
+                FieldError(
+                    "profile",
+                    f"unknown profile '{profile}'"
+                    + did_you_mean(str(profile), choices)
+                    + (f" (profiles: {', '.join(choices)})" if choices else " (no profiles are configured)"),
+                )
+            )
         else:
             merged.update(catalog.profiles[profile])
     merged.update({k: v for k, v in raw.items() if v not in (None, "") and k != "profile"})
@@ -223,8 +273,14 @@ def validate_options(raw: dict[str, Any] | None, catalog: Catalog, group: str = 
         errors.append(FieldError("image", "this hub runs servers on one machine and offers no images"))
     elif catalog.images and image not in images:
         why = f" for group '{group}'" if allowed_images else ""
-        errors.append(FieldError("image", f"unknown image '{image}'{why}"
-                                 + did_you_mean(str(image), images) + f" (images: {', '.join(images)})"))
+        errors.append(
+            FieldError(
+                "image",
+                f"unknown image '{image}'{why}"
+                + did_you_mean(str(image), images)
+                + f" (images: {', '.join(images)})",
+            )
+        )
     cpu = _quantity(merged.get("cpu", catalog.default_cpu), "cpu", catalog.max_cpu, errors)
     memory = _quantity(merged.get("memory", catalog.default_memory), "memory", catalog.max_memory, errors)
     shm = _quantity(merged.get("shm", catalog.default_shm), "shm", catalog.max_shm, errors)
@@ -242,25 +298,46 @@ def validate_options(raw: dict[str, Any] | None, catalog: Catalog, group: str = 
         known = catalog.gpu_type(str(gpu_type)) if isinstance(gpu_type, str) else None
         if known is None:
             names = [t.name for t in catalog.gpu_types]
-            errors.append(FieldError("gpu_type", f"unknown GPU type '{gpu_type}'" + did_you_mean(str(gpu_type), names)
-                                     + (f" (types: {', '.join(names)})" if names else " (no GPU types are configured)")))
+            errors.append(
+                FieldError(
+                    "gpu_type",
+                    f"unknown GPU type '{gpu_type}'"
+                    + did_you_mean(str(gpu_type), names)
+                    + (f" (types: {', '.join(names)})" if names else " (no GPU types are configured)"),
+                )
+            )
             gpu_type = None
         else:
             gpu_type = known.name
             if vendor and vendor != known.vendor:
-                errors.append(FieldError("gpus", f"vendor '{vendor}' does not make {known.name} "
-                                                 f"(its resource is {known.resource})"))
+                errors.append(
+                    FieldError(
+                        "gpus",
+                        f"vendor '{vendor}' does not make {known.name} (its resource is {known.resource})",
+                    )
+                )
             if gpus > known.max_per_user:
-                errors.append(FieldError("gpus", f"at most {known.max_per_user} {known.name} GPU(s) per user, "
-                                                 f"not {gpus}"))
+                errors.append(
+                    FieldError(
+                        "gpus", f"at most {known.max_per_user} {known.name} GPU(s) per user, not {gpus}"
+                    )
+                )
     elif gpus and not catalog.gpu_types:
         errors.append(FieldError("gpus", "this hub offers no GPUs (no GPU types are configured)"))
     elif vendor and not any(t.vendor == vendor for t in catalog.gpu_types):
         errors.append(FieldError("gpus", f"no GPU type of vendor '{vendor}' is configured"))
     if errors:
         raise ValidationError("invalid server options", errors)
-    return NotebookOptions(image=image, cpu=cpu, memory=memory, gpus=gpus,
-                           gpu_type=gpu_type if gpus else None, group=group, shm=shm, profile=profile)
+    return NotebookOptions(
+        image=image,
+        cpu=cpu,
+        memory=memory,
+        gpus=gpus,
+        gpu_type=gpu_type if gpus else None,
+        group=group,
+        shm=shm,
+        profile=profile,
+    )
 
 
 def _quantity(value: Any, field: str, maximum: str, errors: list[FieldError]) -> str:

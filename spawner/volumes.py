@@ -123,8 +123,12 @@ def check_unique_paths(mounts: Iterable[dict[str, Any]], field: str = "volume_mo
     for mount in mounts:
         path = mount["mountPath"].rstrip("/") or "/"
         if path in seen:
-            errors.append(FieldError(field, f"mount path '{path}' is used by both volume "
-                                            f"'{seen[path]}' and volume '{mount['name']}'"))
+            errors.append(
+                FieldError(
+                    field,
+                    f"mount path '{path}' is used by both volume '{seen[path]}' and volume '{mount['name']}'",
+                )
+            )
         else:
             seen[path] = mount["name"]
     if errors:
@@ -169,8 +173,9 @@ def to_mount(mount: VolumeMount, user: str) -> dict[str, Any]:
     return result
 
 
-def kubernetes_volumes(mounts: Iterable[VolumeMount], user: str,
-                       field: str = "volume_mount") -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def kubernetes_volumes(
+    mounts: Iterable[VolumeMount], user: str, field: str = "volume_mount"
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(volumes, volumeMounts) for a pod; one volume per distinct source, unique mount paths."""
     volumes: dict[str, dict[str, Any]] = {}
     result_mounts = []

@@ -17,7 +17,7 @@ import pytest
 
 
 class _Handler(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+    def do_GET(self) -> None:
         self.server.paths.append(self.path)  # type: ignore[attr-defined]
         body = b'{"stand-in": "single-user server"}'
         self.send_response(200)

@@ -53,22 +53,32 @@ class Hub:
             "c.JupyterHub.services.append({'name': 'test-admin', 'api_token': %r})\n"
             "c.JupyterHub.load_roles.append({'name': 'test-admin', 'scopes': ['admin:users', "
             "'admin:servers', 'admin:groups', 'tokens', 'admin-ui', 'access:servers', 'read:users'],"
-            " 'services': ['test-admin']})\n" % self.token + overrides)
+            " 'services': ['test-admin']})\n" % self.token + overrides
+        )
         self.env = {**os.environ, "KUBELAB_HUB_PASSWORD": PASSWORD, **(env or {})}
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Hub:
         need_proxy()
         self.dir.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-m", "jupyterhub", "-f", str(self.config), "--ip=127.0.0.1",
-                   f"--port={self.port}", f"--JupyterHub.hub_port={self.hub_port}",
-                   f"--ConfigurableHTTPProxy.api_url=http://127.0.0.1:{self.proxy_port}",
-                   f"--JupyterHub.db_url=sqlite:///{self.dir / 'hub.sqlite'}",
-                   f"--JupyterHub.cookie_secret_file={self.dir / 'cookie_secret'}",
-                   f"--ConfigurableHTTPProxy.pid_file={self.dir / 'proxy.pid'}"]
+        command = [
+            sys.executable,
+            "-m",
+            "jupyterhub",
+            "-f",
+            str(self.config),
+            "--ip=127.0.0.1",
+            f"--port={self.port}",
+            f"--JupyterHub.hub_port={self.hub_port}",
+            f"--ConfigurableHTTPProxy.api_url=http://127.0.0.1:{self.proxy_port}",
+            f"--JupyterHub.db_url=sqlite:///{self.dir / 'hub.sqlite'}",
+            f"--JupyterHub.cookie_secret_file={self.dir / 'cookie_secret'}",
+            f"--ConfigurableHTTPProxy.pid_file={self.dir / 'proxy.pid'}",
+        ]
         with open(self.log, "wb") as out:
-            self.process = subprocess.Popen(command, env=self.env, cwd=self.dir, stdout=out,
-                                            stderr=subprocess.STDOUT)
+            self.process = subprocess.Popen(
+                command, env=self.env, cwd=self.dir, stdout=out, stderr=subprocess.STDOUT
+            )
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -86,8 +96,11 @@ class Hub:
         """The end of the hub's log without the polling noise of tests and services."""
         if not self.log.exists():
             return ""
-        lines = [line for line in self.log.read_text(errors="replace").splitlines()
-                 if " 200 GET /hub/api/users" not in line and "ConfigProxy" not in line]
+        lines = [
+            line
+            for line in self.log.read_text(errors="replace").splitlines()
+            if " 200 GET /hub/api/users" not in line and "ConfigProxy" not in line
+        ]
         return "\n".join(lines)[-chars:]
 
     def stop(self) -> None:
@@ -108,25 +121,37 @@ class Hub:
     # -- clients --------------------------------------------------------------------------
 
     def api(self, method: str, path: str, body: Any = None, **kwargs: Any) -> requests.Response:
-        return requests.request(method, f"{self.url}/hub/api/{path}", json=body, timeout=60,
-                                headers={"Authorization": f"token {self.token}"}, **kwargs)
+        return requests.request(
+            method,
+            f"{self.url}/hub/api/{path}",
+            json=body,
+            timeout=60,
+            headers={"Authorization": f"token {self.token}"},
+            **kwargs,
+        )
 
     def login(self, user: str) -> requests.Session:
         """A browser-like session logged in with the shared password."""
         session = requests.Session()
         page = session.get(f"{self.url}/hub/login", timeout=30)
         xsrf = _xsrf(page.text) or session.cookies.get("_xsrf", "")
-        reply = session.post(f"{self.url}/hub/login", data={"username": user, "password": PASSWORD,
-                                                           "_xsrf": xsrf}, timeout=30)
+        reply = session.post(
+            f"{self.url}/hub/login", data={"username": user, "password": PASSWORD, "_xsrf": xsrf}, timeout=30
+        )
         assert reply.status_code == 200 and "/hub/login" not in reply.url, self.log_tail()
         return session
 
-    def post_form(self, session: requests.Session, user: str, data: dict[str, str],
-                  server: str = "") -> requests.Response:
+    def post_form(
+        self, session: requests.Session, user: str, data: dict[str, str], server: str = ""
+    ) -> requests.Response:
         page = session.get(f"{self.url}/hub/spawn/{user}/{server}".rstrip("/"), timeout=30)
         xsrf = _xsrf(page.text) or session.cookies.get("_xsrf", "")
-        return session.post(f"{self.url}/hub/spawn/{user}/{server}".rstrip("/"),
-                            data={**data, "_xsrf": xsrf}, timeout=60, allow_redirects=False)
+        return session.post(
+            f"{self.url}/hub/spawn/{user}/{server}".rstrip("/"),
+            data={**data, "_xsrf": xsrf},
+            timeout=60,
+            allow_redirects=False,
+        )
 
     def wait_server(self, user: str, ready: bool = True, server: str = "", timeout: float = 60) -> dict:
         deadline = time.monotonic() + timeout

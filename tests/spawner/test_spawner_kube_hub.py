@@ -20,10 +20,14 @@ from kubernetes import client, config
 
 GROUPS = {
     "public": {"users": [], "properties": {"quota": {"user": {"gpus": 1}}}},
-    "vision": {"users": ["alice"], "properties": {
-        "node_selector": "org=vision",
-        "volume_mount": "datasets(pvc):/datasets;data/aidata(hostpath):/aidata;8G(memory):/dev/shm",
-        "quota": {"user": {"gpus": 3, "cpu": "16", "memory": "64Gi"}, "group": {"gpus": 4}}}},
+    "vision": {
+        "users": ["alice"],
+        "properties": {
+            "node_selector": "org=vision",
+            "volume_mount": "datasets(pvc):/datasets;data/aidata(hostpath):/aidata;8G(memory):/dev/shm",
+            "quota": {"user": {"gpus": 3, "cpu": "16", "memory": "64Gi"}, "group": {"gpus": 4}},
+        },
+    },
     "broken": {"users": ["mallory"], "properties": {"quota": "lots", "volume_mount": "x(pvc)/mnt"}},
 }
 
@@ -31,8 +35,9 @@ GROUPS = {
 @pytest.fixture(scope="module")
 def kube() -> Iterator[KubeApiServer]:
     with KubeApiServer() as server:
-        server.add_node("v100-node", cpu="64", memory="256Gi", gpus=4,
-                        labels={"gpu-type": "V100", "org": "vision"})
+        server.add_node(
+            "v100-node", cpu="64", memory="256Gi", gpus=4, labels={"gpu-type": "V100", "org": "vision"}
+        )
         server.add_node("t4-node", cpu="32", memory="128Gi", gpus=2, labels={"gpu-type": "T4"})
         server.add_node("cpu-node", cpu="32", memory="128Gi")
         yield server
@@ -42,11 +47,15 @@ def kube() -> Iterator[KubeApiServer]:
 def hub(kube: KubeApiServer, pod_stand_in, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
     directory = tmp_path_factory.mktemp("kubehub")
     kubeconfig = kube.write_kubeconfig(directory / "kubeconfig")
-    overrides = (f"c.KubeLabSpawner.port = {pod_stand_in.port}\n"
-                 "c.KubeLabSpawner.start_timeout = 60\n"
-                 "c.KubeLabSpawner.cluster_context = 'kubeapi'\n"
-                 f"c.JupyterHub.load_groups = {GROUPS!r}\n")
-    with Hub(directory, overrides, {"KUBELAB_HUB_MODE": "kubernetes", "KUBECONFIG": str(kubeconfig)}) as running:
+    overrides = (
+        f"c.KubeLabSpawner.port = {pod_stand_in.port}\n"
+        "c.KubeLabSpawner.start_timeout = 60\n"
+        "c.KubeLabSpawner.cluster_context = 'kubeapi'\n"
+        f"c.JupyterHub.load_groups = {GROUPS!r}\n"
+    )
+    with Hub(
+        directory, overrides, {"KUBELAB_HUB_MODE": "kubernetes", "KUBECONFIG": str(kubeconfig)}
+    ) as running:
         yield running
 
 
@@ -62,10 +71,17 @@ def wait_pod(kube: KubeApiServer, namespace: str, name: str, timeout: float = 30
 
 def by_kind(kube: KubeApiServer, namespace: str) -> dict[str, list[str]]:
     found = {}
-    for resource in ("serviceaccounts", "roles.rbac.authorization.k8s.io",
-                     "rolebindings.rbac.authorization.k8s.io", "resourcequotas", "persistentvolumeclaims",
-                     "pods"):
-        found[resource.split(".")[0]] = sorted(o["metadata"]["name"] for o in kube.objects(resource, namespace))
+    for resource in (
+        "serviceaccounts",
+        "roles.rbac.authorization.k8s.io",
+        "rolebindings.rbac.authorization.k8s.io",
+        "resourcequotas",
+        "persistentvolumeclaims",
+        "pods",
+    ):
+        found[resource.split(".")[0]] = sorted(
+            o["metadata"]["name"] for o in kube.objects(resource, namespace)
+        )
     return found
 
 
@@ -79,8 +95,16 @@ def start_and_run(hub: Hub, kube: KubeApiServer, user: str) -> dict:
 def test_form_shows_fields_and_live_availability(hub: Hub) -> None:
     session = hub.login("alice")
     page = session.get(f"{hub.url}/hub/spawn/alice", timeout=30).text
-    for field in ('name="group"', 'name="image"', 'name="cpu"', 'name="memory"', 'name="gpus"',
-                  'name="gpu_type"', 'name="shm"', 'name="profile"'):
+    for field in (
+        'name="group"',
+        'name="image"',
+        'name="cpu"',
+        'name="memory"',
+        'name="gpus"',
+        'name="gpu_type"',
+        'name="shm"',
+        'name="profile"',
+    ):
         assert field in page
     assert '<option value="vision" selected>' in page  # a project group before public
     assert '<tr data-gpu-type="V100"><td>V100</td><td class="free">4</td><td class="total">4</td>' in page
@@ -89,18 +113,34 @@ def test_form_shows_fields_and_live_availability(hub: Hub) -> None:
 
 def test_spawn_through_the_form_then_stop(hub: Hub, kube: KubeApiServer, pod_stand_in) -> None:
     session = hub.login("alice")
-    reply = hub.post_form(session, "alice", {"group": "vision", "gpus": "2(nvidia,V100)", "cpu": "4",
-                                             "memory": "16Gi", "image": "ghcr.io/kubelab/notebook:latest"})
+    reply = hub.post_form(
+        session,
+        "alice",
+        {
+            "group": "vision",
+            "gpus": "2(nvidia,V100)",
+            "cpu": "4",
+            "memory": "16Gi",
+            "image": "ghcr.io/kubelab/notebook:latest",
+        },
+    )
     assert reply.status_code == 302, reply.text[-2000:]
     pod = start_and_run(hub, kube, "alice")
     objects = by_kind(kube, "user-alice")
-    assert objects == {"serviceaccounts": ["default", "kubelab-notebook"], "roles": ["kubelab-notebook"],
-                       "rolebindings": ["kubelab-notebook"], "resourcequotas": ["kubelab-quota"],
-                       "persistentvolumeclaims": ["kubelab-archive", "kubelab-workspace"],
-                       "pods": ["jupyter-alice"]}
+    assert objects == {
+        "serviceaccounts": ["default", "kubelab-notebook"],
+        "roles": ["kubelab-notebook"],
+        "rolebindings": ["kubelab-notebook"],
+        "resourcequotas": ["kubelab-quota"],
+        "persistentvolumeclaims": ["kubelab-archive", "kubelab-workspace"],
+        "pods": ["jupyter-alice"],
+    }
     quota = kube.objects("resourcequotas", "user-alice")[0]
-    assert quota["spec"]["hard"] == {"requests.nvidia.com/gpu": "3", "requests.cpu": "16",
-                                     "requests.memory": "64Gi"}
+    assert quota["spec"]["hard"] == {
+        "requests.nvidia.com/gpu": "3",
+        "requests.cpu": "16",
+        "requests.memory": "64Gi",
+    }
     spec = pod["spec"]
     container = spec["containers"][0]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "2"
@@ -114,7 +154,9 @@ def test_spawn_through_the_form_then_stop(hub: Hub, kube: KubeApiServer, pod_sta
     mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in spec["volumes"]}
     assert volumes[mounts["/mnt/alice"]["name"]]["persistentVolumeClaim"]["claimName"] == "kubelab-workspace"
-    assert volumes[mounts["/archives/alice"]["name"]]["persistentVolumeClaim"]["claimName"] == "kubelab-archive"
+    assert (
+        volumes[mounts["/archives/alice"]["name"]]["persistentVolumeClaim"]["claimName"] == "kubelab-archive"
+    )
     assert volumes[mounts["/datasets"]["name"]]["persistentVolumeClaim"]["claimName"] == "datasets"
     assert volumes[mounts["/aidata"]["name"]]["hostPath"]["path"] == "/data/aidata"
     assert volumes[mounts["/dev/shm"]["name"]]["emptyDir"] == {"medium": "Memory", "sizeLimit": "8G"}
@@ -125,9 +167,17 @@ def test_spawn_through_the_form_then_stop(hub: Hub, kube: KubeApiServer, pod_sta
     assert json.loads(env["KUBELAB_NODE_SELECTOR"]) == {"org": "vision"}
     assert json.loads(env["KUBELAB_TOLERATIONS"])[0]["key"] == "nvidia.com/gpu"
     assert (env["KUBELAB_GPU_RESOURCE"], env["KUBELAB_GPU_TYPE_LABEL"], env["KUBELAB_GPU_TYPE"]) == (
-        "nvidia.com/gpu", "gpu-type", "V100")
+        "nvidia.com/gpu",
+        "gpu-type",
+        "V100",
+    )
     shared = json.loads(env["KUBELAB_VOLUMES"])
-    assert {m["mountPath"] for m in shared["mounts"]} == {"/mnt/alice", "/archives/alice", "/datasets", "/aidata"}
+    assert {m["mountPath"] for m in shared["mounts"]} == {
+        "/mnt/alice",
+        "/archives/alice",
+        "/datasets",
+        "/aidata",
+    }
     assert env["KUBELAB_SHM"] == "8G" and env["KUBELAB_HOME"] == "/mnt/alice/.kubelab"
     assert env["KUBELAB_BACKEND"] == "kubernetes" and env["KUBELAB_SERVICE_ACCOUNT"] == "kubelab-notebook"
     assert "NVIDIA_VISIBLE_DEVICES" not in env
@@ -157,17 +207,26 @@ def test_rest_api_spawn_without_gpus(hub: Hub, kube: KubeApiServer) -> None:
     assert env["KUBELAB_PROJECT"] == "public"
 
 
-@pytest.mark.parametrize(("form", "sentence"), [
-    ({"gpus": "-1"}, "gpus: must not be negative, not -1"),
-    ({"gpus": "0.5"}, "gpus: must be a whole number of GPUs, not 0.5"),
-    ({"gpus": "1", "gpu_type": "P100"}, "gpu_type: unknown GPU type &#39;P100&#39;"),
-    ({"image": "docker.io/evil:latest"}, "image: unknown image &#39;docker.io/evil:latest&#39;"),
-    ({"profile": "huge"}, "profile: unknown profile &#39;huge&#39;"),
-    ({"gpus": "2(T4)"}, "group &#39;public&#39; allows each user 1 GPU(s) at once; you hold 0, so you "
-                        "can ask for at most 1 more, not 2"),
-    ({"gpus": "1(A100)"}, "you asked for 1 A100 GPU(s) but only 0 of 0 are free now; free by type: "
-                          "T4 2/2, V100 4/4, A100 0/0, H100 0/0"),
-])
+@pytest.mark.parametrize(
+    ("form", "sentence"),
+    [
+        ({"gpus": "-1"}, "gpus: must not be negative, not -1"),
+        ({"gpus": "0.5"}, "gpus: must be a whole number of GPUs, not 0.5"),
+        ({"gpus": "1", "gpu_type": "P100"}, "gpu_type: unknown GPU type &#39;P100&#39;"),
+        ({"image": "docker.io/evil:latest"}, "image: unknown image &#39;docker.io/evil:latest&#39;"),
+        ({"profile": "huge"}, "profile: unknown profile &#39;huge&#39;"),
+        (
+            {"gpus": "2(T4)"},
+            "group &#39;public&#39; allows each user 1 GPU(s) at once; you hold 0, so you "
+            "can ask for at most 1 more, not 2",
+        ),
+        (
+            {"gpus": "1(A100)"},
+            "you asked for 1 A100 GPU(s) but only 0 of 0 are free now; free by type: "
+            "T4 2/2, V100 4/4, A100 0/0, H100 0/0",
+        ),
+    ],
+)
 def test_refusals_show_in_the_form(hub: Hub, kube: KubeApiServer, form: dict, sentence: str) -> None:
     session = hub.login("carol")
     reply = hub.post_form(session, "carol", form)
@@ -197,8 +256,14 @@ def test_a_notebook_account_cannot_touch_another_user(hub: Hub, kube: KubeApiSer
     with config.new_client_from_config(str(path)) as api:
         core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
         assert [p.metadata.name for p in core.list_namespaced_pod("user-dave").items] == ["jupyter-dave"]
-        job = {"metadata": {"name": "train"}, "spec": {"template": {"spec": {
-            "restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}}}}
+        job = {
+            "metadata": {"name": "train"},
+            "spec": {
+                "template": {
+                    "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}
+                }
+            },
+        }
         batch.create_namespaced_job("user-dave", job)  # own namespace: allowed
         denied = [
             lambda: core.list_namespaced_pod("user-erin"),

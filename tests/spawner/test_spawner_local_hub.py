@@ -24,8 +24,12 @@ def machine(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def hub(machine: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
     directory = tmp_path_factory.mktemp("localhub")
     overrides = "c.LocalKubeLabSpawner.run_as_users = False\nc.LocalKubeLabSpawner.start_timeout = 90\n"
-    env = {"KUBELAB_HUB_MODE": "local", "KUBELAB_HUB_ROOT": str(directory / "root"),
-           "KUBELAB_FAKE_GPUS": "Tesla T4,Tesla T4", "KUBELAB_MACHINE_DIR": str(machine)}
+    env = {
+        "KUBELAB_HUB_MODE": "local",
+        "KUBELAB_HUB_ROOT": str(directory / "root"),
+        "KUBELAB_FAKE_GPUS": "Tesla T4,Tesla T4",
+        "KUBELAB_MACHINE_DIR": str(machine),
+    }
     with Hub(directory, overrides, env) as running:
         yield running
         for user in ("alice", "bob"):  # stop servers before the hub goes
@@ -39,8 +43,11 @@ def user_token(hub: Hub, user: str) -> str:
 
 
 def resources(hub: Hub, user: str, token: str) -> dict:
-    reply = requests.get(f"{hub.url}/user/{user}/kubelab/api/resources", timeout=30,
-                         headers={"Authorization": f"token {token}"})
+    reply = requests.get(
+        f"{hub.url}/user/{user}/kubelab/api/resources",
+        timeout=30,
+        headers={"Authorization": f"token {token}"},
+    )
     assert reply.status_code == 200, reply.text[:2000]
     return reply.json()
 
@@ -65,7 +72,9 @@ def test_local_servers_take_gpus_from_the_machine_ledger(hub: Hub, machine: Path
     assert hub.api("POST", "users/bob/server", {"gpus": 1}).status_code in (201, 202)
     hub.wait_server("bob", timeout=90)
     assert holders(resources(hub, "bob", user_token(hub, "bob"))) == [
-        "notebook/alice/public/default", "notebook/bob/public/default"]
+        "notebook/alice/public/default",
+        "notebook/bob/public/default",
+    ]
 
     # both T4s are held: the form refuses a third notebook with GPUs and says what is free
     session = hub.login("carol")

@@ -1,0 +1,170 @@
+"""`kubelab hub render`: every object a spawn creates, from the shipped config, without a cluster.
+
+The rendered objects are then created on the Kubernetes API test server, which validates each
+against the official schemas: what an admin checks is what the cluster would accept.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from kubeapi import KubeApiServer
+from kubelab.spawner.cli import render
+
+REPO = Path(__file__).resolve().parents[2]
+KINDS = {
+    "Namespace": "namespaces",
+    "ServiceAccount": "serviceaccounts",
+    "Role": "roles.rbac.authorization.k8s.io",
+    "RoleBinding": "rolebindings.rbac.authorization.k8s.io",
+    "ResourceQuota": "resourcequotas",
+    "PersistentVolumeClaim": "persistentvolumeclaims",
+    "Pod": "pods",
+}
+
+
+def kubelab(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kubelab.cli", "hub", "render", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+
+
+def create_all(kube: KubeApiServer, objects: list[dict]) -> None:
+    """Create through the API server's own admission (schema validation, RBAC escalation checks)."""
+    for obj in objects:
+        resource = kube.cluster.rt(KINDS[obj["kind"]])
+        namespace = obj["metadata"].get("namespace", "")
+        kube.cluster.create(resource, namespace, json.loads(json.dumps(obj)))
+
+
+def write_config(tmp_path: Path, extra: str) -> Path:
+    path = tmp_path / "jupyterhub_config.py"
+    path.write_text(
+        f"load_subconfig({str(REPO / 'hub_config' / 'jupyterhub_config.py')!r})\nc = get_config()\n" + extra
+    )
+    return path
+
+
+def test_render_prints_every_object_of_a_spawn() -> None:
+    done = kubelab("--user", "alice", "--options", '{"gpus": "1(A100)", "memory": "32Gi"}')
+    assert done.returncode == 0, done.stderr
+    objects = list(yaml.safe_load_all(done.stdout))
+    assert [o["kind"] for o in objects] == [
+        "Namespace",
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "ResourceQuota",
+        "PersistentVolumeClaim",
+        "PersistentVolumeClaim",
+        "Pod",
+    ]
+    pod = objects[-1]
+    assert pod["metadata"]["namespace"] == "user-alice"
+    assert pod["spec"]["nodeSelector"] == {"gpu-type": "A100"}
+    limits = pod["spec"]["containers"][0]["resources"]["limits"]
+    assert limits == {"cpu": "2", "memory": "32Gi", "nvidia.com/gpu": "1"}
+    role_file = yaml.safe_load_all((REPO / "hub_config" / "rbac" / "notebook-role.yaml").read_text())
+    assert (
+        objects[2]["rules"] == next(d for d in role_file if d["kind"] == "Role")["rules"]
+    )  # loaded, not copied
+    assert objects[4]["spec"]["hard"] == {"requests.nvidia.com/gpu": "1"}  # public's per-user quota
+    with KubeApiServer() as kube:
+        create_all(kube, objects)
+        assert [p["metadata"]["name"] for p in kube.objects("pods", "user-alice")] == ["jupyter-alice"]
+
+
+def test_trusted_lab_mode_shares_claims_on_per_user_subpaths(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path,
+        "c.KubeLabSpawner.trusted_lab = True\nc.KubeLabSpawner.namespace = 'lab'\n"
+        "c.JupyterHub.load_groups = {'vision': {'users': [], 'properties': {"
+        "'volume_mount': 'kubeflow-user-workspace(pvc):/mnt/;4G(memory):/dev/shm',"
+        "'node_selector': 'org=vision'}}}\n",
+    )
+    alice = render("alice", ["vision"], {"group": "vision"}, config)
+    other = render("Alice", [], {}, config)
+    assert [o["kind"] for o in alice] == [
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "PersistentVolumeClaim",
+        "PersistentVolumeClaim",
+        "Pod",
+    ]
+    assert {o["metadata"]["namespace"] for o in alice} == {"lab"}
+    claims = [o for o in alice if o["kind"] == "PersistentVolumeClaim"]
+    assert [c["metadata"]["name"] for c in claims] == ["kubeflow-user-workspace", "kubeflow-archives"]
+    assert {c["spec"]["accessModes"][0] for c in claims} == {"ReadWriteMany"}
+
+    def mounts(objects: list[dict]) -> dict[str, dict]:
+        return {m["mountPath"]: m for m in objects[-1]["spec"]["containers"][0]["volumeMounts"]}
+
+    mine, theirs = mounts(alice), mounts(other)
+    assert mine["/mnt/alice"]["subPath"] == "alice" and mine["/archives/alice"]["subPath"] == "alice"
+    slug = next(p for p in theirs if p.startswith("/mnt/")).split("/")[-1]
+    assert slug != "alice" and theirs[f"/mnt/{slug}"]["subPath"] == slug  # safe slugs never collide
+    shm = [v for v in alice[-1]["spec"]["volumes"] if v.get("emptyDir", {}).get("medium") == "Memory"]
+    assert shm == [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "4G"}}]  # the group's size
+    with KubeApiServer() as kube:
+        kube.cluster.create(kube.cluster.rt("namespaces"), "", {"metadata": {"name": "lab"}})
+        create_all(kube, alice)
+
+
+def test_render_refusals_print_the_form_sentence(tmp_path: Path) -> None:
+    done = kubelab("--user", "bob", "--options", '{"gpus": "-2", "image": "nope:1"}', "-o", "json")
+    assert done.returncode == 2 and done.stdout == ""
+    assert "gpus: must not be negative, not -2" in done.stderr
+    assert "image: unknown image 'nope:1'" in done.stderr
+    done = kubelab("--user", "bob", "--group", "nowhere")
+    assert done.returncode == 2
+    assert "group 'nowhere' is not declared in JupyterHub.load_groups" in done.stderr
+    done = kubelab("--user", "bob", "--options", "{gpus")
+    assert done.returncode == 2 and "options: is not JSON" in done.stderr
+    config = write_config(
+        tmp_path,
+        "c.JupyterHub.load_groups = {'bad': {'users': [], 'properties': "
+        "{'volume_mount': 'a(pvc):/x;b(pvc):/x'}}}\n",
+    )
+    done = kubelab("--user", "bob", "--group", "bad", "--config", str(config))
+    assert done.returncode == 2
+    assert (
+        "groups.bad.volume_mount: mount path '/x' is used by both volume 'pvc-a' and volume 'pvc-b'"
+        in done.stderr
+    )
+
+
+def test_render_json_output_and_missing_config(tmp_path: Path) -> None:
+    done = kubelab("--user", "carol", "-o", "json")
+    objects = json.loads(done.stdout)
+    env = {e["name"]: e["value"] for e in objects[-1]["spec"]["containers"][0]["env"]}
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "none" and env["KUBELAB_HOME"] == "/mnt/carol/.kubelab"
+    done = kubelab("--user", "carol", "--config", str(tmp_path / "missing.py"))
+    assert done.returncode == 2 and "missing.py does not exist" in done.stderr
+
+
+@pytest.mark.parametrize("name", ["jupyterhub_config.py"])
+def test_the_shipped_config_loads_in_both_modes(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from traitlets.config.loader import PyFileConfigLoader
+
+    for mode, spawner in (
+        ("local", "kubelab.spawner.LocalKubeLabSpawner"),
+        ("kubernetes", "kubelab.spawner.KubeLabSpawner"),
+    ):
+        monkeypatch.setenv("KUBELAB_HUB_MODE", mode)
+        config = PyFileConfigLoader(name, str(REPO / "hub_config")).load_config()
+        assert config.JupyterHub.spawner_class == spawner
+        assert config.JupyterHub.allow_named_servers is True
+        assert {s["name"] for s in config.JupyterHub.services} == {"idle-culler", "gpu-culler"}
+    monkeypatch.setenv("KUBELAB_HUB_MODE", "cloud")
+    with pytest.raises(ValueError, match="KUBELAB_HUB_MODE must be 'local' or 'kubernetes', not 'cloud'"):
+        PyFileConfigLoader(name, str(REPO / "hub_config")).load_config()
