@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hub_process import Hub
+import yaml
+from hub_process import REPO, Hub
 from kubeapi import KubeApiServer
 from kubernetes import client, config
 
@@ -43,10 +44,20 @@ def kube() -> Iterator[KubeApiServer]:
         yield server
 
 
+def hub_token(kube: KubeApiServer) -> str:
+    """The hub runs with the shipped ClusterRole (hub_config/rbac/hub-clusterrole.yaml), not as admin:
+    the API server's RBAC and escalation checks prove it is enough, Role grants included."""
+    token = kube.token_for("jhub", "hub")
+    for document in yaml.safe_load_all((REPO / "hub_config" / "rbac" / "hub-clusterrole.yaml").read_text()):
+        plural = {"ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings"}[document["kind"]]
+        kube.cluster.create(kube.cluster.rt(f"{plural}.rbac.authorization.k8s.io"), "", document)
+    return token
+
+
 @pytest.fixture(scope="module")
 def hub(kube: KubeApiServer, pod_stand_in, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
     directory = tmp_path_factory.mktemp("kubehub")
-    kubeconfig = kube.write_kubeconfig(directory / "kubeconfig")
+    kubeconfig = kube.write_kubeconfig(directory / "kubeconfig", token=hub_token(kube))
     overrides = (
         f"c.KubeLabSpawner.port = {pod_stand_in.port}\n"
         "c.KubeLabSpawner.start_timeout = 60\n"

@@ -168,3 +168,26 @@ def test_the_shipped_config_loads_in_both_modes(name: str, monkeypatch: pytest.M
     monkeypatch.setenv("KUBELAB_HUB_MODE", "cloud")
     with pytest.raises(ValueError, match="KUBELAB_HUB_MODE must be 'local' or 'kubernetes', not 'cloud'"):
         PyFileConfigLoader(name, str(REPO / "hub_config")).load_config()
+
+
+def test_shipped_manifests_are_valid_kubernetes_objects() -> None:
+    kinds = {**KINDS, "ClusterRole": "clusterroles.rbac.authorization.k8s.io",
+             "ClusterRoleBinding": "clusterrolebindings.rbac.authorization.k8s.io"}
+    files = sorted((REPO / "hub_config").glob("*/*.yaml"))
+    assert {f.name for f in files} >= {"trusted-lab-pvcs.yaml", "user-pvcs.yaml", "hub-clusterrole.yaml",
+                                       "notebook-serviceaccount.yaml"}
+    with KubeApiServer() as kube:
+        for ns in ("kubelab", "jhub", "jhub-alice"):
+            kube.cluster.create(kube.cluster.rt("namespaces"), "", {"metadata": {"name": ns}})
+        for path in files:
+            for document in yaml.safe_load_all(path.read_text()):
+                if path.name == "notebook-role.yaml":  # a template the spawner copies per namespace
+                    document["metadata"]["namespace"] = "kubelab"
+                namespace = document["metadata"].get("namespace", "")
+                kube.cluster.create(kube.cluster.rt(kinds[document["kind"]]), namespace, document)
+        assert len(kube.objects("persistentvolumeclaims", "kubelab")) == 2
+    values = yaml.safe_load((REPO / "hub_config" / "values.yaml").read_text())
+    assert values["hub"]["config"]["JupyterHub"]["spawner_class"] == "kubelab.spawner.KubeLabSpawner"
+    from kubelab.spawner.profiles import Catalog
+
+    Catalog.parse(values["hub"]["config"]["KubeLabSpawner"]["gpu_catalog"])  # the example catalog is valid
