@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 from typing import Any, ClassVar
 
 from kubernetes_asyncio.client.rest import ApiException
@@ -92,6 +93,7 @@ class KubeLabSpawner(KubeSpawner):
     )
 
     _watches: ClassVar[dict[Any, ClusterAvailability]] = {}
+    _catalogs: ClassVar[dict[str, Catalog]] = {}
 
     @default("enable_user_namespaces")
     def _default_user_namespaces(self) -> bool:
@@ -113,7 +115,12 @@ class KubeLabSpawner(KubeSpawner):
 
     @property
     def catalog(self) -> Catalog:
-        return Catalog.parse(self.gpu_catalog, "KubeLabSpawner.gpu_catalog")
+        """Parsed once per configuration (it is read on every form view and spawn)."""
+        key = json.dumps(self.gpu_catalog, sort_keys=True, default=str)
+        cached = self._catalogs.get(key)
+        if cached is None:
+            cached = self._catalogs[key] = Catalog.parse(self.gpu_catalog, "KubeLabSpawner.gpu_catalog")
+        return cached
 
     @property
     def storage(self) -> Storage:
@@ -302,29 +309,36 @@ class KubeLabSpawner(KubeSpawner):
         await self._ensure_objects(getattr(self, "_group", None) or self.plan()[1])
 
     async def _ensure_objects(self, group: ProjectGroup) -> None:
+        """Create (or bring up to date) the namespace's objects. Independent ones go in parallel;
+        the RoleBinding waits for its Role, whose rights the API server checks on binding."""
+        objects = [o for o in self.namespace_objects(group) if o["kind"] != "Namespace"]
+        bindings = [o for o in objects if o["kind"] == "RoleBinding"]
+        roles = [o for o in objects if o["kind"] == "Role"]
+        others = [o for o in objects if o["kind"] not in ("Role", "RoleBinding")]
+
+        async def rbac() -> None:
+            for obj in roles + bindings:
+                await self._create_or_update(obj)
+
+        await asyncio.gather(rbac(), *(self._create_or_update(o) for o in others))
+
+    async def _create_or_update(self, obj: dict[str, Any]) -> None:
         core, rbac = self.api, shared_client("RbacAuthorizationV1Api")
-        for obj in self.namespace_objects(group):
-            kind, ns, name = obj["kind"], self.namespace, obj["metadata"]["name"]
-            create, replace = {
-                "Namespace": (None, None),
-                "ServiceAccount": (core.create_namespaced_service_account, None),
-                "Role": (rbac.create_namespaced_role, rbac.replace_namespaced_role),
-                "RoleBinding": (rbac.create_namespaced_role_binding, rbac.replace_namespaced_role_binding),
-                "ResourceQuota": (
-                    core.create_namespaced_resource_quota,
-                    core.replace_namespaced_resource_quota,
-                ),
-                "PersistentVolumeClaim": (core.create_namespaced_persistent_volume_claim, None),
-            }[kind]
-            if create is None:
-                continue
-            try:
-                await asyncio.wait_for(create(ns, obj), self.k8s_api_request_timeout)
-            except ApiException as exc:
-                if exc.status != 409:
-                    raise
-                if replace is not None:  # keep Role rules and quotas current with the config
-                    await asyncio.wait_for(replace(name, ns, obj), self.k8s_api_request_timeout)
+        create, replace = {
+            "ServiceAccount": (core.create_namespaced_service_account, None),
+            "Role": (rbac.create_namespaced_role, rbac.replace_namespaced_role),
+            "RoleBinding": (rbac.create_namespaced_role_binding, rbac.replace_namespaced_role_binding),
+            "ResourceQuota": (core.create_namespaced_resource_quota, core.replace_namespaced_resource_quota),
+            "PersistentVolumeClaim": (core.create_namespaced_persistent_volume_claim, None),
+        }[obj["kind"]]
+        try:
+            await asyncio.wait_for(create(self.namespace, obj), self.k8s_api_request_timeout)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            if replace is not None:  # keep Role rules and quotas current with the config
+                await asyncio.wait_for(replace(obj["metadata"]["name"], self.namespace, obj),
+                                       self.k8s_api_request_timeout)
 
     # -- render ---------------------------------------------------------------------------
 
