@@ -13,7 +13,6 @@ import json
 import os
 import secrets
 import shutil
-import subprocess
 import sys
 import tempfile
 import types
@@ -192,10 +191,9 @@ def cmd_hub(args: argparse.Namespace) -> int:
     print(f"kubelab hub: http://{host}:{args.port}/  (any user name; password: {password})", flush=True)
     if not os.environ.get("KUBELAB_HUB_PASSWORD"):
         print("set KUBELAB_HUB_PASSWORD to choose the password", file=sys.stderr, flush=True)
-    try:
-        return subprocess.call(command, env=env, cwd=root)
-    except KeyboardInterrupt:
-        return 0
+    os.chdir(root)
+    os.execve(sys.executable, command, env)  # JupyterHub takes over this process (and its signals)
+    return 0  # pragma: no cover - exec does not return
 
 
 def register(subparsers: Any) -> None:

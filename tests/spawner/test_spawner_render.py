@@ -191,3 +191,46 @@ def test_shipped_manifests_are_valid_kubernetes_objects() -> None:
     from kubelab.spawner.profiles import Catalog
 
     Catalog.parse(values["hub"]["config"]["KubeLabSpawner"]["gpu_catalog"])  # the example catalog is valid
+
+
+def test_a_group_on_another_cluster_is_refused(tmp_path: Path) -> None:
+    config = write_config(tmp_path, "c.KubeLabSpawner.cluster_context = 'main'\n"
+                                    "c.JupyterHub.load_groups = {'east': {'users': [], 'properties': "
+                                    "{'cluster': 'east-gpus'}}}\n")
+    done = kubelab("--user", "ann", "--group", "east", "--config", str(config))
+    assert done.returncode == 2
+    assert ("group: group 'east' runs on cluster 'east-gpus', but this hub spawns on 'main'; use that "
+            "cluster's hub") in done.stderr
+
+
+def test_kubelab_hub_starts_jupyterhub_and_prints_its_url(tmp_path: Path) -> None:
+    import os
+    import signal
+    import time
+
+    import requests
+    from hub_process import free_port, need_proxy
+
+    need_proxy()
+    port = free_port()
+    env = {**os.environ, "KUBELAB_HUB_PASSWORD": "a-lab-password", "HOME": str(tmp_path)}
+    hub = subprocess.Popen([sys.executable, "-m", "kubelab.cli", "hub", "--port", str(port), "--root",
+                            str(tmp_path / "root")], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, start_new_session=True)
+    try:
+        first = hub.stdout.readline()
+        assert first.strip() == (f"kubelab hub: http://localhost:{port}/  (any user name; "
+                                 "password: a-lab-password)")
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if requests.get(f"http://127.0.0.1:{port}/hub/api/", timeout=5).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            assert time.monotonic() < deadline and hub.poll() is None
+            time.sleep(0.3)
+        assert (tmp_path / "root" / "jupyterhub.sqlite").exists()
+    finally:
+        os.killpg(hub.pid, signal.SIGTERM)  # the hub, its proxy and its services
+        hub.wait(timeout=30)
