@@ -157,16 +157,16 @@ class KubeLabSpawner(KubeSpawner):
     # -- the form -------------------------------------------------------------------------
 
     async def _render_form(self, spawner: KubeLabSpawner | None = None) -> str:
-        choice = None
+        current = None
         try:
             groups = self._groups()
         except ValidationError as exc:  # an admin's mistake: say so instead of a blank page
             return admin_error(exc)
         try:
-            choice = await self.availability() if self.check_availability else None
+            current = await self.availability() if self.check_availability else None
         except Exception:
             self.log.warning("GPU availability unknown", exc_info=True)
-        return render_form(self.catalog, groups, choice, self.user_options)
+        return render_form(self.catalog, groups, current, self.user_options)
 
     async def _options_from_form(self, formdata: dict[str, list[str]]) -> dict[str, Any]:
         """Validate and admit here, so a refusal shows above the form before anything exists."""

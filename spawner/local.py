@@ -13,14 +13,14 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from jupyterhub.spawner import LocalProcessSpawner, SimpleLocalProcessSpawner
 from kubespawner.slugs import safe_slug
 from traitlets import Bool, Dict, Unicode, default
 
 from kubelab.errors import KubelabError
-from kubelab.gpus import GpuAllocator
+from kubelab.gpus import Gpu, GpuAllocator, detect_gpus
 
 from .admission import admit
 from .availability import Availability, group_label, local_availability, notebook_run
@@ -77,8 +77,16 @@ class LocalKubeLabSpawner(SimpleLocalProcessSpawner):
     def archive(self) -> Path:
         return Path(self.root) / "archives" / self.user_slug
 
+    _gpus: ClassVar[list[Gpu] | None] = None
+
+    def allocator(self) -> GpuAllocator:
+        """The machine ledger; GPUs are discovered once per hub (NVML is slow to open per page view)."""
+        if LocalKubeLabSpawner._gpus is None:
+            LocalKubeLabSpawner._gpus = detect_gpus()
+        return GpuAllocator(list(LocalKubeLabSpawner._gpus))
+
     def availability(self) -> Availability:
-        return local_availability(GpuAllocator().snapshot(), self.catalog)
+        return local_availability(self.allocator().snapshot(), self.catalog)
 
     def _choose(self, raw: Any) -> tuple[NotebookOptions, ProjectGroup]:
         options, group = choose(
@@ -194,4 +202,4 @@ class LocalKubeLabSpawner(SimpleLocalProcessSpawner):
     async def stop(self, now: bool = False) -> None:
         await super().stop(now)
         if getattr(self, "_group", None) is not None:
-            GpuAllocator().release(self.gpu_run)
+            self.allocator().release(self.gpu_run)
