@@ -27,9 +27,11 @@ def test_wheel_holds_modules_extension_and_config(wheel):
     names = set(wheel.namelist())
     data = next(n.split("/")[0] for n in names if ".data/" in n)
     folders = {"kubelab": "kubelab", "spawner": "kubelab/spawner", "server_extension": "kubelab/server_extension",
-               "magics": "kubelab/magics"}
+               "magics": "kubelab/magics", "hub_config": "kubelab/hub_config"}
     for folder, package in folders.items():
-        for source in (ROOT / folder).rglob("*.py"):
+        for source in (ROOT / folder).rglob("*"):
+            if source.is_dir() or "__pycache__" in source.parts:
+                continue
             if "labextension" in source.parts:
                 continue
             inside = f"{package}/{source.relative_to(ROOT / folder).as_posix()}"
