@@ -96,8 +96,11 @@ def make_records(home: Path, count: int) -> None:
         status = Status()
         status.move("Running", "running")
         status.move(SUCCEEDED if i % 3 else FAILED, "done", 0)
-        run = RunDirectory.create(runs, {"name": f"exp-{i}", "command": ["true"], "params": {"lr": i / count},
-                                         "tags": ["bench"]}, status)
+        run = RunDirectory.create(
+            runs,
+            {"name": f"exp-{i}", "command": ["true"], "params": {"lr": i / count}, "tags": ["bench"]},
+            status,
+        )
         run.metrics_file.write_text(json.dumps({"step": 1, "metrics": {"loss": (i % 100) / 100}}) + "\n")
 
 

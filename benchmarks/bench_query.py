@@ -26,8 +26,10 @@ def make_records(count: int, seed: int = 0) -> list[dict]:
             "name": f"run-{i}",
             "status": rng.choice(STATUSES),
             "created_at": f"2026-11-{rng.randint(1, 28):02d}T10:00:00.000Z",
-            "params": {"lr": rng.choice((0.1, 0.01, 0.001)),
-                       "activation": rng.choice(("relu", "sigmoid", "tanh"))},
+            "params": {
+                "lr": rng.choice((0.1, 0.01, 0.001)),
+                "activation": rng.choice(("relu", "sigmoid", "tanh")),
+            },
             "tags": rng.sample(["baseline", "resnet", "vgg", "ablation"], rng.randint(0, 2)),
             "metrics": {"loss": round(rng.random(), 3)} if rng.random() < 0.9 else {},
         }
@@ -37,7 +39,8 @@ def make_records(count: int, seed: int = 0) -> list[dict]:
 
 def by_hand(records: list[dict]) -> list[dict]:
     return [
-        r for r in records
+        r
+        for r in records
         if r.get("status") == "Succeeded"
         and r.get("params", {}).get("activation") in ("relu", "sigmoid")
         and (loss := r.get("metrics", {}).get("loss")) is not None
