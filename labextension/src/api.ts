@@ -13,6 +13,12 @@ import {
   parseRecord,
   RecordFormatError
 } from './model';
+import {
+  ISweepDetail,
+  ISweepRecord,
+  parseSweep,
+  parseSweepDetail
+} from './sweeps';
 
 export type RequestFunction = (
   url: string,
@@ -32,10 +38,69 @@ export interface IGpuType {
   free: number | null;
 }
 
+/** A run waiting for GPUs in the machine's ledger (local backend). */
+export interface IQueueEntry {
+  run: string;
+  gpus: number;
+  gpu_type: string | null;
+  since: number | null;
+}
+
 /** GPU and backend summary from `GET kubelab/api/resources`. */
 export interface IResources {
   backend: string;
-  gpus: { total: number; free: number; types: IGpuType[] };
+  gpus: {
+    total: number;
+    free: number;
+    types: IGpuType[];
+    queue: IQueueEntry[];
+  };
+}
+
+/** One status change: `GET experiments/<id>` → `history`. */
+export interface IHistoryEntry {
+  state: string;
+  reason: string;
+  at?: string;
+  time?: string;
+  exit_code?: number | null;
+  [key: string]: unknown;
+}
+
+/** A file under the run's `outputs/`. */
+export interface IOutputFile {
+  path: string;
+  size: number;
+}
+
+/** `GET experiments/<id>`: the record plus what the experiment view shows. */
+export interface IExperimentDetail extends IExperimentRecord {
+  spec: Record<string, unknown>;
+  history: IHistoryEntry[];
+  replica_status: unknown;
+  run_dir: string;
+  run_dir_relative: string | null;
+  outputs: IOutputFile[];
+  events?: Record<string, unknown>[];
+}
+
+/** One line of `metrics.jsonl`: `{step, metrics, time}` (and `final` for report_final). */
+export interface IMetricPoint {
+  step: number | null;
+  metrics: Record<string, number>;
+  time?: number | string;
+  final?: boolean;
+}
+
+/** A TensorBoard session (`GET tensorboards`, `event: tensorboard`). */
+export interface ITensorBoardSession {
+  id: string;
+  url: string;
+  logdirs: Record<string, string>;
+  state: string;
+  reason?: string;
+  source?: unknown;
+  started_at?: string | number | null;
 }
 
 /** What `POST kubelab/api/experiments` accepts; the server validates the rest. */
@@ -84,6 +149,33 @@ export class KubelabApiError extends Error {
   }
 }
 
+function cwdQuery(cwd: string): string {
+  return cwd ? `?cwd=${encodeURIComponent(cwd)}` : '';
+}
+
+/** `a/b/c.yaml` → `{dir: 'a/b', name: 'c.yaml'}`. */
+export function splitPath(path: string): { dir: string; name: string } {
+  const clean = path.replace(/^\/+/, '');
+  const slash = clean.lastIndexOf('/');
+  return slash < 0
+    ? { dir: '', name: clean }
+    : { dir: clean.slice(0, slash), name: clean.slice(slash + 1) };
+}
+
+/** Check a TensorBoard session record. */
+export function parseTensorBoard(value: unknown): ITensorBoardSession {
+  const body = value as Record<string, unknown> | null;
+  for (const key of ['id', 'url', 'state']) {
+    if (typeof body?.[key] !== 'string') {
+      throw new RecordFormatError(`tensorboard.${key}`, 'expected a string');
+    }
+  }
+  return {
+    ...(body as unknown as ITensorBoardSession),
+    logdirs: (body?.logdirs as Record<string, string>) ?? {}
+  };
+}
+
 function isFieldError(value: unknown): value is IFieldError {
   const field = value as IFieldError;
   return (
@@ -111,12 +203,21 @@ export function parseResources(value: unknown): IResources {
     throw new RecordFormatError('resources.gpus.total', 'expected a number');
   }
   const types = Array.isArray(gpus.types) ? gpus.types : [];
+  const queue = Array.isArray(gpus.queue) ? gpus.queue : [];
   return {
     backend: body.backend,
     gpus: {
       total: gpus.total,
       free: typeof gpus.free === 'number' ? gpus.free : gpus.total,
-      types: types.map((entry, index) => parseGpuType(entry, index))
+      types: types.map((entry, index) => parseGpuType(entry, index)),
+      queue: queue
+        .filter(entry => typeof entry?.run === 'string')
+        .map(entry => ({
+          run: entry.run,
+          gpus: typeof entry.gpus === 'number' ? entry.gpus : 0,
+          gpu_type: typeof entry.gpu_type === 'string' ? entry.gpu_type : null,
+          since: typeof entry.since === 'number' ? entry.since : null
+        }))
     }
   };
 }
@@ -173,8 +274,161 @@ export class KubelabApi {
     );
   }
 
-  async submit(spec: IExperimentSpec): Promise<IExperimentRecord> {
-    return parseRecord(await this.json('POST', 'experiments', spec));
+  /** Submit a spec; `cwd` (relative to the server's root) is where its paths start. */
+  async submit(
+    spec: IExperimentSpec | Record<string, unknown>,
+    cwd = ''
+  ): Promise<IExperimentRecord> {
+    return parseRecord(
+      await this.json('POST', `experiments${cwdQuery(cwd)}`, spec)
+    );
+  }
+
+  /** Run the spec file at `path` (relative to the server's root; YAML, JSON, polyaxonfile). */
+  async submitFile(path: string): Promise<IExperimentRecord> {
+    const { dir, name } = splitPath(path);
+    return parseRecord(
+      await this.json('POST', `experiments${cwdQuery(dir)}`, { file: name })
+    );
+  }
+
+  async experiment(id: string): Promise<IExperimentDetail> {
+    const body = await this.json(
+      'GET',
+      `experiments/${encodeURIComponent(id)}`
+    );
+    const record = parseRecord(body, 'experiment');
+    const detail = body as Record<string, unknown>;
+    return {
+      ...record,
+      spec: (detail.spec as Record<string, unknown>) ?? {},
+      history: Array.isArray(detail.history) ? detail.history : [],
+      replica_status: detail.replica_status ?? null,
+      run_dir: String(detail.run_dir ?? ''),
+      run_dir_relative:
+        typeof detail.run_dir_relative === 'string'
+          ? detail.run_dir_relative
+          : null,
+      outputs: Array.isArray(detail.outputs) ? detail.outputs : [],
+      events: Array.isArray(detail.events) ? detail.events : undefined
+    };
+  }
+
+  async metrics(id: string): Promise<IMetricPoint[]> {
+    const body = (await this.json(
+      'GET',
+      `experiments/${encodeURIComponent(id)}/metrics`
+    )) as { points?: unknown };
+    if (!Array.isArray(body?.points)) {
+      throw new RecordFormatError('metrics.points', 'expected a list');
+    }
+    return body.points as IMetricPoint[];
+  }
+
+  /**
+   * A replica's log; with `follow`, text keeps arriving until the run ends or `signal`
+   * aborts. Each decoded chunk goes to `onText`.
+   */
+  async logs(
+    id: string,
+    replica: number,
+    follow: boolean,
+    onText: (text: string) => void,
+    signal?: AbortSignal
+  ): Promise<void> {
+    const path = `experiments/${encodeURIComponent(id)}/logs?replica=${replica}${follow ? '&follow=1' : ''}`;
+    const response = await this.send('GET', path, undefined, signal);
+    if (!response.body) {
+      onText(await response.text());
+      return;
+    }
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) {
+        break;
+      }
+      onText(decoder.decode(value, { stream: true }));
+    }
+  }
+
+  /** The text of an output file (e.g. the executed notebook) served by the API. */
+  async outputText(id: string, path: string): Promise<string> {
+    const encoded = path.split('/').map(encodeURIComponent).join('/');
+    const response = await this.send(
+      'GET',
+      `experiments/${encodeURIComponent(id)}/outputs/${encoded}`
+    );
+    return response.text();
+  }
+
+  async sweeps(signal?: AbortSignal): Promise<ISweepRecord[]> {
+    const body = (await this.json('GET', 'sweeps', undefined, signal)) as {
+      items?: unknown;
+    };
+    if (!Array.isArray(body?.items)) {
+      throw new RecordFormatError(
+        'response.items',
+        'expected a list of sweeps'
+      );
+    }
+    return body.items.map((item, index) =>
+      parseSweep(item, `response.items[${index}]`)
+    );
+  }
+
+  async sweep(id: string): Promise<ISweepDetail> {
+    return parseSweepDetail(
+      await this.json('GET', `sweeps/${encodeURIComponent(id)}`)
+    );
+  }
+
+  async createSweep(body: unknown, cwd = ''): Promise<ISweepRecord> {
+    return parseSweep(await this.json('POST', `sweeps${cwdQuery(cwd)}`, body));
+  }
+
+  async stopSweep(id: string): Promise<ISweepRecord> {
+    return parseSweep(
+      await this.json('POST', `sweeps/${encodeURIComponent(id)}/stop`)
+    );
+  }
+
+  async resumeSweep(id: string): Promise<ISweepRecord> {
+    return parseSweep(
+      await this.json('POST', `sweeps/${encodeURIComponent(id)}/resume`, {})
+    );
+  }
+
+  async tensorboards(signal?: AbortSignal): Promise<ITensorBoardSession[]> {
+    const body = (await this.json(
+      'GET',
+      'tensorboards',
+      undefined,
+      signal
+    )) as {
+      items?: unknown;
+    };
+    if (!Array.isArray(body?.items)) {
+      throw new RecordFormatError(
+        'response.items',
+        'expected a list of TensorBoard sessions'
+      );
+    }
+    return body.items.map(parseTensorBoard);
+  }
+
+  /** Start (or reuse) a session: `{experiments: [...]}`, `{sweep}`, `{query}`, `{project: true}`. */
+  async startTensorBoard(
+    source: Record<string, unknown>
+  ): Promise<ITensorBoardSession> {
+    return parseTensorBoard(await this.json('POST', 'tensorboards', source));
+  }
+
+  async stopTensorBoard(id: string): Promise<ITensorBoardSession> {
+    return parseTensorBoard(
+      await this.json('DELETE', `tensorboards/${encodeURIComponent(id)}`)
+    );
   }
 
   async stop(id: string): Promise<IExperimentRecord> {

@@ -1,5 +1,7 @@
 /**
- * The kubelab JupyterLab plugin: registers the Experiments sidebar and its command.
+ * The kubelab JupyterLab plugin: the Experiments sidebar, the main-area views
+ * (experiment, sweep, TensorBoard), the "Run as experiment" entry points (notebook
+ * toolbar, command palette, file browser) and the settings.
  */
 import {
   ILabShell,
@@ -7,19 +9,50 @@ import {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
-import { ICommandPalette } from '@jupyterlab/apputils';
+import {
+  Dialog,
+  ICommandPalette,
+  IFrame,
+  MainAreaWidget,
+  Notification,
+  showDialog,
+  showErrorMessage
+} from '@jupyterlab/apputils';
 import { URLExt } from '@jupyterlab/coreutils';
+import { IDocumentWidget } from '@jupyterlab/docregistry';
+import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
 import { ServerConnection } from '@jupyterlab/services';
+import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 import { LabIcon } from '@jupyterlab/ui-components';
+import { Signal } from '@lumino/signaling';
 
 import experimentsSvg from '../style/icons/experiments.svg';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
-import { KubelabApi } from './api';
+import {
+  IExperimentDetail,
+  IOutputFile,
+  KubelabApi,
+  KubelabApiError
+} from './api';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
-import { ExperimentsPanel, SIDEBAR_ID } from './panel';
+import { runDialog } from './dialog';
+// eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
+import { ExperimentView } from './experimentview';
+// eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
+import { commandFor, defaultForm, formFromSpec } from './form';
+// eslint-disable-next-line jupyter/prefer-lazy-imports -- isEnabled must answer synchronously
+import { TERMINAL_STATES } from './model';
+import { CommandIDs, createSidebar, ROW_ACTIONS, SIDEBAR_ID } from './panel';
+// eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
+import { DEFAULT_SETTINGS, IKubelabSettings, readSettings } from './settings';
+// eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
+import { LiveStore } from './store';
+// eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
+import { SweepView } from './sweepview';
 
-export const OPEN_SIDEBAR_COMMAND = 'kubelab:open-sidebar';
+export const OPEN_SIDEBAR_COMMAND = CommandIDs.openSidebar;
+const PLUGIN_ID = 'kubelab:plugin';
 
 export const experimentsIcon = new LabIcon({
   name: 'kubelab:experiments',
@@ -36,36 +69,478 @@ export function createApi(
   );
 }
 
+/** Settings as a value plus a change signal, for the sidebar's columns. */
+class SettingsSource {
+  value: IKubelabSettings = DEFAULT_SETTINGS;
+  readonly changed = new Signal<this, IKubelabSettings>(this);
+
+  set(value: IKubelabSettings): void {
+    this.value = value;
+    this.changed.emit(value);
+  }
+}
+
+const NO_ARGS = { args: { type: 'object', properties: {} } };
+const ID_ARGS = {
+  args: {
+    type: 'object',
+    properties: {
+      id: { type: 'string', description: 'experiment or sweep id' }
+    }
+  }
+};
+
+const RUNNABLE = /\.(py|ipynb)$/;
+const SPEC_FILE = /\.ya?ml$/;
+
 const plugin: JupyterFrontEndPlugin<void> = {
-  id: 'kubelab:plugin',
-  description: 'The kubelab Experiments sidebar: experiments with live status.',
+  id: PLUGIN_ID,
+  description:
+    'The kubelab Experiments sidebar: experiments, sweeps, TensorBoard and GPUs, live.',
   autoStart: true,
   requires: [ILabShell],
-  optional: [ICommandPalette, ILayoutRestorer, ITranslator],
+  optional: [
+    ICommandPalette,
+    ILayoutRestorer,
+    ITranslator,
+    ISettingRegistry,
+    IDefaultFileBrowser
+  ],
   activate: (
     app: JupyterFrontEnd,
     shell: ILabShell,
     palette: ICommandPalette | null,
     restorer: ILayoutRestorer | null,
-    translator: ITranslator | null
+    translator: ITranslator | null,
+    registry: ISettingRegistry | null,
+    browser: IDefaultFileBrowser | null
   ) => {
     const trans = (translator ?? nullTranslator).load('kubelab');
-    const panel = new ExperimentsPanel(createApi(), experimentsIcon, trans);
-    shell.add(panel, 'left', { rank: 600 });
-    restorer?.add(panel, SIDEBAR_ID);
+    const api = createApi();
+    const store = new LiveStore(api);
+    const settings = new SettingsSource();
+    const { commands } = app;
+    store.start();
 
-    app.commands.addCommand(OPEN_SIDEBAR_COMMAND, {
+    if (registry) {
+      registry
+        .load(PLUGIN_ID)
+        .then(loaded => {
+          const apply = () =>
+            settings.set(
+              readSettings(loaded.composite as Record<string, unknown>)
+            );
+          apply();
+          loaded.changed.connect(apply);
+        })
+        .catch(reason =>
+          console.warn('kubelab: could not load the settings', reason)
+        );
+    }
+
+    const sidebar = createSidebar({
+      store,
+      commands,
+      settings,
+      icon: experimentsIcon,
+      trans
+    });
+    shell.add(sidebar, 'left', { rank: 600 });
+    restorer?.add(sidebar, SIDEBAR_ID);
+
+    const views = new Map<string, MainAreaWidget>();
+    const showView = (key: string, make: () => MainAreaWidget) => {
+      let view = views.get(key);
+      if (!view || view.isDisposed) {
+        view = make();
+        views.set(key, view);
+        view.disposed.connect(() => views.delete(key));
+        shell.add(view, 'main');
+      }
+      shell.activateById(view.id);
+      return view;
+    };
+    const idOf = (args: Record<string, unknown>): string => {
+      if (typeof args.id === 'string') {
+        return args.id;
+      }
+      const node = app.contextMenuHitTest(
+        element => !!element.dataset.experimentId
+      );
+      return node?.dataset.experimentId ?? '';
+    };
+    const nameOf = (id: string) => store.experiment(id)?.name ?? id;
+    const fail = (title: string) => (reason: unknown) =>
+      showErrorMessage(title, describeError(reason));
+
+    const openExperiment = (id: string, focus?: 'logs') =>
+      showView(`experiment:${id}`, () => {
+        const content = new ExperimentView({
+          id,
+          store,
+          api,
+          commands,
+          trans,
+          focus,
+          openOutput: (detail, file) =>
+            void openOutput(app, api, detail, file).catch(
+              fail(trans.__('Cannot open %1', file.path))
+            )
+        });
+        const view = new MainAreaWidget({ content });
+        view.id = `kubelab-experiment-view-${id}`;
+        view.title.label = nameOf(id);
+        view.title.caption = trans.__('Experiment %1', id);
+        view.title.icon = experimentsIcon;
+        view.title.closable = true;
+        return view;
+      });
+
+    commands.addCommand(CommandIDs.openSidebar, {
       label: trans.__('Open the Experiments sidebar'),
       caption: trans.__('Show kubelab experiments with their live status'),
       icon: experimentsIcon,
-      describedBy: { args: { type: 'object', properties: {} } },
-      execute: () => shell.activateById(panel.id)
+      describedBy: NO_ARGS,
+      execute: () => shell.activateById(sidebar.id)
     });
-    palette?.addItem({
-      command: OPEN_SIDEBAR_COMMAND,
-      category: trans.__('kubelab')
+    commands.addCommand(CommandIDs.openExperiment, {
+      describedBy: ID_ARGS,
+      label: trans.__('Open'),
+      caption: trans.__('Parameters, live metrics, logs and timeline'),
+      execute: args => void openExperiment(idOf(args))
     });
+    commands.addCommand(CommandIDs.logs, {
+      describedBy: ID_ARGS,
+      label: trans.__('Show logs'),
+      execute: args => void openExperiment(idOf(args), 'logs')
+    });
+    commands.addCommand(CommandIDs.stop, {
+      describedBy: ID_ARGS,
+      label: trans.__('Stop'),
+      isEnabled: args => {
+        const record = store.experiment(idOf(args));
+        return !record || !TERMINAL_STATES.has(record.status);
+      },
+      execute: args =>
+        api.stop(idOf(args)).catch(fail(trans.__('Cannot stop the experiment')))
+    });
+    commands.addCommand(CommandIDs.rerun, {
+      describedBy: ID_ARGS,
+      label: trans.__('Re-run with changes…'),
+      execute: async args => {
+        const id = idOf(args);
+        try {
+          const detail = await api.experiment(id);
+          const record = await runDialog({
+            api,
+            trans,
+            title: trans.__('Re-run %1', detail.name),
+            subject: trans.__('a copy of %1 (%2)', detail.name, id),
+            initial: formFromSpec(detail.spec),
+            base: detail.spec,
+            cwd: '',
+            resources: store.resources
+          });
+          if (record) {
+            void openExperiment(record.id);
+          }
+        } catch (reason) {
+          await fail(trans.__('Cannot re-run the experiment'))(reason);
+        }
+      }
+    });
+    commands.addCommand(CommandIDs.experimentTensorBoard, {
+      describedBy: ID_ARGS,
+      label: trans.__('Open TensorBoard'),
+      execute: args =>
+        api
+          .startTensorBoard({ experiments: [idOf(args)] })
+          .then(session =>
+            commands.execute(CommandIDs.openTensorBoard, {
+              id: session.id,
+              url: session.url
+            })
+          )
+          .catch(fail(trans.__('Cannot start TensorBoard')))
+    });
+    commands.addCommand(CommandIDs.openRunDir, {
+      describedBy: ID_ARGS,
+      label: trans.__('Open run directory'),
+      execute: async args => {
+        const detail = await api.experiment(idOf(args));
+        if (detail.run_dir_relative === null) {
+          await showErrorMessage(
+            trans.__('Outside the file browser'),
+            trans.__(
+              'The run directory %1 is outside the folder the file browser shows (or hidden).',
+              detail.run_dir
+            )
+          );
+          return;
+        }
+        await commands.execute('filebrowser:go-to-path', {
+          path: detail.run_dir_relative
+        });
+      }
+    });
+    commands.addCommand(CommandIDs.remove, {
+      describedBy: ID_ARGS,
+      label: trans.__('Delete…'),
+      execute: async args => {
+        const id = idOf(args);
+        const answer = await showDialog({
+          title: trans.__('Delete %1?', nameOf(id)),
+          body: trans.__(
+            'This stops the experiment if it runs and deletes its run directory (logs, metrics, outputs).'
+          ),
+          buttons: [
+            Dialog.cancelButton(),
+            Dialog.warnButton({ label: trans.__('Delete') })
+          ]
+        });
+        if (answer.button.accept) {
+          await api.remove(id).catch(fail(trans.__('Cannot delete')));
+        }
+      }
+    });
+    commands.addCommand(CommandIDs.openSweep, {
+      describedBy: ID_ARGS,
+      label: trans.__('Open sweep'),
+      execute: args => {
+        const id = String(args.id);
+        const name = store.sweeps.find(s => s.id === id)?.name ?? id;
+        showView(`sweep:${id}`, () => {
+          const view = new MainAreaWidget({
+            content: new SweepView({ id, store, api, commands, trans })
+          });
+          view.id = `kubelab-sweep-view-${id}`;
+          view.title.label = trans.__('Sweep %1', name);
+          view.title.icon = experimentsIcon;
+          view.title.closable = true;
+          return view;
+        });
+      }
+    });
+    commands.addCommand(CommandIDs.stopSweep, {
+      describedBy: ID_ARGS,
+      label: trans.__('Stop sweep'),
+      execute: args =>
+        api
+          .stopSweep(String(args.id))
+          .catch(fail(trans.__('Cannot stop the sweep')))
+    });
+    commands.addCommand(CommandIDs.openTensorBoard, {
+      label: trans.__('Open TensorBoard'),
+      describedBy: {
+        args: {
+          type: 'object',
+          properties: { id: { type: 'string' }, url: { type: 'string' } },
+          required: ['id', 'url']
+        }
+      },
+      execute: args => {
+        const id = String(args.id);
+        const url = String(args.url);
+        showView(`tensorboard:${id}`, () => {
+          const frame = new IFrame({
+            sandbox: [
+              'allow-scripts',
+              'allow-same-origin',
+              'allow-forms',
+              'allow-popups',
+              'allow-downloads'
+            ]
+          });
+          frame.url = url;
+          frame.addClass('jp-kubelab-TensorBoardFrame');
+          const view = new MainAreaWidget({ content: frame });
+          view.id = `kubelab-tensorboard-${id}`;
+          view.title.label = trans.__('TensorBoard');
+          view.title.caption = url;
+          view.title.icon = experimentsIcon;
+          view.title.closable = true;
+          return view;
+        });
+      }
+    });
+    commands.addCommand(CommandIDs.stopTensorBoard, {
+      describedBy: ID_ARGS,
+      label: trans.__('Stop TensorBoard'),
+      execute: args =>
+        api
+          .stopTensorBoard(String(args.id))
+          .catch(fail(trans.__('Cannot stop TensorBoard')))
+    });
+
+    const runFile = async (path: string) => {
+      const target = commandFor(path);
+      if (!target) {
+        await showErrorMessage(
+          trans.__('Cannot run %1', path),
+          trans.__('Run as experiment takes a .py script or a .ipynb notebook.')
+        );
+        return;
+      }
+      const record = await runDialog({
+        api,
+        trans,
+        title: trans.__('Run as experiment'),
+        subject: path,
+        initial: defaultForm(target.name, settings.value.defaults),
+        base: { command: target.command },
+        cwd: target.cwd,
+        resources: store.resources
+      });
+      if (record) {
+        Notification.success(
+          trans.__('Submitted %1 (%2)', record.name, record.id),
+          { autoClose: 4000 }
+        );
+        store.refreshResources();
+      }
+    };
+    const currentPath = (): string | null => {
+      const widget = shell.currentWidget as IDocumentWidget | null;
+      const path = widget?.context?.path;
+      return typeof path === 'string' ? path : null;
+    };
+    commands.addCommand(CommandIDs.runAsExperiment, {
+      describedBy: NO_ARGS,
+      label: trans.__('Run as experiment'),
+      caption: trans.__('Run this notebook or script as a kubelab experiment'),
+      icon: experimentsIcon,
+      isEnabled: () => RUNNABLE.test(currentPath() ?? ''),
+      execute: async () => {
+        const widget = shell.currentWidget as IDocumentWidget | null;
+        const path = currentPath();
+        if (!widget || !path) {
+          return;
+        }
+        if (widget.context.model.dirty) {
+          await widget.context.save(); // the run takes the file as it is on disk
+        }
+        await runFile(path);
+      }
+    });
+    const selected = (): string | null => {
+      const first = browser?.selectedItems().next();
+      return first && !first.done ? first.value.path : null;
+    };
+    commands.addCommand(CommandIDs.runFile, {
+      describedBy: NO_ARGS,
+      label: trans.__('Run as experiment'),
+      icon: experimentsIcon,
+      isVisible: () => RUNNABLE.test(selected() ?? ''),
+      execute: () => {
+        const path = selected();
+        return path ? runFile(path) : undefined;
+      }
+    });
+    commands.addCommand(CommandIDs.runSpec, {
+      describedBy: NO_ARGS,
+      label: trans.__('Run spec'),
+      icon: experimentsIcon,
+      isVisible: () => SPEC_FILE.test(selected() ?? ''),
+      execute: async () => {
+        const path = selected();
+        if (!path) {
+          return;
+        }
+        try {
+          const record = await api.submitFile(path);
+          Notification.success(
+            trans.__('Submitted %1 (%2)', record.name, record.id),
+            {
+              autoClose: 4000,
+              actions: [
+                {
+                  label: trans.__('Open'),
+                  callback: () => void openExperiment(record.id)
+                }
+              ]
+            }
+          );
+        } catch (reason) {
+          await fail(trans.__('Cannot run %1', path))(reason);
+        }
+      }
+    });
+
+    for (const type of ['notebook', 'python']) {
+      app.contextMenu.addItem({
+        command: CommandIDs.runFile,
+        selector: `.jp-DirListing-item[data-file-type="${type}"]`,
+        rank: 3
+      });
+    }
+    app.contextMenu.addItem({
+      command: CommandIDs.runSpec,
+      selector: '.jp-DirListing-item[data-file-type="yaml"]',
+      rank: 3
+    });
+    ROW_ACTIONS.forEach((command, rank) =>
+      app.contextMenu.addItem({
+        command,
+        selector: '.jp-kubelab-Row',
+        rank
+      })
+    );
+
+    const category = trans.__('kubelab');
+    palette?.addItem({ command: CommandIDs.openSidebar, category });
+    palette?.addItem({ command: CommandIDs.runAsExperiment, category });
   }
 };
+
+/** A server error as the user should read it: the detail and each field's reason. */
+export function describeError(reason: unknown): string {
+  if (reason instanceof KubelabApiError) {
+    const fields = reason.fields.map(f => `${f.path}: ${f.reason}`);
+    return [reason.detail || reason.error, ...fields].join('\n');
+  }
+  return reason instanceof Error ? reason.message : String(reason);
+}
+
+/**
+ * Open an output file. Inside the file browser's root it opens in place; otherwise a
+ * notebook is copied next to the root's top (`kubelab-outputs/…`) and opened, and
+ * other files are downloaded.
+ */
+async function openOutput(
+  app: JupyterFrontEnd,
+  api: KubelabApi,
+  detail: IExperimentDetail,
+  file: IOutputFile
+): Promise<void> {
+  if (detail.run_dir_relative !== null) {
+    await app.commands.execute('docmanager:open', {
+      path: `${detail.run_dir_relative}/outputs/${file.path}`
+    });
+    return;
+  }
+  const text = await api.outputText(detail.id, file.path);
+  if (file.path.endsWith('.ipynb')) {
+    const contents = app.serviceManager.contents;
+    const folder = 'kubelab-outputs';
+    await contents.get(folder, { content: false }).catch(async () => {
+      const made = await contents.newUntitled({ type: 'directory' });
+      await contents.rename(made.path, folder);
+    });
+    const name = file.path.split('/').pop() ?? file.path;
+    const path = `${folder}/${detail.id}-${name}`;
+    await contents.save(path, {
+      type: 'notebook',
+      format: 'json',
+      content: JSON.parse(text)
+    });
+    await app.commands.execute('docmanager:open', { path });
+    return;
+  }
+  const link = document.createElement('a');
+  link.href = URL.createObjectURL(new Blob([text]));
+  link.download = file.path.split('/').pop() ?? 'output';
+  link.click();
+  URL.revokeObjectURL(link.href);
+}
 
 export default plugin;

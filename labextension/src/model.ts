@@ -55,9 +55,31 @@ export type ExperimentEvent =
   | { kind: 'experiment'; record: IExperimentRecord }
   | { kind: 'deleted'; id: string };
 
-/** The table the sidebar renders: rows sorted newest first. */
+/** The columns a table can sort by (and show; see the settings schema). */
+export const COLUMNS = [
+  'name',
+  'status',
+  'started',
+  'duration',
+  'gpus',
+  'params',
+  'metric'
+] as const;
+
+export type Column = (typeof COLUMNS)[number];
+export type SortColumn = Column | 'created';
+
+export interface ISortOrder {
+  column: SortColumn;
+  descending: boolean;
+}
+
+export const DEFAULT_SORT: ISortOrder = { column: 'created', descending: true };
+
+/** The table the sidebar renders: rows in `sort` order. */
 export interface IExperimentTable {
   readonly rows: readonly IExperimentRecord[];
+  readonly sort: ISortOrder;
 }
 
 /** Raised when the server sends something that does not match the contract. */
@@ -71,43 +93,100 @@ export class RecordFormatError extends Error {
   }
 }
 
-export const EMPTY_TABLE: IExperimentTable = { rows: [] };
+export const EMPTY_TABLE: IExperimentTable = { rows: [], sort: DEFAULT_SORT };
 
 /** Replace the whole table with a freshly fetched list (a (re)connect starts here). */
 export function loadTable(
-  records: readonly IExperimentRecord[]
+  records: readonly IExperimentRecord[],
+  sort: ISortOrder = DEFAULT_SORT
 ): IExperimentTable {
   const byId = new Map<string, IExperimentRecord>();
   for (const record of records) {
     byId.set(record.id, record);
   }
-  return { rows: [...byId.values()].sort(newestFirst) };
+  return { rows: [...byId.values()].sort(comparator(sort)), sort };
+}
+
+/** The same rows in another order; the same table when the order is unchanged. */
+export function sortTable(
+  table: IExperimentTable,
+  sort: ISortOrder
+): IExperimentTable {
+  if (
+    sort.column === table.sort.column &&
+    sort.descending === table.sort.descending
+  ) {
+    return table;
+  }
+  return { rows: table.rows.slice().sort(comparator(sort)), sort };
+}
+
+/** Clicking a header: the same column flips direction, a new one starts descending. */
+export function toggleSort(
+  current: ISortOrder,
+  column: SortColumn
+): ISortOrder {
+  if (current.column === column) {
+    return { column, descending: !current.descending };
+  }
+  return { column, descending: column !== 'name' };
 }
 
 /**
- * Apply one event: insert a new record, update an existing one in place (by id),
- * or delete one. Returns the same table object when nothing changed so a view can
- * skip re-rendering.
+ * Apply one event: insert a new record, update an existing one (by id), or delete
+ * one. A changed row moves by binary search, so a 10,000-row table costs a few dozen
+ * comparisons per event, not a re-sort. Returns the same table object when nothing
+ * changed so a view can skip re-rendering.
  */
 export function applyEvent(
   table: IExperimentTable,
   event: ExperimentEvent
 ): IExperimentTable {
   if (event.kind === 'deleted') {
-    const rows = table.rows.filter(row => row.id !== event.id);
-    return rows.length === table.rows.length ? table : { rows };
+    const index = table.rows.findIndex(row => row.id === event.id);
+    if (index < 0) {
+      return table;
+    }
+    const rows = table.rows.slice();
+    rows.splice(index, 1);
+    return { rows, sort: table.sort };
   }
   const record = event.record;
-  const index = table.rows.findIndex(row => row.id === record.id);
-  if (index < 0) {
-    return { rows: [...table.rows, record].sort(newestFirst) };
-  }
+  const compare = comparator(table.sort);
   const rows = table.rows.slice();
-  rows[index] = record;
-  if (rows[index].created_at !== table.rows[index].created_at) {
-    rows.sort(newestFirst);
+  const index = rows.findIndex(row => row.id === record.id);
+  if (index >= 0) {
+    const before = index > 0 ? rows[index - 1] : null;
+    const after = index + 1 < rows.length ? rows[index + 1] : null;
+    const stays =
+      (!before || compare(before, record) <= 0) &&
+      (!after || compare(record, after) <= 0);
+    if (stays) {
+      rows[index] = record;
+      return { rows, sort: table.sort };
+    }
+    rows.splice(index, 1);
   }
-  return { rows };
+  rows.splice(insertionPoint(rows, record, compare), 0, record);
+  return { rows, sort: table.sort };
+}
+
+function insertionPoint(
+  rows: readonly IExperimentRecord[],
+  record: IExperimentRecord,
+  compare: (a: IExperimentRecord, b: IExperimentRecord) => number
+): number {
+  let low = 0;
+  let high = rows.length;
+  while (low < high) {
+    const middle = (low + high) >>> 1;
+    if (compare(rows[middle], record) <= 0) {
+      low = middle + 1;
+    } else {
+      high = middle;
+    }
+  }
+  return low;
 }
 
 /** Apply events in arrival order (e.g. the ones buffered while the list was loading). */
@@ -116,6 +195,123 @@ export function applyEvents(
   events: readonly ExperimentEvent[]
 ): IExperimentTable {
   return events.reduce(applyEvent, table);
+}
+
+/**
+ * While a PQL filter is active the table holds only the server's matches, and only the
+ * server can evaluate PQL. An event for a row already shown updates it in place; a new
+ * run, or a row whose status changed (it may have stopped matching), asks for one
+ * refetch of the filtered list instead (debounced by the caller).
+ */
+export function needsRefetch(
+  table: IExperimentTable,
+  event: ExperimentEvent,
+  filtered: boolean
+): boolean {
+  if (!filtered || event.kind === 'deleted') {
+    return false;
+  }
+  const shown = table.rows.find(row => row.id === event.record.id);
+  return !shown || shown.status !== event.record.status;
+}
+
+const STATUS_ORDER = new Map<string, number>(STATES.map((s, i) => [s, i]));
+
+/** The value a column sorts by; null sorts last in either direction. */
+export function sortValue(
+  record: IExperimentRecord,
+  column: SortColumn
+): number | string | null {
+  switch (column) {
+    case 'created':
+      return timestamp(record.created_at);
+    case 'name':
+      return record.name.toLowerCase();
+    case 'status':
+      return STATUS_ORDER.get(record.status) ?? null;
+    case 'started':
+      return record.started_at ? timestamp(record.started_at) : null;
+    case 'duration':
+      if (record.duration !== null && record.duration !== undefined) {
+        return record.duration;
+      }
+      // Still running: longer than any finished run, the earliest start the longest.
+      return record.started_at
+        ? 1e13 - timestamp(record.started_at) / 1000
+        : null;
+    case 'gpus':
+      return gpuCount(record);
+    case 'params':
+      return formatParams(record.params) || null;
+    case 'metric': {
+      const entry = primaryMetric(record);
+      return entry && typeof entry[1] === 'number' ? entry[1] : null;
+    }
+  }
+}
+
+/** Ascending or descending by a column, nulls last, newest first among equals. */
+export function comparator(
+  sort: ISortOrder
+): (a: IExperimentRecord, b: IExperimentRecord) => number {
+  if (sort.column === 'created') {
+    return sort.descending ? newestFirst : (a, b) => newestFirst(b, a);
+  }
+  const sign = sort.descending ? -1 : 1;
+  return (a, b) => {
+    const x = sortValue(a, sort.column);
+    const y = sortValue(b, sort.column);
+    if (x === null || y === null) {
+      if (x === y) {
+        return newestFirst(a, b);
+      }
+      return x === null ? 1 : -1;
+    }
+    const order = x < y ? -1 : x > y ? 1 : 0;
+    return order === 0 ? newestFirst(a, b) : sign * order;
+  };
+}
+
+export function gpuCount(record: IExperimentRecord): number {
+  const gpus = Number(record.resources?.gpus ?? 0);
+  return Number.isFinite(gpus) ? gpus * (record.replicas || 1) : 0;
+}
+
+/** `2× T4`, `1`, or `—` for CPU-only runs. */
+export function formatGpus(record: IExperimentRecord): string {
+  const count = gpuCount(record);
+  if (!count) {
+    return '—';
+  }
+  const type = record.resources?.gpu_type;
+  return typeof type === 'string' && type ? `${count}× ${type}` : String(count);
+}
+
+/** Key parameters, compact: `lr=0.01 batch=64`. */
+export function formatParams(params: Record<string, unknown> | null): string {
+  return Object.entries(params ?? {})
+    .map(([key, value]) => {
+      const shown =
+        typeof value === 'number'
+          ? formatNumber(value)
+          : typeof value === 'string'
+            ? value
+            : JSON.stringify(value);
+      return `${key}=${shown}`;
+    })
+    .join(' ');
+}
+
+/** The metric a row shows: `default` (a final objective) if reported, else the first. */
+export function primaryMetric(
+  record: IExperimentRecord
+): [string, number] | null {
+  const metrics = record.metrics ?? {};
+  if (typeof metrics.default === 'number') {
+    return ['default', metrics.default];
+  }
+  const entries = Object.entries(metrics);
+  return entries.length ? entries[0] : null;
 }
 
 /** Newest first by creation time; ids sort by creation time too, so they break ties. */
@@ -267,22 +463,23 @@ export function formatDuration(seconds: number | null): string {
 }
 
 /**
- * The metric to show in the table: the first one the trial reported (its primary
- * metric by convention), with its step, e.g. `loss 0.1235 @10`.
+ * The metric to show in the table: the final objective (`default`) once reported, else
+ * the first one the trial reported (its primary metric by convention), with its step,
+ * e.g. `loss 0.1235 @10`.
  */
 export function formatLatestMetric(record: IExperimentRecord): string {
-  const entries = Object.entries(record.metrics ?? {});
-  if (entries.length === 0) {
+  const entry = primaryMetric(record);
+  if (!entry) {
     return '—';
   }
-  const [name, value] = entries[0];
+  const [name, value] = entry;
   const shown = typeof value === 'number' ? formatNumber(value) : String(value);
   const step =
     record.step === null || record.step === undefined ? '' : ` @${record.step}`;
   return `${name} ${shown}${step}`;
 }
 
-function formatNumber(value: number): string {
+export function formatNumber(value: number): string {
   if (Number.isInteger(value)) {
     return String(value);
   }

@@ -1,141 +1,368 @@
 /**
- * The left-sidebar panel: a backend/GPU header and the live experiments table.
- *
- * All state changes go through the pure functions in `model.ts`; this file only wires
- * the event stream to React state and renders it.
+ * The left sidebar: Experiments, Sweeps, TensorBoards and Resources as the sections of a
+ * JupyterLab `SidePanel` (collapsible and resizable like the debugger's). Every section
+ * renders from the shared `LiveStore` and re-renders on its `changed` signal.
  */
-import { Time } from '@jupyterlab/coreutils';
 import { TranslationBundle } from '@jupyterlab/translation';
-import { LabIcon, ReactWidget } from '@jupyterlab/ui-components';
-import React, { useEffect, useRef, useState } from 'react';
-
-import { IGpuType, IResources, KubelabApi } from './api';
-import { IServerSentEvent, StreamState } from './events';
 import {
-  applyEvent,
-  elapsedSeconds,
-  EMPTY_TABLE,
-  ExperimentEvent,
-  formatDuration,
-  formatLatestMetric,
-  IExperimentRecord,
-  IExperimentTable,
-  loadTable,
-  parseEvent
-} from './model';
+  LabIcon,
+  ReactWidget,
+  SidePanel,
+  UseSignal
+} from '@jupyterlab/ui-components';
+import { CommandRegistry } from '@lumino/commands';
+import { ISignal } from '@lumino/signaling';
+import { AccordionPanel, Menu } from '@lumino/widgets';
+import React, { useEffect, useState } from 'react';
+
+import { IResources } from './api';
+import { StreamState } from './events';
+import { formatNumber } from './model';
+import { IKubelabSettings } from './settings';
+import { LiveStore } from './store';
+import { formatBest, formatProgress, progressFraction } from './sweeps';
+import { ExperimentTable, QueryBox } from './table';
 
 export const SIDEBAR_ID = 'kubelab:sidebar';
 
-/** The Lumino widget JupyterLab places in the left area. */
-export class ExperimentsPanel extends ReactWidget {
-  constructor(
-    private readonly api: KubelabApi,
-    icon: LabIcon,
-    private readonly trans: TranslationBundle
-  ) {
-    super();
-    this.id = SIDEBAR_ID;
-    this.addClass('jp-kubelab-Sidebar');
-    this.title.icon = icon;
-    this.title.caption = trans.__('Experiments');
-  }
+export const CommandIDs = {
+  openSidebar: 'kubelab:open-sidebar',
+  openExperiment: 'kubelab:open-experiment',
+  logs: 'kubelab:experiment-logs',
+  stop: 'kubelab:stop-experiment',
+  rerun: 'kubelab:rerun-experiment',
+  experimentTensorBoard: 'kubelab:experiment-tensorboard',
+  openRunDir: 'kubelab:open-run-dir',
+  remove: 'kubelab:delete-experiment',
+  openSweep: 'kubelab:open-sweep',
+  stopSweep: 'kubelab:stop-sweep',
+  openTensorBoard: 'kubelab:open-tensorboard',
+  stopTensorBoard: 'kubelab:stop-tensorboard',
+  runAsExperiment: 'kubelab:run-as-experiment',
+  runFile: 'kubelab:run-file-as-experiment',
+  runSpec: 'kubelab:run-spec-file'
+} as const;
 
-  protected render(): JSX.Element {
-    return <ExperimentsView api={this.api} trans={this.trans} />;
-  }
+/** The actions of an experiment row, in menu order. */
+export const ROW_ACTIONS = [
+  CommandIDs.openExperiment,
+  CommandIDs.logs,
+  CommandIDs.stop,
+  CommandIDs.rerun,
+  CommandIDs.experimentTensorBoard,
+  CommandIDs.openRunDir,
+  CommandIDs.remove
+];
+
+export interface ISettingsSource {
+  readonly value: IKubelabSettings;
+  readonly changed: ISignal<unknown, IKubelabSettings>;
 }
 
-interface IViewProps {
-  api: KubelabApi;
+export interface IPanelOptions {
+  store: LiveStore;
+  commands: CommandRegistry;
+  settings: ISettingsSource;
+  icon: LabIcon;
   trans: TranslationBundle;
 }
 
-function ExperimentsView({ api, trans }: IViewProps): JSX.Element {
-  const [table, setTable] = useState<IExperimentTable>(EMPTY_TABLE);
-  const [resources, setResources] = useState<IResources | null>(null);
-  const [stream, setStream] = useState<StreamState>({ kind: 'connecting' });
-  const tableRef = useRef<IExperimentTable>(EMPTY_TABLE);
+/** Build the sidebar widget with its four sections. */
+export function createSidebar(options: IPanelOptions): SidePanel {
+  const { store, trans } = options;
+  const panel = new SidePanel();
+  panel.id = SIDEBAR_ID;
+  panel.addClass('jp-kubelab-Sidebar');
+  panel.title.icon = options.icon;
+  panel.title.caption = trans.__('Experiments');
+  panel.header.addWidget(
+    ReactWidget.create(
+      <UseSignal signal={store.changed}>
+        {() => (
+          <header className="jp-kubelab-Sidebar-header">
+            <h2 className="jp-kubelab-Sidebar-title">
+              {trans.__('Experiments')}
+            </h2>
+            <StreamIndicator state={store.stream} trans={trans} />
+          </header>
+        )}
+      </UseSignal>
+    )
+  );
+  const section = (
+    label: string,
+    className: string,
+    body: () => JSX.Element
+  ) => {
+    const widget = ReactWidget.create(
+      <UseSignal signal={store.changed}>{body}</UseSignal>
+    );
+    widget.title.label = label;
+    widget.addClass(className);
+    panel.addWidget(widget);
+    return widget;
+  };
+  section(trans.__('Experiments'), 'jp-kubelab-ExperimentsSection', () => (
+    <ExperimentsSection {...options} />
+  ));
+  section(trans.__('Sweeps'), 'jp-kubelab-SweepsSection', () => (
+    <SweepsSection {...options} />
+  ));
+  section(trans.__('TensorBoards'), 'jp-kubelab-TensorBoardsSection', () => (
+    <TensorBoardsSection {...options} />
+  ));
+  section(trans.__('Resources'), 'jp-kubelab-ResourcesSection', () => (
+    <ResourcesSection {...options} />
+  ));
+  // The table needs the room; the other sections start small.
+  requestAnimationFrame(() =>
+    (panel.content as AccordionPanel).setRelativeSizes([5, 2, 1, 2])
+  );
+  return panel;
+}
 
+function ExperimentsSection(props: IPanelOptions): JSX.Element {
+  const { store, commands, trans } = props;
+  const [settings, setSettings] = useState(props.settings.value);
   useEffect(() => {
-    const refreshResources = () =>
-      api.resources().then(setResources, reason => {
-        console.warn('kubelab: could not load resources', reason);
-        setResources(null);
-      });
-    const commit = (next: IExperimentTable) => {
-      if (next !== tableRef.current) {
-        tableRef.current = next;
-        setTable(next);
-      }
-    };
-    const onEvent = (message: IServerSentEvent) => {
-      let event: ExperimentEvent | null;
-      try {
-        event = parseEvent(message.event, message.data);
-      } catch (reason) {
-        console.warn('kubelab: ignoring a malformed event', reason);
-        return;
-      }
-      if (!event) {
-        return;
-      }
-      const before = tableRef.current;
-      commit(applyEvent(before, event));
-      if (changesResources(before, event)) {
-        void refreshResources();
-      }
-    };
-    const events = api.events({
-      onConnect: async signal => {
-        const records = await api.listExperiments('', '', signal);
-        if (!signal.aborted) {
-          commit(loadTable(records));
-          void refreshResources();
-        }
-      },
-      onEvent,
-      onStateChange: setStream
-    });
-    events.start();
+    const update = (_: unknown, value: IKubelabSettings) => setSettings(value);
+    props.settings.changed.connect(update);
     return () => {
-      void events.stop();
+      props.settings.changed.disconnect(update);
     };
-  }, [api]);
-
-  const now = useNow(table.rows.some(row => row.status === 'Running'));
-
+  }, [props.settings]);
+  const rows = store.table.rows;
+  const now = useNow(rows.some(row => row.status === 'Running'));
+  const openMenu = (id: string, x: number, y: number) => {
+    const menu = new Menu({ commands });
+    menu.addClass('jp-kubelab-RowMenu');
+    for (const command of ROW_ACTIONS) {
+      menu.addItem({ command, args: { id } });
+    }
+    menu.open(x, y);
+  };
   return (
-    <div className="jp-kubelab-Sidebar-content">
-      <header className="jp-kubelab-Sidebar-header">
-        <h2 className="jp-kubelab-Sidebar-title">{trans.__('Experiments')}</h2>
-        <ResourceSummary resources={resources} trans={trans} />
-        <StreamIndicator state={stream} trans={trans} />
-      </header>
-      {table.rows.length === 0 ? (
+    <div className="jp-kubelab-Experiments">
+      <QueryBox
+        value={store.query}
+        error={store.queryError}
+        trans={trans}
+        onQuery={query => void store.setQuery(query)}
+      />
+      {rows.length === 0 ? (
         <p className="jp-kubelab-Sidebar-empty">
-          {trans.__(
-            'No experiments yet. Submit one from a notebook with %1 or from a terminal with %2.',
-            '%%train',
-            'kubelab run'
-          )}
+          {store.query
+            ? trans.__('No experiment matches this filter.')
+            : trans.__(
+                'No experiments yet. Right-click a .py or .ipynb file and choose Run as experiment, or use %1 in a notebook.',
+                '%%train'
+              )}
         </p>
       ) : (
-        <ExperimentTable rows={table.rows} now={now} trans={trans} />
+        <ExperimentTable
+          rows={rows}
+          columns={settings.columns}
+          sort={store.table.sort}
+          now={now}
+          trans={trans}
+          onSort={sort => store.setSort(sort)}
+          onOpen={id =>
+            void commands.execute(CommandIDs.openExperiment, { id })
+          }
+          onMenu={openMenu}
+        />
       )}
     </div>
   );
 }
 
-/** GPUs change hands when a run appears or changes state. */
-function changesResources(
-  before: IExperimentTable,
-  event: ExperimentEvent
-): boolean {
-  if (event.kind === 'deleted') {
-    return false;
+function SweepsSection({ store, commands, trans }: IPanelOptions): JSX.Element {
+  if (store.sweeps.length === 0) {
+    return (
+      <p className="jp-kubelab-Sidebar-empty">
+        {trans.__(
+          'No sweeps yet. Start one with %1 or %2.',
+          '%sweep',
+          'kubelab sweep'
+        )}
+      </p>
+    );
   }
-  const previous = before.rows.find(row => row.id === event.record.id);
-  return !previous || previous.status !== event.record.status;
+  return (
+    <ul className="jp-kubelab-List">
+      {store.sweeps.map(sweep => {
+        const fraction = progressFraction(sweep);
+        return (
+          <li
+            key={sweep.id}
+            className="jp-kubelab-Sweep"
+            data-sweep-id={sweep.id}
+            data-status={sweep.status}
+            onClick={() =>
+              void commands.execute(CommandIDs.openSweep, { id: sweep.id })
+            }
+            title={sweep.reason}
+          >
+            <div className="jp-kubelab-Sweep-line">
+              <span className="jp-kubelab-Sweep-name">{sweep.name}</span>
+              <span
+                className={`jp-kubelab-StatusDot jp-kubelab-StatusDot-${sweep.status.toLowerCase()}`}
+              />
+              <span className="jp-kubelab-Sweep-status">{sweep.status}</span>
+              <span className="jp-kubelab-Sweep-progress jp-kubelab-Number">
+                {formatProgress(sweep)}
+              </span>
+            </div>
+            {fraction === null ? null : (
+              <div className="jp-kubelab-Bar" aria-hidden="true">
+                <div style={{ width: `${fraction * 100}%` }} />
+              </div>
+            )}
+            <div className="jp-kubelab-Sweep-best">
+              {sweep.best
+                ? trans.__(
+                    'best %1 %2 (trial #%3)',
+                    sweep.objective.metric,
+                    formatNumber(sweep.best.value),
+                    sweep.best.trial
+                  )
+                : formatBest(sweep)}
+            </div>
+          </li>
+        );
+      })}
+    </ul>
+  );
+}
+
+function TensorBoardsSection({
+  store,
+  commands,
+  trans
+}: IPanelOptions): JSX.Element {
+  const sessions = store.tensorboards;
+  if (sessions.length === 0) {
+    return (
+      <p className="jp-kubelab-Sidebar-empty">
+        {trans.__(
+          'No TensorBoard running. Open one from an experiment or sweep.'
+        )}
+      </p>
+    );
+  }
+  return (
+    <ul className="jp-kubelab-List">
+      {sessions.map(session => {
+        const names = Object.keys(session.logdirs);
+        return (
+          <li
+            key={session.id}
+            className="jp-kubelab-TensorBoard"
+            data-tensorboard-id={session.id}
+            data-state={session.state}
+          >
+            <div className="jp-kubelab-TensorBoard-line">
+              <span
+                className="jp-kubelab-TensorBoard-name"
+                title={names.join(', ')}
+              >
+                {names.length === 1
+                  ? names[0]
+                  : trans.__('%1 runs', names.length)}
+              </span>
+              <span
+                className="jp-kubelab-TensorBoard-state"
+                title={session.reason ?? ''}
+              >
+                {session.state}
+              </span>
+              <button
+                className="jp-Button jp-mod-minimal jp-kubelab-TensorBoard-open"
+                onClick={() =>
+                  void commands.execute(CommandIDs.openTensorBoard, {
+                    id: session.id,
+                    url: session.url
+                  })
+                }
+              >
+                {trans.__('Open')}
+              </button>
+              {session.state === 'running' || session.state === 'starting' ? (
+                <button
+                  className="jp-Button jp-mod-minimal jp-kubelab-TensorBoard-stop"
+                  onClick={() =>
+                    void commands.execute(CommandIDs.stopTensorBoard, {
+                      id: session.id
+                    })
+                  }
+                >
+                  {trans.__('Stop')}
+                </button>
+              ) : null}
+            </div>
+          </li>
+        );
+      })}
+    </ul>
+  );
+}
+
+function ResourcesSection({ store, trans }: IPanelOptions): JSX.Element {
+  const resources = store.resources;
+  const waiting = store.table.rows.filter(
+    row => row.status === 'Queued' || row.status === 'Pending'
+  );
+  return (
+    <div className="jp-kubelab-Resources">
+      <ResourceSummary resources={resources} trans={trans} />
+      {resources?.gpus.types.map(type => (
+        <div
+          key={type.name}
+          className="jp-kubelab-GpuType"
+          data-gpu-type={type.name}
+        >
+          <span className="jp-kubelab-GpuType-name">{type.name}</span>
+          {type.total !== null && type.free !== null ? (
+            <>
+              <div className="jp-kubelab-Bar" aria-hidden="true">
+                <div
+                  style={{
+                    width: `${type.total ? ((type.total - type.free) / type.total) * 100 : 0}%`
+                  }}
+                />
+              </div>
+              <span className="jp-kubelab-GpuType-free jp-kubelab-Number">
+                {trans.__('%1/%2 free', type.free, type.total)}
+              </span>
+            </>
+          ) : null}
+        </div>
+      ))}
+      <h3 className="jp-kubelab-Resources-heading">
+        {trans.__('Waiting (%1)', waiting.length)}
+      </h3>
+      {waiting.length === 0 ? (
+        <p className="jp-kubelab-Sidebar-empty">
+          {trans.__('Nothing is waiting.')}
+        </p>
+      ) : (
+        <ul className="jp-kubelab-List">
+          {waiting.map(row => (
+            <li
+              key={row.id}
+              className="jp-kubelab-Waiting"
+              data-experiment-id={row.id}
+            >
+              <span className="jp-kubelab-Waiting-name">{row.name}</span>
+              <span className="jp-kubelab-Waiting-reason">
+                {row.status}: {row.reason}
+              </span>
+            </li>
+          ))}
+        </ul>
+      )}
+    </div>
+  );
 }
 
 /** The current time, ticking each second only while some run is running. */
@@ -152,7 +379,7 @@ function useNow(ticking: boolean): number {
   return now;
 }
 
-function ResourceSummary(props: {
+export function ResourceSummary(props: {
   resources: IResources | null;
   trans: TranslationBundle;
 }): JSX.Element {
@@ -173,20 +400,12 @@ function ResourceSummary(props: {
           '%2 of %1 GPUs free',
           gpus.total,
           gpus.free
-        ) +
-        (gpus.types.length
-          ? ` (${gpus.types.map(describeType).join(', ')})`
-          : '');
+        );
   return (
     <div className="jp-kubelab-Sidebar-resources" data-backend={backend}>
       {trans.__('Backend: %1 · %2', backend, gpuText)}
     </div>
   );
-}
-
-/** `T4 ×2`, or just `T4` when the server does not count per type. */
-function describeType(type: IGpuType): string {
-  return type.total === null ? type.name : `${type.name} ×${type.total}`;
 }
 
 function StreamIndicator(props: {
@@ -210,86 +429,5 @@ function StreamIndicator(props: {
     >
       {text}
     </div>
-  );
-}
-
-/**
- * A sidebar is narrow, so each experiment takes two lines in two columns: name and
- * status (with when it started) on the left, duration and latest metric on the right.
- */
-function ExperimentTable(props: {
-  rows: readonly IExperimentRecord[];
-  now: number;
-  trans: TranslationBundle;
-}): JSX.Element {
-  const { rows, now, trans } = props;
-  return (
-    <table className="jp-kubelab-Table">
-      <thead>
-        <tr>
-          <th>{trans.__('Experiment')}</th>
-          <th className="jp-kubelab-Table-numbers">{trans.__('Duration')}</th>
-        </tr>
-      </thead>
-      <tbody>
-        {rows.map(row => (
-          <ExperimentRow key={row.id} row={row} now={now} trans={trans} />
-        ))}
-      </tbody>
-    </table>
-  );
-}
-
-function ExperimentRow(props: {
-  row: IExperimentRecord;
-  now: number;
-  trans: TranslationBundle;
-}): JSX.Element {
-  const { row, now, trans } = props;
-  const reason =
-    row.exit_code === null || row.exit_code === undefined
-      ? row.reason
-      : trans.__('%1 (exit code %2)', row.reason, row.exit_code);
-  return (
-    <tr className="jp-kubelab-Row" data-experiment-id={row.id}>
-      <td className="jp-kubelab-Row-main">
-        <div className="jp-kubelab-Row-name" title={`${row.name} (${row.id})`}>
-          {row.name}
-        </div>
-        <div className="jp-kubelab-Row-detail">
-          <span
-            className="jp-kubelab-Row-status"
-            data-status={row.status}
-            title={reason}
-          >
-            <span
-              className={`jp-kubelab-StatusDot jp-kubelab-StatusDot-${row.status.toLowerCase()}`}
-            />
-            {row.status}
-          </span>
-          <span
-            className="jp-kubelab-Row-started"
-            title={
-              row.started_at
-                ? Time.format(row.started_at)
-                : trans.__('not started')
-            }
-          >
-            {row.started_at ? ` · ${Time.formatHuman(row.started_at)}` : ''}
-          </span>
-        </div>
-      </td>
-      <td className="jp-kubelab-Table-numbers">
-        <div className="jp-kubelab-Row-duration">
-          {formatDuration(elapsedSeconds(row, now))}
-        </div>
-        <div
-          className="jp-kubelab-Row-metric"
-          title={trans.__('latest metric')}
-        >
-          {formatLatestMetric(row)}
-        </div>
-      </td>
-    </tr>
   );
 }

@@ -157,7 +157,7 @@ describe('KubelabApi', () => {
     );
     expect(await api.resources()).toEqual({
       backend: 'local',
-      gpus: { total: 2, free: 2, types: [] }
+      gpus: { total: 2, free: 2, types: [], queue: [] }
     });
     expect(server.requests[0].url).toBe('/base/kubelab/api/resources');
   });

@@ -2,18 +2,22 @@
 
 The extension must be built first (`jlpm build` or `jlpm build:prod`, which write
 `kubelab/labextension/`). The `lab_server` fixture links that build into a private
-`JUPYTER_PATH`, so the test loads exactly what was just built whatever is (or is not)
-installed in the virtualenv, and never touches the virtualenv itself.
+`JUPYTER_PATH`, so the tests load exactly what was just built whatever is (or is not)
+installed in the virtualenv, and never touch the virtualenv itself. One server and one
+browser page serve a whole module: JupyterLab's first load is the slow part.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import Page, sync_playwright
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ for the shared helpers
 
@@ -21,6 +25,16 @@ from jupyter_server_process import JupyterServer
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD = REPO / "kubelab" / "labextension"
+ARTIFACTS = REPO / "test-artifacts"
+CHROMIUM = os.environ.get("KUBELAB_CHROMIUM", "/usr/bin/chromium")  # never a downloaded one
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 def built_extension() -> Path:
@@ -31,18 +45,15 @@ def built_extension() -> Path:
     data = json.loads(manifest.read_text())
     if data.get("name") != "kubelab" or "_build" not in data.get("jupyterlab", {}):
         pytest.fail(f"{manifest} is not a kubelab build output: rebuild with `jlpm build`")
+    if not (BUILD / "schemas" / "kubelab" / "plugin.json").exists():
+        pytest.fail("the build has no settings schema: rebuild with `jlpm build`")
     return BUILD
 
 
-@pytest.fixture
-def lab_theme() -> str:
-    """The JupyterLab theme the server starts with; tests parametrize it."""
-    return "JupyterLab Light"
-
-
-@pytest.fixture
-def lab_server(tmp_path: Path, lab_theme: str) -> Iterator[JupyterServer]:
+@pytest.fixture(scope="module")
+def lab_server(tmp_path_factory) -> Iterator[JupyterServer]:
     """JupyterLab on a free port with kubelab's server extension and this build."""
+    tmp_path = tmp_path_factory.mktemp("lab")
     extensions = tmp_path / "jupyter-path" / "labextensions"
     extensions.mkdir(parents=True)
     (extensions / "kubelab").symlink_to(built_extension(), target_is_directory=True)
@@ -55,6 +66,7 @@ def lab_server(tmp_path: Path, lab_theme: str) -> Iterator[JupyterServer]:
         "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
         "KUBELAB_MACHINE_DIR": str(tmp_path / "machine"),
         "KUBELAB_FAKE_GPUS": "T4,T4",
+        "KUBELAB_STOP_GRACE": "2",
     }
     # No news or update checks: the test browser has no internet and no toast should cover
     # the screenshot.
@@ -63,8 +75,31 @@ def lab_server(tmp_path: Path, lab_theme: str) -> Iterator[JupyterServer]:
     (settings / "notification.jupyterlab-settings").write_text(
         json.dumps({"fetchNews": "false", "checkForUpdates": False})
     )
-    (settings / "themes.jupyterlab-settings").write_text(json.dumps({"theme": lab_theme}))
     extra = ["--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
     server = JupyterServer(tmp_path / "root", tmp_path / "kubelab", app="lab", env=env, extra=extra)
     with server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def page(lab_server) -> Iterator[Page]:
+    """One headless Chromium page for the module, with console problems collected."""
+    if not shutil.which(CHROMIUM):
+        pytest.fail(f"no Chromium at {CHROMIUM}: apt-get install chromium, or set KUBELAB_CHROMIUM")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        context = browser.new_context(viewport={"width": 1500, "height": 950})
+        try:
+            page = context.new_page()
+            page.problems = []  # type: ignore[attr-defined]
+
+            def watch(message) -> None:
+                if message.type in ("error", "warning") and "kubelab" in message.text:
+                    page.problems.append(message.text)  # type: ignore[attr-defined]
+
+            page.on("console", watch)
+            page.on("pageerror", lambda error: page.problems.append(str(error)))  # type: ignore[attr-defined]
+            yield page
+        finally:
+            context.close()
+            browser.close()

@@ -1,143 +1,269 @@
-"""The Experiments sidebar in a real JupyterLab: opened from the command palette, it shows
-experiments submitted through the REST API and follows their status live."""
+"""The kubelab sidebar in a real JupyterLab, driven the way a user drives it: open the
+panel from the command palette, run a script from the file browser's context menu, watch
+it finish with its metric, see a sweep's best trial, open TensorBoard in a tab, stop a
+run from its row, filter with PQL, and read a validation error next to its field.
+
+The tests share one server and one page and run in file order (each builds on the last).
+"""
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import sys
-from pathlib import Path
+import time
 
 import pytest
-from playwright.sync_api import ConsoleMessage, Locator, Page, expect, sync_playwright
+from conftest import ARTIFACTS
+from playwright.sync_api import Locator, Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-CHROMIUM = os.environ.get("KUBELAB_CHROMIUM", "/usr/bin/chromium")  # never a downloaded one
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 WAIT_MS = 90_000  # a first JupyterLab load on a busy 2-core machine
+TRAIN = """\
+import time, kubelab
+for step in range(1, 4):
+    time.sleep(1.5)
+    kubelab.report(step=step, loss=1 / (step + 1) + 0.0)
+"""
+SWEEP_TRIAL = "import kubelab; kubelab.report(loss=(kubelab.params()['x'] - 0.5) ** 2)"
 
 
-@pytest.fixture
-def page():
-    if not shutil.which(CHROMIUM):
-        pytest.fail(f"no Chromium at {CHROMIUM}: apt-get install chromium, or set KUBELAB_CHROMIUM")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        context = browser.new_context(viewport={"width": 1400, "height": 900})
-        try:
-            yield context.new_page()
-        finally:
-            context.close()
-            browser.close()
+def sidebar(page: Page) -> Locator:
+    return page.locator('[id="kubelab:sidebar"]')
 
 
-def open_sidebar_from_palette(page: Page, sidebar: Locator) -> None:
-    """Run `kubelab:open-sidebar` from the command palette.
+def row(page: Page, run_id: str) -> Locator:
+    return sidebar(page).locator(f'.jp-kubelab-Row[data-experiment-id="{run_id}"]')
 
-    The modal palette closes when it loses focus, which JupyterLab may still move while
-    it finishes restoring the layout; so a closed palette is reopened a few times.
-    """
+
+def run_command_from_palette(page: Page, label: str) -> None:
+    """Run a command from the palette; JupyterLab may still move focus while it restores
+    the layout, and the modal palette closes when it loses focus, so retry a few times."""
     palette = page.locator("#modal-command-palette")
     for _ in range(5):
         page.keyboard.press("Control+Shift+C")
         try:
             expect(palette).to_be_visible(timeout=5_000)
-            palette.locator("input").fill("Open the Experiments sidebar", timeout=5_000)
-            item = palette.locator(".lm-CommandPalette-item", has_text="Experiments sidebar")
+            palette.locator("input").fill(label, timeout=5_000)
+            item = palette.locator(".lm-CommandPalette-item").filter(
+                has=page.locator(".lm-CommandPalette-itemLabel", has_text=re.compile(f"^{re.escape(label)}$"))
+            )
             expect(item).to_have_count(1, timeout=5_000)
-            page.keyboard.press("Enter")
-            expect(sidebar).to_be_visible(timeout=5_000)
+            item.click()
+            expect(palette).to_be_hidden(timeout=5_000)
             return
         except (AssertionError, PlaywrightTimeoutError):
             page.keyboard.press("Escape")
-    raise AssertionError("could not run 'Open the Experiments sidebar' from the palette")
+    raise AssertionError(f"could not run {label!r} from the palette")
 
 
-THEMES = {"JupyterLab Light": ("sidebar.png", "true"), "JupyterLab Dark": ("sidebar-dark.png", "false")}
+def widen_sidebar(page: Page, width: int) -> None:
+    """Drag the left split handle so the table's columns fit."""
+    stack = page.locator("#jp-left-stack").bounding_box()
+    assert stack is not None
+    x, y = stack["x"] + stack["width"] + 1, stack["y"] + stack["height"] / 2
+    page.mouse.move(x, y)
+    page.mouse.down()
+    page.mouse.move(x + width, y, steps=5)
+    page.mouse.up()
 
 
-@pytest.mark.parametrize("lab_theme", list(THEMES))
-def test_sidebar_shows_experiments_with_live_status(lab_server, lab_theme: str, page: Page) -> None:
-    problems: list[str] = []
+def file_context_menu(page: Page, name: str, item: str) -> None:
+    """Right-click a file in the file browser and choose `item`."""
+    if not page.locator("#filebrowser").is_visible():
+        page.locator('.jp-SideBar.jp-mod-left .lm-TabBar-tab[data-id="filebrowser"]').click()
+    expect(page.locator("#filebrowser")).to_be_visible()
+    listing = page.locator(".jp-DirListing-item", has_text=name).first
+    listing.scroll_into_view_if_needed(timeout=WAIT_MS)
+    expect(listing).to_be_visible(timeout=WAIT_MS)
+    listing.click(button="right")
+    menu_item = page.locator(".lm-Menu-item", has_text=item).first
+    expect(menu_item).to_be_visible()
+    menu_item.click()
 
-    def watch(message: ConsoleMessage) -> None:
-        if message.type in ("error", "warning") and "kubelab" in message.text:
-            problems.append(message.text)
 
-    page.on("console", watch)
-    page.on("pageerror", lambda error: problems.append(str(error)))
+def open_panel(page: Page) -> None:
+    run_command_from_palette(page, "Open the Experiments sidebar")
+    expect(sidebar(page)).to_be_visible(timeout=10_000)
+
+
+def test_the_panel_opens_from_the_palette_and_goes_live(lab_server, page: Page) -> None:
+    (lab_server.root / "train.py").write_text(TRAIN)
+    (lab_server.root / "sleep.py").write_text("import time\ntime.sleep(120)\n")
     page.goto(f"{lab_server.url}lab?token={lab_server.token}")
     expect(page.locator("#jp-main-dock-panel")).to_be_visible(timeout=WAIT_MS)
-    # The splash screen goes once every plugin (ours included) has activated and the
-    # layout is restored; before that, key bindings may not be listening yet.
+    # The splash screen goes once every plugin (ours included) has activated.
     expect(page.locator("#jupyterlab-splash")).to_have_count(0, timeout=WAIT_MS)
-    expect(page.get_by_role("tab", name="Experiments")).to_be_visible()
-
-    sidebar = page.locator('[id="kubelab:sidebar"]')
     expect(page.locator(".jp-Launcher")).to_be_visible(timeout=WAIT_MS)
-    expect(sidebar).to_be_hidden()
-    open_sidebar_from_palette(page, sidebar)
-    expect(sidebar.locator("[data-stream-state]")).to_have_attribute(
+    expect(sidebar(page)).to_be_hidden()
+    open_panel(page)
+    expect(sidebar(page).locator("[data-stream-state]")).to_have_attribute(
         "data-stream-state", "live", timeout=WAIT_MS
     )
-    expect(sidebar.locator(".jp-kubelab-Sidebar-resources")).to_have_text(
-        "Backend: local · 2 of 2 GPUs free (T4 ×2)"
-    )
-    expect(sidebar.locator(".jp-kubelab-Sidebar-empty")).to_be_visible()
+    resources = sidebar(page).locator(".jp-kubelab-Resources")
+    expect(resources.locator(".jp-kubelab-Sidebar-resources")).to_have_text("Backend: local · 2 of 2 GPUs free")
+    expect(resources.locator('[data-gpu-type="T4"] .jp-kubelab-GpuType-free')).to_have_text("2/2 free")
+    expect(sidebar(page).locator(".jp-kubelab-ExperimentsSection .jp-kubelab-Sidebar-empty")).to_be_visible()
 
-    # Submitted after the panel is open, so only the event stream can bring them in.
-    report = "import kubelab; kubelab.report(step=3, loss=0.25)"
-    good = lab_server.post(
-        "experiments",
-        {"name": "browser-ok", "command": [sys.executable, "-c", report], "resources": {"gpus": 0}},
-    )
-    assert good.status_code == 201, good.text
-    bad = lab_server.post(
-        "experiments",
-        {"name": "browser-fails", "command": [sys.executable, "-c", "raise SystemExit(3)"]},
-    )
-    assert bad.status_code == 201, bad.text
-    good_id, bad_id = good.json()["id"], bad.json()["id"]
 
-    good_row = sidebar.locator(f'tr[data-experiment-id="{good_id}"]')
-    bad_row = sidebar.locator(f'tr[data-experiment-id="{bad_id}"]')
-    expect(good_row.locator(".jp-kubelab-Row-name")).to_have_text("browser-ok")
-    expect(good_row.locator("[data-status]")).to_have_attribute("data-status", "Succeeded", timeout=WAIT_MS)
-    expect(good_row.locator(".jp-kubelab-Row-metric")).to_have_text("loss 0.25 @3")
-    expect(good_row.locator(".jp-kubelab-StatusDot-succeeded")).to_be_visible()
-    expect(bad_row.locator("[data-status]")).to_have_attribute("data-status", "Failed", timeout=WAIT_MS)
-    expect(bad_row.locator("[data-status]")).to_have_attribute("title", re.compile(r"\(exit code 3\)$"))
-    # Newest first: the failing run was submitted second.
-    ids = sidebar.locator("tr[data-experiment-id]").evaluate_all(
-        "rows => rows.map(row => row.dataset.experimentId)"
-    )
-    assert ids == [bad_id, good_id]
-
-    # The panel takes its colours from the theme: dark text on light, light on dark.
-    screenshot, light = THEMES[lab_theme]
-    expect(page.locator("body")).to_have_attribute("data-jp-theme-light", light)
-    background = sidebar.evaluate("node => getComputedStyle(node).backgroundColor")
-    assert (luminance(background) > 0.5) == (light == "true"), background
-
+def test_a_bad_field_shows_the_servers_reason_next_to_it(lab_server, page: Page) -> None:
+    file_context_menu(page, "train.py", "Run as experiment")
+    dialog = page.locator(".jp-Dialog")
+    expect(dialog.locator(".jp-kubelab-RunForm-availability")).to_contain_text("T4: 2 of 2 free")
+    dialog.locator('input[name="memory"]').fill("lots")
+    dialog.get_by_role("button", name="Run").click()
+    error = dialog.locator('.jp-kubelab-Field[data-field="memory"] .jp-kubelab-Field-error')
+    expect(error).to_have_text(re.compile(r"^resources\.memory: 'lots' is not a Kubernetes quantity"))
+    expect(dialog.locator('input[name="memory"]')).to_have_value("lots")  # kept for fixing
     ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / screenshot))
+    page.screenshot(path=str(ARTIFACTS / "dialog-validation.png"))
+    dialog.get_by_role("button", name="Cancel").click()
+    expect(dialog).to_have_count(0)
+    assert lab_server.get("experiments").json()["total"] == 0  # nothing was submitted
 
-    # Deleting through the API removes the row live as well.
-    assert lab_server.delete(f"experiments/{bad_id}").status_code in (200, 204)
-    expect(bad_row).to_have_count(0, timeout=WAIT_MS)
-    assert problems == []
+
+def test_run_a_script_from_the_file_browser(lab_server, page: Page) -> None:
+    file_context_menu(page, "train.py", "Run as experiment")
+    dialog = page.locator(".jp-Dialog")
+    expect(dialog.locator('input[name="name"]')).to_have_value("train")
+    dialog.locator('input[name="name"]').fill("train-ok")
+    dialog.locator('textarea[name="params"]').fill("lr=0.01\nlayers=3")
+    dialog.get_by_role("button", name="Run").click()
+    expect(dialog).to_have_count(0, timeout=10_000)
+
+    items = lab_server.get("experiments").json()["items"]
+    assert [item["name"] for item in items] == ["train-ok"]
+    run_id = items[0]["id"]
+    assert items[0]["params"] == {"lr": 0.01, "layers": 3}
+    open_panel(page)
+    widen_sidebar(page, 420)
+    status = row(page, run_id).locator("[data-status]")
+    expect(status).to_have_attribute("data-status", "Running", timeout=WAIT_MS)
+    expect(status).to_have_attribute("data-status", "Succeeded", timeout=WAIT_MS)
+    expect(row(page, run_id).locator(".jp-kubelab-Row-metric")).to_have_text("loss 0.25 @3")
+    expect(row(page, run_id).locator(".jp-kubelab-Row-params")).to_have_text("lr=0.01 layers=3")
+
+    # Its view: parameters, a chart per metric, the log, the timeline.
+    row(page, run_id).locator(".jp-kubelab-Row-name").click()
+    view = page.locator(f'.jp-kubelab-Detail[data-experiment-id="{run_id}"]')
+    expect(view.locator('.jp-kubelab-Chart[data-metric="loss"] .jp-kubelab-Chart-latest')).to_have_text(
+        "0.25 @3", timeout=WAIT_MS
+    )
+    expect(view.locator(".jp-kubelab-Timeline li")).to_have_count(3)  # Pending, Running, Succeeded
+    expect(view.locator(".jp-kubelab-Params")).to_contain_text("layers")
+
+
+def test_a_sweep_shows_its_best_trial(lab_server, page: Page) -> None:
+    spec = {"name": "ui-sweep", "space": {"x": {"_type": "choice", "_value": [0.0, 0.4, 0.9]}},
+            "objective": {"metric": "loss"}, "tuner": "grid", "concurrency": 2,
+            "trial": {"command": [sys.executable, "-c", SWEEP_TRIAL]}}
+    response = lab_server.post("sweeps", spec)
+    assert response.status_code == 201, response.text
+    sweep_id = response.json()["id"]
+    item = sidebar(page).locator(f'.jp-kubelab-Sweep[data-sweep-id="{sweep_id}"]')
+    expect(item).to_have_attribute("data-status", "Succeeded", timeout=WAIT_MS)
+    best = lab_server.get(f"sweeps/{sweep_id}").json()["best"]
+    assert best["params"] == {"x": 0.4}
+    expect(item.locator(".jp-kubelab-Sweep-best")).to_have_text(f"best loss 0.01 (trial #{best['trial']})")
+    expect(item.locator(".jp-kubelab-Sweep-progress")).to_have_text("3/3")
+
+    item.click()
+    view = page.locator(f'.jp-kubelab-Detail[data-sweep-id="{sweep_id}"]')
+    expect(view.locator(".jp-kubelab-Trials tbody tr")).to_have_count(3, timeout=WAIT_MS)
+    expect(view.locator(".jp-kubelab-Trials-best")).to_have_attribute("data-trial", str(best["trial"]))
+    expect(view.locator(".jp-kubelab-ObjectiveChart circle")).to_have_count(3)
+    expect(view.locator(".jp-kubelab-Parallel-line")).to_have_count(3)
+    page.screenshot(path=str(ARTIFACTS / "sweep-view.png"))
+
+
+def test_stop_a_running_experiment_from_its_row(lab_server, page: Page) -> None:
+    response = lab_server.post("experiments", {"name": "sleeper", "command": ["python", "sleep.py"],
+                                               "resources": {"gpus": 1}})
+    assert response.status_code == 201, response.text
+    run_id = response.json()["id"]
+    status = row(page, run_id).locator("[data-status]")
+    expect(status).to_have_attribute("data-status", "Running", timeout=WAIT_MS)
+    expect(sidebar(page).locator('[data-gpu-type="T4"] .jp-kubelab-GpuType-free')).to_have_text("1/2 free")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "sidebar.png"))
+    row(page, run_id).locator(".jp-kubelab-Row-menu").click()
+    page.locator(".jp-kubelab-RowMenu .lm-Menu-item", has_text="Stop").click()
+    expect(status).to_have_attribute("data-status", "Stopped", timeout=WAIT_MS)
+    expect(sidebar(page).locator('[data-gpu-type="T4"] .jp-kubelab-GpuType-free')).to_have_text("2/2 free")
+
+
+def test_filter_with_pql(lab_server, page: Page) -> None:
+    box = sidebar(page).get_by_label("Filter experiments (PQL)")
+    rows = sidebar(page).locator(".jp-kubelab-ExperimentsSection .jp-kubelab-Row")
+    expect(rows).to_have_count(5)  # train-ok, sleeper and the three trials
+    box.fill("status:stopped")
+    box.press("Enter")
+    expect(rows).to_have_count(1)
+    expect(rows.locator(".jp-kubelab-Row-name")).to_have_text("sleeper")
+    box.fill("sweep:~nil, metrics.loss:<0.1")
+    box.press("Enter")
+    expect(rows).to_have_count(1)
+    expect(rows.locator(".jp-kubelab-Row-params")).to_have_text("x=0.4")
+    box.fill("status:sleeping")
+    box.press("Enter")
+    error = sidebar(page).locator(".jp-kubelab-Query-error")
+    expect(error).to_contain_text("position 8:")
+    expect(error.locator("mark")).to_have_text("s")
+    expect(rows).to_have_count(1)  # the last good filter still applies
+    box.fill("")
+    box.press("Enter")
+    expect(error).to_have_count(0)
+    expect(rows).to_have_count(5)
+
+
+def test_sort_by_a_column(lab_server, page: Page) -> None:
+    header = sidebar(page).locator('.jp-kubelab-Table-headerCell[data-column="name"]')
+    header.click()  # name sorts A→Z first
+    names = sidebar(page).locator(".jp-kubelab-ExperimentsSection .jp-kubelab-Row-name")
+    expect(header).to_have_attribute("aria-sort", "ascending")
+    shown = [text.split(" #")[0] for text in names.all_inner_texts()]  # trials show "name #n"
+    assert shown == sorted(shown, key=str.lower) and len(set(shown)) > 1
+    header.click()
+    expect(header).to_have_attribute("aria-sort", "descending")
+    again = [text.split(" #")[0] for text in names.all_inner_texts()]
+    assert again == sorted(shown, key=str.lower, reverse=True)
+
+
+def test_tensorboard_opens_in_a_tab_and_renders(lab_server, page: Page) -> None:
+    run_id = lab_server.get("experiments", params={"query": "name:train-ok"}).json()["items"][0]["id"]
+    row(page, run_id).locator(".jp-kubelab-Row-menu").click()
+    page.locator(".jp-kubelab-RowMenu .lm-Menu-item", has_text="Open TensorBoard").click()
+    tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="TensorBoard")
+    expect(tab).to_be_visible(timeout=WAIT_MS)
+    frame = page.frame_locator(".jp-kubelab-TensorBoardFrame iframe")
+    # TensorBoard's own web app (its Angular root) loads inside the frame.
+    expect(frame.locator("tb-webapp")).to_be_attached(timeout=WAIT_MS)
+    expect(frame.locator("body")).to_contain_text("TensorBoard", timeout=WAIT_MS)
+    session = sidebar(page).locator(".jp-kubelab-TensorBoard")
+    expect(session).to_have_count(1)
+    expect(session).to_have_attribute("data-state", "running", timeout=WAIT_MS)
+    page.screenshot(path=str(ARTIFACTS / "tensorboard.png"))
+    session.locator(".jp-kubelab-TensorBoard-stop").click()
+    expect(session).to_have_attribute("data-state", "stopped", timeout=WAIT_MS)
+
+
+def test_dark_theme_panel_follows_it(lab_server, page: Page) -> None:
+    run_command_from_palette(page, "Use Theme: JupyterLab Dark")
+    expect(page.locator("body")).to_have_attribute("data-jp-theme-light", "false", timeout=WAIT_MS)
+    time.sleep(0.5)  # the theme's stylesheet swaps in after the attribute
+    background = sidebar(page).locator(".jp-kubelab-Experiments").evaluate(
+        "node => getComputedStyle(node.closest('.jp-kubelab-Sidebar')).backgroundColor"
+    )
+    assert luminance(background) < 0.5, background
+    page.screenshot(path=str(ARTIFACTS / "sidebar-dark.png"))
+    run_command_from_palette(page, "Use Theme: JupyterLab Light")
+    expect(page.locator("body")).to_have_attribute("data-jp-theme-light", "true", timeout=WAIT_MS)
+    assert page.problems == []  # type: ignore[attr-defined]
 
 
 def luminance(css_color: str) -> float:
     """Relative brightness (0 to 1) of a computed `rgb(...)`/`rgba(...)` colour."""
     red, green, blue = (int(part) for part in re.findall(r"\d+", css_color)[:3])
     return (0.2126 * red + 0.7152 * green + 0.0722 * blue) / 255
+
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

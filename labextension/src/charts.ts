@@ -1,0 +1,320 @@
+/**
+ * Chart data as pure functions: metric series from `metrics.jsonl` points, the
+ * objective per trial with its best-so-far line, scales, SVG paths, and the axes of a
+ * parallel-coordinates view. The React components in `chartviews.tsx` only draw these.
+ */
+import type { IMetricPoint } from './api';
+import { formatNumber } from './model';
+import { ITrialRow, parameterNames } from './sweeps';
+
+export interface IPoint {
+  x: number;
+  y: number;
+}
+
+export type Direction = 'minimize' | 'maximize';
+
+/** One series per metric name, x = the reported step (or the next after the last). */
+export function metricSeries(
+  points: readonly IMetricPoint[],
+  into: ReadonlyMap<string, readonly IPoint[]> = new Map()
+): Map<string, IPoint[]> {
+  const series = new Map<string, IPoint[]>();
+  into.forEach((values, name) => series.set(name, values.slice()));
+  let lastStep = -1;
+  series.forEach(values => {
+    if (values.length) {
+      lastStep = Math.max(lastStep, values[values.length - 1].x);
+    }
+  });
+  for (const point of points) {
+    const step =
+      typeof point.step === 'number' && Number.isFinite(point.step)
+        ? point.step
+        : point.final
+          ? Math.max(lastStep, 0)
+          : lastStep + 1;
+    lastStep = Math.max(lastStep, step);
+    for (const [name, value] of Object.entries(point.metrics ?? {})) {
+      if (typeof value !== 'number' || !Number.isFinite(value)) {
+        continue;
+      }
+      const values = series.get(name) ?? [];
+      values.push({ x: step, y: value });
+      series.set(name, values);
+    }
+  }
+  return series;
+}
+
+/** The objective of each finished trial, by trial number. */
+export function objectivePoints(trials: readonly ITrialRow[]): IPoint[] {
+  return trials
+    .filter(
+      trial =>
+        typeof trial.objective === 'number' && Number.isFinite(trial.objective)
+    )
+    .map(trial => ({ x: trial.trial, y: trial.objective as number }))
+    .sort((a, b) => a.x - b.x);
+}
+
+/** The best value seen up to each point (a running min or max), in x order. */
+export function bestSoFar(
+  points: readonly IPoint[],
+  direction: Direction
+): IPoint[] {
+  const better =
+    direction === 'minimize'
+      ? (a: number, b: number) => a < b
+      : (a: number, b: number) => a > b;
+  const sorted = points.slice().sort((a, b) => a.x - b.x);
+  const result: IPoint[] = [];
+  let best: number | null = null;
+  for (const point of sorted) {
+    if (best === null || better(point.y, best)) {
+      best = point.y;
+    }
+    result.push({ x: point.x, y: best });
+  }
+  return result;
+}
+
+/** [min, max] of finite values, or null when there are none. */
+export function extent(values: Iterable<number>): [number, number] | null {
+  let min = Infinity;
+  let max = -Infinity;
+  for (const value of values) {
+    if (Number.isFinite(value)) {
+      min = Math.min(min, value);
+      max = Math.max(max, value);
+    }
+  }
+  return min <= max ? [min, max] : null;
+}
+
+/** Map `domain` linearly onto `range`; a single-valued domain maps to the middle. */
+export function linearScale(
+  domain: [number, number],
+  range: [number, number]
+): (value: number) => number {
+  const [d0, d1] = domain;
+  const [r0, r1] = range;
+  if (d0 === d1) {
+    return () => (r0 + r1) / 2;
+  }
+  return value => r0 + ((value - d0) / (d1 - d0)) * (r1 - r0);
+}
+
+/** A log10 scale for positive domains spanning orders of magnitude (learning rates). */
+export function logScale(
+  domain: [number, number],
+  range: [number, number]
+): (value: number) => number {
+  const linear = linearScale(
+    [Math.log10(domain[0]), Math.log10(domain[1])],
+    range
+  );
+  return value => linear(Math.log10(value));
+}
+
+/** About `count` round tick values covering [min, max] (1, 2 or 5 × a power of ten). */
+export function niceTicks(min: number, max: number, count = 4): number[] {
+  if (!Number.isFinite(min) || !Number.isFinite(max)) {
+    return [];
+  }
+  if (min === max) {
+    return [min];
+  }
+  const raw = (max - min) / Math.max(1, count);
+  const power = 10 ** Math.floor(Math.log10(raw));
+  // The round step nearest the raw one (on a log scale), so about `count` ticks show.
+  const step = [1, 2, 5, 10]
+    .map(m => m * power)
+    .reduce((best, s) =>
+      Math.abs(Math.log(s / raw)) < Math.abs(Math.log(best / raw)) ? s : best
+    );
+  const ticks: number[] = [];
+  for (
+    let value = Math.ceil(min / step) * step;
+    value <= max + step * 1e-9;
+    value += step
+  ) {
+    ticks.push(Number(value.toPrecision(12)));
+  }
+  return ticks;
+}
+
+/** `M x y L x y …` through the points, with coordinates rounded to 0.1 px. */
+export function linePath(
+  points: readonly IPoint[],
+  sx: (x: number) => number,
+  sy: (y: number) => number
+): string {
+  return points
+    .map((p, i) => `${i ? 'L' : 'M'}${round(sx(p.x))} ${round(sy(p.y))}`)
+    .join(' ');
+}
+
+/** A staircase through the points: level until the next x, then a jump (best so far). */
+export function stepPath(
+  points: readonly IPoint[],
+  sx: (x: number) => number,
+  sy: (y: number) => number
+): string {
+  const parts: string[] = [];
+  points.forEach((p, i) => {
+    if (i === 0) {
+      parts.push(`M${round(sx(p.x))} ${round(sy(p.y))}`);
+    } else {
+      parts.push(`H${round(sx(p.x))}`, `V${round(sy(p.y))}`);
+    }
+  });
+  return parts.join(' ');
+}
+
+function round(value: number): number {
+  return Math.round(value * 10) / 10;
+}
+
+/** At most `max` points, evenly picked, always keeping the first and the last. */
+export function downsample<T>(points: readonly T[], max: number): T[] {
+  if (points.length <= max || max < 2) {
+    return points.slice();
+  }
+  const result: T[] = [];
+  const stride = (points.length - 1) / (max - 1);
+  for (let i = 0; i < max; i++) {
+    result.push(points[Math.round(i * stride)]);
+  }
+  return result;
+}
+
+/** One vertical axis of a parallel-coordinates view; positions run 0 (bottom) to 1 (top). */
+export interface IAxis {
+  name: string;
+  kind: 'linear' | 'log' | 'category';
+  position(value: unknown): number | null;
+  ticks: { at: number; label: string }[];
+}
+
+/**
+ * An axis for a parameter's values: numbers get a linear scale, or a log scale when
+ * all are positive and span at least two orders of magnitude; anything else (choices
+ * of strings, booleans, nested values) is a category axis with evenly spaced values.
+ */
+export function buildAxis(name: string, values: readonly unknown[]): IAxis {
+  const present = values.filter(v => v !== null && v !== undefined);
+  const numeric =
+    present.length > 0 &&
+    present.every(v => typeof v === 'number' && Number.isFinite(v));
+  if (numeric) {
+    const [min, max] = extent(present as number[]) as [number, number];
+    const log = min > 0 && max / min >= 100;
+    const scale = (log ? logScale : linearScale)([min, max], [0, 1]);
+    const ticks = log
+      ? decades(min, max)
+      : niceTicks(min, max, 4).filter(t => t >= min && t <= max);
+    const shown = ticks.length ? ticks : [min, max];
+    return {
+      name,
+      kind: log ? 'log' : 'linear',
+      position: value =>
+        typeof value === 'number' && Number.isFinite(value)
+          ? scale(value)
+          : null,
+      ticks: [...new Set(shown)].map(t => ({
+        at: scale(t),
+        label: formatNumber(t)
+      }))
+    };
+  }
+  const keys = [...new Set(present.map(categoryKey))].sort();
+  const at = linearScale([0, Math.max(0, keys.length - 1)], [0, 1]);
+  const index = new Map(keys.map((key, i) => [key, i]));
+  return {
+    name,
+    kind: 'category',
+    position: value => {
+      if (value === null || value === undefined) {
+        return null;
+      }
+      const i = index.get(categoryKey(value));
+      return i === undefined ? null : keys.length === 1 ? 0.5 : at(i);
+    },
+    ticks: keys.map((key, i) => ({
+      at: keys.length === 1 ? 0.5 : at(i),
+      label: key
+    }))
+  };
+}
+
+function categoryKey(value: unknown): string {
+  if (typeof value === 'string') {
+    return value;
+  }
+  if (typeof value === 'object' && value !== null && '_name' in value) {
+    return String((value as { _name: unknown })._name); // a nested choice
+  }
+  return JSON.stringify(value);
+}
+
+function decades(min: number, max: number): number[] {
+  const ticks: number[] = [];
+  for (
+    let e = Math.ceil(Math.log10(min));
+    e <= Math.floor(Math.log10(max));
+    e++
+  ) {
+    ticks.push(Number((10 ** e).toPrecision(12)));
+  }
+  return ticks.length ? ticks : [min, max];
+}
+
+export interface IParallelLine {
+  trial: number;
+  objective: number | null;
+  /** One position (0..1) per axis, null where the trial has no value. */
+  positions: (number | null)[];
+  /** 0 for the worst objective, 1 for the best: the line's colour. */
+  quality: number | null;
+}
+
+/** Axes for every parameter plus the objective, and one line per trial. */
+export function parallelCoordinates(
+  trials: readonly ITrialRow[],
+  objective: string,
+  direction: Direction
+): { axes: IAxis[]; lines: IParallelLine[] } {
+  const names = parameterNames(trials);
+  const axes = names.map(name =>
+    buildAxis(
+      name,
+      trials.map(t => t.params?.[name])
+    )
+  );
+  axes.push(
+    buildAxis(
+      objective,
+      trials.map(t => t.objective)
+    )
+  );
+  const range = extent(
+    trials.map(t => t.objective).filter((v): v is number => v !== null)
+  );
+  const quality = range
+    ? linearScale(range, direction === 'minimize' ? [1, 0] : [0, 1])
+    : null;
+  const lines = trials.map(trial => ({
+    trial: trial.trial,
+    objective: trial.objective,
+    positions: [
+      ...names.map((name, i) => axes[i].position(trial.params?.[name])),
+      axes[axes.length - 1].position(trial.objective)
+    ],
+    quality:
+      quality && typeof trial.objective === 'number'
+        ? quality(trial.objective)
+        : null
+  }));
+  return { axes, lines };
+}

@@ -1,0 +1,437 @@
+/**
+ * The experiment view in the main area: parameters, a live chart per metric, streamed
+ * logs per replica, the status timeline with reasons, Kubernetes events and output
+ * files. Metrics arrive through the shared event stream (`metrics` events); the record
+ * is re-read only when the run changes state.
+ */
+import { Time } from '@jupyterlab/coreutils';
+import { TranslationBundle } from '@jupyterlab/translation';
+import { ReactWidget } from '@jupyterlab/ui-components';
+import { CommandRegistry } from '@lumino/commands';
+import React, { useEffect, useRef, useState } from 'react';
+
+import { IExperimentDetail, IOutputFile, KubelabApi } from './api';
+import { IPoint, metricSeries } from './charts';
+import { MetricChart } from './chartviews';
+import {
+  elapsedSeconds,
+  formatDuration,
+  formatGpus,
+  IExperimentRecord,
+  TERMINAL_STATES
+} from './model';
+import { CommandIDs } from './panel';
+import { IMetricsEvent, LiveStore } from './store';
+
+const LOG_LIMIT = 1_000_000; // characters of log kept in the page (the tail)
+
+export interface IExperimentViewOptions {
+  id: string;
+  store: LiveStore;
+  api: KubelabApi;
+  commands: CommandRegistry;
+  trans: TranslationBundle;
+  /** Open an output file (e.g. the executed notebook). */
+  openOutput(detail: IExperimentDetail, file: IOutputFile): void;
+  /** Which section to bring into view first. */
+  focus?: 'logs';
+}
+
+export class ExperimentView extends ReactWidget {
+  constructor(readonly options: IExperimentViewOptions) {
+    super();
+    this.addClass('jp-kubelab-ExperimentView');
+    this.id = `kubelab-experiment-${options.id}`;
+  }
+
+  protected render(): JSX.Element {
+    return <ExperimentDetailView {...this.options} />;
+  }
+}
+
+/** Keep new metric points only (the initial GET and early events can overlap). */
+function newerThan(
+  points: IMetricsEvent['points'],
+  time: number
+): IMetricsEvent['points'] {
+  return points.filter(point => Number(point.time ?? Infinity) > time);
+}
+
+function ExperimentDetailView(props: IExperimentViewOptions): JSX.Element {
+  const { id, store, api, trans, commands } = props;
+  const [detail, setDetail] = useState<IExperimentDetail | null>(null);
+  const [error, setError] = useState('');
+  const [series, setSeries] = useState<Map<string, IPoint[]>>(new Map());
+  const [live, setLive] = useState<IExperimentRecord | null>(null);
+  const logsRef = useRef<HTMLElement>(null);
+
+  useEffect(() => {
+    let disposed = false;
+    let loadedUntil = -Infinity;
+    let buffered: IMetricsEvent['points'] | null = [];
+    const loadDetail = () =>
+      api.experiment(id).then(
+        value => !disposed && setDetail(value),
+        reason => !disposed && setError(String(reason?.message ?? reason))
+      );
+    const onMetrics = (_: LiveStore, event: IMetricsEvent) => {
+      if (event.id !== id) {
+        return;
+      }
+      if (buffered) {
+        buffered.push(...event.points);
+      } else {
+        const fresh = newerThan(event.points, loadedUntil);
+        setSeries(previous => metricSeries(fresh, previous));
+      }
+    };
+    let lastStatus = '';
+    const onRecord = (_: LiveStore, record: IExperimentRecord) => {
+      if (record.id !== id) {
+        return;
+      }
+      setLive(record);
+      if (record.status !== lastStatus) {
+        lastStatus = record.status;
+        void loadDetail(); // the timeline and outputs change with the state
+      }
+    };
+    store.metrics.connect(onMetrics);
+    store.experimentChanged.connect(onRecord);
+    void loadDetail();
+    api.metrics(id).then(
+      points => {
+        if (disposed) {
+          return;
+        }
+        loadedUntil = Math.max(
+          -Infinity,
+          ...points.map(p => Number(p.time ?? -Infinity))
+        );
+        const late = newerThan(buffered ?? [], loadedUntil);
+        buffered = null;
+        setSeries(metricSeries([...points, ...late]));
+      },
+      reason => !disposed && setError(String(reason?.message ?? reason))
+    );
+    return () => {
+      disposed = true;
+      store.metrics.disconnect(onMetrics);
+      store.experimentChanged.disconnect(onRecord);
+    };
+  }, [id]);
+
+  useEffect(() => {
+    if (props.focus === 'logs' && detail) {
+      logsRef.current?.scrollIntoView();
+    }
+  }, [detail !== null]);
+
+  if (!detail) {
+    return (
+      <div className="jp-kubelab-Detail">
+        {error ? (
+          <p className="jp-kubelab-Error" role="alert">
+            {error}
+          </p>
+        ) : (
+          <p>{trans.__('Loading…')}</p>
+        )}
+      </div>
+    );
+  }
+  const record: IExperimentRecord = live ?? store.experiment(id) ?? detail;
+  const terminal = TERMINAL_STATES.has(record.status);
+  const act = (command: string) => () => void commands.execute(command, { id });
+  return (
+    <div className="jp-kubelab-Detail" data-experiment-id={id}>
+      <header className="jp-kubelab-Detail-header">
+        <h1>{record.name}</h1>
+        <span
+          className="jp-kubelab-Detail-status"
+          data-status={record.status}
+          title={record.reason}
+        >
+          <span
+            className={`jp-kubelab-StatusDot jp-kubelab-StatusDot-${record.status.toLowerCase()}`}
+          />
+          {record.status}
+        </span>
+        <span className="jp-kubelab-Detail-reason">{record.reason}</span>
+        <div className="jp-kubelab-Detail-actions">
+          {!terminal ? (
+            <button
+              className="jp-Button jp-mod-styled jp-mod-warn"
+              onClick={act(CommandIDs.stop)}
+            >
+              {trans.__('Stop')}
+            </button>
+          ) : null}
+          <button
+            className="jp-Button jp-mod-styled"
+            onClick={act(CommandIDs.rerun)}
+          >
+            {trans.__('Re-run with changes…')}
+          </button>
+          <button
+            className="jp-Button jp-mod-styled"
+            onClick={act(CommandIDs.experimentTensorBoard)}
+          >
+            {trans.__('TensorBoard')}
+          </button>
+          {detail.run_dir_relative !== null ? (
+            <button
+              className="jp-Button jp-mod-styled"
+              onClick={act(CommandIDs.openRunDir)}
+            >
+              {trans.__('Run directory')}
+            </button>
+          ) : null}
+        </div>
+      </header>
+      <dl className="jp-kubelab-Detail-facts">
+        <dt>{trans.__('ID')}</dt>
+        <dd>{id}</dd>
+        <dt>{trans.__('Started')}</dt>
+        <dd>{record.started_at ? Time.format(record.started_at) : '—'}</dd>
+        <dt>{trans.__('Duration')}</dt>
+        <dd>{formatDuration(elapsedSeconds(record, Date.now()))}</dd>
+        <dt>{trans.__('GPUs')}</dt>
+        <dd>{formatGpus(record)}</dd>
+        <dt>{trans.__('Replicas')}</dt>
+        <dd>
+          {record.replicas} ({record.framework})
+        </dd>
+        <dt>{trans.__('Run directory')}</dt>
+        <dd>
+          <code>{detail.run_dir}</code>
+        </dd>
+      </dl>
+
+      <section className="jp-kubelab-Detail-section">
+        <h2>{trans.__('Parameters')}</h2>
+        <ParamsTable params={record.params ?? {}} trans={trans} />
+      </section>
+
+      <section className="jp-kubelab-Detail-section jp-kubelab-Detail-metrics">
+        <h2>{trans.__('Metrics')}</h2>
+        {series.size === 0 ? (
+          <p className="jp-kubelab-Sidebar-empty">
+            {trans.__(
+              'No metrics reported yet (kubelab.report(step=…, loss=…)).'
+            )}
+          </p>
+        ) : (
+          <div className="jp-kubelab-Charts">
+            {[...series.entries()].map(([name, points]) => (
+              <MetricChart key={name} name={name} points={points} />
+            ))}
+          </div>
+        )}
+      </section>
+
+      <section className="jp-kubelab-Detail-section" ref={logsRef}>
+        <h2>{trans.__('Logs')}</h2>
+        <LogsPanel
+          api={api}
+          id={id}
+          replicas={record.replicas || 1}
+          follow={!terminal}
+          trans={trans}
+        />
+      </section>
+
+      <section className="jp-kubelab-Detail-section">
+        <h2>{trans.__('Status timeline')}</h2>
+        <ol className="jp-kubelab-Timeline">
+          <li>
+            <span className="jp-kubelab-Timeline-state">
+              {trans.__('Pending')}
+            </span>
+            <span className="jp-kubelab-Timeline-time">
+              {Time.format(record.created_at)}
+            </span>
+            <span className="jp-kubelab-Timeline-reason">
+              {trans.__('submitted')}
+            </span>
+          </li>
+          {detail.history.map((entry, index) => (
+            <li key={index} data-state={entry.state}>
+              <span className="jp-kubelab-Timeline-state">{entry.state}</span>
+              <span className="jp-kubelab-Timeline-time">
+                {entry.at ? Time.format(entry.at) : ''}
+              </span>
+              <span className="jp-kubelab-Timeline-reason">{entry.reason}</span>
+            </li>
+          ))}
+        </ol>
+      </section>
+
+      {detail.events ? (
+        <section className="jp-kubelab-Detail-section">
+          <h2>{trans.__('Kubernetes events')}</h2>
+          {detail.events.length === 0 ? (
+            <p className="jp-kubelab-Sidebar-empty">{trans.__('No events.')}</p>
+          ) : (
+            <table className="jp-kubelab-Events">
+              <tbody>
+                {detail.events.map((event, index) => (
+                  <tr key={index} data-type={String(event.type ?? '')}>
+                    <td>{String(event.time ?? '')}</td>
+                    <td>{String(event.type ?? '')}</td>
+                    <td>{String(event.reason ?? '')}</td>
+                    <td>{String(event.object ?? '')}</td>
+                    <td>{String(event.message ?? '')}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          )}
+        </section>
+      ) : null}
+
+      <section className="jp-kubelab-Detail-section">
+        <h2>{trans.__('Output files')}</h2>
+        {detail.outputs.length === 0 ? (
+          <p className="jp-kubelab-Sidebar-empty">
+            {trans.__('Nothing in outputs/ yet ($KUBELAB_OUTPUTS_DIR).')}
+          </p>
+        ) : (
+          <ul className="jp-kubelab-Outputs">
+            {detail.outputs.map(file => (
+              <li key={file.path}>
+                <button
+                  className="jp-kubelab-Link"
+                  onClick={() => props.openOutput(detail, file)}
+                >
+                  {file.path}
+                </button>
+                <span className="jp-kubelab-Number">
+                  {' '}
+                  {formatBytes(file.size)}
+                </span>
+              </li>
+            ))}
+          </ul>
+        )}
+      </section>
+    </div>
+  );
+}
+
+function ParamsTable(props: {
+  params: Record<string, unknown>;
+  trans: TranslationBundle;
+}): JSX.Element {
+  const entries = Object.entries(props.params);
+  if (entries.length === 0) {
+    return (
+      <p className="jp-kubelab-Sidebar-empty">{props.trans.__('None.')}</p>
+    );
+  }
+  return (
+    <table className="jp-kubelab-Params">
+      <tbody>
+        {entries.map(([key, value]) => (
+          <tr key={key}>
+            <th>{key}</th>
+            <td>
+              <code>
+                {typeof value === 'string' ? value : JSON.stringify(value)}
+              </code>
+            </td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}
+
+/** A replica's log, streamed while the run lives (`follow`), with replica tabs. */
+function LogsPanel(props: {
+  api: KubelabApi;
+  id: string;
+  replicas: number;
+  follow: boolean;
+  trans: TranslationBundle;
+}): JSX.Element {
+  const { api, id, replicas, follow, trans } = props;
+  const [replica, setReplica] = useState(0);
+  const [text, setText] = useState('');
+  const [error, setError] = useState('');
+  const pre = useRef<HTMLPreElement>(null);
+  useEffect(() => {
+    const controller = new AbortController();
+    setText('');
+    setError('');
+    let buffer = '';
+    let frame = 0;
+    const flush = () => {
+      frame = 0;
+      setText(buffer);
+      const node = pre.current;
+      if (node && node.scrollHeight - node.scrollTop - node.clientHeight < 40) {
+        requestAnimationFrame(() => (node.scrollTop = node.scrollHeight));
+      }
+    };
+    api
+      .logs(
+        id,
+        replica,
+        follow,
+        chunk => {
+          buffer = (buffer + chunk).slice(-LOG_LIMIT);
+          if (!frame) {
+            frame = requestAnimationFrame(flush);
+          }
+        },
+        controller.signal
+      )
+      .then(flush, reason => {
+        if (!controller.signal.aborted) {
+          setError(String(reason?.message ?? reason));
+        }
+      });
+    return () => {
+      controller.abort();
+      cancelAnimationFrame(frame);
+    };
+  }, [id, replica, follow]);
+  return (
+    <div className="jp-kubelab-Logs">
+      {replicas > 1 ? (
+        <div className="jp-kubelab-Logs-replicas" role="tablist">
+          {Array.from({ length: replicas }, (_, index) => (
+            <button
+              key={index}
+              role="tab"
+              aria-selected={index === replica}
+              className={`jp-Button jp-mod-minimal${index === replica ? ' jp-mod-active' : ''}`}
+              onClick={() => setReplica(index)}
+            >
+              {trans.__('replica %1', index)}
+            </button>
+          ))}
+        </div>
+      ) : null}
+      {error ? <p className="jp-kubelab-Error">{error}</p> : null}
+      <pre className="jp-kubelab-Logs-text" ref={pre} data-replica={replica}>
+        {text || trans.__('(no output yet)')}
+      </pre>
+    </div>
+  );
+}
+
+function formatBytes(size: number): string {
+  if (size < 1024) {
+    return `${size} B`;
+  }
+  const units = ['KiB', 'MiB', 'GiB'];
+  let value = size / 1024;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  return `${value.toFixed(1)} ${units[unit]}`;
+}

@@ -1,0 +1,282 @@
+/**
+ * The "Run as experiment" dialog as plain data: the form's fields, turning them into a
+ * spec, prefilling them from a spec (re-run with changes), and placing the server's
+ * field errors next to the right input. The server stays the judge of what is valid:
+ * values go through as typed, so its messages (`resources.memory: 'lots' is not a
+ * Kubernetes quantity …`) are the ones users see.
+ */
+import type { IFieldError } from './api';
+import { formatNumber } from './model';
+
+export const FRAMEWORKS = ['none', 'pytorch', 'tensorflow', 'paddle'] as const;
+
+export interface IRunForm {
+  name: string;
+  gpus: string;
+  gpuType: string;
+  cpu: string;
+  memory: string;
+  image: string;
+  replicas: string;
+  framework: string;
+  params: string;
+}
+
+export type FormField = keyof IRunForm;
+
+/** Defaults from the settings (`defaultResources`, `defaultImage`). */
+export interface IRunDefaults {
+  gpus: number;
+  gpuType: string;
+  cpu: string;
+  memory: string;
+  image: string;
+}
+
+export const NO_DEFAULTS: IRunDefaults = {
+  gpus: 0,
+  gpuType: '',
+  cpu: '',
+  memory: '',
+  image: ''
+};
+
+/** What is being run: a file in the workspace, or an earlier experiment's spec. */
+export type RunTarget =
+  | { kind: 'file'; path: string }
+  | { kind: 'rerun'; spec: Record<string, unknown>; name: string };
+
+/**
+ * The command and working folder for a file: a script runs with Python, a notebook
+ * headless through papermill (`kubelab.papermill_run`). Null for other files.
+ */
+export function commandFor(
+  path: string
+): { cwd: string; command: string[]; name: string } | null {
+  const clean = path.replace(/^\/+/, '');
+  const slash = clean.lastIndexOf('/');
+  const cwd = slash < 0 ? '' : clean.slice(0, slash);
+  const file = clean.slice(slash + 1);
+  const stem = file.replace(/\.[^.]+$/, '');
+  if (file.endsWith('.py')) {
+    return { cwd, command: ['python', file], name: stem };
+  }
+  if (file.endsWith('.ipynb')) {
+    return {
+      cwd,
+      command: ['python', '-m', 'kubelab.papermill_run', file],
+      name: stem
+    };
+  }
+  return null;
+}
+
+/** A fresh form for a file, with the user's defaults. */
+export function defaultForm(name: string, defaults: IRunDefaults): IRunForm {
+  return {
+    name: toDnsName(name),
+    gpus: String(defaults.gpus ?? 0),
+    gpuType: defaults.gpuType ?? '',
+    cpu: defaults.cpu ?? '',
+    memory: defaults.memory ?? '',
+    image: defaults.image ?? '',
+    replicas: '1',
+    framework: 'none',
+    params: ''
+  };
+}
+
+/** Experiment names become Kubernetes labels: lower case, digits and dashes. */
+export function toDnsName(text: string): string {
+  return text
+    .toLowerCase()
+    .replace(/[^a-z0-9-]+/g, '-')
+    .replace(/^-+|-+$/g, '')
+    .slice(0, 63);
+}
+
+/** The form for re-running `spec` with changes. */
+export function formFromSpec(spec: Record<string, unknown>): IRunForm {
+  const resources = (spec.resources ?? {}) as Record<string, unknown>;
+  const text = (value: unknown) =>
+    value === null || value === undefined ? '' : String(value);
+  return {
+    name: text(spec.name),
+    gpus: text(resources.gpus ?? 0),
+    gpuType: text(resources.gpu_type),
+    cpu: text(resources.cpu),
+    memory: text(resources.memory),
+    image: text(spec.image),
+    replicas: text(spec.replicas ?? 1),
+    framework: text(spec.framework ?? 'none'),
+    params: formatParamsText((spec.params ?? {}) as Record<string, unknown>)
+  };
+}
+
+/** `name=value` lines: the way parameters are shown and typed in the dialog. */
+export function formatParamsText(params: Record<string, unknown>): string {
+  return Object.entries(params)
+    .map(([key, value]) => {
+      const shown =
+        typeof value === 'number'
+          ? formatNumber(value)
+          : typeof value === 'string' && !looksTyped(value)
+            ? value
+            : JSON.stringify(value);
+      return `${key}=${shown}`;
+    })
+    .join('\n');
+}
+
+/** Strings that would read back as another type must stay quoted. */
+function looksTyped(value: string): boolean {
+  return parseValue(value) !== value || value.trim() !== value;
+}
+
+/**
+ * Parameters from the dialog: a JSON object, or `name=value` lines (`#` comments and
+ * blank lines ignored). Values read as JSON when they can (`0.01`, `true`, `[1, 2]`,
+ * `"quoted"`), otherwise as text (`relu`).
+ */
+export function parseParams(
+  text: string
+): { params: Record<string, unknown> } | { error: string } {
+  const trimmed = text.trim();
+  if (!trimmed) {
+    return { params: {} };
+  }
+  if (trimmed.startsWith('{')) {
+    try {
+      const value = JSON.parse(trimmed);
+      if (
+        typeof value === 'object' &&
+        value !== null &&
+        !Array.isArray(value)
+      ) {
+        return { params: value };
+      }
+    } catch (error) {
+      return { error: `not a valid JSON object (${(error as Error).message})` };
+    }
+    return { error: 'not a valid JSON object' };
+  }
+  const params: Record<string, unknown> = {};
+  const lines = text.split(/\r?\n/);
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i].trim();
+    if (!line || line.startsWith('#')) {
+      continue;
+    }
+    const match = /^([A-Za-z_][\w.-]*)\s*[=:]\s*(.*)$/.exec(line);
+    if (!match) {
+      return { error: `line ${i + 1}: expected name=value, got "${line}"` };
+    }
+    if (match[1] in params) {
+      return { error: `line ${i + 1}: "${match[1]}" is given twice` };
+    }
+    params[match[1]] = parseValue(match[2]);
+  }
+  return { params };
+}
+
+function parseValue(raw: string): unknown {
+  const text = raw.trim();
+  if (text === '') {
+    return '';
+  }
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+/** A whole number typed as text goes to the server as a number; anything else as typed. */
+function numberOrText(text: string): number | string {
+  const trimmed = text.trim();
+  return /^-?\d+$/.test(trimmed) ? Number(trimmed) : trimmed;
+}
+
+/** A quantity: `4` and `0.5` as numbers, `500m`/`16Gi` as text. */
+function quantity(text: string): number | string {
+  const trimmed = text.trim();
+  return /^-?\d+(\.\d+)?$/.test(trimmed) ? Number(trimmed) : trimmed;
+}
+
+/**
+ * The spec to submit: the form's fields over `base` (the command for a file, or the
+ * earlier spec for a re-run). Empty optional fields are left out so the server's
+ * defaults apply. Only the parameters are checked here, since only the browser knows
+ * how they were typed.
+ */
+export function buildSpec(
+  form: IRunForm,
+  base: Record<string, unknown>
+): { spec: Record<string, unknown> } | { errors: IFieldError[] } {
+  const parsed = parseParams(form.params);
+  if ('error' in parsed) {
+    return { errors: [{ path: 'params', reason: parsed.error }] };
+  }
+  const spec: Record<string, unknown> = { ...base };
+  const resources: Record<string, unknown> = {
+    ...((base.resources as Record<string, unknown>) ?? {})
+  };
+  const set = (
+    target: Record<string, unknown>,
+    key: string,
+    value: unknown
+  ) => {
+    if (value === '' || value === null || value === undefined) {
+      delete target[key];
+    } else {
+      target[key] = value;
+    }
+  };
+  set(spec, 'name', form.name.trim());
+  set(resources, 'gpus', form.gpus.trim() === '' ? 0 : numberOrText(form.gpus));
+  set(resources, 'gpu_type', form.gpuType.trim());
+  set(resources, 'cpu', quantity(form.cpu));
+  set(resources, 'memory', quantity(form.memory));
+  spec.resources = resources;
+  set(spec, 'image', form.image.trim());
+  set(spec, 'replicas', numberOrText(form.replicas || '1'));
+  set(spec, 'framework', form.framework || 'none');
+  spec.params = parsed.params;
+  if (spec.code) {
+    delete spec.workdir; // derived from the code snapshot; a new run takes its own
+  }
+  return { spec };
+}
+
+/** Which input a server error belongs next to (`general` when none fits). */
+export function fieldForPath(path: string): FormField | 'general' {
+  const map: Record<string, FormField> = {
+    name: 'name',
+    'resources.gpus': 'gpus',
+    'resources.gpu_type': 'gpuType',
+    'resources.cpu': 'cpu',
+    'resources.memory': 'memory',
+    image: 'image',
+    replicas: 'replicas',
+    framework: 'framework'
+  };
+  if (path in map) {
+    return map[path];
+  }
+  if (path === 'params' || path.startsWith('params.')) {
+    return 'params';
+  }
+  return 'general';
+}
+
+/** The server's field errors grouped by input, each shown as `path: reason`. */
+export function errorsByField(
+  fields: readonly IFieldError[]
+): Partial<Record<FormField | 'general', string[]>> {
+  const grouped: Partial<Record<FormField | 'general', string[]>> = {};
+  for (const field of fields) {
+    const key = fieldForPath(field.path);
+    (grouped[key] ??= []).push(`${field.path}: ${field.reason}`);
+  }
+  return grouped;
+}

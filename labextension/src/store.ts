@@ -1,0 +1,283 @@
+/**
+ * The live state every kubelab view shares: one event stream, the experiments table,
+ * sweeps, TensorBoard sessions and resources. Views subscribe to `changed` (and to
+ * `metrics`/`experimentChanged` for one run) and never poll.
+ */
+import { ISignal, Signal } from '@lumino/signaling';
+
+import {
+  IMetricPoint,
+  IResources,
+  ITensorBoardSession,
+  KubelabApi,
+  parseTensorBoard
+} from './api';
+import { IServerSentEvent, StreamState } from './events';
+import {
+  applyEvent,
+  EMPTY_TABLE,
+  ExperimentEvent,
+  IExperimentRecord,
+  IExperimentTable,
+  ISortOrder,
+  loadTable,
+  needsRefetch,
+  parseEvent,
+  sortTable
+} from './model';
+import { IQueryError, queryError } from './query';
+import { applySweep, ISweepRecord, parseSweep } from './sweeps';
+
+export interface IMetricsEvent {
+  id: string;
+  points: IMetricPoint[];
+}
+
+const REFETCH_DELAY_MS = 300;
+
+export class LiveStore {
+  table: IExperimentTable = EMPTY_TABLE;
+  sweeps: ISweepRecord[] = [];
+  tensorboards: ITensorBoardSession[] = [];
+  resources: IResources | null = null;
+  stream: StreamState = { kind: 'connecting' };
+  query = '';
+  queryError: IQueryError | null = null;
+
+  private readonly _changed = new Signal<this, void>(this);
+  private readonly _metrics = new Signal<this, IMetricsEvent>(this);
+  private readonly _experiment = new Signal<this, IExperimentRecord>(this);
+  private readonly _sweep = new Signal<this, ISweepRecord>(this);
+  private stream_: ReturnType<KubelabApi['events']> | null = null;
+  private refetchTimer: ReturnType<typeof setTimeout> | null = null;
+  private resourcesTimer: ReturnType<typeof setTimeout> | null = null;
+  private listGeneration = 0;
+
+  constructor(readonly api: KubelabApi) {}
+
+  get changed(): ISignal<this, void> {
+    return this._changed;
+  }
+  get metrics(): ISignal<this, IMetricsEvent> {
+    return this._metrics;
+  }
+  get experimentChanged(): ISignal<this, IExperimentRecord> {
+    return this._experiment;
+  }
+  get sweepChanged(): ISignal<this, ISweepRecord> {
+    return this._sweep;
+  }
+
+  start(): void {
+    if (this.stream_) {
+      return;
+    }
+    this.stream_ = this.api.events({
+      onConnect: signal => this.reload(signal),
+      onEvent: event => this.onEvent(event),
+      onStateChange: state => {
+        this.stream = state;
+        this.emit();
+      }
+    });
+    this.stream_.start();
+  }
+
+  async dispose(): Promise<void> {
+    this.clearTimers();
+    await this.stream_?.stop();
+    this.stream_ = null;
+    Signal.clearData(this);
+  }
+
+  /** Filter with PQL; a refused query keeps the last good table and shows the error. */
+  async setQuery(query: string): Promise<void> {
+    this.query = query;
+    await this.refetchExperiments();
+  }
+
+  setSort(sort: ISortOrder): void {
+    const next = sortTable(this.table, sort);
+    if (next !== this.table) {
+      this.table = next;
+      this.emit();
+    }
+  }
+
+  experiment(id: string): IExperimentRecord | undefined {
+    return this.table.rows.find(row => row.id === id);
+  }
+
+  /** Re-read GPUs now (after a submit, say); the stream will also trigger it. */
+  refreshResources(): void {
+    this.scheduleResources(0);
+  }
+
+  private async reload(signal: AbortSignal): Promise<void> {
+    const generation = ++this.listGeneration;
+    const [records, sweeps, tensorboards] = await Promise.all([
+      this.listExperiments(signal),
+      this.api.sweeps(signal).catch(reason => {
+        console.warn('kubelab: could not load sweeps', reason);
+        return this.sweeps;
+      }),
+      this.api.tensorboards(signal).catch(reason => {
+        console.warn('kubelab: could not load TensorBoard sessions', reason);
+        return this.tensorboards;
+      })
+    ]);
+    if (signal.aborted || generation !== this.listGeneration) {
+      return;
+    }
+    if (records) {
+      this.table = loadTable(records, this.table.sort);
+    }
+    this.sweeps = sweeps;
+    this.tensorboards = tensorboards;
+    this.scheduleResources(0);
+    this.emit();
+  }
+
+  /** The list for the current query; null (and `queryError` set) when PQL was refused. */
+  private async listExperiments(
+    signal?: AbortSignal
+  ): Promise<IExperimentRecord[] | null> {
+    const query = this.query;
+    try {
+      const records = await this.api.listExperiments(query, '', signal);
+      if (query === this.query) {
+        this.queryError = null;
+      }
+      return records;
+    } catch (error) {
+      const problem = queryError(error);
+      if (!problem) {
+        throw error;
+      }
+      if (query === this.query) {
+        this.queryError = problem;
+        this.emit();
+      }
+      return null;
+    }
+  }
+
+  private async refetchExperiments(): Promise<void> {
+    const generation = ++this.listGeneration;
+    try {
+      const records = await this.listExperiments();
+      if (generation !== this.listGeneration) {
+        return;
+      }
+      if (records) {
+        this.table = loadTable(records, this.table.sort);
+      }
+      this.emit();
+    } catch (reason) {
+      console.warn('kubelab: could not load experiments', reason);
+    }
+  }
+
+  private onEvent(message: IServerSentEvent): void {
+    try {
+      switch (message.event) {
+        case 'experiment':
+        case 'deleted':
+          this.onExperimentEvent(parseEvent(message.event, message.data));
+          return;
+        case 'metrics': {
+          const data = JSON.parse(message.data) as IMetricsEvent;
+          if (typeof data?.id === 'string' && Array.isArray(data.points)) {
+            this._metrics.emit(data);
+          }
+          return;
+        }
+        case 'sweep': {
+          const record = parseSweep(JSON.parse(message.data), 'sweep');
+          this.sweeps = applySweep(this.sweeps, record);
+          this._sweep.emit(record);
+          this.emit();
+          return;
+        }
+        case 'tensorboard': {
+          const session = parseTensorBoard(JSON.parse(message.data));
+          this.tensorboards = [
+            ...this.tensorboards.filter(s => s.id !== session.id),
+            session
+          ];
+          this.emit();
+          return;
+        }
+      }
+    } catch (reason) {
+      console.warn('kubelab: ignoring a malformed event', reason);
+    }
+  }
+
+  private onExperimentEvent(event: ExperimentEvent | null): void {
+    if (!event) {
+      return;
+    }
+    const before = this.table;
+    const filtered = this.query !== '';
+    if (needsRefetch(before, event, filtered)) {
+      this.scheduleRefetch();
+    }
+    const shown =
+      event.kind === 'experiment' &&
+      before.rows.some(row => row.id === event.record.id);
+    if (!filtered || event.kind === 'deleted' || shown) {
+      this.table = applyEvent(before, event);
+    }
+    if (event.kind === 'experiment') {
+      const previous = before.rows.find(row => row.id === event.record.id);
+      if (!previous || previous.status !== event.record.status) {
+        this.scheduleResources(200); // GPUs change hands when runs start and end
+      }
+      this._experiment.emit(event.record);
+    } else {
+      this.scheduleResources(200);
+    }
+    if (this.table !== before) {
+      this.emit();
+    }
+  }
+
+  private scheduleRefetch(): void {
+    if (this.refetchTimer === null) {
+      this.refetchTimer = setTimeout(() => {
+        this.refetchTimer = null;
+        void this.refetchExperiments();
+      }, REFETCH_DELAY_MS);
+    }
+  }
+
+  private scheduleResources(delayMs: number): void {
+    if (this.resourcesTimer !== null) {
+      return;
+    }
+    this.resourcesTimer = setTimeout(() => {
+      this.resourcesTimer = null;
+      this.api.resources().then(
+        resources => {
+          this.resources = resources;
+          this.emit();
+        },
+        reason => console.warn('kubelab: could not load resources', reason)
+      );
+    }, delayMs);
+  }
+
+  private clearTimers(): void {
+    for (const timer of [this.refetchTimer, this.resourcesTimer]) {
+      if (timer !== null) {
+        clearTimeout(timer);
+      }
+    }
+    this.refetchTimer = this.resourcesTimer = null;
+  }
+
+  private emit(): void {
+    this._changed.emit();
+  }
+}

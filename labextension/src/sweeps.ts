@@ -1,0 +1,143 @@
+/**
+ * Sweeps as plain data: the records the server sends (`GET sweeps`, `event: sweep`), the
+ * detail with its trials (`GET sweeps/<id>`), and the pure functions the views use.
+ */
+import { formatNumber, RecordFormatError } from './model';
+
+export interface IBestTrial {
+  trial: number;
+  id: string | null;
+  value: number;
+  params: Record<string, unknown>;
+}
+
+export interface ISweepRecord {
+  id: string;
+  name: string;
+  status: string;
+  reason: string;
+  objective: { metric: string; direction: 'minimize' | 'maximize' };
+  tuner: string;
+  max_trials: number | null;
+  max_duration: number | string | null;
+  concurrency: number;
+  counts: Record<string, number>;
+  trials_started: number;
+  finished: number;
+  best: IBestTrial | null;
+  created_at: string;
+  finished_at: string | null;
+  duration: number;
+}
+
+/** A trial row: the experiment's record plus the sweep's verdict on it. */
+export interface ITrialRow {
+  id: string | null;
+  trial: number;
+  status: string;
+  result: string;
+  objective: number | null;
+  result_reason?: string | null;
+  params: Record<string, unknown>;
+  metrics: Record<string, number>;
+  name?: string;
+}
+
+export interface ISweepDetail extends ISweepRecord {
+  trials: ITrialRow[];
+  importance: Record<string, number> | null;
+  spec: Record<string, unknown>;
+}
+
+export function parseSweep(value: unknown, path = 'sweep'): ISweepRecord {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new RecordFormatError(path, 'expected a JSON object');
+  }
+  const body = value as Record<string, unknown>;
+  for (const key of ['id', 'name', 'status']) {
+    if (typeof body[key] !== 'string' || !body[key]) {
+      throw new RecordFormatError(
+        `${path}.${key}`,
+        'expected a non-empty string'
+      );
+    }
+  }
+  const objective = body.objective as ISweepRecord['objective'] | undefined;
+  if (!objective || typeof objective.metric !== 'string') {
+    throw new RecordFormatError(
+      `${path}.objective`,
+      'expected {metric, direction}'
+    );
+  }
+  return {
+    ...(body as unknown as ISweepRecord),
+    counts: (body.counts as Record<string, number>) ?? {},
+    best: (body.best as IBestTrial | null) ?? null,
+    max_trials: typeof body.max_trials === 'number' ? body.max_trials : null
+  };
+}
+
+export function parseSweepDetail(value: unknown): ISweepDetail {
+  const record = parseSweep(value);
+  const body = value as Record<string, unknown>;
+  if (!Array.isArray(body.trials)) {
+    throw new RecordFormatError('sweep.trials', 'expected a list of trials');
+  }
+  return {
+    ...record,
+    trials: body.trials as ITrialRow[],
+    importance: (body.importance as Record<string, number> | null) ?? null,
+    spec: (body.spec as Record<string, unknown>) ?? {}
+  };
+}
+
+/** Insert or replace a sweep by id; newest first (ids and creation times sort alike). */
+export function applySweep(
+  sweeps: readonly ISweepRecord[],
+  record: ISweepRecord
+): ISweepRecord[] {
+  const rest = sweeps.filter(sweep => sweep.id !== record.id);
+  return [...rest, record].sort((a, b) =>
+    a.created_at === b.created_at
+      ? b.id.localeCompare(a.id)
+      : b.created_at.localeCompare(a.created_at)
+  );
+}
+
+/** `finished/max`: the budget part is left out for duration-only sweeps. */
+export function formatProgress(sweep: ISweepRecord): string {
+  return sweep.max_trials
+    ? `${sweep.finished}/${sweep.max_trials}`
+    : `${sweep.finished}/${sweep.trials_started}`;
+}
+
+/** The share of the budget done, 0..1, for a progress bar (null when unbounded). */
+export function progressFraction(sweep: ISweepRecord): number | null {
+  if (!sweep.max_trials) {
+    return null;
+  }
+  return Math.min(1, sweep.finished / sweep.max_trials);
+}
+
+/** `best loss 0.1235 (#7)` or `no result yet`. */
+export function formatBest(sweep: ISweepRecord): string {
+  if (!sweep.best) {
+    return 'no result yet';
+  }
+  return `best ${sweep.objective.metric} ${formatNumber(sweep.best.value)} (#${sweep.best.trial})`;
+}
+
+/** The parameter names across trials, in first-seen order. */
+export function parameterNames(trials: readonly ITrialRow[]): string[] {
+  const names: string[] = [];
+  const seen = new Set<string>();
+  for (const trial of trials) {
+    for (const key of Object.keys(trial.params ?? {})) {
+      if (!seen.has(key)) {
+        seen.add(key);
+        names.push(key);
+      }
+    }
+  }
+  return names;
+}

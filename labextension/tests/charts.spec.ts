@@ -1,0 +1,204 @@
+import {
+  bestSoFar,
+  buildAxis,
+  downsample,
+  extent,
+  linearScale,
+  linePath,
+  logScale,
+  metricSeries,
+  niceTicks,
+  objectivePoints,
+  parallelCoordinates,
+  stepPath
+} from '../src/charts';
+import { ITrialRow } from '../src/sweeps';
+
+const trial = (
+  n: number,
+  objective: number | null,
+  params: Record<string, unknown>
+): ITrialRow => ({
+  id: `t${n}`,
+  trial: n,
+  status: objective === null ? 'Failed' : 'Succeeded',
+  result: objective === null ? 'failed' : 'complete',
+  objective,
+  params,
+  metrics: {}
+});
+
+describe('best so far', () => {
+  const points = [
+    { x: 2, y: 0.5 },
+    { x: 0, y: 0.9 },
+    { x: 1, y: 0.7 },
+    { x: 3, y: 0.8 },
+    { x: 4, y: 0.2 }
+  ];
+
+  it('is a running minimum in trial order when minimizing', () => {
+    expect(bestSoFar(points, 'minimize').map(p => p.y)).toEqual([
+      0.9, 0.7, 0.5, 0.5, 0.2
+    ]);
+  });
+
+  it('is a running maximum when maximizing', () => {
+    expect(bestSoFar(points, 'maximize').map(p => p.y)).toEqual([
+      0.9, 0.9, 0.9, 0.9, 0.9
+    ]);
+  });
+
+  it('skips trials without an objective', () => {
+    const trials = [trial(1, 0.3, {}), trial(0, null, {}), trial(2, 0.1, {})];
+    expect(objectivePoints(trials)).toEqual([
+      { x: 1, y: 0.3 },
+      { x: 2, y: 0.1 }
+    ]);
+    expect(bestSoFar([], 'minimize')).toEqual([]);
+  });
+});
+
+describe('metricSeries', () => {
+  it('makes one series per metric, by step', () => {
+    const series = metricSeries([
+      { step: 0, metrics: { loss: 1, acc: 0.1 } },
+      { step: 1, metrics: { loss: 0.5 } },
+      { step: 2, metrics: { loss: 0.25, acc: 0.6 } }
+    ]);
+    expect([...series.keys()]).toEqual(['loss', 'acc']);
+    expect(series.get('acc')).toEqual([
+      { x: 0, y: 0.1 },
+      { x: 2, y: 0.6 }
+    ]);
+  });
+
+  it('numbers points without a step after the last one, and a final result at the last step', () => {
+    const series = metricSeries([
+      { step: 4, metrics: { loss: 1 } },
+      { step: null, metrics: { loss: 0.5 } },
+      { step: null, final: true, metrics: { default: 0.4 } }
+    ]);
+    expect(series.get('loss')).toEqual([
+      { x: 4, y: 1 },
+      { x: 5, y: 0.5 }
+    ]);
+    expect(series.get('default')).toEqual([{ x: 5, y: 0.4 }]);
+  });
+
+  it('appends live points to an existing series without changing it', () => {
+    const first = metricSeries([{ step: 0, metrics: { loss: 1 } }]);
+    const next = metricSeries(
+      [{ step: 1, metrics: { loss: 0.5, bad: NaN } }],
+      first
+    );
+    expect(first.get('loss')).toHaveLength(1);
+    expect(next.get('loss')).toEqual([
+      { x: 0, y: 1 },
+      { x: 1, y: 0.5 }
+    ]);
+    expect(next.has('bad')).toBe(false);
+  });
+});
+
+describe('scales and paths', () => {
+  it('maps linearly and puts a single value in the middle', () => {
+    const scale = linearScale([0, 10], [100, 0]);
+    expect(scale(0)).toBe(100);
+    expect(scale(2.5)).toBe(75);
+    expect(linearScale([3, 3], [0, 10])(3)).toBe(5);
+  });
+
+  it('maps decades evenly on a log scale', () => {
+    const scale = logScale([1e-4, 1e-1], [0, 3]);
+    expect(scale(1e-4)).toBeCloseTo(0);
+    expect(scale(1e-3)).toBeCloseTo(1);
+    expect(scale(1e-1)).toBeCloseTo(3);
+  });
+
+  it('finds extents and round ticks', () => {
+    expect(extent([3, NaN, -1, 2])).toEqual([-1, 3]);
+    expect(extent([])).toBeNull();
+    expect(niceTicks(0, 1, 4)).toEqual([0, 0.2, 0.4, 0.6, 0.8, 1]);
+    expect(niceTicks(0.013, 0.087, 3)).toEqual([0.02, 0.04, 0.06, 0.08]);
+    expect(niceTicks(5, 5)).toEqual([5]);
+  });
+
+  it('draws lines and the best-so-far staircase', () => {
+    const id = (v: number) => v;
+    const points = [
+      { x: 0, y: 5 },
+      { x: 1, y: 3 },
+      { x: 2, y: 3 }
+    ];
+    expect(linePath(points, id, id)).toBe('M0 5 L1 3 L2 3');
+    expect(stepPath(points, id, id)).toBe('M0 5 H1 V3 H2 V3');
+  });
+
+  it('downsamples long series keeping both ends', () => {
+    const long = Array.from({ length: 10_001 }, (_, i) => i);
+    const short = downsample(long, 101);
+    expect(short).toHaveLength(101);
+    expect(short[0]).toBe(0);
+    expect(short[100]).toBe(10_000);
+    expect(downsample([1, 2], 10)).toEqual([1, 2]);
+  });
+});
+
+describe('parallel coordinates', () => {
+  it('scales numbers linearly from bottom (min) to top (max)', () => {
+    const axis = buildAxis('dropout', [0.1, 0.5, 0.3, null]);
+    expect(axis.kind).toBe('linear');
+    expect(axis.position(0.1)).toBe(0);
+    expect(axis.position(0.5)).toBe(1);
+    expect(axis.position(0.3)).toBeCloseTo(0.5);
+    expect(axis.position(null)).toBeNull();
+    expect(axis.ticks.every(t => t.at >= 0 && t.at <= 1)).toBe(true);
+  });
+
+  it('uses a log axis for positive values spanning two decades or more', () => {
+    const axis = buildAxis('lr', [1e-4, 1e-3, 1e-2]);
+    expect(axis.kind).toBe('log');
+    expect(axis.position(1e-3)).toBeCloseTo(0.5);
+    expect(axis.ticks.map(t => t.label)).toEqual(['1.000e-4', '0.001', '0.01']);
+    expect(buildAxis('x', [1, 50]).kind).toBe('linear');
+    expect(buildAxis('x', [-1, 500]).kind).toBe('linear');
+  });
+
+  it('spaces categories evenly in sorted order, nested choices by name', () => {
+    const axis = buildAxis('act', ['tanh', 'relu', 'gelu', 'relu']);
+    expect(axis.kind).toBe('category');
+    expect(axis.ticks.map(t => [t.label, t.at])).toEqual([
+      ['gelu', 0],
+      ['relu', 0.5],
+      ['tanh', 1]
+    ]);
+    const nested = buildAxis('opt', [
+      { _name: 'sgd', m: 0.9 },
+      { _name: 'adam' }
+    ]);
+    expect(nested.position({ _name: 'sgd', m: 0.5 })).toBe(1);
+    expect(buildAxis('one', ['only']).position('only')).toBe(0.5);
+    expect(buildAxis('mixed', [1, 'a']).kind).toBe('category');
+  });
+
+  it('builds an axis per parameter plus the objective, one line per trial', () => {
+    const trials = [
+      trial(0, 0.9, { lr: 0.001, act: 'relu' }),
+      trial(1, 0.1, { lr: 0.1, act: 'tanh' }),
+      trial(2, null, { lr: 0.01 })
+    ];
+    const { axes, lines } = parallelCoordinates(trials, 'loss', 'minimize');
+    expect(axes.map(a => a.name)).toEqual(['lr', 'act', 'loss']);
+    expect(lines[0].positions).toEqual([0, 0, 1]);
+    expect(lines[1].positions).toEqual([1, 1, 0]);
+    expect(lines[2].positions[0]).toBeCloseTo(0.5);
+    expect(lines[2].positions.slice(1)).toEqual([null, null]);
+    // The best (lowest) loss gets the strongest colour.
+    expect(lines[1].quality).toBe(1);
+    expect(lines[0].quality).toBe(0);
+    expect(lines[2].quality).toBeNull();
+    const max = parallelCoordinates(trials, 'acc', 'maximize');
+    expect(max.lines[0].quality).toBe(1);
+  });
+});
