@@ -24,6 +24,10 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+class PortTaken(RuntimeError):
+    """Another process bound the port between our choice and the server's bind."""
+
+
 class JupyterServer:
     """`with JupyterServer(root, home) as server: server.get("experiments")`."""
 
@@ -42,20 +46,40 @@ class JupyterServer:
         self.process: subprocess.Popen | None = None
         self.log = self.root.parent / f"jupyter-{self.port}.log"
 
-    def start(self) -> JupyterServer:
-        self.root.mkdir(parents=True, exist_ok=True)
-        command = [
+    def command(self) -> list[str]:
+        return [
             sys.executable, "-m", "jupyterlab" if self.app == "lab" else "jupyter_server",
             "--no-browser", "--allow-root", f"--port={self.port}", "--ip=127.0.0.1",
-            f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
+            "--ServerApp.port_retries=0", f"--IdentityProvider.token={self.token}",
+            f"--ServerApp.root_dir={self.root}",
             "--ServerApp.jpserver_extensions=kubelab.server_extension=True",
             *self.extra,
         ]
-        with open(self.log, "wb") as out:
-            self.process = subprocess.Popen(command, env=self.env, stdout=out, stderr=subprocess.STDOUT)
+
+    def start(self, attempts: int = 3) -> JupyterServer:
+        """Start on a free port; on another one when the chosen port was taken meanwhile."""
+        for attempt in range(attempts):
+            try:
+                return self._start()
+            except PortTaken:
+                if attempt == attempts - 1:
+                    raise
+                self.port = free_port()
+                self.url = f"http://127.0.0.1:{self.port}/"
+                self.api = self.url + "kubelab/api/"
+                self.log = self.root.parent / f"jupyter-{self.port}.log"
+        raise AssertionError("unreachable")
+
+    def _start(self) -> JupyterServer:
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.log, "ab") as out:
+            self.process = subprocess.Popen(self.command(), env=self.env, stdout=out,
+                                            stderr=subprocess.STDOUT, cwd=self.root)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
+                if "is already in use" in self.log.read_text():
+                    raise PortTaken(self.port)
                 raise RuntimeError(f"jupyter exited early:\n{self.log.read_text()[-3000:]}")
             try:
                 if self.get("resources").status_code == 200:
@@ -84,6 +108,12 @@ class JupyterServer:
     @property
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"token {self.token}"}
+
+    def page(self, path: str, token: bool = True, **kwargs) -> requests.Response:
+        """A browser-side path (not under /kubelab/api), with or without the token."""
+        headers = self.headers if token else {}
+        return requests.get(self.url + path.lstrip("/"), headers=headers, timeout=60,
+                            allow_redirects=False, **kwargs)
 
     def get(self, path: str, **kwargs) -> requests.Response:
         return requests.get(self.api + path, headers=self.headers, timeout=30, **kwargs)

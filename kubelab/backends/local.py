@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 from kubelab.backends.base import Backend
+from kubelab.detached import start_module
 from kubelab.gpus import GpuAllocator, pid_alive
 from kubelab.records import FAILED, RunDirectory, Status
 from kubelab.runner import process_start_time, signal_group, stop_grace
@@ -38,17 +36,7 @@ class LocalBackend(Backend):
         return self._allocator
 
     def submit(self, run: RunDirectory, spec: ExperimentSpec) -> None:
-        with open(run.logs_dir / "runner.log", "ab") as log:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "kubelab.runner", str(run.path)],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # survives the server, the CLI and their terminals
-                close_fds=True,
-            )
-        # Reap the runner when it ends so a long-lived server leaves no zombies.
-        threading.Thread(target=process.wait, daemon=True).start()
+        start_module("kubelab.runner", str(run.path), run.logs_dir / "runner.log")
 
     def runner_alive(self, status: Status) -> bool:
         pid = status.runner_pid

@@ -28,9 +28,7 @@ import contextlib
 import json
 import math
 import os
-import subprocess
 import sys
-import threading
 import time
 import traceback
 from collections import Counter
@@ -38,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kubelab.detached import start_module
 from kubelab.records import RunDirectory
 from kubelab.sweeps.store import (
     ACTIVE,
@@ -64,16 +63,7 @@ TUNER_STATE = {COMPLETE: "complete", TRIAL_FAILED: "failed", PRUNED: "pruned", T
 
 def launch(sweep: SweepDirectory) -> int:
     """Start a detached driver for `sweep`; returns its pid. A second driver exits at once."""
-    with open(sweep.log_file, "ab") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "kubelab.sweeps.driver", str(sweep.path)],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # survives the server, the CLI and their terminals
-            close_fds=True,
-        )
-    threading.Thread(target=process.wait, daemon=True).start()  # no zombies in a long-lived server
+    process = start_module("kubelab.sweeps.driver", str(sweep.path), sweep.log_file)
     return process.pid
 
 

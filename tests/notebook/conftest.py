@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from nbserver import KubelabServer
+from jupyter_server_process import JupyterServer
 from notebook_support import (  # noqa: F401
     kernel_env,
     kill_if_alive,
@@ -40,7 +40,7 @@ def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def server(workspace: Path) -> Iterator[KubelabServer]:
+def server(workspace: Path) -> Iterator[JupyterServer]:
     srv = start_server(workspace)
     try:
         yield srv

@@ -8,15 +8,15 @@ import time
 from pathlib import Path
 
 import nbformat
+from jupyter_server_process import JupyterServer
 from nbclient import NotebookClient
-from nbserver import KubelabServer
 
 
-def start_server(workspace: Path, **env: str) -> KubelabServer:
-    return KubelabServer(workspace, workspace.parent / "home", env=env).start()
+def start_server(workspace: Path, **env: str) -> JupyterServer:
+    return JupyterServer(workspace, workspace.parent / "home", env=env).start()
 
 
-def kernel_env(server: KubelabServer) -> dict[str, str]:
+def kernel_env(server: JupyterServer) -> dict[str, str]:
     return {
         **os.environ,
         "KUBELAB_API_URL": server.api.rstrip("/"),
@@ -28,7 +28,7 @@ def kernel_env(server: KubelabServer) -> dict[str, str]:
 
 
 def run_notebook(
-    server: KubelabServer, cells: list[str], allow_errors: bool = False, timeout: int = 180
+    server: JupyterServer, cells: list[str], allow_errors: bool = False, timeout: int = 180
 ) -> nbformat.NotebookNode:
     """Execute `cells` in a fresh kernel in the server's workspace; the executed notebook."""
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
