@@ -77,22 +77,31 @@ def spec_from_args(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
         command = command[1:]
     if command:
         spec["command"] = command
+    return apply_flags(spec, args), base
+
+
+def apply_flags(spec: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """`spec` with the experiment flags laid over it (shared by the CLI and `%%train`).
+
+    `args.param` holds `NAME=VALUE` strings; other flags left as None keep the spec's value.
+    """
+    spec = dict(spec)
     if args.param:
         params = dict(spec.get("params") or {})
         params.update(parse_params(args.param, typed=not spec.get("inputs")))
         spec["params"] = params
     resources = dict(spec.get("resources") or {})
-    for flag, key in (("gpus", "gpus"), ("gpu_type", "gpu_type"), ("cpu", "cpu"), ("memory", "memory")):
+    for flag in ("gpus", "gpu_type", "cpu", "memory"):
         if getattr(args, flag) is not None:
-            resources[key] = getattr(args, flag)
+            resources[flag] = getattr(args, flag)
     if resources:
         spec["resources"] = resources
     for key in ("name", "replicas", "framework", "image"):
         if getattr(args, key) is not None:
             spec[key] = getattr(args, key)
     if args.tag:
-        spec["tags"] = list(spec.get("tags") or []) + args.tag
-    return spec, base
+        spec["tags"] = [*(spec.get("tags") or []), *args.tag]
+    return spec
 
 
 # -- output -------------------------------------------------------------------------------

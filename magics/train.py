@@ -24,26 +24,12 @@ def default_name() -> str:
 
 
 def overrides(args: argparse.Namespace, spec: dict[str, Any]) -> dict[str, Any]:
-    """The spec with what the options say laid over it."""
-    from kubelab.cli import parse_params
+    """The spec with what the options say laid over it, exactly as `kubelab run` does."""
+    from kubelab.cli import apply_flags
 
-    spec = dict(spec)
-    resources = dict(spec.get("resources") or {})
-    for key in ("gpus", "gpu_type", "cpu", "memory"):
-        if getattr(args, key) is not None:
-            resources[key] = getattr(args, key)
-    if resources:
-        spec["resources"] = resources
-    for key in ("name", "image", "replicas", "framework"):
-        if getattr(args, key) is not None:
-            spec[key] = getattr(args, key)
-    if args.param:
-        params = dict(spec.get("params") or {})
-        params.update(parse_params([f"{k}={v}" for k, v in args.param], typed=not spec.get("inputs")))
-        spec["params"] = params
-    if args.tag:
-        spec["tags"] = [*(spec.get("tags") or []), *args.tag]
-    return spec
+    flags = argparse.Namespace(**vars(args))
+    flags.param = [f"{k}={v}" for k, v in args.param or []]
+    return apply_flags(spec, flags)
 
 
 def experiment_from_cell(args: argparse.Namespace, cell: str, cwd: Path) -> dict[str, Any]:
