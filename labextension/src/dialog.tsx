@@ -99,6 +99,8 @@ function RunFormView(props: {
   );
   const text = (key: FormField, placeholder = '') => (
     <input
+      // The body renders after the dialog looks for a field to focus: take it here.
+      autoFocus={key === 'name'}
       id={`kubelab-run-${key}`}
       name={key}
       className="jp-mod-styled"

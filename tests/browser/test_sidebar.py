@@ -79,6 +79,9 @@ def file_context_menu(page: Page, name: str, item: str) -> None:
     menu_item = page.locator(".lm-Menu-item", has_text=item).first
     expect(menu_item).to_be_visible()
     menu_item.click()
+    if item == "Run as experiment":
+        # The dialog focuses its first field once shown; typing before that could land there.
+        expect(page.locator('.jp-Dialog input[name="name"]')).to_be_focused()
 
 
 def open_panel(page: Page) -> None:
