@@ -11,12 +11,13 @@ from __future__ import annotations
 import re
 import sys
 import time
+from pathlib import Path
 
 import pytest
-from conftest import ARTIFACTS
 from playwright.sync_api import Locator, Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 WAIT_MS = 90_000  # a first JupyterLab load on a busy 2-core machine
 TRAIN = """\
 import time, kubelab
