@@ -14,15 +14,11 @@ from jupyter_server.extension.application import ExtensionApp
 from jupyter_server.utils import url_path_join
 from kubelab.server_extension import tensorboard as tensorboard_ext
 from kubelab.server_extension.events import EventHub
-from kubelab.server_extension.handlers import ROUTES
-from kubelab.server_extension.sweeps import ROUTES as SWEEP_ROUTES
+from kubelab.server_extension.routes import API_ROUTES
 from tornado.ioloop import IOLoop
 from traitlets import Float, Unicode
 
 from kubelab.lab import Lab
-
-# Sweeps' resources live in server_extension/sweeps.py; one table, so openapi.json lists them.
-ROUTES.extend(route for route in SWEEP_ROUTES if route not in ROUTES)
 
 
 class KubeLabApp(ExtensionApp):
@@ -53,8 +49,7 @@ class KubeLabApp(ExtensionApp):
         IOLoop.current().add_callback(self._started)
 
     def initialize_handlers(self) -> None:
-        ROUTES.extend(r for r in tensorboard_ext.ROUTES if r not in ROUTES)  # also in openapi.json
-        for pattern, handler in ROUTES:  # ExtensionApp prefixes the server's base_url
+        for pattern, handler in API_ROUTES:  # ExtensionApp prefixes the server's base_url
             self.handlers.append((url_path_join("kubelab", "api", pattern), handler))
         self.handlers.append(tensorboard_ext.PROXY_ROUTE)
 

@@ -277,8 +277,9 @@ class OpenAPIHandler(KubelabHandler):
     @api
     async def get(self) -> None:
         from kubelab.server_extension.openapi import document
+        from kubelab.server_extension.routes import API_ROUTES
 
-        self.reply(document(ROUTES))
+        self.reply(document(API_ROUTES))
 
 
 ID = r"(?P<run_id>[^/]+)"

@@ -7,7 +7,7 @@
     POST   sweeps/<id>/stop     stop the sweep and its running trials
     POST   sweeps/<id>/resume   resume, optionally with a budget in the body
 
-`ROUTES` is appended to the main table by `app.py`.
+`ROUTES` joins the main table in `routes.py`.
 """
 
 from __future__ import annotations

@@ -91,6 +91,8 @@ class SweepSpec:
         parameter_style `all`, `--name=value` arguments appended to the command.
         """
         data = copy.deepcopy(self.trial)
+        if not data.get("name") and self.name:
+            data["name"] = self.name  # trials read as "<sweep> #3", not "python #3"
         data["params"] = {**(data.get("params") or {}), **flat_params}
         if self.parameter_style == "all" and data.get("command"):
             data["command"] = trial_command(data["command"], flat_params)

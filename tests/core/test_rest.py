@@ -48,6 +48,8 @@ def test_openapi_describes_every_route(server):
         template = "/kubelab/api/" + path.replace("000000000000", "{run_id}")
         assert template in paths
     assert "post" in document["paths"]["/kubelab/api/experiments"]
+    for resource in ("sweeps", "sweeps/{sweep_id}", "tensorboards"):
+        assert f"/kubelab/api/{resource}" in paths, resource
 
 
 def test_submit_run_and_read_back(server):
