@@ -1,7 +1,11 @@
 """Shared pytest setup: make `tests/` importable and register the Kubernetes API fixtures."""
 
+import os
 import sys
 from pathlib import Path
+
+# Warm runners (kubelab.runner_pool) that tests start exit soon after the test that made them.
+os.environ.setdefault("KUBELAB_WARM_RUNNER_IDLE", "5")
 
 TESTS_DIR = Path(__file__).resolve().parent
 if str(TESTS_DIR) not in sys.path:

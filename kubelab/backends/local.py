@@ -11,6 +11,7 @@ import os
 import signal
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from kubelab.backends.base import Backend
@@ -18,6 +19,7 @@ from kubelab.detached import start_module
 from kubelab.gpus import GpuAllocator, pid_alive
 from kubelab.records import FAILED, RunDirectory, Status
 from kubelab.runner import process_start_time, signal_group, stop_grace
+from kubelab.runner_pool import RunnerPool, pool_size
 from kubelab.spec import ExperimentSpec
 
 STARTUP_GRACE = 30.0  # seconds a new runner may take to record its pid
@@ -36,7 +38,19 @@ class LocalBackend(Backend):
         return self._allocator
 
     def submit(self, run: RunDirectory, spec: ExperimentSpec) -> None:
-        start_module("kubelab.runner", str(run.path), run.logs_dir / "runner.log")
+        """Hand the run to a warm runner (`kubelab.runner_pool`), else start a cold one."""
+        if not pool_size():
+            start_module("kubelab.runner", str(run.path), run.logs_dir / "runner.log")
+            return
+        pool = RunnerPool.of_run(run.path)
+        if pool.hand_over(run.path) is None:
+            start_module("kubelab.runner", str(run.path), run.logs_dir / "runner.log")
+        pool.top_up()  # detached, not waited for: the next submit finds it warm
+
+    def warm_up(self, home: Path) -> None:
+        """Fill the warm-runner pool of `home` ahead of the first submit (sweep drivers do)."""
+        if pool_size():
+            RunnerPool(home).top_up()
 
     def runner_alive(self, status: Status) -> bool:
         pid = status.runner_pid
