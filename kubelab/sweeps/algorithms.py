@@ -6,6 +6,7 @@ turns a `TunerChoice` into an Optuna sampler.
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,6 +110,14 @@ SCHEMAS: dict[str, ArgSchema] = {
     ),
 }
 TUNERS = tuple(SCHEMAS)
+# Packages a tuner's Optuna sampler needs beyond Optuna itself.
+REQUIREMENTS = {"gp": ("scipy", "torch"), "qmc": ("scipy",), "cmaes": ("cmaes",)}
+# CmaEsSampler refuses these argument pairs in its constructor; refused here, before any write.
+CMAES_CONFLICTS = (
+    ("with_margin", "use_separable_cma"),
+    ("lr_adapt", "use_separable_cma"),
+    ("lr_adapt", "with_margin"),
+)
 
 # Names users bring from NNI, Katib and Polyaxon, with the arguments they imply.
 ALIASES: dict[str, tuple[str, dict[str, Any]]] = {
@@ -160,6 +169,14 @@ class TunerChoice:
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "args": dict(self.args)}
+
+    def unavailable(self, path: str = "tuner.name") -> FieldError | None:
+        """The error naming the packages this tuner needs and that are not installed, or None."""
+        missing = [m for m in REQUIREMENTS.get(self.name, ()) if importlib.util.find_spec(m) is None]
+        if not missing:
+            return None
+        reason = f"{self.name} needs the Python packages {', '.join(missing)}; install them first"
+        return FieldError(path, reason)
 
     def check(self, space: SearchSpace, root: str = "space") -> list[FieldError]:
         """Why this tuner cannot search `space`, one sentence per parameter (empty when it can)."""
@@ -232,6 +249,10 @@ def check_tuner(value: Any, path: str = "tuner") -> tuple[TunerChoice, list[Fiel
     errors += arg_errors
     if kwargs.get("group") and not kwargs.get("multivariate"):
         errors.append(FieldError(f"{path}.args.group", "needs multivariate: true"))
+    if key == "cmaes":
+        for one, other in CMAES_CONFLICTS:
+            if kwargs.get(one) and kwargs.get(other):
+                errors.append(FieldError(f"{path}.args.{one}", f"cannot be combined with {other}"))
     direction = kwargs.pop("__direction__", None)
     return TunerChoice(key, canonical, kwargs, direction), errors
 

@@ -114,6 +114,11 @@ def check_pruner(value: Any, path: str = "early_stopping") -> tuple[PrunerChoice
     canonical, kwargs, arg_errors = check_args(args, SCHEMAS[key], f"{path}.args", key)
     errors += arg_errors
     direction = kwargs.pop("__direction__", None)
+    # Optuna bootstraps from a fixed resource: "auto" (the default) cannot be combined with it.
+    bounded = {"hyperband": "max_resource", "asha": "min_resource"}.get(key)
+    if bounded and (kwargs.get("bootstrap_count") or 0) > 0 and kwargs.get(bounded, "auto") == "auto":
+        reason = f"needs {bounded} set to a number ({bounded} 'auto' cannot bootstrap)"
+        errors.append(FieldError(f"{path}.args.bootstrap_count", reason))
     low, high = kwargs.get("min_resource"), kwargs.get("max_resource")
     if isinstance(low, int) and isinstance(high, int) and low > high:
         errors.append(FieldError(f"{path}.args.min_resource", f"must not exceed max_resource ({high})"))

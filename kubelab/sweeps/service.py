@@ -96,14 +96,11 @@ class Sweeps:
             raise ValidationError(
                 "invalid sweep spec", [FieldError(f"trial.{f.path}", f.reason) for f in exc.fields]
             ) from None
-        import optuna
-
-        verbosity = optuna.logging.get_verbosity()
-        optuna.logging.set_verbosity(optuna.logging.WARNING)  # no "study created" line for a check
-        try:
-            spec.make_tuner()  # in memory: Optuna-level checks (packages, directions) before any write
-        finally:
-            optuna.logging.set_verbosity(verbosity)
+        # What Optuna alone would refuse (missing sampler packages; argument conflicts are in
+        # check_tuner and check_pruner) is checked without importing it: ~0.4 s saved per create.
+        unavailable = spec.tuner.unavailable()
+        if unavailable is not None:
+            raise ValidationError("tuner unavailable", [unavailable])
         return spec
 
     @staticmethod

@@ -11,7 +11,6 @@ Samplers are Optuna's (see `build_sampler`); only `anneal` is kubelab's own.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import random
@@ -32,7 +31,6 @@ from kubelab.sweeps.space import Option, Parameter, Scalar, SearchSpace
 STATES = {"complete": TrialState.COMPLETE, "pruned": TrialState.PRUNED, "failed": TrialState.FAIL}
 PARAMS_ATTR = "kubelab_params"
 META_ATTR = "kubelab"
-REQUIREMENTS = {"gp": ("scipy", "torch"), "qmc": ("scipy",), "cmaes": ("cmaes",)}
 
 
 class SweepExhausted(Conflict):
@@ -79,10 +77,9 @@ class Tuner:
                 "invalid tuner",
                 [FieldError("study_name", "is required with a storage, so the sweep can be reopened")],
             )
-        missing = [m for m in REQUIREMENTS.get(self.choice.name, ()) if importlib.util.find_spec(m) is None]
-        if missing:
-            reason = f"{self.choice.name} needs the Python packages {', '.join(missing)}; install them first"
-            raise ValidationError("tuner unavailable", [FieldError("tuner.name", reason)])
+        unavailable = self.choice.unavailable()
+        if unavailable is not None:
+            raise ValidationError("tuner unavailable", [unavailable])
         self.study = optuna.create_study(
             storage=storage,
             study_name=study_name,
