@@ -354,7 +354,10 @@ class KubernetesBackend(Backend):
             self.api.delete("Service", target.service)
 
     def archive_logs(self, run: RunDirectory) -> None:
-        _, pods, _ = self._run_objects(run)
+        # Ask the API, not the watch cache: a pod that just started may not be in the cache yet,
+        # and its log is about to go with it.
+        selector = names.run_selector(self.nb.user, run.id)
+        pods = [dict(p, kind="Pod") for p in self.api.list("Pod", label_selector=selector).get("items") or []]
         for view in states.latest_per_replica(pods):
             if view.role != "worker" or view.phase == "Pending":
                 continue
