@@ -8,10 +8,11 @@ own session, so it outlives the server or CLI that started it.
 
 Restartable by construction (kill it at any instant, start it again):
 
-- the tuner records a suggestion in the study's journal before `ask()` returns;
-- the ledger entry (trial number, parameters, `submitting`) is written before the submit,
-  and the run id right after; a run directory names its sweep and trial number, so a
-  crash between submit and ledger is healed by finding the run;
+- the tuner records a suggestion (number and parameters) in the study's journal before
+  `ask()` returns: that is the trial's record before its submit;
+- the ledger (`state.json`) is written once per turn of the loop, after that turn's
+  results were told and its trials submitted; a run directory names its sweep and trial
+  number, so a crash between submit and ledger is healed by finding the run;
 - on start, trials the ledger or the study has but no run exists for are submitted (with
   their recorded parameters, never re-asked), trials that have a run are followed again,
   and results the tuner missed are told again (telling is idempotent).
@@ -56,6 +57,7 @@ from kubelab.sweeps.store import (
 )
 
 POLL = 0.02  # seconds between looks at the running trials' files
+FAST_POLL, FAST_FOR = 0.005, 1.0  # looks (only stat calls) this often for a second after a change
 RECONCILE_EVERY = 1.0  # seconds between asking the backend about a quiet trial
 STOP_WAIT = 15.0  # extra seconds to wait for stopped trials, beyond the stop grace
 TUNER_STATE = {COMPLETE: "complete", TRIAL_FAILED: "failed", PRUNED: "pruned", TRIAL_STOPPED: "failed"}
@@ -78,6 +80,7 @@ class Follow:
     last_value: Any = None
     metrics_seen: frozenset[str] = frozenset()
     checked_at: float = 0.0
+    metrics_size: int = 0
 
 
 class Driver:
@@ -87,6 +90,8 @@ class Driver:
         self.exhausted = False
         self.hits: Counter[str] = Counter()
         self.state = SweepState()
+        self.dirty = False  # the ledger has changes not yet written
+        self.changed_at = 0.0  # monotonic time of the last submit or trial status change
 
     # -- the process ------------------------------------------------------------------
     def main(self) -> int:
@@ -114,9 +119,15 @@ class Driver:
     def prepare(self) -> None:
         import warnings
 
+        from kubelab.lab import Lab
+
+        self.lab = Lab(self.sweep.home, user=self.state.user)
+        warm_up = getattr(self.lab.backend, "warm_up", None)
+        if warm_up is not None:
+            warm_up(self.lab.home)  # runners get ready for the first trials while Optuna imports
+
         import optuna
 
-        from kubelab.lab import Lab
         from kubelab.sweeps.sweep_spec import SweepSpec
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -125,13 +136,24 @@ class Driver:
         warnings.simplefilter("ignore")
         self.spec = SweepSpec.parse(self.sweep.spec_data())
         self.metric = self.spec.objective.metric
-        self.lab = Lab(self.sweep.home, user=self.state.user)
-        self.tuner = self.spec.make_tuner(storage=self.sweep.storage(), study_name=self.sweep.id)
+        from kubelab.sweeps.journal import GroupCommitBackend
+
+        self.journal = GroupCommitBackend(str(self.sweep.study_file))
+        storage = self.sweep.storage(self.journal)
+        self.tuner = self.spec.make_tuner(storage=storage, study_name=self.sweep.id)
         self.report_steps = self.spec.early_stopping.name != "none"
         self.recover()
 
     def save(self) -> None:
+        self.sync_study()  # the ledger never records what the study could still lose
         self.sweep.write_state(self.state)
+        self.dirty = False
+
+    def sync_study(self) -> None:
+        """fsync the study's journal: before any submit and any ledger write (group commit)."""
+        journal = getattr(self, "journal", None)
+        if journal is not None:
+            journal.sync()
 
     def crash_point(self, point: str) -> None:
         """Fault injection for the restart tests (see the module docstring)."""
@@ -200,7 +222,10 @@ class Driver:
                 return
             while len(self.follows) < self.spec.concurrency and self.may_start():
                 self.start_trial()
-            time.sleep(POLL)
+            if self.dirty:  # one ledger write for this turn's results and submits
+                self.save()
+            recent = time.monotonic() - self.changed_at < FAST_FOR
+            time.sleep(FAST_POLL if recent else POLL)
 
     def apply_budget(self, budget: dict[str, Any]) -> None:
         for key, value in budget.items():
@@ -230,13 +255,16 @@ class Driver:
     def submit(self, entry: TrialEntry) -> None:
         from kubelab.errors import KubelabError
 
+        # No ledger write before the submit: the study already holds this trial and its
+        # parameters, and recovery submits a trial the study has and no run exists for.
         entry.state, entry.run_id = SUBMITTING, None
         self.state.put(entry)
-        self.save()
+        self.dirty = True
         self.crash_point("before-submit")
         try:
             spec = self.spec.trial_spec(entry.params)
             spec.env["KUBELAB_NNI_PARAMS"] = json.dumps(entry.nni_params)
+            self.sync_study()  # the suggestion is durable before its run exists
             record = self.lab.submit(
                 spec,
                 base_dir=Path(self.state.base_dir),
@@ -250,7 +278,8 @@ class Driver:
             return
         self.crash_point("after-submit")
         entry.run_id, entry.state = record["id"], ACTIVE
-        self.save()
+        self.dirty = True
+        self.changed_at = time.monotonic()
         self.follow(entry)
 
     def follow(self, entry: TrialEntry) -> None:
@@ -270,6 +299,7 @@ class Driver:
         status = None
         if stamp != follow.status_stamp:
             follow.status_stamp, follow.checked_at = stamp, now
+            self.changed_at = now
             status = run.status()
         elif now - follow.checked_at > RECONCILE_EVERY:
             follow.checked_at = now
@@ -281,6 +311,13 @@ class Driver:
     def read_metrics(self, follow: Follow) -> None:
         from kubelab.backends.local import read_from
 
+        try:
+            size = follow.run.metrics_file.stat().st_size
+        except FileNotFoundError:
+            return
+        if size == follow.metrics_size:
+            return  # nothing new: a stat instead of an open and a read
+        follow.metrics_size = size
         text, offset = read_from(follow.run.metrics_file, follow.offset)
         if not text:
             return
@@ -352,7 +389,7 @@ class Driver:
         self.crash_point("after-tell")
         self.follows.pop(entry.number, None)
         self.state.put(entry)
-        self.save()
+        self.dirty = True  # written at the end of this turn, with the next trial's submit
 
     def tell(self, entry: TrialEntry) -> None:
         from kubelab.errors import Conflict

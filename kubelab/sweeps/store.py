@@ -24,7 +24,7 @@ import json
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -100,8 +100,9 @@ class SweepState:
         self.running_since = time.time()
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["trials"] = {k: asdict(v) for k, v in self.trials.items()}
+        # Shallow copies, not `asdict`'s deep walk: the driver writes this once per trial turn.
+        data = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        data["trials"] = {k: dict(vars(v)) for k, v in self.trials.items()}
         return data
 
     @classmethod
@@ -134,12 +135,15 @@ class SweepDirectory:
     def study_file(self) -> Path:
         return self.path / "study.journal"
 
-    def storage(self) -> Any:
-        """The Optuna storage holding this sweep's study (imports Optuna)."""
+    def storage(self, backend: Any = None) -> Any:
+        """The Optuna storage holding this sweep's study (imports Optuna).
+
+        The driver passes a `GroupCommitBackend` (see `kubelab.sweeps.journal`).
+        """
         from optuna.storages import JournalStorage
         from optuna.storages.journal import JournalFileBackend
 
-        return JournalStorage(JournalFileBackend(str(self.study_file)))
+        return JournalStorage(backend or JournalFileBackend(str(self.study_file)))
 
     @property
     def stop_file(self) -> Path:
@@ -163,7 +167,7 @@ class SweepDirectory:
         return SweepState.from_dict(json.loads(self.state_file.read_text()))
 
     def write_state(self, state: SweepState) -> None:
-        write_json(self.state_file, state.to_dict())
+        write_json(self.state_file, state.to_dict(), indent=None)  # compact: C encoder, fast
 
     def state_mtime(self) -> int | None:
         try:
@@ -241,9 +245,9 @@ class SweepStore:
         return [s for s in (self.sweep(n) for n in names if not n.startswith(".")) if s.exists()]
 
 
-def write_json(path: Path, data: Any) -> None:
+def write_json(path: Path, data: Any, indent: int | None = 1) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str))
+    tmp.write_text(json.dumps(data, indent=indent, default=str))
     os.replace(tmp, path)
 
 
