@@ -63,7 +63,10 @@ class KubeLabApp(ExtensionApp):
         tensorboard_ext.start_reaper(self)
         os.environ["KUBELAB_SERVER_ROOT"] = str(Path(self.root_dir).resolve())  # kubelab.client's ?cwd=
         if os.environ.pop("KUBELAB_ANNOUNCE_URL", None):
-            print(f"\nkubelab is ready: {self.serverapp.display_url.split()[0]}\n", flush=True)
+            # Jupyter masks a token it did not generate ("?token=..."); `kubelab lab` chose it.
+            token = getattr(self.serverapp.identity_provider, "token", "")
+            url = url_path_join(self.serverapp.connection_url, "lab") + (f"?token={token}" if token else "")
+            print(f"\nkubelab is ready: {url}\n", flush=True)
         self.log.info("kubelab: recording runs in %s (backend: %s)", self.lab.runs_root,
                       os.environ.get("KUBELAB_BACKEND", "local"))
 

@@ -92,3 +92,28 @@ def test_bad_yaml_points_at_the_line(cli, lab_env):
 def test_json_errors_for_scripts(cli):
     done = cli("run", "-o", "json", "--gpus", "x", "--", "true", check_rc=2)
     assert json.loads(done.stderr)["fields"][0]["path"] == "resources.gpus"
+
+
+def test_kubelab_lab_starts_jupyterlab_and_prints_a_working_url(lab_env):
+    import requests
+    from jupyter_server_process import free_port
+
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "kubelab.cli", "lab", "--no-browser", "--port", str(port)],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ))
+    try:
+        url = None
+        for line in process.stdout:
+            if line.startswith("kubelab is ready: "):
+                url = line.split(": ", 1)[1].strip()
+                break
+        assert url and url.startswith(f"http://127.0.0.1:{port}/lab?token=")
+        page = requests.get(url, timeout=30)
+        assert page.status_code == 200 and "JupyterLab" in page.text
+        token = url.split("token=", 1)[1]
+        resources = requests.get(f"http://127.0.0.1:{port}/kubelab/api/resources",
+                                 headers={"Authorization": f"token {token}"}, timeout=30)
+        assert resources.json()["backend"] == "local"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
