@@ -7,7 +7,9 @@
 - `study.journal`: the tuner's Optuna study, in Optuna's journal file storage. Not SQLite:
   opening an RDB storage imports SQLAlchemy and alembic and stamps the schema, 1-2.5 s at
   every driver start (and in the server for importance), where the journal opens in
-  ~0.07 s. It is append-only with an fsync per write, so a killed driver loses nothing.
+  ~0.07 s. It is append-only and every write reaches the kernel at once, so a killed
+  driver loses nothing; the driver fsyncs it before each submit and ledger write
+  (`kubelab.sweeps.journal`), so a power loss cannot take what a run or the ledger knows.
 - `driver.lock`: flock'ed by the live driver for its whole life. The kernel drops the lock
   when the process dies, even by SIGKILL, so "is a driver alive?" never trusts a stale pid.
 - `stop-requested`, `budget.json`: requests from controllers to a live driver.
