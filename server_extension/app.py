@@ -15,7 +15,6 @@ from jupyter_server.utils import url_path_join
 from kubelab.server_extension import tensorboard as tensorboard_ext
 from kubelab.server_extension.events import EventHub
 from kubelab.server_extension.routes import API_ROUTES
-from tornado.ioloop import IOLoop
 from traitlets import Float, Unicode
 
 from kubelab.lab import Lab
@@ -45,13 +44,15 @@ class KubeLabApp(ExtensionApp):
         self.events = EventHub(self.lab, interval=self.event_interval)
         self.settings["kubelab"] = self
         self.tensorboards = tensorboard_ext.install(self, self.tensorboard_idle_timeout)
-        # Kernels inherit the server's environment; the port is bound once the loop runs.
-        IOLoop.current().add_callback(self._started)
 
     def initialize_handlers(self) -> None:
         for pattern, handler in API_ROUTES:  # ExtensionApp prefixes the server's base_url
             self.handlers.append((url_path_join("kubelab", "api", pattern), handler))
         self.handlers.append(tensorboard_ext.PROXY_ROUTE)
+
+    async def _start_jupyter_server_extension(self, serverapp) -> None:
+        """Jupyter's hook for once the loop runs and the server listens (after its bind)."""
+        self._started()
 
     def _started(self) -> None:
         api = url_path_join(self.serverapp.connection_url, "kubelab", "api")
