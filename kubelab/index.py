@@ -18,7 +18,7 @@ from typing import Any
 
 from kubelab.records import TERMINAL, RunDirectory, summary
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # entries: (file stamps, summary, metrics bytes folded)
 
 
 @dataclass
@@ -34,7 +34,7 @@ class RunIndex:
     def __init__(self, runs_root: Path, cache_file: Path | None = None):
         self.runs_root = Path(runs_root)
         self.cache_file = cache_file or self.runs_root.parent / "index.marshal"
-        self.entries: dict[str, tuple[tuple, dict[str, Any]]] = {}
+        self.entries: dict[str, tuple[tuple, dict[str, Any], int]] = {}
         self.listing_stamp: int | None = None
         self.loaded = False
         self.dirty = False
@@ -99,10 +99,16 @@ class RunIndex:
             cached = self.entries.get(name)
             if cached and cached[0] == stamp:
                 return None
-            record = summary(run)
+            # Fold only the metrics appended since last time: a long run is not re-parsed
+            # from its first step at every report.
+            offset, latest, step = 0, None, None
+            if cached and stamp[1] is not None and cached[2] <= stamp[1][1]:
+                offset, latest, step = cached[2], cached[1]["metrics"], cached[1]["step"]
+            latest, step, offset = run.fold_metrics(offset, latest, step)
+            record = summary(run, metrics=(latest, step))
         except (OSError, ValueError, json.JSONDecodeError, TypeError):
             return None
-        self.entries[name] = (stamp, record)
+        self.entries[name] = (stamp, record, offset)
         return record
 
     def records(self) -> list[dict[str, Any]]:

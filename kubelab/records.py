@@ -225,13 +225,34 @@ class RunDirectory:
 
     def latest_metrics(self) -> tuple[dict[str, Any], int | None]:
         """The last value of each metric and the last step, as the record shows them."""
-        latest: dict[str, Any] = {}
-        step = None
-        for entry in self.metrics():
+        latest, step, _ = self.fold_metrics()
+        return latest, step
+
+    def fold_metrics(self, offset: int = 0, latest: dict[str, Any] | None = None,
+                     step: int | None = None) -> tuple[dict[str, Any], int | None, int]:
+        """Fold the metrics lines after byte `offset` into (`latest`, `step`).
+
+        Returns them with the offset of the first byte not yet folded, so a reader that
+        keeps those three reads each line once, however long a run reports (a torn last
+        line waits for the next call).
+        """
+        latest = dict(latest or {})
+        try:
+            with open(self.metrics_file, "rb") as handle:
+                handle.seek(offset)
+                data = handle.read()
+        except FileNotFoundError:
+            return latest, step, offset
+        complete = data[: data.rfind(b"\n") + 1]
+        for line in complete.splitlines():
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                continue
             latest.update(entry.get("metrics", {}))
             if entry.get("step") is not None:
                 step = entry["step"]
-        return latest, step
+        return latest, step, offset + len(complete)
 
 
 def _write_json(path: Path, data: Any) -> None:
@@ -240,11 +261,13 @@ def _write_json(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
-def summary(run: RunDirectory, status: Status | None = None, spec: dict | None = None) -> dict:
-    """The record as clients see it (REST, CLI, sidebar, queries)."""
+def summary(run: RunDirectory, status: Status | None = None, spec: dict | None = None,
+            metrics: tuple[dict[str, Any], int | None] | None = None) -> dict:
+    """The record as clients see it (REST, CLI, sidebar, queries); `metrics` is
+    (latest values, last step) when the caller already folded them."""
     status = status or run.status()
     spec = spec if spec is not None else run.spec()
-    metrics, step = run.latest_metrics()
+    metrics, step = metrics if metrics is not None else run.latest_metrics()
     resources = spec.get("resources") or {}
     params = {i["name"]: i.get("default") for i in spec.get("inputs") or [] if i.get("default") is not None}
     params.update(spec.get("params") or {})

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kubelab.index import RunIndex
-from kubelab.records import SUCCEEDED, RunDirectory, Status
+from kubelab.records import SUCCEEDED, RunDirectory, Status, summary
 
 
 def make_run(root, name, state=SUCCEEDED):
@@ -48,3 +48,20 @@ def test_a_corrupt_cache_is_ignored(tmp_path):
     index = RunIndex(root)
     index.refresh()
     assert [r["name"] for r in index.records()] == ["x"]
+
+
+def test_metrics_are_folded_incrementally_and_torn_lines_wait(tmp_path):
+    root = tmp_path / "runs"
+    run = RunDirectory.create(root, {"name": "live", "command": ["true"]}, Status())
+    index = RunIndex(root)
+    with open(run.metrics_file, "a") as handle:
+        handle.write('{"step": 1, "metrics": {"loss": 0.5, "acc": 0.1}}\n{"step": 2, "metr')
+    index.refresh()
+    assert (index.get(run.id)["metrics"], index.get(run.id)["step"]) == ({"loss": 0.5, "acc": 0.1}, 1)
+    folded = index.entries[run.id][2]
+    with open(run.metrics_file, "a") as handle:
+        handle.write('ics": {"loss": 0.25}}\n')
+    index.refresh()
+    assert index.get(run.id)["metrics"] == {"loss": 0.25, "acc": 0.1} and index.get(run.id)["step"] == 2
+    assert index.entries[run.id][2] == run.metrics_file.stat().st_size > folded
+    assert index.get(run.id)["metrics"] == summary(run)["metrics"]  # same as a full read
