@@ -85,6 +85,11 @@ class LiveWidget(w.VBox):
     """A widget whose `text/plain` form is a useful summary (what nbconvert keeps)."""
 
     done = False
+    record: dict[str, Any]
+
+    @property
+    def id(self) -> str:
+        return self.record["id"]
 
     def summary(self) -> str:
         raise NotImplementedError
@@ -131,10 +136,6 @@ class ExperimentWidget(LiveWidget):
         buttons = w.HBox([self.stop_button, self.logs_button, self.tb_button])
         super().__init__([self.header, self.metrics, buttons, self.panel])
         self.render()
-
-    @property
-    def id(self) -> str:
-        return self.record["id"]
 
     @property
     def done(self) -> bool:  # type: ignore[override]
@@ -220,10 +221,6 @@ class SweepWidget(LiveWidget):
         super().__init__([self.header, self.progress, self.best,
                           w.HBox([self.stop_button, self.tb_button]), self.table, self.panel])
         self.render()
-
-    @property
-    def id(self) -> str:
-        return self.record["id"]
 
     @property
     def done(self) -> bool:  # type: ignore[override]
