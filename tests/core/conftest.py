@@ -20,4 +20,8 @@ def lab_env(tmp_path, monkeypatch):
 
 @pytest.fixture
 def lab(lab_env):
-    return Lab()
+    lab = Lab()
+    yield lab
+    # A failed test must not leave its experiments running on the machine.
+    for record in lab.list("status:pending|queued|running")[0]:
+        lab.stop(record["id"])
