@@ -406,6 +406,12 @@ class KubernetesBackend(Backend):
     def logs(self, run: RunDirectory, replica: int = 0, follow: bool = False) -> Iterator[str]:
         """The replica's newest pod's log (with `follow`, across retries until the run ends);
         the archived copy in the run directory once the pods are gone."""
+        archived = run.log_file(replica)
+        if run.status().terminal and archived.exists():
+            # Ended and archived: the copy is complete, while the watch cache may still show a
+            # pod that the API has already deleted.
+            yield archived.read_text()
+            return
         seen: set[str] = set()
         while True:
             pod = self._replica_pod(run, replica)
