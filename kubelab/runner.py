@@ -1,7 +1,8 @@
-"""The local runner: one small process per experiment, in its own session.
+"""The local runner: one small process per running experiment, in its own session.
 
 `python -m kubelab.runner RUN_DIR` waits for GPUs, starts the replicas, watches them,
-and writes the final status. Because it is detached from whoever submitted it, an
+and writes the final status. A warm runner (`kubelab.warm`) does the same through
+`serve()` and then waits for its next run. Because it is detached from whoever submitted it, an
 experiment outlives a restart of the Jupyter server or the CLI; anyone can re-attach
 by reading `status.json`. Each replica runs in its own process group so that a stop
 reaches the whole tree a training script may have forked (data loaders, torchrun).
@@ -12,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -39,6 +41,7 @@ class Replica:
     role: str
     index: int
     process: subprocess.Popen
+    pidfd: int | None = None  # readable once the process exits: a wait with no polling delay
 
     @property
     def label(self) -> str:
@@ -50,7 +53,7 @@ class Runner:
         self.run = run
         self.spec = ExperimentSpec.parse(run.spec())
         self.status = run.status()
-        self.stopping = False
+        self.stopping = False  # a SIGTERM or SIGINT reached this process
         self.allocator: GpuAllocator | None = None
 
     # -- status ---------------------------------------------------------------------
@@ -66,6 +69,11 @@ class Runner:
 
     def on_term(self, _signum: int, _frame: object) -> None:
         self.stopping = True
+
+    def reusable(self) -> bool:
+        """May this process serve another run? Only after a clean end: the final status is on
+        disk and nobody signalled the process itself (that means "go away", not "stop a run")."""
+        return not self.stopping and self.run.status().terminal
 
     # -- main -----------------------------------------------------------------------
     def main(self) -> int:
@@ -112,7 +120,7 @@ class Runner:
             if reason != waiting_reason:
                 self.move(QUEUED, reason)
                 waiting_reason = reason
-            time.sleep(0.5)
+            time.sleep(0.25)
         return None
 
     def execute(self, gpu_ids: list[int]) -> None:
@@ -126,7 +134,12 @@ class Runner:
             count = len(replicas)
             more = f", attempt {attempt} of {attempts}" if attempt > 1 else ""
             self.move(RUNNING, f"running {count} process{'es' if count > 1 else ''} on {where}{more}")
-            outcome = self.watch(replicas)
+            try:
+                outcome = self.watch(replicas)
+            finally:
+                for replica in replicas:
+                    if replica.pidfd is not None:
+                        os.close(replica.pidfd)
             if outcome is None:
                 self.move(SUCCEEDED, "exited 0" if count == 1 else f"all {count} processes exited 0", 0)
                 return
@@ -172,7 +185,7 @@ class Runner:
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
                 )
-            replicas.append(Replica(role, index, process))
+            replicas.append(Replica(role, index, process, open_pidfd(process.pid)))
         self.status.replicas = [
             {"role": r.role, "index": r.index, "pid": r.process.pid, "state": RUNNING, "exit_code": None}
             for r in replicas
@@ -234,7 +247,12 @@ class Runner:
                 return failure
             if done:
                 return None
-            time.sleep(FAST_POLL if time.monotonic() - started < FAST_FOR else POLL)
+            records = zip(replicas, self.status.replicas, strict=True)
+            running = [replica for replica, record in records if record["exit_code"] is None]
+            if all(r.pidfd is not None for r in running):
+                select.select([r.pidfd for r in running], [], [], POLL)  # wakes at the first exit
+            else:
+                time.sleep(FAST_POLL if time.monotonic() - started < FAST_FOR else POLL)
 
     def terminate(self, replicas: list[Replica]) -> None:
         """SIGTERM every replica's process group, SIGKILL what is left after the grace period."""
@@ -296,6 +314,14 @@ def free_ports(count: int) -> list[int]:
             sock.close()
 
 
+def open_pidfd(pid: int) -> int | None:
+    """A pidfd for `pid` (Linux 5.3+), or None where there is none: then the watch polls."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
 def process_start_time(pid: int) -> float | None:
     """The kernel's start time of `pid` (clock ticks since boot), to tell a reused pid apart."""
     try:
@@ -303,6 +329,26 @@ def process_start_time(pid: int) -> float | None:
             return float(handle.read().rsplit(")", 1)[1].split()[19])
     except (OSError, IndexError, ValueError):
         return None
+
+
+# -- as a warm helper (kubelab.warm) ------------------------------------------------------
+def preload() -> None:
+    """Importing this module is all a runner needs ahead of its run."""
+
+
+def log_of(path: Path) -> Path:
+    return RunDirectory(path).logs_dir / "runner.log"
+
+
+def serve(path: Path) -> bool:
+    """Run one experiment in this warm process; True when the process may take another."""
+    try:
+        runner = Runner(RunDirectory(path))
+    except Exception as exc:  # no readable spec: nothing was started
+        print(f"kubelab runner: cannot run {path}: {exc}", file=sys.stderr)
+        return False
+    runner.main()
+    return runner.reusable()
 
 
 def main(argv: list[str] | None = None) -> int:

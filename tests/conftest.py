@@ -4,8 +4,12 @@ import os
 import sys
 from pathlib import Path
 
-# Warm runners (kubelab.runner_pool) that tests start exit soon after the test that made them.
+# Warm helpers (kubelab.warm) that tests start exit soon after the test that made them. Servers
+# keep no warm sweep driver here: each of the suite's many servers would import Optuna in one
+# beside the test (tests/core/test_warm_pool.py turns it on where it is the subject).
 os.environ.setdefault("KUBELAB_WARM_RUNNER_IDLE", "5")
+os.environ.setdefault("KUBELAB_WARM_DRIVER_IDLE", "5")
+os.environ.setdefault("KUBELAB_WARM_DRIVERS", "0")
 
 TESTS_DIR = Path(__file__).resolve().parent
 if str(TESTS_DIR) not in sys.path:

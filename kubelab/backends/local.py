@@ -19,8 +19,8 @@ from kubelab.detached import start_module
 from kubelab.gpus import GpuAllocator, pid_alive
 from kubelab.records import FAILED, RunDirectory, Status
 from kubelab.runner import process_start_time, signal_group, stop_grace
-from kubelab.runner_pool import RunnerPool, pool_size
 from kubelab.spec import ExperimentSpec
+from kubelab.warm import WarmPool, pool_size
 
 STARTUP_GRACE = 30.0  # seconds a new runner may take to record its pid
 
@@ -38,19 +38,24 @@ class LocalBackend(Backend):
         return self._allocator
 
     def submit(self, run: RunDirectory, spec: ExperimentSpec) -> None:
-        """Hand the run to a warm runner (`kubelab.runner_pool`), else start a cold one."""
+        """Hand the run to a warm runner (`kubelab.warm`), else start a cold one and top the
+        pool up (detached, not waited for: the next submit finds it warm).
+
+        No top-up after a hand-over: runners come back to the pool when their run ends, so
+        a sweep keeps reusing the same few instead of starting new ones beside its trials.
+        """
         if not pool_size():
             start_module("kubelab.runner", str(run.path), run.logs_dir / "runner.log")
             return
-        pool = RunnerPool.of_run(run.path)
+        pool = WarmPool(run.path.parent.parent)  # <home>/runs/<id>
         if pool.hand_over(run.path) is None:
             start_module("kubelab.runner", str(run.path), run.logs_dir / "runner.log")
-        pool.top_up()  # detached, not waited for: the next submit finds it warm
+            pool.top_up()
 
     def warm_up(self, home: Path) -> None:
         """Fill the warm-runner pool of `home` ahead of the first submit (sweep drivers do)."""
         if pool_size():
-            RunnerPool(home).top_up()
+            WarmPool(home).top_up()
 
     def runner_alive(self, status: Status) -> bool:
         pid = status.runner_pid
@@ -65,7 +70,8 @@ class LocalBackend(Backend):
         if status.terminal:
             return
         if self.runner_alive(status):
-            os.kill(status.runner_pid, signal.SIGTERM)  # the runner stops its replicas
+            # The runner sees the stop file within its poll (50 ms) and stops its replicas. No
+            # signal: a warm runner may have moved on to another run by the time one arrives.
             return
         if status.runner_pid is None:
             return  # not started yet: the runner will see the stop request and end at once

@@ -57,16 +57,52 @@ from kubelab.sweeps.store import (
 )
 
 POLL = 0.02  # seconds between looks at the running trials' files
-FAST_POLL, FAST_FOR = 0.005, 1.0  # looks (only stat calls) this often for a second after a change
+FAST_POLL, FAST_FOR = 0.002, 1.0  # looks (only stat calls) this often for a second after a change
 RECONCILE_EVERY = 1.0  # seconds between asking the backend about a quiet trial
 STOP_WAIT = 15.0  # extra seconds to wait for stopped trials, beyond the stop grace
 TUNER_STATE = {COMPLETE: "complete", TRIAL_FAILED: "failed", PRUNED: "pruned", TRIAL_STOPPED: "failed"}
 
 
 def launch(sweep: SweepDirectory) -> int:
-    """Start a detached driver for `sweep`; returns its pid. A second driver exits at once."""
-    process = start_module("kubelab.sweeps.driver", str(sweep.path), sweep.log_file)
-    return process.pid
+    """Hand `sweep` to a warm driver (`kubelab.warm`), else start a detached cold one; its pid.
+
+    A second driver for the same sweep exits at once. Only a server fills the pool
+    (`SweepWatcher.keep_warm`, every few seconds): a replacement started here would import
+    Optuna on the cores the new sweep's first trials need.
+    """
+    from kubelab.warm import DRIVER, WarmPool
+
+    pid = WarmPool(sweep.home, DRIVER).hand_over(sweep.path) if DRIVER.size() else None
+    if pid is None:
+        pid = start_module("kubelab.sweeps.driver", str(sweep.path), sweep.log_file).pid
+    return pid
+
+
+# -- as a warm helper (kubelab.warm) ------------------------------------------------------
+def preload() -> None:
+    """What a driver needs before its first trial: Optuna's import above all (~0.2 s), and a
+    throwaway ask() for the imports Optuna defers to first use (numpy.random, samplers)."""
+    import optuna
+
+    import kubelab.backends.local
+    import kubelab.lab
+    import kubelab.sweeps.journal
+    import kubelab.sweeps.nni_config
+    import kubelab.sweeps.sweep_spec
+    import kubelab.sweeps.tuners  # noqa: F401
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    optuna.create_study(sampler=optuna.samplers.TPESampler(seed=0)).ask().suggest_float("x", 0, 1)
+
+
+def log_of(path: Path) -> Path:
+    return SweepDirectory(path).log_file
+
+
+def serve(path: Path) -> bool:
+    """Drive one sweep in this warm process; a driver is never reused (a sweep can last days)."""
+    Driver(SweepDirectory(path)).main()
+    return False
 
 
 @dataclass

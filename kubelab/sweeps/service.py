@@ -402,7 +402,8 @@ class SweepWatcher:
 
     A look costs a directory listing and one `stat` per sweep. Every `liveness` seconds it
     also restarts the driver of any Running sweep whose driver died, so a server keeps its
-    sweeps going even when nobody lists them.
+    sweeps going even when nobody lists them, and keeps a warm driver and warm runners
+    (`kubelab.warm`), so a sweep started from the server skips the helpers' imports.
     """
 
     def __init__(self, lab: Lab, liveness: float = 5.0):
@@ -416,8 +417,18 @@ class SweepWatcher:
             self.stamps[sweep.id] = sweep.state_mtime()
         self.restart_dead_drivers()
 
+    def keep_warm(self) -> None:
+        from kubelab.warm import DRIVER, WarmPool
+
+        lab = self.sweeps.lab
+        WarmPool(lab.home, DRIVER).top_up()
+        warm_up = getattr(lab.backend, "warm_up", None)
+        if warm_up is not None:
+            warm_up(lab.home)
+
     def restart_dead_drivers(self) -> None:
         self.checked = time.monotonic()
+        self.keep_warm()
         for sweep in self.sweeps.store.all():
             try:
                 self.sweeps.ensure_driver(sweep)

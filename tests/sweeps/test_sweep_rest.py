@@ -183,3 +183,39 @@ def test_server_killed_mid_sweep_resumes_with_nothing_lost_or_repeated(tmp_path)
     assert done["status"] == "Succeeded" and done["counts"]["succeeded"] == 6, done
     runs = trial_runs(home, sweep_id)
     assert sorted(runs) == list(range(6)) and all(len(ids) == 1 for ids in runs.values()), runs
+
+
+def test_a_server_keeps_a_warm_driver_that_takes_the_next_sweep(tmp_path):
+    """The server's warm driver (kubelab.warm) serves a REST-created sweep; the server replaces it."""
+    from kubelab.gpus import pid_alive
+    from kubelab.warm import DRIVER, WarmPool
+
+    home = tmp_path / "home"
+    drivers = WarmPool(home, DRIVER)
+
+    def idle_driver(excluding: int | None = None, timeout: float = 30.0) -> int:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = [pid for pid in drivers.idle() if pid != excluding]
+            if found:
+                return found[0]
+            time.sleep(0.05)
+        raise AssertionError(f"no idle driver in {drivers.path}")
+
+    env = {**server_env(tmp_path), "KUBELAB_WARM_DRIVERS": "1", "KUBELAB_WARM_DRIVER_IDLE": "60"}
+    try:
+        with JupyterServer(tmp_path / "workspace", home, env=env) as running:
+            warm = idle_driver()
+            sweep_id = running.post("sweeps", sweep_spec(max_trials=2)).json()["id"]
+            assert warm not in drivers.idle()  # claimed by the create
+            done = wait_status(running, sweep_id, lambda r: r["status"] != "Running")
+            assert done["status"] == "Succeeded", done
+            assert idle_driver(excluding=warm) != warm  # the server's next look (every 5 s)
+            deadline = time.monotonic() + 10
+            while pid_alive(warm) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert not pid_alive(warm)  # a driver serves one sweep
+    finally:
+        stop_leftovers(home)
+        for pid in drivers.idle():
+            os.kill(pid, signal.SIGKILL)
