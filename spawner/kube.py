@@ -14,7 +14,6 @@ from typing import Any, ClassVar
 from kubernetes_asyncio.client.rest import ApiException
 from kubespawner import KubeSpawner
 from kubespawner.clients import shared_client
-from tornado import web
 from traitlets import Bool, Dict, Unicode, default
 
 from kubelab.errors import FieldError, KubelabError, ValidationError
@@ -24,11 +23,12 @@ from . import objects
 from .admission import admit
 from .availability import ClusterAvailability
 from .choice import choose, hub_memberships, public_properties
-from .form import admin_error, options_from_form, render_form
+from .form import admin_error, render_form
 from .groups import ProjectGroup
 from .objects import Storage
 from .pod_settings import PodSettings, pod_settings
 from .profiles import Catalog, NotebookOptions
+from .spawn_form import SpawnForm, refusal
 
 _TOUCHED = (
     "image",
@@ -49,14 +49,7 @@ _TOUCHED = (
 )
 
 
-def refusal(exc: KubelabError) -> web.HTTPError:
-    """A 400 whose text JupyterHub shows as is above the form (and in the REST API's answer)."""
-    error = web.HTTPError(400, "%s", exc.message())
-    error.jupyterhub_message = exc.message()  # type: ignore[attr-defined]
-    return error
-
-
-class KubeLabSpawner(KubeSpawner):
+class KubeLabSpawner(SpawnForm, KubeSpawner):
     """GPU notebooks on Kubernetes for every user of a lab."""
 
     gpu_catalog = Dict(
@@ -102,14 +95,6 @@ class KubeLabSpawner(KubeSpawner):
     @default("user_namespace_labels")
     def _default_namespace_labels(self) -> dict[str, str]:
         return {"kubelab.io/user": "{username}", **objects.MANAGED_BY}
-
-    @default("options_form")
-    def _default_options_form(self) -> Any:
-        return self._render_form
-
-    @default("options_from_form")
-    def _default_options_from_form(self) -> Any:
-        return self._options_from_form
 
     # -- configuration --------------------------------------------------------------------
 
@@ -168,19 +153,11 @@ class KubeLabSpawner(KubeSpawner):
             self.log.warning("GPU availability unknown", exc_info=True)
         return render_form(self.catalog, groups, current, self.user_options)
 
-    async def _options_from_form(self, formdata: dict[str, list[str]]) -> dict[str, Any]:
-        """Validate and admit here, so a refusal shows above the form before anything exists."""
-        raw = options_from_form(formdata)
-        try:
-            options, group = self._choose(raw)
-            if self.check_availability:
-                admit(options, group, self.user_slug, await self._availability_for(group))
-        except KubelabError as exc:
-            raise refusal(exc) from None
-        result = options.to_user_options()
-        if options.profile:
-            result["profile"] = options.profile
-        return result
+    async def _admit(self, raw: dict[str, Any]) -> NotebookOptions:
+        options, group = self._choose(raw)
+        if self.check_availability:
+            admit(options, group, self.user_slug, await self._availability_for(group))
+        return options
 
     def _groups(self) -> list[ProjectGroup]:
         from .groups import user_groups

@@ -25,15 +25,15 @@ from kubelab.gpus import Gpu, GpuAllocator, detect_gpus
 from .admission import admit
 from .availability import Availability, group_label, local_availability, notebook_run
 from .choice import choose, hub_memberships, public_properties
-from .form import admin_error, options_from_form, render_form
+from .form import admin_error, render_form
 from .groups import ProjectGroup, user_groups
-from .kube import refusal
 from .profiles import Catalog, NotebookOptions
+from .spawn_form import SpawnForm, refusal
 
 EXTENSION = "kubelab.server_extension"
 
 
-class LocalKubeLabSpawner(SimpleLocalProcessSpawner):
+class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
     """Single-user servers as local processes, with kubelab's GPU profiles and groups."""
 
     gpu_catalog = Dict(config=True, help="GPU types, images and profiles; images are ignored locally.")
@@ -48,14 +48,6 @@ class LocalKubeLabSpawner(SimpleLocalProcessSpawner):
     @default("run_as_users")
     def _default_run_as_users(self) -> bool:
         return os.geteuid() == 0
-
-    @default("options_form")
-    def _default_options_form(self) -> Any:
-        return self._render_form
-
-    @default("options_from_form")
-    def _default_options_from_form(self) -> Any:
-        return self._options_from_form
 
     @default("home_dir")
     def _default_home_dir(self) -> str:
@@ -107,15 +99,8 @@ class LocalKubeLabSpawner(SimpleLocalProcessSpawner):
             return admin_error(exc)
         return render_form(self.catalog, groups, self.availability(), self.user_options)
 
-    async def _options_from_form(self, formdata: dict[str, list[str]]) -> dict[str, Any]:
-        try:
-            options, _ = self._choose(options_from_form(formdata))
-        except KubelabError as exc:
-            raise refusal(exc) from None
-        result = options.to_user_options()
-        if options.profile:
-            result["profile"] = options.profile
-        return result
+    async def _admit(self, raw: dict[str, Any]) -> NotebookOptions:
+        return self._choose(raw)[0]  # choosing admits, against this machine's GPUs
 
     # -- processes ------------------------------------------------------------------------
 
