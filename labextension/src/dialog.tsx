@@ -7,7 +7,8 @@
 import { Dialog, showDialog } from '@jupyterlab/apputils';
 import { TranslationBundle } from '@jupyterlab/translation';
 import { ReactWidget } from '@jupyterlab/ui-components';
-import React, { useState } from 'react';
+import { Message } from '@lumino/messaging';
+import React, { useLayoutEffect, useState } from 'react';
 
 import { IResources, KubelabApi, KubelabApiError } from './api';
 import {
@@ -42,6 +43,18 @@ class RunFormWidget
     return this.value;
   }
 
+  /**
+   * The dialog focuses its first field once `renderPromise` resolves. ReactWidget resolves
+   * it at the browser's next idle moment, which on a busy page comes after the user has
+   * clicked into another field, and the focus jumped back to the name. Resolve it when
+   * React has put the form in the page instead.
+   */
+  protected onUpdateRequest(msg: Message): void {
+    const committed = new Promise<void>(resolve => (this.committed = resolve));
+    super.onUpdateRequest(msg);
+    this.renderPromise = committed;
+  }
+
   protected render(): JSX.Element {
     return (
       <RunFormView
@@ -51,9 +64,12 @@ class RunFormWidget
         subject={this.subject}
         trans={this.trans}
         onChange={value => (this.value = value)}
+        onCommit={() => this.committed()}
       />
     );
   }
+
+  private committed: () => void = () => undefined;
 }
 
 function RunFormView(props: {
@@ -63,9 +79,11 @@ function RunFormView(props: {
   subject: string;
   trans: TranslationBundle;
   onChange(value: IRunForm): void;
+  onCommit(): void;
 }): JSX.Element {
   const { errors, resources, trans } = props;
   const [form, setForm] = useState(props.initial);
+  useLayoutEffect(() => props.onCommit());
   const update =
     (key: FormField) =>
     (
@@ -99,8 +117,6 @@ function RunFormView(props: {
   );
   const text = (key: FormField, placeholder = '') => (
     <input
-      // The body renders after the dialog looks for a field to focus: take it here.
-      autoFocus={key === 'name'}
       id={`kubelab-run-${key}`}
       name={key}
       className="jp-mod-styled"
