@@ -11,7 +11,9 @@ trials paid the runner's cost on every trial and the driver's before the first. 
   idle and serves the next run, so a sweep reuses the same few processes instead of
   starting one per trial;
 - drivers (`KUBELAB_WARM_DRIVERS`, default 1): a sweep is handed to one. Only a
-  long-lived server keeps this pool filled (`keep_warm`); a CLI never starts one.
+  long-lived server keeps this pool filled (`SweepWatcher.keep_warm`), naming itself the
+  *keeper*: an idle helper whose keeper died exits within a second (a stopped or culled
+  notebook server leaves no idle driver behind); a CLI never starts one.
 
 Each helper is detached in its own session, exactly like a cold one, and a role module
 (`kubelab.runner`, `kubelab.sweeps.driver`) gives three functions: `preload()` (the
@@ -113,8 +115,9 @@ class WarmPool:
                 return pid
         return None
 
-    def top_up(self) -> None:
-        """Start helpers until the pool holds `role.size()` idle or starting ones."""
+    def top_up(self, keeper: int | None = None) -> None:
+        """Start helpers until the pool holds `role.size()` idle or starting ones; with a
+        `keeper` pid, the ones started now exit when that process is gone."""
         wanted = self.role.size()
         if not wanted:
             return
@@ -123,7 +126,8 @@ class WarmPool:
         for _ in range(wanted - have):
             from kubelab.detached import start_module
 
-            process = start_module("kubelab.warm", f"{self.role.name}:{self.path}", self.path / "pool.log")
+            role = f"{self.role.name}@{keeper}" if keeper else self.role.name
+            process = start_module("kubelab.warm", f"{role}:{self.path}", self.path / "pool.log")
             with contextlib.suppress(OSError):
                 (self.path / f"starting-{process.pid}").touch()
 
@@ -189,9 +193,10 @@ def send(fifo: Path, text: str) -> bool:
 
 # -- the idle helper's side -------------------------------------------------------------
 class IdleHelper:
-    def __init__(self, role: Role, folder: Path):
+    def __init__(self, role: Role, folder: Path, keeper: int | None = None):
         self.role = role
         self.folder = folder
+        self.keeper = keeper
         self.pid = os.getpid()
         self.idle = folder / f"idle-{self.pid}.fifo"
         self.claimed = folder / f"claimed-{self.pid}.fifo"
@@ -242,6 +247,8 @@ class IdleHelper:
                 return self.read(fd)
             if not self.idle.exists() and not self.claimed.exists():
                 return None  # the pool folder was removed (a test's home, say)
+            if not claimed and self.keeper and not alive(self.keeper):
+                deadline = time.monotonic()  # nobody keeps it warm any more: leave as at the timeout
             if time.monotonic() >= deadline:
                 if claimed:
                     return None  # claimed, but the submitter died before writing
@@ -284,6 +291,16 @@ class IdleHelper:
         return bool(module.serve(target))
 
 
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def redirect(fd: int) -> None:
     """Point stdout and stderr at `fd`."""
     sys.stdout.flush()
@@ -294,11 +311,13 @@ def redirect(fd: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    role, _, folder = (args[0] if len(args) == 1 else "").partition(":")
-    if role not in ROLES or not folder:
-        print("usage: python -m kubelab.warm ROLE:POOL_DIR (ROLE: runner or driver)", file=sys.stderr)
+    head, _, folder = (args[0] if len(args) == 1 else "").partition(":")
+    role, _, keeper = head.partition("@")
+    if role not in ROLES or not folder or not (keeper.isdigit() or keeper == ""):
+        print("usage: python -m kubelab.warm ROLE[@KEEPER_PID]:POOL_DIR (ROLE: runner or driver)",
+              file=sys.stderr)
         return 2
-    return IdleHelper(ROLES[role], Path(folder)).main()
+    return IdleHelper(ROLES[role], Path(folder), int(keeper) if keeper else None).main()
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import time
 from pathlib import Path
@@ -421,7 +422,7 @@ class SweepWatcher:
         from kubelab.warm import DRIVER, WarmPool
 
         lab = self.sweeps.lab
-        WarmPool(lab.home, DRIVER).top_up()
+        WarmPool(lab.home, DRIVER).top_up(keeper=os.getpid())
         warm_up = getattr(lab.backend, "warm_up", None)
         if warm_up is not None:
             warm_up(lab.home)

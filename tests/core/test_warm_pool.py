@@ -241,4 +241,24 @@ def test_without_a_server_no_driver_is_kept_warm(lab, lab_env, monkeypatch):
 
 def test_the_helper_command_names_its_roles(capsys):
     assert main(["bogus:/tmp/x"]) == 2 and main(["runner"]) == 2 and main([]) == 2
+    assert main(["driver@me:/tmp/x"]) == 2
     assert "ROLE: runner or driver" in capsys.readouterr().err
+
+
+def test_an_idle_driver_leaves_with_its_keeper(lab, monkeypatch):
+    import subprocess
+
+    monkeypatch.setenv("KUBELAB_WARM_DRIVERS", "1")
+    monkeypatch.setenv("KUBELAB_WARM_DRIVER_IDLE", "60")
+    keeper = subprocess.Popen(["sleep", "60"])  # stands in for the server that keeps it warm
+    drivers = WarmPool(lab.home, DRIVER)
+    try:
+        drivers.top_up(keeper=keeper.pid)
+        (driver,) = wait_for(lambda: drivers.idle())
+        keeper.kill()
+        keeper.wait()
+        wait_for(lambda: not pid_alive(driver), timeout=15)  # long before its idle timeout
+        assert drivers.idle() == []
+    finally:
+        keeper.kill()
+        kill(drivers.idle())
