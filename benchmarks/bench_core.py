@@ -65,9 +65,13 @@ def wait_for_file(path: Path, timeout: float = 30) -> float:
 
 
 def bench_submit(repeat: int = 20) -> None:
+    with tempfile.TemporaryDirectory(prefix="kubelab-bench-") as tmp:  # idle helpers exit with it
+        _bench_submit(Path(tmp), repeat)
+
+
+def _bench_submit(base: Path, repeat: int) -> None:
     from jupyter_server_process import JupyterServer
 
-    base = Path(tempfile.mkdtemp(prefix="kubelab-bench-"))
     env = {"KUBELAB_MACHINE_DIR": str(base / "machine")}
     baseline = []
     for i in range(repeat):
@@ -105,10 +109,14 @@ def make_records(home: Path, count: int) -> None:
 
 
 def bench_list(count: int = 10_000, repeat: int = 15) -> None:
+    with tempfile.TemporaryDirectory(prefix="kubelab-bench-list-") as tmp:
+        _bench_list(Path(tmp), count, repeat)
+
+
+def _bench_list(home: Path, count: int, repeat: int) -> None:
     from kubelab.lab import Lab
     from kubelab.records import RunDirectory
 
-    home = Path(tempfile.mkdtemp(prefix="kubelab-bench-list-"))
     make_records(home, count)
     query = "status:succeeded, metrics.loss:<0.5, tags:bench"
     Lab(home).list(query)  # builds the cache once, as the first `kubelab ls` would
@@ -137,7 +145,8 @@ def bench_list(count: int = 10_000, repeat: int = 15) -> None:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("KUBELAB_MACHINE_DIR", tempfile.mkdtemp(prefix="kubelab-bench-machine-"))
-    bench_import()
-    bench_list()
-    bench_submit()
+    with tempfile.TemporaryDirectory(prefix="kubelab-bench-machine-") as machine:
+        os.environ.setdefault("KUBELAB_MACHINE_DIR", machine)
+        bench_import()
+        bench_list()
+        bench_submit()
