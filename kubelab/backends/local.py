@@ -53,7 +53,7 @@ class LocalBackend(Backend):
             pool.top_up()
 
     def warm_up(self, home: Path) -> None:
-        """Fill the warm-runner pool of `home` ahead of the first submit (sweep drivers do)."""
+        """Fill the warm-runner pool of `home` ahead of the first submit (servers and sweep drivers do)."""
         if pool_size():
             WarmPool(home).top_up()
 
