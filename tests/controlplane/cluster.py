@@ -321,7 +321,7 @@ class ControlPlane:
         while time.monotonic() < deadline:
             got = self.request("GET", f"{self._CRDS}/{crd['metadata']['name']}")
             if any(c["type"] == "Established" and c["status"] == "True"
-                   for c in got.get("status", {}).get("conditions", [])):
+                   for c in (got.get("status") or {}).get("conditions") or []):
                 return
             time.sleep(0.1)
         raise TimeoutError(f"{crd['metadata']['name']} was not established")
