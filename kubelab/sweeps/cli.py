@@ -68,16 +68,21 @@ def cmd_create(args: argparse.Namespace) -> int:
         )
     data, origin = read_document(Path(args.file), "file")
     base = origin.parent if origin else Path.cwd()
+    return create_and_follow(data, base, args.wait, args.output)
+
+
+def create_and_follow(data: Any, base: Path, wait: bool, output: str | None) -> int:
+    """Create a sweep from a document (also `kubelab run -f` of one); print it or follow it."""
     sweeps = _sweeps()
     record = sweeps.create(data, base_dir=base)
-    if not args.wait:
-        if args.output == "json":
+    if not wait:
+        if output == "json":
             emit(record, "json")
         else:
             print(f"started sweep {record['id']} ({record['name']})", file=sys.stderr)
             print(record["id"])
         return 0
-    return follow(sweeps, record["id"], args.output)
+    return follow(sweeps, record["id"], output)
 
 
 def follow(sweeps: Any, sweep_id: str, output: str | None) -> int:
