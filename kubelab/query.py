@@ -28,6 +28,7 @@ from kubelab.query_parser import (
     Node,
     Operation,
     QueryError,
+    canonical_field,
     clip,
     date_interval,
     duration,
@@ -578,6 +579,7 @@ def _compile_sort(text: str) -> Sort:
             hint = " (write -FIELD for descending order)" if word.strip().lower() in (
                 "desc", "asc", "descending", "ascending") else ""
             raise QueryError(text, gap, f"expected ',' between sort keys{hint}", "sort")
+        field = canonical_field(field)
         kind = resolve_field(text, field, field_pos, "sort")
         if kind == LIST:
             raise QueryError(text, field_pos, f"cannot sort by '{field}': it holds a list", "sort")
