@@ -21,7 +21,7 @@ REFUSED_KINDS = {
     "dag": "Polyaxon DAGs are pipelines: kubelab's pipelines will run them; not readable as an experiment",
     "pipeline": "Polyaxon pipelines are not supported yet (kubelab's pipelines will run them)",
     "notebook": "notebooks run in JupyterHub here: start one from the hub instead",
-    "tensorboard": "start TensorBoard with `kubelab tensorboard ID` or %tensorboard",
+    "tensorboard": "start TensorBoard with `kubelab tensorboard start ID` or %tensorboard",
     "build": "kubelab does not build images: build it yourself and give the image",
     "preset": "Polyaxon presets have no kubelab equivalent",
 }
@@ -114,6 +114,10 @@ def sweep_mapping(data: Any, base: Path) -> Any:
         return nni_to_sweep(data, base_dir=base)
     refuse_unknown(data)
     version = polyaxon_version(data)
+    if version == "v1" and data["kind"] not in POLYAXON_V1_KINDS:
+        from kubelab import polyaxon_v1
+
+        polyaxon_v1.experiment(data, base)  # refuses the kind (a dag points to pipelines)
     if version is not None and not is_sweep(data):
         raise ValidationError("not a sweep", [FieldError(
             "kind", f"this Polyaxon {data['kind']} has no hyperparameter search (matrix); "

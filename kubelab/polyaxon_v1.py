@@ -48,7 +48,7 @@ RUN_KINDS_REFUSED = {
     "mpijob": "MPI jobs need an MPI launcher, which kubelab does not provide; use pytorchjob",
     "service": "services (long-running servers) are not experiments; run them in JupyterHub",
     "notebook": "notebooks run in JupyterHub here",
-    "tensorboard": "start TensorBoard with `kubelab tensorboard ID`",
+    "tensorboard": "start TensorBoard with `kubelab tensorboard start ID`",
     "daskjob": "Dask jobs are not supported", "rayjob": "Ray jobs are not supported",
     "xgbjob": "XGBoost jobs are not supported", "mxjob": "MXNet jobs are not supported",
     "paddlejob": "write it as a kubelab spec with framework paddle", "cleaner": "not an experiment",

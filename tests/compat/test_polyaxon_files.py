@@ -199,6 +199,7 @@ def test_v1_what_kubelab_cannot_do_is_refused_by_name(change, path, reason):
 def test_v1_dag_and_unknown_formats_say_what_they_are():
     found = refusal(lambda: experiment({"version": 1.1, "kind": "dag", "operations": []}))
     assert "pipeline" in found["kind"]
+    assert "pipeline" in refusal(lambda: sweep({"version": 1.1, "kind": "dag", "operations": []}))["kind"]
     found = refusal(lambda: experiment({"version": 1.1, "kind": "cronjob"}))
     assert "kind 'cronjob' is not supported" in found["kind"]
     found = refusal(lambda: experiment({"version": 2, "kind": "thing"}))
