@@ -179,8 +179,13 @@ class _Converter:
         if data.get("pathRef"):
             from kubelab.specfile import load_document
 
-            path = Path(str(data["pathRef"]))
-            loaded = load_document(path if path.is_absolute() else self.base / path, "pathRef")
+            path = (self.base / str(data["pathRef"])).resolve()
+            if path != self.base.resolve() and self.base.resolve() not in path.parents:
+                # the folder of the file being read bounds what it may pull in (REST too)
+                self.fail("pathRef", f"{data['pathRef']} is outside the operation's folder; "
+                                     "give a relative path below it")
+                return None
+            loaded = load_document(path, "pathRef")
             if not isinstance(loaded, dict) or loaded.get("kind") != "component":
                 self.fail("pathRef", f"{data['pathRef']} must hold a Polyaxon component")
                 return None

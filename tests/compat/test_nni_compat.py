@@ -199,3 +199,18 @@ def test_nni_experiment_api_refuses_what_it_does_not_provide(compat_env):
     done = subprocess.run([sys.executable, "-c", script], cwd=compat_env, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(NNI_SHIM)}, timeout=60)
     assert "Experiment.view is not provided" in done.stdout, done.stderr
+
+
+def test_load_ext_makes_the_experiment_api_importable_in_a_notebook(compat_env):
+    """Where NNI is not installed, `%load_ext kubelab` puts the shims last on sys.path."""
+    script = ("import importlib.util, sys\n"
+              "assert importlib.util.find_spec('nni') is None\n"
+              "from kubelab.magics import _compat_modules\n"
+              "_compat_modules()\n"
+              "from nni.experiment import Experiment\n"
+              "from polyaxon import tracking\n"
+              "print(Experiment('local').get_status(), sys.path[-1].endswith('nni_compat'))\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-c", script], cwd=compat_env, capture_output=True, text=True,
+                          env=env, timeout=60)
+    assert done.stdout.split() == ["INITIALIZED", "True"], done.stderr

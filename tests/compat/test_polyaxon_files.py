@@ -179,6 +179,8 @@ def test_v1_pytorchjob_and_tfjob_become_replicas():
         ({"dagRef": "pipeline"}, "dagRef", "kubelab's pipelines"),
         ({"params": {"epochs": {"ref": "ops.train", "value": "outputs.n"}}}, "params.epochs.ref", "give the value"),
         ({"schedule": {"kind": "cron", "cron": "0 * * * *"}}, "schedule", "scheduled runs"),
+        ({"pathRef": "../../secret.yml"}, "pathRef", "outside the operation's folder"),
+        ({"pathRef": "/etc/passwd"}, "pathRef", "outside the operation's folder"),
         ({"pathRef": None, "component": {"run": {"kind": "dag", "operations": []}}}, "component.run.kind",
          "kubelab's pipelines"),
         ({"pathRef": None, "component": {"run": {"kind": "mpijob"}}}, "component.run.kind", "MPI"),
