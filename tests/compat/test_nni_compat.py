@@ -9,15 +9,17 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
 from sweeps.sweep_support import wait_sweep
 
 from kubelab.errors import ValidationError
 from kubelab.runner import NNI_SHIM
 from kubelab.sweeps.nni_config import load_nni_config, nni_to_sweep
 from kubelab.sweeps.sweep_spec import SweepSpec
+
+FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def wait_for(predicate, timeout: float = 90.0, what: str = "condition"):

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
 import yaml
-from conftest import FIXTURES
 from sweeps.sweep_support import wait_sweep
 
 from kubelab.errors import ValidationError
@@ -18,6 +18,7 @@ from kubelab.spec import ExperimentSpec
 from kubelab.specfile import load_document, load_spec_file
 from kubelab.sweeps.sweep_spec import SweepSpec
 
+FIXTURES = Path(__file__).parent / "fixtures"
 POLYAXON = FIXTURES / "polyaxon"
 
 
