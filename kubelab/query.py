@@ -20,6 +20,7 @@ from functools import lru_cache
 from itertools import islice
 
 from kubelab.errors import FieldError, ValidationError, did_you_mean
+from kubelab.query_aliases import canonical_field
 from kubelab.query_parser import (
     DATE_FORMS,
     Atom,
@@ -28,7 +29,6 @@ from kubelab.query_parser import (
     Node,
     Operation,
     QueryError,
-    canonical_field,
     clip,
     date_interval,
     duration,

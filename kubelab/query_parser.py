@@ -22,6 +22,7 @@ from datetime import datetime, timedelta, timezone
 from typing import NamedTuple, Union
 
 from kubelab.errors import FieldError, ValidationError
+from kubelab.query_aliases import canonical_field
 
 _EXCERPT_WIDTH = 72
 
@@ -101,22 +102,6 @@ class Junction(NamedTuple):
 
 
 # ---------------------------------------------------------------- Polyaxon's names
-
-# Polyaxon's PQL calls a run's id `uuid`, its params `in.*`/`inputs.*` and what it
-# reported `outputs.*`; they mean kubelab's `id`, `params.*` and `metrics.*`.
-FIELD_ALIASES = {"uuid": "id"}
-PREFIX_ALIASES = (("inputs.", "params."), ("in.", "params."), ("outputs.", "metrics."))
-
-
-def canonical_field(name: str) -> str:
-    """kubelab's name for a field written with one of Polyaxon's names (others unchanged)."""
-    if name in FIELD_ALIASES:
-        return FIELD_ALIASES[name]
-    for alias, section in PREFIX_ALIASES:
-        if name.startswith(alias):
-            return section + name[len(alias):]
-    return name
-
 
 def _is_field(word: str) -> bool:
     """True when `word` names a field, so `a:x | word:y` starts a condition, not a value."""
