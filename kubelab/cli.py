@@ -30,7 +30,8 @@ def _lab():
 # -- spec from flags ----------------------------------------------------------------------
 
 def add_spec_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-f", "--file", help="a spec file (kubelab YAML/JSON or a polyaxonfile)")
+    parser.add_argument("-f", "--file", help="a spec file (kubelab YAML/JSON or a polyaxonfile; "
+                        "a Polyaxon group/matrix or an NNI config starts a sweep with run)")
     parser.add_argument("-P", "--param", action="append", default=[], metavar="NAME=VALUE",
                         help="a parameter value (repeatable)")
     parser.add_argument("--name")
