@@ -1,6 +1,6 @@
 //go:build tools
 
-// The commands scripts/build-cluster builds; importing them here keeps go.sum complete.
+// The commands tests/controlplane/build.py builds; importing them here keeps go.sum complete.
 package tools
 
 import (
@@ -8,4 +8,5 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
 )

@@ -72,6 +72,7 @@ def components() -> list[Component]:
             "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
             "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
             "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
+            "kubectl": "k8s.io/kubernetes/cmd/kubectl",   # the same release's, for the checks
         }, ldflags=stamp),
         Component(f"kwok-{kwok}", kwok_dir, {"kwok": "sigs.k8s.io/kwok/cmd/kwok"},
                   ldflags=f"-X sigs.k8s.io/kwok/pkg/consts.Version={kwok.lstrip('v')}"),
@@ -89,6 +90,8 @@ def _build(component: Component) -> None:
             subprocess.run([go, "build", "-buildvcs=false", "-ldflags",
                             f"-s -w {component.ldflags}", "-o", str(Path(tmp) / name), package],
                            cwd=component.module_dir, check=True)
+        if component.folder.exists():   # an older build of the same pins, missing a binary
+            shutil.rmtree(component.folder)
         Path(tmp).rename(component.folder)   # whole or not at all
 
 

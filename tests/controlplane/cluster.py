@@ -216,12 +216,12 @@ class ControlPlane:
         self._bootstrap(deadline)
 
     def stop(self) -> None:
-        """Stop every process (TERM, then KILL after 10 s) and remove the work folder."""
+        """Stop every process, last started first (the API server before its etcd), each with
+        TERM and then KILL after 10 s; remove the work folder if this made it."""
         self._stopping.set()
         for process in reversed(list(self.processes.values())):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGTERM)
-        for process in reversed(list(self.processes.values())):
             try:
                 process.wait(10)
             except subprocess.TimeoutExpired:

@@ -123,3 +123,39 @@ def test_events_are_attached_to_the_experiment(project_node, admin, lab, namespa
     assert events[0]["object"] == f"Pod/{pod}"
     reasons = {e["reason"] for e in backend.events(run)}
     assert {"SuccessfulCreate", "Scheduled", "Started"} <= reasons
+
+
+def test_pod_failure_policy_fails_at_once_on_command_not_found(simulated_cluster, project_node,
+                                                               admin, lab, namespace,
+                                                               home) -> None:
+    # exit 127 (command not found) cannot get better on a retry: the Job's podFailurePolicy
+    # makes the real Job controller fail the Job at once, whatever `retries` says
+    project_node("gpu", gpus=2)
+    run_id, pod = start(admin, lab, namespace, home, retries=3)
+    settle(lab, run_id, "Running")
+    simulated_cluster.end_pod(namespace, pod, "Failed", exit_code=127)
+    record = settle(lab, run_id, "Failed")
+    assert record["exit_code"] == 127
+    assert len(pods_of(admin, namespace, run_id)) <= 1   # no replacement pod was made
+
+
+def test_a_finished_job_removed_by_its_ttl_keeps_its_record(simulated_cluster, project_node,
+                                                            admin, lab, namespace, home) -> None:
+    from kube_support import objects
+    from kubernetes import client
+
+    project_node("gpu", gpus=2)
+    run_id, pod = start(admin, lab, namespace, home)
+    settle(lab, run_id, "Running")
+    simulated_cluster.append_log(namespace, pod, "final loss 0.1")
+    simulated_cluster.end_pod(namespace, pod, "Succeeded")
+    settle(lab, run_id, "Succeeded")
+    (job,) = objects(admin, "jobs", namespace, f"kubelab.io/experiment={run_id}")
+    # the week kubelab asks for, shortened: the real TTL-after-finished controller deletes it
+    client.BatchV1Api(admin).patch_namespaced_job(job["metadata"]["name"], namespace,
+                                                  {"spec": {"ttlSecondsAfterFinished": 0}})
+    wait_for(lambda: not objects(admin, "jobs", namespace, f"kubelab.io/experiment={run_id}"),
+             what="the TTL controller's delete")
+    record = lab.get(run_id)
+    assert record["status"] == "Succeeded" and record["exit_code"] == 0
+    assert "final loss 0.1" in "".join(lab.logs(run_id))
