@@ -30,7 +30,8 @@ def _lab():
 # -- spec from flags ----------------------------------------------------------------------
 
 def add_spec_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-f", "--file", help="a spec file (kubelab YAML/JSON or a polyaxonfile)")
+    parser.add_argument("-f", "--file", help="a spec file (kubelab YAML/JSON or a polyaxonfile; "
+                        "a Polyaxon group/matrix or an NNI config starts a sweep with run)")
     parser.add_argument("-P", "--param", action="append", default=[], metavar="NAME=VALUE",
                         help="a parameter value (repeatable)")
     parser.add_argument("--name")
@@ -135,6 +136,13 @@ def _short(value: Any) -> str:
 # -- commands -----------------------------------------------------------------------------
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.file:
+        from kubelab.formats import is_sweep
+        from kubelab.specfile import load_document
+
+        data = load_document(args.file)
+        if is_sweep(data):  # a Polyaxon group or matrix, an NNI config: many trials
+            return run_sweep_file(args, data)
     spec, base = spec_from_args(args)
     lab = _lab()
     record = lab.submit(spec, base_dir=base)
@@ -156,6 +164,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         print(f"{final['id']} {final['status']}: {final['reason']}", file=sys.stderr)
     return 0 if final["status"] == "Succeeded" else 1
+
+
+def run_sweep_file(args: argparse.Namespace, data: Any) -> int:
+    """`kubelab run -f` of a sweep document does what `kubelab sweep -f` does."""
+    from kubelab.sweeps.cli import create_and_follow
+
+    given = [f"--{name.replace('_', '-')}" for name in ("name", "gpus", "gpu_type", "cpu", "memory",
+                                                        "replicas", "framework", "image")
+             if getattr(args, name) is not None]
+    given += ["-P"] * bool(args.param) + ["--tag"] * bool(args.tag) + ["COMMAND"] * bool(args.command)
+    if given:
+        reason = f"{', '.join(given)} cannot be combined with a sweep file; edit the file instead"
+        raise ValidationError("invalid arguments", [FieldError("file", reason)])
+    return create_and_follow(data, Path(args.file).resolve().parent, args.wait, args.output)
 
 
 def wait_for(lab: Any, run_id: str) -> dict[str, Any]:
@@ -317,8 +339,20 @@ def _extensions() -> list[Callable[[Any], None]]:
     return found
 
 
+def dash_values(argv: list[str]) -> list[str]:
+    """`--sort -metrics.loss` as `--sort=-metrics.loss`: argparse would read the value as an option."""
+    out: list[str] = []
+    for index, word in enumerate(argv):
+        after_sort = bool(out) and out[-1] == "--sort" and "--" not in argv[:index]
+        if after_sort and word.startswith("-") and len(word) > 1:
+            out[-1] = f"--sort={word}"
+        else:
+            out.append(word)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(dash_values(sys.argv[1:] if argv is None else list(argv)))
     try:
         return args.handler(args)
     except KubelabError as exc:

@@ -18,7 +18,7 @@ from typing import Any
 
 from kubelab.records import TERMINAL, RunDirectory, summary
 
-CACHE_VERSION = 2  # entries: (file stamps, summary, metrics bytes folded)
+CACHE_VERSION = 3  # entries: (file stamps, summary, metrics bytes folded)
 
 
 @dataclass
@@ -93,7 +93,7 @@ class RunIndex:
         """The run's summary if its files changed since it was cached, else None."""
         run = RunDirectory(self.runs_root / name)
         try:
-            stamp = (_stamp(run.status_file), _stamp(run.metrics_file))
+            stamp = (_stamp(run.status_file), _stamp(run.metrics_file), _stamp(run.tracking_file))
             if stamp[0] is None:
                 return None  # a directory being created, or not a run
             cached = self.entries.get(name)

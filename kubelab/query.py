@@ -20,6 +20,7 @@ from functools import lru_cache
 from itertools import islice
 
 from kubelab.errors import FieldError, ValidationError, did_you_mean
+from kubelab.query_aliases import canonical_field
 from kubelab.query_parser import (
     DATE_FORMS,
     Atom,
@@ -578,6 +579,7 @@ def _compile_sort(text: str) -> Sort:
             hint = " (write -FIELD for descending order)" if word.strip().lower() in (
                 "desc", "asc", "descending", "ascending") else ""
             raise QueryError(text, gap, f"expected ',' between sort keys{hint}", "sort")
+        field = canonical_field(field)
         kind = resolve_field(text, field, field_pos, "sort")
         if kind == LIST:
             raise QueryError(text, field_pos, f"cannot sort by '{field}': it holds a list", "sort")

@@ -136,6 +136,32 @@ class RunDirectory:
         return self.path / "metrics.jsonl"
 
     @property
+    def tracking_file(self) -> Path:
+        """Params, tags and outputs a trial logged through Polyaxon's tracking client."""
+        return self.path / "tracking.json"
+
+    def tracking(self) -> dict[str, Any]:
+        """`tracking.json`, checked: only scalar params/outputs and string tags are kept."""
+        try:
+            if self.tracking_file.stat().st_size > 1 << 20:
+                return {}
+            data = json.loads(self.tracking_file.read_text())
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        scalar = (str, int, float, bool, type(None))
+        result: dict[str, Any] = {}
+        for section in ("params", "outputs"):
+            values = data.get(section)
+            if isinstance(values, dict):
+                result[section] = {str(k): v for k, v in values.items() if isinstance(v, scalar)}
+        tags = data.get("tags")
+        if isinstance(tags, list):
+            result["tags"] = [t for t in tags if isinstance(t, str) and t]
+        return result
+
+    @property
     def code_dir(self) -> Path:
         return self.path / "code"
 
@@ -271,6 +297,10 @@ def summary(run: RunDirectory, status: Status | None = None, spec: dict | None =
     resources = spec.get("resources") or {}
     params = {i["name"]: i.get("default") for i in spec.get("inputs") or [] if i.get("default") is not None}
     params.update(spec.get("params") or {})
+    tracked = run.tracking()
+    for name, value in (tracked.get("params") or {}).items():
+        params.setdefault(name, value)  # logged by the trial; what the spec set wins
+    tags = list(dict.fromkeys([*(spec.get("tags") or []), *(tracked.get("tags") or [])]))
     return {
         "id": run.id,
         "name": spec.get("name") or run.id,
@@ -283,7 +313,7 @@ def summary(run: RunDirectory, status: Status | None = None, spec: dict | None =
         "finished_at": status.finished_at,
         "duration": status.duration(),
         "params": params,
-        "tags": spec.get("tags") or [],
+        "tags": tags,
         "description": spec.get("description") or "",
         "sweep": status.sweep,
         "trial": status.trial,

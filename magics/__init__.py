@@ -14,3 +14,16 @@ def load_ipython_extension(ipython: Any) -> None:
     from kubelab.magics.commands import KubelabMagics
 
     ipython.register_magics(KubelabMagics)
+    _compat_modules()
+
+
+def _compat_modules() -> None:
+    """`from nni.experiment import Experiment` (and Polyaxon's client) work in the notebook too,
+    unless the real packages are installed there: kubelab's shims go last on sys.path."""
+    import importlib.util
+    import sys
+
+    from kubelab.runner import NNI_SHIM
+
+    if str(NNI_SHIM) not in sys.path and importlib.util.find_spec("nni") is None:
+        sys.path.append(str(NNI_SHIM))

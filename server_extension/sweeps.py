@@ -1,6 +1,7 @@
 """REST resources for sweeps: thin translations between HTTP and `kubelab.sweeps.service.Sweeps`.
 
-    POST   sweeps               a sweep spec, or {"nni": {...NNI experiment config...}} → 201
+    POST   sweeps               a sweep spec, an NNI config (or {"nni": {...}}), a Polyaxon
+                                group or v1 operation with a matrix → 201
     GET    sweeps               {"items": [sweep records]}
     GET    sweeps/<id>          the record with trials, best trial, importance and spec
     PATCH  sweeps/<id>          extend the budget: {"max_trials": 50} and/or {"max_duration": "2h"}
@@ -43,7 +44,8 @@ class SweepsHandler(SweepHandlerBase):
 
     @api
     async def post(self) -> None:
-        """Create and start a sweep from a sweep spec or `{"nni": NNI experiment config}`."""
+        """Create and start a sweep from a sweep spec, an NNI config or a Polyaxon search
+        (`kubelab.formats.sweep_mapping`)."""
         body = self.body()
         record = await asyncio.to_thread(self.sweeps.create, body, self.workspace_dir(), True)
         self.publish(record)

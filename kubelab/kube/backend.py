@@ -124,7 +124,10 @@ class KubernetesBackend(Backend):
 
     # -- submitting ------------------------------------------------------------------------
     def submit(self, run: RunDirectory, spec: ExperimentSpec) -> None:
+        from kubelab.shims import stage
+
         status = run.status()
+        stage(run.path)  # `import nni` and Polyaxon's client in the pod (see kubelab/shims.py)
         objects = builders.build(spec, self.target(run, spec, status), self.nb)
         if spec.engine == "kubeflow":
             self._require_kubeflow(KUBEFLOW[spec.framework])

@@ -22,6 +22,7 @@ from kubelab.errors import FieldError, ValidationError
 from kubelab.kube import names
 from kubelab.kube.distributed_env import distributed_env, ports_for
 from kubelab.kube.notebook_env import NotebookEnv
+from kubelab.shims import SHIMS_DIR
 from kubelab.spec import ExperimentSpec
 
 CONTAINER = "trainer"
@@ -256,9 +257,10 @@ def trial_env(spec: ExperimentSpec, target: Target, nb: NotebookEnv) -> list[Man
     )
     if nb.home:
         values["KUBELAB_HOME"] = nb.home
-    if spec.code is not None:
-        values["PYTHONPATH"] = ":".join(p for p in (f"{run_dir}/code",
-                                                    spec.env.get("PYTHONPATH")) if p)
+    # `import nni` / `from polyaxon import tracking` find kubelab's shims, staged by submit
+    code = f"{run_dir}/code" if spec.code is not None else None
+    values["PYTHONPATH"] = ":".join(p for p in (code, f"{run_dir}/{SHIMS_DIR}", spec.env.get("PYTHONPATH"))
+                                    if p)
     if target.sweep:
         values["KUBELAB_SWEEP_ID"] = target.sweep
         values["KUBELAB_TRIAL"] = "" if target.trial is None else str(target.trial)

@@ -107,5 +107,38 @@ def _unique_key_loader(yaml: Any) -> Any:
                     seen.add(key)
                 return super().construct_mapping(node, deep=deep)
 
+        _without_sexagesimal(yaml, UniqueKeyLoader)
         _LOADER = UniqueKeyLoader
     return _LOADER
+
+
+def yaml_loader() -> Any:
+    """The YAML loader documents are read with (duplicate keys refused, no base-60 numbers)."""
+    import yaml
+
+    return _unique_key_loader(yaml)
+
+
+def _without_sexagesimal(yaml: Any, loader: Any) -> None:
+    """YAML 1.1 reads `1:10:5` as the base-60 number 4205 and `0:1` as 1; YAML 1.2 dropped that.
+
+    Polyaxon writes ranges that way (`linspace: 1:10:5`), so they stay text, as YAML 1.2 reads them.
+    """
+    import re
+
+    loader.yaml_implicit_resolvers = {
+        first: [(tag, regexp) for tag, regexp in resolvers
+                if tag not in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+    loader.add_implicit_resolver(
+        "tag:yaml.org,2002:int",
+        re.compile(r"^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+)$"),
+        list("-+0123456789"),
+    )
+    loader.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(r"^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?"
+                   r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
+        list("-+0123456789."),
+    )

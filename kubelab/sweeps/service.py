@@ -106,14 +106,10 @@ class Sweeps:
 
     @staticmethod
     def spec_mapping(data: Any, base: Path) -> Any:
-        """A sweep spec mapping from kubelab's own format or an NNI experiment config."""
-        from kubelab.sweeps.nni_config import nni_to_sweep
+        """A sweep spec mapping from kubelab's own format, an NNI config or a Polyaxon matrix."""
+        from kubelab.formats import sweep_mapping
 
-        if isinstance(data, dict) and set(data) == {"nni"}:
-            return nni_to_sweep(data["nni"], base_dir=base)
-        if isinstance(data, dict) and any(k.lower().replace("_", "") == "trialcommand" for k in data):
-            return nni_to_sweep(data, base_dir=base)
-        return data
+        return sweep_mapping(data, base)
 
     @staticmethod
     def _confined(base: Path, target: Path, field: str) -> None:
