@@ -119,6 +119,16 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
             return LocalProcessSpawner.move_certs(self, paths)
         return paths
 
+    def prepare_folders(self) -> None:
+        """The user's workspace, its `.kubelab` and the archive, owned by the user."""
+        for path in (self.workspace, self.archive, self.workspace / ".kubelab"):
+            path.mkdir(parents=True, exist_ok=True)
+            if self.run_as_users:
+                import pwd
+
+                entry = pwd.getpwnam(self.user.name)
+                os.chown(path, entry.pw_uid, entry.pw_gid)
+
     @property
     def gpu_run(self) -> str:
         return notebook_run(self.user_slug, group_label(self._group.name), self.name or "default")
@@ -129,13 +139,7 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
         except KubelabError as exc:
             raise refusal(exc) from None
         self._group, self._options = group, options
-        for path in (self.workspace, self.archive, self.workspace / ".kubelab"):
-            path.mkdir(parents=True, exist_ok=True)
-            if self.run_as_users:
-                import pwd
-
-                entry = pwd.getpwnam(self.user.name)
-                os.chown(path, entry.pw_uid, entry.pw_gid)
+        self.prepare_folders()
         self.notebook_dir = str(self.workspace)
         launcher = [
             sys.executable,
