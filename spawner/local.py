@@ -29,6 +29,7 @@ from .form import admin_error, render_form
 from .groups import ProjectGroup, user_groups
 from .profiles import Catalog, NotebookOptions
 from .spawn_form import SpawnForm, refusal
+from .user_dirs import make_owned_dirs
 
 EXTENSION = "kubelab.server_extension"
 
@@ -120,14 +121,29 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
         return paths
 
     def prepare_folders(self) -> None:
-        """The user's workspace, its `.kubelab` and the archive, owned by the user."""
-        for path in (self.workspace, self.archive, self.workspace / ".kubelab"):
-            path.mkdir(parents=True, exist_ok=True)
-            if self.run_as_users:
-                import pwd
+        """The user's workspace, its `.kubelab` and the archive: the user's own, `0700`.
 
-                entry = pwd.getpwnam(self.user.name)
-                os.chown(path, entry.pw_uid, entry.pw_gid)
+        As root, through `make_owned_dirs`: the user owns the workspace and may have replaced
+        anything in it with a symlink, which a root `mkdir`/`chown` by name would follow.
+        """
+        slug = self.user_slug
+        if not self.run_as_users:
+            for path in (self.workspace, self.workspace / ".kubelab", self.archive):
+                path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            return
+        import pwd
+
+        try:
+            entry = pwd.getpwnam(self.user.name)
+        except KeyError:
+            raise KubelabError(
+                f"there is no system account named '{self.user.name}' on this machine, and the "
+                "hub runs each notebook as its user's account (create it, e.g. `useradd "
+                f"{self.user.name}`, or use an authenticator that creates accounts)"
+            ) from None
+        root, owner = Path(self.root), (entry.pw_uid, entry.pw_gid)
+        make_owned_dirs(root, ["workspaces", slug, ".kubelab"], 1, *owner)
+        make_owned_dirs(root, ["archives", slug], 1, *owner)
 
     @property
     def gpu_run(self) -> str:
@@ -139,7 +155,10 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
         except KubelabError as exc:
             raise refusal(exc) from None
         self._group, self._options = group, options
-        self.prepare_folders()
+        try:
+            self.prepare_folders()
+        except KubelabError as exc:
+            raise refusal(exc) from None
         self.notebook_dir = str(self.workspace)
         launcher = [
             sys.executable,
