@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from jupyter_server.auth.decorator import authorized
 from jupyter_server.auth.identity import User
 from jupyter_server.base.call_context import CallContext
 from jupyter_server.base.handlers import APIHandler
@@ -25,22 +26,37 @@ from kubelab.errors import FieldError, KubelabError, NotFound, ValidationError
 HEARTBEAT = 15.0
 
 
-def api(method: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
-    """Authentication plus the JSON error shape, for every endpoint."""
+ACTIONS = ("read", "write", "execute")
 
-    @web.authenticated
-    @functools.wraps(method)
-    async def wrapper(self: KubelabHandler, *args: Any, **kwargs: Any) -> None:
-        try:
-            await method(self, *args, **kwargs)
-        except KubelabError as exc:
-            self.set_status(exc.status)
-            self.finish(json.dumps(exc.to_json()))
 
-    return wrapper
+def api(action: str) -> Callable[[Callable[..., Awaitable[None]]], Callable[..., Awaitable[None]]]:
+    """Authentication, authorization and the JSON error shape, for every endpoint.
+
+    `action` is what Jupyter's `Authorizer` is asked about, on the handler's `auth_resource`:
+    `read`, `write` (changes state), or `execute` (runs code: experiments, sweeps, TensorBoard).
+    """
+    if action not in ACTIONS:
+        raise ValueError(f"action must be one of {ACTIONS}, not {action!r}")
+
+    def decorate(method: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
+        @web.authenticated
+        @authorized(action)
+        @functools.wraps(method)
+        async def wrapper(self: KubelabHandler, *args: Any, **kwargs: Any) -> None:
+            try:
+                await method(self, *args, **kwargs)
+            except KubelabError as exc:
+                self.set_status(exc.status)
+                self.finish(json.dumps(exc.to_json()))
+
+        wrapper.kubelab_action = action  # type: ignore[attr-defined]
+        return wrapper
+
+    return decorate
 
 
 class KubelabHandler(APIHandler):
+    auth_resource = "kubelab"
     @property
     def kubelab(self):  # the KubeLabApp
         return self.settings["kubelab"]
@@ -100,7 +116,9 @@ class KubelabHandler(APIHandler):
 
 
 class ExperimentsHandler(KubelabHandler):
-    @api
+    auth_resource = "kubelab.experiments"
+
+    @api("read")
     async def get(self) -> None:
         """List experiments: `?query=PQL&sort=-created_at&limit=50&offset=0`."""
         items, total = self.lab.list(
@@ -111,7 +129,7 @@ class ExperimentsHandler(KubelabHandler):
         )
         self.reply({"items": items, "total": total})
 
-    @api
+    @api("execute")
     async def post(self) -> None:
         """Submit an experiment spec, or `{"file": "spec.yaml"}`: a spec file in the workspace."""
         body, base = self.body(), self.workspace_dir()
@@ -142,7 +160,9 @@ class ExperimentsHandler(KubelabHandler):
 
 
 class ExperimentHandler(KubelabHandler):
-    @api
+    auth_resource = "kubelab.experiments"
+
+    @api("read")
     async def get(self, run_id: str) -> None:
         """The record with spec, history and events, plus what the sidebar needs to open files:
         `run_dir_relative` (the run directory relative to the server's root, or null when the
@@ -164,7 +184,7 @@ class ExperimentHandler(KubelabHandler):
             return None
         return relative.as_posix()
 
-    @api
+    @api("write")
     async def delete(self, run_id: str) -> None:
         await asyncio.to_thread(self.lab.delete, run_id)
         self.kubelab.events.publish("deleted", {"id": run_id})
@@ -189,7 +209,9 @@ def list_outputs(folder: Path) -> list[dict[str, Any]]:
 
 
 class OutputHandler(KubelabHandler):
-    @api
+    auth_resource = "kubelab.experiments"
+
+    @api("read")
     async def get(self, run_id: str, path: str) -> None:
         """One file of the run's `outputs/` (e.g. the executed notebook), for runs the file
         browser cannot reach."""
@@ -203,19 +225,25 @@ class OutputHandler(KubelabHandler):
 
 
 class StopHandler(KubelabHandler):
-    @api
+    auth_resource = "kubelab.experiments"
+
+    @api("write")
     async def post(self, run_id: str) -> None:
         self.reply(await asyncio.to_thread(self.lab.stop, run_id))
 
 
 class MetricsHandler(KubelabHandler):
-    @api
+    auth_resource = "kubelab.experiments"
+
+    @api("read")
     async def get(self, run_id: str) -> None:
         self.reply({"id": run_id, "points": self.lab.metrics(run_id)})
 
 
 class LogsHandler(KubelabHandler):
-    @api
+    auth_resource = "kubelab.experiments"
+
+    @api("read")
     async def get(self, run_id: str) -> None:
         """A replica's output as text; `?follow=1` streams until the experiment ends."""
         follow = self.get_argument("follow", "0") in ("1", "true", "yes")
@@ -238,13 +266,17 @@ class LogsHandler(KubelabHandler):
 
 
 class ResourcesHandler(KubelabHandler):
-    @api
+    auth_resource = "kubelab.resources"
+
+    @api("read")
     async def get(self) -> None:
         self.reply(await asyncio.to_thread(self.lab.resources))
 
 
 class EventsHandler(KubelabHandler):
-    @api
+    auth_resource = "kubelab.events"
+
+    @api("read")
     async def get(self) -> None:
         """Server-sent events: `experiment`, `metrics`, `deleted`, `sweep`, `tensorboard`."""
         self.set_header("Content-Type", "text/event-stream")
@@ -274,7 +306,9 @@ class EventsHandler(KubelabHandler):
 
 
 class OpenAPIHandler(KubelabHandler):
-    @api
+    auth_resource = "kubelab.api"
+
+    @api("read")
     async def get(self) -> None:
         from kubelab.server_extension.openapi import document
         from kubelab.server_extension.routes import API_ROUTES

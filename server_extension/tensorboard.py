@@ -13,6 +13,7 @@ import asyncio
 import json
 from typing import Any
 
+from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import JupyterHandler
 from kubelab.server_extension.handlers import KubelabHandler, api
 from tornado import httpclient, web
@@ -53,16 +54,18 @@ def shutdown(app: Any) -> None:
 
 
 class TensorBoardsHandler(KubelabHandler):
+    auth_resource = "kubelab.tensorboards"
+
     @property
     def supervisor(self) -> TensorBoardSupervisor:
         return self.kubelab.tensorboards
 
-    @api
+    @api("read")
     async def get(self) -> None:
         """List TensorBoard sessions: `{"items": [{id, url, logdirs, state, ...}]}`."""
         self.reply({"items": [s.to_json() for s in self.supervisor.list()]})
 
-    @api
+    @api("execute")
     async def post(self) -> None:
         """Start (or reuse) a session: `{"experiments": [ID...]}`, `{"sweep": ID}`, `{"query": PQL}` or
         `{"project": true}`. 201 when started, 200 when an equal session was running."""
@@ -77,12 +80,12 @@ class TensorBoardsHandler(KubelabHandler):
 
 
 class TensorBoardHandler(TensorBoardsHandler):
-    @api
+    @api("read")
     async def get(self, session_id: str) -> None:
         """One session."""
         self.reply(self._with_base(self.supervisor.get(session_id)))
 
-    @api
+    @api("write")
     async def delete(self, session_id: str) -> None:
         """Stop a session's TensorBoard."""
         session = self.supervisor.get(session_id)
@@ -99,7 +102,11 @@ def _stop_process(session: TensorBoardSession) -> None:
 
 
 class TensorBoardProxy(JupyterHandler):
-    """`/kubelab/tensorboard/<session>/…` → that session's TensorBoard on 127.0.0.1."""
+    """`/kubelab/tensorboard/<session>/…` → that session's TensorBoard on 127.0.0.1.
+
+    Reading a session's pages (TensorBoard's POSTs are data queries) is a `read`."""
+
+    auth_resource = "kubelab.tensorboards"
 
     @property
     def supervisor(self) -> TensorBoardSupervisor:
@@ -115,14 +122,17 @@ class TensorBoardProxy(JupyterHandler):
         raise web.HTTPError(403, "cross-site request refused")
 
     @web.authenticated
+    @authorized("read")
     async def get(self, session_id: str, path: str = "") -> None:
         await self.forward(session_id)
 
     @web.authenticated
+    @authorized("read")
     async def head(self, session_id: str, path: str = "") -> None:
         await self.forward(session_id)
 
     @web.authenticated
+    @authorized("read")
     async def post(self, session_id: str, path: str = "") -> None:
         await self.forward(session_id)
 
