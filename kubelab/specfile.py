@@ -12,6 +12,8 @@ def load_document(path: str | Path, field: str = "file") -> Any:
     """Parse a YAML or JSON file (JSON is YAML) into data."""
     import yaml
 
+    from kubelab import safe_yaml
+
     source = Path(path)
     try:
         text = source.read_text()
@@ -20,11 +22,11 @@ def load_document(path: str | Path, field: str = "file") -> Any:
     except (IsADirectoryError, PermissionError) as exc:
         raise ValidationError(f"cannot read {path}", [FieldError(field, str(exc))]) from None
     try:
-        return yaml.safe_load(text)
+        return safe_yaml.load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
+        problem = getattr(exc, "problem", None) or str(exc)  # RefusedYaml: its own sentence
         raise ValidationError(f"{path} is not valid YAML", [FieldError(field, f"{where}{problem}")]) from None
 
 
