@@ -69,7 +69,8 @@ class KubelabHandler(APIHandler):
         header = self.request.headers.get("Authorization", "")
         scheme, _, token = header.partition(" ")
         expected = self.kubelab.kernel_token
-        if scheme.lower() in ("token", "bearer") and token and hmac.compare_digest(token, expected):
+        given = token.encode("utf-8", "surrogateescape")  # compare_digest refuses non-ASCII str
+        if scheme.lower() in ("token", "bearer") and token and hmac.compare_digest(given, expected.encode()):
             # The kernels' credential: these requests come from the user's own kernels.
             CallContext.set(CallContext.JUPYTER_HANDLER, self)
             user = User(username=self.kubelab.lab.user or "kernel")
@@ -77,13 +78,24 @@ class KubelabHandler(APIHandler):
             return
         await super().prepare()
 
-    def body(self) -> Any:
+    def body_text(self) -> str:
+        """The request body as text; a body that is not UTF-8 is refused by name."""
         try:
-            return json.loads(self.request.body or b"{}")
+            return (self.request.body or b"").decode("utf-8") or "{}"
+        except UnicodeDecodeError as exc:
+            reason = f"is not UTF-8 text (byte {exc.start} is {exc.object[exc.start]:#04x})"
+            raise ValidationError("request body is not valid JSON", [FieldError("body", reason)]) from None
+
+    def body(self) -> Any:
+        text = self.body_text()
+        try:
+            return json.loads(text)
         except json.JSONDecodeError as exc:
             raise ValidationError(
                 "request body is not valid JSON", [FieldError("body", f"line {exc.lineno}: {exc.msg}")]
             ) from exc
+        except (ValueError, RecursionError) as exc:  # an integer of 5,000 digits; 100,000 nested [
+            raise ValidationError("request body is not valid JSON", [FieldError("body", str(exc))]) from None
 
     def reply(self, data: Any, status: int = 200) -> None:
         self.set_status(status)

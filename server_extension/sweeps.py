@@ -30,8 +30,7 @@ class SweepHandlerBase(KubelabHandler):
 
     def body(self) -> Any:
         """JSON that refuses duplicate keys: a search space naming `lr` twice is a mistake."""
-        text = (self.request.body or b"").decode() or "{}"
-        return parse_text(text, "json", "body")
+        return parse_text(self.body_text(), "json", "body")
 
     def publish(self, record: dict[str, Any]) -> None:
         self.kubelab.events.publish("sweep", record)
