@@ -18,6 +18,7 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.auth.identity import User
 from jupyter_server.base.call_context import CallContext
 from jupyter_server.base.handlers import APIHandler
+from kubelab.server_extension.streams import IDLE
 from tornado import web
 from tornado.iostream import StreamClosedError
 
@@ -257,23 +258,34 @@ class LogsHandler(KubelabHandler):
 
     @api("read")
     async def get(self, run_id: str) -> None:
-        """A replica's output as text; `?follow=1` streams until the experiment ends."""
+        """A replica's output as text; `?follow=1` streams until the experiment ends;
+        `?offset=N&length=M` is a byte range. Reads are bounded chunks, on the log streams'
+        own threads (at most KUBELAB_MAX_LOG_STREAMS at once)."""
         follow = self.get_argument("follow", "0") in ("1", "true", "yes")
-        chunks = self.lab.logs(run_id, self.int_argument("replica", 0) or 0, follow)
-        self.set_header("Content-Type", "text/plain; charset=utf-8")
-        self.set_header("X-Accel-Buffering", "no")
-        done = object()
-        try:
-            while True:
-                chunk = await asyncio.to_thread(next, chunks, done)
-                if chunk is done or self.request.connection.stream.closed():
-                    break
-                self.write(chunk)
-                await self.flush()
-        except StreamClosedError:
-            pass
-        finally:
-            chunks.close()
+        start, length = self.int_argument("offset", 0) or 0, self.int_argument("length", None)
+        streams = self.kubelab.log_streams
+        with streams.slot():
+            chunks = self.lab.logs(run_id, self.int_argument("replica", 0) or 0, follow,
+                                   start=start, length=length, idle=True)
+            self.set_header("Content-Type", "text/plain; charset=utf-8")
+            self.set_header("X-Accel-Buffering", "no")
+            loop, done = asyncio.get_running_loop(), object()
+            try:
+                if follow:
+                    await self.flush()  # headers now: a follower knows it is connected
+                while True:
+                    chunk = await loop.run_in_executor(streams.pool, next, chunks, done)
+                    if chunk is done or self.request.connection.stream.closed():
+                        break
+                    if chunk == "":
+                        await asyncio.sleep(IDLE)  # waiting holds no thread
+                        continue
+                    self.write(chunk)
+                    await self.flush()
+            except StreamClosedError:
+                pass
+            finally:
+                chunks.close()
         self.finish()
 
 
@@ -295,6 +307,12 @@ class EventsHandler(KubelabHandler):
         self.set_header("Cache-Control", "no-cache")
         self.set_header("X-Accel-Buffering", "no")
         hub = self.kubelab.events
+        with self.kubelab.event_streams.slot():
+            await self.stream_events(hub)
+        if not self._finished:
+            self.finish()
+
+    async def stream_events(self, hub: Any) -> None:
         queue = hub.subscribe()
         try:
             self.write(": connected\n\n")
@@ -313,8 +331,6 @@ class EventsHandler(KubelabHandler):
             pass
         finally:
             hub.unsubscribe(queue)
-        if not self._finished:
-            self.finish()
 
 
 class OpenAPIHandler(KubelabHandler):
