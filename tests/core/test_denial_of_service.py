@@ -133,3 +133,19 @@ def test_a_stop_reaches_processes_that_left_the_process_group(lab, lab_env):
     for pid in survivors:  # leave nothing behind, whatever the outcome
         os.kill(pid, 9)
     assert not survivors
+
+
+def test_tensorboard_sessions_are_capped_per_server(tmp_path):
+    env = {"KUBELAB_MACHINE_DIR": str(tmp_path / "machine"), "KUBELAB_MAX_TENSORBOARDS": "1"}
+    with JupyterServer(tmp_path / "root", tmp_path / "home", env=env) as server:
+        runs = [server.post("experiments", {"command": ["true"], "name": f"tb{i}"}).json()["id"] for i in range(2)]
+        first = server.post("tensorboards", {"experiments": [runs[0]]})
+        assert first.status_code == 201, first.text
+        second = server.post("tensorboards", {"experiments": [runs[1]]})
+        assert second.status_code == 429, second.text
+        assert "KUBELAB_MAX_TENSORBOARDS" in second.json()["detail"]
+        assert len(server.get("tensorboards").json()["items"]) == 1  # nothing was started
+        assert server.delete(f"tensorboards/{first.json()['id']}").status_code == 200
+        again = server.post("tensorboards", {"experiments": [runs[1]]})
+        assert again.status_code == 201, again.text
+        server.delete(f"tensorboards/{again.json()['id']}")
