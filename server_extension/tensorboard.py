@@ -53,12 +53,21 @@ def shutdown(app: Any) -> None:
         supervisor.stop_all()
 
 
-class TensorBoardsHandler(KubelabHandler):
+class TensorBoardBase(KubelabHandler):
+    """What both resources share; each declares only the methods it serves."""
+
     auth_resource = "kubelab.tensorboards"
 
     @property
     def supervisor(self) -> TensorBoardSupervisor:
         return self.kubelab.tensorboards
+
+    def _with_base(self, session: TensorBoardSession) -> dict[str, Any]:
+        self.supervisor.check(session)
+        return session.to_json()
+
+
+class TensorBoardsHandler(TensorBoardBase):
 
     @api("read")
     async def get(self) -> None:
@@ -74,12 +83,8 @@ class TensorBoardsHandler(KubelabHandler):
         session = self.supervisor.start(body)  # on the IOLoop thread: see TensorBoardSupervisor.start
         self.reply(self._with_base(session), status=200 if session.id in known else 201)
 
-    def _with_base(self, session: TensorBoardSession) -> dict[str, Any]:
-        self.supervisor.check(session)
-        return session.to_json()
 
-
-class TensorBoardHandler(TensorBoardsHandler):
+class TensorBoardHandler(TensorBoardBase):
     @api("read")
     async def get(self, session_id: str) -> None:
         """One session."""
