@@ -124,13 +124,6 @@ def checked_dir(path: Path) -> Path:
     return path
 
 
-def share_with_group(path: Path, gid: int) -> None:
-    """Let one group's members (the lab's users) use a root-owned ledger: `root:gid 2770`."""
-    checked_dir(path)
-    os.chown(path, 0, gid, follow_symlinks=False)
-    path.chmod(0o2770)
-
-
 def _user_name(uid: int) -> str:
     import pwd
 

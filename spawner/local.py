@@ -11,6 +11,7 @@ users (JupyterHub's LocalProcessSpawner); otherwise all run as the hub's user
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, ClassVar
@@ -32,6 +33,22 @@ from .spawn_form import SpawnForm, refusal
 from .user_dirs import make_owned_dirs
 
 EXTENSION = "kubelab.server_extension"
+SYSTEM_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
+
+
+def create_system_user(name: str) -> Any:
+    """A system account for a hub user the authenticator vouched for (`useradd`)."""
+    import pwd
+    import subprocess
+
+    if not SYSTEM_NAME.fullmatch(name):
+        raise KubelabError(f"'{name}' cannot be a system account name (lowercase letters, digits, _ "
+                           "and -, at most 32); ask the admin to create an account for you")
+    done = subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", "--", name],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise KubelabError(f"could not create the system account '{name}': {done.stderr.strip()}")
+    return pwd.getpwnam(name)
 
 
 class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
@@ -41,6 +58,14 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
     public_group_properties = Dict(config=True, help="Properties of `public` when the hub has no such group.")
     root = Unicode(config=True, help="Holds workspaces/<user> and archives/<user>.")
     run_as_users = Bool(config=True, help="Run each server as the system user of its name (needs root).")
+    create_system_users = Bool(False, config=True, help=(
+        "Create a missing system account at the first spawn (for authenticators without system "
+        "accounts, such as NativeAuthenticator with admin approval); needs root."))
+    only_own_user = Bool(config=True, help="Start servers only for the hub's account (default without root).")
+
+    @default("only_own_user")
+    def _default_only_own_user(self) -> bool:
+        return os.geteuid() != 0
 
     @default("root")
     def _default_root(self) -> str:
@@ -136,11 +161,14 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
         try:
             entry = pwd.getpwnam(self.user.name)
         except KeyError:
-            raise KubelabError(
+            if self.create_system_users:
+                entry = create_system_user(self.user.name)
+            else:
+                    raise KubelabError(
                 f"there is no system account named '{self.user.name}' on this machine, and the "
                 "hub runs each notebook as its user's account (create it, e.g. `useradd "
                 f"{self.user.name}`, or use an authenticator that creates accounts)"
-            ) from None
+                ) from None
         root, owner = Path(self.root), (entry.pw_uid, entry.pw_gid)
         make_owned_dirs(root, ["workspaces", slug, ".kubelab"], 1, *owner)
         make_owned_dirs(root, ["archives", slug], 1, *owner)
@@ -149,8 +177,20 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
     def gpu_run(self) -> str:
         return notebook_run(self.user_slug, group_label(self._group.name), self.name or "default")
 
+    def check_user(self) -> None:
+        """Without root every server runs as the hub's account: only that account may have one."""
+        import getpass
+
+        me = getpass.getuser()
+        if self.only_own_user and self.user.name != me:
+            raise KubelabError(
+                f"this hub runs as {me} without root, so it starts a server only for {me}; "
+                f"ask the admin to run it as root for '{self.user.name}' to have one"
+            )
+
     async def start(self) -> Any:
         try:
+            self.check_user()
             options, group = self._choose(self.user_options or {})
         except KubelabError as exc:
             raise refusal(exc) from None
