@@ -1,0 +1,44 @@
+"""Pure Kubernetes builders: a user's spec cannot undo the group's placement or see GPUs it
+did not ask for."""
+
+from __future__ import annotations
+
+import pytest
+
+from kubelab.errors import ValidationError
+from kubelab.kube import builders
+from kubelab.kube.notebook_env import NotebookEnv
+from kubelab.spec import ExperimentSpec
+
+NB = NotebookEnv(namespace="alice", image="registry.example.org/lab/notebook:1", user="alice",
+                 node_selector={"lab/project": "vision"})
+TARGET = builders.Target(run_id="r1", name="kubelab-r1", run_dir="/mnt/alice/.kubelab/runs/r1", user="alice")
+
+
+def pod(spec: dict) -> dict:
+    objects = builders.build(ExperimentSpec.parse(spec), TARGET, NB)
+    job = next(o for o in objects if o["kind"] == "Job")
+    return job["spec"]["template"]["spec"]
+
+
+def env_of(pod_spec: dict) -> dict[str, str]:
+    return {e["name"]: e.get("value") for e in pod_spec["containers"][0]["env"]}
+
+
+def test_a_spec_cannot_replace_the_groups_node_selector():
+    with pytest.raises(ValidationError) as refused:
+        pod({"command": "true", "node_selector": {"lab/project": "secret-gpus"}})
+    assert any(f.path == "node_selector.lab/project" and "vision" in f.reason for f in refused.value.fields)
+    placed = pod({"command": "true", "node_selector": {"zone": "a"}})
+    assert placed["nodeSelector"] == {"zone": "a", "lab/project": "vision"}
+
+
+def test_an_experiment_without_gpus_sees_none_even_on_a_gpu_node():
+    assert env_of(pod({"command": "true"}))["NVIDIA_VISIBLE_DEVICES"] == "none"
+    assert "NVIDIA_VISIBLE_DEVICES" not in env_of(pod({"command": "true", "resources": {"gpus": 1}}))
+
+
+def test_a_spec_cannot_choose_its_visible_gpus():
+    with pytest.raises(ValidationError) as refused:
+        pod({"command": "true", "env": {"NVIDIA_VISIBLE_DEVICES": "all"}})
+    assert any(f.path == "env.NVIDIA_VISIBLE_DEVICES" for f in refused.value.fields)
