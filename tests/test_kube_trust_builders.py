@@ -42,3 +42,13 @@ def test_a_spec_cannot_choose_its_visible_gpus():
     with pytest.raises(ValidationError) as refused:
         pod({"command": "true", "env": {"NVIDIA_VISIBLE_DEVICES": "all"}})
     assert any(f.path == "env.NVIDIA_VISIBLE_DEVICES" for f in refused.value.fields)
+
+
+def test_gpus_without_a_type_still_meet_every_types_limit():
+    from kubelab.spawner.profiles import Catalog, validate_options
+
+    catalog = Catalog.parse({"gpu_types": [{"name": "T4", "max_per_user": 2}, {"name": "V100", "max_per_user": 4}]})
+    with pytest.raises(ValidationError) as refused:
+        validate_options({"gpus": 16}, catalog)
+    assert any(f.path == "gpus" and "at most 4 GPU(s) per user" in f.reason for f in refused.value.fields)
+    assert validate_options({"gpus": 4}, catalog).gpus == 4
