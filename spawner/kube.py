@@ -92,9 +92,14 @@ class KubeLabSpawner(SpawnForm, KubeSpawner):
     def _default_user_namespaces(self) -> bool:
         return not self.trusted_lab
 
+    pod_security = Unicode("baseline", config=True, help=(
+        "Pod Security level enforced in users' namespaces: baseline (default: no privileged, host "
+        "namespaces or hostPath), restricted, or privileged (only for groups that mount hostPath)."))
+
     @default("user_namespace_labels")
     def _default_namespace_labels(self) -> dict[str, str]:
-        return {"kubelab.io/user": "{username}", **objects.MANAGED_BY}
+        return {"kubelab.io/user": "{username}", **objects.MANAGED_BY,
+                **objects.pod_security_labels(self.pod_security)}
 
     # -- configuration --------------------------------------------------------------------
 

@@ -52,3 +52,15 @@ def test_gpus_without_a_type_still_meet_every_types_limit():
         validate_options({"gpus": 16}, catalog)
     assert any(f.path == "gpus" and "at most 4 GPU(s) per user" in f.reason for f in refused.value.fields)
     assert validate_options({"gpus": 4}, catalog).gpus == 4
+
+
+def test_user_namespaces_enforce_pod_security(monkeypatch):
+    from kubelab.spawner.cli import render
+
+    monkeypatch.delenv("KUBELAB_HUB_AUTH", raising=False)
+    namespace = render("alice", [], {})[0]
+    assert namespace["kind"] == "Namespace"
+    labels = namespace["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "baseline"
+    assert labels["pod-security.kubernetes.io/warn"] == "restricted"
+    assert labels["pod-security.kubernetes.io/audit"] == "restricted"

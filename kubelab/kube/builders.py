@@ -225,7 +225,7 @@ def pod_template(spec: ExperimentSpec, target: Target, nb: NotebookEnv, role: st
         "automountServiceAccountToken": False,  # training code needs no API access
         "enableServiceLinks": False,
         "securityContext": {"runAsNonRoot": True, "runAsUser": nb.uid, "runAsGroup": nb.gid,
-                            "fsGroup": nb.gid},
+                            "fsGroup": nb.gid, "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [container],
     }
     if nb.service_account:
