@@ -64,3 +64,27 @@ def test_user_namespaces_enforce_pod_security(monkeypatch):
     assert labels["pod-security.kubernetes.io/enforce"] == "baseline"
     assert labels["pod-security.kubernetes.io/warn"] == "restricted"
     assert labels["pod-security.kubernetes.io/audit"] == "restricted"
+
+
+def test_admission_counts_a_users_namespace_not_a_label_the_user_can_set():
+    from decimal import Decimal
+
+    from kubelab.spawner.admission import admit
+    from kubelab.spawner.availability import USER_LABEL, cluster_availability
+    from kubelab.spawner.groups import ProjectGroup, Quota
+    from kubelab.spawner.profiles import Catalog, NotebookOptions
+
+    catalog = Catalog.parse({"gpu_types": [{"name": "T4", "max_per_user": 4}]})
+    node = {"metadata": {"name": "n1", "labels": {"gpu-type": "T4"}},
+            "status": {"allocatable": {"nvidia.com/gpu": "8"}}}
+    hidden = {"metadata": {"name": "job-1", "namespace": "user-alice", "labels": {USER_LABEL: "bob"}},
+              "spec": {"nodeName": "n1", "containers": [{"resources": {"limits": {"nvidia.com/gpu": "2"}}}]},
+              "status": {"phase": "Running"}}
+    current = cluster_availability([node], [hidden], catalog)
+    assert current.namespace("user-alice").gpus == 2
+    group = ProjectGroup(name="public", user_quota=Quota(gpus=2))
+    options = NotebookOptions(image="", cpu="1", memory="1Gi", gpus=1, gpu_type=None, group="public",
+                              shm=None, profile=None)
+    with pytest.raises(ValidationError, match="this server cannot start now"):
+        admit(options, group, "alice", current, held=current.namespace("user-alice"))
+    assert Decimal(0) == current.namespace("user-bob").cpu
