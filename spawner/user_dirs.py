@@ -29,12 +29,15 @@ def _opened(name: str | Path, dir_fd: int | None = None) -> Iterator[int]:
         os.close(fd)
 
 
-def _child(parent_fd: int, name: str, shown: Path) -> int:
-    """Open (creating it if needed) the folder `name` inside `parent_fd`, never through a link."""
+def _child(parent_fd: int, name: str, shown: Path) -> tuple[int, bool]:
+    """Open (creating it if needed) the folder `name` inside `parent_fd`, never through a link;
+    and whether it was created here."""
+    created = False
     with contextlib.suppress(FileExistsError):
         os.mkdir(name, 0o700, dir_fd=parent_fd)
+        created = True
     try:
-        return os.open(name, OPEN_DIR, dir_fd=parent_fd)
+        return os.open(name, OPEN_DIR, dir_fd=parent_fd), created
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
             raise KubelabError(
@@ -47,7 +50,8 @@ def _child(parent_fd: int, name: str, shown: Path) -> int:
 def make_owned_dirs(base: Path, parts: Sequence[str], owned_from: int, uid: int, gid: int,
                     mode: int = 0o700) -> None:
     """Create `base/parts[0]/parts[1]/…`; the folders from index `owned_from` on belong to
-    `uid:gid` with `mode`, those before it stay root's (`0755`, so users can pass through).
+    `uid:gid` with `mode`, those before it stay root's (`0711` when created here: users pass
+    through to their own folder without listing the others).
 
     `base` is the hub's own root (the admin's choice); nothing below it is trusted.
     """
@@ -60,7 +64,7 @@ def make_owned_dirs(base: Path, parts: Sequence[str], owned_from: int, uid: int,
             if name in ("", ".", "..") or "/" in name:
                 raise KubelabError(f"'{name}' is not a folder name")
             shown = shown / name
-            child = _child(current, name, shown)
+            child, created = _child(current, name, shown)
             os.close(current)
             current = child
             if index >= owned_from:
@@ -68,5 +72,7 @@ def make_owned_dirs(base: Path, parts: Sequence[str], owned_from: int, uid: int,
                 os.fchmod(current, mode)
             elif os.fstat(current).st_uid != os.geteuid():
                 raise KubelabError(f"{shown} should belong to the hub's user; kubelab will not use it")
+            elif created:
+                os.fchmod(current, 0o711)
     finally:
         os.close(current)

@@ -62,3 +62,30 @@ def test_a_symlinked_workspace_file_is_not_followed_either(tmp_path: Path) -> No
         with pytest.raises(KubelabError):
             spawner.prepare_folders()
         assert target.stat().st_uid == 0
+
+
+def test_one_user_cannot_read_or_write_anothers_workspace_or_archive() -> None:
+    import shutil
+    import tempfile
+
+    from system_users import as_user
+
+    base = Path(tempfile.mkdtemp(prefix="kubelab-tenancy-"))  # pytest's own folders are 0700
+    base.chmod(0o755)
+    hub = base / "hub"
+    with system_user() as alice, system_user() as bob:
+        theirs = spawner_for(bob.pw_name, hub)
+        spawner_for(alice.pw_name, hub).prepare_folders()
+        theirs.prepare_folders()
+        notes = theirs.workspace / "notes.ipynb"
+        notes.write_text("bob's")
+        os.chown(notes, bob.pw_uid, bob.pw_gid)
+        for argv in (["cat", str(notes)], ["ls", str(theirs.workspace)], ["ls", str(theirs.archive)],
+                     ["touch", str(theirs.workspace / "planted")], ["touch", str(theirs.archive / "planted")]):
+            attempt = as_user(alice, argv)
+            assert attempt.returncode != 0 and "Permission denied" in attempt.stderr, argv
+        assert as_user(bob, ["cat", str(notes)]).stdout == "bob's"
+        assert as_user(bob, ["touch", str(theirs.workspace / "mine")]).returncode == 0
+        listing = as_user(alice, ["ls", str(hub / "workspaces")])
+        assert listing.returncode != 0  # nor which users there are
+    shutil.rmtree(base)
