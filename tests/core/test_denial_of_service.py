@@ -23,7 +23,7 @@ STREAMS = 8  # the server's limit in this test (KUBELAB_MAX_LOG_STREAMS)
 def server(tmp_path_factory):
     base = tmp_path_factory.mktemp("dos")
     env = {"KUBELAB_MACHINE_DIR": str(base / "machine"), "KUBELAB_STOP_GRACE": "2",
-           "KUBELAB_MAX_LOG_STREAMS": str(STREAMS)}
+           "KUBELAB_MAX_LOG_STREAMS": str(STREAMS), "KUBELAB_MAX_EVENT_STREAMS": "2"}
     with JupyterServer(base / "root", base / "home", env=env) as running:
         yield running
 
@@ -58,6 +58,21 @@ def test_following_logs_does_not_starve_other_requests(server):
     again = open_stream(server, run_id)  # the slots came back
     assert again.status_code == 200
     again.close()
+
+
+def test_event_streams_are_limited_too(server):
+    def events() -> requests.Response:
+        return requests.get(server.api + "events", headers=server.headers, stream=True, timeout=30)
+
+    open_ones = [events(), events()]
+    try:
+        assert [s.status_code for s in open_ones] == [200, 200]
+        extra = events()
+        assert extra.status_code == 429 and "event streams" in extra.json()["detail"]
+        assert server.get("resources").status_code == 200
+    finally:
+        for stream in open_ones:
+            stream.close()
 
 
 def test_a_closed_follower_gives_its_slot_back(server):
