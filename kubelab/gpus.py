@@ -124,6 +124,19 @@ def checked_dir(path: Path) -> Path:
     return path
 
 
+def share_with_group(path: Path, gid: int) -> None:
+    """Let one group (the lab's users) use a root-owned ledger folder: `root:gid`, mode 2770.
+
+    New files inherit the group (setgid) and are made `0660`; members can rewrite the ledger,
+    as they could use any GPU directly: it is cooperation among them, not a boundary."""
+    fd = os.open(checked_dir(path), os.O_RDONLY | os.O_DIRECTORY | OPEN_FLAGS)
+    try:
+        os.fchown(fd, 0, gid)
+        os.fchmod(fd, 0o2770)
+    finally:
+        os.close(fd)
+
+
 def _user_name(uid: int) -> str:
     import pwd
 

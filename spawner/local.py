@@ -10,6 +10,7 @@ users (JupyterHub's LocalProcessSpawner); otherwise all run as the hub's user
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
@@ -34,6 +35,23 @@ from .user_dirs import make_owned_dirs
 
 EXTENSION = "kubelab.server_extension"
 SYSTEM_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
+
+
+def as_user_with_group(name: str, extra_gid: int, cwd: Path) -> Any:
+    """JupyterHub's preexec for running as `name`, plus one supplementary group (the ledger's)."""
+    import pwd
+
+    entry = pwd.getpwnam(name)
+    groups = sorted({*os.getgrouplist(name, entry.pw_gid), extra_gid})
+
+    def preexec() -> None:
+        os.setgid(entry.pw_gid)
+        os.setgroups(groups)
+        os.setuid(entry.pw_uid)
+        with contextlib.suppress(OSError):
+            os.chdir(cwd)
+
+    return preexec
 
 
 def create_system_user(name: str) -> Any:
@@ -61,6 +79,9 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
     create_system_users = Bool(False, config=True, help=(
         "Create a missing system account at the first spawn (for authenticators without system "
         "accounts, such as NativeAuthenticator with admin approval); needs root."))
+    ledger_group = Unicode("kubelab", config=True, help=(
+        "As root: the group whose members share this machine's GPU ledger; created if missing, "
+        "and given to every server it starts, so all users' notebooks and runs share one ledger."))
     only_own_user = Bool(config=True, help="Start servers only for the hub's account (default without root).")
 
     @default("only_own_user")
@@ -132,8 +153,23 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
 
     def make_preexec_fn(self, name: str) -> Any:
         if self.run_as_users:
-            return LocalProcessSpawner.make_preexec_fn(self, name)
+            return as_user_with_group(name, self.shared_ledger(), self.workspace)
         return super().make_preexec_fn(name)
+
+    def shared_ledger(self) -> int:
+        """The ledger's group id, after making the ledger folder that group's (root only)."""
+        import grp
+        import subprocess
+
+        from kubelab.gpus import machine_dir, share_with_group
+
+        try:
+            gid = grp.getgrnam(self.ledger_group).gr_gid
+        except KeyError:
+            subprocess.run(["groupadd", "--system", "--", self.ledger_group], check=True, capture_output=True)
+            gid = grp.getgrnam(self.ledger_group).gr_gid
+        share_with_group(machine_dir(), gid)
+        return gid
 
     def user_env(self, env: dict[str, str]) -> dict[str, str]:
         env = LocalProcessSpawner.user_env(self, env) if self.run_as_users else super().user_env(env)

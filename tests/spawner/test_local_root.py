@@ -89,3 +89,39 @@ def test_one_user_cannot_read_or_write_anothers_workspace_or_archive() -> None:
         listing = as_user(alice, ["ls", str(hub / "workspaces")])
         assert listing.returncode != 0  # nor which users there are
     shutil.rmtree(base)
+
+
+def test_servers_of_every_user_share_one_ledger_through_a_group(monkeypatch) -> None:
+    import grp
+    import shutil
+    import subprocess
+    import tempfile
+
+    from system_users import as_user
+
+    from kubelab.gpus import Gpu, GpuAllocator
+
+    base = Path(tempfile.mkdtemp(prefix="kubelab-ledger-group-"))
+    base.chmod(0o755)
+    machine = base / "machine"
+    monkeypatch.setenv("KUBELAB_MACHINE_DIR", str(machine))
+    group = "klg" + os.urandom(3).hex()
+    try:
+        with system_user() as alice, system_user() as bob:
+            spawner = spawner_for(alice.pw_name, base / "hub")
+            spawner.ledger_group = group
+            spawner.prepare_folders()
+            preexec = spawner.make_preexec_fn(alice.pw_name)
+            gid = grp.getgrnam(group).gr_gid
+            info = machine.stat()
+            assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) == (0, gid, 0o2770)
+            assert GpuAllocator([Gpu(0, "T4")], machine).try_acquire("root-run", os.getpid(), 1) == [0]
+            ledger = machine / "gpus.json"
+            seen = subprocess.run(["sh", "-c", f"id -G; test -w {ledger} && echo writable"],
+                                  preexec_fn=preexec, capture_output=True, text=True)
+            assert str(gid) in seen.stdout.split() and "writable" in seen.stdout, seen
+            outsider = as_user(bob, ["sh", "-c", f"test -w {ledger} || test -r {ledger} || echo refused"])
+            assert "refused" in outsider.stdout  # not in the group: neither reads nor writes it
+    finally:
+        subprocess.run(["groupdel", group], capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
