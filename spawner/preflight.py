@@ -7,7 +7,6 @@ server only for its own account, and says so.
 
 from __future__ import annotations
 
-import os
 import stat
 import sys
 from pathlib import Path
@@ -17,13 +16,10 @@ from kubelab.errors import FieldError, ValidationError
 
 def closed_to_others(path: Path) -> Path | None:
     """The first folder on the way to `path` (or `path` itself) another account cannot use."""
-    path = path.resolve()
+    path = path.resolve()  # a virtualenv's python is a link: what counts is where it points
     for folder in [*reversed(path.parents), path]:
-        mode = folder.stat().st_mode
-        needed = stat.S_IXOTH if folder != path or folder.is_dir() else stat.S_IROTH | stat.S_IXOTH
-        if folder == path and not folder.is_dir() and os.path.islink(folder):
-            continue
-        if mode & needed != needed:
+        needed = stat.S_IXOTH if folder != path else stat.S_IROTH | stat.S_IXOTH  # pass; read and run
+        if folder.stat().st_mode & needed != needed:
             return folder
     return None
 
