@@ -63,6 +63,13 @@ class Conflict(KubelabError):
     error = "conflict"
 
 
+class TooMany(KubelabError):
+    """A per-user limit (open streams, TensorBoard sessions) is reached; the detail names it."""
+
+    status = 429
+    error = "too_many"
+
+
 class BackendError(KubelabError):
     """The backend refused or failed; `detail` says what the backend said, in plain words."""
 

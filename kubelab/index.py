@@ -45,8 +45,10 @@ class RunIndex:
             data = marshal.loads(self.cache_file.read_bytes())
         except (OSError, ValueError, EOFError, TypeError):
             return
-        if isinstance(data, dict) and data.get("version") == CACHE_VERSION:
-            self.entries = data["entries"]
+        entries = data.get("entries") if isinstance(data, dict) else None
+        if isinstance(entries, dict) and data.get("version") == CACHE_VERSION:
+            # A cache is only a cache: an entry of the wrong shape is dropped and re-read from its run.
+            self.entries = {name: entry for name, entry in entries.items() if _well_formed(name, entry)}
 
     def save(self) -> None:
         if not self.dirty:
@@ -117,6 +119,14 @@ class RunIndex:
     def get(self, name: str) -> dict[str, Any] | None:
         entry = self.entries.get(name)
         return entry[1] if entry else None
+
+
+def _well_formed(name: object, entry: object) -> bool:
+    if not (isinstance(name, str) and isinstance(entry, tuple) and len(entry) == 3):
+        return False
+    stamp, record, offset = entry
+    return (isinstance(stamp, tuple) and isinstance(record, dict) and isinstance(offset, int)
+            and record.get("id") == name and isinstance(record.get("status"), str))
 
 
 def _stamp(path: Path) -> tuple[int, int] | None:

@@ -18,6 +18,7 @@ from typing import Any
 from kubelab.backends.base import Backend
 from kubelab.errors import FieldError, KubelabError, NotFound, ValidationError
 from kubelab.index import RunIndex
+from kubelab.logfiles import byte_range
 from kubelab.records import PENDING, RunDirectory, Status, summary
 from kubelab.spec import ExperimentSpec
 
@@ -191,13 +192,16 @@ class Lab:
     def metrics(self, run_id: str) -> list[dict[str, Any]]:
         return list(self.run(run_id).metrics())
 
-    def logs(self, run_id: str, replica: int = 0, follow: bool = False) -> Iterator[str]:
+    def logs(self, run_id: str, replica: int = 0, follow: bool = False, start: int = 0,
+             length: int | None = None, idle: bool = False) -> Iterator[str]:
+        """A replica's output from byte `start` (`length` bytes, or to the end), in bounded chunks."""
         run = self.run(run_id)
         replicas = run.spec().get("replicas", 1)
         if not 0 <= replica < replicas:
             raise ValidationError("invalid replica", [FieldError(
                 "replica", f"must be between 0 and {replicas - 1} for this experiment")])
-        return self.backend.logs(run, replica, follow)
+        chunks = self.backend.logs(run, replica, follow, start=start, idle=idle)
+        return chunks if length is None else byte_range(chunks, 0, length)
 
     def resources(self) -> dict[str, Any]:
         return self.backend.resources()

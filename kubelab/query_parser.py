@@ -244,11 +244,15 @@ def _describe(token: _Token) -> str:
     return f"'{token.kind}'"
 
 
+MAX_DEPTH = 50  # nesting a person writes stays far below; a deeper one would exhaust the stack
+
+
 class _Parser:
     def __init__(self, source: str):
         self.source = source
         self.tokens = tokenize(source)
         self.i = 0
+        self.depth = 0
 
     def peek(self) -> _Token:
         return self.tokens[self.i]
@@ -291,7 +295,11 @@ class _Parser:
         if token.kind == "(":
             if self.peek().kind == ")":
                 raise self.fail(self.peek().pos, "empty parentheses: expected a condition")
+            self.depth += 1
+            if self.depth > MAX_DEPTH:
+                raise self.fail(token.pos, f"parentheses are nested more than {MAX_DEPTH} deep")
             node = self.or_expr(token)
+            self.depth -= 1
             close = self.peek()
             if close.kind in ("cond", "("):  # `((a:b) c:d)`: a joiner is missing after ')'
                 raise self.fail(close.pos, "expected ',', 'AND' or 'OR' after ')'")

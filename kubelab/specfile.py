@@ -12,6 +12,7 @@ def load_document(path: str | Path, field: str = "file") -> Any:
     """Parse a YAML or JSON file (JSON is YAML) into data."""
     import yaml
 
+    from kubelab import safe_yaml
     from kubelab.sweeps.documents import yaml_loader
 
     source = Path(path)
@@ -22,11 +23,11 @@ def load_document(path: str | Path, field: str = "file") -> Any:
     except (IsADirectoryError, PermissionError) as exc:
         raise ValidationError(f"cannot read {path}", [FieldError(field, str(exc))]) from None
     try:
-        return yaml.load(text, Loader=yaml_loader())
+        return safe_yaml.load(text, yaml_loader())
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
+        problem = getattr(exc, "problem", None) or str(exc)  # RefusedYaml: its own sentence
         raise ValidationError(f"{path} is not valid YAML", [FieldError(field, f"{where}{problem}")]) from None
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kubelab.errors import FieldError, NotFound, ValidationError, did_you_mean
+from kubelab.errors import FieldError, NotFound, TooMany, ValidationError, did_you_mean
 
 STARTING, RUNNING, STOPPED, FAILED = "starting", "running", "stopped", "failed"
 SOURCES = ("experiments", "sweep", "query", "project")
@@ -107,14 +107,24 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+DEFAULT_MAX_SESSIONS = 4
+
+
+def _env_limit(name: str, default: int) -> int:
+    raw = os.environ.get(name, "")
+    return int(raw) if raw.isdigit() and int(raw) > 0 else default
+
+
 class TensorBoardSupervisor:
     """Starts, reuses, watches and stops the sessions of one `Lab`."""
 
     def __init__(self, lab: Any, base_url: str = "/", idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
-                 on_change: Callable[[TensorBoardSession], None] | None = None):
+                 on_change: Callable[[TensorBoardSession], None] | None = None,
+                 max_sessions: int | None = None):
         self.lab = lab
         self.prefix_root = "/" + "/".join(p for p in (base_url.strip("/"), "kubelab/tensorboard") if p)
         self.idle_timeout = idle_timeout
+        self.max_sessions = max_sessions or _env_limit("KUBELAB_MAX_TENSORBOARDS", DEFAULT_MAX_SESSIONS)
         self.on_change = on_change or (lambda session: None)
         self.sessions: dict[str, TensorBoardSession] = {}
         self.log_dir = Path(lab.home) / "tensorboard-sessions"
@@ -208,6 +218,7 @@ class TensorBoardSupervisor:
             for other in list(self.sessions.values()):  # a sweep grew: its older set is replaced
                 if other.source == source and other.id != sid and other.alive:
                     self._terminate(other, "replaced by a session with the sweep's newer trials")
+            self._check_room()
             session = TensorBoardSession(sid, logdirs, source, f"{self.prefix_root}/{sid}")
             self.sessions[sid] = session
             self._spawn(session)
@@ -219,11 +230,19 @@ class TensorBoardSupervisor:
         with self._lock:
             session = self.get(sid)
             if not session.alive:
+                self._check_room()
                 session.state, session.reason = STARTING, "restarted on request"
                 session.started_at = session.last_access = time.time()
                 self._spawn(session)
         self.on_change(session)
         return session
+
+    def _check_room(self) -> None:
+        """Each session is a TensorBoard process of some hundreds of MB: at most `max_sessions`."""
+        running = sum(1 for s in self.sessions.values() if s.alive)
+        if running >= self.max_sessions:
+            raise TooMany(f"{running} TensorBoard sessions are running, the most this server allows "
+                          "(stop one, or raise KUBELAB_MAX_TENSORBOARDS)")
 
     def _spawn(self, session: TensorBoardSession) -> None:
         session.port = free_port()

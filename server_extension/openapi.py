@@ -80,6 +80,11 @@ PARAMETERS = {
     "sort": {"in": "query", "name": "sort", "schema": {"type": "string"}, "description": "e.g. -created_at"},
     "follow": {"in": "query", "name": "follow", "schema": {"type": "boolean"}},
     "replica": {"in": "query", "name": "replica", "schema": {"type": "integer", "minimum": 0}},
+    "limit": {"in": "query", "name": "limit", "schema": {"type": "integer", "minimum": 0}},
+    "offset": {"in": "query", "name": "offset", "schema": {"type": "integer", "minimum": 0},
+               "description": "listings: records to skip; logs: the first byte"},
+    "length": {"in": "query", "name": "length", "schema": {"type": "integer", "minimum": 0},
+               "description": "logs: bytes to return from offset"},
 }
 
 

@@ -23,26 +23,27 @@ from kubelab.sweeps.service import Sweeps
 
 
 class SweepHandlerBase(KubelabHandler):
+    auth_resource = "kubelab.sweeps"
+
     @property
     def sweeps(self) -> Sweeps:
         return Sweeps(self.lab)
 
     def body(self) -> Any:
         """JSON that refuses duplicate keys: a search space naming `lr` twice is a mistake."""
-        text = (self.request.body or b"").decode() or "{}"
-        return parse_text(text, "json", "body")
+        return parse_text(self.body_text(), "json", "body")
 
     def publish(self, record: dict[str, Any]) -> None:
         self.kubelab.events.publish("sweep", record)
 
 
 class SweepsHandler(SweepHandlerBase):
-    @api
+    @api("read")
     async def get(self) -> None:
         """List sweeps, newest first."""
         self.reply({"items": await asyncio.to_thread(self.sweeps.list)})
 
-    @api
+    @api("execute")
     async def post(self) -> None:
         """Create and start a sweep from a sweep spec, an NNI config or a Polyaxon search
         (`kubelab.formats.sweep_mapping`)."""
@@ -53,12 +54,12 @@ class SweepsHandler(SweepHandlerBase):
 
 
 class SweepHandler(SweepHandlerBase):
-    @api
+    @api("read")
     async def get(self, sweep_id: str) -> None:
         """One sweep with its trials table, best trial and parameter importance."""
         self.reply(await asyncio.to_thread(self.sweeps.get, sweep_id))
 
-    @api
+    @api("execute")
     async def patch(self, sweep_id: str) -> None:
         """Extend the budget: `max_trials`, `max_duration`, `max_failed_trials`."""
         record = await asyncio.to_thread(self.sweeps.extend, sweep_id, self.body())
@@ -67,7 +68,7 @@ class SweepHandler(SweepHandlerBase):
 
 
 class SweepStopHandler(SweepHandlerBase):
-    @api
+    @api("write")
     async def post(self, sweep_id: str) -> None:
         """Stop a sweep and its running trials."""
         record = await asyncio.to_thread(self.sweeps.stop, sweep_id)
@@ -76,7 +77,7 @@ class SweepStopHandler(SweepHandlerBase):
 
 
 class SweepResumeHandler(SweepHandlerBase):
-    @api
+    @api("execute")
     async def post(self, sweep_id: str) -> None:
         """Resume a stopped or finished sweep; the body may raise max_trials or max_duration."""
         record = await asyncio.to_thread(self.sweeps.resume, sweep_id, self.body())

@@ -158,13 +158,24 @@ def cmd_hub(args: argparse.Namespace) -> int:
     config = Path(args.config) if args.config else default_config()
     root = Path(args.root or os.environ.get("KUBELAB_HUB_ROOT") or Path.home() / "kubelab-hub").resolve()
     root.mkdir(parents=True, exist_ok=True)
+    auth = os.environ.get("KUBELAB_HUB_AUTH") or ("pam" if args.mode == "local" else "oauth")
     password = os.environ.get("KUBELAB_HUB_PASSWORD") or secrets.token_urlsafe(12)
     env = {
         **os.environ,
         "KUBELAB_HUB_MODE": args.mode,
         "KUBELAB_HUB_ROOT": str(root),
+        "KUBELAB_HUB_AUTH": auth,
         "KUBELAB_HUB_PASSWORD": password,
     }
+    if args.mode == "local":
+        from .preflight import check_runnable_by_users, single_user_notice
+
+        if os.geteuid() != 0:
+            import getpass
+
+            print(single_user_notice(getpass.getuser()), file=sys.stderr, flush=True)
+        elif os.environ.get("KUBELAB_HUB_RUN_AS_USERS") != "0":
+            check_runnable_by_users()
     if not shutil.which("configurable-http-proxy"):
         raise ValidationError(
             "JupyterHub needs its proxy",
@@ -188,9 +199,12 @@ def cmd_hub(args: argparse.Namespace) -> int:
         f"--ConfigurableHTTPProxy.pid_file={root / 'jupyterhub-proxy.pid'}",
     ]
     host = "localhost" if args.ip in ("", "0.0.0.0", "127.0.0.1") else args.ip
-    print(f"kubelab hub: http://{host}:{args.port}/  (any user name; password: {password})", flush=True)
-    if not os.environ.get("KUBELAB_HUB_PASSWORD"):
-        print("set KUBELAB_HUB_PASSWORD to choose the password", file=sys.stderr, flush=True)
+    if auth == "shared-password":  # the opt-in demo
+        print(f"kubelab hub: http://{host}:{args.port}/  (any user name; password: {password})", flush=True)
+        if not os.environ.get("KUBELAB_HUB_PASSWORD"):
+            print("set KUBELAB_HUB_PASSWORD to choose the password", file=sys.stderr, flush=True)
+    else:
+        print(f"kubelab hub: http://{host}:{args.port}/  (log in with {auth})", flush=True)
     os.chdir(root)
     os.execve(sys.executable, command, env)  # JupyterHub takes over this process (and its signals)
     return 0  # pragma: no cover - exec does not return

@@ -92,9 +92,14 @@ class KubeLabSpawner(SpawnForm, KubeSpawner):
     def _default_user_namespaces(self) -> bool:
         return not self.trusted_lab
 
+    pod_security = Unicode("baseline", config=True, help=(
+        "Pod Security level enforced in users' namespaces: baseline (default: no privileged, host "
+        "namespaces or hostPath), restricted, or privileged (only for groups that mount hostPath)."))
+
     @default("user_namespace_labels")
     def _default_namespace_labels(self) -> dict[str, str]:
-        return {"kubelab.io/user": "{username}", **objects.MANAGED_BY}
+        return {"kubelab.io/user": "{username}", **objects.MANAGED_BY,
+                **objects.pod_security_labels(self.pod_security)}
 
     # -- configuration --------------------------------------------------------------------
 
@@ -156,8 +161,14 @@ class KubeLabSpawner(SpawnForm, KubeSpawner):
     async def _admit(self, raw: dict[str, Any]) -> NotebookOptions:
         options, group = self._choose(raw)
         if self.check_availability:
-            admit(options, group, self.user_slug, await self._availability_for(group))
+            admit(options, group, self.user_slug, *self._held(await self._availability_for(group)))
         return options
+
+    def _held(self, current: Any) -> tuple[Any, Any]:
+        """The availability, and the user's own usage counted by their namespace (which they
+        cannot leave) rather than by a label any pod in it may carry; by label in trusted-lab mode."""
+        held = current.namespace(self.namespace) if self.enable_user_namespaces else None
+        return current, held
 
     def _groups(self) -> list[ProjectGroup]:
         from .groups import user_groups
@@ -209,7 +220,7 @@ class KubeLabSpawner(SpawnForm, KubeSpawner):
         try:
             options, group, settings = self.plan()
             if self.check_availability:
-                admit(options, group, self.user_slug, await self._availability_for(group))
+                admit(options, group, self.user_slug, *self._held(await self._availability_for(group)))
         except KubelabError as exc:
             raise refusal(exc) from None
         self._group = group

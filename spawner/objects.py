@@ -56,6 +56,21 @@ def _meta(name: str, namespace: str | None = None, labels: dict[str, str] | None
     return meta
 
 
+POD_SECURITY_LEVELS = ("privileged", "baseline", "restricted")
+
+
+def pod_security_labels(enforce: str = "baseline") -> dict[str, str]:
+    """Pod Security Admission for a user's namespace: the API server itself refuses privileged,
+    hostPID, hostNetwork and hostPath pods (`baseline`) whoever creates them, the notebook's own
+    token included; `restricted` is audited and warned about, so an admin sees what would break."""
+    if enforce not in POD_SECURITY_LEVELS:
+        levels = ", ".join(POD_SECURITY_LEVELS)
+        raise ValueError(f"pod security level must be one of {levels}, not {enforce!r}")
+    prefix = "pod-security.kubernetes.io"
+    return {f"{prefix}/enforce": enforce, f"{prefix}/enforce-version": "latest",
+            f"{prefix}/warn": "restricted", f"{prefix}/audit": "restricted"}
+
+
 def namespace(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(name, labels=labels)}
 

@@ -28,6 +28,7 @@ from kubelab.kube.api import KubeApi
 from kubelab.kube.errors import DEFAULT_RETRY, RetryPolicy, translate
 from kubelab.kube.notebook_env import NotebookEnv
 from kubelab.kube.watcher import Watcher
+from kubelab.logfiles import byte_range, file_text
 from kubelab.records import FAILED, RunDirectory, Status, new_id
 from kubelab.spec import ExperimentSpec
 
@@ -406,15 +407,19 @@ class KubernetesBackend(Backend):
                 raise translate(exc, f"delete {kind} {name}") from exc
 
     # -- logs and events ---------------------------------------------------------------------
-    def logs(self, run: RunDirectory, replica: int = 0, follow: bool = False) -> Iterator[str]:
+    def logs(self, run: RunDirectory, replica: int = 0, follow: bool = False, start: int = 0,
+             idle: bool = False) -> Iterator[str]:
         """The replica's newest pod's log (with `follow`, across retries until the run ends);
         the archived copy in the run directory once the pods are gone."""
         archived = run.log_file(replica)
         if run.status().terminal and archived.exists():
             # Ended and archived: the copy is complete, while the watch cache may still show a
             # pod that the API has already deleted.
-            yield archived.read_text()
+            yield from file_text(archived, start)
             return
+        yield from byte_range(self._live_logs(run, replica, follow), start)
+
+    def _live_logs(self, run: RunDirectory, replica: int, follow: bool) -> Iterator[str]:
         seen: set[str] = set()
         while True:
             pod = self._replica_pod(run, replica)
@@ -433,14 +438,14 @@ class KubernetesBackend(Backend):
                     if exc.status not in (400, 404):
                         raise translate(exc, f"read the log of pod {pod.name}") from exc
                     if exc.status == 404 and run.log_file(replica).exists():
-                        yield run.log_file(replica).read_text()  # the pod is gone: archived
+                        yield from file_text(run.log_file(replica))  # the pod is gone: archived
                         return
                 if not follow:
                     return
             elif pod is None and not seen:
                 path = run.log_file(replica)
                 if path.exists():
-                    yield path.read_text()
+                    yield from file_text(path)
                     return
                 if not follow or run.status().terminal:
                     return

@@ -65,10 +65,14 @@ def parse_text(text: str, kind: str, field: str) -> Any:
         except json.JSONDecodeError as exc:
             reason = f"not valid JSON: line {exc.lineno} column {exc.colno}: {exc.msg}"
             raise ValidationError("invalid document", [FieldError(field, reason)]) from None
+        except (ValueError, RecursionError) as exc:  # 5,000-digit integers, 100,000 nested brackets
+            raise ValidationError("invalid document", [FieldError(field, f"not valid JSON: {exc}")]) from None
     import yaml  # lazily: only YAML documents need it
 
+    from kubelab import safe_yaml
+
     try:
-        return yaml.load(text, Loader=_unique_key_loader(yaml))
+        return safe_yaml.load(text, _unique_key_loader(yaml))
     except yaml.YAMLError as exc:
         reason = f"not valid YAML: {exc}".replace("\n", " ")
         raise ValidationError("invalid document", [FieldError(field, reason)]) from None
@@ -90,7 +94,9 @@ def _unique_key_loader(yaml: Any) -> Any:
     global _LOADER
     if _LOADER is None:
 
-        class UniqueKeyLoader(yaml.SafeLoader):
+        from kubelab.safe_yaml import NoAliasLoader
+
+        class UniqueKeyLoader(NoAliasLoader):
             def construct_mapping(self, node: Any, deep: bool = False) -> Any:
                 seen: set[Any] = set()
                 for key_node, _ in node.value:

@@ -212,7 +212,8 @@ def test_kubelab_hub_starts_jupyterhub_and_prints_its_url(tmp_path: Path) -> Non
 
     need_proxy()
     port = free_port()
-    env = {**os.environ, "KUBELAB_HUB_PASSWORD": "a-lab-password", "HOME": str(tmp_path)}
+    env = {**os.environ, "KUBELAB_HUB_AUTH": "shared-password", "KUBELAB_HUB_PASSWORD": "a-lab-password",
+           "HOME": str(tmp_path), "KUBELAB_HUB_RUN_AS_USERS": "0"}
     hub = subprocess.Popen([sys.executable, "-m", "kubelab.cli", "hub", "--port", str(port), "--root",
                             str(tmp_path / "root")], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            text=True, start_new_session=True)
