@@ -98,7 +98,7 @@ class Applier:
         self.client = api_client
         self.timeout = timeout
 
-    async def _call(self, method: str, url: str, body: Any = None, query: list | None = None,
+    async def request(self, method: str, url: str, body: Any = None, query: list | None = None,
                     content_type: str = "application/json") -> Any:
         headers = {"Accept": "application/json", "Content-Type": content_type}
         response = await asyncio.wait_for(
@@ -115,7 +115,7 @@ class Applier:
         query = [("fieldManager", FIELD_MANAGER), ("force", "true")]
         if dry_run:
             query.append(("dryRun", "All"))
-        return await self._call("PATCH", path(obj["kind"], meta.get("namespace"), meta["name"]),
+        return await self.request("PATCH", path(obj["kind"], meta.get("namespace"), meta["name"]),
                                 json.loads(json.dumps(obj)), query, APPLY)
 
     async def migrate(self, current: dict[str, Any], wanted: dict[str, Any]) -> dict[str, Any]:
@@ -124,14 +124,14 @@ class Applier:
         url = path(wanted["kind"], meta.get("namespace"), meta["name"])
         body = json.loads(json.dumps(wanted))
         body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-        await self._call("PUT", url, body, [("fieldManager", FIELD_MANAGER)])
-        await self._call("PATCH", url, {"metadata": {"managedFields": [{}]}}, content_type=MERGE)
+        await self.request("PUT", url, body, [("fieldManager", FIELD_MANAGER)])
+        await self.request("PATCH", url, {"metadata": {"managedFields": [{}]}}, content_type=MERGE)
         return await self.apply(wanted)
 
     async def create_if_missing(self, obj: dict[str, Any]) -> bool:
         meta = obj["metadata"]
         try:
-            await self._call("POST", path(obj["kind"], meta.get("namespace")), json.loads(json.dumps(obj)),
+            await self.request("POST", path(obj["kind"], meta.get("namespace")), json.loads(json.dumps(obj)),
                              [("fieldManager", FIELD_MANAGER)])
         except ApiException as exc:
             if exc.status == 409:
@@ -139,14 +139,22 @@ class Applier:
             raise
         return True
 
+    async def api_server_slices(self) -> list[dict[str, Any]]:
+        """The EndpointSlices of default/kubernetes: where pods reach the API server."""
+        listed = await self.request(
+            "GET", "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices",
+            query=[("labelSelector", "kubernetes.io/service-name=kubernetes")],
+        )
+        return listed.get("items") or []
+
     async def owned_names(self, kind: str, namespace: str) -> list[str]:
         selector = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
-        listed = await self._call("GET", path(kind, namespace), query=[("labelSelector", selector)])
+        listed = await self.request("GET", path(kind, namespace), query=[("labelSelector", selector)])
         return sorted(item["metadata"]["name"] for item in listed.get("items") or [])
 
     async def delete(self, kind: str, namespace: str, name: str) -> bool:
         try:
-            await self._call("DELETE", path(kind, namespace, name))
+            await self.request("DELETE", path(kind, namespace, name))
         except ApiException as exc:
             if exc.status == 404:
                 return False

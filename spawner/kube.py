@@ -339,14 +339,8 @@ class KubeLabSpawner(SpawnForm, KubeSpawner):
         if self.api_server_cidrs:
             return ApiServer.parse(list(self.api_server_cidrs), list(self.api_server_ports),
                                    "KubeLabSpawner.api_server")
-        discovery = shared_client("DiscoveryV1Api")
-        slices = await asyncio.wait_for(
-            discovery.list_namespaced_endpoint_slice(
-                "default", label_selector="kubernetes.io/service-name=kubernetes"
-            ),
-            self.k8s_api_request_timeout,
-        )
-        return ApiServer.from_endpoint_slices(self.api.api_client.sanitize_for_serialization(slices)["items"])
+        applier = Applier(self.api.api_client, self.k8s_api_request_timeout)
+        return ApiServer.from_endpoint_slices(await applier.api_server_slices())
 
     async def _ensure_namespace(self) -> None:
         await super()._ensure_namespace()
