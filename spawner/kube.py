@@ -7,6 +7,7 @@ adds objects in `_ensure_namespace`, so every KubeSpawner option keeps working.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
 from typing import Any, ClassVar
@@ -18,7 +19,7 @@ from traitlets import Bool, Dict, Int, List, Unicode, default
 from kubelab.errors import FieldError, KubelabError, ValidationError
 from kubelab.quantity import parse_quantity
 
-from . import objects
+from . import metrics, objects
 from .admission import admit
 from .apply import Applier, Outcome
 from .availability import ClusterAvailability
@@ -386,3 +387,32 @@ class KubeLabSpawner(SpawnForm, KubeSpawner):
             api_server = ApiServer.parse(list(self.api_server_cidrs), list(self.api_server_ports),
                                          "KubeLabSpawner.api_server")
         return [*self.namespace_objects(group, api_server), manifest]
+
+
+def _metrics_snapshot() -> tuple[list, list, Catalog] | None:
+    """The current nodes and pods of this hub's availability watch, for /hub/metrics. The hub
+    serves a scrape on its event loop; the first scrape after a catalog is known starts the
+    watch if no spawn form did yet, so the numbers come from the next scrape on."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+    watch = KubeLabSpawner._watches.get(loop)
+    if watch is None:
+        if not KubeLabSpawner._catalogs:
+            return None
+        catalog = list(KubeLabSpawner._catalogs.values())[-1]
+        watch = KubeLabSpawner._watches[loop] = ClusterAvailability(shared_client("CoreV1Api"), catalog)
+        loop.create_task(_start_quietly(watch))
+        return None
+    if not (watch.nodes.loaded.is_set() and watch.pods.loaded.is_set()):
+        return None
+    return list(watch.nodes.items.values()), list(watch.pods.items.values()), watch.catalog
+
+
+async def _start_quietly(watch: ClusterAvailability) -> None:
+    with contextlib.suppress(Exception):  # the watch retries by itself; a scrape never fails
+        await watch.start()
+
+
+metrics.register(_metrics_snapshot)
