@@ -149,3 +149,19 @@ def test_dockerfiles_lint_clean() -> None:
     done = subprocess.run(["hadolint", "--no-color", *map(str, DOCKERFILES.values())], capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_apply_paths_and_what_counts_as_written_by_someone_else() -> None:
+    from kubelab.spawner.apply import is_legacy, path
+
+    assert path("NetworkPolicy", "u-a", "kubelab-dns") == (
+        "/apis/networking.k8s.io/v1/namespaces/u-a/networkpolicies/kubelab-dns")
+    assert path("Namespace", None, "u-a") == "/api/v1/namespaces/u-a"
+    assert path("ResourceQuota", "u-a") == "/api/v1/namespaces/u-a/resourcequotas"
+    assert path("ClusterRole", None, "kubelab-hub") == "/apis/rbac.authorization.k8s.io/v1/clusterroles/kubelab-hub"
+    applied = {"manager": "kubelab", "operation": "Apply"}
+    status = {"manager": "kube-controller-manager", "operation": "Update", "subresource": "status"}
+    created = {"manager": "OpenAPI-Generator", "operation": "Update"}
+    assert not is_legacy({"metadata": {"managedFields": [applied, status]}})
+    assert is_legacy({"metadata": {"managedFields": [applied, created]}})
+    assert not is_legacy({"metadata": {}})
