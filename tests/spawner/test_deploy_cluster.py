@@ -144,23 +144,41 @@ def test_render_all_is_accepted_by_a_dry_run_and_then_applied(lab: Lab, control_
     assert [(s.name, s.namespace) for s in binding.subjects] == [("hub", lab.hub_namespace)]
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
-def test_the_guides_kubectl_commands(lab: Lab, control_plane: Any) -> None:
-    """docs/deploy.md's `render --all | kubectl apply --server-side` and its checks."""
-    env = {"KUBECONFIG": str(control_plane.kubeconfig)}
+def kubectl(control_plane: Any, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     import os
 
-    render = kubelab("render", "--all", "--hub-namespace", lab.hub_namespace)
-    for extra in (["--dry-run=server"], []):
-        done = subprocess.run(["kubectl", "apply", "--server-side", "--field-manager=kubelab", "-f", "-", *extra],
-                              input=render.stdout, capture_output=True, text=True, timeout=120,
-                              env={**os.environ, **env})
-        assert done.returncode == 0, done.stderr
-        assert "clusterrole.rbac.authorization.k8s.io/kubelab-hub serverside-applied" in done.stdout
-    done = subprocess.run(["kubectl", "auth", "can-i", "patch", "networkpolicies", "-n", "any-namespace",
-                           f"--as=system:serviceaccount:{lab.hub_namespace}:hub"],
-                          capture_output=True, text=True, timeout=60, env={**os.environ, **env})
+    if shutil.which("kubectl") is None:
+        pytest.skip("kubectl is not installed")
+    return subprocess.run(["kubectl", *args], input=stdin, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "KUBECONFIG": str(control_plane.kubeconfig)})
+
+
+def test_the_guides_install_and_uninstall_commands(lab: Lab, control_plane: Any) -> None:
+    """docs/deploy.md steps 2 and 6 as written (the namespace is this test's own)."""
+    admin_file = lab.dir / "kubelab-admin.yaml"
+    done = kubelab("render", "--all", "--hub-namespace", lab.hub_namespace)
+    admin_file.write_text(done.stdout)
+    apply = ["apply", "--server-side", "--field-manager=kubelab"]
+    done = kubectl(control_plane, *apply, "--dry-run=server", "-f", str(admin_file))
+    assert done.returncode == 0, done.stderr
+    assert "clusterrole.rbac.authorization.k8s.io/kubelab-hub serverside-applied (server dry run)" in done.stdout
+    done = kubectl(control_plane, *apply, "-f", str(admin_file))
+    assert done.returncode == 0, done.stderr
+    done = kubectl(control_plane, "auth", "can-i", "patch", "networkpolicies", "-n", "any-namespace",
+                   f"--as=system:serviceaccount:{lab.hub_namespace}:hub")
     assert done.stdout.strip() == "yes", done.stderr
+    done = kubectl(control_plane, "auth", "can-i", "patch", "persistentvolumeclaims", "-n", "any-namespace",
+                   f"--as=system:serviceaccount:{lab.hub_namespace}:hub")
+    assert done.stdout.strip() == "no"  # claims are only ever created
+    # the upgrade's pipe form
+    done = kubectl(control_plane, *apply, "-f", "-", stdin=kubelab("render", "--all", "--hub-namespace",
+                                                                    lab.hub_namespace).stdout)
+    assert done.returncode == 0, done.stderr
+    done = kubectl(control_plane, "delete", "-f", str(admin_file))
+    assert done.returncode == 0, done.stderr
+    with pytest.raises(ApiException) as gone:
+        k8s.RbacAuthorizationV1Api(lab.admin).read_cluster_role("kubelab-hub")
+    assert gone.value.status == 404
 
 
 def spawn(lab: Lab, config: Path, kubeconfig: Path, user: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -247,6 +265,13 @@ def test_two_users_spawn_and_get_every_documented_object(lab: Lab, control_plane
         ns = k8s.CoreV1Api(lab.admin).read_namespace(namespace)
         assert ns.metadata.labels["kubelab.io/user"] == user
         assert ns.metadata.annotations["kubelab.io/group"] == "public"
+    if shutil.which("kubectl"):  # docs/deploy.md step 4's checks
+        done = kubectl(control_plane, "get", "namespaces", "-l", "app.kubernetes.io/managed-by=kubelab,kubelab.io/user",
+                       "-o", "name")
+        assert {f"namespace/{lab.user_namespace(u)}" for u in ("alice", "bob")} <= set(done.stdout.split())
+        done = kubectl(control_plane, "-n", lab.user_namespace("alice"), "get", "serviceaccounts,roles,rolebindings,"
+                       "resourcequotas,networkpolicies,persistentvolumeclaims", "-o", "name")
+        assert len(done.stdout.split()) == len(objects_in(lab.admin, lab.user_namespace("alice"))) + 1  # + default
     # the notebook's account sees its own namespace only
     token = control_plane.token_for(lab.user_namespace("alice"), "kubelab-notebook")
     alice = k8s_config.new_client_from_config(
