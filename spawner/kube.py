@@ -272,7 +272,7 @@ class KubeLabSpawner(SpawnForm, KubeSpawner):
         self.notebook_dir = settings.working_dir
         self.service_account = self.notebook_service_account
         self.extra_labels = {**base["extra_labels"], **settings.labels}
-        if self.isolation(None):  # z2jh's hub policy admits pods from other namespaces by this label
+        if self.network_policy:  # z2jh's hub policy admits pods from other namespaces by this label
             self.extra_labels[HUB_ACCESS_LABEL] = "true"
         self._kubelab_env = settings.env
         self._settings = settings
