@@ -219,11 +219,26 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 def cmd_reconcile(args: argparse.Namespace) -> int:
     """Bring every user namespace (or those of --user) up to date with the configuration."""
+    from aiohttp import ClientError
+    from kubernetes_asyncio.client.rest import ApiException
+    from kubernetes_asyncio.config import ConfigException
+
     from .reconcile import reconcile_all
 
+    if args.kubeconfig and not Path(args.kubeconfig).is_file():
+        raise ValidationError("no cluster credentials",
+                              [FieldError("kubeconfig", f"{args.kubeconfig} does not exist")])
     config = load_config(Path(args.config) if args.config else default_config())
-    with _OfflineKube(args.kubeconfig) if args.kubeconfig else contextlib.nullcontext():
-        reports = asyncio.run(reconcile_all(config, args.user or None))
+    try:
+        with _OfflineKube(args.kubeconfig) if args.kubeconfig else contextlib.nullcontext():
+            reports = asyncio.run(reconcile_all(config, args.user or None))
+    except ConfigException as exc:
+        raise ValidationError("no cluster credentials", [FieldError("kubeconfig", str(exc))]) from None
+    except (ClientError, OSError, asyncio.TimeoutError) as exc:
+        raise KubelabError(f"cannot reach the cluster: {exc}") from None
+    except ApiException as exc:
+        raise KubelabError(f"the cluster refused to list user namespaces: {exc.status} {exc.reason}"
+                           ) from None
     for report in reports:
         print(json.dumps(report, sort_keys=True), flush=True)
     return 1 if any("error" in r for r in reports) else 0

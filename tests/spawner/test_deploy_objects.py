@@ -165,3 +165,67 @@ def test_apply_paths_and_what_counts_as_written_by_someone_else() -> None:
     assert not is_legacy({"metadata": {"managedFields": [applied, status]}})
     assert is_legacy({"metadata": {"managedFields": [applied, created]}})
     assert not is_legacy({"metadata": {}})
+
+
+def write_config(tmp_path: Path, extra: str) -> Path:
+    path = tmp_path / "jupyterhub_config.py"
+    path.write_text(f"load_subconfig({str(REPO / 'hub_config' / 'jupyterhub_config.py')!r})\nc = get_config()\n" + extra)
+    return path
+
+
+def test_a_spawn_renders_the_policies_its_settings_ask_for(tmp_path: Path) -> None:
+    config = write_config(tmp_path, "c.KubeLabSpawner.hub_namespace = 'lab-hub'\n"
+                                    "c.KubeLabSpawner.api_server_cidrs = ['172.18.0.3']\n"
+                                    "c.KubeLabSpawner.api_server_ports = [6443]\n"
+                                    "c.KubeLabSpawner.network_policy_internet = False\n")
+    done = kubelab("render", "--user", "alice", "--config", str(config))
+    assert done.returncode == 0, done.stderr
+    objects = list(yaml.safe_load_all(done.stdout))
+    policies = {o["metadata"]["name"]: o for o in objects if o["kind"] == "NetworkPolicy"}
+    assert sorted(policies) == sorted(["kubelab-default-deny", "kubelab-dns", "kubelab-notebook", "kubelab-experiments"])
+    notebook = policies["kubelab-notebook"]["spec"]
+    assert notebook["ingress"][0]["from"][0]["namespaceSelector"] == {
+        "matchLabels": {"kubernetes.io/metadata.name": "lab-hub"}}
+    assert notebook["egress"][1] == {"to": [{"ipBlock": {"cidr": "172.18.0.3/32"}}],
+                                     "ports": [{"protocol": "TCP", "port": 6443}]}
+    namespace, pod = objects[0], objects[-1]
+    assert namespace["metadata"]["annotations"] == {"kubelab.io/group": "public"}
+    assert pod["metadata"]["labels"][HUB_ACCESS_LABEL] == "true"
+    # offline and without addresses, the API-server rule is left out (a spawn reads them)
+    plain = list(yaml.safe_load_all(kubelab("render", "--user", "alice").stdout))
+    rules = next(o for o in plain if o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == "kubelab-notebook")["spec"]["egress"]
+    assert len(rules) == 1 and rules[0]["ports"] == [{"protocol": "TCP", "port": 8081}]
+    off = write_config(tmp_path, "c.KubeLabSpawner.network_policy = False\n")
+    objects = list(yaml.safe_load_all(kubelab("render", "--user", "alice", "--config", str(off)).stdout))
+    assert not [o for o in objects if o["kind"] == "NetworkPolicy"]
+    assert HUB_ACCESS_LABEL not in objects[-1]["metadata"]["labels"]
+
+
+def test_bad_api_server_settings_are_refused_by_name(tmp_path: Path) -> None:
+    config = write_config(tmp_path, "c.KubeLabSpawner.api_server_cidrs = ['10.0.0.0/33']\n")
+    done = kubelab("render", "--user", "alice", "--config", str(config))
+    assert done.returncode != 0
+    assert "KubeLabSpawner.api_server.cidrs[0]: '10.0.0.0/33' is not a CIDR or address" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_reconcile_without_a_reachable_cluster_says_why(tmp_path: Path) -> None:
+    done = kubelab("reconcile", "--kubeconfig", str(tmp_path / "missing"))
+    assert done.returncode == 2
+    assert f"kubeconfig: {tmp_path / 'missing'} does not exist" in done.stderr
+    empty = tmp_path / "empty"
+    empty.write_text("apiVersion: v1\nkind: Config\n")
+    done = kubelab("reconcile", "--kubeconfig", str(empty))
+    assert done.returncode == 2 and "no cluster credentials" in done.stderr and "Traceback" not in done.stderr
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    dead = tmp_path / "dead"
+    dead.write_text("apiVersion: v1\nkind: Config\n"
+                    f"clusters: [{{name: x, cluster: {{server: 'https://127.0.0.1:{port}'}}}}]\n"
+                    "users: [{name: x, user: {token: t}}]\n"
+                    "contexts: [{name: x, context: {cluster: x, user: x}}]\ncurrent-context: x\n")
+    done = kubelab("reconcile", "--kubeconfig", str(dead))
+    assert done.returncode != 0 and "cannot reach the cluster" in done.stderr and "Traceback" not in done.stderr
