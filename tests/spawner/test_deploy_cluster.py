@@ -360,3 +360,44 @@ def test_reconcile_brings_a_previous_versions_namespace_up_to_date(lab: Lab, con
     assert k8s.NetworkingV1Api(lab.admin).list_namespaced_network_policy(namespace).items == []
     assert {c.metadata.name for c in core.list_namespaced_persistent_volume_claim(namespace).items} == {
         "kubelab-workspace", "kubelab-archive"}
+
+
+def test_hub_metrics_count_the_clusters_gpus_and_experiments(lab: Lab, control_plane: Any) -> None:
+    """A real JupyterHub (kubernetes mode, the hub's credentials) serves kubelab's families on
+    /hub/metrics once its availability watch runs; an experiment pod shows up in them."""
+    import time
+
+    import requests
+    from hub_process import Hub
+    from prometheus_client.parser import text_string_to_metric_families
+
+    install(lab, control_plane.kubeconfig)
+    namespace = lab.user_namespace("dora")
+    core = k8s.CoreV1Api(lab.admin)
+    core.create_namespace({"metadata": {"name": namespace}})
+    core.create_namespaced_pod(namespace, {
+        "metadata": {"name": "run-0", "labels": {"app.kubernetes.io/name": "kubelab-experiment",
+                                                  "kubelab.io/experiment": "r1", "kubelab.io/user": "dora"}},
+        "spec": {"containers": [{"name": "trial", "image": "python:3.11-slim",
+                                 "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}})
+    overrides = (f"c.KubeLabSpawner.hub_namespace = {lab.hub_namespace!r}\n"
+                 "c.JupyterHub.authenticate_prometheus = False\n")
+    with Hub(lab.dir / "hub", overrides, {"KUBELAB_HUB_MODE": "kubernetes",
+                                          "KUBECONFIG": str(lab.hub_kubeconfig())}) as hub:
+        session = hub.login("dora")
+        assert session.get(f"{hub.url}/hub/spawn/dora", timeout=60).status_code == 200  # starts the watch
+        deadline, samples = time.monotonic() + 60, {}
+        while time.monotonic() < deadline:
+            text = requests.get(f"{hub.url}/hub/metrics", timeout=30).text
+            samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+                       for f in text_string_to_metric_families(text) for s in f.samples
+                       if s.name.startswith("jupyterhub_kubelab_")}
+            if any(name == "jupyterhub_kubelab_experiments" and dict(labels).get("user") == "dora"
+                   for name, labels in samples):
+                break
+            time.sleep(0.5)
+        assert {("jupyterhub_kubelab_gpus_total", (("gpu_type", t),)) for t in ("T4", "V100", "A100", "H100")} <= set(
+            samples), hub.log_tail()
+        states = {dict(labels)["state"] for name, labels in samples
+                  if name == "jupyterhub_kubelab_experiments" and dict(labels).get("user") == "dora"}
+        assert states and states <= {"running", "queued"}, samples
