@@ -26,7 +26,7 @@ from .availability import ClusterAvailability
 from .choice import choose, hub_memberships, public_properties
 from .form import admin_error, render_form
 from .groups import ProjectGroup
-from .network import HUB_ACCESS_LABEL, ApiServer, Isolation
+from .network import HUB_ACCESS_LABEL, ApiServer, Isolation, extra_egress_rules
 from .objects import Storage
 from .pod_settings import PodSettings, pod_settings
 from .profiles import Catalog, NotebookOptions
@@ -98,6 +98,13 @@ class KubeLabSpawner(SpawnForm, KubeSpawner):
         True,
         config=True,
         help="Let notebooks and experiments reach public addresses (package indexes, datasets).",
+    )
+    network_policy_extra_egress = List(
+        Dict(),
+        config=True,
+        help="""More egress for every pod of a user namespace (NetworkPolicy egress rules), e.g.
+        the lab's package mirror or object storage inside the cluster:
+        [{"to": [{"ipBlock": {"cidr": "10.20.0.5/32"}}], "ports": [{"port": 443}]}].""",
     )
     hub_namespace = Unicode(
         config=True, help="The hub's namespace, where the hub and proxy pods run ('' = the hub's own)."
@@ -309,6 +316,8 @@ class KubeLabSpawner(SpawnForm, KubeSpawner):
             notebook_selector={"component": self.component_label},
             notebook_port=self.port or 8888,
             internet=self.network_policy_internet,
+            extra_egress=extra_egress_rules(list(self.network_policy_extra_egress),
+                                            "KubeLabSpawner.network_policy_extra_egress"),
         )
 
     def namespace_objects(

@@ -35,6 +35,7 @@ POLICY_NAMES = (
     "kubelab-experiments",
     "kubelab-internet",
 )
+EXTRA_EGRESS_POLICY = "kubelab-extra-egress"
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,27 @@ class Isolation:
     hub_port: int = 8081
     notebook_port: int = 8888
     internet: bool = True
+    extra_egress: tuple[dict[str, Any], ...] = ()  # the lab's own services: a mirror, object storage
+
+
+def extra_egress_rules(rules: list[Any], field_name: str) -> tuple[dict[str, Any], ...]:
+    """An admin's extra egress rules (NetworkPolicy egress rules, for every pod of a user
+    namespace). A rule without `to` and `ports` would open everything: refused by name."""
+    problems = []
+    for i, rule in enumerate(rules):
+        where = f"{field_name}[{i}]"
+        if not isinstance(rule, dict):
+            problems.append(FieldError(where, "must be a NetworkPolicy egress rule (a mapping)"))
+        elif set(rule) - {"to", "ports"}:
+            unknown = ", ".join(sorted(set(rule) - {"to", "ports"}))
+            problems.append(FieldError(where, f"unknown keys {unknown} (a rule has to, ports)"))
+        elif not rule.get("to") and not rule.get("ports"):
+            problems.append(FieldError(where,
+                                       "names no destination and no port, so it allows every egress; "
+                                       "set network_policy = False instead if that is meant"))
+    if problems:
+        raise ValidationError("invalid NetworkPolicy settings", problems)
+    return tuple(rules)
 
 
 def _policy(ns: str, name: str, selector: dict[str, str], spec: dict[str, Any]) -> dict[str, Any]:
@@ -165,5 +187,10 @@ def network_policies(ns: str, isolation: Isolation) -> list[dict[str, Any]]:
         policies.append(_policy(ns, "kubelab-internet", {}, {
             "policyTypes": ["Egress"],
             "egress": [{"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": not_private}}]}],
+        }))
+    if isolation.extra_egress:
+        policies.append(_policy(ns, EXTRA_EGRESS_POLICY, {}, {
+            "policyTypes": ["Egress"],
+            "egress": [dict(rule) for rule in isolation.extra_egress],
         }))
     return policies

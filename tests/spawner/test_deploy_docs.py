@@ -91,14 +91,15 @@ def test_render_all_as_the_guide_writes_it(tmp_path: Path) -> None:
 
 
 def test_the_guides_tables_name_what_the_builders_build() -> None:
-    from kubelab.spawner.network import POLICY_NAMES
+    from kubelab.spawner.network import EXTRA_EGRESS_POLICY, POLICY_NAMES
 
     text = GUIDE.read_text()
-    for name in POLICY_NAMES:
+    for name in (*POLICY_NAMES, EXTRA_EGRESS_POLICY):
         assert f"| NetworkPolicy | `{name}` |" in text
     for metric in ("jupyterhub_kubelab_gpus_allocated", "jupyterhub_kubelab_gpus_total",
                    "jupyterhub_kubelab_gpus_free", "jupyterhub_kubelab_experiments"):
         assert f"`{metric}`" in text
-    for setting in ("network_policy", "network_policy_internet", "api_server_cidrs", "hub_namespace",
+    for setting in ("network_policy", "network_policy_internet", "network_policy_extra_egress",
+                    "api_server_cidrs", "hub_namespace",
                     "check_availability", "trusted_lab"):
         assert f"`{setting}`" in text

@@ -184,3 +184,23 @@ def test_api_server_from_endpoint_slices_and_from_settings() -> None:
         ApiServer.parse(["10.0.0.300"], [0], "KubeLabSpawner.api_server")
     assert [e.path for e in refused.value.fields] == [
         "KubeLabSpawner.api_server.cidrs[0]", "KubeLabSpawner.api_server.ports[0]"]
+
+
+def test_extra_egress_for_the_labs_own_services() -> None:
+    from kubelab.spawner.network import extra_egress_rules
+
+    mirror = {"to": [{"ipBlock": {"cidr": "10.20.0.5/32"}}], "ports": [{"protocol": "TCP", "port": 443}]}
+    rules = extra_egress_rules([mirror], "KubeLabSpawner.network_policy_extra_egress")
+    policies = network_policies("u-alice", Isolation(hub_namespace="jhub", api_server=API, extra_egress=rules))
+    assert policies[-1]["metadata"]["name"] == "kubelab-extra-egress"
+    for labels in (NOTEBOOK, EXPERIMENT):
+        assert allowed(policies, Pod("u-alice", labels), Host("10.20.0.5"), 443)
+        assert not allowed(policies, Pod("u-alice", labels), Host("10.20.0.6"), 443)
+    with pytest.raises(ValidationError) as refused:
+        extra_egress_rules([{}, "x", {"to": [], "port": 1}], "KubeLabSpawner.network_policy_extra_egress")
+    assert [str(f) for f in refused.value.fields] == [
+        "KubeLabSpawner.network_policy_extra_egress[0]: names no destination and no port, so it allows every "
+        "egress; set network_policy = False instead if that is meant",
+        "KubeLabSpawner.network_policy_extra_egress[1]: must be a NetworkPolicy egress rule (a mapping)",
+        "KubeLabSpawner.network_policy_extra_egress[2]: unknown keys port (a rule has to, ports)",
+    ]
