@@ -180,7 +180,11 @@ class Applier:
                 return
             result = await self.apply(obj)
             if obj["kind"] in OWNED and is_legacy(result):
-                await self.migrate(result, obj)
+                try:
+                    await self.migrate(result, obj)
+                except ApiException as exc:  # a concurrent spawn of the same user migrated it
+                    if exc.status != 409 or is_legacy(await self.apply(obj)):
+                        raise
                 outcome.migrated.append(key)
             else:
                 outcome.applied.append(key)
