@@ -100,7 +100,9 @@ class _Refused(KubelabError):
 class _OfflineKube:
     """KubeSpawner loads the default kubeconfig, whose path kubernetes_asyncio reads from
     $KUBECONFIG once, at import: point that default at `path` (or at a render-only file that is
-    never contacted) for the duration of a call."""
+    never contacted) for the duration of a call. KubeSpawner loads it once per process (an
+    lru_cache), so that cache is cleared on the way in and out: a render, then a reconcile, in
+    one process each get their own cluster."""
 
     def __init__(self, path: str | None = None) -> None:
         self.path = path
@@ -108,6 +110,9 @@ class _OfflineKube:
 
     def __enter__(self) -> None:
         from kubernetes_asyncio.config import kube_config
+        from kubespawner.clients import load_config
+
+        load_config.cache_clear()
 
         self.previous = kube_config.KUBE_CONFIG_DEFAULT_LOCATION
         path = self.path
@@ -119,6 +124,9 @@ class _OfflineKube:
 
     def __exit__(self, *exc: object) -> None:
         from kubernetes_asyncio.config import kube_config
+        from kubespawner.clients import load_config
+
+        load_config.cache_clear()
 
         kube_config.KUBE_CONFIG_DEFAULT_LOCATION = self.previous
         if self.tmp is not None:
