@@ -6,8 +6,8 @@ The spawner (on every spawn) and `kubelab hub reconcile` (for every user namespa
 - applies each object (`fieldManager=kubelab`, `force=true`), so a changed catalog, group quota
   or Role reaches namespaces that already exist, and a field kubelab stops setting goes away;
 - migrates an object a previous version wrote with create/replace (or someone edited with
-  `kubectl edit`): it is replaced with the wanted object once and its managed fields are reset,
-  so that from then on `kubelab` alone owns it and apply can remove what it no longer sets;
+  `kubectl edit`): its fields are handed to kubelab's apply, which then drops what it no longer
+  sets, and from then on `kubelab` alone owns the object;
 - deletes kubelab's policies, Roles, bindings and quotas the configuration no longer builds;
 - creates claims only if missing and never changes or deletes one: they hold users' data.
 
@@ -77,6 +77,28 @@ def is_legacy(obj: dict[str, Any]) -> bool:
     )
 
 
+def _union(into: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
+    for key, value in fields.items():
+        into[key] = _union(into.get(key) or {}, value) if isinstance(value, dict) and value else (
+            into.get(key) or value)
+    return into
+
+
+def take_ownership(managed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The managed fields with every field written outside a subresource owned by one entry,
+    kubelab's apply (what `kubectl apply --server-side` does when it takes over from client-side
+    apply). Status entries (a quota's usage, written by its controller) stay as they are."""
+    fields: dict[str, Any] = {}
+    api_version = None
+    for entry in managed:
+        if not entry.get("subresource"):
+            _union(fields, entry.get("fieldsV1") or {})
+            api_version = api_version or entry.get("apiVersion")
+    mine = {"manager": FIELD_MANAGER, "operation": "Apply", "apiVersion": api_version,
+            "fieldsType": "FieldsV1", "fieldsV1": fields}
+    return [mine, *(e for e in managed if e.get("subresource"))]
+
+
 @dataclass
 class Outcome:
     """What one reconcile did, by `Kind/name` (for the CLI's report and for tests)."""
@@ -119,13 +141,12 @@ class Applier:
                                 json.loads(json.dumps(obj)), query, APPLY)
 
     async def migrate(self, current: dict[str, Any], wanted: dict[str, Any]) -> dict[str, Any]:
-        """Replace with the wanted object, forget every manager, then apply as the only one."""
+        """Hand every field of `current` to kubelab's apply (see `take_ownership`), then apply
+        again: what the wanted object no longer sets is now kubelab's alone, so it goes."""
         meta = wanted["metadata"]
         url = path(wanted["kind"], meta.get("namespace"), meta["name"])
-        body = json.loads(json.dumps(wanted))
-        body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-        await self.request("PUT", url, body, [("fieldManager", FIELD_MANAGER)])
-        await self.request("PATCH", url, {"metadata": {"managedFields": [{}]}}, content_type=MERGE)
+        owned = take_ownership(current["metadata"].get("managedFields") or [])
+        await self.request("PATCH", url, {"metadata": {"managedFields": owned}}, content_type=MERGE)
         return await self.apply(wanted)
 
     async def create_if_missing(self, obj: dict[str, Any]) -> bool:
@@ -180,11 +201,7 @@ class Applier:
                 return
             result = await self.apply(obj)
             if obj["kind"] in OWNED and is_legacy(result):
-                try:
-                    await self.migrate(result, obj)
-                except ApiException as exc:  # a concurrent spawn of the same user migrated it
-                    if exc.status != 409 or is_legacy(await self.apply(obj)):
-                        raise
+                await self.migrate(result, obj)
                 outcome.migrated.append(key)
             else:
                 outcome.applied.append(key)

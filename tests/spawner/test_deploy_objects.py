@@ -229,3 +229,21 @@ def test_reconcile_without_a_reachable_cluster_says_why(tmp_path: Path) -> None:
                     "contexts: [{name: x, context: {cluster: x, user: x}}]\ncurrent-context: x\n")
     done = kubelab("reconcile", "--kubeconfig", str(dead))
     assert done.returncode != 0 and "cannot reach the cluster" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_taking_over_an_older_writers_fields() -> None:
+    from kubelab.spawner.apply import take_ownership
+
+    old = {"manager": "OpenAPI-Generator", "operation": "Update", "apiVersion": "v1", "fieldsType": "FieldsV1",
+           "fieldsV1": {"f:metadata": {"f:labels": {".": {}, "f:app.kubernetes.io/managed-by": {}}},
+                        "f:spec": {"f:hard": {".": {}, "f:requests.cpu": {}, "f:requests.nvidia.com/gpu": {}}}}}
+    applied = {"manager": "kubelab", "operation": "Apply", "apiVersion": "v1", "fieldsType": "FieldsV1",
+               "fieldsV1": {"f:spec": {"f:hard": {"f:requests.nvidia.com/gpu": {}}}}}
+    status = {"manager": "kube-controller-manager", "operation": "Update", "apiVersion": "v1",
+              "subresource": "status", "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {"f:used": {}}}}
+    assert take_ownership([old, applied, status]) == [
+        {"manager": "kubelab", "operation": "Apply", "apiVersion": "v1", "fieldsType": "FieldsV1",
+         "fieldsV1": {"f:metadata": {"f:labels": {".": {}, "f:app.kubernetes.io/managed-by": {}}},
+                      "f:spec": {"f:hard": {".": {}, "f:requests.cpu": {}, "f:requests.nvidia.com/gpu": {}}}}},
+        status,
+    ]
