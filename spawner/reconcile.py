@@ -40,6 +40,9 @@ async def reconcile_all(config: Any, users: list[str] | None = None) -> list[dic
         recorded = (meta.get("annotations") or {}).get(GROUP_ANNOTATION)
         group_name = recorded if recorded in declared else "public"
         report: dict[str, Any] = {"namespace": meta["name"], "user": user, "group": group_name}
+        if meta.get("deletionTimestamp"):  # Terminating: nothing can be created in it any more
+            reports.append({**report, "skipped": "the namespace is being deleted"})
+            continue
         try:
             spawner = await _spawner(config, user, [g for g in [group_name] if g != "public"])
             spawner.namespace = meta["name"]
