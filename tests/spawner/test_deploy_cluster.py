@@ -426,3 +426,21 @@ def test_hub_metrics_count_the_clusters_gpus_and_experiments(lab: Lab, control_p
         states = {dict(labels)["state"] for name, labels in samples
                   if name == "jupyterhub_kubelab_experiments" and dict(labels).get("user") == "dora"}
         assert states and states <= {"running", "queued"}, samples
+
+
+def test_the_next_spawn_brings_a_previous_versions_namespace_up_to_date(lab: Lab, control_plane: Any) -> None:
+    """Without `reconcile`: a user of the previous version starts a server after the upgrade."""
+    install(lab, control_plane.kubeconfig)
+    namespace = previous_version_namespace(lab, "dave")
+    core, rbac = k8s.CoreV1Api(lab.admin), k8s.RbacAuthorizationV1Api(lab.admin)
+    claims_before = {c.metadata.name: c.metadata.uid for c in core.list_namespaced_persistent_volume_claim(namespace).items}
+    assert spawn(lab.config(), lab.hub_kubeconfig(), ["dave"], {}) == [namespace]
+    role_file = next(d for d in yaml.safe_load_all((REPO / "hub_config/rbac/notebook-role.yaml").read_text())
+                     if d["kind"] == "Role")
+    assert lab.admin.sanitize_for_serialization(rbac.read_namespaced_role("kubelab-notebook", namespace))[
+        "rules"] == role_file["rules"]
+    assert core.read_namespaced_resource_quota("kubelab-quota", namespace).spec.hard == {"requests.nvidia.com/gpu": "1"}
+    assert len(k8s.NetworkingV1Api(lab.admin).list_namespaced_network_policy(namespace).items) == 5
+    assert core.read_namespace(namespace).metadata.annotations["kubelab.io/group"] == "public"
+    assert {c.metadata.name: c.metadata.uid for c in core.list_namespaced_persistent_volume_claim(namespace).items} == (
+        claims_before)
