@@ -205,16 +205,20 @@ def spawn(config: Path, kubeconfig: Path, users: list[str], options: dict[str, A
     """KubeLabSpawner.start() (then stop()) for each user with the hub's credentials, in one
     event loop as in a hub (KubeSpawner's pod reflector is per loop); their namespaces."""
     from kubelab.spawner.cli import _OfflineKube, _spawner, load_config
+    from kubelab.spawner.kube import KubeLabSpawner
 
     async def go() -> list[str]:
         namespaces = []
-        for user in users:
-            spawner = await _spawner(load_config(config), user, [])
-            spawner.user_options = options
-            spawner.api_token = secrets.token_hex(8)
-            await spawner.start()
-            await spawner.stop()
-            namespaces.append(spawner.namespace)
+        try:
+            for user in users:
+                spawner = await _spawner(load_config(config), user, [])
+                spawner.user_options = options
+                spawner.api_token = secrets.token_hex(8)
+                await spawner.start()
+                await spawner.stop()
+                namespaces.append(spawner.namespace)
+        finally:  # the reflectors belong to this loop: the next test's loop starts its own
+            await KubeLabSpawner._stop_all_reflectors()
         return namespaces
 
     with _OfflineKube(str(kubeconfig)):
