@@ -26,7 +26,9 @@ GPU_CATALOG = {
         {"name": "H100", "label_value": "H100", "resource": "nvidia.com/gpu", "max_per_user": 1},
     ],
     "images": [
-        os.environ.get("KUBELAB_NOTEBOOK_IMAGE", "ghcr.io/kubelab/notebook:latest"),
+        # built from hub_config/notebook/Dockerfile (CPU and CUDA bases; docs/deploy.md)
+        os.environ.get("KUBELAB_NOTEBOOK_IMAGE", "kubelab/notebook:0.1.0"),
+        "kubelab/notebook-cuda:0.1.0",
         "quay.io/jupyter/pytorch-notebook:cuda12-latest",
         "quay.io/jupyter/tensorflow-notebook:cuda-latest",
     ],
