@@ -307,7 +307,8 @@ def _extensions() -> list[Callable[[Any], None]]:
     import importlib.util
 
     found = []
-    for module in ("kubelab.sweeps.cli", "kubelab.tensorboard_cli", "kubelab.spawner.cli"):
+    for module in ("kubelab.sweeps.cli", "kubelab.pipelines.cli", "kubelab.schedules.cli",
+                   "kubelab.tensorboard_cli", "kubelab.spawner.cli"):
         try:
             present = importlib.util.find_spec(module) is not None
         except ModuleNotFoundError:  # the parent package is not there

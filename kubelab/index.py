@@ -18,7 +18,7 @@ from typing import Any
 
 from kubelab.records import TERMINAL, RunDirectory, summary
 
-CACHE_VERSION = 2  # entries: (file stamps, summary, metrics bytes folded)
+CACHE_VERSION = 3  # entries: (file stamps, summary, metrics bytes folded)
 
 
 @dataclass
