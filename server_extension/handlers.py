@@ -246,7 +246,7 @@ class ResourcesHandler(KubelabHandler):
 class EventsHandler(KubelabHandler):
     @api
     async def get(self) -> None:
-        """Server-sent events: `experiment`, `metrics`, `deleted`, `sweep`, `tensorboard`."""
+        """Server-sent events: `experiment`, `metrics`, `deleted`, `sweep`, `pipeline`, `tensorboard`."""
         self.set_header("Content-Type", "text/event-stream")
         self.set_header("Cache-Control", "no-cache")
         self.set_header("X-Accel-Buffering", "no")

@@ -190,3 +190,55 @@ def pipeline_record(pipeline: PipelineDirectory, state: PipelineState) -> dict[s
         "created_at": state.created_at, "finished_at": state.finished_at, "user": state.user,
         "schedule": state.schedule,
     }
+
+
+class PipelineWatcher:
+    """For the server's event stream: which pipelines changed since the last look.
+
+    Every `liveness` seconds it also restarts the driver of any Running pipeline whose
+    driver died, and the per-user scheduler if a schedule is active (after a reboot, the
+    first server to start catches the schedules up).
+    """
+
+    def __init__(self, lab: Lab, liveness: float = 5.0):
+        self.pipelines = Pipelines(lab)
+        self.stamps: dict[str, int | None] = {}
+        self.liveness = liveness
+        self.checked = 0.0
+
+    def start(self) -> None:
+        for pipeline in self.pipelines.store.all():
+            self.stamps[pipeline.id] = pipeline.state_mtime()
+        self.keep_alive()
+
+    def keep_alive(self) -> None:
+        from kubelab.schedules.scheduler import ensure_running
+        from kubelab.schedules.service import Schedules
+
+        self.checked = time.monotonic()
+        for pipeline in self.pipelines.store.all():
+            try:
+                self.pipelines.ensure_driver(pipeline)
+            except (OSError, ValueError):
+                continue
+        try:
+            if any(not s.read_state()["paused"] for s in Schedules(self.pipelines.lab).all()):
+                ensure_running(self.pipelines.lab.home)
+        except (OSError, ValueError):
+            pass
+
+    def poll(self) -> list[dict[str, Any]]:
+        """Records of the pipelines whose state changed (new ones included)."""
+        if time.monotonic() - self.checked > self.liveness:
+            self.keep_alive()
+        changed = []
+        for pipeline in self.pipelines.store.all():
+            stamp = pipeline.state_mtime()
+            if stamp == self.stamps.get(pipeline.id):
+                continue
+            self.stamps[pipeline.id] = stamp
+            try:
+                changed.append(self.pipelines.record(pipeline))
+            except (OSError, ValueError):
+                continue
+        return changed

@@ -1,0 +1,145 @@
+"""The per-user scheduler on one machine: `python -m kubelab.schedules.scheduler HOME`.
+
+One process per `$KUBELAB_HOME` (a flock'ed `scheduler.lock`; the kernel drops it when the
+process dies), detached in its own session like runners and drivers, so it outlives the
+notebook server and the CLI. Whoever creates or resumes a schedule, and every server at
+start, makes sure it runs; it exits when no schedule is active.
+
+Each schedule remembers the last moment it was considered. A tick starts the fires due
+between then and now, so after downtime (a reboot, a killed scheduler) it catches up
+according to `concurrency`: `allow` starts every missed fire (at most `CATCH_UP`), `forbid`
+and `replace` start one for the latest missed fire; `forbid` skips a fire while the last
+one still runs, `replace` stops it first. A fire is recorded before it starts (at most
+once: a scheduler killed in between does not start it twice).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kubelab.records import iso, utcnow
+from kubelab.schedules.service import HISTORY, ScheduleDirectory, Schedules
+from kubelab.sweeps.store import _flock
+
+CATCH_UP = 10  # missed fires started after downtime with concurrency: allow
+TICK = 0.25  # seconds between looks (cron strings may have a seconds field)
+
+
+def due(schedule: Any, considered: float, now: float) -> list[float]:
+    """Fire times in (considered, now], oldest first (at most 1000 are looked at)."""
+    fires: list[float] = []
+    moment = considered
+    while len(fires) < 1000:
+        fire = schedule.next_after(moment)
+        if fire is None or fire > now:
+            break
+        fires.append(fire)
+        moment = fire
+    return fires
+
+
+class Scheduler:
+    def __init__(self, home: Path, clock: Callable[[], float] = time.time):
+        from kubelab.lab import Lab
+
+        self.schedules = Schedules(Lab(home))
+        self.clock = clock
+
+    def tick(self) -> list[dict[str, Any]]:
+        """Start every fire that is due now; the fires recorded (started, skipped or refused)."""
+        recorded = []
+        for folder in self.schedules.all():
+            with contextlib.suppress(FileNotFoundError):
+                recorded += self.tick_one(folder)
+        return recorded
+
+    def tick_one(self, folder: ScheduleDirectory) -> list[dict[str, Any]]:
+        now = self.clock()
+        with folder.locked():
+            if not folder.exists():
+                return []
+            state = folder.read_state()
+            if state["paused"]:
+                return []
+            schedule = folder.schedule()
+            fires = due(schedule, state["considered"], now)
+            if not fires:
+                return []
+            state["considered"] = fires[-1]
+            chosen = fires[-CATCH_UP:] if schedule.concurrency == "allow" else fires[-1:]
+            pending = [{"at": iso(at), "state": "starting"} for at in chosen]
+            state["fires"] = (state["fires"] + pending)[-HISTORY:]
+            folder.write_state(state)  # at most once: recorded before anything starts
+        kind = folder.definition()["kind"]
+        for fire in pending:
+            self.fire(folder, kind, schedule.concurrency, fire)
+        with folder.locked():
+            if folder.exists():
+                state = folder.read_state()
+                done = {f["at"]: f for f in pending}
+                state["fires"] = [done.get(f["at"], f) if f.get("state") == "starting" else f
+                                  for f in state["fires"]]
+                folder.write_state(state)
+        return pending
+
+    def fire(self, folder: ScheduleDirectory, kind: str, concurrency: str, fire: dict[str, Any]) -> None:
+        from kubelab.errors import KubelabError
+
+        earlier = [f for f in folder.read_state()["fires"] if f.get("id")]
+        last = earlier[-1]["id"] if earlier else None
+        if last and concurrency != "allow" and self.schedules.running(kind, last):
+            if concurrency == "forbid":
+                fire.update(state="skipped", reason=f"{kind} {last} from the last fire is still running")
+                return
+            self.schedules.stop(kind, last)
+        try:
+            record = self.schedules.start(folder)
+        except KubelabError as exc:
+            fire.update(state="failed", reason=exc.message().replace("\n", ";"))
+            return
+        fire.update(state="started", id=record["id"], started_at=utcnow())
+
+    def active(self) -> bool:
+        return any(not s.read_state()["paused"] for s in self.schedules.all())
+
+    def serve(self) -> int:
+        lock = self.schedules.root / "scheduler.lock"
+        with _flock(lock, blocking=False) as mine:
+            if not mine:
+                return 0  # another scheduler serves this home
+            (self.schedules.root / "scheduler.pid").write_text(str(os.getpid()))
+            while self.schedules.root.is_dir() and self.active():
+                self.tick()
+                time.sleep(TICK)
+        return 0
+
+
+def ensure_running(home: Path) -> bool:
+    """Start the scheduler for `home` unless one runs; True when one was started."""
+    from kubelab.detached import start_module
+
+    root = Path(home) / "schedules"
+    root.mkdir(parents=True, exist_ok=True)
+    with _flock(root / "scheduler.lock", blocking=False) as free:
+        if not free:
+            return False
+    start_module("kubelab.schedules.scheduler", str(home), root / "scheduler.log")
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m kubelab.schedules.scheduler KUBELAB_HOME", file=sys.stderr)
+        return 2
+    return Scheduler(Path(args[0])).serve()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
