@@ -120,6 +120,32 @@ class Scheduler:
         return 0
 
 
+def fire_once(home: Path, schedule_id: str, clock: Callable[[], float] = time.time) -> dict[str, Any]:
+    """One fire now, as a CronJob's pod makes it: honours paused, start, end and concurrency."""
+    scheduler = Scheduler(home, clock)
+    folder = scheduler.schedules.get_dir(schedule_id)
+    now, schedule = clock(), folder.schedule()
+    fire: dict[str, Any] = {"at": iso(now), "state": "starting"}
+    with folder.locked():
+        state = folder.read_state()
+        if state["paused"]:
+            fire.update(state="skipped", reason="the schedule is paused")
+        elif (schedule.start is not None and now < schedule.start) or (
+                schedule.end is not None and now > schedule.end):
+            fire.update(state="skipped", reason="outside the schedule's start and end")
+        state["considered"] = max(state["considered"], now)
+        state["fires"] = (state["fires"] + [fire])[-HISTORY:]
+        folder.write_state(state)
+    if fire["state"] == "starting":
+        scheduler.fire(folder, folder.definition()["kind"], schedule.concurrency, fire)
+    with folder.locked():
+        state = folder.read_state()
+        state["fires"] = [fire if f["at"] == fire["at"] and f.get("state") == "starting" else f
+                          for f in state["fires"]]
+        folder.write_state(state)
+    return fire
+
+
 def ensure_running(home: Path) -> bool:
     """Start the scheduler for `home` unless one runs; True when one was started."""
     from kubelab.detached import start_module
