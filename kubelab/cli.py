@@ -72,6 +72,10 @@ def spec_from_args(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
     if args.file:
         spec = load_spec_file(args.file)
         base = Path(args.file).resolve().parent
+        if spec.get("schedule") is not None:
+            raise ValidationError(f"{args.file} has a schedule", [FieldError(
+                "schedule", "a scheduled experiment is added with `kubelab schedule add -f FILE`; "
+                "remove the section to run it once now")])
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]

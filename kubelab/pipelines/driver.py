@@ -214,8 +214,12 @@ class Driver:
         from kubelab.pipelines import results
 
         entry.cache_key = results.cache_key(step.kind, step.spec, found, self.base)
+        from kubelab.lab import RUN_ID
+
         hit = self.store.cached(entry.cache_key) if entry.cache_key else None
-        if not hit or hit.get("kind") != step.kind or self.outcome(step.kind, hit["id"])[0] != DONE:
+        if not hit or hit.get("kind") != step.kind or not RUN_ID.match(str(hit.get("id"))):
+            return False
+        if self.outcome(step.kind, hit["id"])[0] != DONE:  # deleted since, or not a success
             return False
         entry.id, entry.cached = hit["id"], True
         reason = f"reused {hit['id']} from pipeline {hit.get('pipeline')} (inputs unchanged)"

@@ -124,6 +124,26 @@ def test_driver_killed_at_each_step_boundary_loses_and_repeats_nothing(pipelines
     assert pipelines.lab.get(runs["b"][0])["metrics"] == {"v": 2.0}
 
 
+@pytest.mark.parametrize("point", ["before-submit", "after-submit", "after-end"])
+def test_a_sweep_step_is_adopted_after_a_kill_not_started_again(pipelines, monkeypatch, point):
+    monkeypatch.setenv("KUBELAB_PIPELINE_CRASH", f"{point}:1")
+    record = pipelines.create({"steps": [
+        {"name": "tune", "sweep": {
+            "space": {"x": {"_type": "choice", "_value": [1, 2]}}, "tuner": "grid", "max_trials": 2,
+            "objective": {"metric": "m"}, "parameter_style": "env",
+            "trial": {"command": ["python", "-c", "import kubelab; kubelab.report(m=kubelab.params()['x'])"]}}},
+        {"name": "use", "depends_on": ["tune"], "experiment": {
+            "command": ["python", "-c", "import sys; assert sys.argv[1] == '1'", "{{ steps.tune.best.params.x }}"]}},
+    ]})
+    wait_driver_gone(pipelines, record["id"])
+    monkeypatch.delenv("KUBELAB_PIPELINE_CRASH")
+    pipelines.list()
+    done = wait_pipeline(pipelines, record["id"])
+    assert done["status"] == "Succeeded", done
+    assert step_sweeps(pipelines.lab.home, record["id"]) == {"tune": [done["steps"][0]["id"]]}
+    assert step_runs(pipelines.lab.home, record["id"]) == {"use": [done["steps"][1]["id"]]}
+
+
 def test_stop_then_resume_restarts_only_what_did_not_finish(pipelines, pipeline_env):
     write_script(pipeline_env, "waits.py", """
         import os, time

@@ -186,3 +186,24 @@ def test_the_scheduler_process_fires_a_pipeline_and_comes_back_after_a_kill(pipe
     assert kubelab("schedule", "pause", schedule_id).returncode == 0
     assert kubelab("schedule", "rm", schedule_id).returncode == 0
     assert kubelab("schedule", "ls", "-o", "json").stdout.count(schedule_id) == 0
+
+
+def test_run_and_sweep_send_a_scheduled_spec_to_schedule_add(pipeline_env):
+    (pipeline_env / "exp.json").write_text(json.dumps({"command": ["true"], "schedule": "30 1 * * 1"}))
+    (pipeline_env / "sweep.json").write_text(json.dumps({
+        "space": {"x": {"_type": "choice", "_value": [1]}}, "max_trials": 1, "trial": {"command": ["true"]},
+        "schedule": {"cron": "0 3 * * *", "timezone": "Asia/Tokyo", "concurrency": "replace"}}))
+    refused = kubelab("run", "-f", "exp.json")
+    assert refused.returncode == 2 and "schedule: a scheduled experiment is added with" in refused.stderr
+    refused = kubelab("sweep", "-f", "sweep.json")
+    assert refused.returncode == 2 and "schedule: a scheduled sweep is added with" in refused.stderr
+    assert Lab().list()[1] == 0 and not (Lab().home / "sweeps").exists()
+    for name, kind in (("exp.json", "experiment"), ("sweep.json", "sweep")):
+        added = kubelab("schedule", "add", "-f", name, "-o", "json")
+        assert added.returncode == 0, added.stderr
+        assert json.loads(added.stdout)["kind"] == kind
+    listed = json.loads(kubelab("schedule", "ls", "-o", "json").stdout)["items"]
+    assert {(s["kind"], s["timezone"], s["concurrency"]) for s in listed} == {
+        ("experiment", "UTC", "forbid"), ("sweep", "Asia/Tokyo", "replace")}
+    for item in listed:
+        assert kubelab("schedule", "rm", item["id"]).returncode == 0
