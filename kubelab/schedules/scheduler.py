@@ -31,17 +31,21 @@ CATCH_UP = 10  # missed fires started after downtime with concurrency: allow
 TICK = 0.25  # seconds between looks (cron strings may have a seconds field)
 
 
-def due(schedule: Any, considered: float, now: float) -> list[float]:
-    """Fire times in (considered, now], oldest first (at most 1000 are looked at)."""
+def due(schedule: Any, considered: float, now: float, limit: int = 1000) -> list[float]:
+    """The latest `limit` fire times in (considered, now], oldest first.
+
+    Walked back from now, so a long downtime under a seconds-field cron costs `limit`
+    look-ups, never one per missed second.
+    """
     fires: list[float] = []
-    moment = considered
-    while len(fires) < 1000:
-        fire = schedule.next_after(moment)
-        if fire is None or fire > now:
+    moment = now
+    while len(fires) < limit:
+        fire = schedule.latest_until(moment)
+        if fire is None or fire <= considered:
             break
         fires.append(fire)
-        moment = fire
-    return fires
+        moment = fire - 0.5  # cron's resolution is a second: the next look is strictly earlier
+    return fires[::-1]
 
 
 class Scheduler:
@@ -68,12 +72,12 @@ class Scheduler:
             if state["paused"]:
                 return []
             schedule = folder.schedule()
-            fires = due(schedule, state["considered"], now)
+            limit = CATCH_UP if schedule.concurrency == "allow" else 1  # missed fires collapse
+            fires = due(schedule, state["considered"], now, limit)
             if not fires:
                 return []
-            state["considered"] = fires[-1]
-            chosen = fires[-CATCH_UP:] if schedule.concurrency == "allow" else fires[-1:]
-            pending = [{"at": iso(at), "state": "starting"} for at in chosen]
+            state["considered"] = now  # every fire until now is handled (started or collapsed)
+            pending = [{"at": iso(at), "state": "starting"} for at in fires]
             state["fires"] = (state["fires"] + pending)[-HISTORY:]
             folder.write_state(state)  # at most once: recorded before anything starts
         kind = folder.definition()["kind"]

@@ -30,6 +30,21 @@ class Schedule:
         return {"cron": self.cron, "timezone": self.timezone, "concurrency": self.concurrency,
                 "start": _iso(self.start), "end": _iso(self.end)}
 
+    def latest_until(self, moment: float) -> float | None:
+        """The last fire time at or before `moment` (and before `end`), or None before `start`."""
+        from zoneinfo import ZoneInfo
+
+        from croniter import croniter
+
+        if self.end is not None:
+            moment = min(moment, self.end)
+        # croniter's get_prev is strictly before its start: a millisecond later keeps `moment`
+        begin = datetime.fromtimestamp(moment + 0.001, ZoneInfo(self.timezone))
+        fire = croniter(self.cron, begin).get_prev(datetime).timestamp()
+        if self.start is not None and fire < self.start:
+            return None
+        return fire
+
     def next_after(self, moment: float) -> float | None:
         """The first fire time strictly after `moment` (epoch seconds), or None past `end`."""
         from zoneinfo import ZoneInfo

@@ -34,6 +34,13 @@ def test_fire_times_follow_cron_time_zone_and_bounds():
     assert not errors
     fires = due(schedule, at("2026-03-01T00:00:00"), at("2026-03-10T00:00:00"))
     assert fires == [at("2026-03-01T01:00:00"), at("2026-03-02T01:00:00")]  # 02:00 CET, then the end
+    assert due(schedule, at("2026-02-01T00:00:00"), at("2026-03-10T00:00:00"), limit=2) == fires  # latest
+    started, _ = parse_schedule({"cron": "0 2 * * *", "start": "2026-03-02T00:00:00Z"})
+    assert due(started, at("2026-02-01T00:00:00"), at("2026-03-03T12:00:00")) == [
+        at("2026-03-02T02:00:00"), at("2026-03-03T02:00:00")]
+    every_second, _ = parse_schedule({"cron": "* * * * * *"})
+    week = due(every_second, 0.0, at("2026-03-10T00:00:00"), limit=3)  # no walk through the missed
+    assert week == [at("2026-03-09T23:59:58"), at("2026-03-09T23:59:59"), at("2026-03-10T00:00:00")]
     summer, _ = parse_schedule({"cron": "0 2 * * *", "timezone": "Europe/Berlin"})
     assert summer.next_after(at("2026-07-01T12:00:00")) == at("2026-07-02T00:00:00")  # CEST
 
