@@ -7,7 +7,7 @@ start, makes sure it runs; it exits when no schedule is active.
 
 Each schedule remembers the last moment it was considered. A tick starts the fires due
 between then and now, so after downtime (a reboot, a killed scheduler) it catches up
-according to `concurrency`: `allow` starts every missed fire (at most `CATCH_UP`), `forbid`
+according to `concurrency`: `allow` starts every missed fire (the latest `CATCH_UP`), `forbid`
 and `replace` start one for the latest missed fire; `forbid` skips a fire while the last
 one still runs, `replace` stops it first. A fire is recorded before it starts (at most
 once: a scheduler killed in between does not start it twice).
