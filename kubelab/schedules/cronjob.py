@@ -14,6 +14,7 @@ quotas and Kubeflow jobs).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from kubelab.errors import FieldError, ValidationError
@@ -69,13 +70,7 @@ def check(schedule: Schedule, nb: NotebookEnv) -> None:
 
 
 def cronjob(schedule_id: str, name: str, schedule: Schedule, paused: bool, nb: NotebookEnv) -> Manifest:
-    env = [{"name": "KUBELAB_BACKEND", "value": "kubernetes"},
-           {"name": "KUBELAB_HOME", "value": nb.home},
-           {"name": "KUBELAB_NAMESPACE", "value": nb.namespace},
-           {"name": "KUBELAB_IMAGE", "value": nb.image},
-           {"name": "KUBELAB_SERVICE_ACCOUNT", "value": nb.service_account or ""},
-           {"name": "JUPYTERHUB_USER", "value": nb.user},
-           {"name": "PYTHONUNBUFFERED", "value": "1"}]
+    env = [{"name": k, "value": v} for k, v in notebook_environ(nb).items()]
     container: Manifest = {
         "name": "scheduler",
         "image": nb.image,
@@ -120,6 +115,33 @@ def cronjob(schedule_id: str, name: str, schedule: Schedule, paused: bool, nb: N
             "metadata": {"name": cronjob_name(name, schedule_id), "namespace": nb.namespace, "labels": labels,
                          "annotations": {"kubelab.io/schedule-name": name}},
             "spec": spec}
+
+
+def notebook_environ(nb: NotebookEnv) -> dict[str, str]:
+    """The variables `NotebookEnv.from_environ` reads, so the runs a fire submits get the
+    notebook's namespace, image, volumes, node selector and tolerations, as if submitted
+    from the notebook itself."""
+    values = {
+        "KUBELAB_BACKEND": "kubernetes",
+        "KUBELAB_HOME": nb.home or "",
+        "KUBELAB_NAMESPACE": nb.namespace or "",
+        "KUBELAB_IMAGE": nb.image or "",
+        "KUBELAB_USER": nb.user,
+        "JUPYTERHUB_USER": nb.user,
+        "KUBELAB_GPU_RESOURCE": nb.gpu_resource,
+        "KUBELAB_GPU_TYPE_LABEL": nb.gpu_type_label,
+        "PYTHONUNBUFFERED": "1",
+    }
+    optional = {
+        "KUBELAB_SERVICE_ACCOUNT": nb.service_account,
+        "KUBELAB_PROJECT": nb.project,
+        "KUBELAB_SHM": nb.shm,
+        "KUBELAB_NODE_SELECTOR": json.dumps(nb.node_selector) if nb.node_selector else None,
+        "KUBELAB_TOLERATIONS": json.dumps(nb.tolerations) if nb.tolerations else None,
+        "KUBELAB_VOLUMES": json.dumps({"volumes": nb.volumes, "mounts": nb.mounts}) if nb.volumes else None,
+    }
+    values.update({k: v for k, v in optional.items() if v})
+    return values
 
 
 def cronjob_name(name: str, schedule_id: str) -> str:

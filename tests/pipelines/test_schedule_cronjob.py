@@ -8,6 +8,8 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
+from pathlib import Path
 
 import kubernetes_validate
 import pytest
@@ -57,6 +59,9 @@ def test_the_cronjob_and_its_service_account(concurrency, policy):
     assert container["image"] == NB.image and container["command"] == ["kubelab", "schedule", "fire", "1m8abcdefghk"]
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env["KUBELAB_BACKEND"] == "kubernetes" and env["KUBELAB_HOME"] == "/mnt/alice/.kubelab"
+    # What the fire submits inherits the notebook's defaults, read back as the notebook reads them.
+    read = NotebookEnv.from_environ(env, namespace_file=Path("/nonexistent/namespace"))
+    assert replace(read, uid=NB.uid, gid=NB.gid) == NB  # uid and gid come from the process
     assert container["volumeMounts"] == NB.mounts and pod["volumes"] == NB.volumes
     assert pod["serviceAccountName"] == "kubelab-scheduler" and pod["securityContext"]["runAsNonRoot"]
     assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
