@@ -6,7 +6,7 @@
     POST   pipelines/<id>/stop      stop the pipeline and its running steps
     POST   pipelines/<id>/resume    run again the steps that did not succeed
     POST   schedules                the same body, for a spec with a `schedule:` section → 201
-    GET    schedules                {"items": [schedule records]}
+    GET    schedules                {"items": [schedule records]};  GET schedules/<id>  one
     POST   schedules/<id>/pause     stop firing;  POST schedules/<id>/resume  fire again
     DELETE schedules/<id>           forget the schedule (what it started keeps running)
 
@@ -127,6 +127,12 @@ class SchedulesHandler(PipelineHandlerBase):
 
 
 class ScheduleHandler(PipelineHandlerBase):
+    @api
+    async def get(self, schedule_id: str) -> None:
+        """One schedule: what it starts, its cron, next fire and recent fires."""
+        folder = await asyncio.to_thread(self.schedules.get_dir, schedule_id)
+        self.reply(await asyncio.to_thread(self.schedules.record, folder))
+
     @api
     async def delete(self, schedule_id: str) -> None:
         """Remove a schedule; what it started keeps running."""

@@ -116,6 +116,8 @@ def test_a_spec_file_stop_resume_and_schedules(server):
     assert server.post(f"schedules/{schedule_id}/pause").status_code == 409
     assert server.post(f"schedules/{schedule_id}/resume").json()["paused"] is False
     assert [s["id"] for s in server.get("schedules").json()["items"]] == [schedule_id]
+    assert server.get(f"schedules/{schedule_id}").json()["cron"] == "0 2 * * *"
+    assert server.get("schedules/0123456789ab").status_code == 404
     assert server.delete(f"schedules/{schedule_id}").status_code == 204
     assert server.get("schedules").json()["items"] == []
 
@@ -166,7 +168,8 @@ def test_a_server_restarts_a_dead_pipeline_driver(tmp_path):
 ENDPOINTS = [
     ("GET", "pipelines"), ("POST", "pipelines"), ("GET", "pipelines/000000000000"),
     ("POST", "pipelines/000000000000/stop"), ("POST", "pipelines/000000000000/resume"),
-    ("GET", "schedules"), ("POST", "schedules"), ("DELETE", "schedules/000000000000"),
+    ("GET", "schedules"), ("POST", "schedules"), ("GET", "schedules/000000000000"),
+    ("DELETE", "schedules/000000000000"),
     ("POST", "schedules/000000000000/pause"), ("POST", "schedules/000000000000/resume"),
 ]
 
