@@ -272,3 +272,24 @@ def test_steps_from_files(pipelines, pipeline_env):
     done = wait_pipeline(pipelines, record["id"])
     assert done["status"] == "Succeeded", done
     assert [s["kind"] for s in done["steps"]] == ["experiment", "sweep"]
+
+
+def test_stopping_a_pipeline_stops_its_running_sweep(pipelines, pipeline_env):
+    write_script(pipeline_env, "trial.py", """
+        import os, time
+        open("trial-started", "w").close()
+        while not os.path.exists("go"):
+            time.sleep(0.05)
+    """)
+    record = pipelines.create({"steps": [{"name": "tune", "sweep": {
+        "space": {"x": {"_type": "choice", "_value": [1, 2]}}, "tuner": "grid", "max_trials": 2,
+        "objective": {"metric": "m"}, "trial": {"command": ["python", "trial.py"]}}}]})
+    wait_pipeline(pipelines, record["id"], until=lambda r: (pipeline_env / "trial-started").exists())
+    stopped = pipelines.stop(record["id"])
+    assert stopped["status"] == "Stopped", stopped
+    step = stopped["steps"][0]
+    assert step["state"] == "stopped" and step["reason"].startswith(f"sweep {step['id']} stopped")
+    from kubelab.sweeps.service import Sweeps
+
+    assert Sweeps(pipelines.lab).sweep(step["id"]).read_state().status == "Stopped"
+    assert all(r["status"] == "Stopped" for r in pipelines.lab.list(f"sweep:{step['id']}")[0])
