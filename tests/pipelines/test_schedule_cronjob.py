@@ -112,3 +112,17 @@ def test_schedule_fire_follows_a_pipeline_to_its_end_and_render_prints_the_cronj
                               capture_output=True, text=True, timeout=60, env=env)
     assert rendered.returncode == 0, rendered.stderr
     assert [o["kind"] for o in json.loads(rendered.stdout)][-1] == "CronJob"
+
+
+def test_a_pipeline_steps_jobs_carry_its_labels():
+    from kubelab.kube import builders
+    from kubelab.spec import ExperimentSpec
+
+    spec = ExperimentSpec.parse({"command": ["python", "train.py"], "name": "train"})
+    target = builders.Target(run_id="1m8abcdefghk", run_dir="/mnt/alice/.kubelab/runs/1m8abcdefghk",
+                             name="train-1m8abcdefghk", user="alice", namespace="kubelab-alice",
+                             pipeline="1m8pipelinexx", pipeline_step="train")
+    (job,) = builders.build(spec, target, NB)
+    kubernetes_validate.validate(job, kubernetes_validate.latest_version(), strict=True)
+    for labels in (job["metadata"]["labels"], job["spec"]["template"]["metadata"]["labels"]):
+        assert labels["kubelab.io/pipeline"] == "1m8pipelinexx" and labels["kubelab.io/pipeline-step"] == "train"
