@@ -73,6 +73,10 @@ def spec_from_args(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
     if args.file:
         spec = load_spec_file(args.file)
         base = Path(args.file).resolve().parent
+        if spec.get("schedule") is not None:
+            raise ValidationError(f"{args.file} has a schedule", [FieldError(
+                "schedule", "a scheduled experiment is added with `kubelab schedule add -f FILE`; "
+                "remove the section to run it once now")])
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
@@ -329,7 +333,8 @@ def _extensions() -> list[Callable[[Any], None]]:
     import importlib.util
 
     found = []
-    for module in ("kubelab.sweeps.cli", "kubelab.tensorboard_cli", "kubelab.spawner.cli"):
+    for module in ("kubelab.sweeps.cli", "kubelab.pipelines.cli", "kubelab.schedules.cli",
+                   "kubelab.tensorboard_cli", "kubelab.spawner.cli"):
         try:
             present = importlib.util.find_spec(module) is not None
         except ModuleNotFoundError:  # the parent package is not there

@@ -101,11 +101,12 @@ class Lab:
         return target
 
     def submit(self, data: dict[str, Any] | ExperimentSpec, base_dir: Path | None = None,
-               confine: bool = False, sweep: str | None = None, trial: int | None = None) -> dict[str, Any]:
+               confine: bool = False, sweep: str | None = None, trial: int | None = None,
+               pipeline: str | None = None, pipeline_step: str | None = None) -> dict[str, Any]:
         """Validate, write the run directory, snapshot the code, and hand it to the backend."""
         spec = self.prepare(data, base_dir, confine)
         status = Status(state=PENDING, reason="submitted", backend=self.backend.name, user=self.user,
-                        sweep=sweep, trial=trial)
+                        sweep=sweep, trial=trial, pipeline=pipeline, pipeline_step=pipeline_step)
         run = RunDirectory.create(self.runs_root, spec.to_dict(), status)
         try:
             self._snapshot(run, spec)

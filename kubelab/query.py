@@ -52,6 +52,7 @@ FIELDS: dict[str, str] = {
     "id": TEXT, "name": TEXT, "status": STATUS, "reason": TEXT, "exit_code": NUMBER,
     "created_at": DATE, "queued_at": DATE, "started_at": DATE, "finished_at": DATE,
     "duration": DURATION, "tags": LIST, "sweep": TEXT, "trial": NUMBER, "step": NUMBER,
+    "pipeline": TEXT, "pipeline_step": TEXT,
     "backend": TEXT, "user": TEXT, "description": TEXT, "framework": TEXT, "replicas": NUMBER,
     "attempt": NUMBER, "gpu_ids": LIST, "resources.gpus": NUMBER, "resources.gpu_type": TEXT,
     "resources.cpu": DYNAMIC, "resources.memory": DYNAMIC,
@@ -144,6 +145,11 @@ def resolve_field(source: str, name: str, pos: int, path: str) -> str:
 # ---------------------------------------------------------------- compiling conditions
 
 
+def _names_a_step(op: Operation) -> bool:
+    """`step:train` or `step:train|eval`: a pipeline step's name, where `step:<10` is a metric step."""
+    return op.kind in ("eq", "set") and any(number(a) is None for a in op.atoms)
+
+
 class _Compiler:
     """Turns one parsed Condition into a predicate over records."""
 
@@ -160,6 +166,8 @@ class _Compiler:
         return self.condition(node)
 
     def condition(self, cond: Condition) -> Predicate:
+        if cond.field == "step" and _names_a_step(cond.op):  # `step:train` is a pipeline step
+            cond = cond._replace(field="pipeline_step")
         kind = resolve_field(self.source, cond.field, cond.field_pos, "query")
         op = cond.op
         get = _getter(cond.field)

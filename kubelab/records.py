@@ -74,6 +74,8 @@ class Status:
     user: str | None = None
     sweep: str | None = None
     trial: int | None = None
+    pipeline: str | None = None  # the pipeline and step that started this run, if any
+    pipeline_step: str | None = None
     attempt: int = 0
     gpu_ids: list[int] = field(default_factory=list)
     runner_pid: int | None = None
@@ -317,6 +319,8 @@ def summary(run: RunDirectory, status: Status | None = None, spec: dict | None =
         "description": spec.get("description") or "",
         "sweep": status.sweep,
         "trial": status.trial,
+        "pipeline": status.pipeline,
+        "pipeline_step": status.pipeline_step,
         "metrics": metrics,
         "step": step,
         "resources": {

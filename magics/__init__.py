@@ -1,6 +1,6 @@
 """IPython side of kubelab: `%load_ext kubelab` registers the magics.
 
-`%%train`, `%train -f`, `%sweep`, `%experiments`, `%logs`, `%stop`, `%tensorboard`, `%gpus`
+`%%train`, `%train -f`, `%sweep`, `%pipeline`, `%experiments`, `%logs`, `%stop`, `%tensorboard`, `%gpus`
 (see `docs/notebook.md`). Importing this package costs little; ipywidgets and the REST
 client load when a magic first needs them.
 """

@@ -87,6 +87,31 @@ class LocalService:
     def stop_sweep(self, sweep_id: str) -> dict[str, Any]:
         return self._sweeps().stop(sweep_id)
 
+    # -- pipelines and schedules: the services the `kubelab pipeline` command uses ----------
+    def _pipelines(self) -> Any:
+        from kubelab.pipelines.service import Pipelines
+
+        return Pipelines(self.lab)
+
+    def submit_pipeline(self, spec: dict[str, Any], base_dir: str | os.PathLike[str] | None = None,
+                        params: dict[str, Any] | None = None) -> dict[str, Any]:
+        return self._pipelines().create(spec, Path(base_dir or os.getcwd()), params=params)
+
+    def pipeline(self, pipeline_id: str) -> dict[str, Any]:
+        return self._pipelines().get(pipeline_id)
+
+    def stop_pipeline(self, pipeline_id: str) -> dict[str, Any]:
+        return self._pipelines().stop(pipeline_id)
+
+    def resume_pipeline(self, pipeline_id: str) -> dict[str, Any]:
+        return self._pipelines().resume(pipeline_id)
+
+    def submit_schedule(self, spec: dict[str, Any], base_dir: str | os.PathLike[str] | None = None,
+                        params: dict[str, Any] | None = None) -> dict[str, Any]:
+        from kubelab.schedules.service import Schedules
+
+        return Schedules(self.lab).create(None, spec, Path(base_dir or os.getcwd()), params=params)
+
     # -- TensorBoard: a session supervised by this process, on a loopback port -----------
     def tensorboard(self, request: dict[str, Any]) -> dict[str, Any]:
         from kubelab.tensorboard import TensorBoardSupervisor

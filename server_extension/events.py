@@ -15,6 +15,7 @@ from typing import Any
 
 from kubelab.backends.local import read_from
 from kubelab.lab import Lab
+from kubelab.pipelines.service import PipelineWatcher
 from kubelab.sweeps.service import SweepWatcher
 
 log = logging.getLogger(__name__)
@@ -22,7 +23,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Event:
-    kind: str  # experiment | metrics | deleted | sweep | tensorboard
+    kind: str  # experiment | metrics | deleted | sweep | pipeline | tensorboard
     data: dict[str, Any]
 
 
@@ -36,6 +37,7 @@ class EventHub:
         self.task: asyncio.Task | None = None
         # Sweeps: `sweep` events, and restarting drivers that died (kubelab/sweeps/service.py).
         self.sweeps = SweepWatcher(lab)
+        self.pipelines = PipelineWatcher(lab)  # `pipeline` events; dead drivers; the scheduler
 
     def start(self) -> None:
         if self.task is None:
@@ -43,6 +45,7 @@ class EventHub:
             for record in self.lab.index.records():
                 self.metric_offsets[record["id"]] = self._metrics_size(record["id"])
             self.sweeps.start()
+            self.pipelines.start()
             self.task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
@@ -95,6 +98,8 @@ class EventHub:
             self.lab.index.save()
         for record in self.sweeps.poll():
             self.publish("sweep", record)
+        for record in self.pipelines.poll():
+            self.publish("pipeline", record)
 
     def _metrics_size(self, run_id: str) -> int:
         try:

@@ -302,7 +302,7 @@ class EventsHandler(KubelabHandler):
 
     @api("read")
     async def get(self) -> None:
-        """Server-sent events: `experiment`, `metrics`, `deleted`, `sweep`, `tensorboard`."""
+        """Server-sent events: `experiment`, `metrics`, `deleted`, `sweep`, `pipeline`, `tensorboard`."""
         self.set_header("Content-Type", "text/event-stream")
         self.set_header("Cache-Control", "no-cache")
         self.set_header("X-Accel-Buffering", "no")

@@ -116,7 +116,9 @@ class KubernetesBackend(Backend):
         return builders.Target(
             run_id=run.id, run_dir=str(run.path), user=self.nb.user,
             name=names.job_name(spec.display_name, run.id, owner), namespace=self.nb.namespace,
-            sweep=status.sweep if status else None, trial=status.trial if status else None)
+            sweep=status.sweep if status else None, trial=status.trial if status else None,
+            pipeline=status.pipeline if status else None,
+            pipeline_step=status.pipeline_step if status else None)
 
     def render(self, spec: ExperimentSpec, run_id: str) -> list[Obj]:
         run_id = run_id if len(run_id) == 12 and run_id.isalnum() else new_id()

@@ -44,6 +44,8 @@ class Target:
     namespace: str | None = None
     sweep: str | None = None
     trial: int | None = None
+    pipeline: str | None = None
+    pipeline_step: str | None = None
 
     @property
     def service(self) -> str:
@@ -110,6 +112,9 @@ def labels(spec: ExperimentSpec, target: Target, role: str | None = None) -> dic
     }
     if target.sweep:
         values[names.SWEEP] = names.label_value(target.sweep)
+    if target.pipeline:  # `kubectl get jobs -l kubelab.io/pipeline=ID`
+        values[names.PIPELINE] = names.label_value(target.pipeline)
+        values[names.PIPELINE_STEP] = names.label_value(target.pipeline_step or "")
     if role:
         values[names.ROLE] = role
     return values

@@ -69,6 +69,10 @@ def cmd_create(args: argparse.Namespace) -> int:
         )
     data, origin = read_document(Path(args.file), "file")
     base = origin.parent if origin else Path.cwd()
+    if isinstance(data, dict) and data.get("schedule") is not None:
+        raise ValidationError(f"{args.file} has a schedule", [FieldError(
+            "schedule", "a scheduled sweep is added with `kubelab schedule add -f FILE`; "
+            "remove the section to run it once now")])
     return create_and_follow(data, base, args.wait, args.output)
 
 

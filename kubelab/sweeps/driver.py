@@ -307,6 +307,8 @@ class Driver:
                 confine=self.state.confine,
                 sweep=self.sweep.id,
                 trial=entry.number,
+                pipeline=self.state.pipeline,
+                pipeline_step=self.state.pipeline_step,
             )
         except KubelabError as exc:
             reason = exc.message().replace("\n", ";")

@@ -44,11 +44,13 @@ class Sweeps:
         self.store = SweepStore(lab.home)
 
     # -- creating -------------------------------------------------------------------------
-    def create(self, data: Any, base_dir: Path | None = None, confine: bool = False) -> dict[str, Any]:
+    def create(self, data: Any, base_dir: Path | None = None, confine: bool = False,
+               pipeline: str | None = None, pipeline_step: str | None = None) -> dict[str, Any]:
         """Validate a sweep spec (or `{"nni": config}`), record it and start its driver.
 
         Every check runs before anything is written: a refused sweep leaves no folder,
-        no study and no trial behind.
+        no study and no trial behind. `pipeline` and `pipeline_step` label a sweep a
+        pipeline started (and its trials).
         """
         base = Path(base_dir or Path.cwd()).resolve()
         spec = self.validate(data, base, confine)
@@ -67,6 +69,8 @@ class Sweeps:
                 max_duration=spec.max_duration,
                 max_failed_trials=spec.max_failed_trials,
                 running_since=time.time(),
+                pipeline=pipeline,
+                pipeline_step=pipeline_step,
             )
             sweep.write_state(state)
             final = self.store.sweep(sweep_id)
@@ -350,6 +354,8 @@ def sweep_record(sweep: SweepDirectory, state: SweepState) -> dict[str, Any]:
         "finished_at": state.finished_at,
         "duration": round(state.seconds(), 3),
         "user": state.user,
+        "pipeline": state.pipeline,
+        "pipeline_step": state.pipeline_step,
     }
 
 
