@@ -18,7 +18,7 @@ from typing import Any
 from kubelab.backends.base import Backend
 from kubelab.errors import FieldError, KubelabError, NotFound, ValidationError
 from kubelab.index import RunIndex
-from kubelab.records import PENDING, RunDirectory, Status, summary
+from kubelab.records import PENDING, TERMINAL, RunDirectory, Status, summary
 from kubelab.spec import ExperimentSpec
 
 RUN_ID = re.compile(r"^[0-9a-z]{12}$")
@@ -163,7 +163,7 @@ class Lab:
         """Reconcile unfinished runs with the backend and update the index; returns the changes."""
         changes = self.index.refresh()
         for record in list(self.index.records()):
-            if record["status"] not in ("Succeeded", "Failed", "Stopped", "Pruned"):
+            if record["status"] not in TERMINAL:
                 run = RunDirectory(self.runs_root / record["id"])
                 try:
                     self.backend.reconcile(run, run.status())
