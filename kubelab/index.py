@@ -12,6 +12,7 @@ import contextlib
 import json
 import marshal
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,8 @@ class RunIndex:
         self.listing_stamp: int | None = None
         self.loaded = False
         self.dirty = False
+        # A server refreshes from its event hub's thread and from request threads at once.
+        self.lock = threading.RLock()
 
     def load(self) -> None:
         self.loaded = True
@@ -49,6 +52,10 @@ class RunIndex:
             self.entries = data["entries"]
 
     def save(self) -> None:
+        with self.lock:
+            self._save()
+
+    def _save(self) -> None:
         if not self.dirty:
             return
         tmp = self.cache_file.with_name(f".{self.cache_file.name}.{os.getpid()}.tmp")
@@ -59,6 +66,10 @@ class RunIndex:
 
     def refresh(self, full: bool = False) -> Changes:
         """Bring the cache up to date with the run directories; report what changed."""
+        with self.lock:
+            return self._refresh(full)
+
+    def _refresh(self, full: bool) -> Changes:
         if not self.loaded:
             self.load()
         changes = Changes()
@@ -112,7 +123,8 @@ class RunIndex:
         return record
 
     def records(self) -> list[dict[str, Any]]:
-        return [entry[1] for entry in self.entries.values()]
+        with self.lock:
+            return [entry[1] for entry in self.entries.values()]
 
     def get(self, name: str) -> dict[str, Any] | None:
         entry = self.entries.get(name)
