@@ -14,11 +14,11 @@ import json
 from typing import Any
 
 from jupyter_server.base.handlers import JupyterHandler
-from kubelab.server_extension.handlers import KubelabHandler, api
 from tornado import httpclient, web
 from tornado.ioloop import PeriodicCallback
 
 from kubelab.errors import KubelabError
+from kubelab.server_extension.handlers import KubelabHandler, api
 from kubelab.tensorboard import FAILED, RUNNING, STARTING, TensorBoardSession, TensorBoardSupervisor
 
 READY_TIMEOUT = 60.0  # seconds a first request waits for a starting TensorBoard

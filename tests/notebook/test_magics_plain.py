@@ -9,6 +9,7 @@ import textwrap
 
 import pytest
 from IPython.core.error import UsageError
+
 from kubelab.magics import options
 from kubelab.magics.snapshot import cell_code, local_modules
 

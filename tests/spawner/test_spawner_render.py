@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 from kubeapi import KubeApiServer
+
 from kubelab.spawner.cli import render
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from kubeapi import KubeApiServer
+
 from kubelab.spawner.availability import ClusterAvailability, TypeCount
 from kubelab.spawner.culling import idle_gpu_servers
 from kubelab.spawner.profiles import Catalog
