@@ -14,16 +14,19 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from kubelab.errors import KubelabError
 from kubelab.options import add_experiment_options, apply_options, option_error
 from kubelab.records import TERMINAL
 
+if TYPE_CHECKING:
+    from kubelab.lab import Lab
+
 Handler = Callable[[argparse.Namespace], int]
 
 
-def _lab():
+def _lab() -> Lab:
     from kubelab.lab import Lab
 
     return Lab()
@@ -110,7 +113,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def wait_for(lab: Any, run_id: str) -> dict[str, Any]:
     while True:
-        record = lab.get(run_id)
+        record: dict[str, Any] = lab.get(run_id)
         if record["status"] in TERMINAL:
             return record
         time.sleep(0.2)
@@ -219,7 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(prog="kubelab", description="Train on GPUs from Jupyter.")
     sub = parser.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
 
-    def command(name: str, handler: Handler, help: str, output: tuple[str, ...] = ("json",)):
+    def command(name: str, handler: Handler, help: str,
+                output: tuple[str, ...] = ("json",)) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help, description=help)
         p.set_defaults(handler=handler)
         if output:

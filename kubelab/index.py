@@ -35,7 +35,7 @@ class RunIndex:
     def __init__(self, runs_root: Path, cache_file: Path | None = None):
         self.runs_root = Path(runs_root)
         self.cache_file = cache_file or self.runs_root.parent / "index.marshal"
-        self.entries: dict[str, tuple[tuple, dict[str, Any], int]] = {}
+        self.entries: dict[str, tuple[tuple[Any, ...], dict[str, Any], int]] = {}
         self.listing_stamp: int | None = None
         self.loaded = False
         self.dirty = False

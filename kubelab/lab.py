@@ -7,6 +7,7 @@ and records are the same everywhere. It owns the run directories under
 
 from __future__ import annotations
 
+import builtins
 import getpass
 import os
 import re
@@ -17,7 +18,7 @@ from typing import Any
 
 from kubelab.backends.base import Backend
 from kubelab.errors import FieldError, KubelabError, NotFound, ValidationError
-from kubelab.index import RunIndex
+from kubelab.index import Changes, RunIndex
 from kubelab.records import PENDING, TERMINAL, RunDirectory, Status, summary
 from kubelab.spec import ExperimentSpec
 
@@ -159,7 +160,7 @@ class Lab:
             detail["events"] = events(run)
         return detail
 
-    def refresh(self):
+    def refresh(self) -> Changes:
         """Reconcile unfinished runs with the backend and update the index; returns the changes."""
         changes = self.index.refresh()
         for record in list(self.index.records()):
@@ -188,7 +189,7 @@ class Lab:
         end = None if limit is None else offset + limit
         return records[offset:end], total
 
-    def metrics(self, run_id: str) -> list[dict[str, Any]]:
+    def metrics(self, run_id: str) -> builtins.list[dict[str, Any]]:  # `list` is a method here
         return list(self.run(run_id).metrics())
 
     def logs(self, run_id: str, replica: int = 0, follow: bool = False) -> Iterator[str]:
