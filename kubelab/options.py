@@ -134,7 +134,11 @@ def tensorboard_request(args: argparse.Namespace) -> dict[str, Any]:
     """The request body the options describe (checked as the server checks it)."""
     given = {"experiments": list(args.ids), "sweep": args.sweep, "query": args.query,
              "project": bool(args.project)}
-    kind, value = tensorboard_source({k: v for k, v in given.items() if v})
+    chosen = {k: v for k, v in given.items() if v}
+    if len(chosen) != 1:  # said in flags, as the user typed them
+        raise ValidationError("nothing to show", [FieldError(
+            "", "give experiment ids, --sweep ID, --query PQL or --project (exactly one)")])
+    kind, value = tensorboard_source(chosen)
     return {kind: value}
 
 

@@ -182,13 +182,16 @@ class TensorBoardSupervisor:
             logdirs[name] = path
         return logdirs
 
-    def start(self, request: Any) -> TensorBoardSession:
+    def start(self, request: Any,
+              resolved: tuple[dict[str, str], dict[str, Any]] | None = None) -> TensorBoardSession:
         """The running session for what `request` names: reused if there is one, started if not.
 
         Call it from the server's main thread: pdeathsig fires when the *thread* that started
         the child ends, so a short-lived worker thread would take TensorBoard down with it.
+        A server passes `resolved` (what `resolve(request)` returned, in a worker thread) so
+        the lookups in the run index stay off its event loop.
         """
-        logdirs, source = self.resolve(request)
+        logdirs, source = resolved or self.resolve(request)
         sid = session_id(logdirs)
         with self._lock:
             session = self.sessions.get(sid)

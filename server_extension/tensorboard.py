@@ -68,7 +68,8 @@ class TensorBoardsHandler(KubelabHandler):
         `{"project": true}`. 201 when started, 200 when an equal session was running."""
         body = self.body()
         known = {s.id for s in self.supervisor.sessions.values() if s.alive}
-        session = self.supervisor.start(body)  # on the IOLoop thread: see TensorBoardSupervisor.start
+        resolved = await asyncio.to_thread(self.supervisor.resolve, body)  # reads the run index
+        session = self.supervisor.start(body, resolved)  # on the IOLoop thread: see its docstring
         self.reply(self._with_base(session), status=200 if session.id in known else 201)
 
     def _with_base(self, session: TensorBoardSession) -> dict[str, Any]:
