@@ -75,3 +75,15 @@ def test_typescript_record_declares_what_the_server_sends():
         assert spelled == expected, f"IExperimentRecord.{name} is {spelled}, the server sends {expected}"
     # the fields the sidebar sorts, filters and renders by must be declared
     assert {"id", "name", "status", "created_at", "metrics", "params", "resources"} <= set(declared)
+
+
+def test_typescript_states_are_the_records_states():
+    source = (ROOT / "labextension" / "src" / "model.ts").read_text()
+
+    def quoted(name: str) -> list[str]:
+        match = re.search(rf"export const {name}[^=]*=[^\[]*\[(.*?)\]", source, re.S)
+        assert match, f"model.ts declares no {name}"
+        return re.findall(r"'(\w+)'", match.group(1))
+
+    assert tuple(quoted("STATES")) == records.STATES
+    assert set(quoted("TERMINAL_STATES")) == records.TERMINAL
