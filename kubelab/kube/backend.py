@@ -423,7 +423,9 @@ class KubernetesBackend(Backend):
                     continue
                 seen.add(pod.name)
                 try:
-                    yield from self.api.pod_log(pod.name, _container(run), follow=follow)
+                    yield from self.api.pod_log(
+                        pod.name, _container(run), follow=follow,
+                        ended=lambda name=pod.name: self._log_ended(run, replica, name))
                 except ApiException as exc:
                     if exc.status not in (400, 404):
                         raise translate(exc, f"read the log of pod {pod.name}") from exc
@@ -442,6 +444,13 @@ class KubernetesBackend(Backend):
             if run.status().terminal:
                 return
             time.sleep(0.2)
+
+    def _log_ended(self, run: RunDirectory, replica: int, pod_name: str) -> bool:
+        """Whether a followed pod's log can have no more lines (its container is done)."""
+        if run.status().terminal:
+            return True
+        pod = self._replica_pod(run, replica)
+        return pod is None or pod.name != pod_name or pod.phase in ("Succeeded", "Failed")
 
     def _replica_pod(self, run: RunDirectory, replica: int) -> states.PodView | None:
         _, pods, _ = self._run_objects(run)
