@@ -3,8 +3,8 @@ browsers, clusters, trial processes).
 
 A module is in the fast tier when it is listed in FAST_MODULES: its tests call pure code
 (parsers, builders, the query language, validation) and start no process that outlives a
-call. Everything else, and any test marked `@pytest.mark.slow` inside a fast module, is
-slow. Loaded by `-p tiers` in pyproject.toml's pytest options.
+call. Everything else is slow, and so is a test in a fast module that is marked
+`@pytest.mark.slow` or `@pytest.mark.cluster` or uses the control plane's fixtures. Loaded by `-p tiers` in pyproject.toml's pytest options.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 TESTS = Path(__file__).resolve().parent
+CLUSTER_FIXTURES = frozenset({"cluster", "kubeconfig", "simulated_cluster", "make_node"})
 
 FAST_MODULES = frozenset({
     "test_query.py",
@@ -22,7 +23,6 @@ FAST_MODULES = frozenset({
     "core/test_run_record.py",
     "core/test_options.py",
     "kube/test_kube_builders.py",
-    "kube/test_kube_states.py",
     "sweeps/test_space.py",
     "sweeps/test_sweep_spec.py",
     "sweeps/test_nni.py",
@@ -43,7 +43,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             module = item.path.resolve().relative_to(TESTS).as_posix()
         except ValueError:
             continue
-        if module in FAST_MODULES and item.get_closest_marker("slow") is None:
+        heavy = (item.get_closest_marker("slow") is not None or item.get_closest_marker("cluster") is not None
+                 or not CLUSTER_FIXTURES.isdisjoint(getattr(item, "fixturenames", ())))
+        if module in FAST_MODULES and not heavy:
             item.add_marker(pytest.mark.fast)
         elif item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.slow)
