@@ -122,9 +122,10 @@ async def timed_start(spawner: Any, options: dict[str, Any]) -> float:
 
 
 async def bench(rounds: int, users: int) -> list[dict[str, Any]]:
-    from kubelab.spawner import KubeLabSpawner
     from kubernetes_asyncio import client, config
     from kubespawner import KubeSpawner
+
+    from kubelab.spawner import KubeLabSpawner
 
     plain_config, lab_config = configs()
     results = []

@@ -38,7 +38,7 @@ class KubelabError(Exception):
             return self.detail
         return self.detail + "\n" + "\n".join(f"  {f}" for f in self.fields)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         return {
             "error": self.error,
             "detail": self.detail,

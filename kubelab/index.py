@@ -12,6 +12,7 @@ import contextlib
 import json
 import marshal
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,10 +35,12 @@ class RunIndex:
     def __init__(self, runs_root: Path, cache_file: Path | None = None):
         self.runs_root = Path(runs_root)
         self.cache_file = cache_file or self.runs_root.parent / "index.marshal"
-        self.entries: dict[str, tuple[tuple, dict[str, Any], int]] = {}
+        self.entries: dict[str, tuple[tuple[Any, ...], dict[str, Any], int]] = {}
         self.listing_stamp: int | None = None
         self.loaded = False
         self.dirty = False
+        # A server refreshes from its event hub's thread and from request threads at once.
+        self.lock = threading.RLock()
 
     def load(self) -> None:
         self.loaded = True
@@ -51,6 +54,10 @@ class RunIndex:
             self.entries = {name: entry for name, entry in entries.items() if _well_formed(name, entry)}
 
     def save(self) -> None:
+        with self.lock:
+            self._save()
+
+    def _save(self) -> None:
         if not self.dirty:
             return
         tmp = self.cache_file.with_name(f".{self.cache_file.name}.{os.getpid()}.tmp")
@@ -61,6 +68,10 @@ class RunIndex:
 
     def refresh(self, full: bool = False) -> Changes:
         """Bring the cache up to date with the run directories; report what changed."""
+        with self.lock:
+            return self._refresh(full)
+
+    def _refresh(self, full: bool) -> Changes:
         if not self.loaded:
             self.load()
         changes = Changes()
@@ -114,7 +125,8 @@ class RunIndex:
         return record
 
     def records(self) -> list[dict[str, Any]]:
-        return [entry[1] for entry in self.entries.values()]
+        with self.lock:
+            return [entry[1] for entry in self.entries.values()]
 
     def get(self, name: str) -> dict[str, Any] | None:
         entry = self.entries.get(name)

@@ -7,6 +7,7 @@ and records are the same everywhere. It owns the run directories under
 
 from __future__ import annotations
 
+import builtins
 import getpass
 import os
 import re
@@ -17,9 +18,9 @@ from typing import Any
 
 from kubelab.backends.base import Backend
 from kubelab.errors import FieldError, KubelabError, NotFound, ValidationError
-from kubelab.index import RunIndex
+from kubelab.index import Changes, RunIndex
 from kubelab.logfiles import byte_range
-from kubelab.records import PENDING, RunDirectory, Status, summary
+from kubelab.records import PENDING, TERMINAL, RunDirectory, Status, summary
 from kubelab.spec import ExperimentSpec
 
 RUN_ID = re.compile(r"^[0-9a-z]{12}$")
@@ -161,11 +162,11 @@ class Lab:
             detail["events"] = events(run)
         return detail
 
-    def refresh(self):
+    def refresh(self) -> Changes:
         """Reconcile unfinished runs with the backend and update the index; returns the changes."""
         changes = self.index.refresh()
         for record in list(self.index.records()):
-            if record["status"] not in ("Succeeded", "Failed", "Stopped", "Pruned"):
+            if record["status"] not in TERMINAL:
                 run = RunDirectory(self.runs_root / record["id"])
                 try:
                     self.backend.reconcile(run, run.status())
@@ -190,7 +191,7 @@ class Lab:
         end = None if limit is None else offset + limit
         return records[offset:end], total
 
-    def metrics(self, run_id: str) -> list[dict[str, Any]]:
+    def metrics(self, run_id: str) -> builtins.list[dict[str, Any]]:  # `list` is a method here
         return list(self.run(run_id).metrics())
 
     def logs(self, run_id: str, replica: int = 0, follow: bool = False, start: int = 0,

@@ -35,6 +35,18 @@ from kubelab.query_parser import (
     number,
     parse,
 )
+from kubelab.run_record import (
+    DATE,
+    DURATION,
+    DYNAMIC,
+    LIST,
+    NUMBER,
+    STATUS,
+    TEXT,
+    field_kinds,
+    sections,
+    states,
+)
 
 __all__ = ["FIELDS", "Query", "QueryError", "Sort", "compile_query", "compile_sort", "select"]
 
@@ -45,20 +57,10 @@ Predicate = Callable[[Record], bool]
 # match a negation by accident.
 Test = Callable[[object], "bool | None"]
 
-TEXT, STATUS, LIST, DATE, DURATION, NUMBER, DYNAMIC = (
-    "text", "status", "list", "date", "duration", "number", "dynamic",
-)
-FIELDS: dict[str, str] = {
-    "id": TEXT, "name": TEXT, "status": STATUS, "reason": TEXT, "exit_code": NUMBER,
-    "created_at": DATE, "queued_at": DATE, "started_at": DATE, "finished_at": DATE,
-    "duration": DURATION, "tags": LIST, "sweep": TEXT, "trial": NUMBER, "step": NUMBER,
-    "pipeline": TEXT, "pipeline_step": TEXT,
-    "backend": TEXT, "user": TEXT, "description": TEXT, "framework": TEXT, "replicas": NUMBER,
-    "attempt": NUMBER, "gpu_ids": LIST, "resources.gpus": NUMBER, "resources.gpu_type": TEXT,
-    "resources.cpu": DYNAMIC, "resources.memory": DYNAMIC,
-}
-SECTIONS = ("params", "metrics")  # `params.NAME`, `metrics.NAME` take any NAME
-STATUSES = ("Pending", "Queued", "Running", "Succeeded", "Failed", "Stopped", "Pruned")
+# Field kinds and the fields themselves come from the one record definition.
+FIELDS: dict[str, str] = field_kinds()
+SECTIONS = sections()  # `params.NAME`, `metrics.NAME` take any NAME
+STATUSES = states()
 _STATUS_NAMES = {s.lower(): s for s in STATUSES}
 _UTC = timezone.utc
 

@@ -437,7 +437,8 @@ def parse_operation(source: str, token: _Token) -> Operation:
         atoms = (_atom(source, low, plain=".."), _atom(source, high, plain=".."))
         return Operation("range", negate, atoms, span.pos)
     if "|" in span.mask:
-        atoms, start = [], 0
+        members: list[Atom] = []
+        start = 0
         while True:
             bar = span.mask.find("|", start)
             piece = span.cut(start, None if bar < 0 else bar)
@@ -446,9 +447,9 @@ def parse_operation(source: str, token: _Token) -> Operation:
                     raise fail(span.pos + start, "expected a value after '|'")
                 side = "before" if start == 0 else "between '|' and"
                 raise fail(span.pos + bar, f"expected a value {side} '|'")
-            atoms.append(_atom(source, piece))
+            members.append(_atom(source, piece))
             if bar < 0:
-                return Operation("set", negate, tuple(atoms), span.pos)
+                return Operation("set", negate, tuple(members), span.pos)
             start = bar + 1
     return Operation("eq", negate, (_atom(source, span),), span.pos)
 

@@ -221,7 +221,8 @@ class RunDirectory:
         return self.status_file.exists()
 
     def spec(self) -> dict[str, Any]:
-        return json.loads(self.spec_file.read_text())
+        data: dict[str, Any] = json.loads(self.spec_file.read_text())
+        return data
 
     def status(self) -> Status:
         return Status.from_dict(json.loads(self.status_file.read_text()))
@@ -289,13 +290,14 @@ def _write_json(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
-def summary(run: RunDirectory, status: Status | None = None, spec: dict | None = None,
-            metrics: tuple[dict[str, Any], int | None] | None = None) -> dict:
-    """The record as clients see it (REST, CLI, sidebar, queries); `metrics` is
-    (latest values, last step) when the caller already folded them."""
+def summary(run: RunDirectory, status: Status | None = None, spec: dict[str, Any] | None = None,
+            metrics: tuple[dict[str, Any], int | None] | None = None) -> dict[str, Any]:
+    """The record as clients see it (REST, CLI, sidebar, queries): a `run_record.RunRecord`,
+    field for field (a test holds them equal); `metrics` is (latest values, last step) when
+    the caller already folded them."""
     status = status or run.status()
     spec = spec if spec is not None else run.spec()
-    metrics, step = metrics if metrics is not None else run.latest_metrics()
+    latest, step = metrics if metrics is not None else run.latest_metrics()
     resources = spec.get("resources") or {}
     params = {i["name"]: i.get("default") for i in spec.get("inputs") or [] if i.get("default") is not None}
     params.update(spec.get("params") or {})
@@ -321,7 +323,7 @@ def summary(run: RunDirectory, status: Status | None = None, spec: dict | None =
         "trial": status.trial,
         "pipeline": status.pipeline,
         "pipeline_step": status.pipeline_step,
-        "metrics": metrics,
+        "metrics": latest,
         "step": step,
         "resources": {
             "gpus": resources.get("gpus", 0),

@@ -30,10 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kubelab.errors import FieldError, NotFound, TooMany, ValidationError, did_you_mean
+from kubelab.errors import FieldError, NotFound, TooMany, ValidationError
+from kubelab.options import TENSORBOARD_SOURCES, tensorboard_source
 
 STARTING, RUNNING, STOPPED, FAILED = "starting", "running", "stopped", "failed"
-SOURCES = ("experiments", "sweep", "query", "project")
+SOURCES = TENSORBOARD_SOURCES
 DEFAULT_IDLE_TIMEOUT = 30 * 60.0  # seconds without a proxied request before a session stops
 STOP_GRACE = 3.0
 _UNSAFE = re.compile(r"[:,\s/\\]+")  # logdir_spec splits on ',' and the first ':'
@@ -134,18 +135,7 @@ class TensorBoardSupervisor:
     # -- asking for a session -----------------------------------------------------------
     def resolve(self, request: Any) -> tuple[dict[str, str], dict[str, Any]]:
         """The logdirs a request names, and the request in its normal form."""
-        if not isinstance(request, dict):
-            raise ValidationError("invalid TensorBoard request", [FieldError(
-                "", "must be a mapping with one of experiments, sweep, query or project")])
-        problems = [FieldError(str(k), "unknown field" + did_you_mean(str(k), SOURCES))
-                    for k in request if k not in SOURCES]
-        given = [k for k in SOURCES if k in request and request[k] not in (None, False)]
-        if not problems and len(given) != 1:
-            problems.append(FieldError("", "give exactly one of experiments, sweep, query or project"))
-        if problems:
-            raise ValidationError("invalid TensorBoard request", problems)
-        kind = given[0]
-        value = request[kind]
+        kind, value = tensorboard_source(request)
         if kind == "experiments":
             records = self._experiments(value)
         elif kind == "sweep":
@@ -202,13 +192,16 @@ class TensorBoardSupervisor:
             logdirs[name] = path
         return logdirs
 
-    def start(self, request: Any) -> TensorBoardSession:
+    def start(self, request: Any,
+              resolved: tuple[dict[str, str], dict[str, Any]] | None = None) -> TensorBoardSession:
         """The running session for what `request` names: reused if there is one, started if not.
 
         Call it from the server's main thread: pdeathsig fires when the *thread* that started
         the child ends, so a short-lived worker thread would take TensorBoard down with it.
+        A server passes `resolved` (what `resolve(request)` returned, in a worker thread) so
+        the lookups in the run index stay off its event loop.
         """
-        logdirs, source = self.resolve(request)
+        logdirs, source = resolved or self.resolve(request)
         sid = session_id(logdirs)
         with self._lock:
             session = self.sessions.get(sid)

@@ -18,9 +18,9 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.display import display
-from kubelab.magics import options, service, train, views
 
 from kubelab.errors import KubelabError, NotFound
+from kubelab.magics import options, service, train, views
 
 
 def friendly(method: Callable[..., Any]) -> Callable[..., Any]:

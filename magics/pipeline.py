@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import ipywidgets as w
-from kubelab.magics.options import MagicParser
-from kubelab.magics.widgets import LiveWidget
 
 from kubelab.errors import FieldError, ValidationError
+from kubelab.magics.options import MagicParser
+from kubelab.magics.widgets import LiveWidget
 
 STEP_COLORS = {"succeeded": "#1a7f37", "failed": "#cf222e", "running": "#0969da",
                "submitting": "#0969da", "stopped": "#6e7781", "waiting": "#d0d7de"}

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from kubelab.errors import FieldError, NotFound, ValidationError
-
-TERMINAL = ("Succeeded", "Failed", "Stopped", "Pruned")
+from kubelab.records import TERMINAL
+from kubelab.sweeps.store import RUNNING as SWEEP_RUNNING
+from kubelab.sweeps.store import SWEEP_STATES
 
 
 class RestService:
@@ -157,7 +158,7 @@ def wait_until_done(service: Any, run_id: str, poll: float = 0.2) -> dict[str, A
         time.sleep(poll)
 
 
-SWEEP_TERMINAL = ("Succeeded", "Failed", "Stopped")
+SWEEP_TERMINAL = frozenset(SWEEP_STATES) - {SWEEP_RUNNING}
 
 
 def wait_for_sweep(service: Any, sweep_id: str, poll: float = 0.5) -> dict[str, Any]:

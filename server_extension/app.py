@@ -12,13 +12,13 @@ from pathlib import Path
 
 from jupyter_server.extension.application import ExtensionApp
 from jupyter_server.utils import url_path_join
+from traitlets import Float, Unicode
+
+from kubelab.lab import Lab
 from kubelab.server_extension import tensorboard as tensorboard_ext
 from kubelab.server_extension.events import EventHub
 from kubelab.server_extension.routes import API_ROUTES
 from kubelab.server_extension.streams import StreamSlots, limit_from_env
-from traitlets import Float, Unicode
-
-from kubelab.lab import Lab
 
 
 class KubeLabApp(ExtensionApp):

@@ -18,11 +18,11 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.auth.identity import User
 from jupyter_server.base.call_context import CallContext
 from jupyter_server.base.handlers import APIHandler
-from kubelab.server_extension.streams import IDLE
 from tornado import web
 from tornado.iostream import StreamClosedError
 
 from kubelab.errors import FieldError, KubelabError, NotFound, ValidationError
+from kubelab.server_extension.streams import IDLE
 
 HEARTBEAT = 15.0
 
@@ -134,7 +134,8 @@ class ExperimentsHandler(KubelabHandler):
     @api("read")
     async def get(self) -> None:
         """List experiments: `?query=PQL&sort=-created_at&limit=50&offset=0`."""
-        items, total = self.lab.list(
+        items, total = await asyncio.to_thread(
+            self.lab.list,
             self.get_argument("query", ""),
             self.get_argument("sort", ""),
             self.int_argument("limit", None),
@@ -147,8 +148,9 @@ class ExperimentsHandler(KubelabHandler):
         """Submit an experiment spec, or `{"file": "spec.yaml"}`: a spec file in the workspace."""
         body, base = self.body(), self.workspace_dir()
         if isinstance(body, dict) and "file" in body:
-            body, base = self.spec_file(body, base)
-        record = self.lab.submit(body, base_dir=base, confine=True)
+            body, base = await asyncio.to_thread(self.spec_file, body, base)
+        # Off the loop: the code snapshot copies up to SNAPSHOT_LIMIT bytes.
+        record = await asyncio.to_thread(self.lab.submit, body, base_dir=base, confine=True)
         self.kubelab.events.publish("experiment", record)
         self.reply(record, status=201)
 
@@ -180,10 +182,10 @@ class ExperimentHandler(KubelabHandler):
         """The record with spec, history and events, plus what the sidebar needs to open files:
         `run_dir_relative` (the run directory relative to the server's root, or null when the
         file browser cannot reach it) and `outputs` (files under `outputs/`)."""
-        record = self.lab.get(run_id)
+        record = await asyncio.to_thread(self.lab.get, run_id)  # may ask the cluster
         run_dir = Path(record["run_dir"])
         record["run_dir_relative"] = self.relative_to_root(run_dir)
-        record["outputs"] = list_outputs(run_dir / "outputs")
+        record["outputs"] = await asyncio.to_thread(list_outputs, run_dir / "outputs")
         self.reply(record)
 
     def relative_to_root(self, path: Path) -> str | None:
@@ -228,13 +230,17 @@ class OutputHandler(KubelabHandler):
     async def get(self, run_id: str, path: str) -> None:
         """One file of the run's `outputs/` (e.g. the executed notebook), for runs the file
         browser cannot reach."""
+        data = await asyncio.to_thread(self._read_output, run_id, path)
+        self.set_header("Content-Type", "application/octet-stream")
+        self.finish(data)
+
+    def _read_output(self, run_id: str, path: str) -> bytes:
         folder = (Path(self.lab.get(run_id)["run_dir"]) / "outputs").resolve()
         target = (folder / path).resolve()
         if folder not in target.parents or not target.is_file():
             detail = f"no output '{path}' in experiment '{run_id}'"
             raise NotFound(detail, [FieldError("path", "no such file")])
-        self.set_header("Content-Type", "application/octet-stream")
-        self.finish(target.read_bytes())
+        return target.read_bytes()
 
 
 class StopHandler(KubelabHandler):
@@ -250,7 +256,7 @@ class MetricsHandler(KubelabHandler):
 
     @api("read")
     async def get(self, run_id: str) -> None:
-        self.reply({"id": run_id, "points": self.lab.metrics(run_id)})
+        self.reply({"id": run_id, "points": await asyncio.to_thread(self.lab.metrics, run_id)})
 
 
 class LogsHandler(KubelabHandler):
@@ -265,11 +271,12 @@ class LogsHandler(KubelabHandler):
         start, length = self.int_argument("offset", 0) or 0, self.int_argument("length", None)
         streams = self.kubelab.log_streams
         with streams.slot():
-            chunks = self.lab.logs(run_id, self.int_argument("replica", 0) or 0, follow,
-                                   start=start, length=length, idle=True)
+            replica = self.int_argument("replica", 0) or 0
+            loop, done = asyncio.get_running_loop(), object()
+            chunks = await loop.run_in_executor(streams.pool, lambda: self.lab.logs(
+                run_id, replica, follow, start=start, length=length, idle=True))
             self.set_header("Content-Type", "text/plain; charset=utf-8")
             self.set_header("X-Accel-Buffering", "no")
-            loop, done = asyncio.get_running_loop(), object()
             try:
                 if follow:
                     await self.flush()  # headers now: a follower knows it is connected
@@ -325,7 +332,7 @@ class EventsHandler(KubelabHandler):
                 else:
                     if event is None:
                         break
-                    self.write(f"event: {event.kind}\ndata: {json.dumps(event.data, default=str)}\n\n")
+                    self.write(event.text)  # encoded once, in the hub's thread
                 await self.flush()
         except StreamClosedError:
             pass

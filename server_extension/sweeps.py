@@ -17,7 +17,6 @@ import asyncio
 from typing import Any
 
 from kubelab.server_extension.handlers import KubelabHandler, api
-
 from kubelab.sweeps.documents import parse_text
 from kubelab.sweeps.service import Sweeps
 

@@ -15,11 +15,11 @@ from typing import Any
 
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import JupyterHandler
-from kubelab.server_extension.handlers import KubelabHandler, api
 from tornado import httpclient, web
 from tornado.ioloop import PeriodicCallback
 
 from kubelab.errors import KubelabError
+from kubelab.server_extension.handlers import KubelabHandler, api
 from kubelab.tensorboard import FAILED, RUNNING, STARTING, TensorBoardSession, TensorBoardSupervisor
 
 READY_TIMEOUT = 60.0  # seconds a first request waits for a starting TensorBoard
@@ -80,7 +80,8 @@ class TensorBoardsHandler(TensorBoardBase):
         `{"project": true}`. 201 when started, 200 when an equal session was running."""
         body = self.body()
         known = {s.id for s in self.supervisor.sessions.values() if s.alive}
-        session = self.supervisor.start(body)  # on the IOLoop thread: see TensorBoardSupervisor.start
+        resolved = await asyncio.to_thread(self.supervisor.resolve, body)  # reads the run index
+        session = self.supervisor.start(body, resolved)  # on the IOLoop thread: see its docstring
         self.reply(self._with_base(session), status=200 if session.id in known else 201)
 
 

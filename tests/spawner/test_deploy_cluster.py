@@ -128,9 +128,10 @@ def render_all(lab: Lab) -> list[dict[str, Any]]:
 
 def apply_objects(kubeconfig: Path, objects: list[dict[str, Any]], dry_run: bool = False) -> list[dict]:
     """Server-side apply as kubelab does (kubelab.spawner.apply), with the given credentials."""
-    from kubelab.spawner.apply import Applier
     from kubernetes_asyncio import config as async_config
     from kubernetes_asyncio.client import ApiClient, Configuration
+
+    from kubelab.spawner.apply import Applier
 
     async def go() -> list[dict]:
         configuration = Configuration()

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from kubelab.spawner import install
 from kubelab.spawner.apply import OWNED, RESOURCES
 from kubelab.spawner.network import HUB_ACCESS_LABEL

@@ -7,10 +7,11 @@ JupyterHub's /hub/metrics does, and parsed back with its parser.
 
 from __future__ import annotations
 
-from kubelab.spawner.metrics import LabCollector, experiments, families, gpus_allocated
-from kubelab.spawner.profiles import Catalog
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+
+from kubelab.spawner.metrics import LabCollector, experiments, families, gpus_allocated
+from kubelab.spawner.profiles import Catalog
 
 CATALOG = Catalog.parse({"gpu_types": [{"name": "V100", "label_value": "V100"}, {"name": "T4", "label_value": "T4"}]})
 

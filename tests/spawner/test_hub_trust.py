@@ -9,12 +9,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from kubelab.spawner.local import LocalKubeLabSpawner
-from kubelab.spawner.preflight import check_runnable_by_users, closed_to_others
 from system_users import needs_root, system_user
 from traitlets.config.loader import PyFileConfigLoader
 
 from kubelab.errors import KubelabError, ValidationError
+from kubelab.spawner.local import LocalKubeLabSpawner
+from kubelab.spawner.preflight import check_runnable_by_users, closed_to_others
 
 CONFIG = Path(__file__).resolve().parents[2] / "hub_config" / "jupyterhub_config.py"
 

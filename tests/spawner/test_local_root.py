@@ -11,10 +11,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from kubelab.spawner.local import LocalKubeLabSpawner
 from system_users import needs_root, system_user
 
 from kubelab.errors import KubelabError
+from kubelab.spawner.local import LocalKubeLabSpawner
 
 pytestmark = needs_root
 

@@ -12,6 +12,8 @@ import ipaddress
 from dataclasses import dataclass, field
 
 import pytest
+
+from kubelab.errors import ValidationError
 from kubelab.spawner.network import (
     METADATA_ENDPOINT,
     POLICY_NAMES,
@@ -19,8 +21,6 @@ from kubelab.spawner.network import (
     Isolation,
     network_policies,
 )
-
-from kubelab.errors import ValidationError
 
 API = ApiServer(("10.0.0.1/32",), (6443,))
 NOTEBOOK = {"component": "singleuser-server", "app": "jupyterhub"}

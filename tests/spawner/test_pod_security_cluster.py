@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 from controlplane.objects import create_renamed, delete_namespaces
-from kubelab.spawner.cli import render
 from kubernetes import client, config
+
+from kubelab.spawner.cli import render
 
 IMAGE = "registry.example.org/lab/notebook:1"
 ESCALATIONS = {

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 from controlplane.objects import create_renamed, delete_namespaces
-from kubelab.spawner.cli import render
 from kubernetes import client, config
+
+from kubelab.spawner.cli import render
 
 REPO = Path(__file__).resolve().parents[2]
 

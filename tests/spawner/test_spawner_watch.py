@@ -14,6 +14,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from controlplane.cluster import NodeSpec
+
 from kubelab.spawner.availability import ClusterAvailability, TypeCount
 from kubelab.spawner.culling import idle_gpu_servers
 from kubelab.spawner.profiles import Catalog

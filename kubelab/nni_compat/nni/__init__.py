@@ -49,7 +49,8 @@ def get_next_parameter() -> dict[str, Any]:
     if not raw:
         _note("not inside a kubelab trial; get_next_parameter() returns {}")
     _state["params"] = params
-    return json.loads(json.dumps(params))
+    fresh: dict[str, Any] = json.loads(json.dumps(params))
+    return fresh
 
 
 def get_current_parameter(tag: str | None = None) -> Any:
