@@ -113,7 +113,7 @@ if MODE == "kubernetes":
     spawner.trusted_lab = os.environ.get("KUBELAB_TRUSTED_LAB", "") == "1"
     spawner.workspace_size = "50Gi"
     spawner.archive_size = "100Gi"
-    spawner.storage_class = os.environ.get("KUBELAB_STORAGE_CLASS", "")
+    spawner.storage_class = os.environ.get("KUBELAB_STORAGE_CLASS") or None  # None: the default
     spawner.delete_grace_period = 5
     spawner.extra_annotations = {"kubelab.io/notebook": "true"}
 else:

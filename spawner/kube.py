@@ -65,7 +65,13 @@ class KubeLabSpawner(SpawnForm, KubeSpawner):
     )
     workspace_size = Unicode("50Gi", config=True)
     archive_size = Unicode("100Gi", config=True)
-    storage_class = Unicode("", config=True, help="StorageClass of the claims ('' = the cluster default).")
+    storage_class = Unicode(
+        None,
+        allow_none=True,
+        config=True,
+        help="""StorageClass of the claims (None = the cluster default). KubeSpawner's own
+        setting, so its `storage_pvc_ensure` claim uses it too ('' there means no class).""",
+    )
     shared_workspace_claim = Unicode(
         "kubeflow-user-workspace", config=True, help="Trusted-lab workspace claim."
     )
