@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kubelab.cli import emit
+from kubelab.options import param
 
 
 def register(subparsers: Any) -> None:
@@ -33,7 +34,7 @@ def register(subparsers: Any) -> None:
 
     p = command("run", cmd_run, "run a pipeline (or create its schedule) from a spec file")
     p.add_argument("-f", "--file", required=True, help="a pipeline spec (YAML/JSON)")
-    p.add_argument("-P", "--param", action="append", default=[], metavar="NAME=VALUE",
+    p.add_argument("-P", "--param", action="append", type=param, default=[], metavar="NAME=VALUE",
                    help="a pipeline param (repeatable)")
     p.add_argument("--wait", action="store_true", help="follow the steps; exit non-zero unless it succeeds")
     p.add_argument("--now", action="store_true", help="run once now, even if the spec has a schedule")
@@ -60,7 +61,7 @@ def read_spec(path: str) -> tuple[Any, Path]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from kubelab.cli import parse_params
+    from kubelab.options import parse_params
 
     data, base = read_spec(args.file)
     params = parse_params(args.param)

@@ -15,6 +15,7 @@ from typing import Any
 
 from kubelab.cli import emit
 from kubelab.errors import FieldError
+from kubelab.options import param
 
 
 def register(subparsers: Any) -> None:
@@ -31,7 +32,7 @@ def register(subparsers: Any) -> None:
 
     p = command("add", cmd_add, "schedule the experiment, sweep or pipeline a spec file describes")
     p.add_argument("-f", "--file", required=True, help="a spec with a schedule: section")
-    p.add_argument("-P", "--param", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("-P", "--param", action="append", type=param, default=[], metavar="NAME=VALUE")
     command("ls", cmd_ls, "list schedules")
     command("pause", cmd_pause, "stop firing a schedule").add_argument("id")
     command("resume", cmd_resume, "fire a paused schedule again (from now on)").add_argument("id")
@@ -53,7 +54,7 @@ def _schedules():
 
 
 def cmd_add(args: argparse.Namespace) -> int:
-    from kubelab.cli import parse_params
+    from kubelab.options import parse_params
     from kubelab.pipelines.cli import read_spec
 
     data, base = read_spec(args.file)
