@@ -14,19 +14,22 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kubelab.cli import emit
+from kubelab.cli import Handler, emit
 from kubelab.options import param
 
+if TYPE_CHECKING:
+    from kubelab.pipelines.service import Pipelines
 
-def register(subparsers: Any) -> None:
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("pipeline", help="run or manage a pipeline of experiments and sweeps",
                                    description="Run a pipeline from a spec file, or manage pipelines.")
     parser.add_argument("-o", "--output", choices=("json",))
     sub = parser.add_subparsers(dest="pipeline_command", metavar="COMMAND", required=True)
 
-    def command(name: str, handler: Any, help: str) -> argparse.ArgumentParser:
+    def command(name: str, handler: Handler, help: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help, description=help)
         p.set_defaults(handler=handler)
         p.add_argument("-o", "--output", choices=("json",), default=argparse.SUPPRESS)
@@ -46,7 +49,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--wait", action="store_true")
 
 
-def _pipelines():
+def _pipelines() -> Pipelines:
     from kubelab.lab import Lab
     from kubelab.pipelines.service import Pipelines
 
