@@ -69,12 +69,12 @@ class PipelineHandlerBase(KubelabHandler):
 
 
 class PipelinesHandler(PipelineHandlerBase):
-    @api
+    @api("read")
     async def get(self) -> None:
         """List pipelines, newest first."""
         self.reply({"items": await asyncio.to_thread(self.pipelines.list)})
 
-    @api
+    @api("execute")
     async def post(self) -> None:
         """Create and start a pipeline: `{"spec": {...}}` or `{"file": "path"}`, optional `params`."""
         data, base, params = self.request_spec()
@@ -87,14 +87,14 @@ class PipelinesHandler(PipelineHandlerBase):
 
 
 class PipelineHandler(PipelineHandlerBase):
-    @api
+    @api("read")
     async def get(self, pipeline_id: str) -> None:
         """One pipeline with its steps' experiment and sweep records."""
         self.reply(await asyncio.to_thread(self.pipelines.get, pipeline_id))
 
 
 class PipelineStopHandler(PipelineHandlerBase):
-    @api
+    @api("write")
     async def post(self, pipeline_id: str) -> None:
         """Stop a pipeline and its running steps."""
         record = await asyncio.to_thread(self.pipelines.stop, pipeline_id)
@@ -103,7 +103,7 @@ class PipelineStopHandler(PipelineHandlerBase):
 
 
 class PipelineResumeHandler(PipelineHandlerBase):
-    @api
+    @api("execute")
     async def post(self, pipeline_id: str) -> None:
         """Run again the steps of a stopped or failed pipeline that did not succeed."""
         record = await asyncio.to_thread(self.pipelines.resume, pipeline_id)
@@ -112,12 +112,12 @@ class PipelineResumeHandler(PipelineHandlerBase):
 
 
 class SchedulesHandler(PipelineHandlerBase):
-    @api
+    @api("read")
     async def get(self) -> None:
         """List schedules with their next fire time and recent fires."""
         self.reply({"items": await asyncio.to_thread(self.schedules.list)})
 
-    @api
+    @api("execute")
     async def post(self) -> None:
         """Schedule an experiment, sweep or pipeline spec that has a `schedule:` section."""
         data, base, params = self.request_spec()
@@ -126,13 +126,13 @@ class SchedulesHandler(PipelineHandlerBase):
 
 
 class ScheduleHandler(PipelineHandlerBase):
-    @api
+    @api("read")
     async def get(self, schedule_id: str) -> None:
         """One schedule: what it starts, its cron, next fire and recent fires."""
         folder = await asyncio.to_thread(self.schedules.get_dir, schedule_id)
         self.reply(await asyncio.to_thread(self.schedules.record, folder))
 
-    @api
+    @api("write")
     async def delete(self, schedule_id: str) -> None:
         """Remove a schedule; what it started keeps running."""
         await asyncio.to_thread(self.schedules.remove, schedule_id)
@@ -141,14 +141,14 @@ class ScheduleHandler(PipelineHandlerBase):
 
 
 class SchedulePauseHandler(PipelineHandlerBase):
-    @api
+    @api("write")
     async def post(self, schedule_id: str) -> None:
         """Stop firing a schedule."""
         self.reply(await asyncio.to_thread(self.schedules.pause, schedule_id))
 
 
 class ScheduleResumeHandler(PipelineHandlerBase):
-    @api
+    @api("execute")
     async def post(self, schedule_id: str) -> None:
         """Fire a paused schedule again, from now on."""
         self.reply(await asyncio.to_thread(self.schedules.resume, schedule_id))
