@@ -53,7 +53,7 @@ def is_sweep(data: Any) -> bool:
         return True
     version = polyaxon_version(data)
     if version == "v0":
-        return data["kind"] == "group"
+        return bool(data["kind"] == "group")
     if version == "v1":
         return data.get("kind") == "operation" and data.get("matrix") is not None
     return False

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 LOG_CHUNK = 1 << 20  # bytes per read: memory per follower stays this small
 
 
-def read_bytes(path: os.PathLike, offset: int, limit: int = LOG_CHUNK) -> bytes:
+def read_bytes(path: os.PathLike[str], offset: int, limit: int = LOG_CHUNK) -> bytes:
     """Up to `limit` bytes of `path` from `offset`; nothing when the file is missing."""
     try:
         with open(path, "rb") as handle:
@@ -27,7 +27,7 @@ def decoder() -> codecs.IncrementalDecoder:
     return codecs.getincrementaldecoder("utf-8")(errors="replace")
 
 
-def file_text(path: os.PathLike, start: int = 0) -> Iterator[str]:
+def file_text(path: os.PathLike[str], start: int = 0) -> Iterator[str]:
     """The file from byte `start` to its current end, as text in chunks of at most LOG_CHUNK bytes."""
     text = decoder()
     offset = start

@@ -164,8 +164,12 @@ class Matrix:
         return {"_type": "choice", "_value": cleaned}
 
     # -- early stopping ---------------------------------------------------------------
-    def stop_at(self, policies: Any, path: str, objective: dict[str, str]) -> float | None:
-        """Polyaxon's metric early stopping on the objective -> `stop_at`."""
+    def stop_at(self, policies: Any, path: str, objective: dict[str, str | None]) -> float | None:
+        """Polyaxon's metric early stopping on the objective -> `stop_at`.
+
+        An objective without a metric takes the policy's (None when the policy names none,
+        which the caller replaces with its default).
+        """
         if policies in (None, []):
             return None
         if not isinstance(policies, list) or len(policies) != 1 or not isinstance(policies[0], dict):

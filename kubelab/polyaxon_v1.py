@@ -11,7 +11,7 @@ servers (`hubRef`, `urlRef`, `ref` params), `joins`, init containers, sidecars, 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from kubelab.errors import FieldError, ValidationError, did_you_mean
 from kubelab.polyaxon_matrix import Matrix, search
@@ -83,15 +83,14 @@ def sweep(data: dict[str, Any], base: Path) -> dict[str, Any]:
     if data.get("name"):
         result["name"] = data["name"]
     if not isinstance(matrix, dict):
-        p.fail("matrix", "must be a mapping with kind and params")
-        p.raise_errors()
+        p.refuse("matrix", "must be a mapping with kind and params")
     kind = matrix.get("kind")
     if kind == "iterative":
         p.fail("matrix.kind", "iterative matrices call a custom tuner; not supported")
     elif kind not in MATRIX_KINDS:
         p.fail("matrix.kind", f"must be one of {', '.join(MATRIX_KINDS)}, not {kind!r}")
     else:
-        settings = {MATRIX_NAMES.get(k, k): v for k, v in matrix.items()
+        settings = {MATRIX_NAMES.get(str(k), str(k)): v for k, v in matrix.items()
                     if k not in ("kind", "params", "concurrency", "earlyStopping")}
         if kind == "hyperband":
             settings["max_iter"] = settings.pop("maxIterations", None)
@@ -139,6 +138,11 @@ class _Converter:
     def raise_errors(self) -> None:
         if self.errors:
             raise ValidationError("invalid Polyaxon v1 file", self.errors)
+
+    def refuse(self, path: str, reason: str) -> NoReturn:
+        """Fail at `path` and raise every problem so far: nothing after it can be read."""
+        self.fail(path, reason)
+        raise ValidationError("invalid Polyaxon v1 file", self.errors)
 
     def document(self, data: dict[str, Any]) -> dict[str, Any]:
         kind = data.get("kind")

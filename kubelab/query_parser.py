@@ -186,7 +186,7 @@ def _scan_value(source: str, start: int) -> int:
 
 def _condition_follows(source: str, k: int) -> bool:
     follow = _NEXT_CONDITION.match(source, k)
-    return bool(follow) and _is_field(follow.group().strip().rstrip(":").strip())
+    return follow is not None and _is_field(follow.group().strip().rstrip(":").strip())
 
 
 def tokenize(source: str) -> list[_Token]:

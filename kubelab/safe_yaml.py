@@ -23,7 +23,7 @@ class NoAliasLoader(yaml.SafeLoader):
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
+            event = self.peek_event()  # type: ignore[no-untyped-call]  # types-PyYAML leaves it unannotated
             mark = event.start_mark
             raise RefusedYaml(
                 f"line {mark.line + 1}, column {mark.column + 1}: YAML aliases (*{event.anchor}) "

@@ -14,18 +14,22 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kubelab.cli import emit
+from kubelab.cli import Handler, emit
+from kubelab.options import param
+
+if TYPE_CHECKING:
+    from kubelab.pipelines.service import Pipelines
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("pipeline", help="run or manage a pipeline of experiments and sweeps",
                                    description="Run a pipeline from a spec file, or manage pipelines.")
     parser.add_argument("-o", "--output", choices=("json",))
     sub = parser.add_subparsers(dest="pipeline_command", metavar="COMMAND", required=True)
 
-    def command(name: str, handler: Any, help: str) -> argparse.ArgumentParser:
+    def command(name: str, handler: Handler, help: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help, description=help)
         p.set_defaults(handler=handler)
         p.add_argument("-o", "--output", choices=("json",), default=argparse.SUPPRESS)
@@ -33,7 +37,7 @@ def register(subparsers: Any) -> None:
 
     p = command("run", cmd_run, "run a pipeline (or create its schedule) from a spec file")
     p.add_argument("-f", "--file", required=True, help="a pipeline spec (YAML/JSON)")
-    p.add_argument("-P", "--param", action="append", default=[], metavar="NAME=VALUE",
+    p.add_argument("-P", "--param", action="append", type=param, default=[], metavar="NAME=VALUE",
                    help="a pipeline param (repeatable)")
     p.add_argument("--wait", action="store_true", help="follow the steps; exit non-zero unless it succeeds")
     p.add_argument("--now", action="store_true", help="run once now, even if the spec has a schedule")
@@ -45,7 +49,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--wait", action="store_true")
 
 
-def _pipelines():
+def _pipelines() -> Pipelines:
     from kubelab.lab import Lab
     from kubelab.pipelines.service import Pipelines
 
@@ -60,7 +64,7 @@ def read_spec(path: str) -> tuple[Any, Path]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from kubelab.cli import parse_params
+    from kubelab.options import parse_params
 
     data, base = read_spec(args.file)
     params = parse_params(args.param)

@@ -283,21 +283,21 @@ class Driver:
     # -- the end --------------------------------------------------------------------------
     def stop_steps(self) -> None:
         """Stop every running step, wait (bounded) for each to end, and record how."""
-        active = [e for e in self.state.steps.values() if e.state == ACTIVE and e.id]
-        for entry in active:
+        active = [(e, e.id) for e in self.state.steps.values() if e.state == ACTIVE and e.id]
+        for entry, step_id in active:
             try:
                 if entry.kind == "experiment":
-                    self.lab.stop(entry.id)
+                    self.lab.stop(step_id)
                 else:
-                    self.sweeps.stop(entry.id, wait=0)
+                    self.sweeps.stop(step_id, wait=0)
             except Exception:  # one step's stop failing must not keep the others running
                 traceback.print_exc()
         deadline = time.monotonic() + STOP_WAIT
         while active and time.monotonic() < deadline:
-            for entry in list(active):
-                state, reason = self.outcome(entry.kind, entry.id, reconcile=True)
+            for entry, step_id in list(active):
+                state, reason = self.outcome(entry.kind, step_id, reconcile=True)
                 if state is not None:
-                    active.remove(entry)
+                    active.remove((entry, step_id))
                     self.conclude(entry, state, reason)
             time.sleep(POLL)
         for entry in self.state.steps.values():

@@ -9,6 +9,7 @@ an earlier run's result.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -123,7 +124,7 @@ def tree_digest(root: Path) -> str | None:
                 return None
             digest.update(str(path.relative_to(root)).encode() + b"\0")
             with open(path, "rb") as handle:
-                for block in iter(lambda handle=handle: handle.read(1 << 20), b""):
+                for block in iter(functools.partial(handle.read, 1 << 20), b""):
                     digest.update(block)
             digest.update(b"\0")
     return digest.hexdigest()

@@ -172,7 +172,7 @@ class Pipelines:
 def pipeline_record(pipeline: PipelineDirectory, state: PipelineState) -> dict[str, Any]:
     """The pipeline as clients see it (REST, CLI, the sidebar's graph, the widget)."""
     spec = pipeline.spec_data()
-    steps = []
+    steps: list[dict[str, Any]] = []
     for step in spec["steps"]:
         entry = state.steps.get(step["name"]) or StepEntry(step["name"], EXPERIMENT)
         steps.append({

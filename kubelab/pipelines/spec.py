@@ -122,7 +122,7 @@ class _Parser:
             raise ValidationError("invalid pipeline spec", self.errors)
         return spec
 
-    def text(self, data: dict, key: str) -> str:
+    def text(self, data: dict[str, Any], key: str) -> str:
         value = data.get(key) or ""
         if not isinstance(value, str) or len(value) > 10_000:
             self.fail(key, "must be a string (at most 10000 characters)")
@@ -187,7 +187,7 @@ class _Parser:
             steps.append(step)
         return steps
 
-    def body(self, where: str, item: dict) -> Step | None:
+    def body(self, where: str, item: dict[str, Any]) -> Step | None:
         given = [k for k in (EXPERIMENT, SWEEP, "file") if item.get(k) is not None]
         if len(given) != 1:
             self.fail(where, "give exactly one of experiment, sweep or file" + (
@@ -309,9 +309,9 @@ class _Parser:
             if source.kind != SWEEP:
                 return f"step '{name}' is an experiment: only a sweep has a best trial"
             if what[1] == "params":
-                names = sweep_param_names(source.spec)
-                if names is not None and what[2] not in names:
-                    return f"the sweep '{name}' has no parameter '{what[2]}'" + did_you_mean(what[2], names)
+                known = sweep_param_names(source.spec)
+                if known is not None and what[2] not in known:
+                    return f"the sweep '{name}' has no parameter '{what[2]}'" + did_you_mean(what[2], known)
                 return ""
             declared = [*source.outputs, *([source.objective] if source.objective else [])]
             if what[2] not in declared:

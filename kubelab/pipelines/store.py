@@ -111,7 +111,8 @@ class PipelineDirectory:
         return self.state_file.exists()
 
     def spec_data(self) -> dict[str, Any]:
-        return json.loads(self.spec_file.read_text())
+        data: dict[str, Any] = json.loads(self.spec_file.read_text())  # written by create()
+        return data
 
     def read_state(self) -> PipelineState:
         return PipelineState.from_dict(json.loads(self.state_file.read_text()))
@@ -169,7 +170,8 @@ class PipelineStore:
 
     def cached(self, key: str) -> dict[str, Any] | None:
         try:
-            return json.loads((self.cache_root / f"{key}.json").read_text())
+            entry: dict[str, Any] = json.loads((self.cache_root / f"{key}.json").read_text())
+            return entry
         except (FileNotFoundError, ValueError):
             return None
 

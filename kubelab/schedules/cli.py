@@ -11,19 +11,23 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kubelab.cli import emit
+from kubelab.cli import Handler, emit
 from kubelab.errors import FieldError
+from kubelab.options import param
+
+if TYPE_CHECKING:
+    from kubelab.schedules.service import Schedules
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("schedule", help="run experiments, sweeps or pipelines on a timetable",
                                    description="Create, list, pause, resume or remove schedules.")
     parser.add_argument("-o", "--output", choices=("json",))
     sub = parser.add_subparsers(dest="schedule_command", metavar="COMMAND", required=True)
 
-    def command(name: str, handler: Any, help: str) -> argparse.ArgumentParser:
+    def command(name: str, handler: Handler, help: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help, description=help)
         p.set_defaults(handler=handler)
         p.add_argument("-o", "--output", choices=("json",), default=argparse.SUPPRESS)
@@ -31,7 +35,7 @@ def register(subparsers: Any) -> None:
 
     p = command("add", cmd_add, "schedule the experiment, sweep or pipeline a spec file describes")
     p.add_argument("-f", "--file", required=True, help="a spec with a schedule: section")
-    p.add_argument("-P", "--param", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("-P", "--param", action="append", type=param, default=[], metavar="NAME=VALUE")
     command("ls", cmd_ls, "list schedules")
     command("pause", cmd_pause, "stop firing a schedule").add_argument("id")
     command("resume", cmd_resume, "fire a paused schedule again (from now on)").add_argument("id")
@@ -45,7 +49,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--yaml", action="store_true", help="YAML instead of JSON")
 
 
-def _schedules():
+def _schedules() -> Schedules:
     from kubelab.lab import Lab
     from kubelab.schedules.service import Schedules
 
@@ -53,7 +57,7 @@ def _schedules():
 
 
 def cmd_add(args: argparse.Namespace) -> int:
-    from kubelab.cli import parse_params
+    from kubelab.options import parse_params
     from kubelab.pipelines.cli import read_spec
 
     data, base = read_spec(args.file)

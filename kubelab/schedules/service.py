@@ -53,7 +53,8 @@ class ScheduleDirectory:
         return self.state_file.exists()
 
     def definition(self) -> dict[str, Any]:
-        return json.loads(self.definition_file.read_text())
+        data: dict[str, Any] = json.loads(self.definition_file.read_text())  # written by create()
+        return data
 
     def schedule(self) -> Schedule:
         schedule, _ = parse_schedule(self.definition()["schedule"])
@@ -61,7 +62,8 @@ class ScheduleDirectory:
         return schedule
 
     def read_state(self) -> dict[str, Any]:
-        return json.loads(self.state_file.read_text())
+        state: dict[str, Any] = json.loads(self.state_file.read_text())  # written by write_state()
+        return state
 
     def write_state(self, state: dict[str, Any]) -> None:
         write_json(self.state_file, state)

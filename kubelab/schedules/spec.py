@@ -69,13 +69,13 @@ def parse_schedule(data: Any, path: str = "schedule") -> tuple[Schedule | None, 
         return None, [FieldError(path, "must be a mapping with at least 'cron', or a cron string")]
     errors = [FieldError(f"{path}.{k}", "unknown field" + did_you_mean(str(k), FIELDS))
               for k in data if k not in FIELDS]
-    cron = data.get("cron")
-    if not isinstance(cron, str) or not cron.strip():
+    given = data.get("cron")
+    cron = " ".join(given.split()) if isinstance(given, str) else ""
+    if not cron:
         errors.append(FieldError(f"{path}.cron", "is required: a cron string such as '0 2 * * *'"))
     else:
         from croniter import croniter
 
-        cron = " ".join(cron.split())
         if not croniter.is_valid(cron):
             errors.append(FieldError(f"{path}.cron", f"'{cron}' is not a valid cron expression "
                                      "(five fields: minute hour day-of-month month day-of-week, "

@@ -214,3 +214,26 @@ def test_run_and_sweep_send_a_scheduled_spec_to_schedule_add(pipeline_env):
         ("experiment", "UTC", "forbid"), ("sweep", "Asia/Tokyo", "replace")}
     for item in listed:
         assert kubelab("schedule", "rm", item["id"]).returncode == 0
+
+
+def test_params_given_with_P_reach_the_schedule_and_the_pipeline(pipeline_env):
+    (pipeline_env / "nightly.yml").write_text(json.dumps({
+        "name": "with-params", "params": {"epochs": 1},
+        "steps": [{"name": "only", "experiment": {"command": ["python", "-c", "pass"]}}],
+        "schedule": "0 2 * * *"}))
+    added = kubelab("schedule", "add", "-f", "nightly.yml", "-P", "epochs=3", "-o", "json")
+    assert added.returncode == 0, added.stderr
+    schedule_id = json.loads(added.stdout)["id"]
+    assert Schedules(Lab()).get_dir(schedule_id).definition()["params"] == {"epochs": 3}
+    refused = kubelab("schedule", "add", "-f", "nightly.yml", "-P", "epoch=3")
+    assert refused.returncode == 2 and "params.epoch: is not a pipeline param" in refused.stderr
+    refused = kubelab("schedule", "add", "-f", "nightly.yml", "-P", "epochs")
+    assert refused.returncode == 2 and "param: must be NAME=VALUE, not 'epochs'" in refused.stderr
+    assert [s["id"] for s in Schedules(Lab()).list()] == [schedule_id]
+    assert kubelab("schedule", "rm", schedule_id).returncode == 0
+
+    ran = kubelab("pipeline", "run", "-f", "nightly.yml", "--now", "--wait", "-P", "epochs=3", "-o", "json")
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout)["params"] == {"epochs": 3}
+    refused = kubelab("pipeline", "run", "-f", "nightly.yml", "--now", "-P", "=3")
+    assert refused.returncode == 2 and "param: must be NAME=VALUE, not '=3'" in refused.stderr

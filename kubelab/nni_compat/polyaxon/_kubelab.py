@@ -85,12 +85,12 @@ def update(section: str, values: Any, reset: bool = False) -> None:
     except (FileNotFoundError, ValueError):
         data = {}
     if section == "tags":
-        current = [] if reset else list(data.get("tags") or [])
-        data["tags"] = list(dict.fromkeys(current + [str(t) for t in values]))
+        tags = [] if reset else list(data.get("tags") or [])
+        data["tags"] = list(dict.fromkeys(tags + [str(t) for t in values]))
     else:
-        current = {} if reset else dict(data.get(section) or {})
-        current.update({str(k): _plain(v) for k, v in values.items()})
-        data[section] = current
+        merged = {} if reset else dict(data.get(section) or {})
+        merged.update({str(k): _plain(v) for k, v in values.items()})
+        data[section] = merged
     text = json.dumps(data)
     if len(text) > _LIMIT:
         raise ValueError(f"polyaxon (kubelab): {_TRACKING} would exceed {_LIMIT} bytes; log less")

@@ -112,8 +112,8 @@ class Experiment:
         """NNI's names: RUNNING, DONE, STOPPED or ERROR."""
         if self.id is None:
             return "INITIALIZED"
-        record = self._service().get(self.id)
-        return _STATUS.get(record["status"], record["status"].upper())
+        status: str = self._service().get(self.id)["status"]
+        return _STATUS.get(status, status.upper())
 
     def export_data(self) -> list[dict[str, Any]]:
         """Each finished trial: its parameters, value and run id (NNI's TrialResult fields)."""
