@@ -25,6 +25,7 @@ from kubelab.distributed import Topology, replica_env, tf_config
 from kubelab.gpus import GpuAllocator
 from kubelab.records import FAILED, QUEUED, RUNNING, STOPPED, SUCCEEDED, TERMINAL, RunDirectory, parse_iso
 from kubelab.spec import ExperimentSpec
+from kubelab.tfevents import MirrorThread, ScalarMirror
 
 POLL = 0.05
 FAST_POLL, FAST_FOR = 0.005, 1.0  # a short trial's end is seen within 5 ms, a long one's within 50
@@ -89,7 +90,9 @@ class Runner:
                 self.move(state, reason + " while queued")
                 return 0
             self.status.gpu_ids = gpu_ids
-            self.execute(gpu_ids)
+            # Reported metrics become TensorBoard scalars beside the user's own event files.
+            with MirrorThread(ScalarMirror(self.run.path, self.run.tensorboard_dir)):
+                self.execute(gpu_ids)
         except Exception as exc:  # the runner must always leave a final status
             self.move(FAILED, f"kubelab runner error: {exc}")
         finally:
