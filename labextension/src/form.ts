@@ -280,3 +280,24 @@ export function errorsByField(
   }
   return grouped;
 }
+
+/** Reasons per form field (and `general` for the rest), as the dialog shows them. */
+export type FieldErrors = Partial<Record<FormField | 'general', string[]>>;
+
+/** The errors that still apply: those of fields whose value is the one refused. */
+export function pendingErrors(
+  errors: FieldErrors,
+  refused: IRunForm,
+  now: IRunForm
+): FieldErrors {
+  const pending: FieldErrors = {};
+  for (const [key, messages] of Object.entries(errors) as [
+    FormField | 'general',
+    string[]
+  ][]) {
+    if (key === 'general' || refused[key] === now[key]) {
+      pending[key] = messages;
+    }
+  }
+  return pending;
+}

@@ -7,6 +7,7 @@ import {
   formFromSpec,
   NO_DEFAULTS,
   parseParams,
+  pendingErrors,
   toDnsName
 } from '../src/form';
 import { readSettings } from '../src/settings';
@@ -268,5 +269,35 @@ describe('readSettings', () => {
       gpuType: 'A100',
       image: 'pytorch:2'
     });
+  });
+});
+
+describe('pendingErrors', () => {
+  const refused = {
+    ...defaultForm('train', NO_DEFAULTS),
+    memory: 'lots',
+    cpu: 'x'
+  };
+  const errors = {
+    memory: ["resources.memory: 'lots' is not a Kubernetes quantity"],
+    cpu: ["resources.cpu: 'x' is not a Kubernetes quantity"],
+    general: ['the server is busy']
+  };
+
+  it('keeps every reason while the form still holds the refused values', () => {
+    expect(pendingErrors(errors, refused, { ...refused })).toEqual(errors);
+  });
+
+  it("drops a field's reason once the user changes that field", () => {
+    expect(
+      pendingErrors(errors, refused, { ...refused, memory: '8Gi' })
+    ).toEqual({
+      cpu: errors.cpu,
+      general: errors.general
+    });
+    // Typing the refused value back brings the reason back.
+    expect(
+      pendingErrors(errors, refused, { ...refused, memory: 'lots', cpu: '2' })
+    ).toEqual({ memory: errors.memory, general: errors.general });
   });
 });
