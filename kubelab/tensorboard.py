@@ -55,6 +55,9 @@ class TensorBoardSession:
     last_access: float = field(default_factory=time.time)
     process: subprocess.Popen | None = field(default=None, repr=False)
     log_path: Path | None = None
+    # Stopped by a user (sidebar, closed tab, `%tensorboard --stop`): a page that comes back
+    # must not start it again behind their back, unlike after an idle stop.
+    stopped_on_request: bool = False
 
     @property
     def url(self) -> str:
@@ -219,6 +222,7 @@ class TensorBoardSupervisor:
         with self._lock:
             session = self.get(sid)
             if not session.alive:
+                session.stopped_on_request = False
                 session.state, session.reason = STARTING, "restarted on request"
                 session.started_at = session.last_access = time.time()
                 self._spawn(session)
@@ -305,6 +309,7 @@ class TensorBoardSupervisor:
     # -- stopping -------------------------------------------------------------------------
     def stop(self, sid: str) -> TensorBoardSession:
         session = self.get(sid)
+        session.stopped_on_request = True
         self._terminate(session, "stopped on request")
         return session
 

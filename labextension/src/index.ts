@@ -12,7 +12,6 @@ import {
 import {
   Dialog,
   ICommandPalette,
-  IFrame,
   MainAreaWidget,
   Notification,
   showDialog,
@@ -33,7 +32,8 @@ import {
   IExperimentDetail,
   IOutputFile,
   KubelabApi,
-  KubelabApiError
+  KubelabApiError,
+  sessionEnded
 } from './api';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
 import { runDialog } from './dialog';
@@ -50,6 +50,8 @@ import { DEFAULT_SETTINGS, IKubelabSettings, readSettings } from './settings';
 import { LiveStore } from './store';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
 import { SweepView } from './sweepview';
+// eslint-disable-next-line jupyter/prefer-lazy-imports -- opened from the sidebar
+import { tensorBoardTab } from './tensorboardtab';
 
 export const OPEN_SIDEBAR_COMMAND = CommandIDs.openSidebar;
 const PLUGIN_ID = 'kubelab:plugin';
@@ -338,29 +340,33 @@ const plugin: JupyterFrontEndPlugin<void> = {
           required: ['id', 'url']
         }
       },
-      execute: args => {
-        const id = String(args.id);
-        const url = String(args.url);
-        showView(`tensorboard:${id}`, () => {
-          const frame = new IFrame({
-            sandbox: [
-              'allow-scripts',
-              'allow-same-origin',
-              'allow-forms',
-              'allow-popups',
-              'allow-downloads'
-            ]
-          });
-          frame.url = url;
-          frame.addClass('jp-kubelab-TensorBoardFrame');
-          const view = new MainAreaWidget({ content: frame });
-          view.id = `kubelab-tensorboard-${id}`;
-          view.title.label = trans.__('TensorBoard');
-          view.title.caption = url;
-          view.title.icon = experimentsIcon;
-          view.title.closable = true;
-          return view;
-        });
+      execute: async args => {
+        let id = String(args.id);
+        let url = String(args.url);
+        const known = store.tensorboards.find(s => s.id === id);
+        if (known?.source && sessionEnded(store.tensorboards, id)) {
+          // Opening a stopped session starts it again, visibly (a new session).
+          try {
+            const session = await api.startTensorBoard(
+              known.source as Record<string, unknown>
+            );
+            ({ id, url } = session);
+          } catch (reason) {
+            await fail(trans.__('Cannot start TensorBoard'))(reason);
+            return;
+          }
+        }
+        showView(`tensorboard:${id}`, () =>
+          tensorBoardTab({
+            id,
+            url,
+            store,
+            api,
+            trans,
+            icon: experimentsIcon,
+            onStopError: fail(trans.__('Cannot stop TensorBoard'))
+          })
+        );
       }
     });
     commands.addCommand(CommandIDs.stopTensorBoard, {
