@@ -8,12 +8,14 @@ The tests share one server and one page and run in file order (each builds on th
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import time
 
 import pytest
 from playwright.sync_api import Page, expect
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from test_sidebar import (
     ARTIFACTS,
     SWEEP_TRIAL,
@@ -121,6 +123,49 @@ def test_tensorboard_shows_reported_metrics_and_its_tab_follows_the_session(lab_
     reloaded = page.request.get(lab_server.url.rstrip("/") + url)
     assert reloaded.status == 410 and "was stopped" in reloaded.text()
     assert lab_server.get("tensorboards").json()["items"][0]["state"] == "stopped"
+
+
+TB_CELL = """\
+%%train --name nb-tb --tensorboard
+import time, kubelab
+time.sleep(3)
+for step in range(3):
+    kubelab.report(step=step, loss=1 / (step + 1))
+time.sleep(3)
+"""
+
+
+def test_train_tensorboard_opens_once_the_run_has_reported(lab_server, page: Page) -> None:
+    cells = [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+              "source": source} for source in ("%load_ext kubelab", TB_CELL)]
+    notebook = {"cells": cells, "nbformat": 4, "nbformat_minor": 5,
+                "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                            "language": "python"}}}
+    (lab_server.root / "tb.ipynb").write_text(json.dumps(notebook))
+    page.goto(f"{lab_server.url}lab/tree/tb.ipynb?token={lab_server.token}")
+    expect(page.locator("#jupyterlab-splash")).to_have_count(0, timeout=WAIT_MS)
+    panel = page.locator(".jp-NotebookPanel")
+    select = page.locator(".jp-Dialog").get_by_role("button", name="Select")
+    try:  # JupyterLab may ask which kernel to start
+        select.wait_for(timeout=10_000)
+        select.click()
+    except PlaywrightTimeoutError:
+        pass
+    expect(page.get_by_role("button", name=re.compile(r"\| Idle$"))).to_be_visible(timeout=WAIT_MS)
+    run_command_from_palette(page, "Run All Cells")
+    output = panel.locator(".jp-Cell").nth(1).locator(".jp-OutputArea")
+    # Before the first report: a note, no empty TensorBoard.
+    expect(output.locator("[data-kubelab-tensorboard-pending]")).to_be_visible(timeout=WAIT_MS)
+    expect(output.locator("iframe")).to_have_count(0)
+    # Then TensorBoard itself, showing the reported loss.
+    expect(output.locator("iframe")).to_have_count(1, timeout=WAIT_MS)
+    frame = output.frame_locator("iframe")
+    expect(frame.get_by_text("loss", exact=True).first).to_be_visible(timeout=WAIT_MS)
+    page.screenshot(path=str(ARTIFACTS / "notebook-tensorboard.png"))
+    run_command_from_palette(page, "Shut Down All Kernels…")
+    confirm = page.locator(".jp-Dialog").get_by_role("button", name="Shut Down All")
+    confirm.click()
+    expect(page.locator(".jp-Dialog")).to_have_count(0)
 
 
 def test_the_best_trial_reads_in_the_dark_theme(lab_server, page: Page) -> None:
