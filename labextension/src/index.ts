@@ -35,6 +35,8 @@ import {
   KubelabApiError,
   sessionEnded
 } from './api';
+// eslint-disable-next-line jupyter/prefer-lazy-imports -- opened from the sidebar
+import { CompareView } from './compareview';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
 import { runDialog } from './dialog';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
@@ -378,6 +380,33 @@ const plugin: JupyterFrontEndPlugin<void> = {
           .catch(fail(trans.__('Cannot stop TensorBoard')))
     });
 
+    commands.addCommand(CommandIDs.compare, {
+      label: trans.__('Compare runs'),
+      caption: trans.__(
+        'Overlay the curves of several runs and compare their metrics and parameters'
+      ),
+      icon: experimentsIcon,
+      describedBy: {
+        args: {
+          type: 'object',
+          properties: { ids: { type: 'array', items: { type: 'string' } } }
+        }
+      },
+      execute: args => {
+        const ids = Array.isArray(args.ids) ? args.ids.map(String) : [];
+        const view = new MainAreaWidget({
+          content: new CompareView({ store, api, commands, trans, ids })
+        });
+        view.id = `kubelab-compare-${++compareViews}`;
+        view.title.label = trans.__('Compare runs');
+        view.title.icon = experimentsIcon;
+        view.title.closable = true;
+        shell.add(view, 'main');
+        shell.activateById(view.id);
+      }
+    });
+    let compareViews = 0;
+
     const runFile = async (path: string) => {
       const target = commandFor(path);
       if (!target) {
@@ -495,6 +524,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const category = trans.__('kubelab');
     palette?.addItem({ command: CommandIDs.openSidebar, category });
     palette?.addItem({ command: CommandIDs.runAsExperiment, category });
+    palette?.addItem({ command: CommandIDs.compare, category });
   }
 };
 

@@ -5,6 +5,7 @@
  */
 import { TranslationBundle } from '@jupyterlab/translation';
 import {
+  CommandToolbarButton,
   LabIcon,
   ReactWidget,
   SidePanel,
@@ -40,7 +41,8 @@ export const CommandIDs = {
   stopTensorBoard: 'kubelab:stop-tensorboard',
   runAsExperiment: 'kubelab:run-as-experiment',
   runFile: 'kubelab:run-file-as-experiment',
-  runSpec: 'kubelab:run-spec-file'
+  runSpec: 'kubelab:run-spec-file',
+  compare: 'kubelab:compare-runs'
 } as const;
 
 /** The actions of an experiment row, in menu order. */
@@ -88,6 +90,14 @@ export function createSidebar(options: IPanelOptions): SidePanel {
         )}
       </UseSignal>
     )
+  );
+  panel.toolbar.addItem(
+    'compare',
+    new CommandToolbarButton({
+      commands: options.commands,
+      id: CommandIDs.compare,
+      label: trans.__('Compare')
+    })
   );
   const section = (
     label: string,
