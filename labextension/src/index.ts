@@ -42,7 +42,13 @@ import { runDialog } from './dialog';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
 import { ExperimentView } from './experimentview';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
-import { commandFor, defaultForm, formFromSpec } from './form';
+import {
+  commandFor,
+  defaultForm,
+  formFromSpec,
+  parametersCellSource,
+  paramsFromParametersCell
+} from './form';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- isEnabled must answer synchronously
 import { TERMINAL_STATES } from './model';
 import { CommandIDs, createSidebar, ROW_ACTIONS, SIDEBAR_ID } from './panel';
@@ -406,7 +412,43 @@ const plugin: JupyterFrontEndPlugin<void> = {
       }
     });
     let compareViews = 0;
+    commands.addCommand(CommandIDs.refresh, {
+      describedBy: NO_ARGS,
+      label: trans.__('Refresh experiments'),
+      execute: () =>
+        store.refresh().catch(fail(trans.__('Cannot refresh the experiments')))
+    });
+    commands.addCommand(CommandIDs.projectTensorBoard, {
+      describedBy: NO_ARGS,
+      label: trans.__('Open TensorBoard for all experiments'),
+      execute: () =>
+        api
+          .startTensorBoard({ project: true })
+          .then(session =>
+            commands.execute(CommandIDs.openTensorBoard, {
+              id: session.id,
+              url: session.url
+            })
+          )
+          .catch(fail(trans.__('Cannot start TensorBoard')))
+    });
 
+    /** A notebook's `parameters` cell as the dialog's starting parameters. */
+    const notebookParams = async (path: string): Promise<string> => {
+      if (!path.endsWith('.ipynb')) {
+        return '';
+      }
+      try {
+        const model = await app.serviceManager.contents.get(path, {
+          content: true
+        });
+        const source = parametersCellSource(model.content);
+        return source === null ? '' : paramsFromParametersCell(source);
+      } catch (reason) {
+        console.warn('kubelab: could not read the parameters cell', reason);
+        return '';
+      }
+    };
     const runFile = async (path: string) => {
       const target = commandFor(path);
       if (!target) {
@@ -421,7 +463,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
         trans,
         title: trans.__('Run as experiment'),
         subject: path,
-        initial: defaultForm(target.name, settings.value.defaults),
+        initial: {
+          ...defaultForm(target.name, settings.value.defaults),
+          params: await notebookParams(path)
+        },
         base: { command: target.command },
         cwd: target.cwd,
         resources: store.resources
@@ -525,6 +570,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
     palette?.addItem({ command: CommandIDs.openSidebar, category });
     palette?.addItem({ command: CommandIDs.runAsExperiment, category });
     palette?.addItem({ command: CommandIDs.compare, category });
+    palette?.addItem({ command: CommandIDs.refresh, category });
+    palette?.addItem({ command: CommandIDs.projectTensorBoard, category });
   }
 };
 

@@ -42,6 +42,8 @@ export const CommandIDs = {
   runAsExperiment: 'kubelab:run-as-experiment',
   runFile: 'kubelab:run-file-as-experiment',
   runSpec: 'kubelab:run-spec-file',
+  refresh: 'kubelab:refresh',
+  projectTensorBoard: 'kubelab:project-tensorboard',
   compare: 'kubelab:compare-runs'
 } as const;
 
@@ -90,6 +92,14 @@ export function createSidebar(options: IPanelOptions): SidePanel {
         )}
       </UseSignal>
     )
+  );
+  panel.toolbar.addItem(
+    'run',
+    new CommandToolbarButton({
+      commands: options.commands,
+      id: CommandIDs.runAsExperiment,
+      label: trans.__('Run')
+    })
   );
   panel.toolbar.addItem(
     'compare',
@@ -191,8 +201,9 @@ function SweepsSection({ store, commands, trans }: IPanelOptions): JSX.Element {
     return (
       <p className="jp-kubelab-Sidebar-empty">
         {trans.__(
-          'No sweeps yet. Start one with %1 or %2.',
-          '%sweep',
+          'No sweeps yet. Start one from a notebook cell with %1, or with %2 or %3.',
+          '%%train --sweep space.json',
+          '%sweep -f config.yml',
           'kubelab sweep'
         )}
       </p>

@@ -6,6 +6,8 @@ import {
   formatParamsText,
   formFromSpec,
   NO_DEFAULTS,
+  parametersCellSource,
+  paramsFromParametersCell,
   parseParams,
   pendingErrors,
   toDnsName
@@ -299,5 +301,49 @@ describe('pendingErrors', () => {
     expect(
       pendingErrors(errors, refused, { ...refused, memory: 'lots', cpu: '2' })
     ).toEqual({ memory: errors.memory, general: errors.general });
+  });
+});
+
+describe('the papermill parameters cell', () => {
+  const notebook = {
+    cells: [
+      { cell_type: 'code', metadata: {}, source: 'import os' },
+      {
+        cell_type: 'code',
+        metadata: { tags: ['parameters'] },
+        source: [
+          '# defaults\n',
+          'lr = 0.01  # learning rate\n',
+          "optimizer = 'adam'\n",
+          'name = "run #1"\n',
+          'use_amp = True\n',
+          'seed = None\n',
+          'steps = int(os.environ.get("STEPS", 10))\n',
+          '    indented = 1\n'
+        ]
+      }
+    ]
+  };
+
+  it('finds the tagged cell', () => {
+    expect(parametersCellSource(notebook)).toContain('lr = 0.01');
+    expect(parametersCellSource({ cells: [] })).toBeNull();
+    expect(parametersCellSource('nonsense')).toBeNull();
+  });
+
+  it('turns its literal assignments into the dialog parameters', () => {
+    const text = paramsFromParametersCell(parametersCellSource(notebook)!);
+    expect(text).toBe(
+      'lr=0.01\noptimizer="adam"\nname="run #1"\nuse_amp=true\nseed=null'
+    );
+    expect(parseParams(text)).toEqual({
+      params: {
+        lr: 0.01,
+        optimizer: 'adam',
+        name: 'run #1',
+        use_amp: true,
+        seed: null
+      }
+    });
   });
 });
