@@ -83,6 +83,8 @@ def test_compare_three_runs(lab_server, page: Page) -> None:
     hover(page, chart, 0.01)
     expect(chart.locator(".u-legend .u-series").first.locator(".u-value")).to_have_text("0")
     assert legend_values(chart)[1:] == ["1", "2", "4"]
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "compare.png"))
 
     # Zoom: drag across the middle, the left edge is now a later step; Reset shows it all.
     box = chart.locator(".u-over").bounding_box()
@@ -114,8 +116,6 @@ def test_compare_three_runs(lab_server, page: Page) -> None:
     view.locator(".jp-kubelab-Compare-columns summary").click()
     view.locator(".jp-kubelab-Compare-columns label", has_text="lr").locator("input").uncheck()
     expect(table.locator('th[data-column="param:lr"]')).to_have_count(0)
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / "compare.png"))
     assert page.problems == []  # type: ignore[attr-defined]
 
 
