@@ -86,6 +86,15 @@ def test_compare_three_runs(lab_server, page: Page) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "compare.png"))
 
+    # From the table to a run's own view: its final result is a value, its loss a chart.
+    table.get_by_role("button", name="cmp-a", exact=True).click()
+    run_view = page.locator(f'.jp-kubelab-Detail[data-experiment-id="{ids["cmp-a"]}"]')
+    final = run_view.locator('.jp-kubelab-Chart[data-metric="default"]')
+    expect(final.locator(".jp-kubelab-Chart-value")).to_have_text("0.2", timeout=WAIT_MS)
+    expect(final.locator("svg")).to_have_count(0)
+    expect(run_view.locator('.jp-kubelab-Chart[data-metric="loss"] svg')).to_have_count(1)
+    page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Compare runs").click()
+
     # Zoom: drag across the middle, the left edge is now a later step; Reset shows it all.
     box = chart.locator(".u-over").bounding_box()
     assert box is not None
