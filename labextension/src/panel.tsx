@@ -160,6 +160,8 @@ function ExperimentsSection(props: IPanelOptions): JSX.Element {
       menu.addItem({ command, args: { id } });
     }
     menu.open(x, y);
+    // Keyboard users land on the first action, as in JupyterLab's own menus.
+    menu.activeIndex = 0;
   };
   return (
     <div className="jp-kubelab-Experiments">

@@ -5,6 +5,7 @@ the run table's metric and parameter columns, and a sweep's trials grouped under
 
 from __future__ import annotations
 
+import re
 import sys
 
 import pytest
@@ -129,3 +130,31 @@ def test_compare_three_runs(lab_server, page: Page) -> None:
 
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def test_row_menu_opens_from_the_keyboard_with_its_first_item_active(lab_server, page: Page) -> None:
+    button = sidebar(page).get_by_role("button", name="Actions for cmp-a")
+    button.focus()
+    page.keyboard.press("Enter")
+    active = page.locator(".jp-kubelab-RowMenu .lm-Menu-item.lm-mod-active")
+    expect(active).to_have_count(1)
+    first = page.locator(".jp-kubelab-RowMenu .lm-Menu-item").first
+    expect(first).to_have_class(re.compile(r"\blm-mod-active\b"))
+    page.keyboard.press("Escape")
+    expect(page.locator(".jp-kubelab-RowMenu")).to_have_count(0)
+
+
+def test_sidebar_text_is_no_smaller_than_jupyterlabs(lab_server, page: Page) -> None:
+    smallest = sidebar(page).evaluate("""root => {
+        const base = parseFloat(getComputedStyle(document.body)
+            .getPropertyValue('--jp-ui-font-size1'));
+        const sizes = [...root.querySelectorAll('*')]
+            // JupyterLab's own section titles keep JupyterLab's own (small caps) style
+            .filter(n => !n.closest('.lm-AccordionPanel-title'))
+            .filter(n => n.childNodes.length && [...n.childNodes].some(
+                c => c.nodeType === 3 && c.textContent.trim()))
+            .map(n => [parseFloat(getComputedStyle(n).fontSize), n.className]);
+        sizes.sort((a, b) => a[0] - b[0]);
+        return [sizes[0][0], base, sizes[0][1]];
+    }""")
+    assert smallest[0] >= smallest[1], smallest  # (size, JupyterLab's, the element's class)
