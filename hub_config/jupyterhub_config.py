@@ -26,7 +26,9 @@ GPU_CATALOG = {
         {"name": "H100", "label_value": "H100", "resource": "nvidia.com/gpu", "max_per_user": 1},
     ],
     "images": [
-        os.environ.get("KUBELAB_NOTEBOOK_IMAGE", "ghcr.io/kubelab/notebook:latest"),
+        # built from hub_config/notebook/Dockerfile (CPU and CUDA bases; docs/deploy.md)
+        os.environ.get("KUBELAB_NOTEBOOK_IMAGE", "kubelab/notebook:0.1.0"),
+        "kubelab/notebook-cuda:0.1.0",
         "quay.io/jupyter/pytorch-notebook:cuda12-latest",
         "quay.io/jupyter/tensorflow-notebook:cuda-latest",
     ],
@@ -54,12 +56,38 @@ c.JupyterHub.load_groups = GROUPS
 # -- named servers, authentication --------------------------------------------------------------
 c.JupyterHub.allow_named_servers = True
 c.JupyterHub.named_server_limit_per_user = 3
-c.JupyterHub.authenticator_class = "shared-password"  # JupyterHub >= 5.3; a lab's first hub
-c.SharedPasswordAuthenticator.user_password = os.environ.get("KUBELAB_HUB_PASSWORD")
-c.Authenticator.allow_all = True
+# Who may log in as whom. Every choice but the demo proves the user is who they say:
+#   pam              (local default) system accounts and their passwords; servers run as them
+#   native           NativeAuthenticator: sign-up with admin approval; with the local spawner the
+#                    approved user's system account is created at the first spawn
+#   oauth            (kubernetes default) GenericOAuthenticator: configure c.GenericOAuthenticator
+#                    (or z2jh's hub.config) for your identity provider; see docs/jupyterhub.md
+#   shared-password  a DEMO: any name with one password, so anyone can log in as any non-admin
+AUTH = os.environ.get("KUBELAB_HUB_AUTH") or ("pam" if MODE == "local" else "oauth")
 c.Authenticator.admin_users = set(filter(None, os.environ.get("KUBELAB_HUB_ADMINS", "").split(",")))
-if c.Authenticator.admin_users:
-    c.SharedPasswordAuthenticator.admin_password = os.environ.get("KUBELAB_HUB_ADMIN_PASSWORD")
+if AUTH == "pam":
+    c.JupyterHub.authenticator_class = "pam"
+    group = os.environ.get("KUBELAB_HUB_GROUP")  # e.g. "lab": only its members may log in
+    if group:
+        c.PAMAuthenticator.allowed_groups = {group}
+    else:
+        c.Authenticator.allow_all = True  # any system account, with its own password
+elif AUTH == "native":
+    c.JupyterHub.authenticator_class = "native"  # pip install jupyterhub-nativeauthenticator
+    c.NativeAuthenticator.open_signup = False  # an admin approves each sign-up
+    c.Authenticator.allow_all = True
+    c.LocalKubeLabSpawner.create_system_users = True
+elif AUTH == "oauth":
+    c.JupyterHub.authenticator_class = "generic-oauth"  # pip install oauthenticator
+    c.Authenticator.allow_all = os.environ.get("KUBELAB_HUB_ALLOW_ALL", "") == "1"
+elif AUTH == "shared-password":
+    c.JupyterHub.authenticator_class = "shared-password"  # JupyterHub >= 5.3
+    c.SharedPasswordAuthenticator.user_password = os.environ.get("KUBELAB_HUB_PASSWORD")
+    c.Authenticator.allow_all = True
+    if c.Authenticator.admin_users:
+        c.SharedPasswordAuthenticator.admin_password = os.environ.get("KUBELAB_HUB_ADMIN_PASSWORD")
+else:
+    raise ValueError(f"KUBELAB_HUB_AUTH must be pam, native, oauth or shared-password, not {AUTH!r}")
 
 # -- idle culling: every server after an hour idle, GPU servers after 30 minutes -------------------
 c.JupyterHub.services = [
@@ -85,7 +113,7 @@ if MODE == "kubernetes":
     spawner.trusted_lab = os.environ.get("KUBELAB_TRUSTED_LAB", "") == "1"
     spawner.workspace_size = "50Gi"
     spawner.archive_size = "100Gi"
-    spawner.storage_class = os.environ.get("KUBELAB_STORAGE_CLASS", "")
+    spawner.storage_class = os.environ.get("KUBELAB_STORAGE_CLASS") or None  # None: the default
     spawner.delete_grace_period = 5
     spawner.extra_annotations = {"kubelab.io/notebook": "true"}
 else:
@@ -93,5 +121,7 @@ else:
     spawner = c.LocalKubeLabSpawner
     spawner.gpu_catalog = {**GPU_CATALOG, "images": []}  # local servers use no image
     spawner.root = os.environ.get("KUBELAB_HUB_ROOT", os.path.expanduser("~/kubelab-hub"))
+    if os.environ.get("KUBELAB_HUB_RUN_AS_USERS") == "0":  # a root hub running every server as root
+        spawner.run_as_users = False
     spawner.cmd = [sys.executable, "-m", "jupyterhub.singleuser"]
     spawner.default_url = "/lab"

@@ -10,7 +10,7 @@ __all__ = ["in_run", "params", "report", "report_final", "run_dir", "tensorboard
 __version__ = "0.1.0"
 
 
-def load_ipython_extension(ipython):  # pragma: no cover - exercised through %load_ext
+def load_ipython_extension(ipython: object) -> None:  # pragma: no cover - exercised through %load_ext
     """`%load_ext kubelab` registers the magics (imported only then)."""
     from kubelab.magics import load_ipython_extension as load
 

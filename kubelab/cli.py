@@ -14,14 +14,19 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from kubelab.errors import FieldError, KubelabError, ValidationError
+from kubelab.options import add_experiment_options, apply_options, option_error
+from kubelab.records import TERMINAL
+
+if TYPE_CHECKING:
+    from kubelab.lab import Lab
 
 Handler = Callable[[argparse.Namespace], int]
 
 
-def _lab():
+def _lab() -> Lab:
     from kubelab.lab import Lab
 
     return Lab()
@@ -30,37 +35,10 @@ def _lab():
 # -- spec from flags ----------------------------------------------------------------------
 
 def add_spec_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-f", "--file", help="a spec file (kubelab YAML/JSON or a polyaxonfile)")
-    parser.add_argument("-P", "--param", action="append", default=[], metavar="NAME=VALUE",
-                        help="a parameter value (repeatable)")
-    parser.add_argument("--name")
-    parser.add_argument("--gpus", help="GPUs per replica")
-    parser.add_argument("--gpu-type")
-    parser.add_argument("--cpu", help="CPU per replica, e.g. 2 or 500m")
-    parser.add_argument("--memory", help="memory per replica, e.g. 8Gi")
-    parser.add_argument("--replicas")
-    parser.add_argument("--framework", help="none, pytorch, tensorflow or paddle")
-    parser.add_argument("--image")
-    parser.add_argument("--tag", action="append", default=[], help="a tag (repeatable)")
+    parser.add_argument("-f", "--file", help="a spec file (kubelab YAML/JSON or a polyaxonfile; "
+                        "a Polyaxon group/matrix or an NNI config starts a sweep with run)")
+    add_experiment_options(parser)
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND... to run")
-
-
-def parse_params(pairs: list[str], typed: bool = True) -> dict[str, Any]:
-    """`-P lr=0.1 -P act=relu`. With `typed`, numbers and booleans are read as JSON reads
-    them; without (the spec declares inputs), text is kept for the declared types to convert,
-    so `-P name=007` stays "007" for a string input.
-    """
-    params: dict[str, Any] = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not name:
-            raise ValidationError("invalid parameter", [FieldError("param", f"'{pair}' must be NAME=VALUE")])
-        try:
-            parsed = json.loads(value) if typed else value
-        except ValueError:
-            parsed = value
-        params[name] = parsed if isinstance(parsed, (int, float, bool)) else value
-    return params
 
 
 def spec_from_args(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
@@ -72,36 +50,16 @@ def spec_from_args(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
     if args.file:
         spec = load_spec_file(args.file)
         base = Path(args.file).resolve().parent
+        if spec.get("schedule") is not None:
+            raise ValidationError(f"{args.file} has a schedule", [FieldError(
+                "schedule", "a scheduled experiment is added with `kubelab schedule add -f FILE`; "
+                "remove the section to run it once now")])
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
     if command:
         spec["command"] = command
-    return apply_flags(spec, args), base
-
-
-def apply_flags(spec: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
-    """`spec` with the experiment flags laid over it (shared by the CLI and `%%train`).
-
-    `args.param` holds `NAME=VALUE` strings; other flags left as None keep the spec's value.
-    """
-    spec = dict(spec)
-    if args.param:
-        params = dict(spec.get("params") or {})
-        params.update(parse_params(args.param, typed=not spec.get("inputs")))
-        spec["params"] = params
-    resources = dict(spec.get("resources") or {})
-    for flag in ("gpus", "gpu_type", "cpu", "memory"):
-        if getattr(args, flag) is not None:
-            resources[flag] = getattr(args, flag)
-    if resources:
-        spec["resources"] = resources
-    for key in ("name", "replicas", "framework", "image"):
-        if getattr(args, key) is not None:
-            spec[key] = getattr(args, key)
-    if args.tag:
-        spec["tags"] = [*(spec.get("tags") or []), *args.tag]
-    return spec
+    return apply_options(spec, args), base
 
 
 # -- output -------------------------------------------------------------------------------
@@ -135,6 +93,13 @@ def _short(value: Any) -> str:
 # -- commands -----------------------------------------------------------------------------
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.file:
+        from kubelab.formats import is_sweep
+        from kubelab.specfile import load_document
+
+        data = load_document(args.file)
+        if is_sweep(data):  # a Polyaxon group or matrix, an NNI config: many trials
+            return run_sweep_file(args, data)
     spec, base = spec_from_args(args)
     lab = _lab()
     record = lab.submit(spec, base_dir=base)
@@ -158,10 +123,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0 if final["status"] == "Succeeded" else 1
 
 
+def run_sweep_file(args: argparse.Namespace, data: Any) -> int:
+    """`kubelab run -f` of a sweep document does what `kubelab sweep -f` does."""
+    from kubelab.sweeps.cli import create_and_follow
+
+    given = [f"--{name.replace('_', '-')}" for name in ("name", "gpus", "gpu_type", "cpu", "memory",
+                                                        "replicas", "framework", "image")
+             if getattr(args, name) is not None]
+    given += ["-P"] * bool(args.param) + ["--tag"] * bool(args.tag) + ["COMMAND"] * bool(args.command)
+    if given:
+        reason = f"{', '.join(given)} cannot be combined with a sweep file; edit the file instead"
+        raise ValidationError("invalid arguments", [FieldError("file", reason)])
+    return create_and_follow(data, Path(args.file).resolve().parent, args.wait, args.output)
+
+
 def wait_for(lab: Any, run_id: str) -> dict[str, Any]:
     while True:
-        record = lab.get(run_id)
-        if record["status"] in ("Succeeded", "Failed", "Stopped", "Pruned"):
+        record: dict[str, Any] = lab.get(run_id)
+        if record["status"] in TERMINAL:
             return record
         time.sleep(0.2)
 
@@ -255,11 +234,22 @@ def cmd_lab(args: argparse.Namespace) -> int:
     return launch_lab(port=args.port, open_browser=not args.no_browser, ip=args.ip, extra=args.extra)
 
 
+class CommandParser(argparse.ArgumentParser):
+    """Reports a bad experiment option as the spec field it sets (so `-o json` can carry it)."""
+
+    def error(self, message: str) -> NoReturn:
+        problem = option_error(message)
+        if problem is not None:
+            raise problem
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kubelab", description="Train on GPUs from Jupyter.")
+    parser = CommandParser(prog="kubelab", description="Train on GPUs from Jupyter.")
     sub = parser.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
 
-    def command(name: str, handler: Handler, help: str, output: tuple[str, ...] = ("json",)):
+    def command(name: str, handler: Handler, help: str,
+                output: tuple[str, ...] = ("json",)) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help, description=help)
         p.set_defaults(handler=handler)
         if output:
@@ -307,7 +297,8 @@ def _extensions() -> list[Callable[[Any], None]]:
     import importlib.util
 
     found = []
-    for module in ("kubelab.sweeps.cli", "kubelab.tensorboard_cli", "kubelab.spawner.cli"):
+    for module in ("kubelab.sweeps.cli", "kubelab.pipelines.cli", "kubelab.schedules.cli",
+                   "kubelab.tensorboard_cli", "kubelab.spawner.cli"):
         try:
             present = importlib.util.find_spec(module) is not None
         except ModuleNotFoundError:  # the parent package is not there
@@ -317,12 +308,27 @@ def _extensions() -> list[Callable[[Any], None]]:
     return found
 
 
+def dash_values(argv: list[str]) -> list[str]:
+    """`--sort -metrics.loss` as `--sort=-metrics.loss`: argparse would read the value as an option."""
+    out: list[str] = []
+    for index, word in enumerate(argv):
+        after_sort = bool(out) and out[-1] == "--sort" and "--" not in argv[:index]
+        if after_sort and word.startswith("-") and len(word) > 1:
+            out[-1] = f"--sort={word}"
+        else:
+            out.append(word)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = dash_values(sys.argv[1:] if argv is None else list(argv))
+    args: argparse.Namespace | None = None
     try:
-        return args.handler(args)
+        args = build_parser().parse_args(words)
+        return int(args.handler(args))
     except KubelabError as exc:
-        if getattr(args, "output", None) == "json":
+        json_out = getattr(args, "output", None) == "json" if args else _asks_for_json(words)
+        if json_out:
             print(json.dumps(exc.to_json(), indent=2), file=sys.stderr)
         else:
             print(f"kubelab: {exc.message()}", file=sys.stderr)
@@ -332,6 +338,12 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+def _asks_for_json(words: list[str]) -> bool:
+    """`-o json` on a line argparse refused (so there is no Namespace to ask)."""
+    pairs = zip(words, words[1:], strict=False)
+    return any(a in ("-o", "--output") and b == "json" for a, b in pairs) or "--output=json" in words
 
 
 if __name__ == "__main__":

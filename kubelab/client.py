@@ -150,6 +150,29 @@ class Client:
     def resume_sweep(self, sweep_id: str) -> dict[str, Any]:
         return self.json("POST", f"sweeps/{_id(sweep_id)}/resume")
 
+    # -- pipelines and schedules -------------------------------------------------------------
+    def submit_pipeline(self, spec: dict[str, Any], base_dir: str | os.PathLike[str] | None = None,
+                        params: dict[str, Any] | None = None) -> dict[str, Any]:
+        body = {"spec": spec, "params": params or {}}
+        return self.json("POST", "pipelines", json=body, params=self.cwd_param(base_dir))
+
+    def pipelines(self) -> list[dict[str, Any]]:
+        return self.json("GET", "pipelines")["items"]
+
+    def pipeline(self, pipeline_id: str) -> dict[str, Any]:
+        return self.json("GET", f"pipelines/{_id(pipeline_id)}")
+
+    def stop_pipeline(self, pipeline_id: str) -> dict[str, Any]:
+        return self.json("POST", f"pipelines/{_id(pipeline_id)}/stop")
+
+    def resume_pipeline(self, pipeline_id: str) -> dict[str, Any]:
+        return self.json("POST", f"pipelines/{_id(pipeline_id)}/resume")
+
+    def submit_schedule(self, spec: dict[str, Any], base_dir: str | os.PathLike[str] | None = None,
+                        params: dict[str, Any] | None = None) -> dict[str, Any]:
+        body = {"spec": spec, "params": params or {}}
+        return self.json("POST", "schedules", json=body, params=self.cwd_param(base_dir))
+
     # -- TensorBoard ----------------------------------------------------------------------
     def tensorboard(self, request: dict[str, Any]) -> dict[str, Any]:
         """Start or reuse a session: `{"experiments": [...]}`, `{"sweep": id}`, `{"query": q}`..."""

@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 
-def start_module(module: str, argument: str, log: Path) -> subprocess.Popen:
+def start_module(module: str, argument: str, log: Path) -> subprocess.Popen[bytes]:
     """`python -m module argument` in a new session, its output appended to `log`."""
     with open(log, "ab") as out:
         process = subprocess.Popen(

@@ -38,7 +38,7 @@ class KubelabError(Exception):
             return self.detail
         return self.detail + "\n" + "\n".join(f"  {f}" for f in self.fields)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         return {
             "error": self.error,
             "detail": self.detail,
@@ -61,6 +61,13 @@ class NotFound(KubelabError):
 class Conflict(KubelabError):
     status = 409
     error = "conflict"
+
+
+class TooMany(KubelabError):
+    """A per-user limit (open streams, TensorBoard sessions) is reached; the detail names it."""
+
+    status = 429
+    error = "too_many"
 
 
 class BackendError(KubelabError):

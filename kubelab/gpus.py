@@ -10,14 +10,19 @@ served: a later request never jumps an earlier one (no starvation of large reque
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
+import stat
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from kubelab.errors import KubelabError
 
 
 @dataclass(frozen=True)
@@ -75,14 +80,70 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+SHARED_MACHINE_DIR = Path("/var/lib/kubelab/machine")
+OPEN_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC
+
+
 def machine_dir() -> Path:
-    """Shared by every user of this machine, like /tmp (sticky, world-writable)."""
-    path = Path(os.environ.get("KUBELAB_MACHINE_DIR") or "/tmp/kubelab-machine")
-    if not path.exists():
-        path.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(PermissionError):
-            path.chmod(0o1777)
+    """Where this machine's ledger lives, checked before anything in it is trusted.
+
+    `KUBELAB_MACHINE_DIR` when set; else `/var/lib/kubelab/machine` when this process may write
+    there (root creates it; `kubelab hub` shares it with the lab's users through a group); else
+    a per-user ledger in `~/.kubelab/machine`, which coordinates only this user's runs.
+    """
+    configured = os.environ.get("KUBELAB_MACHINE_DIR")
+    if configured:
+        return checked_dir(Path(configured))
+    shared = SHARED_MACHINE_DIR
+    if os.geteuid() == 0 or (shared.is_dir() and os.access(shared, os.W_OK | os.X_OK)):
+        return checked_dir(shared)
+    return checked_dir(Path.home() / ".kubelab" / "machine")
+
+
+def checked_dir(path: Path) -> Path:
+    """`path` created `0700` if missing; refused unless a real folder of root's or this user's
+    that not every account may write to (anyone could otherwise rewrite the ledger or plant
+    links for a root process to write through)."""
+    if not os.path.lexists(path):
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = path.lstat()
+    if stat.S_ISLNK(info.st_mode):
+        raise KubelabError(f"the GPU ledger folder {path} is a symbolic link; kubelab will not use it")
+    if not stat.S_ISDIR(info.st_mode):
+        raise KubelabError(f"the GPU ledger folder {path} is not a folder")
+    if info.st_uid not in (0, os.geteuid()):
+        raise KubelabError(
+            f"the GPU ledger folder {path} belongs to {_user_name(info.st_uid)}, not to root or "
+            "this user; kubelab will not use it (set KUBELAB_MACHINE_DIR to a folder of yours)"
+        )
+    if info.st_mode & stat.S_IWOTH:
+        raise KubelabError(
+            f"the GPU ledger folder {path} is writable by every user, so anyone could rewrite "
+            f"the ledger; kubelab will not use it (`chmod o-w {path}`, or share it through a group)"
+        )
     return path
+
+
+def share_with_group(path: Path, gid: int) -> None:
+    """Let one group (the lab's users) use a root-owned ledger folder: `root:gid`, mode 2770.
+
+    New files inherit the group (setgid) and are made `0660`; members can rewrite the ledger,
+    as they could use any GPU directly: it is cooperation among them, not a boundary."""
+    fd = os.open(checked_dir(path), os.O_RDONLY | os.O_DIRECTORY | OPEN_FLAGS)
+    try:
+        os.fchown(fd, 0, gid)
+        os.fchmod(fd, 0o2770)
+    finally:
+        os.close(fd)
+
+
+def _user_name(uid: int) -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
 
 
 def pid_alive(pid: int | None) -> bool:
@@ -116,25 +177,71 @@ class GpuAllocator:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[dict[str, Any]]:
-        fd = os.open(self.lockfile, os.O_RDWR | os.O_CREAT, 0o666)
+        fd = self._open(self.lockfile, os.O_RDWR, create=True)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            try:
-                state = json.loads(self.ledger.read_text())
-            except (FileNotFoundError, json.JSONDecodeError):
-                state = {"allocations": {}, "queue": []}
+            state = self._read()
             before = json.dumps(state, sort_keys=True)
             self._reclaim(state)
             yield state
             if json.dumps(state, sort_keys=True) != before:
-                tmp = self.ledger.with_name(f".gpus.{os.getpid()}.tmp")
-                tmp.write_text(json.dumps(state))
-                with contextlib.suppress(PermissionError):
-                    tmp.chmod(0o666)
-                os.replace(tmp, self.ledger)
+                self._write(state)
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
+
+    def _open(self, path: Path, flags: int, create: bool = False) -> int:
+        """Never through a link another account planted (symbolic or hard); created `0600`, or
+        `0660` in a group-shared folder, never `0666`."""
+        mode = 0o660 if self._group_shared() else 0o600
+        try:
+            try:
+                fd = os.open(path, flags | OPEN_FLAGS | (os.O_CREAT | os.O_EXCL if create else 0), mode)
+                if create:
+                    os.fchmod(fd, mode)  # the umask may have taken bits away
+            except FileExistsError:
+                fd = os.open(path, flags | OPEN_FLAGS)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise KubelabError(f"{path} is a symbolic link; kubelab will not use it") from None
+            raise
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+            os.close(fd)
+            raise KubelabError(f"{path} is not a plain file of its own; kubelab will not use it")
+        return fd
+
+    def _group_shared(self) -> bool:
+        return bool(self.directory.stat().st_mode & stat.S_ISGID)
+
+    def _read(self) -> dict[str, Any]:
+        try:
+            fd = self._open(self.ledger, os.O_RDONLY)
+        except FileNotFoundError:
+            return {"allocations": {}, "queue": []}
+        with os.fdopen(fd) as handle:
+            try:
+                state = json.load(handle)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                state = None
+        if not isinstance(state, dict):  # a torn or foreign file: start over rather than fail
+            return {"allocations": {}, "queue": []}
+        state.setdefault("allocations", {})
+        state.setdefault("queue", [])
+        return state
+
+    def _write(self, state: dict[str, Any]) -> None:
+        """A fresh temporary file (`mkstemp`: O_EXCL, no link followed), then an atomic rename."""
+        fd, tmp = tempfile.mkstemp(prefix=".gpus.", suffix=".tmp", dir=self.directory)
+        try:
+            os.fchmod(fd, 0o660 if self._group_shared() else 0o600)
+            with os.fdopen(fd, "w") as handle:
+                json.dump(state, handle)
+            os.replace(tmp, self.ledger)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
 
     @staticmethod
     def _reclaim(state: dict[str, Any]) -> None:

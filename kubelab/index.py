@@ -12,13 +12,14 @@ import contextlib
 import json
 import marshal
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kubelab.records import TERMINAL, RunDirectory, summary
 
-CACHE_VERSION = 2  # entries: (file stamps, summary, metrics bytes folded)
+CACHE_VERSION = 3  # entries: (file stamps, summary, metrics bytes folded)
 
 
 @dataclass
@@ -34,10 +35,12 @@ class RunIndex:
     def __init__(self, runs_root: Path, cache_file: Path | None = None):
         self.runs_root = Path(runs_root)
         self.cache_file = cache_file or self.runs_root.parent / "index.marshal"
-        self.entries: dict[str, tuple[tuple, dict[str, Any], int]] = {}
+        self.entries: dict[str, tuple[tuple[Any, ...], dict[str, Any], int]] = {}
         self.listing_stamp: int | None = None
         self.loaded = False
         self.dirty = False
+        # A server refreshes from its event hub's thread and from request threads at once.
+        self.lock = threading.RLock()
 
     def load(self) -> None:
         self.loaded = True
@@ -45,10 +48,16 @@ class RunIndex:
             data = marshal.loads(self.cache_file.read_bytes())
         except (OSError, ValueError, EOFError, TypeError):
             return
-        if isinstance(data, dict) and data.get("version") == CACHE_VERSION:
-            self.entries = data["entries"]
+        entries = data.get("entries") if isinstance(data, dict) else None
+        if isinstance(entries, dict) and data.get("version") == CACHE_VERSION:
+            # A cache is only a cache: an entry of the wrong shape is dropped and re-read from its run.
+            self.entries = {name: entry for name, entry in entries.items() if _well_formed(name, entry)}
 
     def save(self) -> None:
+        with self.lock:
+            self._save()
+
+    def _save(self) -> None:
         if not self.dirty:
             return
         tmp = self.cache_file.with_name(f".{self.cache_file.name}.{os.getpid()}.tmp")
@@ -59,6 +68,10 @@ class RunIndex:
 
     def refresh(self, full: bool = False) -> Changes:
         """Bring the cache up to date with the run directories; report what changed."""
+        with self.lock:
+            return self._refresh(full)
+
+    def _refresh(self, full: bool) -> Changes:
         if not self.loaded:
             self.load()
         changes = Changes()
@@ -93,7 +106,7 @@ class RunIndex:
         """The run's summary if its files changed since it was cached, else None."""
         run = RunDirectory(self.runs_root / name)
         try:
-            stamp = (_stamp(run.status_file), _stamp(run.metrics_file))
+            stamp = (_stamp(run.status_file), _stamp(run.metrics_file), _stamp(run.tracking_file))
             if stamp[0] is None:
                 return None  # a directory being created, or not a run
             cached = self.entries.get(name)
@@ -112,11 +125,20 @@ class RunIndex:
         return record
 
     def records(self) -> list[dict[str, Any]]:
-        return [entry[1] for entry in self.entries.values()]
+        with self.lock:
+            return [entry[1] for entry in self.entries.values()]
 
     def get(self, name: str) -> dict[str, Any] | None:
         entry = self.entries.get(name)
         return entry[1] if entry else None
+
+
+def _well_formed(name: object, entry: object) -> bool:
+    if not (isinstance(name, str) and isinstance(entry, tuple) and len(entry) == 3):
+        return False
+    stamp, record, offset = entry
+    return (isinstance(stamp, tuple) and isinstance(record, dict) and isinstance(offset, int)
+            and record.get("id") == name and isinstance(record.get("status"), str))
 
 
 def _stamp(path: Path) -> tuple[int, int] | None:

@@ -7,6 +7,7 @@ and records are the same everywhere. It owns the run directories under
 
 from __future__ import annotations
 
+import builtins
 import getpass
 import os
 import re
@@ -17,8 +18,9 @@ from typing import Any
 
 from kubelab.backends.base import Backend
 from kubelab.errors import FieldError, KubelabError, NotFound, ValidationError
-from kubelab.index import RunIndex
-from kubelab.records import PENDING, RunDirectory, Status, summary
+from kubelab.index import Changes, RunIndex
+from kubelab.logfiles import byte_range
+from kubelab.records import PENDING, TERMINAL, RunDirectory, Status, summary
 from kubelab.spec import ExperimentSpec
 
 RUN_ID = re.compile(r"^[0-9a-z]{12}$")
@@ -100,11 +102,12 @@ class Lab:
         return target
 
     def submit(self, data: dict[str, Any] | ExperimentSpec, base_dir: Path | None = None,
-               confine: bool = False, sweep: str | None = None, trial: int | None = None) -> dict[str, Any]:
+               confine: bool = False, sweep: str | None = None, trial: int | None = None,
+               pipeline: str | None = None, pipeline_step: str | None = None) -> dict[str, Any]:
         """Validate, write the run directory, snapshot the code, and hand it to the backend."""
         spec = self.prepare(data, base_dir, confine)
         status = Status(state=PENDING, reason="submitted", backend=self.backend.name, user=self.user,
-                        sweep=sweep, trial=trial)
+                        sweep=sweep, trial=trial, pipeline=pipeline, pipeline_step=pipeline_step)
         run = RunDirectory.create(self.runs_root, spec.to_dict(), status)
         try:
             self._snapshot(run, spec)
@@ -159,11 +162,11 @@ class Lab:
             detail["events"] = events(run)
         return detail
 
-    def refresh(self):
+    def refresh(self) -> Changes:
         """Reconcile unfinished runs with the backend and update the index; returns the changes."""
         changes = self.index.refresh()
         for record in list(self.index.records()):
-            if record["status"] not in ("Succeeded", "Failed", "Stopped", "Pruned"):
+            if record["status"] not in TERMINAL:
                 run = RunDirectory(self.runs_root / record["id"])
                 try:
                     self.backend.reconcile(run, run.status())
@@ -188,16 +191,19 @@ class Lab:
         end = None if limit is None else offset + limit
         return records[offset:end], total
 
-    def metrics(self, run_id: str) -> list[dict[str, Any]]:
+    def metrics(self, run_id: str) -> builtins.list[dict[str, Any]]:  # `list` is a method here
         return list(self.run(run_id).metrics())
 
-    def logs(self, run_id: str, replica: int = 0, follow: bool = False) -> Iterator[str]:
+    def logs(self, run_id: str, replica: int = 0, follow: bool = False, start: int = 0,
+             length: int | None = None, idle: bool = False) -> Iterator[str]:
+        """A replica's output from byte `start` (`length` bytes, or to the end), in bounded chunks."""
         run = self.run(run_id)
         replicas = run.spec().get("replicas", 1)
         if not 0 <= replica < replicas:
             raise ValidationError("invalid replica", [FieldError(
                 "replica", f"must be between 0 and {replicas - 1} for this experiment")])
-        return self.backend.logs(run, replica, follow)
+        chunks = self.backend.logs(run, replica, follow, start=start, idle=idle)
+        return chunks if length is None else byte_range(chunks, 0, length)
 
     def resources(self) -> dict[str, Any]:
         return self.backend.resources()

@@ -1,4 +1,4 @@
-"""Polyaxon experiment files (`version: 1`, `kind: experiment`) as kubelab specs.
+"""Polyaxon v0 experiment files (`version: 1`, `kind: experiment`) as kubelab specs.
 
 A user's existing polyaxonfile runs as is: this maps its fields onto ours and refuses
 the ones kubelab cannot honour, naming them, rather than dropping them silently.
@@ -14,13 +14,40 @@ TOP = ("version", "kind", "name", "description", "tags", "params", "declarations
        "outputs", "environment", "build", "run", "framework", "logging")
 ENVIRONMENT = ("resources", "node_selector", "tolerations", "affinity", "replicas", "pytorch",
                "tensorflow", "paddle", "max_restarts", "env_vars")
+FRAMEWORKS = {"pytorch": "pytorch", "tensorflow": "tensorflow", "paddle": "paddle"}
+REFUSED_FRAMEWORKS = {
+    "horovod": "Horovod needs an MPI launcher, which kubelab does not provide; use framework pytorch "
+               "(torchrun-style ranks) or tensorflow",
+    "mxnet": "MXNet's parameter-server launcher is not supported",
+}
 
 
 def is_polyaxon(data: Any) -> bool:
     return isinstance(data, dict) and "version" in data and data.get("kind") in ("experiment", "job")
 
 
+def sanitize_cmd(cmd: Any) -> Any:
+    """`run.cmd` as Polyaxon runs it: words split on whitespace, `\\` continuations dropped.
+
+    YAML folds a multi-line plain scalar into one line, keeping each line's trailing
+    backslash as a word of its own; Polyaxon strips backslashes at the edges of words,
+    drops words that were only a backslash, and joins a list of commands with `&&`.
+    """
+    def one(text: Any) -> Any:
+        if not isinstance(text, str):
+            return text
+        words = [w.strip().strip("\\") for w in text.split() if w and w != "\\"]
+        return " ".join(w for w in words if w)
+
+    if isinstance(cmd, list):
+        return " && ".join(str(one(c)) for c in cmd)
+    return one(cmd)
+
+
 def convert(data: dict[str, Any]) -> dict[str, Any]:
+    if data.get("kind") == "group":
+        reason = "a group is a hyperparameter search: run it with `kubelab sweep -f` or `kubelab run -f`"
+        raise ValidationError("this polyaxonfile is a group", [FieldError("kind", reason)])
     problems: list[FieldError] = []
     for key in data:
         if key not in TOP:
@@ -37,11 +64,24 @@ def convert(data: dict[str, Any]) -> dict[str, Any]:
         spec["inputs"] = [_input(i) for i in inputs] if isinstance(inputs, list) else inputs
     run = data.get("run") or {}
     if isinstance(run, dict):
-        command = run.get("cmd")
-        spec["command"] = " && ".join(command) if isinstance(command, list) else command
-    build = data.get("build") or {}
-    if isinstance(build, dict) and build.get("image"):
-        spec["image"] = build["image"]
+        for key in run:
+            if key != "cmd":
+                problems.append(FieldError(f"run.{key}", "unknown field; kubelab reads run.cmd"))
+        spec["command"] = sanitize_cmd(run.get("cmd"))
+    _build(data.get("build"), spec, problems)
+    if data.get("outputs") is not None:
+        problems.append(FieldError("outputs", "outputs of other jobs and experiments are not mounted "
+                                              "into runs here; copy what the run needs into its code"))
+    framework = data.get("framework")
+    if framework is not None:
+        name = str(framework).lower()
+        if name in REFUSED_FRAMEWORKS:
+            problems.append(FieldError("framework", REFUSED_FRAMEWORKS[name]))
+        elif name not in FRAMEWORKS:
+            reason = f"must be one of {', '.join(FRAMEWORKS)}, not {framework!r}"
+            problems.append(FieldError("framework", reason))
+        else:
+            spec["framework"] = FRAMEWORKS[name]
     environment = data.get("environment") or {}
     if isinstance(environment, dict):
         for key in environment:
@@ -52,6 +92,24 @@ def convert(data: dict[str, Any]) -> dict[str, Any]:
     if problems:
         raise ValidationError("invalid polyaxonfile", problems)
     return spec
+
+
+def _build(build: Any, spec: dict[str, Any], problems: list[FieldError]) -> None:
+    """Only `build.image` runs as is: kubelab runs images, it does not build them."""
+    if build is None:
+        return
+    if not isinstance(build, dict):
+        problems.append(FieldError("build", "must be a mapping with image"))
+        return
+    for key in build:
+        if key == "image":
+            spec["image"] = build["image"]
+        elif key in ("build_steps", "dockerfile", "env_vars", "ref", "lang_env", "commit", "branch",
+                     "context", "nocache"):
+            problems.append(FieldError(f"build.{key}", "kubelab does not build images: build it "
+                                                       "(with these steps) yourself and give build.image"))
+        else:
+            problems.append(FieldError(f"build.{key}", "unknown field" + did_you_mean(key, ("image",))))
 
 
 def _input(item: Any) -> Any:
@@ -91,10 +149,36 @@ def _environment(env: dict[str, Any], spec: dict[str, Any], problems: list[Field
             k: v for k, v in env["env_vars"]}
     if env.get("max_restarts") is not None:
         spec["retries"] = env["max_restarts"]
-    for framework in ("pytorch", "tensorflow", "paddle"):
-        section = env.get(framework)
-        if isinstance(section, dict):
-            spec["framework"] = framework
-            spec["replicas"] = int(section.get("n_workers", 0)) + 1
-            if framework == "tensorflow" and section.get("n_ps"):
-                spec["parameter_servers"] = section["n_ps"]
+    if env.get("affinity") is not None:
+        problems.append(FieldError("environment.affinity", "node affinity is not supported; use "
+                                                           "node_selector or a project group"))
+    sections = [(f"environment.{f}", env[f]) for f in ("pytorch", "tensorflow", "paddle") if f in env]
+    if env.get("replicas") is not None:
+        sections.append(("environment.replicas", env["replicas"]))
+    for path, section in sections:
+        if path != "environment.replicas":
+            spec["framework"] = path.split(".")[1]
+        _replicas(path, section, spec, problems)
+
+
+def _replicas(path: str, section: Any, spec: dict[str, Any], problems: list[FieldError]) -> None:
+    """`n_workers` workers beside the master; `n_ps` TensorFlow parameter servers."""
+    if not isinstance(section, dict):
+        problems.append(FieldError(path, "must be a mapping with n_workers (and n_ps)"))
+        return
+    for key in section:
+        if key not in ("n_workers", "n_ps"):
+            per_replica = key in ("default_worker", "default_ps", "worker", "ps")
+            why = ("per-replica settings are not supported: every replica gets the master's resources"
+                   if per_replica else "unknown field")
+            problems.append(FieldError(f"{path}.{key}", why))
+    workers, ps = section.get("n_workers", 0), section.get("n_ps", 0)
+    for key, value in (("n_workers", workers), ("n_ps", ps)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            reason = f"must be a whole number of 0 or more, not {value!r}"
+            problems.append(FieldError(f"{path}.{key}", reason))
+            return
+    if workers:
+        spec["replicas"] = workers + 1
+    if ps:
+        spec["parameter_servers"] = ps  # the spec refuses them for any framework but tensorflow

@@ -6,6 +6,7 @@ same); these helpers check them and turn them into numbers where a number is nee
 
 from __future__ import annotations
 
+import math
 import re
 from typing import TYPE_CHECKING
 
@@ -13,6 +14,7 @@ if TYPE_CHECKING:
     from decimal import Decimal
 
 _QUANTITY = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])|([eE][+-]?\d+))?$")
+MAX_EXPONENT = 18  # Kubernetes stores quantities as 64-bit integers (of milli-units at most)
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 
@@ -43,7 +45,10 @@ def parse_quantity(value: str | int | float) -> Decimal:
     if base < 0:
         raise ValueError(f"'{value}' is negative")
     if exponent:
-        return base * Decimal(10) ** int(exponent[1:])
+        power = int(exponent[1:]) if len(exponent) <= 6 else 10**6
+        if abs(power) > MAX_EXPONENT:
+            raise ValueError(f"'{value}' is out of range: Kubernetes quantities go up to about 9.2e18")
+        return base * Decimal(10) ** power
     if suffix in _BINARY:
         return base * _BINARY[suffix]
     return base * Decimal(10) ** _DECIMAL[suffix or ""]
@@ -56,6 +61,7 @@ def format_quantity(value: str | int | float) -> str:
     return str(value)
 
 
+MAX_SECONDS = 3650 * 86400  # ten years: any longer is a typo, and beyond a float it cannot compute
 _DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?$")
 
 
@@ -64,7 +70,7 @@ def parse_duration(value: str | int | float) -> float:
     if isinstance(value, bool):
         raise ValueError("must be a duration such as 3600, '30m' or '1h30m', not a boolean")
     if isinstance(value, (int, float)):
-        seconds = float(value)
+        seconds = float(value) if abs(value) <= MAX_SECONDS else math.inf  # 10**400: no float
     elif isinstance(value, str):
         text = value.strip()
         if re.fullmatch(r"\d+(\.\d+)?", text):
@@ -74,9 +80,20 @@ def parse_duration(value: str | int | float) -> float:
             if not text or not match or not any(match.groups()):
                 raise ValueError(f"'{value}' is not a duration (examples: 3600, '90s', '30m', '1h30m', '2d')")
             d, h, m, s = match.groups()
-            seconds = int(d or 0) * 86400 + int(h or 0) * 3600 + int(m or 0) * 60 + float(s or 0)
+            try:
+                seconds = int(d or 0) * 86400 + int(h or 0) * 3600 + int(m or 0) * 60 + float(s or 0)
+            except OverflowError:
+                seconds = math.inf
     else:
         raise ValueError(f"must be a duration such as 3600 or '1h30m', not {type(value).__name__}")
+    if seconds != seconds or seconds > MAX_SECONDS:
+        limit = MAX_SECONDS // 86400
+        raise ValueError(f"'{clip(value)}' is longer than {limit} days, kubelab's longest duration")
     if seconds <= 0:
         raise ValueError("must be longer than zero seconds")
     return seconds
+
+
+def clip(value: object, width: int = 40) -> str:
+    text = str(value) if not isinstance(value, int) or abs(value) < 10**width else f"{str(value)[:12]}…"
+    return text if len(text) <= width else text[: width - 1] + "…"

@@ -20,6 +20,7 @@ from functools import lru_cache
 from itertools import islice
 
 from kubelab.errors import FieldError, ValidationError, did_you_mean
+from kubelab.query_aliases import canonical_field
 from kubelab.query_parser import (
     DATE_FORMS,
     Atom,
@@ -34,6 +35,18 @@ from kubelab.query_parser import (
     number,
     parse,
 )
+from kubelab.run_record import (
+    DATE,
+    DURATION,
+    DYNAMIC,
+    LIST,
+    NUMBER,
+    STATUS,
+    TEXT,
+    field_kinds,
+    sections,
+    states,
+)
 
 __all__ = ["FIELDS", "Query", "QueryError", "Sort", "compile_query", "compile_sort", "select"]
 
@@ -44,19 +57,10 @@ Predicate = Callable[[Record], bool]
 # match a negation by accident.
 Test = Callable[[object], "bool | None"]
 
-TEXT, STATUS, LIST, DATE, DURATION, NUMBER, DYNAMIC = (
-    "text", "status", "list", "date", "duration", "number", "dynamic",
-)
-FIELDS: dict[str, str] = {
-    "id": TEXT, "name": TEXT, "status": STATUS, "reason": TEXT, "exit_code": NUMBER,
-    "created_at": DATE, "queued_at": DATE, "started_at": DATE, "finished_at": DATE,
-    "duration": DURATION, "tags": LIST, "sweep": TEXT, "trial": NUMBER, "step": NUMBER,
-    "backend": TEXT, "user": TEXT, "description": TEXT, "framework": TEXT, "replicas": NUMBER,
-    "attempt": NUMBER, "gpu_ids": LIST, "resources.gpus": NUMBER, "resources.gpu_type": TEXT,
-    "resources.cpu": DYNAMIC, "resources.memory": DYNAMIC,
-}
-SECTIONS = ("params", "metrics")  # `params.NAME`, `metrics.NAME` take any NAME
-STATUSES = ("Pending", "Queued", "Running", "Succeeded", "Failed", "Stopped", "Pruned")
+# Field kinds and the fields themselves come from the one record definition.
+FIELDS: dict[str, str] = field_kinds()
+SECTIONS = sections()  # `params.NAME`, `metrics.NAME` take any NAME
+STATUSES = states()
 _STATUS_NAMES = {s.lower(): s for s in STATUSES}
 _UTC = timezone.utc
 
@@ -143,6 +147,11 @@ def resolve_field(source: str, name: str, pos: int, path: str) -> str:
 # ---------------------------------------------------------------- compiling conditions
 
 
+def _names_a_step(op: Operation) -> bool:
+    """`step:train` or `step:train|eval`: a pipeline step's name, where `step:<10` is a metric step."""
+    return op.kind in ("eq", "set") and any(number(a) is None for a in op.atoms)
+
+
 class _Compiler:
     """Turns one parsed Condition into a predicate over records."""
 
@@ -159,6 +168,8 @@ class _Compiler:
         return self.condition(node)
 
     def condition(self, cond: Condition) -> Predicate:
+        if cond.field == "step" and _names_a_step(cond.op):  # `step:train` is a pipeline step
+            cond = cond._replace(field="pipeline_step")
         kind = resolve_field(self.source, cond.field, cond.field_pos, "query")
         op = cond.op
         get = _getter(cond.field)
@@ -578,6 +589,7 @@ def _compile_sort(text: str) -> Sort:
             hint = " (write -FIELD for descending order)" if word.strip().lower() in (
                 "desc", "asc", "descending", "ascending") else ""
             raise QueryError(text, gap, f"expected ',' between sort keys{hint}", "sort")
+        field = canonical_field(field)
         kind = resolve_field(text, field, field_pos, "sort")
         if kind == LIST:
             raise QueryError(text, field_pos, f"cannot sort by '{field}': it holds a list", "sort")

@@ -7,7 +7,7 @@ standard library only: the query language sits on listing hot paths.
 Grammar (AND binds tighter than OR)::
 
     query     := or_expr?
-    or_expr   := and_expr ("OR" and_expr)*
+    or_expr   := and_expr (("OR" | "|") and_expr)*     # `|` joins conditions: a:x | b:y
     and_expr  := term (("," | "AND") term)*
     term      := "(" or_expr ")" | field ":" operation
     operation := "~"? ("nil" | ("<" | "<=" | ">" | ">=") atom | atom ".." atom
@@ -22,6 +22,7 @@ from datetime import datetime, timedelta, timezone
 from typing import NamedTuple, Union
 
 from kubelab.errors import FieldError, ValidationError
+from kubelab.query_aliases import canonical_field
 
 _EXCERPT_WIDTH = 72
 
@@ -100,6 +101,16 @@ class Junction(NamedTuple):
 
 
 
+# ---------------------------------------------------------------- Polyaxon's names
+
+def _is_field(word: str) -> bool:
+    """True when `word` names a field, so `a:x | word:y` starts a condition, not a value."""
+    from kubelab.query import FIELDS, SECTIONS  # loaded already: it imports this module
+
+    name = canonical_field(word)
+    return name in FIELDS or name.partition(".")[0] in SECTIONS
+
+
 # ---------------------------------------------------------------- lexer
 
 # Characters that cannot appear in a field name; a field name is anything else.
@@ -156,11 +167,13 @@ def _scan_value(source: str, start: int) -> int:
             depth -= 1
         elif c == "," and depth == 0:
             break
+        elif c == "|" and depth == 0 and _condition_follows(source, k + 1):
+            break  # `status:stopped | name:x`: the bar joins two conditions (OR)
         elif c.isspace() and depth == 0 and not source[k - 1].isspace():
             if _JOINER.match(source, k):
                 break
             follow = _NEXT_CONDITION.match(source, k)
-            if follow:
+            if follow and _is_field(follow.group().strip().rstrip(":").strip()):
                 word = len(follow.group()) - len(follow.group().lstrip())
                 raise QueryError(
                     source, k + word,
@@ -169,6 +182,11 @@ def _scan_value(source: str, start: int) -> int:
                 )
         k += 1
     return k
+
+
+def _condition_follows(source: str, k: int) -> bool:
+    follow = _NEXT_CONDITION.match(source, k)
+    return bool(follow) and _is_field(follow.group().strip().rstrip(":").strip())
 
 
 def tokenize(source: str) -> list[_Token]:
@@ -180,6 +198,9 @@ def tokenize(source: str) -> list[_Token]:
             k += 1
         elif c in "(),":
             tokens.append(_Token(c, k))
+            k += 1
+        elif c == "|" and _condition_follows(source, k + 1):
+            tokens.append(_Token("or", k, "|"))
             k += 1
         elif c == "~":
             raise QueryError(source, k, "'~' goes after the colon: field:~value")
@@ -198,7 +219,7 @@ def tokenize(source: str) -> list[_Token]:
                 value_start = colon + 1
                 value_end = _scan_value(source, value_start)
                 raw = source[value_start:value_end]
-                tokens.append(_Token("cond", k, word, raw, value_start))
+                tokens.append(_Token("cond", k, canonical_field(word), raw, value_start))
                 k = value_end
             elif word.lower() in _WORD_OPERATORS:
                 tokens.append(_Token(word.lower(), k, word))
@@ -223,11 +244,15 @@ def _describe(token: _Token) -> str:
     return f"'{token.kind}'"
 
 
+MAX_DEPTH = 50  # nesting a person writes stays far below; a deeper one would exhaust the stack
+
+
 class _Parser:
     def __init__(self, source: str):
         self.source = source
         self.tokens = tokenize(source)
         self.i = 0
+        self.depth = 0
 
     def peek(self) -> _Token:
         return self.tokens[self.i]
@@ -270,7 +295,11 @@ class _Parser:
         if token.kind == "(":
             if self.peek().kind == ")":
                 raise self.fail(self.peek().pos, "empty parentheses: expected a condition")
+            self.depth += 1
+            if self.depth > MAX_DEPTH:
+                raise self.fail(token.pos, f"parentheses are nested more than {MAX_DEPTH} deep")
             node = self.or_expr(token)
+            self.depth -= 1
             close = self.peek()
             if close.kind in ("cond", "("):  # `((a:b) c:d)`: a joiner is missing after ')'
                 raise self.fail(close.pos, "expected ',', 'AND' or 'OR' after ')'")
@@ -416,7 +445,8 @@ def parse_operation(source: str, token: _Token) -> Operation:
             _numeric_metric(source, token, atom, "..")
         return Operation("range", negate, atoms, span.pos)
     if "|" in span.mask:
-        atoms, start = [], 0
+        members: list[Atom] = []
+        start = 0
         while True:
             bar = span.mask.find("|", start)
             piece = span.cut(start, None if bar < 0 else bar)
@@ -425,9 +455,9 @@ def parse_operation(source: str, token: _Token) -> Operation:
                     raise fail(span.pos + start, "expected a value after '|'")
                 side = "before" if start == 0 else "between '|' and"
                 raise fail(span.pos + bar, f"expected a value {side} '|'")
-            atoms.append(_atom(source, piece))
+            members.append(_atom(source, piece))
             if bar < 0:
-                return Operation("set", negate, tuple(atoms), span.pos)
+                return Operation("set", negate, tuple(members), span.pos)
             start = bar + 1
     return Operation("eq", negate, (_atom(source, span),), span.pos)
 

@@ -74,6 +74,8 @@ class Status:
     user: str | None = None
     sweep: str | None = None
     trial: int | None = None
+    pipeline: str | None = None  # the pipeline and step that started this run, if any
+    pipeline_step: str | None = None
     attempt: int = 0
     gpu_ids: list[int] = field(default_factory=list)
     runner_pid: int | None = None
@@ -136,6 +138,32 @@ class RunDirectory:
         return self.path / "metrics.jsonl"
 
     @property
+    def tracking_file(self) -> Path:
+        """Params, tags and outputs a trial logged through Polyaxon's tracking client."""
+        return self.path / "tracking.json"
+
+    def tracking(self) -> dict[str, Any]:
+        """`tracking.json`, checked: only scalar params/outputs and string tags are kept."""
+        try:
+            if self.tracking_file.stat().st_size > 1 << 20:
+                return {}
+            data = json.loads(self.tracking_file.read_text())
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        scalar = (str, int, float, bool, type(None))
+        result: dict[str, Any] = {}
+        for section in ("params", "outputs"):
+            values = data.get(section)
+            if isinstance(values, dict):
+                result[section] = {str(k): v for k, v in values.items() if isinstance(v, scalar)}
+        tags = data.get("tags")
+        if isinstance(tags, list):
+            result["tags"] = [t for t in tags if isinstance(t, str) and t]
+        return result
+
+    @property
     def code_dir(self) -> Path:
         return self.path / "code"
 
@@ -193,7 +221,8 @@ class RunDirectory:
         return self.status_file.exists()
 
     def spec(self) -> dict[str, Any]:
-        return json.loads(self.spec_file.read_text())
+        data: dict[str, Any] = json.loads(self.spec_file.read_text())
+        return data
 
     def status(self) -> Status:
         return Status.from_dict(json.loads(self.status_file.read_text()))
@@ -261,16 +290,21 @@ def _write_json(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
-def summary(run: RunDirectory, status: Status | None = None, spec: dict | None = None,
-            metrics: tuple[dict[str, Any], int | None] | None = None) -> dict:
-    """The record as clients see it (REST, CLI, sidebar, queries); `metrics` is
-    (latest values, last step) when the caller already folded them."""
+def summary(run: RunDirectory, status: Status | None = None, spec: dict[str, Any] | None = None,
+            metrics: tuple[dict[str, Any], int | None] | None = None) -> dict[str, Any]:
+    """The record as clients see it (REST, CLI, sidebar, queries): a `run_record.RunRecord`,
+    field for field (a test holds them equal); `metrics` is (latest values, last step) when
+    the caller already folded them."""
     status = status or run.status()
     spec = spec if spec is not None else run.spec()
-    metrics, step = metrics if metrics is not None else run.latest_metrics()
+    latest, step = metrics if metrics is not None else run.latest_metrics()
     resources = spec.get("resources") or {}
     params = {i["name"]: i.get("default") for i in spec.get("inputs") or [] if i.get("default") is not None}
     params.update(spec.get("params") or {})
+    tracked = run.tracking()
+    for name, value in (tracked.get("params") or {}).items():
+        params.setdefault(name, value)  # logged by the trial; what the spec set wins
+    tags = list(dict.fromkeys([*(spec.get("tags") or []), *(tracked.get("tags") or [])]))
     return {
         "id": run.id,
         "name": spec.get("name") or run.id,
@@ -283,11 +317,13 @@ def summary(run: RunDirectory, status: Status | None = None, spec: dict | None =
         "finished_at": status.finished_at,
         "duration": status.duration(),
         "params": params,
-        "tags": spec.get("tags") or [],
+        "tags": tags,
         "description": spec.get("description") or "",
         "sweep": status.sweep,
         "trial": status.trial,
-        "metrics": metrics,
+        "pipeline": status.pipeline,
+        "pipeline_step": status.pipeline_step,
+        "metrics": latest,
         "step": step,
         "resources": {
             "gpus": resources.get("gpus", 0),

@@ -5,7 +5,10 @@ and writes the final status. A warm runner (`kubelab.warm`) does the same throug
 `serve()` and then waits for its next run. Because it is detached from whoever submitted it, an
 experiment outlives a restart of the Jupyter server or the CLI; anyone can re-attach
 by reading `status.json`. Each replica runs in its own process group so that a stop
-reaches the whole tree a training script may have forked (data loaders, torchrun).
+reaches the whole tree a training script may have forked (data loaders, torchrun). A process
+can leave its group (`setsid`) or its parent (a daemon): the runner is a child subreaper, so
+such orphans stay its descendants, and a stop or the run's end signals every descendant too,
+before the run's GPUs go back to the ledger.
 """
 
 from __future__ import annotations
@@ -80,6 +83,7 @@ class Runner:
     def main(self) -> int:
         signal.signal(signal.SIGTERM, self.on_term)
         signal.signal(signal.SIGINT, self.on_term)
+        become_subreaper()
         self.status.runner_pid = os.getpid()
         self.status.runner_started = process_start_time(os.getpid())
         self.run.write_status(self.status)
@@ -96,6 +100,7 @@ class Runner:
         except Exception as exc:  # the runner must always leave a final status
             self.move(FAILED, f"kubelab runner error: {exc}")
         finally:
+            end_descendants(signal.SIGKILL)  # the run is over: nothing of it keeps its GPUs
             if self.allocator:
                 self.allocator.release(str(self.run.path))
         return 0
@@ -268,6 +273,7 @@ class Runner:
         for replica in replicas:
             if replica.process.poll() is None:
                 signal_group(replica.process.pid, signal.SIGTERM)
+        end_descendants(signal.SIGTERM, keep={r.process.pid for r in replicas})
         deadline = time.monotonic() + stop_grace()
         while time.monotonic() < deadline and any(r.process.poll() is None for r in replicas):
             time.sleep(POLL)
@@ -275,6 +281,7 @@ class Runner:
             signal_group(replica.process.pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 replica.process.wait(timeout=5)
+        end_descendants(signal.SIGKILL, keep={r.process.pid for r in replicas})
         for replica, record in zip(replicas, self.status.replicas, strict=True):
             if record["exit_code"] is None:
                 code = replica.process.returncode
@@ -289,6 +296,56 @@ class Runner:
         for path in self.run.logs_dir.glob("*.log"):
             with open(path, "a") as handle:
                 handle.write(text)
+
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> None:
+    """Orphaned descendants (a daemon whose parent exited) become this process's children
+    rather than init's, so they stay findable; Linux only, a no-op elsewhere."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def descendants(root: int) -> list[int]:
+    """Every process below `root` in the process tree, from /proc (parents before children)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as handle:
+                parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(parent, []).append(int(entry.name))
+    found, frontier = [], [root]
+    while frontier:
+        below = children.get(frontier.pop(), [])
+        found += below
+        frontier += below
+    return found
+
+
+def end_descendants(signum: int, keep: set[int] = frozenset(), rounds: int = 5) -> None:
+    """Signal every descendant of this runner (but `keep`: the replicas, which Popen reaps);
+    again while new ones appear (a process forking as it dies), then reap the orphans."""
+    for _ in range(rounds):
+        pids = [pid for pid in descendants(os.getpid()) if pid not in keep]
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signum)
+        if signum != signal.SIGKILL:
+            return
+        time.sleep(POLL)
+        for pid in pids:  # orphans adopted by this subreaper are its children to reap
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, os.WNOHANG)
 
 
 def signal_group(pgid: int, signum: int) -> None:

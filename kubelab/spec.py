@@ -13,7 +13,7 @@ from typing import Any
 
 from kubelab import templating
 from kubelab.errors import FieldError, ValidationError, did_you_mean
-from kubelab.quantity import parse_duration, parse_quantity
+from kubelab.quantity import clip, parse_duration, parse_quantity
 from kubelab.templating import format_value
 
 FRAMEWORKS = ("none", "pytorch", "tensorflow", "paddle")
@@ -170,15 +170,15 @@ class _Parser:
 
     # -- scalar helpers ---------------------------------------------------------------
 
-    def text(self, data: dict, key: str, default: str | None, limit: int = 4096) -> Any:
+    def text(self, data: dict, key: str, default: str | None, limit: int = 4096, path: str = "") -> Any:
         value = data.get(key, default)
         if value is None or value == default:
             return default
         if not isinstance(value, str):
-            self.fail(key, f"must be a string, not {_type_name(value)}")
+            self.fail(path or key, f"must be a string, not {_type_name(value)}")
             return default
         if len(value) > limit:
-            self.fail(key, f"must be at most {limit} characters")
+            self.fail(path or key, f"must be at most {limit} characters, not {len(value)}")
             return default
         return value
 
@@ -229,6 +229,8 @@ class _Parser:
                 self.fail(f"{key}.{name}", "names must be non-empty strings")
             elif isinstance(item, (dict, list)) or item is None:
                 self.fail(f"{key}.{name}", f"must be a string, not {_type_name(item)}")
+            elif len(name) > 253 or len(str(item)) > MAX_VALUE:
+                self.fail(f"{key}.{clip(name)}", f"names may have 253 characters and values {MAX_VALUE}")
             else:
                 result[name] = str(item).lower() if isinstance(item, bool) else str(item)
         return result
@@ -237,6 +239,11 @@ class _Parser:
 
     def command(self, value: Any) -> list[str] | str:
         if value is None or value == "" or value == []:
+            return []
+        parts = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+        size = sum(len(str(v)) for v in parts)
+        if size > MAX_COMMAND:
+            self.fail("command", f"must be at most {MAX_COMMAND} characters in all, not {size}")
             return []
         if isinstance(value, str):
             return value
@@ -273,7 +280,7 @@ class _Parser:
                 self.fail(f"{path}.type", f"must be one of int, float, str, bool, not {kind!r}")
                 continue
             decl = Input(name=name, type=kind, optional=bool(item.get("optional", False)))
-            decl.description = item.get("description", "") or ""
+            decl.description = self.text(item, "description", "", limit=10_000, path=f"{path}.description")
             if item.get("choices") is not None:
                 choices = item["choices"]
                 if not isinstance(choices, list) or not choices:
@@ -400,6 +407,9 @@ class _Parser:
         if not isinstance(value, list) or not all(isinstance(t, str) and t for t in value):
             self.fail("tags", "must be a list of non-empty strings")
             return []
+        if len(value) > 100 or any(len(t) > 200 for t in value):
+            self.fail("tags", "may hold 100 tags of at most 200 characters each")
+            return []
         return list(dict.fromkeys(value))
 
     def cross_checks(self, spec: ExperimentSpec) -> None:
@@ -418,6 +428,8 @@ class _Parser:
 
 
 _INVALID = object()
+MAX_COMMAND = 100_000  # characters in all arguments: within what the kernel accepts (ARG_MAX)
+MAX_VALUE = 32_768  # an environment variable or node selector value
 
 
 def convert_value(kind: str, value: Any) -> Any:

@@ -30,10 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kubelab.errors import FieldError, NotFound, ValidationError, did_you_mean
+from kubelab.errors import FieldError, NotFound, TooMany, ValidationError
+from kubelab.options import TENSORBOARD_SOURCES, tensorboard_source
 
 STARTING, RUNNING, STOPPED, FAILED = "starting", "running", "stopped", "failed"
-SOURCES = ("experiments", "sweep", "query", "project")
+SOURCES = TENSORBOARD_SOURCES
 DEFAULT_IDLE_TIMEOUT = 30 * 60.0  # seconds without a proxied request before a session stops
 STOP_GRACE = 3.0
 _UNSAFE = re.compile(r"[:,\s/\\]+")  # logdir_spec splits on ',' and the first ':'
@@ -110,14 +111,24 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+DEFAULT_MAX_SESSIONS = 4
+
+
+def _env_limit(name: str, default: int) -> int:
+    raw = os.environ.get(name, "")
+    return int(raw) if raw.isdigit() and int(raw) > 0 else default
+
+
 class TensorBoardSupervisor:
     """Starts, reuses, watches and stops the sessions of one `Lab`."""
 
     def __init__(self, lab: Any, base_url: str = "/", idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
-                 on_change: Callable[[TensorBoardSession], None] | None = None):
+                 on_change: Callable[[TensorBoardSession], None] | None = None,
+                 max_sessions: int | None = None):
         self.lab = lab
         self.prefix_root = "/" + "/".join(p for p in (base_url.strip("/"), "kubelab/tensorboard") if p)
         self.idle_timeout = idle_timeout
+        self.max_sessions = max_sessions or _env_limit("KUBELAB_MAX_TENSORBOARDS", DEFAULT_MAX_SESSIONS)
         self.on_change = on_change or (lambda session: None)
         self.sessions: dict[str, TensorBoardSession] = {}
         self.log_dir = Path(lab.home) / "tensorboard-sessions"
@@ -127,18 +138,7 @@ class TensorBoardSupervisor:
     # -- asking for a session -----------------------------------------------------------
     def resolve(self, request: Any) -> tuple[dict[str, str], dict[str, Any]]:
         """The logdirs a request names, and the request in its normal form."""
-        if not isinstance(request, dict):
-            raise ValidationError("invalid TensorBoard request", [FieldError(
-                "", "must be a mapping with one of experiments, sweep, query or project")])
-        problems = [FieldError(str(k), "unknown field" + did_you_mean(str(k), SOURCES))
-                    for k in request if k not in SOURCES]
-        given = [k for k in SOURCES if k in request and request[k] not in (None, False)]
-        if not problems and len(given) != 1:
-            problems.append(FieldError("", "give exactly one of experiments, sweep, query or project"))
-        if problems:
-            raise ValidationError("invalid TensorBoard request", problems)
-        kind = given[0]
-        value = request[kind]
+        kind, value = tensorboard_source(request)
         if kind == "experiments":
             records = self._experiments(value)
         elif kind == "sweep":
@@ -195,13 +195,16 @@ class TensorBoardSupervisor:
             logdirs[name] = path
         return logdirs
 
-    def start(self, request: Any) -> TensorBoardSession:
+    def start(self, request: Any,
+              resolved: tuple[dict[str, str], dict[str, Any]] | None = None) -> TensorBoardSession:
         """The running session for what `request` names: reused if there is one, started if not.
 
         Call it from the server's main thread: pdeathsig fires when the *thread* that started
         the child ends, so a short-lived worker thread would take TensorBoard down with it.
+        A server passes `resolved` (what `resolve(request)` returned, in a worker thread) so
+        the lookups in the run index stay off its event loop.
         """
-        logdirs, source = self.resolve(request)
+        logdirs, source = resolved or self.resolve(request)
         sid = session_id(logdirs)
         with self._lock:
             session = self.sessions.get(sid)
@@ -211,6 +214,7 @@ class TensorBoardSupervisor:
             for other in list(self.sessions.values()):  # a sweep grew: its older set is replaced
                 if other.source == source and other.id != sid and other.alive:
                     self._terminate(other, "replaced by a session with the sweep's newer trials")
+            self._check_room()
             session = TensorBoardSession(sid, logdirs, source, f"{self.prefix_root}/{sid}")
             self.sessions[sid] = session
             self._spawn(session)
@@ -222,12 +226,20 @@ class TensorBoardSupervisor:
         with self._lock:
             session = self.get(sid)
             if not session.alive:
+                self._check_room()
                 session.stopped_on_request = False
                 session.state, session.reason = STARTING, "restarted on request"
                 session.started_at = session.last_access = time.time()
                 self._spawn(session)
         self.on_change(session)
         return session
+
+    def _check_room(self) -> None:
+        """Each session is a TensorBoard process of some hundreds of MB: at most `max_sessions`."""
+        running = sum(1 for s in self.sessions.values() if s.alive)
+        if running >= self.max_sessions:
+            raise TooMany(f"{running} TensorBoard sessions are running, the most this server allows "
+                          "(stop one, or raise KUBELAB_MAX_TENSORBOARDS)")
 
     def _spawn(self, session: TensorBoardSession) -> None:
         session.port = free_port()

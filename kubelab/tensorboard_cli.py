@@ -15,20 +15,7 @@ import time
 from typing import Any
 
 from kubelab.errors import FieldError, ValidationError
-
-
-def request_from(args: argparse.Namespace) -> dict[str, Any]:
-    chosen = [bool(args.ids), bool(args.sweep), bool(args.query), bool(args.project)]
-    if sum(chosen) != 1:
-        raise ValidationError("nothing to show", [FieldError(
-            "", "give experiment ids, --sweep ID, --query PQL or --project (exactly one)")])
-    if args.sweep:
-        return {"sweep": args.sweep}
-    if args.query:
-        return {"query": args.query}
-    if args.project:
-        return {"project": True}
-    return {"experiments": list(args.ids)}
+from kubelab.options import add_tensorboard_options, tensorboard_request
 
 
 def _client() -> Any:
@@ -47,7 +34,7 @@ def _print(session: dict[str, Any], output: str | None, url: str) -> None:
 def cmd_start(args: argparse.Namespace) -> int:
     from kubelab.client import Client
 
-    request = request_from(args)
+    request = tensorboard_request(args)
     if Client.available():
         client = _client()
         session = client.tensorboard(request)
@@ -115,10 +102,7 @@ def register(subparsers: Any) -> None:
                                    description="Start, list and stop TensorBoard sessions.")
     sub = parser.add_subparsers(dest="tensorboard_cmd", required=True, metavar="ACTION")
     start = sub.add_parser("start", help="start (or reuse) a session")
-    start.add_argument("ids", nargs="*", metavar="ID", help="experiment ids")
-    start.add_argument("--sweep", help="every trial of a sweep")
-    start.add_argument("--query", "-q", help="experiments matching a PQL query")
-    start.add_argument("--project", action="store_true", help="every experiment")
+    add_tensorboard_options(start)
     start.set_defaults(handler=cmd_start)
     ls = sub.add_parser("ls", help="list sessions")
     ls.set_defaults(handler=cmd_ls)

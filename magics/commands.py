@@ -1,4 +1,4 @@
-"""The magics: `%%train`, `%train -f`, `%sweep`, `%experiments`, `%logs`, `%stop`,
+"""The magics: `%%train`, `%train -f`, `%sweep`, `%pipeline`, `%experiments`, `%logs`, `%stop`,
 `%tensorboard`, `%gpus`.
 
 Each magic reads its options (errors come back as usage errors naming the option), builds
@@ -18,9 +18,9 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.display import display
-from kubelab.magics import options, service, train, views
 
 from kubelab.errors import KubelabError, NotFound
+from kubelab.magics import options, service, train, views
 
 
 def friendly(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -137,6 +137,15 @@ class KubelabMagics(Magics):
         if args.wait:
             final = service.wait_for_sweep(svc, record["id"])
             print(views.sweep_text(final), flush=True)
+
+    # -- pipelines (magics/pipeline.py) ------------------------------------------------------
+    @line_magic
+    @friendly
+    def pipeline(self, line: str) -> None:
+        """%pipeline -f spec.yml [-P k=v] [--now] [--wait|--detach], or %pipeline ID: a live graph."""
+        from kubelab.magics import pipeline
+
+        pipeline.run(self, line)
 
     # -- looking ---------------------------------------------------------------------------
     @line_magic

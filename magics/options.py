@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import argparse
 import shlex
-from collections.abc import Callable
 from typing import Any
 
 from IPython.core.error import UsageError
 
-from kubelab.errors import did_you_mean
+from kubelab.errors import ValidationError, did_you_mean
+from kubelab.options import (
+    add_experiment_options,
+    add_tensorboard_options,
+    counted,
+)
+from kubelab.options import tensorboard_request as shared_tensorboard_request
 
-FRAMEWORKS = ("none", "pytorch", "tensorflow", "paddle")
 PRUNERS = ("median", "hyperband", "asha")
 
 
@@ -59,41 +63,10 @@ class MagicParser(argparse.ArgumentParser):
         return args
 
 
-def counted(minimum: int, what: str) -> Callable[[str], int]:
-    """An argparse type: a whole number of at least `minimum` (`--gpus -1` is refused here)."""
-
-    def convert(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be a whole number of {what}, not {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be {minimum} or more, not {value}")
-        return value
-
-    return convert
-
-
-def param(text: str) -> tuple[str, str]:
-    name, sep, value = text.partition("=")
-    if not sep or not name.strip():
-        raise argparse.ArgumentTypeError(f"must be NAME=VALUE, not {text!r}")
-    return name.strip(), value
-
-
 def train_parser(prog: str = "train") -> MagicParser:
     p = MagicParser(prog, "Run the cell (or a spec file) as a kubelab experiment, or as a sweep.")
     p.add_argument("-f", "--file", help="a spec file (line magic only)")
-    p.add_argument("--name")
-    p.add_argument("--gpus", type=counted(0, "GPUs"), help="GPUs per replica")
-    p.add_argument("--gpu-type", dest="gpu_type")
-    p.add_argument("--cpu", help="CPU per replica, e.g. 2 or 500m")
-    p.add_argument("--memory", help="memory per replica, e.g. 8Gi")
-    p.add_argument("--image")
-    p.add_argument("--replicas", type=counted(1, "replicas"))
-    p.add_argument("--framework", choices=FRAMEWORKS)
-    p.add_argument("-P", "--param", action="append", type=param, default=[], metavar="NAME=VALUE")
-    p.add_argument("--tag", action="append", default=[])
+    add_experiment_options(p)  # the same flags, types and errors as `kubelab run`
     when = p.add_mutually_exclusive_group()
     when.add_argument("--wait", action="store_true", help="block until it ends; print the result")
     when.add_argument("--detach", action="store_true", help="return at once, without a live view")
@@ -160,19 +133,15 @@ def id_parser(prog: str, description: str) -> MagicParser:
 
 def tensorboard_parser() -> MagicParser:
     p = MagicParser("tensorboard", "Open TensorBoard for experiments, a sweep, a query or the project.")
-    p.add_argument("ids", nargs="*", metavar="ID", help="experiment ids, or one sweep id")
-    p.add_argument("--query", "-q", help="a PQL query choosing the experiments")
-    p.add_argument("--project", action="store_true", help="every experiment of the project")
+    add_tensorboard_options(p)  # as `kubelab tensorboard start`; one id may also be a sweep's
     p.add_argument("--height", type=counted(100, "pixels"), default=640)
     return p
 
 
 def tensorboard_request(parser: MagicParser, args: argparse.Namespace) -> dict[str, Any]:
-    chosen = [bool(args.ids), bool(args.query), bool(args.project)]
-    if sum(chosen) != 1:
-        parser.error("give experiment ids, a sweep id, --query Q or --project (exactly one)")
-    if args.query:
-        return {"query": args.query}
-    if args.project:
-        return {"project": True}
-    return {"experiments": list(args.ids)}
+    """The request `kubelab tensorboard start` would send; a mistake is reported as a usage error."""
+    try:
+        return shared_tensorboard_request(args)
+    except ValidationError as exc:
+        parser.error("; ".join(f.reason for f in exc.fields) or exc.detail)
+        raise  # not reached: error() raises

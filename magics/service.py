@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from kubelab.errors import FieldError, NotFound, ValidationError
-
-TERMINAL = ("Succeeded", "Failed", "Stopped", "Pruned")
+from kubelab.records import TERMINAL
+from kubelab.sweeps.store import RUNNING as SWEEP_RUNNING
+from kubelab.sweeps.store import SWEEP_STATES
 
 
 class RestService:
@@ -87,6 +88,31 @@ class LocalService:
     def stop_sweep(self, sweep_id: str) -> dict[str, Any]:
         return self._sweeps().stop(sweep_id)
 
+    # -- pipelines and schedules: the services the `kubelab pipeline` command uses ----------
+    def _pipelines(self) -> Any:
+        from kubelab.pipelines.service import Pipelines
+
+        return Pipelines(self.lab)
+
+    def submit_pipeline(self, spec: dict[str, Any], base_dir: str | os.PathLike[str] | None = None,
+                        params: dict[str, Any] | None = None) -> dict[str, Any]:
+        return self._pipelines().create(spec, Path(base_dir or os.getcwd()), params=params)
+
+    def pipeline(self, pipeline_id: str) -> dict[str, Any]:
+        return self._pipelines().get(pipeline_id)
+
+    def stop_pipeline(self, pipeline_id: str) -> dict[str, Any]:
+        return self._pipelines().stop(pipeline_id)
+
+    def resume_pipeline(self, pipeline_id: str) -> dict[str, Any]:
+        return self._pipelines().resume(pipeline_id)
+
+    def submit_schedule(self, spec: dict[str, Any], base_dir: str | os.PathLike[str] | None = None,
+                        params: dict[str, Any] | None = None) -> dict[str, Any]:
+        from kubelab.schedules.service import Schedules
+
+        return Schedules(self.lab).create(None, spec, Path(base_dir or os.getcwd()), params=params)
+
     # -- TensorBoard: a session supervised by this process, on a loopback port -----------
     def tensorboard(self, request: dict[str, Any]) -> dict[str, Any]:
         from kubelab.tensorboard import TensorBoardSupervisor
@@ -132,7 +158,7 @@ def wait_until_done(service: Any, run_id: str, poll: float = 0.2) -> dict[str, A
         time.sleep(poll)
 
 
-SWEEP_TERMINAL = ("Succeeded", "Failed", "Stopped")
+SWEEP_TERMINAL = frozenset(SWEEP_STATES) - {SWEEP_RUNNING}
 
 
 def wait_for_sweep(service: Any, sweep_id: str, poll: float = 0.5) -> dict[str, Any]:

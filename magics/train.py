@@ -11,9 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from kubelab.magics.snapshot import cell_code
-
 from kubelab.errors import FieldError, ValidationError
+from kubelab.magics.snapshot import cell_code
 
 
 def default_name() -> str:
@@ -25,11 +24,9 @@ def default_name() -> str:
 
 def overrides(args: argparse.Namespace, spec: dict[str, Any]) -> dict[str, Any]:
     """The spec with what the options say laid over it, exactly as `kubelab run` does."""
-    from kubelab.cli import apply_flags
+    from kubelab.options import apply_options
 
-    flags = argparse.Namespace(**vars(args))
-    flags.param = [f"{k}={v}" for k, v in args.param or []]
-    return apply_flags(spec, flags)
+    return apply_options(spec, args)
 
 
 def experiment_from_cell(args: argparse.Namespace, cell: str, cwd: Path) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import json
 import time
 from typing import Any
 
-from kubelab.records import parse_iso
+from kubelab.records import TERMINAL, parse_iso
 
 COLORS = {"Succeeded": "#1a7f37", "Failed": "#cf222e", "Running": "#0969da", "Stopped": "#6e7781",
           "Pruned": "#9a6700", "Queued": "#8250df", "Pending": "#6e7781"}
@@ -163,8 +163,7 @@ def sweep_progress(record: dict[str, Any]) -> tuple[int, int | None]:
     counts = record.get("counts") or {}
     finished = record.get("finished")
     if finished is None:
-        finished = sum(counts.get(k, 0) for k in ("Succeeded", "Failed", "Stopped", "Pruned",
-                                                  "succeeded", "failed", "stopped", "pruned"))
+        finished = sum(counts.get(k, 0) + counts.get(k.lower(), 0) for k in TERMINAL)
     return int(finished or 0), record.get("max_trials")
 
 

@@ -16,12 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import ipywidgets as w
-from kubelab.magics import views
 
 from kubelab.errors import KubelabError
+from kubelab.magics import views
+from kubelab.records import TERMINAL
+from kubelab.sweeps.store import RUNNING as SWEEP_RUNNING
+from kubelab.sweeps.store import SWEEP_STATES
 
-TERMINAL = ("Succeeded", "Failed", "Stopped", "Pruned")
-SWEEP_DONE = ("Succeeded", "Failed", "Stopped")
+SWEEP_DONE = frozenset(SWEEP_STATES) - {SWEEP_RUNNING}
 
 
 class Live:

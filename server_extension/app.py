@@ -12,12 +12,13 @@ from pathlib import Path
 
 from jupyter_server.extension.application import ExtensionApp
 from jupyter_server.utils import url_path_join
-from kubelab.server_extension import tensorboard as tensorboard_ext
-from kubelab.server_extension.events import EventHub
-from kubelab.server_extension.routes import API_ROUTES
 from traitlets import Float, Unicode
 
 from kubelab.lab import Lab
+from kubelab.server_extension import tensorboard as tensorboard_ext
+from kubelab.server_extension.events import EventHub
+from kubelab.server_extension.routes import API_ROUTES
+from kubelab.server_extension.streams import StreamSlots, limit_from_env
 
 
 class KubeLabApp(ExtensionApp):
@@ -42,6 +43,9 @@ class KubeLabApp(ExtensionApp):
         self.root_dir = self.serverapp.root_dir
         self.kernel_token = secrets.token_urlsafe(32)
         self.events = EventHub(self.lab, interval=self.event_interval)
+        log_limit = limit_from_env("KUBELAB_MAX_LOG_STREAMS", 16)
+        self.log_streams = StreamSlots("log streams", log_limit, threads=True)
+        self.event_streams = StreamSlots("event streams", limit_from_env("KUBELAB_MAX_EVENT_STREAMS", 32))
         self.settings["kubelab"] = self
         self.tensorboards = tensorboard_ext.install(self, self.tensorboard_idle_timeout)
 
@@ -74,4 +78,5 @@ class KubeLabApp(ExtensionApp):
     async def stop_extension(self) -> None:
         tensorboard_ext.shutdown(self)  # no TensorBoard outlives the server
         await self.events.stop()
+        self.log_streams.close()
         self.lab.backend.close()

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from jupyter_server.auth.decorator import authorized
 from jupyter_server.auth.identity import User
 from jupyter_server.base.call_context import CallContext
 from jupyter_server.base.handlers import APIHandler
@@ -21,26 +22,42 @@ from tornado import web
 from tornado.iostream import StreamClosedError
 
 from kubelab.errors import FieldError, KubelabError, NotFound, ValidationError
+from kubelab.server_extension.streams import IDLE
 
 HEARTBEAT = 15.0
 
 
-def api(method: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
-    """Authentication plus the JSON error shape, for every endpoint."""
+ACTIONS = ("read", "write", "execute")
 
-    @web.authenticated
-    @functools.wraps(method)
-    async def wrapper(self: KubelabHandler, *args: Any, **kwargs: Any) -> None:
-        try:
-            await method(self, *args, **kwargs)
-        except KubelabError as exc:
-            self.set_status(exc.status)
-            self.finish(json.dumps(exc.to_json()))
 
-    return wrapper
+def api(action: str) -> Callable[[Callable[..., Awaitable[None]]], Callable[..., Awaitable[None]]]:
+    """Authentication, authorization and the JSON error shape, for every endpoint.
+
+    `action` is what Jupyter's `Authorizer` is asked about, on the handler's `auth_resource`:
+    `read`, `write` (changes state), or `execute` (runs code: experiments, sweeps, TensorBoard).
+    """
+    if action not in ACTIONS:
+        raise ValueError(f"action must be one of {ACTIONS}, not {action!r}")
+
+    def decorate(method: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
+        @web.authenticated
+        @authorized(action)
+        @functools.wraps(method)
+        async def wrapper(self: KubelabHandler, *args: Any, **kwargs: Any) -> None:
+            try:
+                await method(self, *args, **kwargs)
+            except KubelabError as exc:
+                self.set_status(exc.status)
+                self.finish(json.dumps(exc.to_json()))
+
+        wrapper.kubelab_action = action  # type: ignore[attr-defined]
+        return wrapper
+
+    return decorate
 
 
 class KubelabHandler(APIHandler):
+    auth_resource = "kubelab"
     @property
     def kubelab(self):  # the KubeLabApp
         return self.settings["kubelab"]
@@ -53,7 +70,8 @@ class KubelabHandler(APIHandler):
         header = self.request.headers.get("Authorization", "")
         scheme, _, token = header.partition(" ")
         expected = self.kubelab.kernel_token
-        if scheme.lower() in ("token", "bearer") and token and hmac.compare_digest(token, expected):
+        given = token.encode("utf-8", "surrogateescape")  # compare_digest refuses non-ASCII str
+        if scheme.lower() in ("token", "bearer") and token and hmac.compare_digest(given, expected.encode()):
             # The kernels' credential: these requests come from the user's own kernels.
             CallContext.set(CallContext.JUPYTER_HANDLER, self)
             user = User(username=self.kubelab.lab.user or "kernel")
@@ -61,13 +79,24 @@ class KubelabHandler(APIHandler):
             return
         await super().prepare()
 
-    def body(self) -> Any:
+    def body_text(self) -> str:
+        """The request body as text; a body that is not UTF-8 is refused by name."""
         try:
-            return json.loads(self.request.body or b"{}")
+            return (self.request.body or b"").decode("utf-8") or "{}"
+        except UnicodeDecodeError as exc:
+            reason = f"is not UTF-8 text (byte {exc.start} is {exc.object[exc.start]:#04x})"
+            raise ValidationError("request body is not valid JSON", [FieldError("body", reason)]) from None
+
+    def body(self) -> Any:
+        text = self.body_text()
+        try:
+            return json.loads(text)
         except json.JSONDecodeError as exc:
             raise ValidationError(
                 "request body is not valid JSON", [FieldError("body", f"line {exc.lineno}: {exc.msg}")]
             ) from exc
+        except (ValueError, RecursionError) as exc:  # an integer of 5,000 digits; 100,000 nested [
+            raise ValidationError("request body is not valid JSON", [FieldError("body", str(exc))]) from None
 
     def reply(self, data: Any, status: int = 200) -> None:
         self.set_status(status)
@@ -100,10 +129,13 @@ class KubelabHandler(APIHandler):
 
 
 class ExperimentsHandler(KubelabHandler):
-    @api
+    auth_resource = "kubelab.experiments"
+
+    @api("read")
     async def get(self) -> None:
         """List experiments: `?query=PQL&sort=-created_at&limit=50&offset=0`."""
-        items, total = self.lab.list(
+        items, total = await asyncio.to_thread(
+            self.lab.list,
             self.get_argument("query", ""),
             self.get_argument("sort", ""),
             self.int_argument("limit", None),
@@ -111,13 +143,14 @@ class ExperimentsHandler(KubelabHandler):
         )
         self.reply({"items": items, "total": total})
 
-    @api
+    @api("execute")
     async def post(self) -> None:
         """Submit an experiment spec, or `{"file": "spec.yaml"}`: a spec file in the workspace."""
         body, base = self.body(), self.workspace_dir()
         if isinstance(body, dict) and "file" in body:
-            body, base = self.spec_file(body, base)
-        record = self.lab.submit(body, base_dir=base, confine=True)
+            body, base = await asyncio.to_thread(self.spec_file, body, base)
+        # Off the loop: the code snapshot copies up to SNAPSHOT_LIMIT bytes.
+        record = await asyncio.to_thread(self.lab.submit, body, base_dir=base, confine=True)
         self.kubelab.events.publish("experiment", record)
         self.reply(record, status=201)
 
@@ -142,15 +175,17 @@ class ExperimentsHandler(KubelabHandler):
 
 
 class ExperimentHandler(KubelabHandler):
-    @api
+    auth_resource = "kubelab.experiments"
+
+    @api("read")
     async def get(self, run_id: str) -> None:
         """The record with spec, history and events, plus what the sidebar needs to open files:
         `run_dir_relative` (the run directory relative to the server's root, or null when the
         file browser cannot reach it) and `outputs` (files under `outputs/`)."""
-        record = self.lab.get(run_id)
+        record = await asyncio.to_thread(self.lab.get, run_id)  # may ask the cluster
         run_dir = Path(record["run_dir"])
         record["run_dir_relative"] = self.relative_to_root(run_dir)
-        record["outputs"] = list_outputs(run_dir / "outputs")
+        record["outputs"] = await asyncio.to_thread(list_outputs, run_dir / "outputs")
         self.reply(record)
 
     def relative_to_root(self, path: Path) -> str | None:
@@ -164,7 +199,7 @@ class ExperimentHandler(KubelabHandler):
             return None
         return relative.as_posix()
 
-    @api
+    @api("write")
     async def delete(self, run_id: str) -> None:
         await asyncio.to_thread(self.lab.delete, run_id)
         self.kubelab.events.publish("deleted", {"id": run_id})
@@ -189,68 +224,102 @@ def list_outputs(folder: Path) -> list[dict[str, Any]]:
 
 
 class OutputHandler(KubelabHandler):
-    @api
+    auth_resource = "kubelab.experiments"
+
+    @api("read")
     async def get(self, run_id: str, path: str) -> None:
         """One file of the run's `outputs/` (e.g. the executed notebook), for runs the file
         browser cannot reach."""
+        data = await asyncio.to_thread(self._read_output, run_id, path)
+        self.set_header("Content-Type", "application/octet-stream")
+        self.finish(data)
+
+    def _read_output(self, run_id: str, path: str) -> bytes:
         folder = (Path(self.lab.get(run_id)["run_dir"]) / "outputs").resolve()
         target = (folder / path).resolve()
         if folder not in target.parents or not target.is_file():
             detail = f"no output '{path}' in experiment '{run_id}'"
             raise NotFound(detail, [FieldError("path", "no such file")])
-        self.set_header("Content-Type", "application/octet-stream")
-        self.finish(target.read_bytes())
+        return target.read_bytes()
 
 
 class StopHandler(KubelabHandler):
-    @api
+    auth_resource = "kubelab.experiments"
+
+    @api("write")
     async def post(self, run_id: str) -> None:
         self.reply(await asyncio.to_thread(self.lab.stop, run_id))
 
 
 class MetricsHandler(KubelabHandler):
-    @api
+    auth_resource = "kubelab.experiments"
+
+    @api("read")
     async def get(self, run_id: str) -> None:
-        self.reply({"id": run_id, "points": self.lab.metrics(run_id)})
+        self.reply({"id": run_id, "points": await asyncio.to_thread(self.lab.metrics, run_id)})
 
 
 class LogsHandler(KubelabHandler):
-    @api
+    auth_resource = "kubelab.experiments"
+
+    @api("read")
     async def get(self, run_id: str) -> None:
-        """A replica's output as text; `?follow=1` streams until the experiment ends."""
+        """A replica's output as text; `?follow=1` streams until the experiment ends;
+        `?offset=N&length=M` is a byte range. Reads are bounded chunks, on the log streams'
+        own threads (at most KUBELAB_MAX_LOG_STREAMS at once)."""
         follow = self.get_argument("follow", "0") in ("1", "true", "yes")
-        chunks = self.lab.logs(run_id, self.int_argument("replica", 0) or 0, follow)
-        self.set_header("Content-Type", "text/plain; charset=utf-8")
-        self.set_header("X-Accel-Buffering", "no")
-        done = object()
-        try:
-            while True:
-                chunk = await asyncio.to_thread(next, chunks, done)
-                if chunk is done or self.request.connection.stream.closed():
-                    break
-                self.write(chunk)
-                await self.flush()
-        except StreamClosedError:
-            pass
-        finally:
-            chunks.close()
+        start, length = self.int_argument("offset", 0) or 0, self.int_argument("length", None)
+        streams = self.kubelab.log_streams
+        with streams.slot():
+            replica = self.int_argument("replica", 0) or 0
+            loop, done = asyncio.get_running_loop(), object()
+            chunks = await loop.run_in_executor(streams.pool, lambda: self.lab.logs(
+                run_id, replica, follow, start=start, length=length, idle=True))
+            self.set_header("Content-Type", "text/plain; charset=utf-8")
+            self.set_header("X-Accel-Buffering", "no")
+            try:
+                if follow:
+                    await self.flush()  # headers now: a follower knows it is connected
+                while True:
+                    chunk = await loop.run_in_executor(streams.pool, next, chunks, done)
+                    if chunk is done or self.request.connection.stream.closed():
+                        break
+                    if chunk == "":
+                        await asyncio.sleep(IDLE)  # waiting holds no thread
+                        continue
+                    self.write(chunk)
+                    await self.flush()
+            except StreamClosedError:
+                pass
+            finally:
+                chunks.close()
         self.finish()
 
 
 class ResourcesHandler(KubelabHandler):
-    @api
+    auth_resource = "kubelab.resources"
+
+    @api("read")
     async def get(self) -> None:
         self.reply(await asyncio.to_thread(self.lab.resources))
 
 
 class EventsHandler(KubelabHandler):
-    @api
+    auth_resource = "kubelab.events"
+
+    @api("read")
     async def get(self) -> None:
-        """Server-sent events: `experiment`, `metrics`, `deleted`, `sweep`, `tensorboard`."""
+        """Server-sent events: `experiment`, `metrics`, `deleted`, `sweep`, `pipeline`, `tensorboard`."""
         self.set_header("Content-Type", "text/event-stream")
         self.set_header("Cache-Control", "no-cache")
         self.set_header("X-Accel-Buffering", "no")
         hub = self.kubelab.events
+        with self.kubelab.event_streams.slot():
+            await self.stream_events(hub)
+        if not self._finished:
+            self.finish()
+
+    async def stream_events(self, hub: Any) -> None:
         queue = hub.subscribe()
         try:
             self.write(": connected\n\n")
@@ -263,18 +332,18 @@ class EventsHandler(KubelabHandler):
                 else:
                     if event is None:
                         break
-                    self.write(f"event: {event.kind}\ndata: {json.dumps(event.data, default=str)}\n\n")
+                    self.write(event.text)  # encoded once, in the hub's thread
                 await self.flush()
         except StreamClosedError:
             pass
         finally:
             hub.unsubscribe(queue)
-        if not self._finished:
-            self.finish()
 
 
 class OpenAPIHandler(KubelabHandler):
-    @api
+    auth_resource = "kubelab.api"
+
+    @api("read")
     async def get(self) -> None:
         from kubelab.server_extension.openapi import document
         from kubelab.server_extension.routes import API_ROUTES

@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 from kubelab import __version__
+from kubelab.run_record import json_schema
 
 METHODS = ("get", "post", "put", "patch", "delete")
 
@@ -29,28 +30,7 @@ ERROR = {
     },
 }
 
-RECORD = {
-    "type": "object",
-    "properties": {
-        "id": {"type": "string", "pattern": "^[0-9a-z]{12}$"},
-        "name": {"type": "string"},
-        "status": {
-            "type": "string",
-            "enum": ["Pending", "Queued", "Running", "Succeeded", "Failed", "Stopped", "Pruned"],
-        },
-        "reason": {"type": "string"},
-        "exit_code": {"type": ["integer", "null"]},
-        "created_at": {"type": "string", "format": "date-time"},
-        "started_at": {"type": ["string", "null"], "format": "date-time"},
-        "finished_at": {"type": ["string", "null"], "format": "date-time"},
-        "duration": {"type": ["number", "null"]},
-        "params": {"type": "object"},
-        "metrics": {"type": "object", "additionalProperties": {"type": "number"}},
-        "tags": {"type": "array", "items": {"type": "string"}},
-        "sweep": {"type": ["string", "null"]},
-        "backend": {"type": "string"},
-    },
-}
+RECORD = json_schema()  # from kubelab.run_record.RunRecord, the one definition
 
 SPEC = {
     "type": "object",
@@ -80,6 +60,11 @@ PARAMETERS = {
     "sort": {"in": "query", "name": "sort", "schema": {"type": "string"}, "description": "e.g. -created_at"},
     "follow": {"in": "query", "name": "follow", "schema": {"type": "boolean"}},
     "replica": {"in": "query", "name": "replica", "schema": {"type": "integer", "minimum": 0}},
+    "limit": {"in": "query", "name": "limit", "schema": {"type": "integer", "minimum": 0}},
+    "offset": {"in": "query", "name": "offset", "schema": {"type": "integer", "minimum": 0},
+               "description": "listings: records to skip; logs: the first byte"},
+    "length": {"in": "query", "name": "length", "schema": {"type": "integer", "minimum": 0},
+               "description": "logs: bytes to return from offset"},
 }
 
 

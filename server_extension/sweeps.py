@@ -1,6 +1,7 @@
 """REST resources for sweeps: thin translations between HTTP and `kubelab.sweeps.service.Sweeps`.
 
-    POST   sweeps               a sweep spec, or {"nni": {...NNI experiment config...}} → 201
+    POST   sweeps               a sweep spec, an NNI config (or {"nni": {...}}), a Polyaxon
+                                group or v1 operation with a matrix → 201
     GET    sweeps               {"items": [sweep records]}
     GET    sweeps/<id>          the record with trials, best trial, importance and spec
     PATCH  sweeps/<id>          extend the budget: {"max_trials": 50} and/or {"max_duration": "2h"}
@@ -16,34 +17,35 @@ import asyncio
 from typing import Any
 
 from kubelab.server_extension.handlers import KubelabHandler, api
-
 from kubelab.sweeps.documents import parse_text
 from kubelab.sweeps.service import Sweeps
 
 
 class SweepHandlerBase(KubelabHandler):
+    auth_resource = "kubelab.sweeps"
+
     @property
     def sweeps(self) -> Sweeps:
         return Sweeps(self.lab)
 
     def body(self) -> Any:
         """JSON that refuses duplicate keys: a search space naming `lr` twice is a mistake."""
-        text = (self.request.body or b"").decode() or "{}"
-        return parse_text(text, "json", "body")
+        return parse_text(self.body_text(), "json", "body")
 
     def publish(self, record: dict[str, Any]) -> None:
         self.kubelab.events.publish("sweep", record)
 
 
 class SweepsHandler(SweepHandlerBase):
-    @api
+    @api("read")
     async def get(self) -> None:
         """List sweeps, newest first."""
         self.reply({"items": await asyncio.to_thread(self.sweeps.list)})
 
-    @api
+    @api("execute")
     async def post(self) -> None:
-        """Create and start a sweep from a sweep spec or `{"nni": NNI experiment config}`."""
+        """Create and start a sweep from a sweep spec, an NNI config or a Polyaxon search
+        (`kubelab.formats.sweep_mapping`)."""
         body = self.body()
         record = await asyncio.to_thread(self.sweeps.create, body, self.workspace_dir(), True)
         self.publish(record)
@@ -51,12 +53,12 @@ class SweepsHandler(SweepHandlerBase):
 
 
 class SweepHandler(SweepHandlerBase):
-    @api
+    @api("read")
     async def get(self, sweep_id: str) -> None:
         """One sweep with its trials table, best trial and parameter importance."""
         self.reply(await asyncio.to_thread(self.sweeps.get, sweep_id))
 
-    @api
+    @api("execute")
     async def patch(self, sweep_id: str) -> None:
         """Extend the budget: `max_trials`, `max_duration`, `max_failed_trials`."""
         record = await asyncio.to_thread(self.sweeps.extend, sweep_id, self.body())
@@ -65,7 +67,7 @@ class SweepHandler(SweepHandlerBase):
 
 
 class SweepStopHandler(SweepHandlerBase):
-    @api
+    @api("write")
     async def post(self, sweep_id: str) -> None:
         """Stop a sweep and its running trials."""
         record = await asyncio.to_thread(self.sweeps.stop, sweep_id)
@@ -74,7 +76,7 @@ class SweepStopHandler(SweepHandlerBase):
 
 
 class SweepResumeHandler(SweepHandlerBase):
-    @api
+    @api("execute")
     async def post(self, sweep_id: str) -> None:
         """Resume a stopped or finished sweep; the body may raise max_trials or max_duration."""
         record = await asyncio.to_thread(self.sweeps.resume, sweep_id, self.body())

@@ -13,12 +13,13 @@ import asyncio
 import json
 from typing import Any
 
+from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import JupyterHandler
-from kubelab.server_extension.handlers import KubelabHandler, api
 from tornado import httpclient, web
 from tornado.ioloop import PeriodicCallback
 
 from kubelab.errors import KubelabError
+from kubelab.server_extension.handlers import KubelabHandler, api
 from kubelab.tensorboard import FAILED, RUNNING, STARTING, TensorBoardSession, TensorBoardSupervisor
 
 STOPPED_PAGE = (
@@ -57,37 +58,45 @@ def shutdown(app: Any) -> None:
         supervisor.stop_all()
 
 
-class TensorBoardsHandler(KubelabHandler):
+class TensorBoardBase(KubelabHandler):
+    """What both resources share; each declares only the methods it serves."""
+
+    auth_resource = "kubelab.tensorboards"
+
     @property
     def supervisor(self) -> TensorBoardSupervisor:
         return self.kubelab.tensorboards
-
-    @api
-    async def get(self) -> None:
-        """List TensorBoard sessions: `{"items": [{id, url, logdirs, state, ...}]}`."""
-        self.reply({"items": [s.to_json() for s in self.supervisor.list()]})
-
-    @api
-    async def post(self) -> None:
-        """Start (or reuse) a session: `{"experiments": [ID...]}`, `{"sweep": ID}`, `{"query": PQL}` or
-        `{"project": true}`. 201 when started, 200 when an equal session was running."""
-        body = self.body()
-        known = {s.id for s in self.supervisor.sessions.values() if s.alive}
-        session = self.supervisor.start(body)  # on the IOLoop thread: see TensorBoardSupervisor.start
-        self.reply(self._with_base(session), status=200 if session.id in known else 201)
 
     def _with_base(self, session: TensorBoardSession) -> dict[str, Any]:
         self.supervisor.check(session)
         return session.to_json()
 
 
-class TensorBoardHandler(TensorBoardsHandler):
-    @api
+class TensorBoardsHandler(TensorBoardBase):
+
+    @api("read")
+    async def get(self) -> None:
+        """List TensorBoard sessions: `{"items": [{id, url, logdirs, state, ...}]}`."""
+        self.reply({"items": [s.to_json() for s in self.supervisor.list()]})
+
+    @api("execute")
+    async def post(self) -> None:
+        """Start (or reuse) a session: `{"experiments": [ID...]}`, `{"sweep": ID}`, `{"query": PQL}` or
+        `{"project": true}`. 201 when started, 200 when an equal session was running."""
+        body = self.body()
+        known = {s.id for s in self.supervisor.sessions.values() if s.alive}
+        resolved = await asyncio.to_thread(self.supervisor.resolve, body)  # reads the run index
+        session = self.supervisor.start(body, resolved)  # on the IOLoop thread: see its docstring
+        self.reply(self._with_base(session), status=200 if session.id in known else 201)
+
+
+class TensorBoardHandler(TensorBoardBase):
+    @api("read")
     async def get(self, session_id: str) -> None:
         """One session."""
         self.reply(self._with_base(self.supervisor.get(session_id)))
 
-    @api
+    @api("write")
     async def delete(self, session_id: str) -> None:
         """Stop a session's TensorBoard."""
         session = self.supervisor.get(session_id)
@@ -104,7 +113,11 @@ def _stop_process(session: TensorBoardSession) -> None:
 
 
 class TensorBoardProxy(JupyterHandler):
-    """`/kubelab/tensorboard/<session>/…` → that session's TensorBoard on 127.0.0.1."""
+    """`/kubelab/tensorboard/<session>/…` → that session's TensorBoard on 127.0.0.1.
+
+    Reading a session's pages (TensorBoard's POSTs are data queries) is a `read`."""
+
+    auth_resource = "kubelab.tensorboards"
 
     @property
     def supervisor(self) -> TensorBoardSupervisor:
@@ -120,14 +133,17 @@ class TensorBoardProxy(JupyterHandler):
         raise web.HTTPError(403, "cross-site request refused")
 
     @web.authenticated
+    @authorized("read")
     async def get(self, session_id: str, path: str = "") -> None:
         await self.forward(session_id)
 
     @web.authenticated
+    @authorized("read")
     async def head(self, session_id: str, path: str = "") -> None:
         await self.forward(session_id)
 
     @web.authenticated
+    @authorized("read")
     async def post(self, session_id: str, path: str = "") -> None:
         await self.forward(session_id)
 

@@ -19,8 +19,12 @@ from .profiles import NotebookOptions
 REFUSED = "this server cannot start now"
 
 
-def admit(options: NotebookOptions, group: ProjectGroup, user: str, availability: Availability) -> None:
-    """Raise ValidationError with one sentence per reason, or return when the request fits."""
+def admit(options: NotebookOptions, group: ProjectGroup, user: str, availability: Availability,
+          held: Usage | None = None) -> None:
+    """Raise ValidationError with one sentence per reason, or return when the request fits.
+
+    `held` is what the user holds when the caller can tell it without trusting a label the user
+    can set (their own namespace's pods); else the pods labelled with the user's name count."""
     errors: list[FieldError] = []
     if options.gpus:
         free = availability.free(options.gpu_type)
@@ -40,7 +44,7 @@ def admit(options: NotebookOptions, group: ProjectGroup, user: str, availability
     _check_quota(
         errors,
         group.user_quota,
-        availability.user(user),
+        availability.user(user) if held is None else held,
         asked,
         f"group '{group.name}' allows each user",
         "you hold",

@@ -56,6 +56,8 @@ class Availability:
     types: dict[str, TypeCount] = field(default_factory=dict)
     users: dict[str, Usage] = field(default_factory=lambda: defaultdict(Usage))
     groups: dict[str, Usage] = field(default_factory=lambda: defaultdict(Usage))
+    # By namespace: a user cannot move a pod out of their own namespace, as they can relabel it.
+    namespaces: dict[str, Usage] = field(default_factory=lambda: defaultdict(Usage))
     unattributed: int = 0  # GPUs asked for by pending pods that name no type
 
     def free(self, gpu_type: str | None) -> int:
@@ -73,6 +75,9 @@ class Availability:
 
     def group(self, name: str) -> Usage:
         return self.groups.get(name, Usage())
+
+    def namespace(self, name: str) -> Usage:
+        return self.namespaces.get(name, Usage())
 
     def to_json(self) -> dict[str, Any]:
         return {"types": [{"type": t, "total": c.total, "free": c.free} for t, c in self.types.items()]}
@@ -119,13 +124,17 @@ def cluster_availability(
         for resource in resources:
             g, cpu, memory = pod_requests(pod, resource)
             gpus += g
-        labels = (pod.get("metadata") or {}).get("labels") or {}
-        for key, table in ((USER_LABEL, result.users), (GROUP_LABEL, result.groups)):
-            if labels.get(key):
-                usage = table[labels[key]]
-                usage.gpus += gpus
-                usage.cpu += cpu
-                usage.memory += memory
+        meta = pod.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        tables = ((USER_LABEL, result.users), (GROUP_LABEL, result.groups))
+        held = [(table, labels[key]) for key, table in tables if labels.get(key)]
+        if meta.get("namespace"):
+            held.append((result.namespaces, meta["namespace"]))
+        for table, name in held:
+            usage = table[name]
+            usage.gpus += gpus
+            usage.cpu += cpu
+            usage.memory += memory
         if not gpus:
             continue
         type_name = node_type.get(spec.get("nodeName") or "")

@@ -7,24 +7,26 @@ adds objects in `_ensure_namespace`, so every KubeSpawner option keeps working.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
 from typing import Any, ClassVar
 
-from kubernetes_asyncio.client.rest import ApiException
 from kubespawner import KubeSpawner
 from kubespawner.clients import shared_client
-from traitlets import Bool, Dict, Unicode, default
+from traitlets import Bool, Dict, Int, List, Unicode, default
 
 from kubelab.errors import FieldError, KubelabError, ValidationError
 from kubelab.quantity import parse_quantity
 
-from . import objects
+from . import metrics, objects
 from .admission import admit
+from .apply import Applier, Outcome
 from .availability import ClusterAvailability
 from .choice import choose, hub_memberships, public_properties
 from .form import admin_error, render_form
 from .groups import ProjectGroup
+from .network import HUB_ACCESS_LABEL, ApiServer, Isolation, extra_egress_rules
 from .objects import Storage
 from .pod_settings import PodSettings, pod_settings
 from .profiles import Catalog, NotebookOptions
@@ -63,7 +65,13 @@ class KubeLabSpawner(SpawnForm, KubeSpawner):
     )
     workspace_size = Unicode("50Gi", config=True)
     archive_size = Unicode("100Gi", config=True)
-    storage_class = Unicode("", config=True, help="StorageClass of the claims ('' = the cluster default).")
+    storage_class = Unicode(
+        None,
+        allow_none=True,
+        config=True,
+        help="""StorageClass of the claims (None = the cluster default). KubeSpawner's own
+        setting, so its `storage_pvc_ensure` claim uses it too ('' there means no class).""",
+    )
     shared_workspace_claim = Unicode(
         "kubeflow-user-workspace", config=True, help="Trusted-lab workspace claim."
     )
@@ -84,6 +92,36 @@ class KubeLabSpawner(SpawnForm, KubeSpawner):
     check_availability = Bool(
         True, config=True, help="Refuse requests beyond free GPUs (watches nodes and pods)."
     )
+    network_policy = Bool(
+        True,
+        config=True,
+        help="""NetworkPolicies in each user namespace (see kubelab.spawner.network): notebooks
+        take connections from the hub and proxy only and reach DNS, the hub API and the API
+        server; experiments reach the same namespace's experiments; nothing reaches the metadata
+        endpoint or other users' pods. Needs a CNI that enforces NetworkPolicy.""",
+    )
+    network_policy_internet = Bool(
+        True,
+        config=True,
+        help="Let notebooks and experiments reach public addresses (package indexes, datasets).",
+    )
+    network_policy_extra_egress = List(
+        Dict(),
+        config=True,
+        help="""More egress for every pod of a user namespace (NetworkPolicy egress rules), e.g.
+        the lab's package mirror or object storage inside the cluster:
+        [{"to": [{"ipBlock": {"cidr": "10.20.0.5/32"}}], "ports": [{"port": 443}]}].""",
+    )
+    hub_namespace = Unicode(
+        config=True, help="The hub's namespace, where the hub and proxy pods run ('' = the hub's own)."
+    )
+    api_server_cidrs = List(
+        Unicode(),
+        config=True,
+        help="""Addresses of the API server's endpoints for the notebooks' egress ([] = read from
+        the EndpointSlices of default/kubernetes at each spawn).""",
+    )
+    api_server_ports = List(Int(), [443, 6443], config=True, help="Ports of api_server_cidrs.")
 
     _watches: ClassVar[dict[Any, ClusterAvailability]] = {}
     _catalogs: ClassVar[dict[str, Catalog]] = {}
@@ -92,9 +130,18 @@ class KubeLabSpawner(SpawnForm, KubeSpawner):
     def _default_user_namespaces(self) -> bool:
         return not self.trusted_lab
 
+    pod_security = Unicode("baseline", config=True, help=(
+        "Pod Security level enforced in users' namespaces: baseline (default: no privileged, host "
+        "namespaces or hostPath), restricted, or privileged (only for groups that mount hostPath)."))
+
+    @default("hub_namespace")
+    def _default_hub_namespace(self) -> str:
+        return self._namespace_default()
+
     @default("user_namespace_labels")
     def _default_namespace_labels(self) -> dict[str, str]:
-        return {"kubelab.io/user": "{username}", **objects.MANAGED_BY}
+        return {"kubelab.io/user": "{username}", **objects.MANAGED_BY,
+                **objects.pod_security_labels(self.pod_security)}
 
     # -- configuration --------------------------------------------------------------------
 
@@ -156,8 +203,14 @@ class KubeLabSpawner(SpawnForm, KubeSpawner):
     async def _admit(self, raw: dict[str, Any]) -> NotebookOptions:
         options, group = self._choose(raw)
         if self.check_availability:
-            admit(options, group, self.user_slug, await self._availability_for(group))
+            admit(options, group, self.user_slug, *self._held(await self._availability_for(group)))
         return options
+
+    def _held(self, current: Any) -> tuple[Any, Any]:
+        """The availability, and the user's own usage counted by their namespace (which they
+        cannot leave) rather than by a label any pod in it may carry; by label in trusted-lab mode."""
+        held = current.namespace(self.namespace) if self.enable_user_namespaces else None
+        return current, held
 
     def _groups(self) -> list[ProjectGroup]:
         from .groups import user_groups
@@ -209,7 +262,7 @@ class KubeLabSpawner(SpawnForm, KubeSpawner):
         try:
             options, group, settings = self.plan()
             if self.check_availability:
-                admit(options, group, self.user_slug, await self._availability_for(group))
+                admit(options, group, self.user_slug, *self._held(await self._availability_for(group)))
         except KubelabError as exc:
             raise refusal(exc) from None
         self._group = group
@@ -243,6 +296,8 @@ class KubeLabSpawner(SpawnForm, KubeSpawner):
         self.notebook_dir = settings.working_dir
         self.service_account = self.notebook_service_account
         self.extra_labels = {**base["extra_labels"], **settings.labels}
+        if self.network_policy:  # z2jh's hub policy admits pods from other namespaces by this label
+            self.extra_labels[HUB_ACCESS_LABEL] = "true"
         self._kubelab_env = settings.env
         self._settings = settings
 
@@ -268,54 +323,70 @@ class KubeLabSpawner(SpawnForm, KubeSpawner):
 
     # -- the user's namespace -------------------------------------------------------------
 
-    def namespace_objects(self, group: ProjectGroup) -> list[dict[str, Any]]:
-        """What the spawner creates besides the pod, in order (pure: used by render too)."""
+    def isolation(self, api_server: ApiServer | None) -> Isolation | None:
+        """The NetworkPolicy settings, or None when they are off (or in trusted-lab mode)."""
+        if not self.network_policy or self.trusted_lab:
+            return None
+        return Isolation(
+            hub_namespace=self.hub_namespace,
+            api_server=api_server or ApiServer((), ()),
+            notebook_selector={"component": self.component_label},
+            notebook_port=self.port or 8888,
+            internet=self.network_policy_internet,
+            extra_egress=extra_egress_rules(list(self.network_policy_extra_egress),
+                                            "KubeLabSpawner.network_policy_extra_egress"),
+        )
+
+    def namespace_objects(
+        self, group: ProjectGroup, api_server: ApiServer | None = None
+    ) -> list[dict[str, Any]]:
+        """What the spawner creates besides the pod, in order (pure: used by render and
+        reconcile too). Without `api_server` the notebooks' API-server egress rule is left out."""
         role_file = self.notebook_role_file or None
         account = self.notebook_service_account
         if self.trusted_lab:
             return objects.trusted_objects(self.namespace, account, self.storage, role_file)
         resources = [t.resource for t in self.catalog.gpu_types]
         result = objects.user_namespace_objects(
-            self.namespace, self.user_slug, account, group.user_quota, resources, self.storage, role_file
+            self.namespace,
+            self.user_slug,
+            account,
+            group.user_quota,
+            resources,
+            self.storage,
+            role_file,
+            group=group.name,
+            isolation=self.isolation(api_server),
         )
         result[0]["metadata"]["labels"].update(self._expand_all(self.user_namespace_labels))
         return result
+
+    async def api_server(self) -> ApiServer:
+        """The configured API server addresses, else those of default/kubernetes's EndpointSlices."""
+        if self.api_server_cidrs:
+            return ApiServer.parse(list(self.api_server_cidrs), list(self.api_server_ports),
+                                   "KubeLabSpawner.api_server")
+        applier = Applier(self.api.api_client, self.k8s_api_request_timeout)
+        return ApiServer.from_endpoint_slices(await applier.api_server_slices())
 
     async def _ensure_namespace(self) -> None:
         await super()._ensure_namespace()
         await self._ensure_objects(getattr(self, "_group", None) or self.plan()[1])
 
-    async def _ensure_objects(self, group: ProjectGroup) -> None:
-        """Create (or bring up to date) the namespace's objects. Independent ones go in parallel;
-        the RoleBinding waits for its Role, whose rights the API server checks on binding."""
-        objects = [o for o in self.namespace_objects(group) if o["kind"] != "Namespace"]
-        bindings = [o for o in objects if o["kind"] == "RoleBinding"]
-        roles = [o for o in objects if o["kind"] == "Role"]
-        others = [o for o in objects if o["kind"] not in ("Role", "RoleBinding")]
-
-        async def rbac() -> None:
-            for obj in roles + bindings:
-                await self._create_or_update(obj)
-
-        await asyncio.gather(rbac(), *(self._create_or_update(o) for o in others))
-
-    async def _create_or_update(self, obj: dict[str, Any]) -> None:
-        core, rbac = self.api, shared_client("RbacAuthorizationV1Api")
-        create, replace = {
-            "ServiceAccount": (core.create_namespaced_service_account, None),
-            "Role": (rbac.create_namespaced_role, rbac.replace_namespaced_role),
-            "RoleBinding": (rbac.create_namespaced_role_binding, rbac.replace_namespaced_role_binding),
-            "ResourceQuota": (core.create_namespaced_resource_quota, core.replace_namespaced_resource_quota),
-            "PersistentVolumeClaim": (core.create_namespaced_persistent_volume_claim, None),
-        }[obj["kind"]]
-        try:
-            await asyncio.wait_for(create(self.namespace, obj), self.k8s_api_request_timeout)
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
-            if replace is not None:  # keep Role rules and quotas current with the config
-                await asyncio.wait_for(replace(obj["metadata"]["name"], self.namespace, obj),
-                                       self.k8s_api_request_timeout)
+    async def _ensure_objects(self, group: ProjectGroup) -> Outcome:
+        """Bring the namespace's objects up to date with the configuration (server-side apply;
+        see kubelab.spawner.apply): the next spawn after an upgrade reconciles the namespace."""
+        api_server = await self.api_server() if self.isolation(None) else None
+        wanted = self.namespace_objects(group, api_server)
+        if self.trusted_lab:  # a shared namespace: create what is missing, prune nothing
+            wanted = [o for o in wanted if o["kind"] != "Namespace"]
+        applier = Applier(self.api.api_client, self.k8s_api_request_timeout)
+        outcome = await applier.reconcile_namespace(self.namespace, wanted, prune=not self.trusted_lab)
+        changed = outcome.migrated + outcome.created + outcome.deleted
+        if changed:
+            self.log.info("namespace %s: migrated %s, created %s, deleted %s", self.namespace,
+                          outcome.migrated, outcome.created, outcome.deleted)
+        return outcome
 
     # -- render ---------------------------------------------------------------------------
 
@@ -337,4 +408,37 @@ class KubeLabSpawner(SpawnForm, KubeSpawner):
         manifest.setdefault("apiVersion", "v1")
         manifest.setdefault("kind", "Pod")
         manifest["metadata"]["namespace"] = self.namespace
-        return [*self.namespace_objects(group), manifest]
+        api_server = None
+        if self.api_server_cidrs and self.isolation(None):
+            api_server = ApiServer.parse(list(self.api_server_cidrs), list(self.api_server_ports),
+                                         "KubeLabSpawner.api_server")
+        return [*self.namespace_objects(group, api_server), manifest]
+
+
+def _metrics_snapshot() -> tuple[list, list, Catalog] | None:
+    """The current nodes and pods of this hub's availability watch, for /hub/metrics. The hub
+    serves a scrape on its event loop; the first scrape after a catalog is known starts the
+    watch if no spawn form did yet, so the numbers come from the next scrape on."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+    watch = KubeLabSpawner._watches.get(loop)
+    if watch is None:
+        if not KubeLabSpawner._catalogs:
+            return None
+        catalog = list(KubeLabSpawner._catalogs.values())[-1]
+        watch = KubeLabSpawner._watches[loop] = ClusterAvailability(shared_client("CoreV1Api"), catalog)
+        loop.create_task(_start_quietly(watch))
+        return None
+    if not (watch.nodes.loaded.is_set() and watch.pods.loaded.is_set()):
+        return None
+    return list(watch.nodes.items.values()), list(watch.pods.items.values()), watch.catalog
+
+
+async def _start_quietly(watch: ClusterAvailability) -> None:
+    with contextlib.suppress(Exception):  # the watch retries by itself; a scrape never fails
+        await watch.start()
+
+
+metrics.register(_metrics_snapshot)

@@ -10,7 +10,9 @@ users (JupyterHub's LocalProcessSpawner); otherwise all run as the hub's user
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, ClassVar
@@ -29,8 +31,42 @@ from .form import admin_error, render_form
 from .groups import ProjectGroup, user_groups
 from .profiles import Catalog, NotebookOptions
 from .spawn_form import SpawnForm, refusal
+from .user_dirs import make_owned_dirs
 
 EXTENSION = "kubelab.server_extension"
+SYSTEM_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
+
+
+def as_user_with_group(name: str, extra_gid: int, cwd: Path) -> Any:
+    """JupyterHub's preexec for running as `name`, plus one supplementary group (the ledger's)."""
+    import pwd
+
+    entry = pwd.getpwnam(name)
+    groups = sorted({*os.getgrouplist(name, entry.pw_gid), extra_gid})
+
+    def preexec() -> None:
+        os.setgid(entry.pw_gid)
+        os.setgroups(groups)
+        os.setuid(entry.pw_uid)
+        with contextlib.suppress(OSError):
+            os.chdir(cwd)
+
+    return preexec
+
+
+def create_system_user(name: str) -> Any:
+    """A system account for a hub user the authenticator vouched for (`useradd`)."""
+    import pwd
+    import subprocess
+
+    if not SYSTEM_NAME.fullmatch(name):
+        raise KubelabError(f"'{name}' cannot be a system account name (lowercase letters, digits, _ "
+                           "and -, at most 32); ask the admin to create an account for you")
+    done = subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", "--", name],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise KubelabError(f"could not create the system account '{name}': {done.stderr.strip()}")
+    return pwd.getpwnam(name)
 
 
 class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
@@ -40,6 +76,17 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
     public_group_properties = Dict(config=True, help="Properties of `public` when the hub has no such group.")
     root = Unicode(config=True, help="Holds workspaces/<user> and archives/<user>.")
     run_as_users = Bool(config=True, help="Run each server as the system user of its name (needs root).")
+    create_system_users = Bool(False, config=True, help=(
+        "Create a missing system account at the first spawn (for authenticators without system "
+        "accounts, such as NativeAuthenticator with admin approval); needs root."))
+    ledger_group = Unicode("kubelab", config=True, help=(
+        "As root: the group whose members share this machine's GPU ledger; created if missing, "
+        "and given to every server it starts, so all users' notebooks and runs share one ledger."))
+    only_own_user = Bool(config=True, help="Start servers only for the hub's account (default without root).")
+
+    @default("only_own_user")
+    def _default_only_own_user(self) -> bool:
+        return os.geteuid() != 0
 
     @default("root")
     def _default_root(self) -> str:
@@ -106,8 +153,23 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
 
     def make_preexec_fn(self, name: str) -> Any:
         if self.run_as_users:
-            return LocalProcessSpawner.make_preexec_fn(self, name)
+            return as_user_with_group(name, self.shared_ledger(), self.workspace)
         return super().make_preexec_fn(name)
+
+    def shared_ledger(self) -> int:
+        """The ledger's group id, after making the ledger folder that group's (root only)."""
+        import grp
+        import subprocess
+
+        from kubelab.gpus import machine_dir, share_with_group
+
+        try:
+            gid = grp.getgrnam(self.ledger_group).gr_gid
+        except KeyError:
+            subprocess.run(["groupadd", "--system", "--", self.ledger_group], check=True, capture_output=True)
+            gid = grp.getgrnam(self.ledger_group).gr_gid
+        share_with_group(machine_dir(), gid)
+        return gid
 
     def user_env(self, env: dict[str, str]) -> dict[str, str]:
         env = LocalProcessSpawner.user_env(self, env) if self.run_as_users else super().user_env(env)
@@ -119,23 +181,60 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
             return LocalProcessSpawner.move_certs(self, paths)
         return paths
 
+    def prepare_folders(self) -> None:
+        """The user's workspace, its `.kubelab` and the archive: the user's own, `0700`.
+
+        As root, through `make_owned_dirs`: the user owns the workspace and may have replaced
+        anything in it with a symlink, which a root `mkdir`/`chown` by name would follow.
+        """
+        slug = self.user_slug
+        if not self.run_as_users:
+            for path in (self.workspace, self.workspace / ".kubelab", self.archive):
+                path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            return
+        import pwd
+
+        try:
+            entry = pwd.getpwnam(self.user.name)
+        except KeyError:
+            if self.create_system_users:
+                entry = create_system_user(self.user.name)
+            else:
+                    raise KubelabError(
+                f"there is no system account named '{self.user.name}' on this machine, and the "
+                "hub runs each notebook as its user's account (create it, e.g. `useradd "
+                f"{self.user.name}`, or use an authenticator that creates accounts)"
+                ) from None
+        root, owner = Path(self.root), (entry.pw_uid, entry.pw_gid)
+        make_owned_dirs(root, ["workspaces", slug, ".kubelab"], 1, *owner)
+        make_owned_dirs(root, ["archives", slug], 1, *owner)
+
     @property
     def gpu_run(self) -> str:
         return notebook_run(self.user_slug, group_label(self._group.name), self.name or "default")
 
+    def check_user(self) -> None:
+        """Without root every server runs as the hub's account: only that account may have one."""
+        import getpass
+
+        me = getpass.getuser()
+        if self.only_own_user and self.user.name != me:
+            raise KubelabError(
+                f"this hub runs as {me} without root, so it starts a server only for {me}; "
+                f"ask the admin to run it as root for '{self.user.name}' to have one"
+            )
+
     async def start(self) -> Any:
         try:
+            self.check_user()
             options, group = self._choose(self.user_options or {})
         except KubelabError as exc:
             raise refusal(exc) from None
         self._group, self._options = group, options
-        for path in (self.workspace, self.archive, self.workspace / ".kubelab"):
-            path.mkdir(parents=True, exist_ok=True)
-            if self.run_as_users:
-                import pwd
-
-                entry = pwd.getpwnam(self.user.name)
-                os.chown(path, entry.pw_uid, entry.pw_gid)
+        try:
+            self.prepare_folders()
+        except KubelabError as exc:
+            raise refusal(exc) from None
         self.notebook_dir = str(self.workspace)
         launcher = [
             sys.executable,

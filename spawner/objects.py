@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from .groups import Quota
+from .network import Isolation, network_policies
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "kubelab"}
 DEFAULT_ROLE_FILE = Path(__file__).resolve().parent.parent / "hub_config" / "rbac" / "notebook-role.yaml"
@@ -56,8 +57,31 @@ def _meta(name: str, namespace: str | None = None, labels: dict[str, str] | None
     return meta
 
 
-def namespace(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(name, labels=labels)}
+POD_SECURITY_LEVELS = ("privileged", "baseline", "restricted")
+
+
+def pod_security_labels(enforce: str = "baseline") -> dict[str, str]:
+    """Pod Security Admission for a user's namespace: the API server itself refuses privileged,
+    hostPID, hostNetwork and hostPath pods (`baseline`) whoever creates them, the notebook's own
+    token included; `restricted` is audited and warned about, so an admin sees what would break."""
+    if enforce not in POD_SECURITY_LEVELS:
+        levels = ", ".join(POD_SECURITY_LEVELS)
+        raise ValueError(f"pod security level must be one of {levels}, not {enforce!r}")
+    prefix = "pod-security.kubernetes.io"
+    return {f"{prefix}/enforce": enforce, f"{prefix}/enforce-version": "latest",
+            f"{prefix}/warn": "restricted", f"{prefix}/audit": "restricted"}
+
+
+GROUP_ANNOTATION = "kubelab.io/group"
+
+
+def namespace(name: str, labels: dict[str, str] | None = None, group: str | None = None) -> dict[str, Any]:
+    """A user namespace; `group` is the project group of its last spawn, which sets its quota
+    (`kubelab hub reconcile` reads it back)."""
+    meta = _meta(name, labels=labels)
+    if group:
+        meta["annotations"] = {GROUP_ANNOTATION: group}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
 
 
 def service_account(ns: str, name: str) -> dict[str, Any]:
@@ -143,10 +167,14 @@ def user_namespace_objects(
     gpu_resources: list[str],
     storage: Storage,
     role_file: str | os.PathLike[str] | None = None,
+    *,
+    group: str | None = None,
+    isolation: Isolation | None = None,
 ) -> list[dict[str, Any]]:
-    """Everything prepared in a user's namespace on spawn, in creation order (namespace first)."""
+    """Everything prepared in a user's namespace on spawn, in creation order (namespace first);
+    NetworkPolicies when `isolation` is given."""
     objects = [
-        namespace(ns, {"kubelab.io/user": user}),
+        namespace(ns, {"kubelab.io/user": user}, group),
         service_account(ns, account),
         notebook_role(ns, account, role_file),
         role_binding(ns, account, account, account),
@@ -154,6 +182,8 @@ def user_namespace_objects(
     limits = resource_quota(ns, "kubelab-quota", quota, gpu_resources)
     if limits:
         objects.append(limits)
+    if isolation is not None:
+        objects.extend(network_policies(ns, isolation))
     return objects + storage_claims(ns, storage)
 
 

@@ -324,6 +324,10 @@ def validate_options(
                 )
     elif gpus and not catalog.gpu_types:
         errors.append(FieldError("gpus", "this hub offers no GPUs (no GPU types are configured)"))
+    elif gpus and gpus > max(t.max_per_user for t in catalog.gpu_types):
+        # Without a type the GPUs may be of any type: no more than the largest type's limit.
+        most = max(t.max_per_user for t in catalog.gpu_types)
+        errors.append(FieldError("gpus", f"at most {most} GPU(s) per user of any type, not {gpus}"))
     elif vendor and not any(t.vendor == vendor for t in catalog.gpu_types):
         errors.append(FieldError("gpus", f"no GPU type of vendor '{vendor}' is configured"))
     if errors:

@@ -1,4 +1,4 @@
-"""Shared pytest setup: make `tests/` importable and register the Kubernetes API fixtures."""
+"""Shared pytest setup: make `tests/` importable and register the control plane's fixtures."""
 
 import os
 import sys
@@ -15,4 +15,9 @@ TESTS_DIR = Path(__file__).resolve().parent
 if str(TESTS_DIR) not in sys.path:
     sys.path.insert(0, str(TESTS_DIR))
 
-from kubeapi.fixtures import kube_api, kube_api_plain, kubeconfig  # noqa: E402, F401
+from controlplane.fixtures import (  # noqa: E402, F401
+    cluster,
+    kubeconfig,
+    make_node,
+    simulated_cluster,
+)

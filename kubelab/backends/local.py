@@ -17,6 +17,7 @@ from typing import Any
 from kubelab.backends.base import Backend
 from kubelab.detached import start_module
 from kubelab.gpus import GpuAllocator, pid_alive
+from kubelab.logfiles import LOG_CHUNK, decoder, read_bytes
 from kubelab.records import FAILED, RunDirectory, Status
 from kubelab.runner import process_start_time, signal_group, stop_grace
 from kubelab.spec import ExperimentSpec
@@ -109,16 +110,23 @@ class LocalBackend(Backend):
         run.write_status(status)
         return status
 
-    def logs(self, run: RunDirectory, replica: int = 0, follow: bool = False) -> Iterator[str]:
-        path, offset = run.log_file(replica), 0
+    def logs(self, run: RunDirectory, replica: int = 0, follow: bool = False, start: int = 0,
+             idle: bool = False) -> Iterator[str]:
+        path, offset, text = run.log_file(replica), start, decoder()
         while True:
             # Look at the state before reading: a run that had ended has all its output on disk.
             finished = not follow or run.status().terminal
-            chunk, offset = read_from(path, offset)
-            if chunk:
-                yield chunk
+            data = read_bytes(path, offset)
+            if data:
+                offset += len(data)
+                if chunk := text.decode(data):
+                    yield chunk
             elif finished:
+                if tail := text.decode(b"", final=True):
+                    yield tail
                 return
+            elif idle:
+                yield ""  # nothing new: the caller waits its own way (the server, without a thread)
             else:
                 time.sleep(0.1)
 
@@ -150,12 +158,7 @@ class LocalBackend(Backend):
         ]
 
 
-def read_from(path: os.PathLike, offset: int) -> tuple[str, int]:
-    """Text appended to `path` since `offset`, and the new offset."""
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(offset)
-            data = handle.read()
-    except FileNotFoundError:
-        return "", offset
+def read_from(path: os.PathLike, offset: int, limit: int = 8 * LOG_CHUNK) -> tuple[str, int]:
+    """Text appended to `path` since `offset` (at most `limit` bytes), and the new offset."""
+    data = read_bytes(path, offset, limit)
     return data.decode(errors="replace"), offset + len(data)

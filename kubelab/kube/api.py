@@ -8,12 +8,14 @@ Every call goes through `errors.call`, which retries transient failures.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import ProtocolError
 
 from kubelab.kube.errors import DEFAULT_RETRY, RetryPolicy, call
 
@@ -138,14 +140,25 @@ class KubeApi:
         return self.call(self._list_fn(KINDS[kind_name]), **kwargs)
 
     # -- pods ------------------------------------------------------------------------------
-    def pod_log(self, name: str, container: str, follow: bool = False) -> Iterator[str]:
+    def pod_log(self, name: str, container: str, follow: bool = False,
+                ended: Callable[[], bool] | None = None) -> Iterator[str]:
+        """A container's log. A followed stream also ends once `ended()` has been true for a
+        second: a kubelet that dies, or a node that goes away, leaves the stream open."""
         response = self.call(self.core.read_namespaced_pod_log, name, self.namespace,
                              container=container, follow=follow, _preload_content=False)
+        done = threading.Event()
+        if follow and ended is not None:
+            threading.Thread(target=_close_when, args=(response, ended, done), daemon=True,
+                             name=f"log-watchdog-{name}").start()
         try:
             for chunk in response.stream(4096, decode_content=True):
                 if chunk:
                     yield chunk.decode(errors="replace")
+        except (ProtocolError, OSError):
+            if not done.is_set():
+                raise
         finally:
+            done.set()
             response.release_conn()
 
     # -- discovery -------------------------------------------------------------------------
@@ -158,6 +171,18 @@ class KubeApi:
                 return False
             raise
         return any(r.kind == kind for r in resources.resources or [])
+
+
+def _close_when(response: Any, ended: Callable[[], bool], done: threading.Event,
+                grace: float = 1.0) -> None:
+    """Shut a followed log stream once `ended()` holds and `grace` seconds have let the
+    last lines through."""
+    while not done.wait(0.5):
+        if ended():
+            if not done.wait(grace):
+                done.set()
+                response.shutdown()
+            return
 
 
 def _snake(kind: str) -> str:

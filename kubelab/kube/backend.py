@@ -28,6 +28,7 @@ from kubelab.kube.api import KubeApi
 from kubelab.kube.errors import DEFAULT_RETRY, RetryPolicy, translate
 from kubelab.kube.notebook_env import NotebookEnv
 from kubelab.kube.watcher import Watcher
+from kubelab.logfiles import byte_range, file_text
 from kubelab.records import FAILED, RunDirectory, Status, new_id
 from kubelab.spec import ExperimentSpec
 
@@ -115,7 +116,9 @@ class KubernetesBackend(Backend):
         return builders.Target(
             run_id=run.id, run_dir=str(run.path), user=self.nb.user,
             name=names.job_name(spec.display_name, run.id, owner), namespace=self.nb.namespace,
-            sweep=status.sweep if status else None, trial=status.trial if status else None)
+            sweep=status.sweep if status else None, trial=status.trial if status else None,
+            pipeline=status.pipeline if status else None,
+            pipeline_step=status.pipeline_step if status else None)
 
     def render(self, spec: ExperimentSpec, run_id: str) -> list[Obj]:
         run_id = run_id if len(run_id) == 12 and run_id.isalnum() else new_id()
@@ -124,7 +127,10 @@ class KubernetesBackend(Backend):
 
     # -- submitting ------------------------------------------------------------------------
     def submit(self, run: RunDirectory, spec: ExperimentSpec) -> None:
+        from kubelab.shims import stage
+
         status = run.status()
+        stage(run.path)  # `import nni` and Polyaxon's client in the pod (see kubelab/shims.py)
         objects = builders.build(spec, self.target(run, spec, status), self.nb)
         if spec.engine == "kubeflow":
             self._require_kubeflow(KUBEFLOW[spec.framework])
@@ -403,15 +409,19 @@ class KubernetesBackend(Backend):
                 raise translate(exc, f"delete {kind} {name}") from exc
 
     # -- logs and events ---------------------------------------------------------------------
-    def logs(self, run: RunDirectory, replica: int = 0, follow: bool = False) -> Iterator[str]:
+    def logs(self, run: RunDirectory, replica: int = 0, follow: bool = False, start: int = 0,
+             idle: bool = False) -> Iterator[str]:
         """The replica's newest pod's log (with `follow`, across retries until the run ends);
         the archived copy in the run directory once the pods are gone."""
         archived = run.log_file(replica)
         if run.status().terminal and archived.exists():
             # Ended and archived: the copy is complete, while the watch cache may still show a
             # pod that the API has already deleted.
-            yield archived.read_text()
+            yield from file_text(archived, start)
             return
+        yield from byte_range(self._live_logs(run, replica, follow), start)
+
+    def _live_logs(self, run: RunDirectory, replica: int, follow: bool) -> Iterator[str]:
         seen: set[str] = set()
         while True:
             pod = self._replica_pod(run, replica)
@@ -423,25 +433,34 @@ class KubernetesBackend(Backend):
                     continue
                 seen.add(pod.name)
                 try:
-                    yield from self.api.pod_log(pod.name, _container(run), follow=follow)
+                    yield from self.api.pod_log(
+                        pod.name, _container(run), follow=follow,
+                        ended=lambda name=pod.name: self._log_ended(run, replica, name))
                 except ApiException as exc:
                     if exc.status not in (400, 404):
                         raise translate(exc, f"read the log of pod {pod.name}") from exc
                     if exc.status == 404 and run.log_file(replica).exists():
-                        yield run.log_file(replica).read_text()  # the pod is gone: archived
+                        yield from file_text(run.log_file(replica))  # the pod is gone: archived
                         return
                 if not follow:
                     return
             elif pod is None and not seen:
                 path = run.log_file(replica)
                 if path.exists():
-                    yield path.read_text()
+                    yield from file_text(path)
                     return
                 if not follow or run.status().terminal:
                     return
             if run.status().terminal:
                 return
             time.sleep(0.2)
+
+    def _log_ended(self, run: RunDirectory, replica: int, pod_name: str) -> bool:
+        """Whether a followed pod's log can have no more lines (its container is done)."""
+        if run.status().terminal:
+            return True
+        pod = self._replica_pod(run, replica)
+        return pod is None or pod.name != pod_name or pod.phase in ("Succeeded", "Failed")
 
     def _replica_pod(self, run: RunDirectory, replica: int) -> states.PodView | None:
         _, pods, _ = self._run_objects(run)

@@ -22,6 +22,7 @@ from kubelab.errors import FieldError, ValidationError
 from kubelab.kube import names
 from kubelab.kube.distributed_env import distributed_env, ports_for
 from kubelab.kube.notebook_env import NotebookEnv
+from kubelab.shims import SHIMS_DIR
 from kubelab.spec import ExperimentSpec
 
 CONTAINER = "trainer"
@@ -43,6 +44,8 @@ class Target:
     namespace: str | None = None
     sweep: str | None = None
     trial: int | None = None
+    pipeline: str | None = None
+    pipeline_step: str | None = None
 
     @property
     def service(self) -> str:
@@ -51,6 +54,9 @@ class Target:
     @property
     def ps_job(self) -> str:
         return names.ps_job_name(self.name)
+
+
+GPU_VISIBILITY = ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES")
 
 
 def is_distributed(spec: ExperimentSpec) -> bool:
@@ -80,6 +86,17 @@ def check(spec: ExperimentSpec, nb: NotebookEnv) -> None:
     if spec.engine == "kubeflow" and spec.framework not in KUBEFLOW_CONTAINER:
         problems.append(FieldError("engine", "kubeflow runs framework pytorch or tensorflow; "
                                    f"use engine: job for framework {spec.framework}"))
+    # The project group's placement and the GPU visibility are the lab's, not the spec's.
+    placed = {**nb.node_selector, **({nb.gpu_type_label: ""} if spec.resources.gpu_type else {})}
+    for key, value in spec.node_selector.items():
+        if key in nb.node_selector and value != nb.node_selector[key]:
+            problems.append(FieldError(f"node_selector.{key}", "your project group places pods on "
+                                       f"{key}={nb.node_selector[key]}; a spec cannot change that"))
+        elif key == nb.gpu_type_label and key in placed:
+            problems.append(FieldError(f"node_selector.{key}", "is set by resources.gpu_type"))
+    for name in GPU_VISIBILITY:
+        if name in spec.env:
+            problems.append(FieldError(f"env.{name}", "is set by kubelab from resources.gpus"))
     if problems:
         raise ValidationError("cannot run this experiment on Kubernetes", problems)
 
@@ -95,6 +112,9 @@ def labels(spec: ExperimentSpec, target: Target, role: str | None = None) -> dic
     }
     if target.sweep:
         values[names.SWEEP] = names.label_value(target.sweep)
+    if target.pipeline:  # `kubectl get jobs -l kubelab.io/pipeline=ID`
+        values[names.PIPELINE] = names.label_value(target.pipeline)
+        values[names.PIPELINE_STEP] = names.label_value(target.pipeline_step or "")
     if role:
         values[names.ROLE] = role
     return values
@@ -182,6 +202,9 @@ def pod_failure_policy() -> Manifest:
 def pod_template(spec: ExperimentSpec, target: Target, nb: NotebookEnv, role: str = "worker",
                  container_name: str = CONTAINER, with_ranks: bool = True) -> Manifest:
     env = trial_env(spec, target, nb)
+    if not spec.resources.gpus or role == "ps":
+        # On a GPU node the NVIDIA runtime shows every GPU to a container that asks for none.
+        env.append({"name": "NVIDIA_VISIBLE_DEVICES", "value": "none"})
     if with_ranks and is_distributed(spec):
         env += distributed_env(spec, target.name, target.service, target.ps_job, role)
     volumes = list(nb.volumes)
@@ -208,14 +231,14 @@ def pod_template(spec: ExperimentSpec, target: Target, nb: NotebookEnv, role: st
         "automountServiceAccountToken": False,  # training code needs no API access
         "enableServiceLinks": False,
         "securityContext": {"runAsNonRoot": True, "runAsUser": nb.uid, "runAsGroup": nb.gid,
-                            "fsGroup": nb.gid},
+                            "fsGroup": nb.gid, "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [container],
     }
     if nb.service_account:
         pod["serviceAccountName"] = nb.service_account
     if volumes:
         pod["volumes"] = volumes
-    selector = {**nb.node_selector, **spec.node_selector}
+    selector = {**spec.node_selector, **nb.node_selector}  # the group's placement wins (check refuses)
     if spec.resources.gpu_type and role != "ps":
         selector[nb.gpu_type_label] = spec.resources.gpu_type
     if selector:
@@ -256,9 +279,10 @@ def trial_env(spec: ExperimentSpec, target: Target, nb: NotebookEnv) -> list[Man
     )
     if nb.home:
         values["KUBELAB_HOME"] = nb.home
-    if spec.code is not None:
-        values["PYTHONPATH"] = ":".join(p for p in (f"{run_dir}/code",
-                                                    spec.env.get("PYTHONPATH")) if p)
+    # `import nni` / `from polyaxon import tracking` find kubelab's shims, staged by submit
+    code = f"{run_dir}/code" if spec.code is not None else None
+    values["PYTHONPATH"] = ":".join(p for p in (code, f"{run_dir}/{SHIMS_DIR}", spec.env.get("PYTHONPATH"))
+                                    if p)
     if target.sweep:
         values["KUBELAB_SWEEP_ID"] = target.sweep
         values["KUBELAB_TRIAL"] = "" if target.trial is None else str(target.trial)

@@ -189,23 +189,20 @@ class TunerChoice:
             reason = refusal(self.name, param)
             if reason:
                 problems.append(FieldError(param.path, reason))
+            elif self.name in ("grid", "bruteforce") and space.nested and param.grid_values() is None:
+                problems.append(FieldError(param.path, (
+                    f"{self.name} cannot divide '{param.name}' ever finer beside nested choices: "
+                    f"{param.type} has no finite list of values; use choice or quniform")))
         return problems
 
 
 def refusal(tuner: str, param: Parameter) -> str | None:
     """The sentence saying why `tuner` cannot search `param`, or None."""
     kind = param.type
-    if tuner in ("grid", "bruteforce"):
-        fix = "use quniform or choice"
-        if kind in ("uniform", "loguniform"):
-            return f"{tuner} cannot search '{param.name}': {kind} is continuous; {fix}"
-        if kind in ("normal", "lognormal"):
-            return f"{tuner} cannot search '{param.name}': {kind} is continuous and unbounded; {fix}"
-        if kind in ("qnormal", "qlognormal"):
-            return f"{tuner} cannot search '{param.name}': {kind} is unbounded; {fix}"
-        if param.grid_values() is None:
-            too_many = f"it has more than {MAX_GRID_VALUES} values; use a larger q"
-            return f"{tuner} cannot search '{param.name}': {too_many}"
+    if tuner in ("grid", "bruteforce") and param.grid_values() is None and "/" in param.key:
+        # Flat spaces get NNI's ever finer grid (progressive_grid); nested ones must enumerate.
+        return (f"{tuner} cannot search '{param.name}' inside a nested choice: {kind} has no finite "
+                f"list of values (at most {MAX_GRID_VALUES}); use choice or quniform there")
     if tuner == "cmaes" and kind == "choice":
         return (
             f"cmaes cannot search '{param.name}': choice is categorical and CMA-ES searches numbers only "

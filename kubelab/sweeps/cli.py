@@ -1,6 +1,6 @@
 """`kubelab sweep`: run and manage hyperparameter sweeps from a terminal.
 
-    kubelab sweep -f sweep.yml [--wait] [-o json]     # a kubelab sweep spec or an NNI config
+    kubelab sweep -f sweep.yml [--wait] [-o json]     # kubelab, NNI (v2/v1) or Polyaxon (group, matrix)
     kubelab sweep ls | show ID | stop ID | resume ID [--max-trials N] [--max-duration 2h]
 
 Works with no server running: the CLI starts the sweep's driver itself, and the server
@@ -25,7 +25,8 @@ def register(subparsers: Any) -> None:
         description="Run a sweep from a spec file (kubelab or NNI config), or manage sweeps.",
     )
     parser.set_defaults(handler=cmd_create)
-    parser.add_argument("-f", "--file", help="a sweep spec (YAML/JSON) or an NNI experiment config")
+    parser.add_argument("-f", "--file",
+                        help="a sweep spec (YAML/JSON), an NNI config or a Polyaxon group/matrix")
     parser.add_argument(
         "--wait", action="store_true", help="follow the trials; exit non-zero unless the sweep succeeds"
     )
@@ -68,16 +69,25 @@ def cmd_create(args: argparse.Namespace) -> int:
         )
     data, origin = read_document(Path(args.file), "file")
     base = origin.parent if origin else Path.cwd()
+    if isinstance(data, dict) and data.get("schedule") is not None:
+        raise ValidationError(f"{args.file} has a schedule", [FieldError(
+            "schedule", "a scheduled sweep is added with `kubelab schedule add -f FILE`; "
+            "remove the section to run it once now")])
+    return create_and_follow(data, base, args.wait, args.output)
+
+
+def create_and_follow(data: Any, base: Path, wait: bool, output: str | None) -> int:
+    """Create a sweep from a document (also `kubelab run -f` of one); print it or follow it."""
     sweeps = _sweeps()
     record = sweeps.create(data, base_dir=base)
-    if not args.wait:
-        if args.output == "json":
+    if not wait:
+        if output == "json":
             emit(record, "json")
         else:
             print(f"started sweep {record['id']} ({record['name']})", file=sys.stderr)
             print(record["id"])
         return 0
-    return follow(sweeps, record["id"], args.output)
+    return follow(sweeps, record["id"], output)
 
 
 def follow(sweeps: Any, sweep_id: str, output: str | None) -> int:

@@ -65,10 +65,14 @@ def parse_text(text: str, kind: str, field: str) -> Any:
         except json.JSONDecodeError as exc:
             reason = f"not valid JSON: line {exc.lineno} column {exc.colno}: {exc.msg}"
             raise ValidationError("invalid document", [FieldError(field, reason)]) from None
+        except (ValueError, RecursionError) as exc:  # 5,000-digit integers, 100,000 nested brackets
+            raise ValidationError("invalid document", [FieldError(field, f"not valid JSON: {exc}")]) from None
     import yaml  # lazily: only YAML documents need it
 
+    from kubelab import safe_yaml
+
     try:
-        return yaml.load(text, Loader=_unique_key_loader(yaml))
+        return safe_yaml.load(text, _unique_key_loader(yaml))
     except yaml.YAMLError as exc:
         reason = f"not valid YAML: {exc}".replace("\n", " ")
         raise ValidationError("invalid document", [FieldError(field, reason)]) from None
@@ -90,7 +94,9 @@ def _unique_key_loader(yaml: Any) -> Any:
     global _LOADER
     if _LOADER is None:
 
-        class UniqueKeyLoader(yaml.SafeLoader):
+        from kubelab.safe_yaml import NoAliasLoader
+
+        class UniqueKeyLoader(NoAliasLoader):
             def construct_mapping(self, node: Any, deep: bool = False) -> Any:
                 seen: set[Any] = set()
                 for key_node, _ in node.value:
@@ -107,5 +113,38 @@ def _unique_key_loader(yaml: Any) -> Any:
                     seen.add(key)
                 return super().construct_mapping(node, deep=deep)
 
+        _without_sexagesimal(yaml, UniqueKeyLoader)
         _LOADER = UniqueKeyLoader
     return _LOADER
+
+
+def yaml_loader() -> Any:
+    """The YAML loader documents are read with (duplicate keys refused, no base-60 numbers)."""
+    import yaml
+
+    return _unique_key_loader(yaml)
+
+
+def _without_sexagesimal(yaml: Any, loader: Any) -> None:
+    """YAML 1.1 reads `1:10:5` as the base-60 number 4205 and `0:1` as 1; YAML 1.2 dropped that.
+
+    Polyaxon writes ranges that way (`linspace: 1:10:5`), so they stay text, as YAML 1.2 reads them.
+    """
+    import re
+
+    loader.yaml_implicit_resolvers = {
+        first: [(tag, regexp) for tag, regexp in resolvers
+                if tag not in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+    loader.add_implicit_resolver(
+        "tag:yaml.org,2002:int",
+        re.compile(r"^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+)$"),
+        list("-+0123456789"),
+    )
+    loader.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(r"^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?"
+                   r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
+        list("-+0123456789."),
+    )

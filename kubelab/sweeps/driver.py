@@ -307,6 +307,8 @@ class Driver:
                 confine=self.state.confine,
                 sweep=self.sweep.id,
                 trial=entry.number,
+                pipeline=self.state.pipeline,
+                pipeline_step=self.state.pipeline_step,
             )
         except KubelabError as exc:
             reason = exc.message().replace("\n", ";")
@@ -452,11 +454,28 @@ class Driver:
             )
         if state.max_duration is not None and state.seconds() >= state.max_duration:
             return None, f"reached max_duration ({state.max_duration:g}s)", True
+        reached = self.reached_stop_at()
+        if reached is not None:
+            return None, reached, True
         if self.follows or self.may_start():
             return None
         if self.exhausted:
             return None, f"the {self.spec.tuner.name} tuner tried every configuration", False
         return None, f"ran max_trials ({state.max_trials}) trials", False
+
+    def reached_stop_at(self) -> str | None:
+        """Why the sweep ends early (Polyaxon's metric early stopping), or None."""
+        target = self.spec.stop_at
+        if target is None:
+            return None
+        maximize = self.spec.objective.direction == "maximize"
+        for entry in self.state.entries():
+            value = entry.value
+            if entry.state != COMPLETE or value is None:
+                continue
+            if value >= target if maximize else value <= target:
+                return f"trial {entry.number} reached stop_at ({self.metric}={value:.6g})"
+        return None
 
     def outcome(self, why: str) -> tuple[str, str]:
         entries = self.state.entries()

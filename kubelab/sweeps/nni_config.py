@@ -16,6 +16,7 @@ from typing import Any
 
 from kubelab.errors import FieldError, ValidationError, did_you_mean
 from kubelab.sweeps.documents import read_document
+from kubelab.sweeps.nni_v1 import is_nni_v1, v1_to_v2
 
 FIELDS = (
     "experimentName",
@@ -68,6 +69,7 @@ class _Converter:
         self.base_dir = base_dir
         self.errors: list[FieldError] = []
         self.directions: dict[str, str] = {}
+        self.budget: int | float | None = None  # Hyperband/BOHB's TRIAL_BUDGET
 
     def fail(self, path: str, reason: str) -> None:
         self.errors.append(FieldError(path, reason))
@@ -75,6 +77,8 @@ class _Converter:
     def convert(self, data: Any) -> dict[str, Any]:
         if not isinstance(data, dict):
             raise ValidationError("invalid NNI experiment config", [FieldError("", "must be a mapping")])
+        if is_nni_v1(data):
+            data = v1_to_v2(data)  # as NNI 3.0 reads a v1 file
         config: dict[str, Any] = {}
         for raw, value in data.items():
             name = _CANONICAL.get(_key(raw))
@@ -100,7 +104,11 @@ class _Converter:
         ):
             if config.get(source) is not None:
                 sweep[target] = config[source]
+        if config.get("maxTrialNumber") is None and config.get("maxExperimentDuration") is None:
+            sweep["until_stopped"] = True  # NNI runs such an experiment until it is stopped
         sweep["trial"] = self.trial(config)
+        if self.budget is not None:
+            sweep["trial"].setdefault("env", {})["KUBELAB_NNI_TRIAL_BUDGET"] = str(self.budget)
         if self.errors:
             raise ValidationError("invalid NNI experiment config", self.errors)
         return sweep
@@ -127,6 +135,32 @@ class _Converter:
                     f"must be local, not {platform!r}: kubelab runs trials on its own "
                     "backend (this machine or Kubernetes); remove trainingService",
                 )
+            else:
+                self.local_service(service, where)
+
+    def local_service(self, service: dict[str, Any], where: str) -> None:
+        """NNI's local training service settings: each honoured, or refused with the reason."""
+        for raw, value in service.items():
+            key = _key(raw)
+            path = f"{where}.{raw}"
+            if key in ("platform", "reusemode") and not (key == "reusemode" and value):
+                continue  # reuseMode false: a new process per trial, as kubelab runs them
+            if key == "reusemode":
+                self.fail(path, "trials always run in fresh processes here; remove reuseMode")
+            elif key == "useactivegpu":
+                # kubelab's machine-wide ledger gives each GPU to one run at a time, whoever asks;
+                # a desktop's display does not make a GPU busy. Both values run as NNI's do.
+                if not isinstance(value, bool):
+                    self.fail(path, f"must be true or false, not {value!r}")
+            elif key == "maxtrialnumberpergpu":
+                if value != 1:
+                    self.fail(path, f"kubelab gives each trial whole GPUs (1 trial per GPU), not {value!r}")
+            elif key == "gpuindices":
+                self.fail(path, "kubelab's allocator picks free GPUs on this machine; trials cannot be "
+                                "limited to given indices; remove gpuIndices")
+            else:
+                known = ("platform", "useActiveGpu", "maxTrialNumberPerGpu", "gpuIndices", "reuseMode")
+                self.fail(path, "unknown local training service setting" + did_you_mean(str(raw), known))
 
     def algorithm(self, value: Any, path: str) -> tuple[str, dict[str, Any]]:
         """`{name, classArgs}` → (name, args without optimize_mode, which becomes the objective)."""
@@ -178,6 +212,13 @@ class _Converter:
                     f"advisor.classArgs.{model_arg}",
                     "BOHB's model argument has no equivalent; Optuna's TPE sets its own",
                 )
+        # NNI's defaults: Hyperband R=60, BOHB max_budget=3. Optuna's Hyperband runs each trial
+        # up to this budget (pruning the weak ones early), so TRIAL_BUDGET is the largest one.
+        budget_key = "R" if kind == "hyperband" else "max_budget"
+        args.setdefault(budget_key, 60 if kind == "hyperband" else 3)
+        if kind == "bohb":
+            args.setdefault("min_budget", 1)
+        self.budget = args[budget_key]
         sweep["tuner"] = {"name": "random" if kind == "hyperband" else "tpe", "args": {}}
         sweep["early_stopping"] = {"name": "hyperband", "args": args}
         return sweep["tuner"]["name"]

@@ -44,11 +44,13 @@ class Sweeps:
         self.store = SweepStore(lab.home)
 
     # -- creating -------------------------------------------------------------------------
-    def create(self, data: Any, base_dir: Path | None = None, confine: bool = False) -> dict[str, Any]:
+    def create(self, data: Any, base_dir: Path | None = None, confine: bool = False,
+               pipeline: str | None = None, pipeline_step: str | None = None) -> dict[str, Any]:
         """Validate a sweep spec (or `{"nni": config}`), record it and start its driver.
 
         Every check runs before anything is written: a refused sweep leaves no folder,
-        no study and no trial behind.
+        no study and no trial behind. `pipeline` and `pipeline_step` label a sweep a
+        pipeline started (and its trials).
         """
         base = Path(base_dir or Path.cwd()).resolve()
         spec = self.validate(data, base, confine)
@@ -67,6 +69,8 @@ class Sweeps:
                 max_duration=spec.max_duration,
                 max_failed_trials=spec.max_failed_trials,
                 running_since=time.time(),
+                pipeline=pipeline,
+                pipeline_step=pipeline_step,
             )
             sweep.write_state(state)
             final = self.store.sweep(sweep_id)
@@ -106,14 +110,10 @@ class Sweeps:
 
     @staticmethod
     def spec_mapping(data: Any, base: Path) -> Any:
-        """A sweep spec mapping from kubelab's own format or an NNI experiment config."""
-        from kubelab.sweeps.nni_config import nni_to_sweep
+        """A sweep spec mapping from kubelab's own format, an NNI config or a Polyaxon matrix."""
+        from kubelab.formats import sweep_mapping
 
-        if isinstance(data, dict) and set(data) == {"nni"}:
-            return nni_to_sweep(data["nni"], base_dir=base)
-        if isinstance(data, dict) and any(k.lower().replace("_", "") == "trialcommand" for k in data):
-            return nni_to_sweep(data, base_dir=base)
-        return data
+        return sweep_mapping(data, base)
 
     @staticmethod
     def _confined(base: Path, target: Path, field: str) -> None:
@@ -354,6 +354,8 @@ def sweep_record(sweep: SweepDirectory, state: SweepState) -> dict[str, Any]:
         "finished_at": state.finished_at,
         "duration": round(state.seconds(), 3),
         "user": state.user,
+        "pipeline": state.pipeline,
+        "pipeline_step": state.pipeline_step,
     }
 
 

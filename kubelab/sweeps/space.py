@@ -23,6 +23,7 @@ from typing import Any
 
 from kubelab.errors import FieldError, ValidationError, did_you_mean
 from kubelab.sweeps.documents import read_document
+from kubelab.sweeps.space_names import check_collisions, check_keys, flatten_scope, qualify
 
 Scalar = str | int | float | bool | None
 
@@ -69,6 +70,12 @@ class Parameter:
     options: tuple[Option, ...] = ()
     path: str = ""
     key: str = ""
+    flat: str = ""  # its name in flat parameters when `name` alone is ambiguous
+
+    @property
+    def flat_name(self) -> str:
+        """The name a trial's flat parameters (KUBELAB_PARAMS, `{{ name }}`) use for it."""
+        return self.flat or self.name
 
     @property
     def low(self) -> float:
@@ -148,8 +155,10 @@ class SearchSpace:
             )
         params = _parse_scope(data, root, "", errors)
         if not errors:
-            _check_collisions(params, errors)
-            _check_keys(params, errors)
+            ambiguous: set[str] = set()
+            check_collisions(params, ambiguous)
+            params = qualify(params, ambiguous)
+            check_keys(params, errors)
         if errors:
             raise ValidationError("invalid search space", errors)
         return cls(params, _plain(data))
@@ -177,17 +186,16 @@ class SearchSpace:
 
     def flat_names(self) -> list[str]:
         """Every name a trial may receive in its flat parameters."""
-        return list(dict.fromkeys(p.name for p in self.walk()))
+        return list(dict.fromkeys(p.flat_name for p in self.walk()))
 
     def flatten(self, params: Mapping[str, Any]) -> dict[str, Scalar]:
-        """NNI-shaped params → flat ones: a nested choice gives its `_name` and its own parameters."""
+        """NNI-shaped params → flat ones: a nested choice gives its `_name` and its own parameters.
+
+        A nested name that is also used elsewhere (NNI allows `kernel_size` under two layers)
+        is qualified by its storage key with dots: `layer1.conv.kernel_size`.
+        """
         flat: dict[str, Scalar] = {}
-        for name, value in params.items():
-            if isinstance(value, Mapping) and "_name" in value:
-                flat[name] = value["_name"]
-                flat.update(self.flatten({k: v for k, v in value.items() if k != "_name"}))
-            else:
-                flat[name] = value
+        flatten_scope(self.params, params, flat)
         return flat
 
     def grid_size(self) -> int | None:
@@ -199,14 +207,14 @@ class SearchSpace:
         values: dict[str, Scalar] = {}
         for p in self.walk():
             if p.type == "choice":
-                values.setdefault(p.name, p.options[0].value)
+                values.setdefault(p.flat_name, p.options[0].value)
             elif p.type == "randint":
-                values.setdefault(p.name, int(p.low))
+                values.setdefault(p.flat_name, int(p.low))
             elif p.unbounded:
                 mean = p.mu if p.type in ("normal", "qnormal") else math.exp(p.mu)
-                values.setdefault(p.name, p.quantize(mean))
+                values.setdefault(p.flat_name, p.quantize(mean))
             else:
-                values.setdefault(p.name, p.quantize(float(p.low)))
+                values.setdefault(p.flat_name, p.quantize(float(p.low)))
         return values
 
 
@@ -347,9 +355,9 @@ def _parse_numbers(
     before = len(errors)
     if kind == "randint":
         for index, value in enumerate(numbers):
-            if float(value) != int(value):
+            if not isinstance(value, int):  # NNI refuses 1.0 too: its bounds are integers
                 errors.append(
-                    FieldError(f"{path}[{index}]", f"randint bounds must be whole numbers, not {value!r}")
+                    FieldError(f"{path}[{index}]", f"randint bounds must be integers, not {value!r}")
                 )
         if len(errors) == before and numbers[0] >= numbers[1]:
             errors.append(
@@ -368,64 +376,14 @@ def _parse_numbers(
             errors.append(
                 FieldError(f"{path}[0]", f"{kind} needs low > 0 (it searches log(x)), not {numbers[0]}")
             )
-        if numbers[0] >= numbers[1]:
-            errors.append(FieldError(path, f"low ({numbers[0]}) must be below high ({numbers[1]})"))
+        if numbers[0] > numbers[1]:  # equal bounds are one value, as NNI accepts them
+            errors.append(FieldError(path, f"low ({numbers[0]}) must not be above high ({numbers[1]})"))
     if kind.startswith("q") and numbers[2] <= 0:
         errors.append(FieldError(f"{path}[2]", f"q must be above 0, not {numbers[2]}"))
     return None if len(errors) > before else numbers
 
 
 # -- whole-space checks --------------------------------------------------------------
-
-
-def _check_collisions(params: tuple[Parameter, ...], errors: list[FieldError]) -> dict[str, str]:
-    """Names that can be active in one trial must differ: they share the flat parameter dict.
-
-    Options of one choice exclude each other, so they may reuse names among themselves.
-    Returns every name this scope can set, with where it was first written.
-    """
-    seen: dict[str, str] = {}
-    for param in params:
-        names = {param.name: param.path}
-        for option in param.options:
-            if option.space is None:
-                continue
-            for name, path in _check_collisions(option.space, errors).items():
-                if name == param.name:
-                    errors.append(
-                        FieldError(
-                            path,
-                            f"'{name}' is also the choice at {param.path}; both would be set in one trial",
-                        )
-                    )
-                else:
-                    names.setdefault(name, path)
-        for name, path in names.items():
-            if name in seen:
-                errors.append(
-                    FieldError(
-                        path,
-                        f"'{name}' is also defined at {seen[name]}; both can be active in "
-                        "one trial, so their values would collide in the flat parameters",
-                    )
-                )
-            else:
-                seen[name] = path
-    return seen
-
-
-def _check_keys(params: tuple[Parameter, ...], errors: list[FieldError]) -> None:
-    keys: dict[str, str] = {}
-    for param in _walk(params):
-        if param.key in keys:
-            errors.append(
-                FieldError(
-                    param.path,
-                    f"its storage key '{param.key}' is also used by {keys[param.key]}; "
-                    "avoid '/' in parameter names",
-                )
-            )
-        keys.setdefault(param.key, param.path)
 
 
 def _walk(params: tuple[Parameter, ...]) -> Iterator[Parameter]:

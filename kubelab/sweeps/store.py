@@ -74,6 +74,8 @@ class SweepState:
     running_since: float | None = None  # wall clock when the current Running segment began
     driver_pid: int | None = None
     driver_started: float | None = None
+    pipeline: str | None = None  # the pipeline and step that started this sweep, if any
+    pipeline_step: str | None = None
     trials: dict[str, TrialEntry] = field(default_factory=dict)
 
     def seconds(self, now: float | None = None) -> float:

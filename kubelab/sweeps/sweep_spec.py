@@ -9,6 +9,7 @@ experiment spec checked with a representative value for each search-space name, 
 from __future__ import annotations
 
 import copy
+import math
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,10 @@ class SweepSpec:
     parameter_style: str = "all"
     trial: dict[str, Any] = field(default_factory=dict)
     batch: list[dict[str, Any]] | None = None
+    # NNI runs a config without maxTrialNumber/maxExperimentDuration until it is stopped.
+    until_stopped: bool = False
+    # Polyaxon's early stopping: the sweep ends once a trial's objective reaches this value.
+    stop_at: float | None = None
 
     @classmethod
     def parse(cls, data: Any, base_dir: str | Path | None = None) -> SweepSpec:
@@ -68,6 +73,8 @@ class SweepSpec:
             "parameter_style": self.parameter_style,
             "trial": copy.deepcopy(self.trial),
             "batch": copy.deepcopy(self.batch),
+            "until_stopped": self.until_stopped,
+            "stop_at": self.stop_at,
         }
 
     def make_tuner(self, storage: Any = None, study_name: str | None = None) -> Any:
@@ -147,9 +154,14 @@ class _Parser:
         if not problems_at(self.errors, ("tuner", "space", "space_file")):
             self.errors += tuner.check(spec.space, root="space_file" if spec.space_file else "space")
         self.directions(spec)
-        if data.get("max_trials") is None and data.get("max_duration") is None and not tuner.exhaustive:
+        spec.until_stopped = self.flag(data, "until_stopped")
+        spec.stop_at = self.threshold(data.get("stop_at"))
+        unbounded = data.get("max_trials") is None and data.get("max_duration") is None
+        if unbounded and not tuner.exhaustive and not spec.until_stopped:
             self.fail(
-                "max_trials", f"set max_trials or max_duration: {tuner.name} never runs out of suggestions"
+                "max_trials",
+                f"set max_trials or max_duration: {tuner.name} never runs out of suggestions "
+                "(or until_stopped: true to run until `kubelab sweep stop`)",
             )
         spec.trial = self.trial(data.get("trial"), spec)
         if self.errors:
@@ -162,6 +174,22 @@ class _Parser:
             self.fail(key, "must be a string of at most 200 characters")
             return ""
         return value
+
+    def flag(self, data: dict, key: str) -> bool:
+        value = data.get(key, False)
+        if not isinstance(value, bool):
+            self.fail(key, f"must be true or false, not {value!r}")
+            return False
+        return value
+
+    def threshold(self, value: Any) -> float | None:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            reason = f"must be a finite number (the objective value that ends the sweep), not {value!r}"
+            self.fail("stop_at", reason)
+            return None
+        return float(value)
 
     def count(self, data: dict, key: str, minimum: int) -> int | None:
         value = data.get(key)

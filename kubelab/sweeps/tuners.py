@@ -25,6 +25,7 @@ from optuna.trial import TrialState
 from kubelab.errors import Conflict, FieldError, NotFound, ValidationError
 from kubelab.sweeps import encoding
 from kubelab.sweeps.algorithms import TunerChoice, check_batch, check_tuner
+from kubelab.sweeps.progressive_grid import ProgressiveGrid, needs_progressive
 from kubelab.sweeps.pruners import PrunerChoice, check_pruner
 from kubelab.sweeps.space import Option, Parameter, Scalar, SearchSpace
 
@@ -92,9 +93,13 @@ class Tuner:
         existing = len(self.study.get_trials(deepcopy=False))
         self.study.sampler = build_sampler(self.choice, seed, existing)
         self._handles: dict[int, optuna.trial.Trial] = {}
+        grid = self.choice.name in ("grid", "bruteforce")
+        # NNI's grid divides continuous ranges ever finer: its configurations are enqueued.
+        self._progressive = ProgressiveGrid(space) if grid and needs_progressive(space) else None
+        if self._progressive is not None:
+            self.study.sampler = optuna.samplers.RandomSampler(seed=seed)
         self._dists = {
-            p.key: encoding.distribution(p, finite=self.choice.name in ("grid", "bruteforce"))
-            for p in space.walk()
+            p.key: encoding.distribution(p, finite=grid and self._progressive is None) for p in space.walk()
         }
         self._batch_choices = _batch_choices(self._batch)
         self._finish_interrupted_asks()
@@ -108,6 +113,8 @@ class Tuner:
         if self._batch is not None and not self._trials(TrialState.WAITING):
             config = self._batch[len(self._trials())]
             self.study.enqueue_trial({k: v for k, v in config.items()})
+        if self._progressive is not None and not self._trials(TrialState.WAITING):
+            self.study.enqueue_trial(self._progressive.nth(len(self._trials())))
         trial = self.study.ask()
         self._handles[trial.number] = trial
         return self._fill(trial)
@@ -162,6 +169,9 @@ class Tuner:
             return len(self._trials()) >= len(self._batch) and not self._trials(TrialState.WAITING)
         if self.choice.name not in ("grid", "bruteforce"):
             return False
+        if self._progressive is not None:
+            waiting = self._trials(TrialState.WAITING)
+            return not waiting and self._progressive.nth(len(self._trials())) is None
         seen = {
             json.dumps(t.user_attrs[PARAMS_ATTR], sort_keys=True)
             for t in self._trials()

@@ -52,6 +52,7 @@ import {
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- isEnabled must answer synchronously
 import { TERMINAL_STATES } from './model';
 import { CommandIDs, createSidebar, ROW_ACTIONS, SIDEBAR_ID } from './panel';
+import { pipelinesPlugin } from './pipelines';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
 import { DEFAULT_SETTINGS, IKubelabSettings, readSettings } from './settings';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
@@ -626,4 +627,4 @@ async function openOutput(
   URL.revokeObjectURL(link.href);
 }
 
-export default plugin;
+export default [plugin, pipelinesPlugin];

@@ -42,6 +42,8 @@ export interface IExperimentRecord {
   tags: string[];
   sweep: string | null;
   trial: number | null;
+  pipeline: string | null;
+  pipeline_step: string | null;
   metrics: Record<string, number>;
   step: number | null;
   resources: Record<string, unknown>;

@@ -70,7 +70,7 @@ def test_render_prints_without_creating(cli, lab_env):
     [
         (("run", "--gpus", "-1", "--", "true"), "resources.gpus: must be 0 or more, not -1"),
         (("run", "--memory", "lots", "--", "true"), "resources.memory: 'lots' is not a Kubernetes quantity"),
-        (("run", "-P", "novalue", "--", "true"), "param: 'novalue' must be NAME=VALUE"),
+        (("run", "-P", "novalue", "--", "true"), "param: must be NAME=VALUE, not 'novalue'"),
         (("run", "-f", "missing.yaml"), "file: no such file: missing.yaml"),
         (("run", "--framework", "jax", "--", "true"), "framework: must be one of"),
         (("show", "000000000000"), "no experiment '000000000000'"),

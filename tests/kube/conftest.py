@@ -1,10 +1,10 @@
 """Fixtures for the Kubernetes backend: a user namespace with the notebook's Role, a backend
 authenticated as the notebook's ServiceAccount, and a Lab on top of it.
 
-Against the test API server (default) the backend runs with a ServiceAccount token bound by
-`hub_config/rbac/notebook-role.yaml`, so every test also proves that Role is sufficient.
-With `KUBELAB_TEST_KUBECONFIG` the same tests run against a real cluster with that config in
-a fresh namespace; tests that need the server's controls skip there.
+On the loopback control plane (tests/controlplane) the backend runs with a bound token of the
+`notebook` ServiceAccount, whose only rights come from `hub_config/rbac/notebook-role.yaml`,
+so every test also proves that Role is sufficient. With `KUBELAB_TEST_KUBECONFIG` the same tests
+run against a real cluster in fresh namespaces; tests that drive simulated nodes skip there.
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kube_support import notebook_env, pods_of, role_documents, wait_for  # noqa: F401
-from kubeapi.fixtures import real_kubeconfig
+from kube_support import PROJECT_LABEL, notebook_env, role_documents
 from kubernetes import client, config
 
 from kubelab.kube.backend import KubernetesBackend
@@ -26,39 +25,52 @@ from kubelab.lab import Lab
 FAST_RETRY = RetryPolicy(attempts=4, base_delay=0.01, max_delay=0.05)
 
 
-
-
 @pytest.fixture
 def admin(kubeconfig: Path) -> Iterator[client.ApiClient]:
     with config.new_client_from_config(str(kubeconfig)) as api:
         yield api
 
 
-@pytest.fixture
-def namespace(admin: client.ApiClient) -> Iterator[str]:
+def make_namespace(admin: client.ApiClient, service_account: str = "notebook") -> str:
     name = f"kl-{uuid.uuid4().hex[:8]}"
     core = client.CoreV1Api(admin)
     core.create_namespace({"metadata": {"name": name}})
     rbac = client.RbacAuthorizationV1Api(admin)
-    role, binding = role_documents(name, "notebook")
+    role, binding = role_documents(name, service_account)
     rbac.create_namespaced_role(name, role)
     rbac.create_namespaced_role_binding(name, binding)
-    core.create_namespaced_service_account(name, {"metadata": {"name": "notebook"}})
-    yield name
-    if real_kubeconfig():
-        core.delete_namespace(name)
+    core.create_namespaced_service_account(name, {"metadata": {"name": service_account}})
+    for claim in ("home-alice", "archive-alice"):   # what notebook_env mounts, as a spawner makes
+        core.create_namespaced_persistent_volume_claim(name, {
+            "metadata": {"name": claim},
+            "spec": {"accessModes": ["ReadWriteOnce"],
+                     "resources": {"requests": {"storage": "1Gi"}}}})
+    return name
 
 
 @pytest.fixture
-def notebook_kubeconfig(request: pytest.FixtureRequest, kubeconfig: Path, namespace: str,
-                        tmp_path: Path) -> Path:
-    """Credentials of the notebook's ServiceAccount (the admin's on a real cluster)."""
-    if real_kubeconfig():
-        return kubeconfig
-    server = request.getfixturevalue("kube_api")
-    token = server.token_for(namespace, "notebook")
-    return server.write_kubeconfig(tmp_path / "notebook-kubeconfig", token=token,
-                                   namespace=namespace)
+def namespace(admin: client.ApiClient) -> Iterator[str]:
+    name = make_namespace(admin)
+    yield name
+    client.CoreV1Api(admin).delete_namespace(name)   # Terminating; the cluster cleans up
+
+
+@pytest.fixture
+def notebook_kubeconfig(cluster: Any, namespace: str, tmp_path: Path) -> Path:
+    """Credentials of the notebook's ServiceAccount: a bound token, as its pod would have."""
+    return cluster.write_kubeconfig(tmp_path / "notebook-kubeconfig",
+                                    token=cluster.token_for(namespace, "notebook"),
+                                    namespace=namespace)
+
+
+@pytest.fixture
+def project_node(make_node: Callable[..., str], namespace: str) -> Callable[..., str]:
+    """A simulated node only this test's experiments select (its project label)."""
+
+    def make(prefix: str = "n", labels: dict[str, str] | None = None, **fields: Any) -> str:
+        return make_node(prefix, labels={PROJECT_LABEL: namespace, **(labels or {})}, **fields)
+
+    return make
 
 
 @pytest.fixture
@@ -68,16 +80,15 @@ def home(tmp_path: Path) -> Path:
     return path
 
 
-
-
 @pytest.fixture
 def make_backend(notebook_kubeconfig: Path, namespace: str, home: Path
                  ) -> Iterator[Callable[..., KubernetesBackend]]:
     made: list[KubernetesBackend] = []
 
-    def make(start: bool = True, **changes: Any) -> KubernetesBackend:
+    def make(start: bool = True, kubeconfig: Path | None = None,
+             **changes: Any) -> KubernetesBackend:
         backend = KubernetesBackend.from_kubeconfig(
-            notebook_kubeconfig, notebook_env(namespace, home, **changes),
+            kubeconfig or notebook_kubeconfig, notebook_env(namespace, home, **changes),
             runs_root=home / "runs", retry=FAST_RETRY, watch_timeout=30)
         made.append(backend)
         if start:
@@ -98,7 +109,3 @@ def backend(make_backend: Callable[..., KubernetesBackend]) -> KubernetesBackend
 @pytest.fixture
 def lab(home: Path, backend: KubernetesBackend) -> Lab:
     return Lab(home=home, backend=backend, user="alice")
-
-
-
-

@@ -8,11 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from kubernetes import client
 
 from kubelab.kube.notebook_env import NotebookEnv
 
 ROLE_FILE = Path(__file__).resolve().parents[2] / "hub_config" / "rbac" / "notebook-role.yaml"
 IMAGE = "registry.example.org/lab/notebook:2024.1"
+PROJECT_LABEL = "lab.example.org/project"
 
 
 def role_documents(namespace: str, service_account: str) -> list[dict[str, Any]]:
@@ -25,6 +27,8 @@ def role_documents(namespace: str, service_account: str) -> list[dict[str, Any]]
 
 
 def notebook_env(namespace: str, home: Path, **changes: Any) -> NotebookEnv:
+    """The notebook's settings; its project (node selector) is the namespace, so a test's
+    pods land only on the nodes that test made (`project_node`)."""
     values: dict[str, Any] = dict(
         namespace=namespace,
         image=IMAGE,
@@ -40,13 +44,13 @@ def notebook_env(namespace: str, home: Path, **changes: Any) -> NotebookEnv:
         ],
         shm="2Gi",
         home=str(home),
-        node_selector={"lab.example.org/project": "vision"},
+        node_selector={PROJECT_LABEL: namespace},
     )
     values.update(changes)
     return NotebookEnv(**values)
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "") -> Any:
+def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
     """Poll until `predicate()` is truthy; fail with `what` and the last value otherwise."""
     deadline = time.monotonic() + timeout
     value = None
@@ -54,19 +58,27 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, what: str = ""
         value = predicate()
         if value:
             return value
-        time.sleep(0.02)
+        time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what or predicate}: last value {value!r}")
 
 
-def pods_of(server: Any, namespace: str, run_id: str) -> list[dict[str, Any]]:
-    pods = [
-        p
-        for p in server.objects("pods", namespace)
-        if p["metadata"]["labels"].get("kubelab.io/experiment") == run_id
-    ]
-    return sorted(
-        pods,
-        key=lambda p: (p["metadata"].get("annotations") or {}).get(
-            "batch.kubernetes.io/job-completion-index", ""
-        ),
-    )
+def objects(admin: client.ApiClient, kind: str, namespace: str,
+            selector: str | None = None) -> list[dict[str, Any]]:
+    """Live objects of `kind` (pods, services, jobs, pvcs, …) as plain dicts."""
+    core, batch = client.CoreV1Api(admin), client.BatchV1Api(admin)
+    listing = {
+        "pods": core.list_namespaced_pod, "services": core.list_namespaced_service,
+        "jobs": batch.list_namespaced_job, "secrets": core.list_namespaced_secret,
+        "configmaps": core.list_namespaced_config_map,
+        "pvcs": core.list_namespaced_persistent_volume_claim,
+    }[kind]
+    items = listing(namespace, label_selector=selector or "").items
+    return [admin.sanitize_for_serialization(item) for item in items]
+
+
+def pods_of(admin: client.ApiClient, namespace: str, run_id: str) -> list[dict[str, Any]]:
+    """An experiment's live pods, in completion-index order."""
+    pods = [p for p in objects(admin, "pods", namespace, f"kubelab.io/experiment={run_id}")
+            if not p["metadata"].get("deletionTimestamp")]
+    return sorted(pods, key=lambda p: ((p["metadata"].get("annotations") or {}).get(
+        "batch.kubernetes.io/job-completion-index", ""), p["metadata"]["creationTimestamp"]))

@@ -1,19 +1,19 @@
-"""Distributed layouts on the test API server: Indexed Jobs with a headless Service, parameter
-servers, Kubeflow jobs (decided by discovery) and Kueue queues."""
+"""Distributed layouts on the real control plane: Indexed Jobs with a headless Service,
+parameter servers, Kubeflow jobs (decided by discovery) and Kueue-style suspended Jobs."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kube_support import notebook_env, pods_of, wait_for
+from controlplane.crds import TRAINING_OPERATOR, training_operator_crd
+from kube_support import objects, pods_of, wait_for
+from kubernetes import client
 
 from kubelab.errors import ValidationError
-from kubelab.kube.backend import KubernetesBackend
 from kubelab.lab import Lab
-
-NODE = {"lab.example.org/project": "vision"}
 
 
 def submit(lab: Lab, home: Path, **fields) -> str:
@@ -26,17 +26,30 @@ def env_of(pod: dict) -> dict[str, dict]:
     return {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
 
 
+def experiment_objects(admin, kind: str, namespace: str, run_id: str) -> list[dict]:
+    return objects(admin, kind, namespace, f"kubelab.io/experiment={run_id}")
+
+
+@pytest.fixture
+def training_operator(simulated_cluster) -> Iterator[None]:
+    """The Training Operator's API (its CRDs) is served; the test plays the operator."""
+    for kind in TRAINING_OPERATOR:
+        simulated_cluster.install_crd(training_operator_crd(kind))
+    yield
+    for kind in TRAINING_OPERATOR:
+        simulated_cluster.remove_crd(f"{kind.lower()}s.kubeflow.org")
+
+
 @pytest.mark.parametrize("framework, replicas", [("pytorch", 4), ("paddle", 3)])
-def test_replicas_get_stable_names_and_ranks(kube_api, lab: Lab, namespace: str, home: Path,
-                                             framework: str, replicas: int) -> None:
-    kube_api.add_node("n1", cpu="64", memory="256Gi", labels=NODE)
+def test_replicas_get_stable_names_and_ranks(simulated_cluster, project_node, admin, lab: Lab,
+                                             namespace: str, home: Path, framework: str,
+                                             replicas: int) -> None:
+    project_node(cpu="64", memory="256Gi")
     run_id = submit(lab, home, framework=framework, replicas=replicas)
-    services = [s for s in kube_api.objects("services", namespace)
-                if s["metadata"]["labels"].get("kubelab.io/experiment") == run_id]
+    services = experiment_objects(admin, "services", namespace, run_id)
     assert len(services) == 1 and services[0]["spec"]["clusterIP"] == "None"
-    pods = wait_for(lambda: len(p := pods_of(kube_api, namespace, run_id)) == replicas and p)
-    (job,) = [j for j in kube_api.objects("jobs.batch", namespace)
-              if j["metadata"]["labels"].get("kubelab.io/experiment") == run_id]
+    pods = wait_for(lambda: len(p := pods_of(admin, namespace, run_id)) == replicas and p)
+    (job,) = experiment_objects(admin, "jobs", namespace, run_id)
     job_name, service = job["metadata"]["name"], services[0]["metadata"]["name"]
     for index, pod in enumerate(pods):
         assert pod["spec"]["hostname"] == f"{job_name}-{index}"
@@ -47,53 +60,73 @@ def test_replicas_get_stable_names_and_ranks(kube_api, lab: Lab, namespace: str,
     else:
         endpoints = env_of(pods[0])["PADDLE_TRAINER_ENDPOINTS"]["value"].split(",")
         assert endpoints[2].startswith(f"{job_name}-2.{service}:")
-    for pod in pods:
-        kube_api.run_pod(namespace, pod["metadata"]["name"])
     wait_for(lambda: lab.get(run_id)["status"] == "Running", what="Running")
     assert lab.get(run_id)["reason"] == f"{replicas}/{replicas} replicas running"
     for pod in pods:
-        kube_api.succeed_pod(namespace, pod["metadata"]["name"])
+        simulated_cluster.end_pod(namespace, pod["metadata"]["name"])
     wait_for(lambda: lab.get(run_id)["status"] == "Succeeded", what="Succeeded")
     record = lab.get(run_id)
     assert [r["index"] for r in record["replica_status"]] == list(range(replicas))
-    wait_for(lambda: not [s for s in kube_api.objects("services", namespace)
-                          if s["metadata"]["name"] == service], what="Service cleanup")
+    wait_for(lambda: not experiment_objects(admin, "services", namespace, run_id),
+             what="Service cleanup")
 
 
-def test_tensorflow_with_parameter_servers(kube_api, lab: Lab, namespace: str,
-                                           home: Path) -> None:
-    kube_api.add_node("n1", cpu="64", memory="256Gi", labels=NODE)
+def test_pytorch_on_a100_nodes(simulated_cluster, admin, make_backend, namespace: str,
+                               home: Path) -> None:
+    """The lab's own fleet: 4 replicas with a GPU each land on the simulated A100 nodes."""
+    lab = Lab(home=home, backend=make_backend(node_selector={}), user="alice")
+    run_id = submit(lab, home, framework="pytorch", replicas=4,
+                    resources={"cpu": "2", "memory": "8Gi", "gpus": 1, "gpu_type": "A100"})
+    pods = wait_for(lambda: len(p := pods_of(admin, namespace, run_id)) == 4
+                    and all(x["spec"].get("nodeName") for x in p) and p, what="4 placed pods")
+    assert {p["spec"]["nodeName"] for p in pods} <= {"a100-0", "a100-1"}
+    wait_for(lambda: lab.get(run_id)["status"] == "Running", what="Running")
+    for pod in pods:
+        simulated_cluster.end_pod(namespace, pod["metadata"]["name"])
+    assert wait_for(lambda: (r := lab.get(run_id))["status"] == "Succeeded" and r,
+                    what="Succeeded")["exit_code"] == 0
+
+
+def test_more_gpus_than_any_node_shows_the_scheduler_reason(admin, make_backend,
+                                                            namespace: str, home: Path) -> None:
+    lab = Lab(home=home, backend=make_backend(node_selector={}), user="alice")
+    run_id = submit(lab, home, resources={"cpu": "1", "memory": "1Gi", "gpus": 16, "gpu_type": "A100"})
+    record = wait_for(lambda: "nodes are available" in (r := lab.get(run_id))["reason"] and r,
+                      what="the scheduler's reason")
+    assert record["status"] == "Pending"
+    assert "Insufficient nvidia.com/gpu" in record["reason"]
+
+
+def test_tensorflow_with_parameter_servers(simulated_cluster, project_node, admin, lab: Lab,
+                                           namespace: str, home: Path) -> None:
+    project_node(cpu="64", memory="256Gi")
     run_id = submit(lab, home, framework="tensorflow", replicas=2, parameter_servers=1)
-    pods = wait_for(lambda: len(p := pods_of(kube_api, namespace, run_id)) == 3 and p)
+    pods = wait_for(lambda: len(p := pods_of(admin, namespace, run_id)) == 3 and p)
     roles = sorted(p["metadata"]["labels"]["kubelab.io/role"] for p in pods)
     assert roles == ["ps", "worker", "worker"]
     ps = next(p for p in pods if p["metadata"]["labels"]["kubelab.io/role"] == "ps")
     config = json.loads(env_of(ps)["TF_CONFIG"]["value"].replace("$(KUBELAB_PS_INDEX)", "0"))
     assert config["task"] == {"type": "ps", "index": 0} and len(config["cluster"]["worker"]) == 2
-    for pod in pods:
-        kube_api.run_pod(namespace, pod["metadata"]["name"])
     wait_for(lambda: lab.get(run_id)["status"] == "Running")
     for pod in pods:
         if pod is not ps:
-            kube_api.succeed_pod(namespace, pod["metadata"]["name"])
+            simulated_cluster.end_pod(namespace, pod["metadata"]["name"])
     wait_for(lambda: lab.get(run_id)["status"] == "Succeeded", what="workers decide")
     # parameter servers never finish on their own: kubelab removes them when the workers end
-    wait_for(lambda: not [j for j in kube_api.objects("jobs.batch", namespace)
+    wait_for(lambda: not [j for j in experiment_objects(admin, "jobs", namespace, run_id)
                           if j["metadata"]["name"].endswith("-ps")], what="ps Job removed")
 
 
-def test_kubeflow_engine_when_the_operator_is_served(kube_api, lab: Lab, namespace: str,
-                                                     home: Path, admin) -> None:
-    from kubernetes import client
-
+def test_kubeflow_engine_when_the_operator_is_served(training_operator, lab: Lab,
+                                                     namespace: str, home: Path,
+                                                     admin) -> None:
     run_id = submit(lab, home, framework="pytorch", replicas=3, engine="kubeflow")
-    (job,) = kube_api.objects("pytorchjobs.kubeflow.org", namespace)
+    custom = client.CustomObjectsApi(admin)
+    (job,) = custom.list_namespaced_custom_object("kubeflow.org", "v1", namespace,
+                                                  "pytorchjobs")["items"]
     assert job["metadata"]["labels"]["kubelab.io/experiment"] == run_id
     assert job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
-    custom = client.CustomObjectsApi(admin)
     name = job["metadata"]["name"]
-    job = custom.get_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs",
-                                              name)
     job["status"] = {"conditions": [{"type": "Running", "status": "True",
                                      "reason": "PyTorchJobRunning", "message": "running"}]}
     custom.replace_namespaced_custom_object_status("kubeflow.org", "v1", namespace,
@@ -107,39 +140,33 @@ def test_kubeflow_engine_when_the_operator_is_served(kube_api, lab: Lab, namespa
                                                    "pytorchjobs", name, job)
     wait_for(lambda: lab.get(run_id)["status"] == "Succeeded")
     lab.delete(run_id)
-    assert not kube_api.objects("pytorchjobs.kubeflow.org", namespace)
+    wait_for(lambda: not custom.list_namespaced_custom_object(
+        "kubeflow.org", "v1", namespace, "pytorchjobs")["items"], what="PyTorchJob deleted")
 
 
-def test_kubeflow_engine_without_the_operator_is_refused(kube_api_plain, tmp_path: Path,
+def test_kubeflow_engine_without_the_operator_is_refused(lab: Lab, admin, namespace: str,
                                                          home: Path) -> None:
-    from kubernetes import client, config
-
-    admin = config.new_client_from_config(str(kube_api_plain.write_kubeconfig(tmp_path / "a")))
-    client.CoreV1Api(admin).create_namespace({"metadata": {"name": "bob"}})
-    backend = KubernetesBackend.from_kubeconfig(
-        kube_api_plain.write_kubeconfig(tmp_path / "k"), notebook_env("bob", home))
-    lab = Lab(home=home, backend=backend, user="alice")
     with pytest.raises(ValidationError) as err:
         submit(lab, home, framework="pytorch", replicas=2, engine="kubeflow")
     assert err.value.fields[0].path == "engine"
     assert "does not serve" in err.value.fields[0].reason
     assert not list((home / "runs").iterdir())
     submit(lab, home, framework="pytorch", replicas=2)  # engine: job still works
-    assert len(kube_api_plain.objects("jobs.batch", "bob")) == 1
+    assert len(objects(admin, "jobs", namespace)) == 1
 
 
-def test_queue_waits_for_quota(kube_api, lab: Lab, namespace: str, home: Path, admin) -> None:
-    from kubernetes import client
-
+def test_queue_waits_for_quota(simulated_cluster, project_node, lab: Lab, namespace: str,
+                               home: Path, admin) -> None:
+    project_node(gpus=2)
     run_id = submit(lab, home, queue="team-a", resources={"cpu": "1", "gpus": 1})
     record = lab.get(run_id)
     assert record["status"] == "Queued"
     assert record["reason"] == "waiting for quota in queue 'team-a'"
-    (job,) = kube_api.objects("jobs.batch", namespace)
+    (job,) = objects(admin, "jobs", namespace)
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
-    assert not pods_of(kube_api, namespace, run_id)
+    assert not pods_of(admin, namespace, run_id)
     # Kueue admits the workload by unsuspending the Job
     client.BatchV1Api(admin).patch_namespaced_job(job["metadata"]["name"], namespace,
                                                   {"spec": {"suspend": False}})
-    wait_for(lambda: lab.get(run_id)["status"] == "Pending", what="admitted")
-    assert pods_of(kube_api, namespace, run_id)
+    wait_for(lambda: lab.get(run_id)["status"] in ("Pending", "Running"), what="admitted")
+    assert wait_for(lambda: pods_of(admin, namespace, run_id), what="pods after admission")

@@ -1,29 +1,60 @@
-"""API failures become clear errors or transparent retries; nothing half-made is left."""
+"""API failures become clear errors or transparent retries; nothing half-made is left.
+
+Refusals (RBAC, quota, validation, conflicts) come from the real API server. Faults it will
+not produce on demand (5xx, unreachable, 410 Gone on a resumed watch) come from a fault proxy
+in front of it (tests/controlplane/faults.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kube_support import pods_of, wait_for
+from kube_support import objects, pods_of, wait_for
 from kubernetes import client
 
 from kubelab.errors import Conflict, ValidationError
 from kubelab.kube.errors import Forbidden, QuotaExceeded, Unavailable
 from kubelab.lab import Lab
+from kubelab.spec import ExperimentSpec
 
 SPEC = {"command": ["python", "train.py"], "resources": {"cpu": "1", "memory": "1Gi"}}
 PYTORCH = {**SPEC, "framework": "pytorch", "replicas": 2}
 
 
-def mine(kube_api, resource: str, namespace: str) -> list[dict]:
-    return kube_api.objects(resource, namespace)
+@pytest.fixture
+def proxy(simulated_cluster) -> Iterator:
+    faults = simulated_cluster.fault_proxy()
+    yield faults
+    faults.close()
 
 
-def test_rbac_refusal_names_the_role(kube_api, lab: Lab, namespace: str, home: Path,
-                                     admin) -> None:
+@pytest.fixture
+def proxied_lab(simulated_cluster, proxy, make_backend, namespace: str, home: Path,
+                tmp_path: Path) -> Lab:
+    """A Lab whose backend talks to the API server through the fault proxy."""
+    kubeconfig = simulated_cluster.write_kubeconfig(
+        tmp_path / "proxied", token=simulated_cluster.token_for(namespace, "notebook"),
+        namespace=namespace, server=proxy.url)
+    return Lab(home=home, backend=make_backend(kubeconfig=kubeconfig), user="alice")
+
+
+def can_create_jobs(kubeconfig: Path, namespace: str) -> bool:
+    from kubernetes import config
+
+    with config.new_client_from_config(str(kubeconfig)) as api:
+        review = client.AuthorizationV1Api(api).create_self_subject_access_review(
+            {"spec": {"resourceAttributes": {"namespace": namespace, "verb": "create",
+                                             "group": "batch", "resource": "jobs"}}})
+    return bool(review.status.allowed)
+
+
+def test_rbac_refusal_names_the_role(lab: Lab, namespace: str, home: Path, admin,
+                                     notebook_kubeconfig: Path) -> None:
     client.RbacAuthorizationV1Api(admin).delete_namespaced_role_binding("kubelab-notebook",
                                                                        namespace)
+    wait_for(lambda: not can_create_jobs(notebook_kubeconfig, namespace),
+             what="RBAC to see the binding gone")
     with pytest.raises(Forbidden) as err:
         lab.submit(SPEC, base_dir=home)
     assert 'cannot create resource "jobs"' in err.value.detail
@@ -31,31 +62,30 @@ def test_rbac_refusal_names_the_role(kube_api, lab: Lab, namespace: str, home: P
     assert not list((home / "runs").iterdir())
 
 
-def test_transient_5xx_is_retried(kube_api, lab: Lab, namespace: str, home: Path) -> None:
-    kube_api.fail_next("create", "jobs", 500, times=2)
-    record = lab.submit(SPEC, base_dir=home)
+def test_transient_5xx_is_retried(proxy, proxied_lab: Lab, admin, namespace: str,
+                                  home: Path) -> None:
+    proxy.fail_next("create", "jobs", 500, times=2)
+    record = proxied_lab.submit(SPEC, base_dir=home)
     assert record["status"] == "Pending"
-    assert len(mine(kube_api, "jobs.batch", namespace)) == 1
+    assert len(objects(admin, "jobs", namespace)) == 1
 
 
-def test_persistent_5xx_becomes_unavailable(kube_api, lab: Lab, namespace: str,
-                                            home: Path) -> None:
-    kube_api.fail_next("create", "jobs", 503, times=10)
+def test_persistent_5xx_becomes_unavailable(proxy, proxied_lab: Lab, home: Path) -> None:
+    proxy.fail_next("create", "jobs", 503, times=10)
     with pytest.raises(Unavailable) as err:
-        lab.submit(SPEC, base_dir=home)
+        proxied_lab.submit(SPEC, base_dir=home)
     assert "kept failing (503" in err.value.detail
-    kube_api.clear_faults()
 
 
-def test_connection_refused(kube_api, lab: Lab, home: Path) -> None:
-    with kube_api.unreachable(), pytest.raises(Unavailable) as err:
-        lab.submit(SPEC, base_dir=home)
+def test_connection_refused(proxy, proxied_lab: Lab, home: Path) -> None:
+    with proxy.unreachable(), pytest.raises(Unavailable) as err:
+        proxied_lab.submit(SPEC, base_dir=home)
     assert "cannot reach the Kubernetes API" in err.value.detail
     assert "connection refused" in err.value.detail
     assert not list((home / "runs").iterdir())
 
 
-def test_invalid_object_is_a_validation_error(kube_api, make_backend, home: Path) -> None:
+def test_invalid_object_is_a_validation_error(make_backend, home: Path) -> None:
     # a spawner that already mounts its own /dev/shm volume named like kubelab's
     backend = make_backend(start=False, volumes=[{"name": "dshm", "emptyDir": {}}], mounts=[])
     lab = Lab(home=home, backend=backend, user="alice")
@@ -66,60 +96,62 @@ def test_invalid_object_is_a_validation_error(kube_api, make_backend, home: Path
     assert "Duplicate value" in err.value.fields[0].reason
 
 
-def test_name_taken_by_someone_else_is_a_conflict(kube_api, lab: Lab, backend, namespace: str,
+def test_name_taken_by_someone_else_is_a_conflict(lab: Lab, backend, namespace: str,
                                                   home: Path, admin) -> None:
     record = lab.submit(SPEC, base_dir=home)
     run = lab.run(record["id"])
-    from kubelab.spec import ExperimentSpec
-
     spec = ExperimentSpec.parse(run.spec())
     job = backend.render(spec, run.id)[0]
     job["metadata"]["labels"]["kubelab.io/experiment"] = "someoneelse0"
-    client.BatchV1Api(admin).delete_namespaced_job(job["metadata"]["name"], namespace,
-                                                   propagation_policy="Background")
-    client.BatchV1Api(admin).create_namespaced_job(namespace, job)
+    batch = client.BatchV1Api(admin)
+    batch.delete_namespaced_job(job["metadata"]["name"], namespace,
+                                propagation_policy="Foreground")
+    wait_for(lambda: not objects(admin, "jobs", namespace), what="the Job gone")
+    batch.create_namespaced_job(namespace, job)
     with pytest.raises(Conflict) as err:
         backend.submit(run, spec)
     assert "already exists" in err.value.detail
 
 
-def test_retried_create_that_got_through_is_not_a_conflict(kube_api, lab: Lab, backend,
-                                                           namespace: str, home: Path,
-                                                           admin) -> None:
+def test_retried_create_that_got_through_is_not_a_conflict(lab: Lab, backend, admin,
+                                                           namespace: str, home: Path) -> None:
     record = lab.submit(SPEC, base_dir=home)
     run = lab.run(record["id"])
-    from kubelab.spec import ExperimentSpec
-
     backend.submit(run, ExperimentSpec.parse(run.spec()))  # 409, but the Job is ours
-    assert len(mine(kube_api, "jobs.batch", namespace)) == 1
+    assert len(objects(admin, "jobs", namespace)) == 1
 
 
-def test_half_created_experiment_is_cleaned_up(kube_api, lab: Lab, namespace: str,
+def test_half_created_experiment_is_cleaned_up(proxy, proxied_lab: Lab, admin, namespace: str,
                                                home: Path) -> None:
-    kube_api.fail_next("create", "jobs", 403, message='jobs.batch is forbidden: admission '
-                       'webhook "policy.example.org" denied the request')
+    proxy.fail_next("create", "jobs", 403, message='jobs.batch is forbidden: admission '
+                    'webhook "policy.example.org" denied the request')
     with pytest.raises(Forbidden) as err:
-        lab.submit(PYTORCH, base_dir=home)
+        proxied_lab.submit(PYTORCH, base_dir=home)
     assert "admission webhook" in err.value.detail
-    assert not mine(kube_api, "services", namespace)
-    assert not mine(kube_api, "jobs.batch", namespace)
+    assert not objects(admin, "services", namespace)
+    assert not objects(admin, "jobs", namespace)
 
 
-def test_quota_refusal_at_submit(kube_api, lab: Lab, namespace: str, home: Path,
-                                 admin) -> None:
-    client.CoreV1Api(admin).create_namespaced_resource_quota(namespace, {
+def test_quota_refusal_at_submit(lab: Lab, namespace: str, home: Path, admin) -> None:
+    core = client.CoreV1Api(admin)
+    core.create_namespaced_resource_quota(namespace, {
         "metadata": {"name": "objects"}, "spec": {"hard": {"count/jobs.batch": "0"}}})
+    wait_for(lambda: core.read_namespaced_resource_quota("objects", namespace).status.hard,
+             what="the quota controller's first count")
     with pytest.raises(QuotaExceeded) as err:
         lab.submit(PYTORCH, base_dir=home)
     assert "exceeded quota: objects" in err.value.detail
     assert err.value.fields[0].path == "resources"
-    assert not mine(kube_api, "services", namespace)
+    assert not objects(admin, "services", namespace)
 
 
-def test_gpu_quota_refusal_of_pods_is_the_pending_reason(kube_api, lab: Lab, namespace: str,
-                                                         home: Path, admin) -> None:
-    client.CoreV1Api(admin).create_namespaced_resource_quota(namespace, {
+def test_gpu_quota_refusal_of_pods_is_the_pending_reason(lab: Lab, namespace: str, home: Path,
+                                                         admin) -> None:
+    core = client.CoreV1Api(admin)
+    core.create_namespaced_resource_quota(namespace, {
         "metadata": {"name": "gpus"}, "spec": {"hard": {"requests.nvidia.com/gpu": "1"}}})
+    wait_for(lambda: core.read_namespaced_resource_quota("gpus", namespace).status.hard,
+             what="the quota controller's first count")
     record = lab.submit({**SPEC, "resources": {"cpu": "1", "memory": "1Gi", "gpus": 2}},
                         base_dir=home)
     reason = wait_for(lambda: "exceeded quota" in (r := lab.get(record["id"]))["reason"]
@@ -129,16 +161,18 @@ def test_gpu_quota_refusal_of_pods_is_the_pending_reason(kube_api, lab: Lab, nam
     assert lab.resources()["gpus"]["total"] == 1
 
 
-def test_watch_410_gone_relists_and_keeps_tracking(kube_api, lab: Lab, backend,
-                                                   namespace: str, home: Path) -> None:
-    kube_api.add_node("n1", labels={"lab.example.org/project": "vision"})
-    record = lab.submit(SPEC, base_dir=home)
-    pod = wait_for(lambda: pods_of(kube_api, namespace, record["id"]))[0]["metadata"]["name"]
+def test_watch_410_gone_relists_and_keeps_tracking(simulated_cluster, proxy, proxied_lab: Lab,
+                                                   project_node, admin, namespace: str,
+                                                   home: Path) -> None:
+    project_node()
+    backend = proxied_lab.backend
+    record = proxied_lab.submit(SPEC, base_dir=home)
+    pod = wait_for(lambda: pods_of(admin, namespace, record["id"]))[0]["metadata"]["name"]
+    wait_for(lambda: proxied_lab.get(record["id"])["status"] == "Running", what="Running")
     relists = backend.watcher.relists
-    kube_api.compact_history()
-    kube_api.stop()  # cut the watches; they resume from a compacted version and get 410
-    kube_api.start()
+    proxy.cut_watches(expired=True)  # they resume from a compacted version and get 410
     wait_for(lambda: backend.watcher.relists > relists, what="a re-list after 410")
-    kube_api.run_pod(namespace, pod)
-    wait_for(lambda: lab.get(record["id"])["status"] == "Running", what="Running after 410")
+    simulated_cluster.end_pod(namespace, pod)
+    wait_for(lambda: proxied_lab.get(record["id"])["status"] == "Succeeded",
+             what="Succeeded after 410")
     assert backend.watcher.open_watches <= len(backend.watcher.kinds)

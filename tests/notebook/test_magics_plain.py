@@ -9,6 +9,7 @@ import textwrap
 
 import pytest
 from IPython.core.error import UsageError
+
 from kubelab.magics import options
 from kubelab.magics.snapshot import cell_code, local_modules
 
@@ -82,7 +83,7 @@ def test_bootstrap_unpacks_the_modules_and_runs_the_cell(tmp_path):
 @pytest.mark.parametrize(("line", "message"), [
     ("--gpus two", "must be a whole number of GPUs, not 'two'"),
     ("--wait --detach", "not allowed with argument"),
-    ("--framework jax", "invalid choice: 'jax'"),
+    ("--framework jax", "must be one of none, pytorch, tensorflow, paddle, not 'jax'"),
     ("-P lr", "must be NAME=VALUE, not 'lr'"),
     ("--name 'unclosed", "cannot read the options"),
     ("extra", "unexpected argument 'extra'"),

@@ -98,7 +98,7 @@ REFUSALS = [
     ("%%train --trials 3\nprint(1)", "--trials needs --sweep SPACE"),
     ("%%train\ndef broken(:\n    pass", "cell: line 1: invalid syntax"),
     ("%tensorboard 0123456789ab", "no experiment or sweep '0123456789ab'"),
-    ("%tensorboard", "give experiment ids, a sweep id, --query Q or --project"),
+    ("%tensorboard", "give experiment ids, --sweep ID, --query PQL or --project"),
     ("%tensorboard --query 'status:nosuch'", "query:"),
     ("%stop nope", "no experiment 'nope'"),
 ]

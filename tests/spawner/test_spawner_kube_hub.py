@@ -1,9 +1,9 @@
-"""A real JupyterHub with KubeLabSpawner against the Kubernetes API test server.
+"""A real JupyterHub with KubeLabSpawner against a real control plane.
 
-One hub and one API server for the module (JupyterHub is slow to start). The API server
-validates every object the spawner creates against the official schemas and enforces RBAC;
-the test plays the scheduler and kubelet through its controls, and a stand-in answers for the
-single-user server at the "pod IP" (see conftest.py).
+One hub and one control plane for the module (JupyterHub is slow to start), with exactly the
+nodes below, since the form shows the whole cluster's GPUs. The API server validates and admits
+every object the spawner creates and enforces RBAC, the scheduler places the notebook pods, KWOK
+runs them on 127.0.0.1, and a stand-in answers for the single-user server there (see conftest.py).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from controlplane.cluster import ControlPlane, NodeSpec
 from hub_process import REPO, Hub
-from kubeapi import KubeApiServer
 from kubernetes import client, config
 
 GROUPS = {
@@ -33,35 +33,40 @@ GROUPS = {
 }
 
 
+NODES = (
+    NodeSpec("v100-node", cpu="64", memory="256Gi", gpus=4, gpu_type="V100", labels={"org": "vision"}),
+    NodeSpec("t4-node", cpu="32", memory="128Gi", gpus=2, gpu_type="T4"),
+    NodeSpec("cpu-node", cpu="32", memory="128Gi"),
+)
+
+
 @pytest.fixture(scope="module")
-def kube() -> Iterator[KubeApiServer]:
-    with KubeApiServer() as server:
-        server.add_node(
-            "v100-node", cpu="64", memory="256Gi", gpus=4, labels={"gpu-type": "V100", "org": "vision"}
-        )
-        server.add_node("t4-node", cpu="32", memory="128Gi", gpus=2, labels={"gpu-type": "T4"})
-        server.add_node("cpu-node", cpu="32", memory="128Gi")
-        yield server
+def kube(cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    if not isinstance(cluster, ControlPlane):
+        pytest.skip("counts every GPU of the cluster; KUBELAB_TEST_KUBECONFIG points at a real one")
+    with ControlPlane(tmp_path_factory.mktemp("hub-cluster"), nodes=NODES) as plane:
+        yield plane
 
 
-def hub_token(kube: KubeApiServer) -> str:
+def hub_token(kube: ControlPlane) -> str:
     """The hub runs with the shipped ClusterRole (hub_config/rbac/hub-clusterrole.yaml), not as admin:
     the API server's RBAC and escalation checks prove it is enough, Role grants included."""
-    token = kube.token_for("jhub", "hub")
+    kube.request("POST", "/api/v1/namespaces", {"metadata": {"name": "jhub"}})
+    kube.request("POST", "/api/v1/namespaces/jhub/serviceaccounts", {"metadata": {"name": "hub"}})
     for document in yaml.safe_load_all((REPO / "hub_config" / "rbac" / "hub-clusterrole.yaml").read_text()):
         plural = {"ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings"}[document["kind"]]
-        kube.cluster.create(kube.cluster.rt(f"{plural}.rbac.authorization.k8s.io"), "", document)
-    return token
+        kube.request("POST", f"/apis/rbac.authorization.k8s.io/v1/{plural}", document)
+    return kube.token_for("jhub", "hub")
 
 
 @pytest.fixture(scope="module")
-def hub(kube: KubeApiServer, pod_stand_in, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
+def hub(kube: ControlPlane, pod_stand_in, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
     directory = tmp_path_factory.mktemp("kubehub")
     kubeconfig = kube.write_kubeconfig(directory / "kubeconfig", token=hub_token(kube))
     overrides = (
         f"c.KubeLabSpawner.port = {pod_stand_in.port}\n"
         "c.KubeLabSpawner.start_timeout = 60\n"
-        "c.KubeLabSpawner.cluster_context = 'kubeapi'\n"
+        "c.KubeLabSpawner.cluster_context = 'kubelab'\n"
         f"c.JupyterHub.load_groups = {GROUPS!r}\n"
     )
     with Hub(
@@ -70,36 +75,42 @@ def hub(kube: KubeApiServer, pod_stand_in, tmp_path_factory: pytest.TempPathFact
         yield running
 
 
-def wait_pod(kube: KubeApiServer, namespace: str, name: str, timeout: float = 30) -> dict:
+def listed(kube: ControlPlane, path: str) -> list[dict]:
+    return kube.request("GET", path)["items"]
+
+
+def wait_pod(kube: ControlPlane, namespace: str, name: str, timeout: float = 30) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for pod in kube.objects("pods", namespace):
+        for pod in listed(kube, f"/api/v1/namespaces/{namespace}/pods"):
             if pod["metadata"]["name"] == name:
                 return pod
         time.sleep(0.1)
     raise AssertionError(f"pod {namespace}/{name} was never created")
 
 
-def by_kind(kube: KubeApiServer, namespace: str) -> dict[str, list[str]]:
+def by_kind(kube: ControlPlane, namespace: str) -> dict[str, list[str]]:
     found = {}
-    for resource in (
-        "serviceaccounts",
-        "roles.rbac.authorization.k8s.io",
-        "rolebindings.rbac.authorization.k8s.io",
-        "resourcequotas",
-        "persistentvolumeclaims",
-        "pods",
+    for kind, path in (
+        ("serviceaccounts", "/api/v1/namespaces/{}/serviceaccounts"),
+        ("roles", "/apis/rbac.authorization.k8s.io/v1/namespaces/{}/roles"),
+        ("rolebindings", "/apis/rbac.authorization.k8s.io/v1/namespaces/{}/rolebindings"),
+        ("resourcequotas", "/api/v1/namespaces/{}/resourcequotas"),
+        ("persistentvolumeclaims", "/api/v1/namespaces/{}/persistentvolumeclaims"),
+        ("pods", "/api/v1/namespaces/{}/pods"),
     ):
-        found[resource.split(".")[0]] = sorted(
-            o["metadata"]["name"] for o in kube.objects(resource, namespace)
-        )
+        found[kind] = sorted(o["metadata"]["name"] for o in listed(kube, path.format(namespace)))
     return found
 
 
-def start_and_run(hub: Hub, kube: KubeApiServer, user: str) -> dict:
+def namespaces(kube: ControlPlane) -> list[str]:
+    return [n["metadata"]["name"] for n in listed(kube, "/api/v1/namespaces")
+            if not n["metadata"].get("deletionTimestamp")]
+
+
+def start_and_run(hub: Hub, kube: ControlPlane, user: str) -> dict:
     pod = wait_pod(kube, f"user-{user}", f"jupyter-{user}")
-    kube.run_pod(f"user-{user}", f"jupyter-{user}", pod_ip="127.0.0.1")
-    hub.wait_server(user)
+    hub.wait_server(user)   # scheduled, run by KWOK on 127.0.0.1, answered by the stand-in
     return pod
 
 
@@ -122,7 +133,12 @@ def test_form_shows_fields_and_live_availability(hub: Hub) -> None:
     assert '<tr data-gpu-type="A100"><td>A100</td><td class="free">0</td><td class="total">0</td>' in page
 
 
-def test_spawn_through_the_form_then_stop(hub: Hub, kube: KubeApiServer, pod_stand_in) -> None:
+def test_spawn_through_the_form_then_stop(hub: Hub, kube: ControlPlane, pod_stand_in) -> None:
+    # the group's shared dataset claim, which an admin made in the user's namespace beforehand
+    kube.request("POST", "/api/v1/namespaces", {"metadata": {"name": "user-alice"}})
+    kube.request("POST", "/api/v1/namespaces/user-alice/persistentvolumeclaims", {
+        "metadata": {"name": "datasets"},
+        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}}})
     session = hub.login("alice")
     reply = hub.post_form(
         session,
@@ -143,10 +159,10 @@ def test_spawn_through_the_form_then_stop(hub: Hub, kube: KubeApiServer, pod_sta
         "roles": ["kubelab-notebook"],
         "rolebindings": ["kubelab-notebook"],
         "resourcequotas": ["kubelab-quota"],
-        "persistentvolumeclaims": ["kubelab-archive", "kubelab-workspace"],
+        "persistentvolumeclaims": ["datasets", "kubelab-archive", "kubelab-workspace"],
         "pods": ["jupyter-alice"],
     }
-    quota = kube.objects("resourcequotas", "user-alice")[0]
+    quota = listed(kube, "/api/v1/namespaces/user-alice/resourcequotas")[0]
     assert quota["spec"]["hard"] == {
         "requests.nvidia.com/gpu": "3",
         "requests.cpu": "16",
@@ -202,16 +218,17 @@ def test_spawn_through_the_form_then_stop(hub: Hub, kube: KubeApiServer, pod_sta
 
     assert hub.api("DELETE", "users/alice/server").status_code in (202, 204)
     hub.wait_server("alice", ready=False)
-    assert kube.objects("pods", "user-alice") == []
-    assert len(kube.objects("persistentvolumeclaims", "user-alice")) == 2  # the workspace stays
+    assert listed(kube, "/api/v1/namespaces/user-alice/pods") == []
+    assert len(listed(kube, "/api/v1/namespaces/user-alice/persistentvolumeclaims")) == 3  # the workspace stays
 
 
-def test_rest_api_spawn_without_gpus(hub: Hub, kube: KubeApiServer) -> None:
+def test_rest_api_spawn_without_gpus(hub: Hub, kube: ControlPlane) -> None:
     hub.api("POST", "users", {"usernames": ["bob"]})
     reply = hub.api("POST", "users/bob/server", {"gpus": 0, "cpu": "1", "memory": "2Gi"})
     assert reply.status_code in (201, 202), reply.text
     pod = start_and_run(hub, kube, "bob")
-    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+    # the API server omits an empty value
+    env = {e["name"]: e.get("value", "") for e in pod["spec"]["containers"][0]["env"]}
     assert env["NVIDIA_VISIBLE_DEVICES"] == "none" and env["KUBELAB_GPU_TYPE"] == ""
     assert "nvidia.com/gpu" not in pod["spec"]["containers"][0]["resources"].get("limits", {})
     assert "gpu-type" not in (pod["spec"].get("nodeSelector") or {})
@@ -238,26 +255,26 @@ def test_rest_api_spawn_without_gpus(hub: Hub, kube: KubeApiServer) -> None:
         ),
     ],
 )
-def test_refusals_show_in_the_form(hub: Hub, kube: KubeApiServer, form: dict, sentence: str) -> None:
+def test_refusals_show_in_the_form(hub: Hub, kube: ControlPlane, form: dict, sentence: str) -> None:
     session = hub.login("carol")
     reply = hub.post_form(session, "carol", form)
     assert reply.status_code == 400
     assert sentence in reply.text, reply.text[-3000:]
     assert 'name="gpus"' in reply.text  # the form is shown again
-    assert not [n for n in kube.objects("namespaces") if n["metadata"]["name"] == "user-carol"]
+    assert "user-carol" not in namespaces(kube)
 
 
-def test_group_properties_of_the_wrong_type(hub: Hub, kube: KubeApiServer) -> None:
+def test_group_properties_of_the_wrong_type(hub: Hub, kube: ControlPlane) -> None:
     session = hub.login("mallory")
     page = session.get(f"{hub.url}/hub/spawn/mallory", timeout=30).text
     assert "groups.broken.quota: must be a mapping with &#x27;user&#x27; and/or &#x27;group&#x27;" in page
     assert "groups.broken.volume_mount: entry &#x27;x(pvc)/mnt&#x27; at position 1" in page
     reply = hub.api("POST", "users/mallory/server", {})
     assert reply.status_code >= 400
-    assert not [n for n in kube.objects("namespaces") if n["metadata"]["name"] == "user-mallory"]
+    assert "user-mallory" not in namespaces(kube)
 
 
-def test_a_notebook_account_cannot_touch_another_user(hub: Hub, kube: KubeApiServer, tmp_path: Path) -> None:
+def test_a_notebook_account_cannot_touch_another_user(hub: Hub, kube: ControlPlane, tmp_path: Path) -> None:
     for user in ("dave", "erin"):
         hub.api("POST", "users", {"usernames": [user]})
         assert hub.api("POST", f"users/{user}/server", {"gpus": 0}).status_code in (201, 202)

@@ -6,6 +6,9 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
+
+from kubelab.errors import ValidationError
+from kubelab.gpus import Gpu, GpuAllocator
 from kubelab.spawner.admission import admit
 from kubelab.spawner.availability import (
     Availability,
@@ -17,9 +20,6 @@ from kubelab.spawner.availability import (
 from kubelab.spawner.groups import choose_group, parse_group, user_groups
 from kubelab.spawner.profiles import Catalog, parse_resource_gpu, validate_options
 from kubelab.spawner.volumes import VolumeMount, kubernetes_volumes, parse_volume_mount, volume_name
-
-from kubelab.errors import ValidationError
-from kubelab.gpus import Gpu, GpuAllocator
 
 CATALOG = Catalog.parse(
     {

@@ -1,11 +1,12 @@
 """`kubelab hub render`: every object a spawn creates, from the shipped config, without a cluster.
 
-The rendered objects are then created on the Kubernetes API test server, which validates each
-against the official schemas: what an admin checks is what the cluster would accept.
+The rendered objects are then created on the real control plane (tests/controlplane), whose API
+server validates and admits each: what an admin checks is what the cluster would accept.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -13,19 +14,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kubeapi import KubeApiServer
+from controlplane.objects import create_renamed, delete_namespaces
+from kubernetes import client, config
+
 from kubelab.spawner.cli import render
 
 REPO = Path(__file__).resolve().parents[2]
-KINDS = {
-    "Namespace": "namespaces",
-    "ServiceAccount": "serviceaccounts",
-    "Role": "roles.rbac.authorization.k8s.io",
-    "RoleBinding": "rolebindings.rbac.authorization.k8s.io",
-    "ResourceQuota": "resourcequotas",
-    "PersistentVolumeClaim": "persistentvolumeclaims",
-    "Pod": "pods",
-}
 
 
 def kubelab(*args: str) -> subprocess.CompletedProcess[str]:
@@ -38,14 +32,6 @@ def kubelab(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def create_all(kube: KubeApiServer, objects: list[dict]) -> None:
-    """Create through the API server's own admission (schema validation, RBAC escalation checks)."""
-    for obj in objects:
-        resource = kube.cluster.rt(KINDS[obj["kind"]])
-        namespace = obj["metadata"].get("namespace", "")
-        kube.cluster.create(resource, namespace, json.loads(json.dumps(obj)))
-
-
 def write_config(tmp_path: Path, extra: str) -> Path:
     path = tmp_path / "jupyterhub_config.py"
     path.write_text(
@@ -54,7 +40,7 @@ def write_config(tmp_path: Path, extra: str) -> Path:
     return path
 
 
-def test_render_prints_every_object_of_a_spawn() -> None:
+def test_render_prints_every_object_of_a_spawn(kubeconfig: Path) -> None:
     done = kubelab("--user", "alice", "--options", '{"gpus": "1(A100)", "memory": "32Gi"}')
     assert done.returncode == 0, done.stderr
     objects = list(yaml.safe_load_all(done.stdout))
@@ -78,12 +64,16 @@ def test_render_prints_every_object_of_a_spawn() -> None:
         objects[2]["rules"] == next(d for d in role_file if d["kind"] == "Role")["rules"]
     )  # loaded, not copied
     assert objects[4]["spec"]["hard"] == {"requests.nvidia.com/gpu": "1"}  # public's per-user quota
-    with KubeApiServer() as kube:
-        create_all(kube, objects)
-        assert [p["metadata"]["name"] for p in kube.objects("pods", "user-alice")] == ["jupyter-alice"]
+    created, names = create_renamed(kubeconfig, objects, ["user-alice"])
+    try:
+        with config.new_client_from_config(str(kubeconfig)) as api:
+            pods = client.CoreV1Api(api).list_namespaced_pod(names["user-alice"]).items
+        assert [p.metadata.name for p in pods] == ["jupyter-alice"]
+    finally:
+        delete_namespaces(kubeconfig, names["user-alice"])
 
 
-def test_trusted_lab_mode_shares_claims_on_per_user_subpaths(tmp_path: Path) -> None:
+def test_trusted_lab_mode_shares_claims_on_per_user_subpaths(tmp_path: Path, kubeconfig: Path) -> None:
     config = write_config(
         tmp_path,
         "c.KubeLabSpawner.trusted_lab = True\nc.KubeLabSpawner.namespace = 'lab'\n"
@@ -115,9 +105,9 @@ def test_trusted_lab_mode_shares_claims_on_per_user_subpaths(tmp_path: Path) -> 
     assert slug != "alice" and theirs[f"/mnt/{slug}"]["subPath"] == slug  # safe slugs never collide
     shm = [v for v in alice[-1]["spec"]["volumes"] if v.get("emptyDir", {}).get("medium") == "Memory"]
     assert shm == [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "4G"}}]  # the group's size
-    with KubeApiServer() as kube:
-        kube.cluster.create(kube.cluster.rt("namespaces"), "", {"metadata": {"name": "lab"}})
-        create_all(kube, alice)
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "lab"}}
+    _, names = create_renamed(kubeconfig, [namespace, *alice], ["lab"])
+    delete_namespaces(kubeconfig, names["lab"])
 
 
 def test_render_refusals_print_the_form_sentence(tmp_path: Path) -> None:
@@ -170,22 +160,32 @@ def test_the_shipped_config_loads_in_both_modes(name: str, monkeypatch: pytest.M
         PyFileConfigLoader(name, str(REPO / "hub_config")).load_config()
 
 
-def test_shipped_manifests_are_valid_kubernetes_objects() -> None:
-    kinds = {**KINDS, "ClusterRole": "clusterroles.rbac.authorization.k8s.io",
-             "ClusterRoleBinding": "clusterrolebindings.rbac.authorization.k8s.io"}
+def test_shipped_manifests_are_valid_kubernetes_objects(kubeconfig: Path) -> None:
     files = sorted((REPO / "hub_config").glob("*/*.yaml"))
     assert {f.name for f in files} >= {"trusted-lab-pvcs.yaml", "user-pvcs.yaml", "hub-clusterrole.yaml",
                                        "notebook-serviceaccount.yaml"}
-    with KubeApiServer() as kube:
-        for ns in ("kubelab", "jhub", "jhub-alice"):
-            kube.cluster.create(kube.cluster.rt("namespaces"), "", {"metadata": {"name": ns}})
-        for path in files:
-            for document in yaml.safe_load_all(path.read_text()):
-                if path.name == "notebook-role.yaml":  # a template the spawner copies per namespace
-                    document["metadata"]["namespace"] = "kubelab"
-                namespace = document["metadata"].get("namespace", "")
-                kube.cluster.create(kube.cluster.rt(kinds[document["kind"]]), namespace, document)
-        assert len(kube.objects("persistentvolumeclaims", "kubelab")) == 2
+    namespaces = ("kubelab", "jhub", "jhub-alice")
+    documents: list[dict] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+                             for ns in namespaces]
+    for path in files:
+        for document in yaml.safe_load_all(path.read_text()):
+            if path.name == "notebook-role.yaml":  # a template the spawner copies per namespace
+                document["metadata"]["namespace"] = "kubelab"
+            documents.append(document)
+    cluster_scoped = [d["metadata"]["name"] for d in documents
+                      if d["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+    _, names = create_renamed(kubeconfig, documents, [*namespaces, *cluster_scoped])
+    try:
+        with config.new_client_from_config(str(kubeconfig)) as api:
+            claims = client.CoreV1Api(api).list_namespaced_persistent_volume_claim(names["kubelab"])
+            assert len(claims.items) == 2
+            rbac = client.RbacAuthorizationV1Api(api)
+            for name in cluster_scoped:
+                for delete in (rbac.delete_cluster_role, rbac.delete_cluster_role_binding):
+                    with contextlib.suppress(client.ApiException):
+                        delete(names[name])
+    finally:
+        delete_namespaces(kubeconfig, *(names[ns] for ns in namespaces))
     values = yaml.safe_load((REPO / "hub_config" / "values.yaml").read_text())
     assert values["hub"]["config"]["JupyterHub"]["spawner_class"] == "kubelab.spawner.KubeLabSpawner"
     from kubelab.spawner.profiles import Catalog
@@ -213,7 +213,8 @@ def test_kubelab_hub_starts_jupyterhub_and_prints_its_url(tmp_path: Path) -> Non
 
     need_proxy()
     port = free_port()
-    env = {**os.environ, "KUBELAB_HUB_PASSWORD": "a-lab-password", "HOME": str(tmp_path)}
+    env = {**os.environ, "KUBELAB_HUB_AUTH": "shared-password", "KUBELAB_HUB_PASSWORD": "a-lab-password",
+           "HOME": str(tmp_path), "KUBELAB_HUB_RUN_AS_USERS": "0"}
     hub = subprocess.Popen([sys.executable, "-m", "kubelab.cli", "hub", "--port", str(port), "--root",
                             str(tmp_path / "root")], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            text=True, start_new_session=True)

@@ -1,4 +1,4 @@
-"""The availability watch against the API test server, the GPU launcher of local notebooks,
+"""The availability watch against the real control plane, the GPU launcher of local notebooks,
 and the GPU culler's choice of servers."""
 
 from __future__ import annotations
@@ -9,15 +9,15 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from kubeapi import KubeApiServer
+from controlplane.cluster import NodeSpec
+
 from kubelab.spawner.availability import ClusterAvailability, TypeCount
 from kubelab.spawner.culling import idle_gpu_servers
 from kubelab.spawner.profiles import Catalog
-
-CATALOG = Catalog.parse({"gpu_types": [{"name": "T4"}, {"name": "V100"}]})
 
 
 async def _until(check, timeout: float = 10) -> None:
@@ -28,11 +28,12 @@ async def _until(check, timeout: float = 10) -> None:
         await asyncio.sleep(0.05)
 
 
-def gpu_pod(name: str, gpus: int, selector: dict) -> dict:
+def gpu_pod(name: str, user: str, gpus: int, selector: dict) -> dict:
     return {
-        "metadata": {"name": name, "labels": {"kubelab.io/user": "ann"}},
+        "metadata": {"name": name, "labels": {"kubelab.io/user": user}},
         "spec": {
             "nodeSelector": selector,
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
             "containers": [
                 {
                     "name": "c",
@@ -47,32 +48,43 @@ def gpu_pod(name: str, gpus: int, selector: dict) -> dict:
     }
 
 
-def test_the_watch_follows_nodes_and_pods_without_listing_per_view(tmp_path: Path) -> None:
+def test_the_watch_follows_nodes_and_pods_without_listing_per_view(simulated_cluster) -> None:
     from kubernetes_asyncio import client, config
 
-    with KubeApiServer() as kube:
-        kube.add_node("t4", gpus=2, labels={"gpu-type": "T4"})
-        kubeconfig = kube.write_kubeconfig(tmp_path / "kubeconfig")
+    # GPU types of this test's own (label values unique to it, so the session's other nodes and
+    # pods are not counted)
+    tag = uuid.uuid4().hex[:6]
+    t4, v100, user = f"T4-{tag}", f"V100-{tag}", f"ann-{tag}"
+    catalog = Catalog.parse({"gpu_types": [{"name": "T4", "label_value": t4},
+                                           {"name": "V100", "label_value": v100}]})
+    simulated_cluster.add_node(NodeSpec(f"t4-{tag}", gpus=2, gpu_type=t4))
+    simulated_cluster.wait_node_ready(f"t4-{tag}")
+    pod_name = f"a-{tag}"
 
-        async def scenario() -> None:
-            api_client = await config.new_client_from_config(str(kubeconfig))
-            async with api_client:
-                watch = ClusterAvailability(client.CoreV1Api(api_client), CATALOG)
-                await watch.start()
-                assert watch.current().types == {"T4": TypeCount(2, 2), "V100": TypeCount(0, 0)}
-                first = watch.current()
-                assert watch.current() is first  # cached until something changes
-                kube.add_node("v100", gpus=8, labels={"gpu-type": "V100"})
-                await _until(lambda: watch.current().types["V100"] == TypeCount(8, 8))
-                kube.cluster.create(kube.cluster.rt("pods"), "default", gpu_pod("a", 3, {"gpu-type": "V100"}))
-                await _until(lambda: watch.current().types["V100"].free == 5)
-                kube.run_pod("default", "a")
-                await _until(lambda: watch.current().user("ann").gpus == 3)
-                kube.succeed_pod("default", "a")
-                await _until(lambda: watch.current().types["V100"].free == 8)
-                await watch.stop()
+    async def scenario() -> None:
+        api_client = await config.new_client_from_config(str(simulated_cluster.kubeconfig))
+        async with api_client:
+            watch = ClusterAvailability(client.CoreV1Api(api_client), catalog)
+            await watch.start()
+            assert watch.current().types == {"T4": TypeCount(2, 2), "V100": TypeCount(0, 0)}
+            first = watch.current()
+            assert watch.current() is first  # cached until something changes
+            simulated_cluster.add_node(NodeSpec(f"v100-{tag}", gpus=8, gpu_type=v100))
+            await _until(lambda: watch.current().types["V100"] == TypeCount(8, 8))
+            simulated_cluster.request("POST", "/api/v1/namespaces/default/pods",
+                                      gpu_pod(pod_name, user, 3, {"gpu-type": v100}))
+            await _until(lambda: watch.current().types["V100"].free == 5)
+            await _until(lambda: watch.current().user(user).gpus == 3)   # KWOK runs it
+            simulated_cluster.end_pod("default", pod_name)
+            await _until(lambda: watch.current().types["V100"].free == 8)
+            await watch.stop()
 
+    try:
         asyncio.run(scenario())
+    finally:
+        simulated_cluster.request("DELETE", f"/api/v1/namespaces/default/pods/{pod_name}")
+        for node in (f"t4-{tag}", f"v100-{tag}"):
+            simulated_cluster.delete_node(node)
 
 
 def test_gpu_exec_holds_gpus_for_the_server_process_itself(tmp_path: Path) -> None:

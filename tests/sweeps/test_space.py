@@ -97,7 +97,7 @@ BAD = [
     ({"lr": {"_value": [0, 1]}}, "space.lr._type", "is required"),
     ({"lr": {"_type": "uniform", "_value": [0, 1, 2]}}, "space.lr._value", "takes 2 numbers"),
     ({"lr": {"_type": "quniform", "_value": [0, 1]}}, "space.lr._value", "takes 3 numbers [low, high, q]"),
-    ({"lr": {"_type": "uniform", "_value": [1, 1]}}, "space.lr._value", "low (1) must be below high (1)"),
+    ({"lr": {"_type": "uniform", "_value": [2, 1]}}, "space.lr._value", "low (2) must not be above high (1)"),
     ({"lr": {"_type": "loguniform", "_value": [0, 1]}}, "space.lr._value[0]", "needs low > 0"),
     ({"lr": {"_type": "qloguniform", "_value": [-1, 1, 0.1]}}, "space.lr._value[0]", "needs low > 0"),
     ({"lr": {"_type": "quniform", "_value": [0, 1, 0]}}, "space.lr._value[2]", "q must be above 0"),
@@ -105,7 +105,8 @@ BAD = [
     ({"lr": {"_type": "normal", "_value": [0, 0]}}, "space.lr._value[1]", "sigma must be above 0"),
     ({"lr": {"_type": "lognormal", "_value": [0, -2]}}, "space.lr._value[1]", "sigma must be above 0"),
     ({"n": {"_type": "randint", "_value": [3, 3]}}, "space.n._value", "upper bound is excluded"),
-    ({"n": {"_type": "randint", "_value": [0.5, 3]}}, "space.n._value[0]", "whole numbers"),
+    ({"n": {"_type": "randint", "_value": [0.5, 3]}}, "space.n._value[0]", "must be integers"),
+    ({"n": {"_type": "randint", "_value": [1.0, 2.0]}}, "space.n._value[0]", "must be integers, not 1.0"),
     ({"n": {"_type": "uniform", "_value": [0, "1"]}}, "space.n._value[1]", "finite number"),
     ({"n": {"_type": "uniform", "_value": [0, float("inf")]}}, "space.n._value[1]", "finite number"),
     ({"n": {"_type": "uniform", "_value": [True, 2]}}, "space.n._value[0]", "finite number"),
@@ -143,25 +144,18 @@ def test_not_a_mapping():
     assert "must be a mapping" in problems(["lr"])["space"]
 
 
-def test_names_that_collide_in_the_flat_parameters_are_refused():
-    found = problems(
-        {
-            "kernel": {"_type": "randint", "_value": [1, 3]},
-            "layer": NESTED["layer"],
-        }
+def test_nested_names_reused_elsewhere_are_qualified_in_the_flat_parameters():
+    """NNI lets nested spaces reuse names; the flat parameters tell them apart by storage key."""
+    space = SearchSpace.parse({"kernel": {"_type": "randint", "_value": [1, 3]}, "layer": NESTED["layer"]})
+    assert space.flat_names() == ["kernel", "layer", "layer.conv.kernel", "layer.pool.kernel"]
+    flat = space.flatten({"kernel": 2, "layer": {"_name": "conv", "kernel": 5}})
+    assert flat == {"kernel": 2, "layer": "conv", "layer.conv.kernel": 5}
+    space = SearchSpace.parse(
+        {"layer": {"_type": "choice", "_value": [{"_name": "a", "layer": {"_type": "choice", "_value": [1]}}]}}
     )
-    assert "also defined at space.kernel" in found["space.layer._value[1].kernel"]
-    found = problems(
-        {
-            "layer": {
-                "_type": "choice",
-                "_value": [{"_name": "a", "layer": {"_type": "choice", "_value": [1]}}],
-            }
-        }
-    )
-    assert "also the choice at space.layer" in found["space.layer._value[0].layer"]
-    # two nested choices side by side: both can be active at once
-    found = problems(
+    assert space.flatten({"layer": {"_name": "a", "layer": 1}}) == {"layer": "a", "layer.a.layer": 1}
+    # two nested choices side by side, both active at once: both are qualified
+    space = SearchSpace.parse(
         {
             "enc": {
                 "_type": "choice",
@@ -173,7 +167,8 @@ def test_names_that_collide_in_the_flat_parameters_are_refused():
             },
         }
     )
-    assert "both can be active in one trial" in found["space.dec._value[0].width"]
+    flat = space.flatten({"enc": {"_name": "a", "width": 1}, "dec": {"_name": "b", "width": 2}})
+    assert flat == {"enc": "a", "enc.a.width": 1, "dec": "b", "dec.b.width": 2}
 
 
 def test_storage_keys_must_be_unique():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import json
 import math
 
 import optuna
@@ -168,23 +169,40 @@ def test_batch_returns_the_listed_configurations_in_order():
 # -- refusals -------------------------------------------------------------------------------
 
 
-def test_grid_refuses_continuous_and_unbounded_parameters():
+def test_grid_divides_continuous_parameters_ever_finer_as_nni_does():
+    """NNI's grid: middles first, then quartiles, eighths...; normal types by their quantiles."""
     space = SearchSpace.parse(
         {
-            "lr": {"_type": "uniform", "_value": [0, 1]},
+            "opt": {"_type": "choice", "_value": ["sgd", "adam"]},
+            "lr": {"_type": "loguniform", "_value": [0.001, 0.1]},
             "g": {"_type": "normal", "_value": [0, 1]},
-            "h": {"_type": "qnormal", "_value": [0, 1, 1]},
-            "big": {"_type": "quniform", "_value": [0, 1e9, 1]},
         }
     )
-    found = problems(lambda: Tuner(space, "grid"))
-    assert found["space.lr"] == "grid cannot search 'lr': uniform is continuous; use quniform or choice"
-    assert (
-        found["space.g"]
-        == "grid cannot search 'g': normal is continuous and unbounded; use quniform or choice"
-    )
-    assert found["space.h"] == "grid cannot search 'h': qnormal is unbounded; use quniform or choice"
-    assert "more than 100000 values" in found["space.big"]
+    tuner = Tuner(space, "grid")
+    seen = []
+    for _ in range(10):
+        s = tuner.ask()
+        seen.append(s.params)
+        tuner.tell(s.number, 1.0)
+    assert [p["opt"] for p in seen[:2]] == ["sgd", "adam"]
+    assert seen[0]["lr"] == pytest.approx(0.01) and seen[0]["g"] == pytest.approx(0.0, abs=1e-9)
+    epoch_two = {(p["opt"], round(p["lr"], 6), round(p["g"], 4)) for p in seen[2:]}
+    assert ("sgd", round(0.001**0.75 * 0.1**0.25, 6), 0.0) in epoch_two
+    assert ("sgd", 0.01, -0.6745) in epoch_two
+    assert len({json.dumps(p, sort_keys=True) for p in seen}) == 10  # never repeats
+    assert not tuner.exhausted()  # continuous: runs until stopped, as NNI's grid does
+
+
+def test_grid_over_q_types_ends_after_every_reachable_value():
+    space = SearchSpace.parse({"z": {"_type": "quniform", "_value": [2, 3, 1]}, "x": {"_type": "choice",
+                                                                                     "_value": [5, 7]}})
+    tuner = Tuner(space, "grid")
+    values = []
+    while not tuner.exhausted():
+        s = tuner.ask()
+        values.append((s.params["z"], s.params["x"]))
+        tuner.tell(s.number, 0.0)
+    assert sorted(values) == [(2, 5), (2, 7), (3, 5), (3, 7)]
 
 
 def test_cmaes_refuses_choice_and_gp_qmc_refuse_nested():

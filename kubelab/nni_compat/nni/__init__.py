@@ -1,13 +1,14 @@
 """NNI's trial API, provided by kubelab: trial code written for NNI runs unchanged.
 
-The local runner (and the Kubernetes backend) put `kubelab/nni_compat` first on a trial's
-PYTHONPATH, so `import nni` inside a kubelab trial finds this module even where the real
-NNI is installed. Standard library only and cheap to import, like `kubelab.reporting`,
-whose `metrics.jsonl` format it writes (so it also works in images without kubelab).
+The local runner puts `kubelab/nni_compat` first on a trial's PYTHONPATH (the Kubernetes
+backend a copy of it in the run directory: `kubelab/shims.py`), so `import nni` inside a
+kubelab trial finds this module even where the real NNI is installed. Standard library only
+and cheap to import, like `kubelab.reporting`, whose `metrics.jsonl` format it writes (so it
+also works in images without kubelab).
 
 - `get_next_parameter()`: the trial's parameters, NNI-shaped (`KUBELAB_NNI_PARAMS`, set
   by the sweep driver; a plain run's `KUBELAB_PARAMS`); `{}` outside kubelab, as NNI's
-  standalone mode gives.
+  standalone mode gives. Under NNI's Hyperband or BOHB they hold `TRIAL_BUDGET` too.
 - `report_intermediate_result(x)` → a metrics line `{"step": n, "metrics": {"default": x}}`.
 - `report_final_result(x)` → `{"final": true, "metrics": {"default": x}}`; a dict's
   `default` key is the objective and its other numbers are kept as metrics too.
@@ -41,10 +42,15 @@ def get_next_parameter() -> dict[str, Any]:
     """This trial's hyperparameters (a new dict each call)."""
     raw = os.environ.get("KUBELAB_NNI_PARAMS") or os.environ.get("KUBELAB_PARAMS")
     params = json.loads(raw) if raw else {}
+    budget = os.environ.get("KUBELAB_NNI_TRIAL_BUDGET")
+    if budget and isinstance(params, dict):
+        # NNI's Hyperband and BOHB add the trial's budget (epochs, steps...) to its parameters.
+        params["TRIAL_BUDGET"] = float(budget) if "." in budget else int(budget)
     if not raw:
         _note("not inside a kubelab trial; get_next_parameter() returns {}")
     _state["params"] = params
-    return json.loads(json.dumps(params))
+    fresh: dict[str, Any] = json.loads(json.dumps(params))
+    return fresh
 
 
 def get_current_parameter(tag: str | None = None) -> Any:

@@ -49,7 +49,8 @@ def extract_scalar_reward(value: Any, scalar_key: str = "default") -> float:
     """The objective of a reported result: the number itself, or a dict's `default` entry."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return value
-    if isinstance(value, dict) and isinstance(value.get(scalar_key), (int, float)):
-        return value[scalar_key]
+    scalar = value.get(scalar_key) if isinstance(value, dict) else None
+    if isinstance(scalar, (int, float)):
+        return scalar
     raise RuntimeError(f"Incorrect final result: the final result should be float/int, or a dict "
                        f"which has a key named '{scalar_key}' whose value is float/int.")

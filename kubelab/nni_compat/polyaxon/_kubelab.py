@@ -1,0 +1,190 @@
+"""Polyaxon's tracking client, provided by kubelab: trial code written for Polyaxon runs as is.
+
+Shared by `polyaxon.tracking` (v1: `tracking.init()`, `tracking.log_metrics(...)`) and
+`polyaxon_client.tracking` (v0: `Experiment().log_metrics(...)`). Standard library only and
+no network, like kubelab's `nni` module beside it: the runner puts this folder first on a
+trial's PYTHONPATH. Everything is recorded into the run directory:
+
+- metrics -> `metrics.jsonl` lines (`{"step": n, "metrics": {...}}`), what kubelab plots,
+  queries (`metrics.loss`) and sweeps optimise; numeric outputs are metrics too (PQL's
+  `outputs.loss` reads `metrics.loss`);
+- params, tags and non-numeric outputs -> `tracking.json`, which the run's record merges;
+- artifacts and models -> copies under the run's `outputs/`.
+
+Outside a kubelab run (`KUBELAB_RUN_DIR` unset) calls print what they would record, as
+Polyaxon's offline mode keeps runs local. Calls that need Polyaxon's servers raise an error
+naming the call, never fail silently.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from typing import Any
+
+_TRACKING = "tracking.json"
+_LIMIT = 1 << 20  # tracking.json stays small: it is read for every listing
+
+
+def run_dir() -> str | None:
+    return os.environ.get("KUBELAB_RUN_DIR") or None
+
+
+def note(message: str) -> None:
+    print(f"polyaxon (kubelab): {message}", file=sys.stderr)
+
+
+def number(value: Any) -> float | int | None:
+    if hasattr(value, "item") and not isinstance(value, (int, float)):
+        try:
+            value = value.item()  # numpy scalars, 0-d tensors
+        except (TypeError, ValueError):
+            return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value
+
+
+def write_metrics(metrics: dict[str, Any], step: int | None = None) -> None:
+    numbers = {str(k): n for k, n in ((k, number(v)) for k, v in metrics.items()) if n is not None}
+    skipped = sorted(str(k) for k in metrics if str(k) not in numbers)
+    if skipped:
+        note(f"log_metrics keeps numbers only; skipped {', '.join(skipped)}")
+    directory = run_dir()
+    if not directory:
+        note(f"metrics {numbers} (step {step})")
+        return
+    if not numbers:
+        return
+    entry: dict[str, Any] = {"metrics": numbers, "time": round(time.time(), 3)}
+    if step is not None:
+        entry["step"] = int(step)
+    rank = os.environ.get("RANK")
+    if rank not in (None, "0"):
+        entry["replica"] = int(rank)
+    fd = os.open(os.path.join(directory, "metrics.jsonl"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, (json.dumps(entry) + "\n").encode())  # one write: replicas never interleave
+    finally:
+        os.close(fd)
+
+
+def update(section: str, values: Any, reset: bool = False) -> None:
+    """Merge `values` into `tracking.json`'s section (params/outputs: mappings; tags: a list)."""
+    directory = run_dir()
+    if not directory:
+        note(f"{section}: {values}")
+        return
+    path = os.path.join(directory, _TRACKING)
+    try:
+        with open(path) as handle:
+            data = json.load(handle)
+    except (FileNotFoundError, ValueError):
+        data = {}
+    if section == "tags":
+        current = [] if reset else list(data.get("tags") or [])
+        data["tags"] = list(dict.fromkeys(current + [str(t) for t in values]))
+    else:
+        current = {} if reset else dict(data.get(section) or {})
+        current.update({str(k): _plain(v) for k, v in values.items()})
+        data[section] = current
+    text = json.dumps(data)
+    if len(text) > _LIMIT:
+        raise ValueError(f"polyaxon (kubelab): {_TRACKING} would exceed {_LIMIT} bytes; log less")
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
+def _plain(value: Any) -> Any:
+    found = number(value)
+    if found is not None:
+        return found
+    return value if isinstance(value, (str, bool)) or value is None else str(value)
+
+
+def params() -> dict[str, Any]:
+    raw = os.environ.get("KUBELAB_PARAMS")
+    return json.loads(raw) if raw else {}
+
+
+def outputs_path() -> str:
+    path = os.environ.get("KUBELAB_OUTPUTS_DIR")
+    if path:
+        return path
+    import tempfile
+
+    path = os.path.join(tempfile.gettempdir(), "polyaxon-outputs")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def copy_artifact(path: str, name: str | None = None) -> str:
+    """Copy a file or folder into the run's outputs; returns where it went."""
+    target = os.path.join(outputs_path(), name or os.path.basename(os.path.normpath(path)))
+    if os.path.isdir(path):
+        shutil.copytree(path, target, dirs_exist_ok=True)
+    else:
+        shutil.copy2(path, target)
+    return target
+
+
+class Run:
+    """What Polyaxon's `Run` (v1) and `Experiment` (v0) record, written into the run directory."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.run_uuid = os.environ.get("KUBELAB_RUN_ID", "offline")
+        self.experiment_id = self.run_uuid
+
+    def log_metrics(self, step: int | None = None, timestamp: Any = None, **metrics: Any) -> None:
+        write_metrics(metrics, step)
+
+    def log_metric(self, name: str, value: Any, step: int | None = None, timestamp: Any = None) -> None:
+        write_metrics({name: value}, step)
+
+    def log_inputs(self, reset: bool = False, **inputs: Any) -> None:
+        update("params", inputs, reset)
+
+    log_params = log_inputs  # v0's name
+
+    def log_outputs(self, reset: bool = False, **outputs: Any) -> None:
+        numeric = {k: v for k, v in outputs.items() if number(v) is not None}
+        if numeric:
+            write_metrics(numeric)
+        others = {k: v for k, v in outputs.items() if k not in numeric}
+        if others or reset:
+            update("outputs", others, reset)
+
+    def log_tags(self, tags: Any, reset: bool = False) -> None:
+        update("tags", [tags] if isinstance(tags, str) else list(tags), reset)
+
+    def get_params(self) -> dict[str, Any]:
+        return params()
+
+    get_declarations = get_params
+    get_inputs = get_params
+
+    def get_outputs_path(self) -> str:
+        return outputs_path()
+
+    get_artifacts_path = get_outputs_path
+
+    def log_artifact(self, path: str, name: str | None = None, **kwargs: Any) -> str:
+        return copy_artifact(path, name)
+
+    log_model = log_artifact
+
+    def log_succeeded(self, *args: Any, **kwargs: Any) -> None:
+        """The run's state is its process's exit code here, as for every kubelab run."""
+
+    log_failed = log_stopped = end = succeeded = failed = log_succeeded
+
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(
+            f"polyaxon (kubelab): {name} is not provided: kubelab records metrics, params, tags, "
+            "outputs and artifacts; save other files under get_outputs_path()"
+        )

@@ -1,0 +1,1 @@
+"""Pipelines: steps (experiments and sweeps) that pass results along, restartable."""

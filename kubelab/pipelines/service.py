@@ -1,0 +1,244 @@
+"""Pipelines as a service: what the CLI, the REST handlers and the magics call.
+
+`Pipelines(lab)` validates a pipeline (every step's spec and paths, as a submit would),
+writes its folder and starts its driver; lists, shows (with each step's record), stops
+and resumes pipelines. Whoever looks at a Running pipeline whose driver died starts a new
+one, so a pipeline carries on after a crash or a reboot.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from kubelab.errors import Conflict, FieldError, NotFound, ValidationError
+from kubelab.lab import RUN_ID, Lab
+from kubelab.pipelines import driver
+from kubelab.pipelines.spec import EXPERIMENT, PipelineSpec, placeholders
+from kubelab.pipelines.store import (
+    DONE,
+    RUNNING,
+    WAITING,
+    PipelineDirectory,
+    PipelineState,
+    PipelineStore,
+    StepEntry,
+)
+from kubelab.records import new_id
+from kubelab.sweeps.store import write_json
+
+
+class Pipelines:
+    def __init__(self, lab: Lab):
+        self.lab = lab
+        self.store = PipelineStore(lab.home)
+
+    # -- creating -------------------------------------------------------------------------
+    def validate(self, data: Any, base_dir: Path | None = None, confine: bool = False,
+                 params: dict[str, Any] | None = None) -> PipelineSpec:
+        """The PipelineSpec, each step's paths checked as its submit would check them."""
+        from kubelab.pipelines.references import render
+        from kubelab.sweeps.service import Sweeps
+
+        base = Path(base_dir or Path.cwd()).resolve()
+        spec = PipelineSpec.parse(data, base_dir=base, params=params)
+        problems: list[FieldError] = []
+        for step in spec.steps:
+            sample = render(step.spec, placeholders(spec, step.spec))
+            where = f"steps.{step.name}.{step.kind}"
+            try:
+                if step.kind == EXPERIMENT:
+                    self.lab.prepare(sample, base, confine)
+                else:
+                    Sweeps(self.lab).validate(sample, base, confine)
+            except ValidationError as exc:
+                problems += [FieldError(f"{where}.{f.path}", f.reason) for f in exc.fields]
+        if problems:
+            raise ValidationError("invalid pipeline spec", problems)
+        return spec
+
+    def create(self, data: Any, base_dir: Path | None = None, confine: bool = False,
+               params: dict[str, Any] | None = None, schedule: str | None = None) -> dict[str, Any]:
+        """Validate, write the pipeline's folder (atomically: a refused one leaves nothing) and start it."""
+        base = Path(base_dir or Path.cwd()).resolve()
+        spec = self.validate(data, base, confine, params)
+        pipeline_id = new_id()
+        self.store.root.mkdir(parents=True, exist_ok=True)
+        staging = self.store.root / f".{pipeline_id}.new"
+        staging.mkdir()
+        try:
+            folder = PipelineDirectory(staging)
+            write_json(folder.spec_file, spec.to_dict())
+            state = PipelineState(user=self.lab.user, base_dir=str(base), confine=confine, schedule=schedule)
+            state.steps = {s.name: StepEntry(s.name, s.kind) for s in spec.steps}
+            folder.write_state(state)
+            final = self.store.pipeline(pipeline_id)
+            staging.rename(final.path)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        driver.launch(final)
+        return self.record(final)
+
+    # -- reading --------------------------------------------------------------------------
+    def pipeline(self, pipeline_id: str) -> PipelineDirectory:
+        if not isinstance(pipeline_id, str) or not RUN_ID.match(pipeline_id):
+            raise NotFound(f"no pipeline '{pipeline_id}'", [FieldError("id", "is not a pipeline id")])
+        pipeline = self.store.pipeline(pipeline_id)
+        if not pipeline.exists():
+            raise NotFound(f"no pipeline '{pipeline_id}'")
+        return pipeline
+
+    def list(self) -> list[dict[str, Any]]:
+        records = []
+        for pipeline in self.store.all():
+            try:
+                self.ensure_driver(pipeline)
+                records.append(self.record(pipeline))
+            except (OSError, ValueError):
+                continue
+        return records
+
+    def get(self, pipeline_id: str) -> dict[str, Any]:
+        """The record with each step's experiment or sweep record and the spec."""
+        pipeline = self.pipeline(pipeline_id)
+        self.ensure_driver(pipeline)
+        record = self.record(pipeline)
+        record["spec"] = pipeline.spec_data()
+        for step in record["steps"]:
+            step["record"] = self.step_record(step)
+        return record
+
+    def step_record(self, step: dict[str, Any]) -> dict[str, Any] | None:
+        from kubelab.sweeps.service import Sweeps
+
+        if not step["id"]:
+            return None
+        try:
+            if step["kind"] == EXPERIMENT:
+                return self.lab.get(step["id"])
+            return Sweeps(self.lab).record(Sweeps(self.lab).sweep(step["id"]))
+        except (NotFound, OSError, ValueError):
+            return None
+
+    def record(self, pipeline: PipelineDirectory, state: PipelineState | None = None) -> dict[str, Any]:
+        return pipeline_record(pipeline, state or pipeline.read_state())
+
+    # -- changing -------------------------------------------------------------------------
+    def stop(self, pipeline_id: str, wait: float = 30.0) -> dict[str, Any]:
+        """Stop the pipeline and its running steps; waits (bounded) until the driver recorded it."""
+        pipeline = self.pipeline(pipeline_id)
+        if pipeline.read_state().status != RUNNING:
+            raise Conflict(f"pipeline '{pipeline_id}' is not running")
+        pipeline.request_stop()
+        self.ensure_driver(pipeline)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and pipeline.read_state().status == RUNNING:
+            time.sleep(0.05)
+        return self.record(pipeline)
+
+    def resume(self, pipeline_id: str) -> dict[str, Any]:
+        """Run again every step that did not succeed (with fresh retries); succeeded ones are kept."""
+        pipeline = self.pipeline(pipeline_id)
+        with pipeline.state_lock():
+            state = pipeline.read_state()
+            if state.status == RUNNING:
+                raise Conflict(f"pipeline '{pipeline_id}' is already running")
+            if all(e.state == DONE for e in state.steps.values()):
+                raise Conflict(f"pipeline '{pipeline_id}' has no step left to run: every step succeeded")
+            for entry in state.steps.values():
+                if entry.state != DONE:
+                    if entry.id:
+                        entry.previous.append(entry.id)
+                    entry.state, entry.id, entry.attempt, entry.reason = WAITING, None, 0, "resumed"
+                    entry.finished_at = None
+            state.status, state.reason, state.finished_at = RUNNING, "resumed", None
+            pipeline.clear_stop()
+            pipeline.write_state(state)
+        driver.launch(pipeline)
+        return self.record(pipeline)
+
+    def ensure_driver(self, pipeline: PipelineDirectory) -> bool:
+        """Start a driver for a Running pipeline that has none; True when one was started."""
+        with pipeline.state_lock():
+            if pipeline.read_state().status != RUNNING or pipeline.driver_alive():
+                return False
+        driver.launch(pipeline)
+        return True
+
+
+def pipeline_record(pipeline: PipelineDirectory, state: PipelineState) -> dict[str, Any]:
+    """The pipeline as clients see it (REST, CLI, the sidebar's graph, the widget)."""
+    spec = pipeline.spec_data()
+    steps = []
+    for step in spec["steps"]:
+        entry = state.steps.get(step["name"]) or StepEntry(step["name"], EXPERIMENT)
+        steps.append({
+            "name": entry.name, "kind": entry.kind, "state": entry.state, "id": entry.id,
+            "attempt": entry.attempt, "previous": entry.previous, "reason": entry.reason,
+            "cached": entry.cached, "depends_on": step.get("depends_on") or [],
+            "started_at": entry.started_at, "finished_at": entry.finished_at,
+        })
+    counts: dict[str, int] = {}
+    for step in steps:
+        counts[step["state"]] = counts.get(step["state"], 0) + 1
+    return {
+        "id": pipeline.id, "name": spec.get("name") or pipeline.id, "status": state.status,
+        "reason": state.reason, "params": spec.get("params") or {}, "steps": steps, "counts": counts,
+        "created_at": state.created_at, "finished_at": state.finished_at, "user": state.user,
+        "schedule": state.schedule,
+    }
+
+
+class PipelineWatcher:
+    """For the server's event stream: which pipelines changed since the last look.
+
+    Every `liveness` seconds it also restarts the driver of any Running pipeline whose
+    driver died, and the per-user scheduler if a schedule is active (after a reboot, the
+    first server to start catches the schedules up).
+    """
+
+    def __init__(self, lab: Lab, liveness: float = 5.0):
+        self.pipelines = Pipelines(lab)
+        self.stamps: dict[str, int | None] = {}
+        self.liveness = liveness
+        self.checked = 0.0
+
+    def start(self) -> None:
+        for pipeline in self.pipelines.store.all():
+            self.stamps[pipeline.id] = pipeline.state_mtime()
+        self.keep_alive()
+
+    def keep_alive(self) -> None:
+        from kubelab.schedules.scheduler import ensure_running
+        from kubelab.schedules.service import Schedules
+
+        self.checked = time.monotonic()
+        for pipeline in self.pipelines.store.all():
+            try:
+                self.pipelines.ensure_driver(pipeline)
+            except (OSError, ValueError):
+                continue
+        try:
+            if any(not s.read_state()["paused"] for s in Schedules(self.pipelines.lab).all()):
+                ensure_running(self.pipelines.lab.home)
+        except (OSError, ValueError):
+            pass
+
+    def poll(self) -> list[dict[str, Any]]:
+        """Records of the pipelines whose state changed (new ones included)."""
+        if time.monotonic() - self.checked > self.liveness:
+            self.keep_alive()
+        changed = []
+        for pipeline in self.pipelines.store.all():
+            stamp = pipeline.state_mtime()
+            if stamp == self.stamps.get(pipeline.id):
+                continue
+            self.stamps[pipeline.id] = stamp
+            try:
+                changed.append(self.pipelines.record(pipeline))
+            except (OSError, ValueError):
+                continue
+        return changed

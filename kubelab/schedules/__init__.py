@@ -1,0 +1,1 @@
+"""Schedules: experiments, sweeps and pipelines that run on a timetable."""

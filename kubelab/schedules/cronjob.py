@@ -1,0 +1,154 @@
+"""A schedule on Kubernetes, as plain dicts (pure functions, no API calls).
+
+So a schedule fires while the user's notebook server is culled, it becomes a CronJob in the
+user's namespace that runs the notebook's image with kubelab (`kubelab schedule fire ID`):
+that command reads the schedule from `$KUBELAB_HOME` on the user's volume (mounted as in
+the notebook), starts what it describes with the Kubernetes backend (its steps are Jobs, as
+any experiment's) and follows it to the end, so `concurrencyPolicy` sees a fire as running
+while its pipeline or sweep runs. The pod's ServiceAccount `kubelab-scheduler` may do what
+that needs in its own namespace and nothing else (the same verbs as the notebook's, minus
+quotas and Kubeflow jobs).
+
+`kubelab schedule render -f spec.yml` prints these objects.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kubelab.errors import FieldError, ValidationError
+from kubelab.kube import names
+from kubelab.kube.notebook_env import NotebookEnv
+from kubelab.schedules.spec import Schedule
+
+SERVICE_ACCOUNT = "kubelab-scheduler"
+CONCURRENCY_POLICY = {"forbid": "Forbid", "allow": "Allow", "replace": "Replace"}
+STARTING_DEADLINE = 3600  # a fire missed by more than an hour (control plane down) is skipped
+RULES = [
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "get", "list", "watch", "delete"]},
+    {"apiGroups": [""], "resources": ["services"], "verbs": ["create", "get", "delete"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["list", "watch"]},
+]
+Manifest = dict[str, Any]
+
+
+def build(schedule_id: str, name: str, schedule: Schedule, paused: bool, nb: NotebookEnv) -> list[Manifest]:
+    """ServiceAccount, Role, RoleBinding and CronJob, in creation order."""
+    check(schedule, nb)
+    namespace = nb.namespace
+    meta = {"namespace": namespace, "labels": _labels(schedule_id, nb)}
+    account = {"apiVersion": "v1", "kind": "ServiceAccount",
+               "metadata": {"name": SERVICE_ACCOUNT, **meta}, "automountServiceAccountToken": False}
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": SERVICE_ACCOUNT, **meta}, "rules": RULES}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": SERVICE_ACCOUNT, **meta},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": SERVICE_ACCOUNT},
+               "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": namespace}]}
+    return [account, role, binding, cronjob(schedule_id, name, schedule, paused, nb)]
+
+
+def check(schedule: Schedule, nb: NotebookEnv) -> None:
+    """What a CronJob cannot express, refused by field before anything is created."""
+    problems = []
+    if len(schedule.cron.split()) != 5:
+        problems.append(FieldError("schedule.cron", "a Kubernetes CronJob takes five fields (minute "
+                                   "hour day-of-month month day-of-week); seconds and years run "
+                                   "only on the local scheduler"))
+    if not nb.image:
+        problems.append(FieldError("image", "the notebook's image is unknown (KUBELAB_IMAGE is not set)"))
+    if not nb.namespace:
+        problems.append(FieldError("namespace", "the notebook's namespace is unknown (KUBELAB_NAMESPACE)"))
+    if not nb.home:
+        problems.append(FieldError("KUBELAB_HOME", "is not set: the CronJob reads the schedule from "
+                                   "the user's volume"))
+    if problems:
+        raise ValidationError("cannot schedule this on the cluster", problems)
+
+
+def cronjob(schedule_id: str, name: str, schedule: Schedule, paused: bool, nb: NotebookEnv) -> Manifest:
+    env = [{"name": k, "value": v} for k, v in notebook_environ(nb).items()]
+    container: Manifest = {
+        "name": "scheduler",
+        "image": nb.image,
+        "command": ["kubelab", "schedule", "fire", schedule_id],
+        "env": env,
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"},
+                      "limits": {"cpu": "1", "memory": "1Gi"}},
+        "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True,
+                            "capabilities": {"drop": ["ALL"]}},
+    }
+    if nb.mounts:
+        container["volumeMounts"] = list(nb.mounts)
+    pod: Manifest = {
+        "restartPolicy": "Never",
+        "serviceAccountName": SERVICE_ACCOUNT,
+        "automountServiceAccountToken": True,  # it submits the schedule's Jobs
+        "enableServiceLinks": False,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": nb.uid, "runAsGroup": nb.gid,
+                            "fsGroup": nb.gid},
+        "containers": [container],
+    }
+    if nb.volumes:
+        pod["volumes"] = list(nb.volumes)
+    if nb.node_selector:
+        pod["nodeSelector"] = dict(nb.node_selector)
+    if nb.tolerations:
+        pod["tolerations"] = list(nb.tolerations)
+    labels = _labels(schedule_id, nb)
+    spec: Manifest = {
+        "schedule": schedule.cron,
+        "timeZone": schedule.timezone,
+        "concurrencyPolicy": CONCURRENCY_POLICY[schedule.concurrency],
+        "startingDeadlineSeconds": STARTING_DEADLINE,
+        "suspend": paused,
+        "successfulJobsHistoryLimit": 3,
+        "failedJobsHistoryLimit": 3,
+        "jobTemplate": {"metadata": {"labels": labels}, "spec": {
+            "backoffLimit": 0, "ttlSecondsAfterFinished": 7 * 24 * 3600,
+            "template": {"metadata": {"labels": labels}, "spec": pod}}},
+    }
+    return {"apiVersion": "batch/v1", "kind": "CronJob",
+            "metadata": {"name": cronjob_name(name, schedule_id), "namespace": nb.namespace, "labels": labels,
+                         "annotations": {"kubelab.io/schedule-name": name}},
+            "spec": spec}
+
+
+def notebook_environ(nb: NotebookEnv) -> dict[str, str]:
+    """The variables `NotebookEnv.from_environ` reads, so the runs a fire submits get the
+    notebook's namespace, image, volumes, node selector and tolerations, as if submitted
+    from the notebook itself."""
+    values = {
+        "KUBELAB_BACKEND": "kubernetes",
+        "KUBELAB_HOME": nb.home or "",
+        "KUBELAB_NAMESPACE": nb.namespace or "",
+        "KUBELAB_IMAGE": nb.image or "",
+        "KUBELAB_USER": nb.user,
+        "JUPYTERHUB_USER": nb.user,
+        "KUBELAB_GPU_RESOURCE": nb.gpu_resource,
+        "KUBELAB_GPU_TYPE_LABEL": nb.gpu_type_label,
+        "PYTHONUNBUFFERED": "1",
+    }
+    optional = {
+        "KUBELAB_SERVICE_ACCOUNT": nb.service_account,
+        "KUBELAB_PROJECT": nb.project,
+        "KUBELAB_SHM": nb.shm,
+        "KUBELAB_NODE_SELECTOR": json.dumps(nb.node_selector) if nb.node_selector else None,
+        "KUBELAB_TOLERATIONS": json.dumps(nb.tolerations) if nb.tolerations else None,
+        "KUBELAB_VOLUMES": json.dumps({"volumes": nb.volumes, "mounts": nb.mounts}) if nb.volumes else None,
+    }
+    values.update({k: v for k, v in optional.items() if v})
+    return values
+
+
+def cronjob_name(name: str, schedule_id: str) -> str:
+    """At most 52 characters: the CronJob controller appends an 11-character suffix to its Jobs."""
+    return f"{names.slug(name, 20)}-{schedule_id}"
+
+
+def _labels(schedule_id: str, nb: NotebookEnv) -> dict[str, str]:
+    return {names.MANAGED_BY: names.MANAGER, "app.kubernetes.io/name": "kubelab-schedule",
+            names.USER: names.label_value(nb.user), "kubelab.io/schedule": schedule_id}

@@ -1,0 +1,221 @@
+"""Bringing a user namespace's objects up to date: server-side apply as field manager `kubelab`.
+
+The spawner (on every spawn) and `kubelab hub reconcile` (for every user namespace) call
+`reconcile_namespace` with the objects the current configuration builds. It
+
+- applies each object (`fieldManager=kubelab`, `force=true`), so a changed catalog, group quota
+  or Role reaches namespaces that already exist, and a field kubelab stops setting goes away;
+- migrates an object a previous version wrote with create/replace (or someone edited with
+  `kubectl edit`): its fields are handed to kubelab's apply, which then drops what it no longer
+  sets, and from then on `kubelab` alone owns the object;
+- deletes kubelab's policies, Roles, bindings and quotas the configuration no longer builds;
+- creates claims only if missing and never changes or deletes one: they hold users' data.
+
+A thin adapter over kubernetes_asyncio's ApiClient (raw paths: one code path for every kind).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes_asyncio.client.rest import ApiException
+
+from .objects import MANAGED_BY
+
+FIELD_MANAGER = "kubelab"
+APPLY = "application/apply-patch+yaml"
+MERGE = "application/merge-patch+json"
+
+
+@dataclass(frozen=True)
+class Resource:
+    prefix: str
+    plural: str
+    namespaced: bool = True
+
+
+RESOURCES = {
+    "Namespace": Resource("/api/v1", "namespaces", namespaced=False),
+    "ServiceAccount": Resource("/api/v1", "serviceaccounts"),
+    "ResourceQuota": Resource("/api/v1", "resourcequotas"),
+    "PersistentVolumeClaim": Resource("/api/v1", "persistentvolumeclaims"),
+    "ConfigMap": Resource("/api/v1", "configmaps"),
+    "Role": Resource("/apis/rbac.authorization.k8s.io/v1", "roles"),
+    "RoleBinding": Resource("/apis/rbac.authorization.k8s.io/v1", "rolebindings"),
+    "NetworkPolicy": Resource("/apis/networking.k8s.io/v1", "networkpolicies"),
+    "ClusterRole": Resource("/apis/rbac.authorization.k8s.io/v1", "clusterroles", namespaced=False),
+    "ClusterRoleBinding": Resource(
+        "/apis/rbac.authorization.k8s.io/v1", "clusterrolebindings", namespaced=False
+    ),
+}
+# kinds whose content kubelab owns whole: migrated from older writers, pruned when no longer built
+OWNED = ("Role", "RoleBinding", "ResourceQuota", "NetworkPolicy")
+# kinds only ever created: a claim is a user's data
+CREATE_ONLY = ("PersistentVolumeClaim",)
+
+
+def path(kind: str, namespace: str | None = None, name: str | None = None) -> str:
+    resource = RESOURCES[kind]
+    parts = [resource.prefix]
+    if resource.namespaced:
+        parts.append(f"namespaces/{namespace}")
+    parts.append(resource.plural)
+    if name:
+        parts.append(name)
+    return "/".join(parts)
+
+
+def is_legacy(obj: dict[str, Any]) -> bool:
+    """Written (not applied) by someone: an older kubelab's create/replace, or a hand edit."""
+    return any(
+        entry.get("operation") == "Update" and not entry.get("subresource")
+        for entry in obj.get("metadata", {}).get("managedFields") or []
+    )
+
+
+def _union(into: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
+    for key, value in fields.items():
+        into[key] = _union(into.get(key) or {}, value) if isinstance(value, dict) and value else (
+            into.get(key) or value)
+    return into
+
+
+def take_ownership(managed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The managed fields with every field written outside a subresource owned by one entry,
+    kubelab's apply (what `kubectl apply --server-side` does when it takes over from client-side
+    apply). Status entries (a quota's usage, written by its controller) stay as they are."""
+    fields: dict[str, Any] = {}
+    api_version = None
+    for entry in managed:
+        if not entry.get("subresource"):
+            _union(fields, entry.get("fieldsV1") or {})
+            api_version = api_version or entry.get("apiVersion")
+    mine = {"manager": FIELD_MANAGER, "operation": "Apply", "apiVersion": api_version,
+            "fieldsType": "FieldsV1", "fieldsV1": fields}
+    return [mine, *(e for e in managed if e.get("subresource"))]
+
+
+@dataclass
+class Outcome:
+    """What one reconcile did, by `Kind/name` (for the CLI's report and for tests)."""
+
+    applied: list[str]
+    migrated: list[str]
+    created: list[str]
+    deleted: list[str]
+
+    def as_dict(self) -> dict[str, list[str]]:
+        return {"applied": self.applied, "migrated": self.migrated, "created": self.created,
+                "deleted": self.deleted}
+
+
+class Applier:
+    """Server-side apply over one ApiClient; `timeout` bounds each request."""
+
+    def __init__(self, api_client: Any, timeout: float = 30) -> None:
+        self.client = api_client
+        self.timeout = timeout
+
+    async def request(self, method: str, url: str, body: Any = None, query: list | None = None,
+                    content_type: str = "application/json") -> Any:
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        response = await asyncio.wait_for(
+            self.client.call_api(url, method, query_params=query or [], header_params=headers, body=body,
+                                 auth_settings=["BearerToken"],
+                                 response_types_map={200: "object", 201: "object", 202: "object"},
+                                 _return_http_data_only=True),
+            self.timeout,
+        )
+        return response
+
+    async def apply(self, obj: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
+        meta = obj["metadata"]
+        query = [("fieldManager", FIELD_MANAGER), ("force", "true")]
+        if dry_run:
+            query.append(("dryRun", "All"))
+        return await self.request("PATCH", path(obj["kind"], meta.get("namespace"), meta["name"]),
+                                json.loads(json.dumps(obj)), query, APPLY)
+
+    async def migrate(self, current: dict[str, Any], wanted: dict[str, Any]) -> dict[str, Any]:
+        """Hand every field of `current` to kubelab's apply (see `take_ownership`), then apply
+        again: what the wanted object no longer sets is now kubelab's alone, so it goes."""
+        meta = wanted["metadata"]
+        url = path(wanted["kind"], meta.get("namespace"), meta["name"])
+        owned = take_ownership(current["metadata"].get("managedFields") or [])
+        await self.request("PATCH", url, {"metadata": {"managedFields": owned}}, content_type=MERGE)
+        return await self.apply(wanted)
+
+    async def create_if_missing(self, obj: dict[str, Any]) -> bool:
+        meta = obj["metadata"]
+        try:
+            await self.request("POST", path(obj["kind"], meta.get("namespace")), json.loads(json.dumps(obj)),
+                             [("fieldManager", FIELD_MANAGER)])
+        except ApiException as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True
+
+    async def api_server_slices(self) -> list[dict[str, Any]]:
+        """The EndpointSlices of default/kubernetes: where pods reach the API server."""
+        listed = await self.request(
+            "GET", "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices",
+            query=[("labelSelector", "kubernetes.io/service-name=kubernetes")],
+        )
+        return listed.get("items") or []
+
+    async def owned_names(self, kind: str, namespace: str) -> list[str]:
+        selector = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
+        listed = await self.request("GET", path(kind, namespace), query=[("labelSelector", selector)])
+        return sorted(item["metadata"]["name"] for item in listed.get("items") or [])
+
+    async def delete(self, kind: str, namespace: str, name: str) -> bool:
+        try:
+            await self.request("DELETE", path(kind, namespace, name))
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    async def reconcile_namespace(self, namespace: str, objects: Iterable[dict[str, Any]],
+                                  prune: bool = True) -> Outcome:
+        """Bring `namespace` to `objects` (see the module docstring). RBAC goes in order: a
+        RoleBinding after its Role, whose rights the API server checks when binding. `prune`
+        is off for a namespace kubelab shares with others (trusted-lab mode)."""
+        wanted = list(objects)
+        outcome = Outcome([], [], [], [])
+        rbac = [o for o in wanted if o["kind"] in ("Role", "RoleBinding")]
+        rest = [o for o in wanted if o["kind"] not in ("Role", "RoleBinding", "Namespace")]
+        spaces = [o for o in wanted if o["kind"] == "Namespace"]
+
+        async def one(obj: dict[str, Any]) -> None:
+            key = f"{obj['kind']}/{obj['metadata']['name']}"
+            if obj["kind"] in CREATE_ONLY:
+                if await self.create_if_missing(obj):
+                    outcome.created.append(key)
+                return
+            result = await self.apply(obj)
+            if obj["kind"] in OWNED and is_legacy(result):
+                await self.migrate(result, obj)
+                outcome.migrated.append(key)
+            else:
+                outcome.applied.append(key)
+
+        async def in_order() -> None:
+            for obj in rbac:
+                await one(obj)
+
+        for obj in spaces:  # the namespace first: everything else lives in it
+            await one(obj)
+        await asyncio.gather(in_order(), *(one(o) for o in rest))
+        keep = {(o["kind"], o["metadata"]["name"]) for o in wanted}
+        for kind in OWNED if prune else ():
+            for name in await self.owned_names(kind, namespace):
+                if (kind, name) not in keep and await self.delete(kind, namespace, name):
+                    outcome.deleted.append(f"{kind}/{name}")
+        return outcome

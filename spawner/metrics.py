@@ -1,0 +1,122 @@
+"""Hub metrics for a lab's admin, on JupyterHub's own Prometheus endpoint (`/hub/metrics`).
+
+Named as `jupyterhub.metrics` names its metrics (the `JUPYTERHUB_METRICS_PREFIX` namespace,
+default `jupyterhub`, then `kubelab_...`) and served from prometheus_client's default registry,
+which that endpoint exports. The numbers are computed at scrape time from the pods and nodes
+the spawn form's availability watch already mirrors: no extra API calls per scrape.
+
+- `jupyterhub_kubelab_gpus_allocated{gpu_type, group, user}`: GPUs held by pods bound to a node
+  (notebooks and experiments; `group`/`user` from the `kubelab.io/group`/`kubelab.io/user` labels,
+  empty when a pod carries none)
+- `jupyterhub_kubelab_gpus_total{gpu_type}` and `jupyterhub_kubelab_gpus_free{gpu_type}`
+- `jupyterhub_kubelab_experiments{state, user}`: experiments (pods labelled
+  `app.kubernetes.io/name=kubelab-experiment`, by `kubelab.io/experiment`) with a running pod
+  (`running`), or whose pods all wait to be scheduled or started (`queued`). A Job that Kueue
+  holds suspended has no pod yet and is not counted.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from prometheus_client.core import REGISTRY, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from .availability import _DONE, GROUP_LABEL, USER_LABEL, Availability, cluster_availability, pod_requests
+from .profiles import Catalog
+
+PREFIX = os.getenv("JUPYTERHUB_METRICS_PREFIX", "jupyterhub")
+EXPERIMENT_NAME = ("app.kubernetes.io/name", "kubelab-experiment")
+EXPERIMENT_LABEL = "kubelab.io/experiment"
+
+
+def gpus_allocated(nodes: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]],
+                   catalog: Catalog) -> Counter[tuple[str, str, str]]:
+    """GPUs of live pods bound to a catalog node, by (type, group, user)."""
+    by_label = {t.label_value: t.name for t in catalog.gpu_types}
+    node_type = {
+        n["metadata"]["name"]: by_label[label]
+        for n in nodes
+        if (label := ((n["metadata"].get("labels") or {}).get(catalog.gpu_label))) in by_label
+    }
+    resources = {t.resource for t in catalog.gpu_types} or {"nvidia.com/gpu"}
+    result: Counter[tuple[str, str, str]] = Counter()
+    for pod in pods:
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        gpu_type = node_type.get(spec.get("nodeName") or "")
+        done = (pod.get("status") or {}).get("phase") in _DONE or meta.get("deletionTimestamp")
+        if gpu_type is None or done:
+            continue
+        gpus = sum(pod_requests(pod, r)[0] for r in resources)
+        if gpus:
+            labels = meta.get("labels") or {}
+            result[(gpu_type, labels.get(GROUP_LABEL, ""), labels.get(USER_LABEL, ""))] += gpus
+    return result
+
+
+def experiments(pods: Iterable[dict[str, Any]]) -> Counter[tuple[str, str]]:
+    """Experiments by (state, user): `running` if any of its live pods runs, else `queued`."""
+    phases: dict[tuple[str, str], set[str]] = {}
+    for pod in pods:
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        if labels.get(EXPERIMENT_NAME[0]) != EXPERIMENT_NAME[1] or not labels.get(EXPERIMENT_LABEL):
+            continue
+        phase = (pod.get("status") or {}).get("phase") or "Pending"
+        if phase in _DONE:
+            continue
+        phases.setdefault((labels[EXPERIMENT_LABEL], labels.get(USER_LABEL, "")), set()).add(phase)
+    return Counter(("running" if "Running" in seen else "queued", user) for (_, user), seen in phases.items())
+
+
+def families(nodes: list[dict[str, Any]], pods: list[dict[str, Any]], catalog: Catalog
+             ) -> list[GaugeMetricFamily]:
+    """The metric families for one snapshot of the cluster (pure: what a scrape returns)."""
+    allocated = GaugeMetricFamily(f"{PREFIX}_kubelab_gpus_allocated",
+                                  "GPUs held by pods bound to a node, by GPU type, group and user",
+                                  labels=["gpu_type", "group", "user"])
+    for (gpu_type, group, user), count in sorted(gpus_allocated(nodes, pods, catalog).items()):
+        allocated.add_metric([gpu_type, group, user], count)
+    availability: Availability = cluster_availability(nodes, pods, catalog)
+    total = GaugeMetricFamily(f"{PREFIX}_kubelab_gpus_total", "Allocatable GPUs of schedulable nodes",
+                              labels=["gpu_type"])
+    free = GaugeMetricFamily(f"{PREFIX}_kubelab_gpus_free", "GPUs no live pod requests",
+                             labels=["gpu_type"])
+    for name, count in availability.types.items():
+        total.add_metric([name], count.total)
+        free.add_metric([name], count.free)
+    running = GaugeMetricFamily(f"{PREFIX}_kubelab_experiments",
+                                "kubelab experiments with a running pod, or queued for scheduling",
+                                labels=["state", "user"])
+    for (state, user), count in sorted(experiments(pods).items()):
+        running.add_metric([state, user], count)
+    return [allocated, total, free, running]
+
+
+class LabCollector(Collector):
+    """Reads the snapshot of whatever availability watch `source` returns (None: nothing yet)."""
+
+    def __init__(self, source: Callable[[], tuple[list, list, Catalog] | None]) -> None:
+        self.source = source
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        snapshot = self.source()
+        if snapshot is not None:
+            yield from families(*snapshot)
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        return iter(())  # computed at scrape time; nothing to check when registering
+
+
+_registered: list[LabCollector] = []
+
+
+def register(source: Callable[[], tuple[list, list, Catalog] | None]) -> LabCollector:
+    """Register once per process in the registry /hub/metrics exports."""
+    if not _registered:
+        collector = LabCollector(source)
+        REGISTRY.register(collector)
+        _registered.append(collector)
+    return _registered[0]

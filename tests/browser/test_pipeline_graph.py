@@ -1,0 +1,58 @@
+"""The Pipelines sidebar in a real JupyterLab: a pipeline's steps as a graph of nodes
+coloured by state that follows the pipeline live, a click on a step opening its
+experiment, and the schedules listed with their next fire."""
+
+from __future__ import annotations
+
+from playwright.sync_api import Page, expect
+
+WAIT_MS = 90_000  # a first JupyterLab load on a busy 2-core machine
+GREEN, BLUE = "#1a7f37", "#0969da"
+
+
+def pipelines(page: Page):
+    return page.locator('[id="kubelab:pipelines"]')
+
+
+def node(page: Page, step: str):
+    return pipelines(page).locator(f'.jp-kubelab-PipelineStep[data-step="{step}"]')
+
+
+def test_the_graph_follows_a_pipeline_and_opens_its_steps(lab_server, page: Page) -> None:
+    root = lab_server.root
+    (root / "wait.py").write_text("import os, time\nwhile not os.path.exists('go'):\n    time.sleep(0.05)\n")
+    quick = {"command": ["python", "-c", "pass"]}
+    made = lab_server.post("pipelines", {"spec": {"name": "graph", "steps": [
+        {"name": "prep", "experiment": quick},
+        {"name": "train", "depends_on": ["prep"], "experiment": {"command": ["python", "wait.py"]}},
+        {"name": "eval", "depends_on": ["train"], "experiment": quick},
+    ]}})
+    assert made.status_code == 201, made.text
+    scheduled = lab_server.post("schedules", {"spec": {**quick, "name": "nightly-eval",
+                                                       "schedule": {"cron": "0 2 * * *"}}})
+    assert scheduled.status_code == 201, scheduled.text
+
+    page.goto(f"{lab_server.url}lab?token={lab_server.token}")
+    expect(page.locator("#jupyterlab-splash")).to_have_count(0, timeout=WAIT_MS)
+    page.locator('.jp-SideBar.jp-mod-left .lm-TabBar-tab[data-id="kubelab:pipelines"]').click()
+    expect(pipelines(page)).to_be_visible(timeout=10_000)
+    expect(pipelines(page).locator(f'[data-pipeline-id="{made.json()["id"]}"]')).to_contain_text("graph")
+    expect(node(page, "prep")).to_have_attribute("data-state", "succeeded", timeout=WAIT_MS)
+    expect(node(page, "train")).to_have_attribute("data-state", "running", timeout=WAIT_MS)
+    expect(node(page, "eval")).to_have_attribute("data-state", "waiting")
+    expect(node(page, "prep").locator("rect")).to_have_attribute("fill", GREEN)
+    expect(node(page, "train").locator("rect")).to_have_attribute("fill", BLUE)
+    prep_box, eval_box = node(page, "prep").bounding_box(), node(page, "eval").bounding_box()
+    assert prep_box and eval_box and prep_box["x"] < eval_box["x"]  # dependencies to the left
+    schedule = pipelines(page).locator(f'[data-schedule-id="{scheduled.json()["id"]}"]')
+    expect(schedule).to_contain_text("nightly-eval")
+    expect(schedule).to_contain_text("0 2 * * *")
+
+    (root / "go").touch()  # train finishes; the graph follows the event stream
+    expect(node(page, "eval")).to_have_attribute("data-state", "succeeded", timeout=WAIT_MS)
+    expect(node(page, "train").locator("rect")).to_have_attribute("fill", GREEN)
+
+    train_id = lab_server.get(f"pipelines/{made.json()['id']}").json()["steps"][1]["id"]
+    node(page, "train").click()
+    expect(page.locator(f'[id="kubelab-experiment-view-{train_id}"]')).to_be_visible(timeout=30_000)
+    assert not page.problems, page.problems  # type: ignore[attr-defined]

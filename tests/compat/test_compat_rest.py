@@ -1,0 +1,74 @@
+"""Polyaxon documents through the REST API of a real Jupyter server: created as sweeps, refused
+with the field and reason (422, never 500), and kept inside the workspace."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from jupyter_server_process import JupyterServer
+from sweeps.sweep_support import stop_leftovers
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    base = tmp_path_factory.mktemp("compat-rest")
+    shutil.copytree(FIXTURES / "polyaxon", base / "workspace" / "polyaxon")
+    env = {"KUBELAB_MACHINE_DIR": str(base / "machine"), "KUBELAB_STOP_GRACE": "2"}
+    try:
+        with JupyterServer(base / "workspace", base / "home", env=env) as running:
+            yield running
+    finally:
+        stop_leftovers(base / "home")
+
+
+MATRIX = {
+    "version": 1.1, "kind": "operation", "name": "rest-matrix",
+    "matrix": {"kind": "grid", "params": {"lr": {"kind": "choice", "value": [0.1, 0.2]}},
+               "earlyStopping": [{"metric": "loss", "value": -1, "optimization": "minimize"}]},
+    "component": {"inputs": [{"name": "lr", "type": "float"}],
+                  "run": {"kind": "job", "container": {"command": [
+                      "python", "-c", "import sys, kubelab; kubelab.report(loss=float(sys.argv[1]))",
+                      "{{ lr }}"]}}},
+}
+
+
+def test_a_v1_matrix_posted_to_sweeps_runs(server):
+    created = server.post("sweeps", MATRIX)
+    assert created.status_code == 201, created.text
+    sweep_id = created.json()["id"]
+    deadline = time.monotonic() + 60
+    while server.get(f"sweeps/{sweep_id}").json()["status"] == "Running" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    record = server.get(f"sweeps/{sweep_id}").json()
+    assert record["status"] == "Succeeded", record
+    assert sorted(t["objective"] for t in record["trials"]) == [0.1, 0.2]
+
+
+@pytest.mark.parametrize(
+    ("body", "path", "reason"),
+    [
+        ({**MATRIX, "pathRef": "../../etc/passwd", "component": None}, "pathRef", "outside the operation's folder"),
+        ({"version": 1.1, "kind": "dag", "operations": []}, "kind", "pipelines"),
+        ({**MATRIX, "joins": [{"query": "status:succeeded"}]}, "joins", "left for later"),
+        ({"apiVersion": "kubeflow.org/v1beta1", "kind": "Experiment"}, "kind", "Katib Experiment"),
+    ],
+)
+def test_refusals_are_422_with_the_field(server, body, path, reason):
+    refused = server.post("sweeps", body)
+    assert refused.status_code == 422, refused.text
+    fields = {f["path"]: f["reason"] for f in refused.json()["fields"]}
+    assert reason in fields.get(path, ""), fields
+
+
+def test_a_group_file_submitted_as_an_experiment_points_to_sweeps(server):
+    refused = server.post("experiments", {"file": "polyaxon/v0_group.yml"})
+    assert refused.status_code == 422, refused.text
+    assert "this is a sweep" in refused.json()["fields"][0]["reason"]
+    accepted = server.post("experiments", {"file": "polyaxon/v1_operation.yml"})
+    assert accepted.status_code == 201, accepted.text
+    assert accepted.json()["params"] == {"lr": 0.01, "epochs": 3}

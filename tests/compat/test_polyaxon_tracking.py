@@ -1,0 +1,71 @@
+"""Trial code written for Polyaxon's tracking client runs unchanged, recording into the run."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+V1_SCRIPT = textwrap.dedent("""
+    import os
+    import polyaxon
+    from polyaxon import tracking
+
+    tracking.init(project="mnist", is_offline=False)
+    tracking.log_inputs(lr=0.01, optimizer="adam")
+    for step in range(3):
+        tracking.log_metrics(step=step, loss=1.0 / (step + 1), accuracy=step / 3)
+    tracking.log_outputs(best_loss=0.25, note="converged")
+    tracking.log_tags(["baseline", "v1"])
+    with open("model.txt", "w") as handle:
+        handle.write("weights")
+    tracking.log_artifact("model.txt")
+    print("outputs at", tracking.get_outputs_path())
+    print("shim", polyaxon.__file__)
+    try:
+        tracking.log_image("x.png")
+    except AttributeError as error:
+        print(error)
+""")
+
+V0_SCRIPT = textwrap.dedent("""
+    from polyaxon_client.tracking import Experiment, get_outputs_path, get_declarations
+
+    experiment = Experiment()
+    experiment.log_params(batch_size=64)
+    experiment.log_metrics(step=0, loss=0.5)
+    experiment.log_metrics(loss=0.2)
+    experiment.log_tags("v0")
+    print("declarations", get_declarations())
+""")
+
+
+def test_v1_tracking_records_metrics_params_outputs_tags_and_artifacts(cli, compat_env):
+    (compat_env / "track.py").write_text(V1_SCRIPT)
+    done = cli("run", "--name", "tracked", "--tag", "given", "-o", "json", "--wait", "--", "python", "track.py")
+    record = json.loads(done.stdout)
+    assert record["status"] == "Succeeded", record
+    shown = json.loads(cli("show", record["id"], "-o", "json").stdout)
+    assert shown["metrics"]["loss"] == 1 / 3 and shown["metrics"]["best_loss"] == 0.25
+    assert shown["step"] == 2
+    assert shown["params"] == {"lr": 0.01, "optimizer": "adam"}
+    assert shown["tags"] == ["given", "baseline", "v1"]
+    logs = cli("logs", record["id"]).stdout
+    assert "/nni_compat/polyaxon/__init__.py" in logs  # the shim, not a real Polyaxon install
+    assert "tracking.log_image is not provided" in logs or "log_image is not provided" in logs
+    run_dir = compat_env.parent / "home" / "runs" / record["id"]
+    assert (run_dir / "outputs" / "model.txt").read_text() == "weights"
+    assert json.loads((run_dir / "tracking.json").read_text())["outputs"] == {"note": "converged"}
+    # the logged values are queryable, also by Polyaxon's names
+    found = cli("ls", "in.optimizer:adam, tags:baseline, outputs.best_loss:<0.3", "-o", "json").stdout
+    assert [r["id"] for r in json.loads(found)["items"]] == [record["id"]]
+
+
+def test_v0_experiment_client_records_into_the_run(cli, compat_env):
+    (compat_env / "track0.py").write_text(V0_SCRIPT)
+    done = cli("run", "-P", "lr=0.1", "-o", "json", "--wait", "--", "python", "track0.py")
+    record = json.loads(done.stdout)
+    shown = json.loads(cli("show", record["id"], "-o", "json").stdout)
+    assert shown["metrics"]["loss"] == 0.2
+    assert shown["params"] == {"lr": 0.1, "batch_size": 64}  # what the spec set wins over logged names
+    assert shown["tags"] == ["v0"]
+    assert "declarations {'lr': 0.1}" in cli("logs", record["id"]).stdout

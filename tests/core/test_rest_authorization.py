@@ -1,0 +1,90 @@
+"""Every REST handler asks Jupyter's Authorizer, with a resource name and the right action.
+
+A deployment can give a user read-only access (JupyterHub's `read:servers`-style scopes, or
+a custom `Authorizer`): then nothing under `/kubelab/api/` may change or run anything.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from jupyter_server_process import JupyterServer
+
+HERE = Path(__file__).resolve().parent
+
+
+def start(base: Path, authorizer: str) -> JupyterServer:
+    env = {"KUBELAB_MACHINE_DIR": str(base / "machine"), "PYTHONPATH": str(HERE),
+           "KUBELAB_AUTHZ_LOG": str(base / "authz.jsonl")}
+    server = JupyterServer(base / "root", base / "home", env=env,
+                           extra=[f"--ServerApp.authorizer_class=kubelab_authorizers.{authorizer}"])
+    return server.start()
+
+
+@pytest.fixture(scope="module")
+def read_only(tmp_path_factory):
+    base = tmp_path_factory.mktemp("readonly")
+    server = start(base, "ReadOnly")
+    yield server, base
+    server.stop()
+
+
+WRITES = [
+    ("POST", "experiments"), ("DELETE", "experiments/000000000000"),
+    ("POST", "experiments/000000000000/stop"), ("POST", "sweeps"), ("PATCH", "sweeps/000000000000"),
+    ("POST", "sweeps/000000000000/stop"), ("POST", "sweeps/000000000000/resume"),
+    ("POST", "tensorboards"), ("DELETE", "tensorboards/000000000000"),
+]
+
+
+def test_a_read_only_user_cannot_run_an_experiment(read_only):
+    server, base = read_only
+    marker = base / "ran"
+    spec = {"name": "x", "command": ["python", "-c", f"open({str(marker)!r}, 'w').write('ran')"]}
+    response = server.post("experiments", spec)
+    assert response.status_code == 403, response.text
+    time.sleep(1.0)  # had it been submitted, the runner would have had time to start it
+    assert not marker.exists()
+    listed = server.get("experiments")
+    assert listed.status_code == 200 and listed.json()["total"] == 0
+    assert not list((base / "home").glob("runs/*"))  # no run directory was made
+
+
+@pytest.mark.parametrize(("method", "path"), WRITES)
+def test_a_read_only_user_changes_nothing(read_only, method, path):
+    server, _ = read_only
+    import requests
+
+    response = requests.request(method, server.api + path, headers=server.headers, json={}, timeout=30)
+    assert response.status_code == 403, (method, path, response.status_code, response.text[:300])
+
+
+def test_reads_ask_for_read_and_anything_that_runs_code_asks_for_execute(read_only):
+    server, base = read_only
+    for path in ("experiments", "resources", "sweeps", "tensorboards", "openapi.json"):
+        assert server.get(path).status_code == 200, path
+    server.post("experiments", {"command": ["true"]})
+    server.post("sweeps", {})
+    server.post("tensorboards", {})
+    server.post("experiments/000000000000/stop")
+    asked = [json.loads(line) for line in (base / "authz.jsonl").read_text().splitlines()]
+    decisions = {(method, path.split("/kubelab/api/")[1]): (action, resource)
+                 for method, path, action, resource in asked}
+    assert decisions[("GET", "experiments")] == ("read", "kubelab.experiments")
+    assert decisions[("GET", "resources")] == ("read", "kubelab.resources")
+    assert decisions[("POST", "experiments")] == ("execute", "kubelab.experiments")
+    assert decisions[("POST", "sweeps")] == ("execute", "kubelab.sweeps")
+    assert decisions[("POST", "tensorboards")] == ("execute", "kubelab.tensorboards")
+    assert decisions[("POST", "experiments/000000000000/stop")] == ("write", "kubelab.experiments")
+
+
+def test_changing_without_running_code_is_a_write(tmp_path):
+    server = start(tmp_path, "NoExecute")
+    try:
+        assert server.post("experiments", {"command": ["true"]}).status_code == 403
+        assert server.post("experiments/000000000000/stop").status_code == 404  # allowed, no such run
+    finally:
+        server.stop()

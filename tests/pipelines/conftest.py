@@ -1,0 +1,31 @@
+"""Fixtures for the pipeline and schedule suites: a private kubelab home, GPU ledger and
+workspace per test, the `Pipelines` service, and cleanup of every process a test left."""
+
+from __future__ import annotations
+
+import pytest
+from pipeline_support import stop_pipeline_leftovers
+
+from kubelab.lab import Lab
+from kubelab.pipelines.service import Pipelines
+
+
+@pytest.fixture
+def pipeline_env(tmp_path, monkeypatch):
+    monkeypatch.setenv("KUBELAB_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("KUBELAB_MACHINE_DIR", str(tmp_path / "machine"))
+    monkeypatch.setenv("KUBELAB_STOP_GRACE", "2")
+    monkeypatch.setenv("KUBELAB_WARM_RUNNERS", "0")
+    for name in ("KUBELAB_FAKE_GPUS", "KUBELAB_API_URL", "KUBELAB_SWEEP_CRASH", "KUBELAB_PIPELINE_CRASH",
+                 "KUBELAB_BACKEND"):
+        monkeypatch.delenv(name, raising=False)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    yield work
+    stop_pipeline_leftovers(tmp_path / "home")
+
+
+@pytest.fixture
+def pipelines(pipeline_env) -> Pipelines:
+    return Pipelines(Lab())

@@ -1,0 +1,295 @@
+"""Real pipelines on the local backend: results passed between steps, failures, retries,
+stop and resume, the cache, and a driver killed at each step boundary.
+
+Steps are ordinary experiments and sweeps run by the local runner: tiny Python scripts.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pipeline_support import step_runs, step_sweeps, wait_driver_gone, wait_pipeline, write_script
+
+from kubelab.errors import Conflict, ValidationError
+
+TRAIN = """
+    import json, os, kubelab
+    p = kubelab.params()
+    out = os.path.join(os.environ["KUBELAB_RUN_DIR"], "outputs", "model.json")
+    json.dump({"lr": p["lr"]}, open(out, "w"))
+    kubelab.report(acc=0.5 + p["lr"])
+"""
+EVAL = """
+    import json, sys, kubelab
+    model = json.load(open(sys.argv[1] + "/model.json"))
+    kubelab.report(score=float(sys.argv[2]), lr=model["lr"])
+"""
+
+
+def worked_example() -> dict:
+    return {
+        "name": "tune-train-eval",
+        "params": {"bonus": 1},
+        "steps": [
+            {"name": "tune", "sweep": {
+                "space": {"x": {"_type": "choice", "_value": [0.1, 0.2, 0.3]}},
+                "objective": {"metric": "loss", "direction": "minimize"},
+                "tuner": "grid", "max_trials": 3, "parameter_style": "env",
+                "trial": {"command": ["python", "-c",
+                                      "import kubelab; kubelab.report(loss=abs(kubelab.params()['x'] - 0.2))"]}}},
+            {"name": "train", "depends_on": ["tune"], "outputs": ["acc"], "experiment": {
+                "command": ["python", "train.py"],
+                "params": {"lr": "{{ steps.tune.best.params.x }}", "bonus": "{{ params.bonus }}"}}},
+            {"name": "eval", "depends_on": ["train"], "experiment": {
+                "command": "python eval.py {{ steps.train.outputs }} {{ steps.train.metrics.acc }}"}},
+        ],
+    }
+
+
+def test_the_worked_example_passes_results_between_steps(pipelines, pipeline_env):
+    write_script(pipeline_env, "train.py", TRAIN)
+    write_script(pipeline_env, "eval.py", EVAL)
+    record = pipelines.create(worked_example())
+    done = wait_pipeline(pipelines, record["id"])
+    assert done["status"] == "Succeeded", done
+    assert [s["state"] for s in done["steps"]] == ["succeeded"] * 3
+    lab = pipelines.lab
+    train = lab.get(done["steps"][1]["id"])
+    assert train["params"] == {"lr": 0.2, "bonus": 1}  # the sweep's best, typed as it was
+    evaluation = lab.get(done["steps"][2]["id"])
+    assert evaluation["metrics"] == {"score": pytest.approx(0.7), "lr": 0.2}
+    # Steps are ordinary records, labelled with their pipeline and step.
+    labelled = {r["id"] for r in lab.list(f"pipeline:{record['id']}, step:train|eval")[0]}
+    assert labelled == {done["steps"][1]["id"], done["steps"][2]["id"]}
+    assert len(lab.list(f"pipeline:{record['id']}, sweep:{done['steps'][0]['id']}")[0]) == 3  # the trials
+    assert lab.list("step:>100")[1] == 0  # `step` with a number is still the metrics step
+    sweep = step_sweeps(lab.home, record["id"])
+    assert sweep == {"tune": [done["steps"][0]["id"]]}
+
+
+def test_failures_fail_dependants_and_retries_run_again(pipelines, pipeline_env):
+    write_script(pipeline_env, "flaky.py", """
+        import os, sys
+        if not os.path.exists("tried"):
+            open("tried", "w").close()
+            sys.exit(3)
+    """)
+    ok = {"command": ["python", "-c", "pass"]}
+    record = pipelines.create({"steps": [
+        {"name": "flaky", "retries": 1, "experiment": {"command": ["python", "flaky.py"]}},
+        {"name": "broken", "experiment": {"command": ["python", "-c", "raise SystemExit(4)"]}},
+        {"name": "after", "depends_on": ["broken", "flaky"], "experiment": ok},
+        {"name": "later", "depends_on": ["after"], "experiment": ok},
+        {"name": "alone", "experiment": ok},
+    ]})
+    done = wait_pipeline(pipelines, record["id"])
+    steps = {s["name"]: s for s in done["steps"]}
+    assert done["status"] == "Failed"
+    assert steps["flaky"]["state"] == "succeeded" and steps["flaky"]["attempt"] == 2
+    assert len(steps["flaky"]["previous"]) == 1
+    assert steps["broken"]["state"] == "failed" and "code 4" in steps["broken"]["reason"]
+    assert steps["after"]["state"] == "failed" and steps["after"]["reason"] == "upstream step 'broken' failed"
+    assert steps["later"]["reason"] == "upstream step 'after' failed"
+    assert steps["alone"]["state"] == "succeeded"
+    runs = step_runs(pipelines.lab.home, record["id"])
+    assert {k: len(v) for k, v in runs.items()} == {"flaky": 2, "broken": 1, "alone": 1}
+    assert "failed steps: broken" in done["reason"]
+
+
+def chain() -> dict:
+    step = {"command": ["python", "-c", "import kubelab; kubelab.report(v=1)"]}
+    return {"steps": [
+        {"name": "a", "outputs": ["v"], "experiment": step},
+        {"name": "b", "depends_on": ["a"], "outputs": ["v"], "experiment": {
+            "command": ["python", "-c", "import kubelab, sys; kubelab.report(v=float(sys.argv[1]) + 1)",
+                        "{{ steps.a.metrics.v }}"]}},
+        {"name": "c", "depends_on": ["b"], "experiment": step},
+    ]}
+
+
+@pytest.mark.parametrize("point", ["before-submit", "after-submit", "after-end"])
+@pytest.mark.parametrize("count", [1, 2, 3])
+def test_driver_killed_at_each_step_boundary_loses_and_repeats_nothing(pipelines, monkeypatch, point, count):
+    monkeypatch.setenv("KUBELAB_PIPELINE_CRASH", f"{point}:{count}")
+    record = pipelines.create(chain())
+    wait_driver_gone(pipelines, record["id"])
+    assert pipelines.record(pipelines.pipeline(record["id"]))["status"] == "Running"  # died, not finished
+    monkeypatch.delenv("KUBELAB_PIPELINE_CRASH")
+    pipelines.list()  # `kubelab pipeline ls` (and the server) restart a dead driver
+    done = wait_pipeline(pipelines, record["id"])
+    assert done["status"] == "Succeeded", done
+    runs = step_runs(pipelines.lab.home, record["id"])
+    assert runs == {s["name"]: [s["id"]] for s in done["steps"]}  # each step ran exactly once
+    assert pipelines.lab.get(runs["b"][0])["metrics"] == {"v": 2.0}
+
+
+@pytest.mark.parametrize("point", ["before-submit", "after-submit", "after-end"])
+def test_a_sweep_step_is_adopted_after_a_kill_not_started_again(pipelines, monkeypatch, point):
+    monkeypatch.setenv("KUBELAB_PIPELINE_CRASH", f"{point}:1")
+    record = pipelines.create({"steps": [
+        {"name": "tune", "sweep": {
+            "space": {"x": {"_type": "choice", "_value": [1, 2]}}, "tuner": "grid", "max_trials": 2,
+            "objective": {"metric": "m"}, "parameter_style": "env",
+            "trial": {"command": ["python", "-c", "import kubelab; kubelab.report(m=kubelab.params()['x'])"]}}},
+        {"name": "use", "depends_on": ["tune"], "experiment": {
+            "command": ["python", "-c", "import sys; assert sys.argv[1] == '1'", "{{ steps.tune.best.params.x }}"]}},
+    ]})
+    wait_driver_gone(pipelines, record["id"])
+    monkeypatch.delenv("KUBELAB_PIPELINE_CRASH")
+    pipelines.list()
+    done = wait_pipeline(pipelines, record["id"])
+    assert done["status"] == "Succeeded", done
+    assert step_sweeps(pipelines.lab.home, record["id"]) == {"tune": [done["steps"][0]["id"]]}
+    assert step_runs(pipelines.lab.home, record["id"]) == {"use": [done["steps"][1]["id"]]}
+
+
+def test_stop_then_resume_restarts_only_what_did_not_finish(pipelines, pipeline_env):
+    write_script(pipeline_env, "waits.py", """
+        import os, time
+        open("started", "w").close()
+        while not os.path.exists("go"):
+            time.sleep(0.05)
+    """)
+    record = pipelines.create({"steps": [
+        {"name": "first", "experiment": {"command": ["python", "-c", "pass"]}},
+        {"name": "slow", "depends_on": ["first"], "experiment": {"command": ["python", "waits.py"]}},
+        {"name": "last", "depends_on": ["slow"], "experiment": {"command": ["python", "-c", "pass"]}},
+    ]})
+    wait_pipeline(pipelines, record["id"], until=lambda r: (pipeline_env / "started").exists())
+    stopped = pipelines.stop(record["id"])
+    assert stopped["status"] == "Stopped", stopped
+    states = {s["name"]: s["state"] for s in stopped["steps"]}
+    assert states == {"first": "succeeded", "slow": "stopped", "last": "stopped"}
+    with pytest.raises(Conflict):
+        pipelines.stop(record["id"])
+    (pipeline_env / "go").touch()
+    pipelines.resume(record["id"])
+    done = wait_pipeline(pipelines, record["id"])
+    assert done["status"] == "Succeeded", done
+    runs = step_runs(pipelines.lab.home, record["id"])
+    assert {k: len(v) for k, v in runs.items()} == {"first": 1, "slow": 2, "last": 1}
+    with pytest.raises(Conflict, match="every step succeeded"):
+        pipelines.resume(record["id"])
+
+
+def test_cache_reuses_a_step_whose_inputs_did_not_change(pipelines, pipeline_env):
+    prep, use = pipeline_env / "prep", pipeline_env / "use"
+    prep.mkdir()
+    use.mkdir()
+    write_script(prep, "prep.py", "import kubelab; kubelab.report(rows=open('data.csv').read().count(','))")
+    (prep / "data.csv").write_text("a,b\n")
+    (use / "notes.txt").write_text("v1")
+    spec = {"cache": True, "params": {"seed": 1}, "steps": [
+        {"name": "prep", "outputs": ["rows"], "experiment": {"code": "prep", "command": ["python", "prep.py"]}},
+        {"name": "use", "depends_on": ["prep"], "experiment": {
+            "code": "use", "command": ["python", "-c", "pass", "{{ steps.prep.metrics.rows }}",
+                                       "{{ params.seed }}", "{{ steps.prep.outputs }}"]}},
+    ]}
+
+    def run(**params) -> dict:
+        done = wait_pipeline(pipelines, pipelines.create(spec, params=params)["id"])
+        assert done["status"] == "Succeeded", done
+        return done
+
+    first = run()
+    again = run()
+    assert [s["cached"] for s in again["steps"]] == [True, True]
+    assert [s["id"] for s in again["steps"]] == [s["id"] for s in first["steps"]]
+    assert step_runs(pipelines.lab.home, again["id"]) == {}  # nothing ran
+    assert [s["cached"] for s in run(seed=2)["steps"]] == [True, False]  # only `use` sees the param
+    (prep / "data.csv").write_text("c,d\n")  # prep's input changed, not what `use` sees
+    same = run()
+    assert [s["cached"] for s in same["steps"]] == [False, True]  # a new outputs folder, same contents
+    assert same["steps"][1]["id"] == first["steps"][1]["id"]
+    (use / "notes.txt").write_text("v2")  # the step's own code changed
+    assert [s["cached"] for s in run()["steps"]] == [True, False]
+    (prep / "data.csv").write_text("a,b,c\n")  # a result changed: nothing is reused
+    changed = run()
+    assert [s["cached"] for s in changed["steps"]] == [False, False]
+    assert pipelines.lab.get(changed["steps"][0]["id"])["metrics"] == {"rows": 2}
+
+
+def test_a_missing_result_fails_the_step_with_the_reason(pipelines):
+    record = pipelines.create({"steps": [
+        {"name": "quiet", "outputs": ["acc"], "experiment": {"command": ["python", "-c", "pass"]}},
+        {"name": "next", "depends_on": ["quiet"], "experiment": {
+            "command": ["echo", "{{ steps.quiet.metrics.acc }}"]}},
+    ]})
+    done = wait_pipeline(pipelines, record["id"])
+    reason = done["steps"][1]["reason"]
+    assert done["steps"][1]["state"] == "failed"
+    assert reason.startswith("could not start: {{ steps.quiet.metrics.acc }}: step 'quiet'") and "'acc'" in reason
+
+
+BAD = [
+    ({"steps": [{"name": "a", "depends_on": ["b"], "experiment": {"command": "x"}},
+                {"name": "b", "depends_on": ["a"], "experiment": {"command": "x"}}]},
+     "steps.a.depends_on", "makes a cycle: a -> b -> a"),
+    ({"steps": [{"name": "a", "depends_on": ["z"], "experiment": {"command": "x"}}]},
+     "steps.a.depends_on", "no step named 'z'"),
+    ({"steps": [{"name": "a", "experiment": {"command": "x {{ steps.q.outputs }}"}}]},
+     "steps.a.experiment.command", "no step named 'q'"),
+    ({"steps": [{"name": "a", "experiment": {"command": "x"}},
+                {"name": "b", "depends_on": ["a"], "experiment": {"command": "x {{ steps.a.metrics.acc }}"}}]},
+     "steps.b.experiment.command", "does not declare the metric 'acc'"),
+    ({"steps": [{"name": "a", "experiment": {"command": "x"}, "sweep": {}}]}, "steps.a", "exactly one of"),
+    ({"steps": [{"name": "a", "experiment": {"command": "x"}}], "schedule": {"cron": "* * *"}},
+     "schedule.cron", "not a valid cron expression"),
+    ({"steps": [{"name": "a", "experiment": {"command": "x"}}], "schedule": {"cron": "0 2 * * *",
+                                                                            "timezone": "Nowhere/City"}},
+     "schedule.timezone", "not an IANA time zone"),
+    ({"steps": [{"name": "a", "experiment": {"command": "x", "workdir": "missing"}}]},
+     "steps.a.experiment.workdir", "does not exist"),
+    ({"steps": [{"name": "a", "file": "../outside.yml"}]}, "steps.a.file", "outside the pipeline's folder"),
+]
+
+
+@pytest.mark.parametrize(("data", "path", "reason"), BAD)
+def test_bad_pipelines_are_refused_naming_the_step_and_field(pipelines, data, path, reason):
+    with pytest.raises(ValidationError) as caught:
+        pipelines.create(data)
+    assert any(f.path == path and reason in f.reason for f in caught.value.fields), caught.value.fields
+    home = pipelines.lab.home
+    assert not [p for p in (home / "pipelines").glob("*")] if (home / "pipelines").exists() else True
+    assert not list((home / "runs").iterdir())
+
+
+def test_unknown_params_are_refused(pipelines):
+    with pytest.raises(ValidationError, match="params.epoch: is not a pipeline param; did you mean 'epochs'"):
+        pipelines.create({"params": {"epochs": 1}, "steps": [{"name": "a", "experiment": {"command": "x"}}]},
+                         params={"epoch": 3})
+
+
+def test_steps_from_files(pipelines, pipeline_env):
+    (pipeline_env / "step.yml").write_text(json.dumps({"command": ["python", "-c", "pass"]}))
+    (pipeline_env / "sweep.yml").write_text(json.dumps({
+        "space": {"x": {"_type": "choice", "_value": [1]}}, "tuner": "grid", "max_trials": 1,
+        "objective": {"metric": "m"},
+        "trial": {"command": ["python", "-c", "import kubelab; kubelab.report(m=1)"]}}))
+    record = pipelines.create({"steps": [{"name": "one", "file": "step.yml"},
+                                         {"name": "two", "file": "sweep.yml", "depends_on": ["one"]}]})
+    done = wait_pipeline(pipelines, record["id"])
+    assert done["status"] == "Succeeded", done
+    assert [s["kind"] for s in done["steps"]] == ["experiment", "sweep"]
+
+
+def test_stopping_a_pipeline_stops_its_running_sweep(pipelines, pipeline_env):
+    write_script(pipeline_env, "trial.py", """
+        import os, time
+        open("trial-started", "w").close()
+        while not os.path.exists("go"):
+            time.sleep(0.05)
+    """)
+    record = pipelines.create({"steps": [{"name": "tune", "sweep": {
+        "space": {"x": {"_type": "choice", "_value": [1, 2]}}, "tuner": "grid", "max_trials": 2,
+        "objective": {"metric": "m"}, "trial": {"command": ["python", "trial.py"]}}}]})
+    wait_pipeline(pipelines, record["id"], until=lambda r: (pipeline_env / "trial-started").exists())
+    stopped = pipelines.stop(record["id"])
+    assert stopped["status"] == "Stopped", stopped
+    step = stopped["steps"][0]
+    assert step["state"] == "stopped" and step["reason"].startswith(f"sweep {step['id']} stopped")
+    from kubelab.sweeps.service import Sweeps
+
+    assert Sweeps(pipelines.lab).sweep(step["id"]).read_state().status == "Stopped"
+    assert all(r["status"] == "Stopped" for r in pipelines.lab.list(f"sweep:{step['id']}")[0])
