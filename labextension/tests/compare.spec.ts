@@ -42,6 +42,8 @@ const record = (
   replicas: 1,
   framework: 'none',
   backend: 'local',
+  pipeline: null,
+  pipeline_step: null,
   ...extra
 });
 
