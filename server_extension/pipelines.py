@@ -69,12 +69,14 @@ class PipelineHandlerBase(KubelabHandler):
 
 
 class PipelinesHandler(PipelineHandlerBase):
-    @api
+    auth_resource = "kubelab.pipelines"
+
+    @api("read")
     async def get(self) -> None:
         """List pipelines, newest first."""
         self.reply({"items": await asyncio.to_thread(self.pipelines.list)})
 
-    @api
+    @api("execute")
     async def post(self) -> None:
         """Create and start a pipeline: `{"spec": {...}}` or `{"file": "path"}`, optional `params`."""
         data, base, params = self.request_spec()
@@ -87,14 +89,18 @@ class PipelinesHandler(PipelineHandlerBase):
 
 
 class PipelineHandler(PipelineHandlerBase):
-    @api
+    auth_resource = "kubelab.pipelines"
+
+    @api("read")
     async def get(self, pipeline_id: str) -> None:
         """One pipeline with its steps' experiment and sweep records."""
         self.reply(await asyncio.to_thread(self.pipelines.get, pipeline_id))
 
 
 class PipelineStopHandler(PipelineHandlerBase):
-    @api
+    auth_resource = "kubelab.pipelines"
+
+    @api("write")
     async def post(self, pipeline_id: str) -> None:
         """Stop a pipeline and its running steps."""
         record = await asyncio.to_thread(self.pipelines.stop, pipeline_id)
@@ -103,7 +109,9 @@ class PipelineStopHandler(PipelineHandlerBase):
 
 
 class PipelineResumeHandler(PipelineHandlerBase):
-    @api
+    auth_resource = "kubelab.pipelines"
+
+    @api("execute")
     async def post(self, pipeline_id: str) -> None:
         """Run again the steps of a stopped or failed pipeline that did not succeed."""
         record = await asyncio.to_thread(self.pipelines.resume, pipeline_id)
@@ -112,12 +120,14 @@ class PipelineResumeHandler(PipelineHandlerBase):
 
 
 class SchedulesHandler(PipelineHandlerBase):
-    @api
+    auth_resource = "kubelab.schedules"
+
+    @api("read")
     async def get(self) -> None:
         """List schedules with their next fire time and recent fires."""
         self.reply({"items": await asyncio.to_thread(self.schedules.list)})
 
-    @api
+    @api("execute")
     async def post(self) -> None:
         """Schedule an experiment, sweep or pipeline spec that has a `schedule:` section."""
         data, base, params = self.request_spec()
@@ -126,13 +136,15 @@ class SchedulesHandler(PipelineHandlerBase):
 
 
 class ScheduleHandler(PipelineHandlerBase):
-    @api
+    auth_resource = "kubelab.schedules"
+
+    @api("read")
     async def get(self, schedule_id: str) -> None:
         """One schedule: what it starts, its cron, next fire and recent fires."""
         folder = await asyncio.to_thread(self.schedules.get_dir, schedule_id)
         self.reply(await asyncio.to_thread(self.schedules.record, folder))
 
-    @api
+    @api("write")
     async def delete(self, schedule_id: str) -> None:
         """Remove a schedule; what it started keeps running."""
         await asyncio.to_thread(self.schedules.remove, schedule_id)
@@ -141,14 +153,18 @@ class ScheduleHandler(PipelineHandlerBase):
 
 
 class SchedulePauseHandler(PipelineHandlerBase):
-    @api
+    auth_resource = "kubelab.schedules"
+
+    @api("write")
     async def post(self, schedule_id: str) -> None:
         """Stop firing a schedule."""
         self.reply(await asyncio.to_thread(self.schedules.pause, schedule_id))
 
 
 class ScheduleResumeHandler(PipelineHandlerBase):
-    @api
+    auth_resource = "kubelab.schedules"
+
+    @api("execute")
     async def post(self, schedule_id: str) -> None:
         """Fire a paused schedule again, from now on."""
         self.reply(await asyncio.to_thread(self.schedules.resume, schedule_id))

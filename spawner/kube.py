@@ -12,6 +12,7 @@ import copy
 import json
 from typing import Any, ClassVar
 
+from kubernetes_asyncio.client.rest import ApiException
 from kubespawner import KubeSpawner
 from kubespawner.clients import shared_client
 from traitlets import Bool, Dict, Int, List, Unicode, default
@@ -369,6 +370,16 @@ class KubeLabSpawner(SpawnForm, KubeSpawner):
         applier = Applier(self.api.api_client, self.k8s_api_request_timeout)
         return ApiServer.from_endpoint_slices(await applier.api_server_slices())
 
+    async def _start(self) -> Any:
+        """KubeSpawner's start. A refusal by the API server (Pod Security, a quota, RBAC) reaches
+        the form as the server's own sentence instead of a bare 500."""
+        try:
+            return await super()._start()
+        except ApiException as exc:
+            if exc.status not in (400, 403, 409, 422):
+                raise
+            raise refusal(KubelabError(f"the cluster refused this server: {_api_message(exc)}")) from exc
+
     async def _ensure_namespace(self) -> None:
         await super()._ensure_namespace()
         await self._ensure_objects(getattr(self, "_group", None) or self.plan()[1])
@@ -434,6 +445,14 @@ def _metrics_snapshot() -> tuple[list, list, Catalog] | None:
     if not (watch.nodes.loaded.is_set() and watch.pods.loaded.is_set()):
         return None
     return list(watch.nodes.items.values()), list(watch.pods.items.values()), watch.catalog
+
+
+def _api_message(exc: ApiException) -> str:
+    """The API server's own sentence from an error answer (its Status `message`)."""
+    try:
+        return str(json.loads(exc.body)["message"])
+    except (TypeError, ValueError, KeyError):
+        return str(exc.reason)
 
 
 async def _start_quietly(watch: ClusterAvailability) -> None:

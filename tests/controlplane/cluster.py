@@ -184,6 +184,8 @@ class ControlPlane:
             f"--kubelet-client-certificate={pki_dir / 'apiserver-kubelet-client.crt'}",
             f"--kubelet-client-key={pki_dir / 'apiserver-kubelet-client.key'}",
             "--kubelet-preferred-address-types=InternalIP", "--profiling=false",
+            # the `kubernetes` Service cannot have loopback endpoints (validation refuses them):
+            # clients here use kubeconfigs, and the spawner is told the API server's address
             "--endpoint-reconciler-type=none", "--v=1",
         ])
         self._wait_https("/readyz", deadline, "kube-apiserver")

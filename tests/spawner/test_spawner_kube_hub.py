@@ -25,11 +25,13 @@ GROUPS = {
         "users": ["alice"],
         "properties": {
             "node_selector": "org=vision",
-            "volume_mount": "datasets(pvc):/datasets;data/aidata(hostpath):/aidata;8G(memory):/dev/shm",
+            "volume_mount": "datasets(pvc):/datasets;8G(memory):/dev/shm",
             "quota": {"user": {"gpus": 3, "cpu": "16", "memory": "64Gi"}, "group": {"gpus": 4}},
         },
     },
     "broken": {"users": ["mallory"], "properties": {"quota": "lots", "volume_mount": "x(pvc)/mnt"}},
+    # a host folder: Pod Security (baseline, enforced by the API server) refuses it
+    "hostdata": {"users": ["oscar"], "properties": {"volume_mount": "data/aidata(hostpath):/aidata"}},
 }
 
 
@@ -67,6 +69,9 @@ def hub(kube: ControlPlane, pod_stand_in, tmp_path_factory: pytest.TempPathFacto
         f"c.KubeLabSpawner.port = {pod_stand_in.port}\n"
         "c.KubeLabSpawner.start_timeout = 60\n"
         "c.KubeLabSpawner.cluster_context = 'kubelab'\n"
+        # a loopback API server has no `kubernetes` endpoints to discover (see tests/controlplane)
+        "c.KubeLabSpawner.api_server_cidrs = ['127.0.0.1/32']\n"
+        f"c.KubeLabSpawner.api_server_ports = [{kube.port}]\n"
         f"c.JupyterHub.load_groups = {GROUPS!r}\n"
     )
     with Hub(
@@ -148,7 +153,7 @@ def test_spawn_through_the_form_then_stop(hub: Hub, kube: ControlPlane, pod_stan
             "gpus": "2(nvidia,V100)",
             "cpu": "4",
             "memory": "16Gi",
-            "image": "ghcr.io/kubelab/notebook:latest",
+            "image": "kubelab/notebook:0.1.0",
         },
     )
     assert reply.status_code == 302, reply.text[-2000:]
@@ -185,11 +190,10 @@ def test_spawn_through_the_form_then_stop(hub: Hub, kube: ControlPlane, pod_stan
         volumes[mounts["/archives/alice"]["name"]]["persistentVolumeClaim"]["claimName"] == "kubelab-archive"
     )
     assert volumes[mounts["/datasets"]["name"]]["persistentVolumeClaim"]["claimName"] == "datasets"
-    assert volumes[mounts["/aidata"]["name"]]["hostPath"]["path"] == "/data/aidata"
     assert volumes[mounts["/dev/shm"]["name"]]["emptyDir"] == {"medium": "Memory", "sizeLimit": "8G"}
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["KUBELAB_NAMESPACE"] == "user-alice"
-    assert env["KUBELAB_IMAGE"] == "ghcr.io/kubelab/notebook:latest"
+    assert env["KUBELAB_IMAGE"] == "kubelab/notebook:0.1.0"
     assert env["KUBELAB_USER"] == "alice" and env["KUBELAB_PROJECT"] == "vision"
     assert json.loads(env["KUBELAB_NODE_SELECTOR"]) == {"org": "vision"}
     assert json.loads(env["KUBELAB_TOLERATIONS"])[0]["key"] == "nvidia.com/gpu"
@@ -203,7 +207,6 @@ def test_spawn_through_the_form_then_stop(hub: Hub, kube: ControlPlane, pod_stan
         "/mnt/alice",
         "/archives/alice",
         "/datasets",
-        "/aidata",
     }
     assert env["KUBELAB_SHM"] == "8G" and env["KUBELAB_HOME"] == "/mnt/alice/.kubelab"
     assert env["KUBELAB_BACKEND"] == "kubernetes" and env["KUBELAB_SERVICE_ACCOUNT"] == "kubelab-notebook"
@@ -307,3 +310,14 @@ def test_a_notebook_account_cannot_touch_another_user(hub: Hub, kube: ControlPla
             with pytest.raises(client.ApiException) as refused:
                 call()
             assert refused.value.status == 403
+
+
+def test_pod_security_refusal_reaches_the_form_as_a_sentence(hub: Hub, kube: ControlPlane) -> None:
+    """The API server's Pod Security admission refuses a hostPath mount in a user namespace
+    (baseline); the user reads its reason above the form, not a bare 500."""
+    session = hub.login("oscar")
+    reply = hub.post_form(session, "oscar", {"group": "hostdata", "gpus": "0"})
+    assert reply.status_code == 400, reply.text[-2000:]
+    assert 'violates PodSecurity &quot;baseline:latest&quot;: hostPath volumes' in reply.text or \
+        "violates PodSecurity &#34;baseline:latest&#34;: hostPath volumes" in reply.text, reply.text[-3000:]
+    assert listed(kube, "/api/v1/namespaces/user-oscar/pods") == []

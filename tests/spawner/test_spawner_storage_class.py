@@ -13,8 +13,9 @@ from typing import Any
 
 import kubernetes_asyncio.config.kube_config as kube_config
 import pytest
-from kubelab.spawner import KubeLabSpawner
 from kubespawner import clients
+
+from kubelab.spawner import KubeLabSpawner
 
 
 @pytest.fixture(autouse=True)
