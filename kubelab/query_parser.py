@@ -413,13 +413,19 @@ def parse_operation(source: str, token: _Token) -> Operation:
             rest = span.cut(len(symbol))
             if not rest:
                 raise fail(span.pos + len(symbol), f"expected a value after '{symbol}'")
+            if rest.mask[0] in "<>=":
+                raise fail(rest.pos, f"'{symbol}' cannot be followed by another operator "
+                           f"'{rest.raw[0]}' (one comparison per condition, e.g. "
+                           f"{token.text}:{symbol}0.5)")
             for other in ("|", ".."):
                 if other in rest.mask:
                     raise fail(
                         rest.pos + rest.mask.index(other),
                         f"'{symbol}' takes one value; '{other}' cannot follow it",
                     )
-            return Operation(kind, negate, (_atom(source, rest, plain=symbol),), span.pos)
+            atom = _atom(source, rest, plain=symbol)
+            _numeric_metric(source, token, atom, symbol)
+            return Operation(kind, negate, (atom,), span.pos)
     if ".." in span.mask:
         cut = span.mask.index("..")
         low, high = span.cut(0, cut), span.cut(cut + 2)
@@ -435,6 +441,8 @@ def parse_operation(source: str, token: _Token) -> Operation:
             if "|" in part.mask:
                 raise fail(part.pos + part.mask.index("|"), "a range cannot contain '|'")
         atoms = (_atom(source, low, plain=".."), _atom(source, high, plain=".."))
+        for atom in atoms:
+            _numeric_metric(source, token, atom, "..")
         return Operation("range", negate, atoms, span.pos)
     if "|" in span.mask:
         members: list[Atom] = []
@@ -452,6 +460,13 @@ def parse_operation(source: str, token: _Token) -> Operation:
                 return Operation("set", negate, tuple(members), span.pos)
             start = bar + 1
     return Operation("eq", negate, (_atom(source, span),), span.pos)
+
+
+def _numeric_metric(source: str, token: _Token, atom: Atom, symbol: str) -> None:
+    """Metrics are numbers: comparing one with text would silently match nothing."""
+    if token.text.startswith("metrics.") and number(atom) is None:
+        raise QueryError(source, atom.pos, f"{token.text} holds numbers; '{symbol}' needs a "
+                         f"number, not {clip(atom.text)!r}")
 
 
 def _atom(source: str, span: _Span, plain: str = "") -> Atom:

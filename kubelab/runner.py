@@ -28,6 +28,7 @@ from kubelab.distributed import Topology, replica_env, tf_config
 from kubelab.gpus import GpuAllocator
 from kubelab.records import FAILED, QUEUED, RUNNING, STOPPED, SUCCEEDED, TERMINAL, RunDirectory, parse_iso
 from kubelab.spec import ExperimentSpec
+from kubelab.tfevents import MirrorThread, ScalarMirror
 
 POLL = 0.05
 FAST_POLL, FAST_FOR = 0.005, 1.0  # a short trial's end is seen within 5 ms, a long one's within 50
@@ -93,7 +94,9 @@ class Runner:
                 self.move(state, reason + " while queued")
                 return 0
             self.status.gpu_ids = gpu_ids
-            self.execute(gpu_ids)
+            # Reported metrics become TensorBoard scalars beside the user's own event files.
+            with MirrorThread(ScalarMirror(self.run.path, self.run.tensorboard_dir)):
+                self.execute(gpu_ids)
         except Exception as exc:  # the runner must always leave a final status
             self.move(FAILED, f"kubelab runner error: {exc}")
         finally:
@@ -178,7 +181,7 @@ class Runner:
                     env["TF_CONFIG"] = tf_config(topology, "ps", index)
             mine = gpu_ids[index * per : (index + 1) * per] if role == "worker" else []
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, mine))
-            log = self.run.logs_dir / (f"replica-{index}.log" if role == "worker" else f"{role}-{index}.log")
+            log = self.run.logs_dir / self.log_name(role, index)
             mode = "a" if attempt > 1 else "w"
             with open(log, mode) as out:
                 process = subprocess.Popen(
@@ -196,6 +199,10 @@ class Runner:
             for r in replicas
         ]
         return replicas
+
+    @staticmethod
+    def log_name(role: str, index: int) -> str:
+        return f"replica-{index}.log" if role == "worker" else f"{role}-{index}.log"
 
     def base_env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -245,7 +252,9 @@ class Runner:
                     record.update(exit_code=code, state=SUCCEEDED if code == 0 else FAILED)
                     self.run.write_status(self.status)
                 if code != 0 and failure is None:
-                    failure = (f"{replica.label} {describe_exit(code)}", code, True)
+                    reason = f"{replica.label} {describe_exit(code)}"
+                    exception = last_exception(self.run.logs_dir / self.log_name(replica.role, replica.index))
+                    failure = (f"{reason}: {exception}" if exception else reason, code, True)
             if failure is not None:
                 # One failed replica dooms a distributed job: stop the others, as torchrun does.
                 self.terminate(replicas)
@@ -342,6 +351,30 @@ def end_descendants(signum: int, keep: set[int] = frozenset(), rounds: int = 5) 
 def signal_group(pgid: int, signum: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signum)
+
+
+TRACEBACK = "Traceback (most recent call last):"
+TAIL_BYTES = 16384
+
+
+def last_exception(log: Path, width: int = 300) -> str:
+    """The exception line of the last Python traceback in a replica's log (`ValueError: bad
+    shape`), so a failed run says why, not only its exit code; "" when there is none."""
+    try:
+        with open(log, "rb") as handle:
+            handle.seek(max(0, handle.seek(0, os.SEEK_END) - TAIL_BYTES))
+            tail = handle.read().decode(errors="replace")
+    except OSError:
+        return ""
+    if TRACEBACK not in tail:
+        return ""
+    after = tail[tail.rindex(TRACEBACK) + len(TRACEBACK):].splitlines()
+    # The exception is the first unindented line after the frames (chained ones come later
+    # as a new traceback, which rindex already chose).
+    for line in after:
+        if line.strip() and not line.startswith((" ", "\t")):
+            return line.strip()[:width]
+    return ""
 
 
 def describe_exit(code: int) -> str:

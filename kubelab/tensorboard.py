@@ -56,6 +56,9 @@ class TensorBoardSession:
     last_access: float = field(default_factory=time.time)
     process: subprocess.Popen | None = field(default=None, repr=False)
     log_path: Path | None = None
+    # Stopped by a user (sidebar, closed tab, `%tensorboard --stop`): a page that comes back
+    # must not start it again behind their back, unlike after an idle stop.
+    stopped_on_request: bool = False
 
     @property
     def url(self) -> str:
@@ -224,6 +227,7 @@ class TensorBoardSupervisor:
             session = self.get(sid)
             if not session.alive:
                 self._check_room()
+                session.stopped_on_request = False
                 session.state, session.reason = STARTING, "restarted on request"
                 session.started_at = session.last_access = time.time()
                 self._spawn(session)
@@ -317,6 +321,7 @@ class TensorBoardSupervisor:
     # -- stopping -------------------------------------------------------------------------
     def stop(self, sid: str) -> TensorBoardSession:
         session = self.get(sid)
+        session.stopped_on_request = True
         self._terminate(session, "stopped on request")
         return session
 

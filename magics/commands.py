@@ -101,7 +101,7 @@ class KubelabMagics(Magics):
             display(widget)
             Live.of(svc).watch(widget)
             if args.tensorboard:
-                widget.show_tensorboard()
+                widget.tensorboard_when_reported()
         if not args.wait:
             return
         if not self.widgets():

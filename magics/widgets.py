@@ -12,6 +12,7 @@ import html
 import threading
 import time
 import weakref
+from pathlib import Path
 from typing import Any
 
 import ipywidgets as w
@@ -126,6 +127,8 @@ class ExperimentWidget(LiveWidget):
         self.service = service
         self.record = dict(record)
         self.points: list[dict[str, Any]] = []
+        self.tensorboard_pending = False
+        self.pending_lock = threading.Lock()
         self.header = w.HTML()
         self.metrics = w.HTML()
         self.panel = w.HTML()
@@ -160,10 +163,14 @@ class ExperimentWidget(LiveWidget):
         elif kind == "metrics" and data.get("id") == self.id:
             self.points.extend(data.get("points") or [])
             self.render()
+        else:
+            return
+        self.open_pending_tensorboard()
 
     def tick(self) -> None:
         if self.record.get("started_at") and not self.done:
             self.render_header()
+        self.open_pending_tensorboard()
 
     def render_header(self) -> None:
         r = self.record
@@ -202,6 +209,38 @@ class ExperimentWidget(LiveWidget):
     def show_tensorboard(self) -> None:
         session = self.service.tensorboard({"experiments": [self.id]})
         self.panel.value = views.tensorboard_html(session, session["url"])
+
+    def tensorboard_when_reported(self) -> None:
+        """`%%train --tensorboard`: open TensorBoard once the run has event files with its
+        reported metrics. Opened earlier, TensorBoard's page says "No dashboards are active"
+        and stays so until reloaded by hand."""
+        self.tensorboard_pending = True
+        self.panel.value = ("<small data-kubelab-tensorboard-pending>TensorBoard opens here when the "
+                            "run reports its first metric.</small>")
+        self.open_pending_tensorboard()
+
+    def open_pending_tensorboard(self) -> None:
+        with self.pending_lock:  # the event and tick threads both ask
+            if not self.tensorboard_pending:
+                return
+            reported = bool(self.points or self.record.get("metrics"))
+            opening = reported and (self.done or self.has_event_files())
+            if opening or self.done:
+                self.tensorboard_pending = False
+        if opening:
+            self.guarded(self.show_tensorboard)(None)
+        elif self.done:
+            self.panel.value = ("<small>The run ended without reporting a metric; the TensorBoard "
+                                "button shows the event files its code wrote itself.</small>")
+
+    def has_event_files(self) -> bool:
+        """Whether the run's TensorBoard folder (kubelab's mirror or the user's own writer) holds
+        an event file yet; False where this kernel cannot see the run directory."""
+        if "run_dir" not in self.record:
+            self.record.update(self.service.get(self.id))
+        folder = Path(self.record.get("run_dir") or "/nonexistent") / "tensorboard"
+        pattern = "events.out.tfevents*"
+        return any(folder.glob(pattern)) or any(folder.glob(f"*/{pattern}"))
 
 
 class SweepWidget(LiveWidget):

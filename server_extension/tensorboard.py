@@ -22,6 +22,11 @@ from kubelab.errors import KubelabError
 from kubelab.server_extension.handlers import KubelabHandler, api
 from kubelab.tensorboard import FAILED, RUNNING, STARTING, TensorBoardSession, TensorBoardSupervisor
 
+STOPPED_PAGE = (
+    "<!doctype html><title>TensorBoard stopped</title>"
+    "<p data-kubelab-tensorboard-stopped>This TensorBoard was stopped. Open it again from "
+    "the Experiments sidebar, or with <code>%tensorboard</code>.</p>"
+)
 READY_TIMEOUT = 60.0  # seconds a first request waits for a starting TensorBoard
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
               "proxy-authorization", "proxy-authenticate", "content-length", "server", "date"}
@@ -152,6 +157,11 @@ class TensorBoardProxy(JupyterHandler):
             session = self.supervisor.get(session_id)
         except KubelabError as exc:
             self.fail(exc)
+            return None
+        if session.stopped_on_request and not session.alive:
+            self.set_status(410)
+            self.set_header("Content-Type", "text/html; charset=utf-8")
+            self.finish(STOPPED_PAGE)
             return None
         if not session.alive:  # stopped when idle (or crashed): a returning page starts it again
             session = self.supervisor.restart(session_id)

@@ -103,6 +103,21 @@ export interface ITensorBoardSession {
   started_at?: string | number | null;
 }
 
+/** Session states in which the tab has nothing left to show. */
+export const ENDED_STATES: ReadonlySet<string> = new Set(['stopped', 'failed']);
+
+/**
+ * Whether the session `id` has ended, judged from the store's list: a session the
+ * list does not know (yet) has not ended; the tab opens before the event arrives.
+ */
+export function sessionEnded(
+  sessions: readonly ITensorBoardSession[],
+  id: string
+): boolean {
+  const session = sessions.find(s => s.id === id);
+  return session !== undefined && ENDED_STATES.has(session.state);
+}
+
 /** What `POST kubelab/api/experiments` accepts; the server validates the rest. */
 export interface IExperimentSpec {
   name?: string;

@@ -100,6 +100,20 @@ export function MetricChart(props: {
   const points = downsample(props.points, MAX_POINTS);
   const f = frame(points);
   const last = props.points[props.points.length - 1];
+  if (props.points.length === 1) {
+    // One number (a final result, say) reads better as a number than as a dot on axes.
+    return (
+      <figure
+        className="jp-kubelab-Chart jp-kubelab-Chart-single"
+        data-metric={props.name}
+      >
+        <figcaption>{props.name}</figcaption>
+        <output className="jp-kubelab-Chart-value">
+          {formatNumber(last.y)}
+        </output>
+      </figure>
+    );
+  }
   return (
     <figure className="jp-kubelab-Chart" data-metric={props.name}>
       <figcaption>

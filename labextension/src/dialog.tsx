@@ -8,21 +8,23 @@ import { Dialog, showDialog } from '@jupyterlab/apputils';
 import { TranslationBundle } from '@jupyterlab/translation';
 import { ReactWidget } from '@jupyterlab/ui-components';
 import { Message } from '@lumino/messaging';
-import React, { useLayoutEffect, useState } from 'react';
+import React, { useLayoutEffect, useRef, useState } from 'react';
 
 import { IResources, KubelabApi, KubelabApiError } from './api';
 import {
   buildSpec,
   errorsByField,
+  FieldErrors,
   FormField,
   FRAMEWORKS,
-  IRunForm
+  IRunForm,
+  pendingErrors
 } from './form';
 import { IExperimentRecord } from './model';
 
 const PARAMS_EXAMPLE = 'lr=0.01\nbatch_size=64';
 
-type Errors = Partial<Record<FormField | 'general', string[]>>;
+type Errors = FieldErrors;
 
 class RunFormWidget
   extends ReactWidget
@@ -81,8 +83,19 @@ function RunFormView(props: {
   onChange(value: IRunForm): void;
   onCommit(): void;
 }): JSX.Element {
-  const { errors, resources, trans } = props;
+  const { resources, trans } = props;
   const [form, setForm] = useState(props.initial);
+  // A reason stays next to its field only while the field holds the refused value: once
+  // the user edits it, the reason (and JupyterLab's `.jp-mod-error`, which keeps the
+  // dialog's accept button disabled) goes, so the corrected form can be sent again.
+  const errors = pendingErrors(props.errors, props.initial, form);
+  // The dialog re-checks for `.jp-mod-error` on `input` events; tell it once React has
+  // taken a cleared error out of the page, whatever order the listeners ran in.
+  const body = useRef<HTMLDivElement>(null);
+  const errorKeys = Object.keys(errors).join(',');
+  useLayoutEffect(() => {
+    body.current?.dispatchEvent(new Event('input', { bubbles: true }));
+  }, [errorKeys]);
   useLayoutEffect(() => props.onCommit());
   const update =
     (key: FormField) =>
@@ -145,7 +158,7 @@ function RunFormView(props: {
         : trans.__('no GPUs on this backend')
     : trans.__('GPU availability unknown');
   return (
-    <div className="jp-kubelab-RunForm-body">
+    <div className="jp-kubelab-RunForm-body" ref={body}>
       <p className="jp-kubelab-RunForm-subject">
         <code>{props.subject}</code>
       </p>
@@ -250,6 +263,13 @@ function RunFormView(props: {
   );
 }
 
+/**
+ * What the user typed into a dialog they cancelled, per subject (a file, or the run being
+ * re-run), so opening it again for the same subject does not start from scratch. Kept for
+ * this page's life only.
+ */
+const drafts = new Map<string, IRunForm>();
+
 export interface IRunDialogOptions {
   api: KubelabApi;
   trans: TranslationBundle;
@@ -272,7 +292,7 @@ export async function runDialog(
   options: IRunDialogOptions
 ): Promise<IExperimentRecord | null> {
   const { api, trans } = options;
-  let form = options.initial;
+  let form = drafts.get(options.subject) ?? options.initial;
   let errors: Errors = {};
   let resources = options.resources;
   for (;;) {
@@ -292,17 +312,20 @@ export async function runDialog(
       ],
       focusNodeSelector: 'input[name="name"]'
     });
-    if (!result.button.accept || !result.value) {
+    form = body.getValue();
+    if (!result.button.accept) {
+      drafts.set(options.subject, form);
       return null;
     }
-    form = result.value;
     const built = buildSpec(form, options.base);
     if ('errors' in built) {
       errors = errorsByField(built.errors);
       continue;
     }
     try {
-      return await api.submit(built.spec, options.cwd);
+      const record = await api.submit(built.spec, options.cwd);
+      drafts.delete(options.subject);
+      return record;
     } catch (error) {
       if (error instanceof KubelabApiError && error.fields.length) {
         errors = errorsByField(error.fields);

@@ -249,7 +249,7 @@ function ExperimentDetailView(props: IExperimentViewOptions): JSX.Element {
               {trans.__('Pending')}
             </span>
             <span className="jp-kubelab-Timeline-time">
-              {Time.format(record.created_at)}
+              {withSeconds(record.created_at)}
             </span>
             <span className="jp-kubelab-Timeline-reason">
               {trans.__('submitted')}
@@ -259,7 +259,7 @@ function ExperimentDetailView(props: IExperimentViewOptions): JSX.Element {
             <li key={index} data-state={entry.state}>
               <span className="jp-kubelab-Timeline-state">{entry.state}</span>
               <span className="jp-kubelab-Timeline-time">
-                {entry.at ? Time.format(entry.at) : ''}
+                {entry.at ? withSeconds(entry.at) : ''}
               </span>
               <span className="jp-kubelab-Timeline-reason">{entry.reason}</span>
             </li>
@@ -434,4 +434,15 @@ function formatBytes(size: number): string {
     unit++;
   }
   return `${value.toFixed(1)} ${units[unit]}`;
+}
+
+/** A timeline moment to the second: runs change state seconds apart. */
+function withSeconds(value: string): string {
+  const date = new Date(value);
+  return Number.isNaN(date.getTime())
+    ? value
+    : date.toLocaleString(undefined, {
+        dateStyle: 'medium',
+        timeStyle: 'medium'
+      });
 }

@@ -280,3 +280,73 @@ export function errorsByField(
   }
   return grouped;
 }
+
+/** Reasons per form field (and `general` for the rest), as the dialog shows them. */
+export type FieldErrors = Partial<Record<FormField | 'general', string[]>>;
+
+/** The errors that still apply: those of fields whose value is the one refused. */
+export function pendingErrors(
+  errors: FieldErrors,
+  refused: IRunForm,
+  now: IRunForm
+): FieldErrors {
+  const pending: FieldErrors = {};
+  for (const [key, messages] of Object.entries(errors) as [
+    FormField | 'general',
+    string[]
+  ][]) {
+    if (key === 'general' || refused[key] === now[key]) {
+      pending[key] = messages;
+    }
+  }
+  return pending;
+}
+
+const PYTHON_ASSIGNMENT =
+  /^([A-Za-z_]\w*)\s*=\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|[^#]+?)\s*(?:#.*)?$/;
+
+/**
+ * The dialog's parameters text (`name=value` lines) from a notebook's papermill
+ * `parameters` cell: top-level `name = literal` lines, with Python's `True`, `False`,
+ * `None` and single-quoted strings spelled as JSON. Lines that are not such a simple
+ * assignment (imports, calls, indented code) are left out: the notebook keeps them.
+ */
+export function paramsFromParametersCell(source: string): string {
+  const lines: string[] = [];
+  for (const line of source.split(/\r?\n/)) {
+    const match = PYTHON_ASSIGNMENT.exec(line);
+    if (!match) {
+      continue;
+    }
+    let value = match[2].trim();
+    if (value === 'True' || value === 'False') {
+      value = value.toLowerCase();
+    } else if (value === 'None') {
+      value = 'null';
+    } else if (value.startsWith("'")) {
+      value = JSON.stringify(
+        value.slice(1, -1).replace(/\\'/g, "'").replace(/\\\\/g, '\\')
+      );
+    } else if (!value.startsWith('"') && !/^[-+]?[\d.eE+-]+$/.test(value)) {
+      continue; // an expression (a call, a name): not a literal the dialog can pass
+    }
+    lines.push(`${match[1]}=${value}`);
+  }
+  return lines.join('\n');
+}
+
+/** The source of a notebook's cell tagged `parameters` (papermill's convention), or null. */
+export function parametersCellSource(notebook: unknown): string | null {
+  const cells = (notebook as { cells?: unknown })?.cells;
+  if (!Array.isArray(cells)) {
+    return null;
+  }
+  for (const cell of cells) {
+    const tags = cell?.metadata?.tags;
+    if (Array.isArray(tags) && tags.includes('parameters')) {
+      const source = cell.source;
+      return Array.isArray(source) ? source.join('') : String(source ?? '');
+    }
+  }
+  return null;
+}

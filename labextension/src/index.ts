@@ -12,7 +12,6 @@ import {
 import {
   Dialog,
   ICommandPalette,
-  IFrame,
   MainAreaWidget,
   Notification,
   showDialog,
@@ -33,14 +32,23 @@ import {
   IExperimentDetail,
   IOutputFile,
   KubelabApi,
-  KubelabApiError
+  KubelabApiError,
+  sessionEnded
 } from './api';
+// eslint-disable-next-line jupyter/prefer-lazy-imports -- opened from the sidebar
+import { CompareView } from './compareview';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
 import { runDialog } from './dialog';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
 import { ExperimentView } from './experimentview';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
-import { commandFor, defaultForm, formFromSpec } from './form';
+import {
+  commandFor,
+  defaultForm,
+  formFromSpec,
+  parametersCellSource,
+  paramsFromParametersCell
+} from './form';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- isEnabled must answer synchronously
 import { TERMINAL_STATES } from './model';
 import { CommandIDs, createSidebar, ROW_ACTIONS, SIDEBAR_ID } from './panel';
@@ -51,6 +59,8 @@ import { DEFAULT_SETTINGS, IKubelabSettings, readSettings } from './settings';
 import { LiveStore } from './store';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
 import { SweepView } from './sweepview';
+// eslint-disable-next-line jupyter/prefer-lazy-imports -- opened from the sidebar
+import { tensorBoardTab } from './tensorboardtab';
 
 export const OPEN_SIDEBAR_COMMAND = CommandIDs.openSidebar;
 const PLUGIN_ID = 'kubelab:plugin';
@@ -339,29 +349,33 @@ const plugin: JupyterFrontEndPlugin<void> = {
           required: ['id', 'url']
         }
       },
-      execute: args => {
-        const id = String(args.id);
-        const url = String(args.url);
-        showView(`tensorboard:${id}`, () => {
-          const frame = new IFrame({
-            sandbox: [
-              'allow-scripts',
-              'allow-same-origin',
-              'allow-forms',
-              'allow-popups',
-              'allow-downloads'
-            ]
-          });
-          frame.url = url;
-          frame.addClass('jp-kubelab-TensorBoardFrame');
-          const view = new MainAreaWidget({ content: frame });
-          view.id = `kubelab-tensorboard-${id}`;
-          view.title.label = trans.__('TensorBoard');
-          view.title.caption = url;
-          view.title.icon = experimentsIcon;
-          view.title.closable = true;
-          return view;
-        });
+      execute: async args => {
+        let id = String(args.id);
+        let url = String(args.url);
+        const known = store.tensorboards.find(s => s.id === id);
+        if (known?.source && sessionEnded(store.tensorboards, id)) {
+          // Opening a stopped session starts it again, visibly (a new session).
+          try {
+            const session = await api.startTensorBoard(
+              known.source as Record<string, unknown>
+            );
+            ({ id, url } = session);
+          } catch (reason) {
+            await fail(trans.__('Cannot start TensorBoard'))(reason);
+            return;
+          }
+        }
+        showView(`tensorboard:${id}`, () =>
+          tensorBoardTab({
+            id,
+            url,
+            store,
+            api,
+            trans,
+            icon: experimentsIcon,
+            onStopError: fail(trans.__('Cannot stop TensorBoard'))
+          })
+        );
       }
     });
     commands.addCommand(CommandIDs.stopTensorBoard, {
@@ -373,6 +387,69 @@ const plugin: JupyterFrontEndPlugin<void> = {
           .catch(fail(trans.__('Cannot stop TensorBoard')))
     });
 
+    commands.addCommand(CommandIDs.compare, {
+      label: trans.__('Compare runs'),
+      caption: trans.__(
+        'Overlay the curves of several runs and compare their metrics and parameters'
+      ),
+      icon: experimentsIcon,
+      describedBy: {
+        args: {
+          type: 'object',
+          properties: { ids: { type: 'array', items: { type: 'string' } } }
+        }
+      },
+      execute: args => {
+        const ids = Array.isArray(args.ids) ? args.ids.map(String) : [];
+        const view = new MainAreaWidget({
+          content: new CompareView({ store, api, commands, trans, ids })
+        });
+        view.id = `kubelab-compare-${++compareViews}`;
+        view.title.label = trans.__('Compare runs');
+        view.title.icon = experimentsIcon;
+        view.title.closable = true;
+        shell.add(view, 'main');
+        shell.activateById(view.id);
+      }
+    });
+    let compareViews = 0;
+    commands.addCommand(CommandIDs.refresh, {
+      describedBy: NO_ARGS,
+      label: trans.__('Refresh experiments'),
+      execute: () =>
+        store.refresh().catch(fail(trans.__('Cannot refresh the experiments')))
+    });
+    commands.addCommand(CommandIDs.projectTensorBoard, {
+      describedBy: NO_ARGS,
+      label: trans.__('Open TensorBoard for all experiments'),
+      execute: () =>
+        api
+          .startTensorBoard({ project: true })
+          .then(session =>
+            commands.execute(CommandIDs.openTensorBoard, {
+              id: session.id,
+              url: session.url
+            })
+          )
+          .catch(fail(trans.__('Cannot start TensorBoard')))
+    });
+
+    /** A notebook's `parameters` cell as the dialog's starting parameters. */
+    const notebookParams = async (path: string): Promise<string> => {
+      if (!path.endsWith('.ipynb')) {
+        return '';
+      }
+      try {
+        const model = await app.serviceManager.contents.get(path, {
+          content: true
+        });
+        const source = parametersCellSource(model.content);
+        return source === null ? '' : paramsFromParametersCell(source);
+      } catch (reason) {
+        console.warn('kubelab: could not read the parameters cell', reason);
+        return '';
+      }
+    };
     const runFile = async (path: string) => {
       const target = commandFor(path);
       if (!target) {
@@ -387,7 +464,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
         trans,
         title: trans.__('Run as experiment'),
         subject: path,
-        initial: defaultForm(target.name, settings.value.defaults),
+        initial: {
+          ...defaultForm(target.name, settings.value.defaults),
+          params: await notebookParams(path)
+        },
         base: { command: target.command },
         cwd: target.cwd,
         resources: store.resources
@@ -490,6 +570,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const category = trans.__('kubelab');
     palette?.addItem({ command: CommandIDs.openSidebar, category });
     palette?.addItem({ command: CommandIDs.runAsExperiment, category });
+    palette?.addItem({ command: CommandIDs.compare, category });
+    palette?.addItem({ command: CommandIDs.refresh, category });
+    palette?.addItem({ command: CommandIDs.projectTensorBoard, category });
   }
 };
 

@@ -5,6 +5,7 @@
  */
 import { TranslationBundle } from '@jupyterlab/translation';
 import {
+  CommandToolbarButton,
   LabIcon,
   ReactWidget,
   SidePanel,
@@ -40,7 +41,10 @@ export const CommandIDs = {
   stopTensorBoard: 'kubelab:stop-tensorboard',
   runAsExperiment: 'kubelab:run-as-experiment',
   runFile: 'kubelab:run-file-as-experiment',
-  runSpec: 'kubelab:run-spec-file'
+  runSpec: 'kubelab:run-spec-file',
+  refresh: 'kubelab:refresh',
+  projectTensorBoard: 'kubelab:project-tensorboard',
+  compare: 'kubelab:compare-runs'
 } as const;
 
 /** The actions of an experiment row, in menu order. */
@@ -88,6 +92,22 @@ export function createSidebar(options: IPanelOptions): SidePanel {
         )}
       </UseSignal>
     )
+  );
+  panel.toolbar.addItem(
+    'run',
+    new CommandToolbarButton({
+      commands: options.commands,
+      id: CommandIDs.runAsExperiment,
+      label: trans.__('Run')
+    })
+  );
+  panel.toolbar.addItem(
+    'compare',
+    new CommandToolbarButton({
+      commands: options.commands,
+      id: CommandIDs.compare,
+      label: trans.__('Compare')
+    })
   );
   const section = (
     label: string,
@@ -140,6 +160,8 @@ function ExperimentsSection(props: IPanelOptions): JSX.Element {
       menu.addItem({ command, args: { id } });
     }
     menu.open(x, y);
+    // Keyboard users land on the first action, as in JupyterLab's own menus.
+    menu.activeIndex = 0;
   };
   return (
     <div className="jp-kubelab-Experiments">
@@ -181,8 +203,9 @@ function SweepsSection({ store, commands, trans }: IPanelOptions): JSX.Element {
     return (
       <p className="jp-kubelab-Sidebar-empty">
         {trans.__(
-          'No sweeps yet. Start one with %1 or %2.',
-          '%sweep',
+          'No sweeps yet. Start one from a notebook cell with %1, or with %2 or %3.',
+          '%%train --sweep space.json',
+          '%sweep -f config.yml',
           'kubelab sweep'
         )}
       </p>

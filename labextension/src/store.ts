@@ -108,6 +108,11 @@ export class LiveStore {
     return this.table.rows.find(row => row.id === id);
   }
 
+  /** Read the lists again now (the Refresh command), as a reconnect would. */
+  async refresh(): Promise<void> {
+    await this.reload(new AbortController().signal);
+  }
+
   /** Re-read GPUs now (after a submit, say); the stream will also trigger it. */
   refreshResources(): void {
     this.scheduleResources(0);

@@ -140,6 +140,18 @@ function SweepDetailView(props: ISweepViewOptions): JSX.Element {
           >
             {trans.__('TensorBoard')}
           </button>
+          <button
+            className="jp-Button jp-mod-styled jp-kubelab-CompareTrials"
+            onClick={() =>
+              void commands.execute(CommandIDs.compare, {
+                ids: detail.trials
+                  .map(t => t.id)
+                  .filter((t): t is string => t !== null)
+              })
+            }
+          >
+            {trans.__('Compare trials')}
+          </button>
         </div>
       </header>
       {error ? <p className="jp-kubelab-Error">{error}</p> : null}

@@ -6,7 +6,10 @@ import {
   formatParamsText,
   formFromSpec,
   NO_DEFAULTS,
+  parametersCellSource,
+  paramsFromParametersCell,
   parseParams,
+  pendingErrors,
   toDnsName
 } from '../src/form';
 import { readSettings } from '../src/settings';
@@ -267,6 +270,80 @@ describe('readSettings', () => {
       gpus: '1',
       gpuType: 'A100',
       image: 'pytorch:2'
+    });
+  });
+});
+
+describe('pendingErrors', () => {
+  const refused = {
+    ...defaultForm('train', NO_DEFAULTS),
+    memory: 'lots',
+    cpu: 'x'
+  };
+  const errors = {
+    memory: ["resources.memory: 'lots' is not a Kubernetes quantity"],
+    cpu: ["resources.cpu: 'x' is not a Kubernetes quantity"],
+    general: ['the server is busy']
+  };
+
+  it('keeps every reason while the form still holds the refused values', () => {
+    expect(pendingErrors(errors, refused, { ...refused })).toEqual(errors);
+  });
+
+  it("drops a field's reason once the user changes that field", () => {
+    expect(
+      pendingErrors(errors, refused, { ...refused, memory: '8Gi' })
+    ).toEqual({
+      cpu: errors.cpu,
+      general: errors.general
+    });
+    // Typing the refused value back brings the reason back.
+    expect(
+      pendingErrors(errors, refused, { ...refused, memory: 'lots', cpu: '2' })
+    ).toEqual({ memory: errors.memory, general: errors.general });
+  });
+});
+
+describe('the papermill parameters cell', () => {
+  const notebook = {
+    cells: [
+      { cell_type: 'code', metadata: {}, source: 'import os' },
+      {
+        cell_type: 'code',
+        metadata: { tags: ['parameters'] },
+        source: [
+          '# defaults\n',
+          'lr = 0.01  # learning rate\n',
+          "optimizer = 'adam'\n",
+          'name = "run #1"\n',
+          'use_amp = True\n',
+          'seed = None\n',
+          'steps = int(os.environ.get("STEPS", 10))\n',
+          '    indented = 1\n'
+        ]
+      }
+    ]
+  };
+
+  it('finds the tagged cell', () => {
+    expect(parametersCellSource(notebook)).toContain('lr = 0.01');
+    expect(parametersCellSource({ cells: [] })).toBeNull();
+    expect(parametersCellSource('nonsense')).toBeNull();
+  });
+
+  it('turns its literal assignments into the dialog parameters', () => {
+    const text = paramsFromParametersCell(parametersCellSource(notebook)!);
+    expect(text).toBe(
+      'lr=0.01\noptimizer="adam"\nname="run #1"\nuse_amp=true\nseed=null'
+    );
+    expect(parseParams(text)).toEqual({
+      params: {
+        lr: 0.01,
+        optimizer: 'adam',
+        name: 'run #1',
+        use_amp: true,
+        seed: null
+      }
     });
   });
 });

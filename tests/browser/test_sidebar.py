@@ -139,6 +139,9 @@ def test_run_a_script_from_the_file_browser(lab_server, page: Page) -> None:
     file_context_menu(page, "train.py", "Run as experiment")
     dialog = page.locator(".jp-Dialog")
     expect(dialog.locator('input[name="name"]')).to_have_value("train")
+    # The dialog cancelled in the previous test kept its values for this file.
+    expect(dialog.locator('input[name="memory"]')).to_have_value("lots")
+    dialog.locator('input[name="memory"]').fill("")
     dialog.locator('input[name="name"]').fill("train-ok")
     dialog.locator('textarea[name="params"]').fill("lr=0.01\nlayers=3")
     dialog.get_by_role("button", name="Run").click()

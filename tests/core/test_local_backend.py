@@ -254,3 +254,17 @@ def _wait_for_log(lab, run_id, text, timeout=20):
             return
         time.sleep(0.05)
     raise AssertionError(f"{text!r} never appeared")
+
+
+def test_a_failed_python_run_gives_its_exception_as_the_reason(lab, lab_env):
+    crash = script(lab_env, "crash.py", """
+        import kubelab
+        def load(path):
+            raise FileNotFoundError(f"no dataset at {path}")
+        print("starting")
+        load("/data/mnist")
+    """)
+    record = lab.submit({"command": ["python", crash]})
+    final = wait_until(lab, record["id"])
+    assert final["status"] == "Failed" and final["exit_code"] == 1
+    assert final["reason"] == "replica 0 exited with code 1: FileNotFoundError: no dataset at /data/mnist"

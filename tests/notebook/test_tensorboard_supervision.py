@@ -53,7 +53,7 @@ def test_no_tensorboard_survives_the_server(workspace, how):
             kill_if_alive(session["pid"])
 
 
-def test_idle_session_stops_and_a_returning_page_starts_it_again(workspace):
+def test_idle_session_restarts_for_a_returning_page_but_not_after_a_stop(workspace):
     server = start_server(workspace, KUBELAB_TENSORBOARD_IDLE_TIMEOUT="1.5")
     try:
         session = started_session(server)
@@ -71,6 +71,9 @@ def test_idle_session_stops_and_a_returning_page_starts_it_again(workspace):
         stopped = server.delete(f"tensorboards/{session['id']}")
         assert stopped.status_code == 200 and stopped.json()["state"] == "stopped"
         assert stopped.json()["reason"] == "stopped on request"
+        gone = server.page(session["url"])  # its tab reloaded after the user stopped it
+        assert gone.status_code == 410 and "was stopped" in gone.text
+        assert server.get(f"tensorboards/{session['id']}").json()["state"] == "stopped"
     finally:
         server.stop()
 

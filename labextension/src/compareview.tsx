@@ -1,0 +1,499 @@
+/**
+ * "Compare runs" in the main area: a run table (a column per chosen metric and parameter,
+ * the name pinned, widths adjustable, sweep trials grouped under their sweep) where ticked
+ * runs get their curves overlaid, one chart per metric, with smoothing, log scale and a
+ * step / relative-time / wall-time axis. Final-only metrics are shown as values.
+ */
+import { TranslationBundle } from '@jupyterlab/translation';
+import { ReactWidget } from '@jupyterlab/ui-components';
+import { CommandRegistry } from '@lumino/commands';
+import React, { useEffect, useMemo, useState } from 'react';
+
+import { IMetricPoint, KubelabApi } from './api';
+import {
+  align,
+  chartableMetrics,
+  columnKeys,
+  curve,
+  finalValues,
+  forLogScale,
+  groupBySweep,
+  runColour,
+  smooth,
+  XAxis
+} from './compare';
+import { formatNumber, IExperimentRecord } from './model';
+import { OverlayChart } from './overlaychart';
+import { CommandIDs } from './panel';
+import { IMetricsEvent, LiveStore } from './store';
+
+export interface ICompareViewOptions {
+  store: LiveStore;
+  api: KubelabApi;
+  commands: CommandRegistry;
+  trans: TranslationBundle;
+  /** The runs ticked when the view opens (a sweep's trials, or a selection). */
+  ids: readonly string[];
+}
+
+export class CompareView extends ReactWidget {
+  constructor(readonly options: ICompareViewOptions) {
+    super();
+    this.addClass('jp-kubelab-CompareView');
+  }
+
+  protected render(): JSX.Element {
+    return <Compare {...this.options} />;
+  }
+}
+
+/** Re-render when the store changes (new runs, new statuses, new latest metrics). */
+function useStoreVersion(store: LiveStore): number {
+  const [version, setVersion] = useState(0);
+  useEffect(() => {
+    const bump = () => setVersion(v => v + 1);
+    store.changed.connect(bump);
+    return () => {
+      store.changed.disconnect(bump);
+    };
+  }, [store]);
+  return version;
+}
+
+function display(value: unknown): string {
+  if (typeof value === 'number') {
+    return formatNumber(value);
+  }
+  if (value === undefined || value === null) {
+    return '';
+  }
+  return typeof value === 'string' ? value : JSON.stringify(value);
+}
+
+function Compare(props: ICompareViewOptions): JSX.Element {
+  const { store, api, commands, trans } = props;
+  useStoreVersion(store);
+  const [selected, setSelected] = useState<string[]>([...props.ids]);
+  const [points, setPoints] = useState<Record<string, IMetricPoint[]>>({});
+  const [axis, setAxis] = useState<XAxis>('step');
+  const [smoothing, setSmoothing] = useState(0);
+  const [log, setLog] = useState(false);
+  const [hiddenColumns, setHiddenColumns] = useState<string[]>([]);
+  const [collapsed, setCollapsed] = useState<string[]>([]);
+  const [error, setError] = useState('');
+
+  // Each ticked run's points once, then its live `metrics` events.
+  useEffect(() => {
+    let disposed = false;
+    for (const id of selected) {
+      if (!(id in points)) {
+        api.metrics(id).then(
+          loaded =>
+            !disposed &&
+            setPoints(current =>
+              id in current ? current : { ...current, [id]: loaded }
+            ),
+          reason => !disposed && setError(String(reason?.message ?? reason))
+        );
+      }
+    }
+    return () => {
+      disposed = true;
+    };
+  }, [selected]);
+  useEffect(() => {
+    const onMetrics = (_: LiveStore, event: IMetricsEvent) =>
+      setPoints(current =>
+        event.id in current
+          ? { ...current, [event.id]: [...current[event.id], ...event.points] }
+          : current
+      );
+    store.metrics.connect(onMetrics);
+    return () => {
+      store.metrics.disconnect(onMetrics);
+    };
+  }, [store]);
+
+  const records = store.table.rows;
+  const byId = new Map(records.map(r => [r.id, r]));
+  const chosen = selected.filter(id => byId.has(id) || id in points);
+  const label = (id: string) => {
+    const record = byId.get(id);
+    if (!record) {
+      return id;
+    }
+    return record.trial !== null
+      ? `${record.name} #${record.trial}`
+      : record.name;
+  };
+  const colourOf = (id: string) => runColour(selected.indexOf(id));
+  const loaded = chosen.filter(id => id in points);
+  const { charts, values } = chartableMetrics(loaded.map(id => points[id]));
+  const keys = columnKeys(records);
+  const shown = (kind: 'metric' | 'param', name: string) =>
+    !hiddenColumns.includes(`${kind}:${name}`);
+  const toggleColumn = (key: string) =>
+    setHiddenColumns(current =>
+      current.includes(key) ? current.filter(k => k !== key) : [...current, key]
+    );
+  const tick = (ids: string[], on: boolean) =>
+    setSelected(current =>
+      on
+        ? [...current, ...ids.filter(id => !current.includes(id))]
+        : current.filter(id => !ids.includes(id))
+    );
+  const xLabel =
+    axis === 'step'
+      ? trans.__('step')
+      : axis === 'relative'
+        ? trans.__('seconds since the first report')
+        : trans.__('time');
+
+  return (
+    <div className="jp-kubelab-Detail jp-kubelab-Compare">
+      <header className="jp-kubelab-Detail-header">
+        <h1>{trans.__('Compare runs')}</h1>
+        <span className="jp-kubelab-Detail-reason" data-compare-count="">
+          {trans.__('%1 runs compared', chosen.length)}
+        </span>
+      </header>
+      {error ? <p className="jp-kubelab-Error">{error}</p> : null}
+      <div className="jp-kubelab-Compare-controls">
+        <label>
+          {trans.__('Smoothing')}
+          <input
+            type="range"
+            name="smoothing"
+            min={0}
+            max={0.99}
+            step={0.01}
+            value={smoothing}
+            onChange={e => setSmoothing(Number(e.target.value))}
+          />
+          <output>{smoothing.toFixed(2)}</output>
+        </label>
+        <label>
+          <input
+            type="checkbox"
+            name="log"
+            checked={log}
+            onChange={e => setLog(e.target.checked)}
+          />
+          {trans.__('Log scale')}
+        </label>
+        <label>
+          {trans.__('X axis')}
+          <select
+            name="axis"
+            className="jp-mod-styled"
+            value={axis}
+            onChange={e => setAxis(e.target.value as XAxis)}
+          >
+            <option value="step">{trans.__('Step')}</option>
+            <option value="relative">{trans.__('Relative time')}</option>
+            <option value="wall">{trans.__('Wall time')}</option>
+          </select>
+        </label>
+      </div>
+      {chosen.length === 0 ? (
+        <p className="jp-kubelab-Sidebar-empty">
+          {trans.__('Tick runs in the table below to overlay their curves.')}
+        </p>
+      ) : null}
+      <div className="jp-kubelab-Compare-charts">
+        {charts.map(metric => (
+          <MetricOverlay
+            key={metric}
+            metric={metric}
+            ids={loaded}
+            points={points}
+            axis={axis}
+            smoothing={smoothing}
+            log={log}
+            xLabel={xLabel}
+            label={label}
+            colourOf={colourOf}
+            trans={trans}
+          />
+        ))}
+      </div>
+      {values.length && loaded.length ? (
+        <table className="jp-kubelab-Compare-values">
+          <caption>{trans.__('Final values')}</caption>
+          <thead>
+            <tr>
+              <th scope="col">{trans.__('Metric')}</th>
+              {loaded.map(id => (
+                <th key={id} scope="col">
+                  {label(id)}
+                </th>
+              ))}
+            </tr>
+          </thead>
+          <tbody>
+            {values.map(metric => (
+              <tr key={metric} data-metric={metric}>
+                <th scope="row">{metric}</th>
+                {loaded.map(id => {
+                  const last = [...points[id]]
+                    .reverse()
+                    .find(p => metric in p.metrics);
+                  const value =
+                    finalValues(points[id])[metric] ?? last?.metrics[metric];
+                  return (
+                    <td key={id} className="jp-kubelab-Compare-value">
+                      {display(value)}
+                    </td>
+                  );
+                })}
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      ) : null}
+      <details className="jp-kubelab-Compare-columns">
+        <summary>{trans.__('Columns')}</summary>
+        <fieldset>
+          <legend>{trans.__('Metrics')}</legend>
+          {keys.metrics.map(name => (
+            <label key={name}>
+              <input
+                type="checkbox"
+                checked={shown('metric', name)}
+                onChange={() => toggleColumn(`metric:${name}`)}
+              />
+              {name}
+            </label>
+          ))}
+        </fieldset>
+        <fieldset>
+          <legend>{trans.__('Parameters')}</legend>
+          {keys.params.map(name => (
+            <label key={name}>
+              <input
+                type="checkbox"
+                checked={shown('param', name)}
+                onChange={() => toggleColumn(`param:${name}`)}
+              />
+              {name}
+            </label>
+          ))}
+        </fieldset>
+      </details>
+      <RunTable
+        records={records}
+        selected={selected}
+        collapsed={collapsed}
+        metrics={keys.metrics.filter(n => shown('metric', n))}
+        params={keys.params.filter(n => shown('param', n))}
+        colourOf={colourOf}
+        sweepName={id => store.sweeps.find(s => s.id === id)?.name ?? id}
+        onTick={tick}
+        onCollapse={sweep =>
+          setCollapsed(current =>
+            current.includes(sweep)
+              ? current.filter(s => s !== sweep)
+              : [...current, sweep]
+          )
+        }
+        onOpen={id => void commands.execute(CommandIDs.openExperiment, { id })}
+        trans={trans}
+      />
+    </div>
+  );
+}
+
+function MetricOverlay(props: {
+  metric: string;
+  ids: string[];
+  points: Record<string, IMetricPoint[]>;
+  axis: XAxis;
+  smoothing: number;
+  log: boolean;
+  xLabel: string;
+  label(id: string): string;
+  colourOf(id: string): string;
+  trans: TranslationBundle;
+}): JSX.Element | null {
+  const { metric, ids, points, axis, smoothing, log } = props;
+  const withData = ids.filter(
+    id => curve(points[id], metric, axis).x.length > 0
+  );
+  const key = withData.join(',');
+  const data = useMemo(() => {
+    const curves = withData.map(id => {
+      const c = curve(points[id], metric, axis);
+      return { x: c.x, y: smooth(c.y, smoothing) };
+    });
+    const [xs, ...ys] = align(curves);
+    return [xs, ...(log ? ys.map(forLogScale) : ys)] as [
+      number[],
+      ...(number | null)[][]
+    ];
+  }, [
+    key,
+    withData.map(id => points[id].length).join(','),
+    axis,
+    smoothing,
+    log
+  ]);
+  const series = useMemo(
+    () =>
+      withData.map(id => ({
+        label: props.label(id),
+        colour: props.colourOf(id)
+      })),
+    [key]
+  );
+  if (!withData.length) {
+    return null;
+  }
+  return (
+    <OverlayChart
+      metric={metric}
+      data={data}
+      series={series}
+      wallTime={axis === 'wall'}
+      log={log}
+      xLabel={props.xLabel}
+      trans={props.trans}
+    />
+  );
+}
+
+function RunTable(props: {
+  records: readonly IExperimentRecord[];
+  selected: string[];
+  collapsed: string[];
+  metrics: string[];
+  params: string[];
+  colourOf(id: string): string;
+  sweepName(id: string): string;
+  onTick(ids: string[], on: boolean): void;
+  onCollapse(sweep: string): void;
+  onOpen(id: string): void;
+  trans: TranslationBundle;
+}): JSX.Element {
+  const { records, selected, metrics, params, trans } = props;
+  const groups = groupBySweep(records);
+  const width = 3 + metrics.length + params.length;
+  const row = (record: IExperimentRecord) => {
+    const on = selected.includes(record.id);
+    const name =
+      record.trial !== null ? `#${record.trial} ${record.name}` : record.name;
+    return (
+      <tr
+        key={record.id}
+        className="jp-kubelab-RunTable-row"
+        data-experiment-id={record.id}
+        aria-selected={on}
+      >
+        <td className="jp-kubelab-RunTable-pick">
+          <input
+            type="checkbox"
+            checked={on}
+            aria-label={trans.__('Compare %1', name)}
+            onChange={e => props.onTick([record.id], e.target.checked)}
+          />
+        </td>
+        <th scope="row" className="jp-kubelab-RunTable-name">
+          {on ? (
+            <span
+              className="jp-kubelab-RunTable-swatch"
+              style={{ background: props.colourOf(record.id) }}
+            />
+          ) : null}
+          <button
+            className="jp-kubelab-Link"
+            onClick={() => props.onOpen(record.id)}
+          >
+            {name}
+          </button>
+        </th>
+        <td data-status={record.status}>{record.status}</td>
+        {metrics.map(m => (
+          <td key={`m:${m}`} className="jp-kubelab-RunTable-number">
+            {display(record.metrics?.[m])}
+          </td>
+        ))}
+        {params.map(p => (
+          <td key={`p:${p}`}>{display(record.params?.[p])}</td>
+        ))}
+      </tr>
+    );
+  };
+  return (
+    <div className="jp-kubelab-RunTable-scroll">
+      <table className="jp-kubelab-RunTable">
+        <thead>
+          <tr>
+            <th scope="col" className="jp-kubelab-RunTable-pick">
+              <span className="jp-kubelab-VisuallyHidden">
+                {trans.__('Compare')}
+              </span>
+            </th>
+            <th scope="col" className="jp-kubelab-RunTable-name">
+              {trans.__('Name')}
+            </th>
+            <th scope="col">{trans.__('Status')}</th>
+            {metrics.map(m => (
+              <th key={`m:${m}`} scope="col" data-column={`metric:${m}`}>
+                {m}
+              </th>
+            ))}
+            {params.map(p => (
+              <th key={`p:${p}`} scope="col" data-column={`param:${p}`}>
+                {p}
+              </th>
+            ))}
+          </tr>
+        </thead>
+        {groups.map(group => {
+          if (group.sweep === null) {
+            return <tbody key="runs">{group.runs.map(row)}</tbody>;
+          }
+          const sweep = group.sweep;
+          const ids = group.runs.map(r => r.id);
+          const all = ids.every(id => selected.includes(id));
+          const open = !props.collapsed.includes(sweep);
+          return (
+            <tbody key={sweep} data-sweep-id={sweep}>
+              <tr className="jp-kubelab-RunTable-group">
+                <td className="jp-kubelab-RunTable-pick">
+                  <input
+                    type="checkbox"
+                    checked={all}
+                    aria-label={trans.__(
+                      'Compare every trial of %1',
+                      props.sweepName(sweep)
+                    )}
+                    onChange={e => props.onTick(ids, e.target.checked)}
+                  />
+                </td>
+                <th
+                  scope="rowgroup"
+                  colSpan={width - 1}
+                  className="jp-kubelab-RunTable-name"
+                >
+                  <button
+                    className="jp-Button jp-mod-minimal jp-kubelab-RunTable-toggle"
+                    aria-expanded={open}
+                    onClick={() => props.onCollapse(sweep)}
+                  >
+                    {open ? '▾' : '▸'}{' '}
+                    {trans.__(
+                      'Sweep %1 (%2 trials)',
+                      props.sweepName(sweep),
+                      ids.length
+                    )}
+                  </button>
+                </th>
+              </tr>
+              {open ? group.runs.map(row) : null}
+            </tbody>
+          );
+        })}
+      </table>
+    </div>
+  );
+}

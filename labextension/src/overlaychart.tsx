@@ -1,0 +1,132 @@
+/**
+ * One metric's curves for several runs, drawn by uPlot (canvas; hover values in its
+ * legend, drag to zoom, double-click or "Reset zoom" to see everything). Axis and grid
+ * colours come from JupyterLab's theme variables, read again when the theme changes.
+ */
+import { TranslationBundle } from '@jupyterlab/translation';
+import React, { useEffect, useRef } from 'react';
+import uPlot from 'uplot';
+
+import { formatNumber } from './model';
+
+export interface IOverlaySeries {
+  label: string;
+  colour: string;
+}
+
+export interface IOverlayChartProps {
+  metric: string;
+  /** uPlot's columns: the shared x values, then one column per series. */
+  data: [number[], ...(number | null)[][]];
+  series: readonly IOverlaySeries[];
+  wallTime: boolean;
+  log: boolean;
+  xLabel: string;
+  trans: TranslationBundle;
+}
+
+const HEIGHT = 220;
+
+function themeColour(name: string, fallback: string): string {
+  return (
+    getComputedStyle(document.body).getPropertyValue(name).trim() || fallback
+  );
+}
+
+function axis(label: string): uPlot.Axis {
+  const text = themeColour('--jp-ui-font-color1', '#222');
+  const grid = themeColour('--jp-border-color2', '#ddd');
+  const font = `${themeColour('--jp-ui-font-size1', '13px')} ${themeColour(
+    '--jp-ui-font-family',
+    'sans-serif'
+  )}`;
+  return {
+    label,
+    stroke: text,
+    font,
+    labelFont: font,
+    grid: { stroke: grid, width: 1 },
+    ticks: { stroke: grid, width: 1 }
+  };
+}
+
+export function OverlayChart(props: IOverlayChartProps): JSX.Element {
+  const host = useRef<HTMLDivElement>(null);
+  const plot = useRef<uPlot | null>(null);
+  const { data, series, wallTime, log, xLabel, metric, trans } = props;
+
+  useEffect(() => {
+    const node = host.current;
+    if (!node) {
+      return;
+    }
+    const make = () => {
+      plot.current?.destroy();
+      const options: uPlot.Options = {
+        width: Math.max(240, node.clientWidth),
+        height: HEIGHT,
+        scales: {
+          x: { time: wallTime },
+          y: log ? { distr: 3 } : {}
+        },
+        axes: [axis(xLabel), axis(metric)],
+        cursor: { drag: { x: true, y: false } },
+        legend: { live: true },
+        series: [
+          { label: xLabel },
+          ...series.map(s => ({
+            label: s.label,
+            stroke: s.colour,
+            width: 1.5,
+            spanGaps: true,
+            value: (_u: uPlot, v: number | null) =>
+              v === null || v === undefined ? '–' : formatNumber(v)
+          }))
+        ]
+      };
+      plot.current = new uPlot(options, data as uPlot.AlignedData, node);
+    };
+    make();
+    const resize = new ResizeObserver(() =>
+      plot.current?.setSize({
+        width: Math.max(240, node.clientWidth),
+        height: HEIGHT
+      })
+    );
+    resize.observe(node);
+    const theme = new MutationObserver(make);
+    theme.observe(document.body, {
+      attributes: true,
+      attributeFilter: ['data-jp-theme-name']
+    });
+    return () => {
+      resize.disconnect();
+      theme.disconnect();
+      plot.current?.destroy();
+      plot.current = null;
+    };
+  }, [data, series, wallTime, log, xLabel, metric]);
+
+  const reset = () => {
+    const xs = data[0];
+    if (plot.current && xs.length) {
+      plot.current.setScale('x', { min: xs[0], max: xs[xs.length - 1] });
+    }
+  };
+
+  return (
+    <figure className="jp-kubelab-Overlay" data-metric={metric}>
+      <figcaption className="jp-kubelab-Overlay-title">
+        <span>{metric}</span>
+        <button
+          className="jp-Button jp-mod-minimal jp-kubelab-Overlay-reset"
+          onClick={reset}
+          title={trans.__('Drag across the chart to zoom; this shows it all')}
+        >
+          {trans.__('Reset zoom')}
+        </button>
+      </figcaption>
+      <div className="jp-kubelab-Overlay-plot" ref={host} />
+    </figure>
+  );
+}

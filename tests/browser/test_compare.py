@@ -1,0 +1,160 @@
+"""Compare runs in a real JupyterLab: tick three runs and read their loss curves overlaid
+(hover values, smoothing, log scale, time axis, zoom and reset), final values as values,
+the run table's metric and parameter columns, and a sweep's trials grouped under it.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import pytest
+from playwright.sync_api import Locator, Page, expect
+from test_sidebar import ARTIFACTS, WAIT_MS, open_panel, sidebar
+
+TRAIN = """\
+import kubelab
+lr = kubelab.params({"lr": 0.1})["lr"]
+for step in range(6):
+    kubelab.report(step=step, loss=lr * 10 / (step + 1))
+kubelab.report_final(lr * 2)
+"""
+SWEEP_TRIAL = "import kubelab; kubelab.report(loss=(kubelab.params()['x'] - 0.5) ** 2)"
+RUNS = {"cmp-a": 0.1, "cmp-b": 0.2, "cmp-c": 0.4}
+
+
+def legend_values(chart: Locator) -> list[str]:
+    """The hover values uPlot's legend shows for each run (the x value comes first)."""
+    return chart.locator(".u-legend .u-series .u-value").all_inner_texts()
+
+
+def hover(page: Page, chart: Locator, fraction: float) -> None:
+    box = chart.locator(".u-over").bounding_box()
+    assert box is not None
+    page.mouse.move(box["x"] + box["width"] * fraction, box["y"] + box["height"] / 2)
+
+
+def test_compare_three_runs(lab_server, page: Page) -> None:
+    (lab_server.root / "train.py").write_text(TRAIN)
+    ids = {}
+    for name, lr in RUNS.items():
+        response = lab_server.post("experiments", {"name": name, "command": ["python", "train.py"],
+                                                   "params": {"lr": lr}})
+        assert response.status_code == 201, response.text
+        ids[name] = response.json()["id"]
+    spec = {"name": "cmp-sweep", "space": {"x": {"_type": "choice", "_value": [0.0, 0.4, 0.9]}},
+            "objective": {"metric": "loss"}, "tuner": "grid", "concurrency": 2,
+            "trial": {"command": [sys.executable, "-c", SWEEP_TRIAL]}}
+    assert lab_server.post("sweeps", spec).status_code == 201
+
+    page.goto(f"{lab_server.url}lab?token={lab_server.token}")
+    expect(page.locator("#jupyterlab-splash")).to_have_count(0, timeout=WAIT_MS)
+    open_panel(page)
+    rows = sidebar(page).locator(".jp-kubelab-ExperimentsSection .jp-kubelab-Row [data-status='Succeeded']")
+    expect(rows).to_have_count(6, timeout=WAIT_MS)
+    sidebar(page).get_by_role("button", name="Compare").click()
+    view = page.locator(".jp-kubelab-Compare")
+    expect(view).to_be_visible()
+
+    # The run table: a column per metric and parameter, the sweep's trials grouped.
+    table = view.locator(".jp-kubelab-RunTable")
+    expect(table.locator('th[data-column="param:lr"]')).to_be_visible()
+    expect(table.locator('th[data-column="metric:loss"]')).to_be_visible()
+    group = table.locator("tbody[data-sweep-id]")
+    expect(group.locator(".jp-kubelab-RunTable-toggle")).to_have_text("▾ Sweep cmp-sweep (3 trials)")
+    expect(group.locator(".jp-kubelab-RunTable-row")).to_have_count(3)
+    group.locator(".jp-kubelab-RunTable-toggle").click()
+    expect(group.locator(".jp-kubelab-RunTable-row")).to_have_count(0)
+    name_cell = table.locator(".jp-kubelab-RunTable-name").first
+    assert name_cell.evaluate("node => getComputedStyle(node).position") == "sticky"
+
+    for name in RUNS:
+        view.get_by_role("checkbox", name=f"Compare {name}").check()
+    expect(view.locator("[data-compare-count]")).to_have_text("3 runs compared")
+    chart = view.locator('.jp-kubelab-Overlay[data-metric="loss"]')
+    expect(chart.locator("canvas")).to_have_count(1, timeout=WAIT_MS)
+    expect(chart.locator(".u-legend .u-series")).to_have_count(4)  # the x axis and three runs
+    expect(chart.locator(".u-legend")).to_contain_text("cmp-a")
+    # A final-only metric is a value, not a one-point chart.
+    expect(view.locator('.jp-kubelab-Overlay[data-metric="default"]')).to_have_count(0)
+    expect(view.locator('.jp-kubelab-Compare-values tr[data-metric="default"] td')).to_have_text(
+        ["0.2", "0.4", "0.8"])
+
+    # Hover values: at the left edge, step 0, where loss is lr * 10.
+    hover(page, chart, 0.01)
+    expect(chart.locator(".u-legend .u-series").first.locator(".u-value")).to_have_text("0")
+    assert legend_values(chart)[1:] == ["1", "2", "4"]
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "compare.png"))
+
+    # From the table to a run's own view: its final result is a value, its loss a chart.
+    table.get_by_role("button", name="cmp-a", exact=True).click()
+    run_view = page.locator(f'.jp-kubelab-Detail[data-experiment-id="{ids["cmp-a"]}"]')
+    final = run_view.locator('.jp-kubelab-Chart[data-metric="default"]')
+    expect(final.locator(".jp-kubelab-Chart-value")).to_have_text("0.2", timeout=WAIT_MS)
+    expect(final.locator("svg")).to_have_count(0)
+    expect(run_view.locator('.jp-kubelab-Chart[data-metric="loss"] svg')).to_have_count(1)
+    page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Compare runs").click()
+
+    # Zoom: drag across the middle, the left edge is now a later step; Reset shows it all.
+    box = chart.locator(".u-over").bounding_box()
+    assert box is not None
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] * 0.5, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.95, y, steps=5)
+    page.mouse.up()
+    hover(page, chart, 0.01)
+    assert int(legend_values(chart)[0]) >= 2
+    chart.get_by_role("button", name="Reset zoom").click()
+    hover(page, chart, 0.01)
+    expect(chart.locator(".u-legend .u-series").first.locator(".u-value")).to_have_text("0")
+
+    # Smoothing changes the later values; log scale and wall time keep the curves.
+    hover(page, chart, 0.99)
+    raw = legend_values(chart)[1:]
+    view.locator('input[name="smoothing"]').fill("0.9")
+    hover(page, chart, 0.98)
+    hover(page, chart, 0.99)
+    assert legend_values(chart)[1:] != raw
+    view.locator('input[name="log"]').check()
+    expect(chart.locator(".u-legend .u-series")).to_have_count(4)
+    view.locator('select[name="axis"]').select_option("wall")
+    expect(chart.locator(".u-legend .u-series").first).to_contain_text("time")
+
+    # Columns are chosen in the UI.
+    view.locator(".jp-kubelab-Compare-columns summary").click()
+    view.locator(".jp-kubelab-Compare-columns label", has_text="lr").locator("input").uncheck()
+    expect(table.locator('th[data-column="param:lr"]')).to_have_count(0)
+    assert page.problems == []  # type: ignore[attr-defined]
+
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def test_row_menu_opens_from_the_keyboard_with_its_first_item_active(lab_server, page: Page) -> None:
+    button = sidebar(page).get_by_role("button", name="Actions for cmp-a")
+    button.focus()
+    page.keyboard.press("Enter")
+    active = page.locator(".jp-kubelab-RowMenu .lm-Menu-item.lm-mod-active")
+    expect(active).to_have_count(1)
+    first = page.locator(".jp-kubelab-RowMenu .lm-Menu-item").first
+    expect(first).to_have_class(re.compile(r"\blm-mod-active\b"))
+    page.keyboard.press("Escape")
+    expect(page.locator(".jp-kubelab-RowMenu")).to_have_count(0)
+
+
+def test_sidebar_text_is_no_smaller_than_jupyterlabs(lab_server, page: Page) -> None:
+    smallest = sidebar(page).evaluate("""root => {
+        const base = parseFloat(getComputedStyle(document.body)
+            .getPropertyValue('--jp-ui-font-size1'));
+        const sizes = [...root.querySelectorAll('*')]
+            // JupyterLab's own section titles keep JupyterLab's own (small caps) style
+            .filter(n => !n.closest('.lm-AccordionPanel-title'))
+            .filter(n => n.childNodes.length && [...n.childNodes].some(
+                c => c.nodeType === 3 && c.textContent.trim()))
+            .map(n => [parseFloat(getComputedStyle(n).fontSize), n.className]);
+        sizes.sort((a, b) => a[0] - b[0]);
+        return [sizes[0][0], base, sizes[0][1]];
+    }""")
+    assert smallest[0] >= smallest[1], smallest  # (size, JupyterLab's, the element's class)
