@@ -21,6 +21,7 @@ import ipywidgets as w
 from kubelab.errors import FieldError, ValidationError
 from kubelab.magics.options import MagicParser
 from kubelab.magics.widgets import LiveWidget
+from kubelab.options import param
 
 STEP_COLORS = {"succeeded": "#1a7f37", "failed": "#cf222e", "running": "#0969da",
                "submitting": "#0969da", "stopped": "#6e7781", "waiting": "#d0d7de"}
@@ -31,7 +32,7 @@ def pipeline_parser() -> MagicParser:
     p = MagicParser("pipeline", "Run a pipeline from a spec file, or show one by its id.")
     p.add_argument("id", nargs="?", help="an existing pipeline's id")
     p.add_argument("-f", "--file", help="a pipeline spec (YAML/JSON)")
-    p.add_argument("-P", "--param", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("-P", "--param", action="append", type=param, default=[], metavar="NAME=VALUE")
     p.add_argument("--now", action="store_true", help="run once now even if the spec has a schedule")
     when = p.add_mutually_exclusive_group()
     when.add_argument("--wait", action="store_true")
@@ -141,7 +142,7 @@ def run(magics: Any, line: str) -> None:
     """The body of `%pipeline` (registered in `commands.py`)."""
     from IPython.display import display
 
-    from kubelab.cli import parse_params
+    from kubelab.options import parse_params
     from kubelab.sweeps.documents import read_document
 
     parser = pipeline_parser()

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kube_support import PROJECT_LABEL, notebook_env, role_documents
+from kube_support import PROJECT_LABEL, notebook_env, role_documents, wait_for
 from kubernetes import client, config
 
 from kubelab.kube.backend import KubernetesBackend
@@ -40,11 +40,16 @@ def make_namespace(admin: client.ApiClient, service_account: str = "notebook") -
     rbac.create_namespaced_role(name, role)
     rbac.create_namespaced_role_binding(name, binding)
     core.create_namespaced_service_account(name, {"metadata": {"name": service_account}})
-    for claim in ("home-alice", "archive-alice"):   # what notebook_env mounts, as a spawner makes
+    claims = ("home-alice", "archive-alice")   # what notebook_env mounts, as a spawner makes
+    for claim in claims:
         core.create_namespaced_persistent_volume_claim(name, {
             "metadata": {"name": claim},
             "spec": {"accessModes": ["ReadWriteOnce"],
                      "resources": {"requests": {"storage": "1Gi"}}}})
+    # bound before a test's pods ask for them (else the scheduler's first word is about claims)
+    wait_for(lambda: all(c.status.phase == "Bound" for c in
+                         core.list_namespaced_persistent_volume_claim(name).items),
+             what="the workspace claims bound")
     return name
 
 

@@ -91,10 +91,10 @@ def test_more_gpus_than_any_node_shows_the_scheduler_reason(admin, make_backend,
                                                             namespace: str, home: Path) -> None:
     lab = Lab(home=home, backend=make_backend(node_selector={}), user="alice")
     run_id = submit(lab, home, resources={"cpu": "1", "memory": "1Gi", "gpus": 16, "gpu_type": "A100"})
-    record = wait_for(lambda: "nodes are available" in (r := lab.get(run_id))["reason"] and r,
-                      what="the scheduler's reason")
+    record = wait_for(lambda: "Insufficient nvidia.com/gpu" in (r := lab.get(run_id))["reason"]
+                      and r, what="the scheduler's reason")
     assert record["status"] == "Pending"
-    assert "Insufficient nvidia.com/gpu" in record["reason"]
+    assert record["reason"].startswith("0/"), record["reason"]
 
 
 def test_tensorflow_with_parameter_servers(simulated_cluster, project_node, admin, lab: Lab,

@@ -50,6 +50,7 @@ def test_render_prints_every_object_of_a_spawn(kubeconfig: Path) -> None:
         "Role",
         "RoleBinding",
         "ResourceQuota",
+        *["NetworkPolicy"] * 5,  # default deny, DNS, notebook, experiments, internet (deploy.md)
         "PersistentVolumeClaim",
         "PersistentVolumeClaim",
         "Pod",
