@@ -247,7 +247,10 @@ class Sweeps:
 
     def _extend_locked(self, sweep: SweepDirectory, state: SweepState, changes: dict[str, Any]) -> dict:
         if sweep.driver_alive():
+            # durable: the driver takes the request at its next turn; answer with the budget as
+            # it will be, not as the state file still says until then
             sweep.request_budget(changes)
+            return {**self.record(sweep), **changes}
         else:
             for key, value in changes.items():
                 setattr(state, key, value)

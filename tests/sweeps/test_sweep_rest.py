@@ -166,7 +166,8 @@ def test_errors_name_the_field_and_start_nothing(server):
 def test_server_killed_mid_sweep_resumes_with_nothing_lost_or_repeated(tmp_path):
     """The server and the driver both die; the next server restarts the driver, which re-attaches."""
     home, root, env = tmp_path / "home", tmp_path / "workspace", server_env(tmp_path)
-    spec = sweep_spec(tuner="tpe", max_trials=6, trial={"command": ["python", "-c", SCRIPT.replace("0.2", "0.5")]})
+    # 2 s trials: the four left after the kill cannot all end before the driver is killed too
+    spec = sweep_spec(tuner="tpe", max_trials=6, trial={"command": ["python", "-c", SCRIPT.replace("0.2", "2")]})
     with JupyterServer(root, home, env=env) as first:
         sweep_id = first.post("sweeps", spec).json()["id"]
         wait_status(first, sweep_id, lambda r: r["finished"] >= 2 and r["counts"]["running"] == 2)
