@@ -37,7 +37,28 @@ WRITES = [
     ("POST", "experiments/000000000000/stop"), ("POST", "sweeps"), ("PATCH", "sweeps/000000000000"),
     ("POST", "sweeps/000000000000/stop"), ("POST", "sweeps/000000000000/resume"),
     ("POST", "tensorboards"), ("DELETE", "tensorboards/000000000000"),
+    ("POST", "pipelines"), ("POST", "pipelines/000000000000/stop"),
+    ("POST", "pipelines/000000000000/resume"), ("POST", "schedules"),
+    ("DELETE", "schedules/000000000000"), ("POST", "schedules/000000000000/pause"),
+    ("POST", "schedules/000000000000/resume"),
 ]
+
+
+def test_every_route_method_names_its_action():
+    """The route table, read as the server reads it: no handler method answers unasked."""
+    from kubelab.server_extension.routes import API_ROUTES
+
+    checked = 0
+    for pattern, handler in API_ROUTES:
+        for verb in ("get", "post", "put", "patch", "delete"):
+            method = getattr(handler, verb, None)
+            if method is None or method.__qualname__.startswith(("RequestHandler.", "APIHandler.",
+                                                                 "JupyterHandler.")):
+                continue
+            assert getattr(method, "kubelab_action", None) in ("read", "write", "execute"), \
+                (pattern, handler.__name__, verb)
+            checked += 1
+    assert checked >= 30  # experiments, sweeps, pipelines, schedules, TensorBoard, events…
 
 
 def test_a_read_only_user_cannot_run_an_experiment(read_only):
@@ -70,6 +91,8 @@ def test_reads_ask_for_read_and_anything_that_runs_code_asks_for_execute(read_on
     server.post("sweeps", {})
     server.post("tensorboards", {})
     server.post("experiments/000000000000/stop")
+    server.post("pipelines", {})
+    server.post("schedules/000000000000/pause")
     asked = [json.loads(line) for line in (base / "authz.jsonl").read_text().splitlines()]
     decisions = {(method, path.split("/kubelab/api/")[1]): (action, resource)
                  for method, path, action, resource in asked}
@@ -79,6 +102,8 @@ def test_reads_ask_for_read_and_anything_that_runs_code_asks_for_execute(read_on
     assert decisions[("POST", "sweeps")] == ("execute", "kubelab.sweeps")
     assert decisions[("POST", "tensorboards")] == ("execute", "kubelab.tensorboards")
     assert decisions[("POST", "experiments/000000000000/stop")] == ("write", "kubelab.experiments")
+    assert decisions[("POST", "pipelines")] == ("execute", "kubelab.pipelines")
+    assert decisions[("POST", "schedules/000000000000/pause")] == ("write", "kubelab.schedules")
 
 
 def test_changing_without_running_code_is_a_write(tmp_path):
