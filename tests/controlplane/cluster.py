@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
 import shutil
 import signal
@@ -22,7 +23,6 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -295,8 +295,6 @@ class ControlPlane:
     def request(self, method: str, path: str, body: Any = None,
                 content_type: str = "application/json") -> Any:
         """One admin request; the decoded answer (HTTPError on a non-2xx status)."""
-        import json
-
         data = None if body is None else (body if isinstance(body, bytes)
                                           else json.dumps(body).encode())
         request = urllib.request.Request(self.server + path, data=data, method=method,
@@ -504,9 +502,3 @@ class ControlPlane:
                 time.sleep(0.1)
         raise TimeoutError("the default ServiceAccount never appeared "
                            f"(controller-manager):\n{self.log_tail('kube-controller-manager')}")
-
-
-@contextlib.contextmanager
-def running(workdir: Path | None = None, **options: Any) -> Iterator[ControlPlane]:
-    with ControlPlane(workdir, **options) as plane:
-        yield plane

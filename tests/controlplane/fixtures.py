@@ -30,8 +30,6 @@ def real_kubeconfig() -> str | None:
 class RealCluster:
     """The parts of `ControlPlane` that make sense on a cluster someone else runs."""
 
-    simulated = False
-
     def __init__(self, kubeconfig: Path) -> None:
         self.kubeconfig = kubeconfig
         document = yaml.safe_load(kubeconfig.read_text())
@@ -77,7 +75,6 @@ def cluster() -> Iterator[ControlPlane | RealCluster]:
         return
     with tempfile.TemporaryDirectory(prefix="kubelab-cluster-") as workdir, \
             ControlPlane(Path(workdir)) as plane:
-        plane.simulated = True  # type: ignore[attr-defined]
         yield plane
 
 
