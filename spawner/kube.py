@@ -147,7 +147,15 @@ class KubeLabSpawner(SpawnForm, KubeSpawner):
     @default("options_form")
     def _default_options_form(self) -> Any:
         """kubelab's form with its catalog; else KubeSpawner's (its `profile_list`, or none)."""
-        return self._render_form if self.kubelab_mode else self._options_form_default()
+        if not self.kubelab_mode:
+            return self._options_form_default()
+        self._warn_profile_list()
+        return self._render_form
+
+    def _warn_profile_list(self) -> None:
+        if self.profile_list:
+            self.log.warning("KubeLabSpawner.profile_list is ignored: with gpu_catalog configured, "
+                             "the catalog's profiles take its place")
 
     @default("options_from_form")
     def _default_options_from_form(self) -> Any:
@@ -288,6 +296,7 @@ class KubeLabSpawner(SpawnForm, KubeSpawner):
         if not self.kubelab_mode:
             await super().load_user_options()
             return
+        self._warn_profile_list()
         try:
             options, group, settings = self.plan()
             if self.check_availability:
@@ -436,9 +445,9 @@ class KubeLabSpawner(SpawnForm, KubeSpawner):
         """Every object a spawn would create, without a cluster: namespace objects and the pod."""
         try:
             if not self.kubelab_mode:
-                raise ValidationError("nothing of kubelab's to render", [FieldError(
-                    "gpu_catalog", "KubeLabSpawner.gpu_catalog is not configured, so the spawner "
-                    "behaves as KubeSpawner; configure the catalog (docs/jupyterhub.md)")])
+                reason = ("is not configured, so the spawner behaves as KubeSpawner; configure "
+                          "the catalog (docs/jupyterhub.md)")
+                raise ValidationError("nothing of kubelab's to render", [FieldError("gpu_catalog", reason)])
             _, group, settings = self.plan()
         except KubelabError as exc:
             raise refusal(exc) from None

@@ -19,13 +19,21 @@ from kubelab.spawner.cli import HUB_CONFIG_DIR, _OfflineKube, load_config
 
 CATALOG = {"gpu_types": [{"name": "T4", "label_value": "T4"}], "images": ["lab/notebook:1"]}
 PROFILES = [
-    {"display_name": "Small", "slug": "small", "default": True,
-     "kubespawner_override": {"cpu_limit": 1.0}},
-    {"display_name": "Large", "slug": "large",
-     "kubespawner_override": {"cpu_limit": 4.0},
-     "profile_options": {"image": {"display_name": "Image", "choices": {
-         "a": {"display_name": "A", "kubespawner_override": {"image": "lab/a:1"}},
-         "b": {"display_name": "B", "kubespawner_override": {"image": "lab/b:1"}}}}}},
+    {"display_name": "Small", "slug": "small", "default": True, "kubespawner_override": {"cpu_limit": 1.0}},
+    {
+        "display_name": "Large",
+        "slug": "large",
+        "kubespawner_override": {"cpu_limit": 4.0},
+        "profile_options": {
+            "image": {
+                "display_name": "Image",
+                "choices": {
+                    "a": {"display_name": "A", "kubespawner_override": {"image": "lab/a:1"}},
+                    "b": {"display_name": "B", "kubespawner_override": {"image": "lab/b:1"}},
+                },
+            }
+        },
+    },
 ]
 
 
@@ -84,6 +92,14 @@ def test_with_a_catalog_kubelab_s_behaviour_applies() -> None:
         assert callable(spawner.options_form)  # the catalog form, rendered per view
 
     built(check, gpu_catalog=CATALOG, user_namespace_template="{username}")
+
+
+def test_with_a_catalog_profile_list_is_ignored_aloud(caplog: pytest.LogCaptureFixture) -> None:
+    def check(spawner: Any) -> None:
+        assert callable(spawner.options_form)
+
+    built(check, gpu_catalog=CATALOG, profile_list=PROFILES)
+    assert "profile_list is ignored" in caplog.text
 
 
 def test_trusted_lab_without_a_catalog_is_kubelab_s_shared_namespace() -> None:
