@@ -2,6 +2,11 @@
 user namespaces. A subclass, not a fork: it only sets KubeSpawner's own settings from the
 chosen options (in `load_user_options`, which KubeSpawner calls at the start of `_start`) and
 adds objects in `_ensure_namespace`, so every KubeSpawner option keeps working.
+
+A drop-in KubeSpawner: kubelab's behaviour (catalog form, per-user namespaces with Pod Security
+labels, quotas and NetworkPolicies, group placement) applies once the admin configures kubelab's
+catalog (`gpu_catalog`) or its trusted-lab layout (`trusted_lab`). Without either it is
+KubeSpawner: `profile_list`, KubeSpawner's `options_from_form` and its namespace defaults.
 """
 
 from __future__ import annotations
@@ -127,9 +132,35 @@ class KubeLabSpawner(SpawnForm, KubeSpawner):
     _watches: ClassVar[dict[Any, ClusterAvailability]] = {}
     _catalogs: ClassVar[dict[str, Catalog]] = {}
 
+    @property
+    def kubelab_mode(self) -> bool:
+        """Whether kubelab's behaviour applies: the admin configured its catalog or trusted-lab
+        layout. Read when a default is first needed, as KubeSpawner reads `profile_list`."""
+        return bool(self.gpu_catalog) or self.trusted_lab
+
     @default("enable_user_namespaces")
     def _default_user_namespaces(self) -> bool:
-        return not self.trusted_lab
+        """Per-user namespaces with kubelab's catalog (each user's quota, Pod Security level and
+        NetworkPolicies live in their namespace); KubeSpawner's one namespace otherwise."""
+        return self.kubelab_mode and not self.trusted_lab
+
+    @default("options_form")
+    def _default_options_form(self) -> Any:
+        """kubelab's form with its catalog; else KubeSpawner's (its `profile_list`, or none)."""
+        if not self.kubelab_mode:
+            return self._options_form_default()
+        self._warn_profile_list()
+        return self._render_form
+
+    def _warn_profile_list(self) -> None:
+        if self.profile_list:
+            self.log.warning("KubeLabSpawner.profile_list is ignored: with gpu_catalog configured, "
+                             "the catalog's profiles take its place")
+
+    @default("options_from_form")
+    def _default_options_from_form(self) -> Any:
+        """kubelab's validate-and-admit with its catalog; else KubeSpawner's own parser."""
+        return self._admit_form if self.kubelab_mode else self._options_from_form
 
     pod_security = Unicode("baseline", config=True, help=(
         "Pod Security level enforced in users' namespaces: baseline (default: no privileged, host "
@@ -141,6 +172,8 @@ class KubeLabSpawner(SpawnForm, KubeSpawner):
 
     @default("user_namespace_labels")
     def _default_namespace_labels(self) -> dict[str, str]:
+        if not self.kubelab_mode:
+            return {}
         return {"kubelab.io/user": "{username}", **objects.MANAGED_BY,
                 **objects.pod_security_labels(self.pod_security)}
 
@@ -260,6 +293,10 @@ class KubeLabSpawner(SpawnForm, KubeSpawner):
 
     async def load_user_options(self) -> None:
         """Called first thing in KubeSpawner's `_start`, for form and REST API spawns alike."""
+        if not self.kubelab_mode:
+            await super().load_user_options()
+            return
+        self._warn_profile_list()
         try:
             options, group, settings = self.plan()
             if self.check_availability:
@@ -373,6 +410,8 @@ class KubeLabSpawner(SpawnForm, KubeSpawner):
     async def _start(self) -> Any:
         """KubeSpawner's start. A refusal by the API server (Pod Security, a quota, RBAC) reaches
         the form as the server's own sentence instead of a bare 500."""
+        if not self.kubelab_mode:
+            return await super()._start()
         try:
             return await super()._start()
         except ApiException as exc:
@@ -382,7 +421,8 @@ class KubeLabSpawner(SpawnForm, KubeSpawner):
 
     async def _ensure_namespace(self) -> None:
         await super()._ensure_namespace()
-        await self._ensure_objects(getattr(self, "_group", None) or self.plan()[1])
+        if self.kubelab_mode:
+            await self._ensure_objects(getattr(self, "_group", None) or self.plan()[1])
 
     async def _ensure_objects(self, group: ProjectGroup) -> Outcome:
         """Bring the namespace's objects up to date with the configuration (server-side apply;
@@ -404,6 +444,10 @@ class KubeLabSpawner(SpawnForm, KubeSpawner):
     async def render(self) -> list[dict[str, Any]]:
         """Every object a spawn would create, without a cluster: namespace objects and the pod."""
         try:
+            if not self.kubelab_mode:
+                reason = ("is not configured, so the spawner behaves as KubeSpawner; configure "
+                          "the catalog (docs/jupyterhub.md)")
+                raise ValidationError("nothing of kubelab's to render", [FieldError("gpu_catalog", reason)])
             _, group, settings = self.plan()
         except KubelabError as exc:
             raise refusal(exc) from None
