@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 from kubernetes_asyncio.client.rest import ApiException
 from kubespawner import KubeSpawner
 from kubespawner.clients import shared_client
-from traitlets import Bool, Dict, Int, List, Unicode, default
+from traitlets import default
 
 from kubelab.errors import FieldError, KubelabError, ValidationError
 from kubelab.quantity import parse_quantity
@@ -32,6 +32,7 @@ from .availability import ClusterAvailability
 from .choice import choose, hub_memberships, public_properties
 from .form import admin_error, render_form
 from .groups import ProjectGroup
+from .kube_settings import KubeLabSettings
 from .network import HUB_ACCESS_LABEL, ApiServer, Isolation, extra_egress_rules
 from .objects import Storage
 from .pod_settings import PodSettings, pod_settings
@@ -57,77 +58,8 @@ _TOUCHED = (
 )
 
 
-class KubeLabSpawner(SpawnForm, KubeSpawner):
+class KubeLabSpawner(SpawnForm, KubeLabSettings, KubeSpawner):
     """GPU notebooks on Kubernetes for every user of a lab."""
-
-    gpu_catalog = Dict(
-        config=True, help="GPU types, images and profiles (see kubelab.spawner.profiles.Catalog)."
-    )
-    trusted_lab = Bool(
-        False,
-        config=True,
-        help="""cube-studio's layout: one namespace, shared workspace and
-        archive claims with per-user subPaths. Users can reach each other's files.""",
-    )
-    workspace_size = Unicode("50Gi", config=True)
-    archive_size = Unicode("100Gi", config=True)
-    storage_class = Unicode(
-        None,
-        allow_none=True,
-        config=True,
-        help="""StorageClass of the claims (None = the cluster default). KubeSpawner's own
-        setting, so its `storage_pvc_ensure` claim uses it too ('' there means no class).""",
-    )
-    shared_workspace_claim = Unicode(
-        "kubeflow-user-workspace", config=True, help="Trusted-lab workspace claim."
-    )
-    shared_archive_claim = Unicode("kubeflow-archives", config=True, help="Trusted-lab archive claim.")
-    notebook_service_account = Unicode("kubelab-notebook", config=True)
-    notebook_role_file = Unicode(
-        "",
-        config=True,
-        help="Role manifest for the notebook's account ('' = hub_config/rbac/notebook-role.yaml).",
-    )
-    public_group_properties = Dict(config=True, help="Properties of `public` when the hub has no such group.")
-    cluster_context = Unicode(
-        "",
-        config=True,
-        help="""The kubeconfig context this hub spawns in. A group whose
-        `cluster` names another context is refused (one hub spawns on one cluster).""",
-    )
-    check_availability = Bool(
-        True, config=True, help="Refuse requests beyond free GPUs (watches nodes and pods)."
-    )
-    network_policy = Bool(
-        True,
-        config=True,
-        help="""NetworkPolicies in each user namespace (see kubelab.spawner.network): notebooks
-        take connections from the hub and proxy only and reach DNS, the hub API and the API
-        server; experiments reach the same namespace's experiments; nothing reaches the metadata
-        endpoint or other users' pods. Needs a CNI that enforces NetworkPolicy.""",
-    )
-    network_policy_internet = Bool(
-        True,
-        config=True,
-        help="Let notebooks and experiments reach public addresses (package indexes, datasets).",
-    )
-    network_policy_extra_egress = List(
-        Dict(),
-        config=True,
-        help="""More egress for every pod of a user namespace (NetworkPolicy egress rules), e.g.
-        the lab's package mirror or object storage inside the cluster:
-        [{"to": [{"ipBlock": {"cidr": "10.20.0.5/32"}}], "ports": [{"port": 443}]}].""",
-    )
-    hub_namespace = Unicode(
-        config=True, help="The hub's namespace, where the hub and proxy pods run ('' = the hub's own)."
-    )
-    api_server_cidrs = List(
-        Unicode(),
-        config=True,
-        help="""Addresses of the API server's endpoints for the notebooks' egress ([] = read from
-        the EndpointSlices of default/kubernetes at each spawn).""",
-    )
-    api_server_ports = List(Int(), [443, 6443], config=True, help="Ports of api_server_cidrs.")
 
     _watches: ClassVar[dict[Any, ClusterAvailability]] = {}
     _catalogs: ClassVar[dict[str, Catalog]] = {}
@@ -161,10 +93,6 @@ class KubeLabSpawner(SpawnForm, KubeSpawner):
     def _default_options_from_form(self) -> Any:
         """kubelab's validate-and-admit with its catalog; else KubeSpawner's own parser."""
         return self._admit_form if self.kubelab_mode else self._options_from_form
-
-    pod_security = Unicode("baseline", config=True, help=(
-        "Pod Security level enforced in users' namespaces: baseline (default: no privileged, host "
-        "namespaces or hostPath), restricted, or privileged (only for groups that mount hostPath)."))
 
     @default("hub_namespace")
     def _default_hub_namespace(self) -> str:
