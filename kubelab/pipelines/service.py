@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kubelab.driver_store import write_json
 from kubelab.errors import Conflict, FieldError, NotFound, ValidationError
 from kubelab.lab import RUN_ID, Lab
 from kubelab.pipelines import driver
@@ -27,7 +28,6 @@ from kubelab.pipelines.store import (
     StepEntry,
 )
 from kubelab.records import new_id
-from kubelab.sweeps.store import write_json
 
 
 class Pipelines:
@@ -40,10 +40,11 @@ class Pipelines:
                  params: dict[str, Any] | None = None) -> PipelineSpec:
         """The PipelineSpec, each step's paths checked as its submit would check them."""
         from kubelab.pipelines.references import render
+        from kubelab.polyaxon_dag import translate
         from kubelab.sweeps.service import Sweeps
 
         base = Path(base_dir or Path.cwd()).resolve()
-        spec = PipelineSpec.parse(data, base_dir=base, params=params)
+        spec = PipelineSpec.parse(translate(data, base), base_dir=base, params=params)
         problems: list[FieldError] = []
         for step in spec.steps:
             sample = render(step.spec, placeholders(spec, step.spec))
@@ -162,9 +163,8 @@ class Pipelines:
 
     def ensure_driver(self, pipeline: PipelineDirectory) -> bool:
         """Start a driver for a Running pipeline that has none; True when one was started."""
-        with pipeline.state_lock():
-            if pipeline.read_state().status != RUNNING or pipeline.driver_alive():
-                return False
+        if not pipeline.needs_driver():
+            return False
         driver.launch(pipeline)
         return True
 
