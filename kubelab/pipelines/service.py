@@ -16,7 +16,7 @@ from typing import Any
 from kubelab.driver_store import write_json
 from kubelab.errors import Conflict, FieldError, NotFound, ValidationError
 from kubelab.lab import RUN_ID, Lab
-from kubelab.pipelines import driver
+from kubelab.pipelines import driver, engines
 from kubelab.pipelines.spec import EXPERIMENT, PipelineSpec, placeholders
 from kubelab.pipelines.store import (
     DONE,
@@ -45,6 +45,7 @@ class Pipelines:
 
         base = Path(base_dir or Path.cwd()).resolve()
         spec = PipelineSpec.parse(translate(data, base), base_dir=base, params=params)
+        engines.require(spec.engine, self.lab.backend)
         problems: list[FieldError] = []
         for step in spec.steps:
             sample = render(step.spec, placeholders(spec, step.spec))
