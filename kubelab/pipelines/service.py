@@ -223,7 +223,7 @@ class PipelineWatcher:
             except (OSError, ValueError):
                 continue
         try:
-            if any(not s.read_state()["paused"] for s in Schedules(self.pipelines.lab).all()):
+            if any(s.fired_here() for s in Schedules(self.pipelines.lab).all()):
                 ensure_running(self.pipelines.lab.home)
         except (OSError, ValueError):
             pass

@@ -98,6 +98,8 @@ class ClusterSchedules:
                                  label_selector=f"kubelab.io/schedule={schedule_id}").items
         except ApiException as exc:
             return {**found, "error": "missing" if exc.status == 404 else _reason(exc)}
+        except KubelabError as exc:  # the API server is unreachable: list the rest anyway
+            return {**found, "error": exc.message()}
         found.update(suspend=bool(job.spec.suspend), last_schedule=_iso(job.status.last_schedule_time),
                      last_success=_iso(job.status.last_successful_time))
         runs = sorted(jobs, key=lambda j: j.metadata.creation_timestamp)[-RUNS_SHOWN:]

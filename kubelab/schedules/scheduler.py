@@ -110,7 +110,7 @@ class Scheduler:
         fire.update(state="started", id=record["id"], started_at=utcnow())
 
     def active(self) -> bool:
-        return any(not s.read_state()["paused"] and not s.cronjob() for s in self.schedules.all())
+        return any(s.fired_here() for s in self.schedules.all())
 
     def serve(self) -> int:
         lock = self.schedules.root / "scheduler.lock"

@@ -71,6 +71,10 @@ class ScheduleDirectory:
                 return str(obj["metadata"]["name"])
         return None
 
+    def fired_here(self) -> bool:
+        """Active and fired by this machine's scheduler process (not by a CronJob)."""
+        return not self.read_state()["paused"] and self.cronjob() is None
+
     def read_state(self) -> dict[str, Any]:
         state: dict[str, Any] = json.loads(self.state_file.read_text())  # written by write_state()
         return state
