@@ -77,7 +77,7 @@ def test_compare_three_runs(lab_server, page: Page) -> None:
     expect(chart.locator(".u-legend")).to_contain_text("cmp-a")
     # A final-only metric is a value, not a one-point chart.
     expect(view.locator('.jp-kubelab-Overlay[data-metric="default"]')).to_have_count(0)
-    expect(view.locator('.jp-kubelab-Compare-values tr[data-metric="default"] td')).to_have_text(
+    expect(view.locator('.jp-kubelab-FinalValues tr[data-metric="default"] td')).to_have_text(
         ["0.2", "0.4", "0.8"])
 
     # Hover values: at the left edge, step 0, where loss is lr * 10.
@@ -90,10 +90,10 @@ def test_compare_three_runs(lab_server, page: Page) -> None:
     # From the table to a run's own view: its final result is a value, its loss a chart.
     table.get_by_role("button", name="cmp-a", exact=True).click()
     run_view = page.locator(f'.jp-kubelab-Detail[data-experiment-id="{ids["cmp-a"]}"]')
-    final = run_view.locator('.jp-kubelab-Chart[data-metric="default"]')
-    expect(final.locator(".jp-kubelab-Chart-value")).to_have_text("0.2", timeout=WAIT_MS)
-    expect(final.locator("svg")).to_have_count(0)
-    expect(run_view.locator('.jp-kubelab-Chart[data-metric="loss"] svg')).to_have_count(1)
+    final = run_view.locator('.jp-kubelab-FinalValues tr[data-metric="default"] td')
+    expect(final).to_have_text("0.2", timeout=WAIT_MS)
+    expect(run_view.locator('.jp-kubelab-Overlay[data-metric="default"]')).to_have_count(0)
+    expect(run_view.locator('.jp-kubelab-Overlay[data-metric="loss"] canvas')).to_have_count(1)
     page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Compare runs").click()
 
     # Zoom: drag across the middle, the left edge is now a later step; Reset shows it all.
