@@ -30,10 +30,10 @@ export function ObjectiveChart(props: {
   }, [key, direction, log]);
   const series = useMemo(
     () => [
-      { label: trans.__('trial'), colour: runColour(0), scatter: true },
+      { label: metric, colour: runColour(0), scatter: true },
       { label: trans.__('best so far'), colour: runColour(1), stepped: true }
     ],
-    []
+    [metric]
   );
   if (!points.length) {
     return null;

@@ -79,6 +79,7 @@ function seriesOptions(s: IOverlaySeries): uPlot.Series {
     options.points = { show: true, size: 7, fill: s.colour };
   } else if (s.stepped) {
     options.paths = uPlot.paths.stepped?.({ align: 1 });
+    options.points = { show: false };
   }
   return options;
 }

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 import requests
@@ -128,7 +129,7 @@ def test_brushing_the_parallel_coordinates_filters_the_trials(lab_server, page: 
     expect(view.locator("[data-trials-shown]")).to_contain_text("2 of 4")
     for row in trial_rows(view).all():
         expect(row.locator("td").nth(4)).to_have_text("0.01")
-    page.screenshot(path=str(ARTIFACTS / "sweep-view.png"))
+    page.screenshot(path=str(ARTIFACTS / "sweep-view-brushed.png"))
     view.get_by_role("button", name="Clear filters").click()
     expect(trial_rows(view)).to_have_count(4)
 
@@ -318,7 +319,7 @@ def test_logs_search_wrap_download_and_replica_tabs(lab_server, page: Page) -> N
         logs.get_by_role("button", name="Download").click()
     saved = download.value.path()
     assert saved is not None
-    content = open(saved, encoding="utf-8").read()
+    content = Path(saved).read_text(encoding="utf-8")
     assert "rank 0 epoch 0" in content and "rank 0 epoch 3" in content
     assert download.value.suggested_filename.endswith("replica0.log")
 
