@@ -337,17 +337,23 @@ def test_logs_search_wrap_download_and_replica_tabs(lab_server, page: Page) -> N
 
 
 def test_text_is_no_smaller_than_jupyterlabs_in_the_views(lab_server, page: Page) -> None:
-    for view in (page.locator(".jp-kubelab-ExperimentView:visible"),):
-        smallest = view.evaluate("""root => {
-            const base = parseFloat(getComputedStyle(document.body)
-                .getPropertyValue('--jp-ui-font-size1'));
-            const sizes = [...root.querySelectorAll('*')]
-                .filter(n => [...n.childNodes].some(c => c.nodeType === 3 && c.textContent.trim()))
-                .map(n => [parseFloat(getComputedStyle(n).fontSize), n.className]);
-            sizes.sort((a, b) => a[0] - b[0]);
-            return [sizes[0][0], base, sizes[0][1]];
-        }""")
-        assert smallest[0] >= smallest[1], smallest
+    smallest_text = """root => {
+        const base = parseFloat(getComputedStyle(document.body)
+            .getPropertyValue('--jp-ui-font-size1'));
+        const sizes = [...root.querySelectorAll('*')]
+            .filter(n => [...n.childNodes].some(c => c.nodeType === 3 && c.textContent.trim()))
+            .map(n => [parseFloat(getComputedStyle(n).fontSize), n.className]);
+        sizes.sort((a, b) => a[0] - b[0]);
+        return [sizes[0][0], base, sizes[0][1]];
+    }"""
+    experiment = page.locator(".jp-kubelab-ExperimentView:visible")
+    smallest = experiment.evaluate(smallest_text)
+    assert smallest[0] >= smallest[1], smallest  # (size, JupyterLab's, the element's class)
+    page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Sweep ui-grid").click()
+    sweep = page.locator(".jp-kubelab-SweepView:visible")
+    expect(sweep.locator(".jp-kubelab-Parallel-tick").first).to_be_visible()
+    smallest = sweep.evaluate(smallest_text)
+    assert smallest[0] >= smallest[1], smallest
 
 
 def test_column_order_comes_from_the_settings(lab_server, page: Page) -> None:
