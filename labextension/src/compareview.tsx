@@ -7,7 +7,7 @@
 import { TranslationBundle } from '@jupyterlab/translation';
 import { ReactWidget } from '@jupyterlab/ui-components';
 import { CommandRegistry } from '@lumino/commands';
-import React, { useEffect, useState } from 'react';
+import React, { useEffect, useRef, useState } from 'react';
 
 import { IMetricPoint, KubelabApi } from './api';
 import {
@@ -20,6 +20,7 @@ import { formatValue, IExperimentRecord } from './model';
 import { MetricCharts } from './metriccharts';
 import { CommandIDs } from './panel';
 import { IMetricsEvent, LiveStore } from './store';
+import { useGrid } from './usegrid';
 
 export interface ICompareViewOptions {
   store: LiveStore;
@@ -216,26 +217,42 @@ function RunTable(props: {
   const { records, selected, metrics, params, trans } = props;
   const groups = groupBySweep(records);
   const width = 3 + metrics.length + params.length;
+  const open = (sweep: string) => !props.collapsed.includes(sweep);
+  const rowCount = groups.reduce(
+    (n, g) =>
+      n +
+      (g.sweep === null
+        ? g.runs.length
+        : 1 + (open(g.sweep) ? g.runs.length : 0)),
+    1
+  );
+  const table = useRef<HTMLTableElement>(null);
+  const keys = useGrid(table, { rows: rowCount, cols: width });
+  let rowIndex = 1; // the header row; each row drawn takes the next
   const row = (record: IExperimentRecord) => {
     const on = selected.includes(record.id);
     const name =
       record.trial !== null ? `#${record.trial} ${record.name}` : record.name;
+    rowIndex += 1;
     return (
       <tr
         key={record.id}
+        role="row"
+        aria-rowindex={rowIndex}
         className="jp-kubelab-RunTable-row"
         data-experiment-id={record.id}
         aria-selected={on}
       >
-        <td className="jp-kubelab-RunTable-pick">
+        <td role="gridcell" className="jp-kubelab-RunTable-pick">
           <input
             type="checkbox"
+            data-grid-focus=""
             checked={on}
             aria-label={trans.__('Compare %1', name)}
             onChange={e => props.onTick([record.id], e.target.checked)}
           />
         </td>
-        <th scope="row" className="jp-kubelab-RunTable-name">
+        <th scope="row" role="rowheader" className="jp-kubelab-RunTable-name">
           {on ? (
             <span
               className="jp-kubelab-RunTable-swatch"
@@ -244,44 +261,81 @@ function RunTable(props: {
           ) : null}
           <button
             className="jp-kubelab-Link"
+            data-grid-focus=""
             onClick={() => props.onOpen(record.id)}
           >
             {name}
           </button>
         </th>
-        <td data-status={record.status}>{record.status}</td>
+        <td role="gridcell" data-status={record.status}>
+          {record.status}
+        </td>
         {metrics.map(m => (
-          <td key={`m:${m}`} className="jp-kubelab-RunTable-number">
+          <td
+            role="gridcell"
+            key={`m:${m}`}
+            className="jp-kubelab-RunTable-number"
+          >
             {formatValue(record.metrics?.[m])}
           </td>
         ))}
         {params.map(p => (
-          <td key={`p:${p}`}>{formatValue(record.params?.[p])}</td>
+          <td role="gridcell" key={`p:${p}`}>
+            {formatValue(record.params?.[p])}
+          </td>
         ))}
       </tr>
     );
   };
   return (
     <div className="jp-kubelab-RunTable-scroll">
-      <table className="jp-kubelab-RunTable">
+      <table
+        className="jp-kubelab-RunTable"
+        role="grid"
+        ref={table}
+        aria-label={trans.__('Runs')}
+        aria-rowcount={rowCount}
+        onKeyDown={keys.onKeyDown}
+        onFocus={keys.onFocus}
+      >
         <thead>
-          <tr>
-            <th scope="col" className="jp-kubelab-RunTable-pick">
+          <tr role="row" aria-rowindex={1}>
+            <th
+              scope="col"
+              role="columnheader"
+              className="jp-kubelab-RunTable-pick"
+            >
               <span className="jp-kubelab-VisuallyHidden">
                 {trans.__('Compare')}
               </span>
             </th>
-            <th scope="col" className="jp-kubelab-RunTable-name">
+            <th
+              scope="col"
+              role="columnheader"
+              className="jp-kubelab-RunTable-name"
+            >
               {trans.__('Name')}
             </th>
-            <th scope="col">{trans.__('Status')}</th>
+            <th scope="col" role="columnheader">
+              {trans.__('Status')}
+            </th>
             {metrics.map(m => (
-              <th key={`m:${m}`} scope="col" data-column={`metric:${m}`}>
+              <th
+                key={`m:${m}`}
+                scope="col"
+                role="columnheader"
+                data-column={`metric:${m}`}
+              >
                 {m}
               </th>
             ))}
             {params.map(p => (
-              <th key={`p:${p}`} scope="col" data-column={`param:${p}`}>
+              <th
+                key={`p:${p}`}
+                scope="col"
+                role="columnheader"
+                data-column={`param:${p}`}
+              >
                 {p}
               </th>
             ))}
@@ -294,13 +348,19 @@ function RunTable(props: {
           const sweep = group.sweep;
           const ids = group.runs.map(r => r.id);
           const all = ids.every(id => selected.includes(id));
-          const open = !props.collapsed.includes(sweep);
+          const expanded = open(sweep);
+          rowIndex += 1;
           return (
             <tbody key={sweep} data-sweep-id={sweep}>
-              <tr className="jp-kubelab-RunTable-group">
-                <td className="jp-kubelab-RunTable-pick">
+              <tr
+                role="row"
+                aria-rowindex={rowIndex}
+                className="jp-kubelab-RunTable-group"
+              >
+                <td role="gridcell" className="jp-kubelab-RunTable-pick">
                   <input
                     type="checkbox"
+                    data-grid-focus=""
                     checked={all}
                     aria-label={trans.__(
                       'Compare every trial of %1',
@@ -311,15 +371,17 @@ function RunTable(props: {
                 </td>
                 <th
                   scope="rowgroup"
+                  role="rowheader"
                   colSpan={width - 1}
                   className="jp-kubelab-RunTable-name"
                 >
                   <button
                     className="jp-Button jp-mod-minimal jp-kubelab-RunTable-toggle"
-                    aria-expanded={open}
+                    data-grid-focus=""
+                    aria-expanded={expanded}
                     onClick={() => props.onCollapse(sweep)}
                   >
-                    {open ? '▾' : '▸'}{' '}
+                    {expanded ? '▾' : '▸'}{' '}
                     {trans.__(
                       'Sweep %1 (%2 trials)',
                       props.sweepName(sweep),
@@ -328,7 +390,7 @@ function RunTable(props: {
                   </button>
                 </th>
               </tr>
-              {open ? group.runs.map(row) : null}
+              {expanded ? group.runs.map(row) : null}
             </tbody>
           );
         })}

@@ -129,6 +129,36 @@ def test_compare_three_runs(lab_server, page: Page) -> None:
     assert page.problems == []  # type: ignore[attr-defined]
 
 
+def test_the_run_table_is_a_keyboard_grid(lab_server, page: Page) -> None:
+    page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Compare runs").click()
+    view = page.locator(".jp-kubelab-Compare")
+    table = view.locator(".jp-kubelab-RunTable")
+    expect(table).to_have_attribute("role", "grid")
+    stop = table.locator('[tabindex="0"]')
+    expect(stop).to_have_count(1)  # one tab stop, where the focus last was (cmp-a's name)
+    stop.focus()
+    assert page.evaluate("() => document.activeElement.textContent") == "cmp-a"
+    page.keyboard.press("Home")  # the row's box
+    assert page.evaluate("() => document.activeElement.type") == "checkbox"
+    row = page.evaluate("() => document.activeElement.closest('tr').getAttribute('aria-rowindex')")
+    first = table.locator(f'tr[aria-rowindex="{row}"]')
+    run_id = first.get_attribute("data-experiment-id")
+    name = first.locator(".jp-kubelab-RunTable-name button").inner_text()
+    expect(view.locator("[data-compare-count]")).to_have_text("3 runs compared")
+    page.keyboard.press("Space")  # the box unticks the run
+    expect(view.locator("[data-compare-count]")).to_have_text("2 runs compared")
+    page.keyboard.press("Space")
+    expect(view.locator("[data-compare-count]")).to_have_text("3 runs compared")
+    page.keyboard.press("ArrowDown")
+    below = page.evaluate("() => document.activeElement.closest('tr').getAttribute('aria-rowindex')")
+    assert int(below) == int(row) + 1
+    page.keyboard.press("ArrowUp")
+    page.keyboard.press("ArrowRight")  # the name, a link to the run
+    assert page.evaluate("() => document.activeElement.textContent") == name
+    page.keyboard.press("Enter")
+    expect(page.locator(f'.jp-kubelab-Detail[data-experiment-id="{run_id}"]')).to_be_visible(timeout=WAIT_MS)
+
+
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
