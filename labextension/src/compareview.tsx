@@ -243,16 +243,22 @@ function RunTable(props: {
         data-experiment-id={record.id}
         aria-selected={on}
       >
-        <td role="gridcell" className="jp-kubelab-RunTable-pick">
+        <td role="gridcell" tabIndex={-1} className="jp-kubelab-RunTable-pick">
           <input
             type="checkbox"
             data-grid-focus=""
+            tabIndex={-1}
             checked={on}
             aria-label={trans.__('Compare %1', name)}
             onChange={e => props.onTick([record.id], e.target.checked)}
           />
         </td>
-        <th scope="row" role="rowheader" className="jp-kubelab-RunTable-name">
+        <th
+          scope="row"
+          role="rowheader"
+          tabIndex={-1}
+          className="jp-kubelab-RunTable-name"
+        >
           {on ? (
             <span
               className="jp-kubelab-RunTable-swatch"
@@ -262,17 +268,19 @@ function RunTable(props: {
           <button
             className="jp-kubelab-Link"
             data-grid-focus=""
+            tabIndex={-1}
             onClick={() => props.onOpen(record.id)}
           >
             {name}
           </button>
         </th>
-        <td role="gridcell" data-status={record.status}>
+        <td role="gridcell" tabIndex={-1} data-status={record.status}>
           {record.status}
         </td>
         {metrics.map(m => (
           <td
             role="gridcell"
+            tabIndex={-1}
             key={`m:${m}`}
             className="jp-kubelab-RunTable-number"
           >
@@ -280,7 +288,7 @@ function RunTable(props: {
           </td>
         ))}
         {params.map(p => (
-          <td role="gridcell" key={`p:${p}`}>
+          <td role="gridcell" tabIndex={-1} key={`p:${p}`}>
             {formatValue(record.params?.[p])}
           </td>
         ))}
@@ -303,6 +311,7 @@ function RunTable(props: {
             <th
               scope="col"
               role="columnheader"
+              tabIndex={-1}
               className="jp-kubelab-RunTable-pick"
             >
               <span className="jp-kubelab-VisuallyHidden">
@@ -312,11 +321,12 @@ function RunTable(props: {
             <th
               scope="col"
               role="columnheader"
+              tabIndex={-1}
               className="jp-kubelab-RunTable-name"
             >
               {trans.__('Name')}
             </th>
-            <th scope="col" role="columnheader">
+            <th scope="col" role="columnheader" tabIndex={-1}>
               {trans.__('Status')}
             </th>
             {metrics.map(m => (
@@ -324,6 +334,7 @@ function RunTable(props: {
                 key={`m:${m}`}
                 scope="col"
                 role="columnheader"
+                tabIndex={-1}
                 data-column={`metric:${m}`}
               >
                 {m}
@@ -334,6 +345,7 @@ function RunTable(props: {
                 key={`p:${p}`}
                 scope="col"
                 role="columnheader"
+                tabIndex={-1}
                 data-column={`param:${p}`}
               >
                 {p}
@@ -357,10 +369,15 @@ function RunTable(props: {
                 aria-rowindex={rowIndex}
                 className="jp-kubelab-RunTable-group"
               >
-                <td role="gridcell" className="jp-kubelab-RunTable-pick">
+                <td
+                  role="gridcell"
+                  tabIndex={-1}
+                  className="jp-kubelab-RunTable-pick"
+                >
                   <input
                     type="checkbox"
                     data-grid-focus=""
+                    tabIndex={-1}
                     checked={all}
                     aria-label={trans.__(
                       'Compare every trial of %1',
@@ -372,12 +389,14 @@ function RunTable(props: {
                 <th
                   scope="rowgroup"
                   role="rowheader"
+                  tabIndex={-1}
                   colSpan={width - 1}
                   className="jp-kubelab-RunTable-name"
                 >
                   <button
                     className="jp-Button jp-mod-minimal jp-kubelab-RunTable-toggle"
                     data-grid-focus=""
+                    tabIndex={-1}
                     aria-expanded={expanded}
                     onClick={() => props.onCollapse(sweep)}
                   >

@@ -146,6 +146,7 @@ export function ExperimentTable(props: ITableProps): JSX.Element {
           <div
             key={column}
             role="columnheader"
+            tabIndex={-1}
             className="jp-kubelab-Table-headerCell"
             data-column={column}
             aria-sort={
@@ -164,6 +165,7 @@ export function ExperimentTable(props: ITableProps): JSX.Element {
         ))}
         <div
           role="columnheader"
+          tabIndex={-1}
           className="jp-kubelab-Table-headerCell jp-kubelab-Table-menuHeader"
         >
           <span className="jp-kubelab-VisuallyHidden">
@@ -220,10 +222,11 @@ function ExperimentRow(props: {
       {columns.map(column => (
         <Cell key={column} column={column} {...props} />
       ))}
-      <div role="gridcell" className="jp-kubelab-Row-menuCell">
+      <div role="gridcell" tabIndex={-1} className="jp-kubelab-Row-menuCell">
         <button
           className="jp-kubelab-Row-menu jp-Button jp-mod-minimal"
           data-grid-focus=""
+          tabIndex={-1}
           title={trans.__('Actions')}
           aria-label={trans.__('Actions for %1', row.name)}
           onClick={event => {
@@ -252,6 +255,7 @@ function Cell(props: {
         <div
           className="jp-kubelab-Row-name"
           role="gridcell"
+          tabIndex={-1}
           title={`${row.name} (${row.id})`}
         >
           {row.name}
@@ -269,6 +273,7 @@ function Cell(props: {
         <div
           className="jp-kubelab-Row-status"
           role="gridcell"
+          tabIndex={-1}
           data-status={row.status}
           title={reason}
         >
@@ -284,6 +289,7 @@ function Cell(props: {
         <div
           className="jp-kubelab-Row-started"
           role="gridcell"
+          tabIndex={-1}
           title={row.started_at ? Time.format(row.started_at) : ''}
         >
           {row.started_at ? Time.formatHuman(row.started_at) : '—'}
@@ -294,20 +300,30 @@ function Cell(props: {
         <div
           className="jp-kubelab-Row-duration jp-kubelab-Number"
           role="gridcell"
+          tabIndex={-1}
         >
           {formatDuration(elapsedSeconds(row, now))}
         </div>
       );
     case 'gpus':
       return (
-        <div className="jp-kubelab-Row-gpus jp-kubelab-Number" role="gridcell">
+        <div
+          className="jp-kubelab-Row-gpus jp-kubelab-Number"
+          role="gridcell"
+          tabIndex={-1}
+        >
           {formatGpus(row)}
         </div>
       );
     case 'params': {
       const text = formatParams(row.params);
       return (
-        <div className="jp-kubelab-Row-params" role="gridcell" title={text}>
+        <div
+          className="jp-kubelab-Row-params"
+          role="gridcell"
+          tabIndex={-1}
+          title={text}
+        >
           {text || '—'}
         </div>
       );
@@ -317,6 +333,7 @@ function Cell(props: {
         <div
           className="jp-kubelab-Row-metric"
           role="gridcell"
+          tabIndex={-1}
           title={trans.__('objective or latest metric')}
         >
           {formatLatestMetric(row)}

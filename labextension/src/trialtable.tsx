@@ -55,6 +55,7 @@ export function TrialTable(props: {
             <th
               key={column.key}
               role="columnheader"
+              tabIndex={-1}
               data-column={column.key}
               aria-sort={
                 sort.key === column.key
@@ -90,8 +91,10 @@ export function TrialTable(props: {
               onClick={() => props.onOpen(trial)}
               title={trial.result_reason ?? undefined}
             >
-              <td role="gridcell">{trial.trial}</td>
-              <td role="gridcell">
+              <td role="gridcell" tabIndex={-1}>
+                {trial.trial}
+              </td>
+              <td role="gridcell" tabIndex={-1}>
                 <span
                   className={`jp-kubelab-StatusDot jp-kubelab-StatusDot-${String(trial.status).toLowerCase()}`}
                 />
@@ -100,11 +103,11 @@ export function TrialTable(props: {
                   ? ` (${trial.result})`
                   : ''}
               </td>
-              <td role="gridcell" className="jp-kubelab-Number">
+              <td role="gridcell" tabIndex={-1} className="jp-kubelab-Number">
                 {formatValue(trial.objective, '—')}
               </td>
               {params.map(name => (
-                <td role="gridcell" key={name}>
+                <td role="gridcell" tabIndex={-1} key={name}>
                   {formatValue(trial.params?.[name], '—')}
                 </td>
               ))}

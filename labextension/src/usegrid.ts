@@ -3,7 +3,8 @@
  * table): one roving tab stop, arrow keys between cells (`grid.ts`), Enter or Space on a
  * header sorts (clicks it), Enter on a row opens it (clicks the cell, which bubbles to the
  * row). Rows carry `aria-rowindex` (1 for the header), so a virtualized table whose row
- * is not in the page yet is asked to scroll to it first.
+ * is not in the page yet is asked to scroll to it first. The table gives its cells (or
+ * their one widget, marked `data-grid-focus`) `tabIndex={-1}`; this hook moves the one 0.
  */
 import { RefObject, useLayoutEffect, useRef } from 'react';
 
@@ -43,29 +44,30 @@ export function useGrid(
 } {
   const active = useRef<ICellPosition>({ row: 1, col: 0 });
   // After every render: exactly one tab stop, the active cell (or the first one shown).
+  // Cells and their widgets carry tabIndex -1 from the table itself, so this touches only
+  // the stop, however long the table.
   useLayoutEffect(() => {
     const grid = ref.current;
     if (!grid) {
       return;
     }
-    const rows = Array.from(grid.querySelectorAll('[role="row"]'));
-    let stop: HTMLElement | null = null;
     const { row, col } = active.current;
-    for (const element of rows) {
-      const cells = cellsOf(element);
-      cells.forEach(cell => focusTarget(cell).setAttribute('tabindex', '-1'));
-      if (Number(element.getAttribute('aria-rowindex')) === row + 1) {
-        const cell = cells[Math.min(col, cells.length - 1)];
-        stop = cell ? focusTarget(cell) : null;
-      }
+    const element = rowElement(grid, row);
+    const cells = element ? cellsOf(element) : [];
+    let cell: Element | undefined = cells[Math.min(col, cells.length - 1)];
+    if (!cell) {
+      const first =
+        grid.querySelector('[role="row"]:not([aria-rowindex="1"])') ??
+        grid.querySelector('[role="row"]');
+      cell = first ? cellsOf(first)[0] : undefined;
     }
-    if (!stop) {
-      const first = rows.find(r => r.getAttribute('aria-rowindex') !== '1');
-      const cell = first ? cellsOf(first)[0] : undefined;
-      const header = rows[0] ? cellsOf(rows[0])[0] : undefined;
-      stop = cell ? focusTarget(cell) : header ? focusTarget(header) : null;
+    const stop = cell ? focusTarget(cell) : null;
+    if (stop && stop.getAttribute('tabindex') !== '0') {
+      grid
+        .querySelectorAll('[tabindex="0"]')
+        .forEach(node => node.setAttribute('tabindex', '-1'));
+      stop.setAttribute('tabindex', '0');
     }
-    stop?.setAttribute('tabindex', '0');
   });
 
   const focusCell = (at: ICellPosition, tries = 4): void => {
