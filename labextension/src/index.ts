@@ -566,6 +566,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     commands.addCommand(CommandIDs.runAsSweep, {
       describedBy: NO_ARGS,
       label: trans.__('Run as sweep…'),
+      icon: experimentsIcon,
       caption: trans.__(
         'Start a hyperparameter sweep of this script or notebook (or of any command)'
       ),

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
 import requests
 from playwright.sync_api import Locator, Page, expect
-from test_sidebar import ARTIFACTS, WAIT_MS, file_context_menu, open_panel, sidebar
+from test_no_dead_ends import contrast
+from test_sidebar import ARTIFACTS, WAIT_MS, file_context_menu, open_panel, run_command_from_palette, sidebar
 
 TRIAL = """\
 import kubelab
@@ -334,6 +336,23 @@ def test_logs_search_wrap_download_and_replica_tabs(lab_server, page: Page) -> N
     expect(first).to_have_attribute("aria-selected", "false")
     assert second.evaluate(style) != idle  # visibly marked, not only for screen readers
     expect(text).to_contain_text("rank 1 epoch 0", timeout=WAIT_MS)
+
+
+def test_log_matches_read_in_both_themes(lab_server, page: Page) -> None:
+    logs = page.locator(".jp-kubelab-ExperimentView:visible .jp-kubelab-Logs")
+    logs.get_by_role("searchbox", name="Search the log").fill("epoch")
+    current, other = logs.locator("mark.jp-mod-active"), logs.locator("mark:not(.jp-mod-active)").first
+    expect(current).to_have_count(1)
+    read = "n => [getComputedStyle(n).color, getComputedStyle(n).backgroundColor]"
+    ratios = {}
+    for theme, light in (("JupyterLab Dark", "false"), ("JupyterLab Light", "true")):
+        run_command_from_palette(page, f"Use Theme: {theme}")
+        expect(page.locator("body")).to_have_attribute("data-jp-theme-light", light, timeout=WAIT_MS)
+        time.sleep(0.5)  # the theme's stylesheet swaps in after the attribute
+        ratios[theme] = (contrast(*current.evaluate(read)), contrast(*other.evaluate(read)))
+        if light == "false":
+            page.screenshot(path=str(ARTIFACTS / "logs-dark.png"))
+    assert all(ratio >= 4.5 for pair in ratios.values() for ratio in pair), ratios  # WCAG AA
 
 
 def test_text_is_no_smaller_than_jupyterlabs_in_the_views(lab_server, page: Page) -> None:
