@@ -1,9 +1,11 @@
 """REST resources for sweeps: thin translations between HTTP and `kubelab.sweeps.service.Sweeps`.
 
     POST   sweeps               a sweep spec, an NNI config (or {"nni": {...}}), a Polyaxon
-                                group or v1 operation with a matrix → 201
+                                group or v1 operation with a matrix → 201; a spec's `space`
+                                may be JSON or YAML text (the sweep dialog's editor)
     GET    sweeps               {"items": [sweep records]}
     GET    sweeps/<id>          the record with trials, best trial, importance and spec
+    GET    sweeps/<id>/metrics  {"trials": [{trial, id, result, points}]}: every trial's curves
     PATCH  sweeps/<id>          extend the budget: {"max_trials": 50} and/or {"max_duration": "2h"}
     POST   sweeps/<id>/stop     stop the sweep and its running trials
     POST   sweeps/<id>/resume   resume, optionally with a budget in the body
@@ -45,8 +47,8 @@ class SweepsHandler(SweepHandlerBase):
     @api("execute")
     async def post(self) -> None:
         """Create and start a sweep from a sweep spec, an NNI config or a Polyaxon search
-        (`kubelab.formats.sweep_mapping`)."""
-        body = self.body()
+        (`kubelab.formats.sweep_mapping`); `space` may be JSON or YAML text."""
+        body = space_from_text(self.body())
         record = await asyncio.to_thread(self.sweeps.create, body, self.workspace_dir(), True)
         self.publish(record)
         self.reply(record, status=201)
@@ -64,6 +66,13 @@ class SweepHandler(SweepHandlerBase):
         record = await asyncio.to_thread(self.sweeps.extend, sweep_id, self.body())
         self.publish(record)
         self.reply(record)
+
+
+class SweepMetricsHandler(SweepHandlerBase):
+    @api("read")
+    async def get(self, sweep_id: str) -> None:
+        """Every trial's reported points with the sweep's verdict on the trial (pruned...)."""
+        self.reply({"trials": await asyncio.to_thread(self.sweeps.metrics, sweep_id)})
 
 
 class SweepStopHandler(SweepHandlerBase):
@@ -84,10 +93,21 @@ class SweepResumeHandler(SweepHandlerBase):
         self.reply(record)
 
 
+def space_from_text(body: Any) -> Any:
+    """A spec whose `space` is text (JSON or YAML, as typed in the sweep dialog) with the
+    space parsed; parse errors name `space` and the line. Anything else is left as it is."""
+    if isinstance(body, dict) and isinstance(body.get("space"), str):
+        text = body["space"]
+        kind = "json" if text.lstrip().startswith("{") else "yaml"
+        return {**body, "space": parse_text(text, kind, "space")}
+    return body
+
+
 SWEEP_ID = r"(?P<sweep_id>[^/]+)"
 ROUTES: list[tuple[str, type[KubelabHandler]]] = [
     (r"sweeps", SweepsHandler),
     (rf"sweeps/{SWEEP_ID}", SweepHandler),
+    (rf"sweeps/{SWEEP_ID}/metrics", SweepMetricsHandler),
     (rf"sweeps/{SWEEP_ID}/stop", SweepStopHandler),
     (rf"sweeps/{SWEEP_ID}/resume", SweepResumeHandler),
 ]

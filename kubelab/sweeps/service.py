@@ -153,6 +153,21 @@ class Sweeps:
         record["spec"] = spec_of(sweep)
         return record
 
+    def metrics(self, sweep_id: str) -> list[dict[str, Any]]:
+        """Every trial's reported points (one read for the sweep view's overlaid curves),
+        with the sweep's verdict on the trial (`result`: complete, pruned, failed...)."""
+        sweep = self.sweep(sweep_id)
+        rows = []
+        for entry in sweep.read_state().entries():
+            points: list[dict[str, Any]] = []
+            if entry.run_id:
+                try:
+                    points = self.lab.metrics(entry.run_id)
+                except NotFound:
+                    points = []  # a trial deleted by hand keeps its row, without points
+            rows.append({"trial": entry.number, "id": entry.run_id, "result": entry.state, "points": points})
+        return rows
+
     def record(self, sweep: SweepDirectory, state: SweepState | None = None) -> dict[str, Any]:
         return sweep_record(sweep, state or sweep.read_state())
 

@@ -92,6 +92,14 @@ export interface IMetricPoint {
   final?: boolean;
 }
 
+/** One trial's reported points (`GET sweeps/<id>/metrics`); `result` is `pruned` for early-stopped trials. */
+export interface ITrialPoints {
+  trial: number;
+  id: string | null;
+  result: string;
+  points: IMetricPoint[];
+}
+
 /** A TensorBoard session (`GET tensorboards`, `event: tensorboard`). */
 export interface ITensorBoardSession {
   id: string;
@@ -403,15 +411,34 @@ export class KubelabApi {
     return parseSweep(await this.json('POST', `sweeps${cwdQuery(cwd)}`, body));
   }
 
+  /** Every trial's points and the sweep's verdict on it, for the overlaid curves. */
+  async sweepMetrics(id: string): Promise<ITrialPoints[]> {
+    const body = (await this.json(
+      'GET',
+      `sweeps/${encodeURIComponent(id)}/metrics`
+    )) as { trials?: unknown };
+    if (!Array.isArray(body?.trials)) {
+      throw new RecordFormatError(
+        'response.trials',
+        'expected a list of trials'
+      );
+    }
+    return body.trials as ITrialPoints[];
+  }
+
   async stopSweep(id: string): Promise<ISweepRecord> {
     return parseSweep(
       await this.json('POST', `sweeps/${encodeURIComponent(id)}/stop`)
     );
   }
 
-  async resumeSweep(id: string): Promise<ISweepRecord> {
+  /** Resume a stopped sweep; `budget` may raise `max_trials` or `max_duration`. */
+  async resumeSweep(
+    id: string,
+    budget: Record<string, unknown> = {}
+  ): Promise<ISweepRecord> {
     return parseSweep(
-      await this.json('POST', `sweeps/${encodeURIComponent(id)}/resume`, {})
+      await this.json('POST', `sweeps/${encodeURIComponent(id)}/resume`, budget)
     );
   }
 

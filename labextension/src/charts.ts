@@ -1,9 +1,8 @@
 /**
- * Chart data as pure functions: metric series from `metrics.jsonl` points, the
- * objective per trial with its best-so-far line, scales, SVG paths, and the axes of a
- * parallel-coordinates view. The React components in `chartviews.tsx` only draw these.
+ * Sweep chart data as pure functions: the objective per trial with its best-so-far
+ * line, scales and ticks, and the axes and lines of a parallel-coordinates view. The
+ * React components (`objectivechart.tsx`, `parallelcoordinates.tsx`) only draw these.
  */
-import type { IMetricPoint } from './api';
 import { formatNumber } from './model';
 import { ITrialRow, parameterNames } from './sweeps';
 
@@ -13,39 +12,6 @@ export interface IPoint {
 }
 
 export type Direction = 'minimize' | 'maximize';
-
-/** One series per metric name, x = the reported step (or the next after the last). */
-export function metricSeries(
-  points: readonly IMetricPoint[],
-  into: ReadonlyMap<string, readonly IPoint[]> = new Map()
-): Map<string, IPoint[]> {
-  const series = new Map<string, IPoint[]>();
-  into.forEach((values, name) => series.set(name, values.slice()));
-  let lastStep = -1;
-  series.forEach(values => {
-    if (values.length) {
-      lastStep = Math.max(lastStep, values[values.length - 1].x);
-    }
-  });
-  for (const point of points) {
-    const step =
-      typeof point.step === 'number' && Number.isFinite(point.step)
-        ? point.step
-        : point.final
-          ? Math.max(lastStep, 0)
-          : lastStep + 1;
-    lastStep = Math.max(lastStep, step);
-    for (const [name, value] of Object.entries(point.metrics ?? {})) {
-      if (typeof value !== 'number' || !Number.isFinite(value)) {
-        continue;
-      }
-      const values = series.get(name) ?? [];
-      values.push({ x: step, y: value });
-      series.set(name, values);
-    }
-  }
-  return series;
-}
 
 /** The objective of each finished trial, by trial number. */
 export function objectivePoints(trials: readonly ITrialRow[]): IPoint[] {
@@ -144,51 +110,6 @@ export function niceTicks(min: number, max: number, count = 4): number[] {
   return ticks;
 }
 
-/** `M x y L x y …` through the points, with coordinates rounded to 0.1 px. */
-export function linePath(
-  points: readonly IPoint[],
-  sx: (x: number) => number,
-  sy: (y: number) => number
-): string {
-  return points
-    .map((p, i) => `${i ? 'L' : 'M'}${round(sx(p.x))} ${round(sy(p.y))}`)
-    .join(' ');
-}
-
-/** A staircase through the points: level until the next x, then a jump (best so far). */
-export function stepPath(
-  points: readonly IPoint[],
-  sx: (x: number) => number,
-  sy: (y: number) => number
-): string {
-  const parts: string[] = [];
-  points.forEach((p, i) => {
-    if (i === 0) {
-      parts.push(`M${round(sx(p.x))} ${round(sy(p.y))}`);
-    } else {
-      parts.push(`H${round(sx(p.x))}`, `V${round(sy(p.y))}`);
-    }
-  });
-  return parts.join(' ');
-}
-
-function round(value: number): number {
-  return Math.round(value * 10) / 10;
-}
-
-/** At most `max` points, evenly picked, always keeping the first and the last. */
-export function downsample<T>(points: readonly T[], max: number): T[] {
-  if (points.length <= max || max < 2) {
-    return points.slice();
-  }
-  const result: T[] = [];
-  const stride = (points.length - 1) / (max - 1);
-  for (let i = 0; i < max; i++) {
-    result.push(points[Math.round(i * stride)]);
-  }
-  return result;
-}
-
 /** One vertical axis of a parallel-coordinates view; positions run 0 (bottom) to 1 (top). */
 export interface IAxis {
   name: string;
@@ -201,10 +122,17 @@ export interface IAxis {
  * An axis for a parameter's values: numbers get a linear scale, or a log scale when
  * all are positive and span at least two orders of magnitude; anything else (choices
  * of strings, booleans, nested values) is a category axis with evenly spaced values.
+ * `choices` (a `choice` parameter's options) makes a category axis in that order,
+ * numbers included: batch sizes 32, 64, 128 are three options, not a range.
  */
-export function buildAxis(name: string, values: readonly unknown[]): IAxis {
+export function buildAxis(
+  name: string,
+  values: readonly unknown[],
+  choices?: readonly unknown[]
+): IAxis {
   const present = values.filter(v => v !== null && v !== undefined);
   const numeric =
+    !choices &&
     present.length > 0 &&
     present.every(v => typeof v === 'number' && Number.isFinite(v));
   if (numeric) {
@@ -228,7 +156,14 @@ export function buildAxis(name: string, values: readonly unknown[]): IAxis {
       }))
     };
   }
-  const keys = [...new Set(present.map(categoryKey))].sort();
+  const keys = choices
+    ? [
+        ...new Set([
+          ...choices.map(categoryKey),
+          ...present.map(categoryKey).sort()
+        ])
+      ]
+    : [...new Set(present.map(categoryKey))].sort();
   const at = linearScale([0, Math.max(0, keys.length - 1)], [0, 1]);
   const index = new Map(keys.map((key, i) => [key, i]));
   return {
@@ -279,17 +214,20 @@ export interface IParallelLine {
   quality: number | null;
 }
 
-/** Axes for every parameter plus the objective, and one line per trial. */
+/** Axes for every parameter plus the objective, and one line per trial; `choices`
+ * are the `choice` parameters' options (category axes). */
 export function parallelCoordinates(
   trials: readonly ITrialRow[],
   objective: string,
-  direction: Direction
+  direction: Direction,
+  choices: Record<string, readonly unknown[]> = {}
 ): { axes: IAxis[]; lines: IParallelLine[] } {
   const names = parameterNames(trials);
   const axes = names.map(name =>
     buildAxis(
       name,
-      trials.map(t => t.params?.[name])
+      trials.map(t => t.params?.[name]),
+      choices[name]
     )
   );
   axes.push(

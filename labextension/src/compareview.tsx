@@ -7,25 +7,20 @@
 import { TranslationBundle } from '@jupyterlab/translation';
 import { ReactWidget } from '@jupyterlab/ui-components';
 import { CommandRegistry } from '@lumino/commands';
-import React, { useEffect, useMemo, useState } from 'react';
+import React, { useEffect, useRef, useState } from 'react';
 
 import { IMetricPoint, KubelabApi } from './api';
 import {
-  align,
-  chartableMetrics,
-  columnKeys,
-  curve,
-  finalValues,
-  forLogScale,
-  groupBySweep,
-  runColour,
-  smooth,
-  XAxis
-} from './compare';
-import { formatNumber, IExperimentRecord } from './model';
-import { OverlayChart } from './overlaychart';
+  ChartControls,
+  DEFAULT_CHART_SETTINGS,
+  IChartSettings
+} from './chartcontrols';
+import { columnKeys, groupBySweep, runColour } from './compare';
+import { formatValue, IExperimentRecord } from './model';
+import { MetricCharts } from './metriccharts';
 import { CommandIDs } from './panel';
 import { IMetricsEvent, LiveStore } from './store';
+import { useGrid } from './usegrid';
 
 export interface ICompareViewOptions {
   store: LiveStore;
@@ -60,24 +55,12 @@ function useStoreVersion(store: LiveStore): number {
   return version;
 }
 
-function display(value: unknown): string {
-  if (typeof value === 'number') {
-    return formatNumber(value);
-  }
-  if (value === undefined || value === null) {
-    return '';
-  }
-  return typeof value === 'string' ? value : JSON.stringify(value);
-}
-
 function Compare(props: ICompareViewOptions): JSX.Element {
   const { store, api, commands, trans } = props;
   useStoreVersion(store);
   const [selected, setSelected] = useState<string[]>([...props.ids]);
   const [points, setPoints] = useState<Record<string, IMetricPoint[]>>({});
-  const [axis, setAxis] = useState<XAxis>('step');
-  const [smoothing, setSmoothing] = useState(0);
-  const [log, setLog] = useState(false);
+  const [chart, setChart] = useState<IChartSettings>(DEFAULT_CHART_SETTINGS);
   const [hiddenColumns, setHiddenColumns] = useState<string[]>([]);
   const [collapsed, setCollapsed] = useState<string[]>([]);
   const [error, setError] = useState('');
@@ -128,7 +111,6 @@ function Compare(props: ICompareViewOptions): JSX.Element {
   };
   const colourOf = (id: string) => runColour(selected.indexOf(id));
   const loaded = chosen.filter(id => id in points);
-  const { charts, values } = chartableMetrics(loaded.map(id => points[id]));
   const keys = columnKeys(records);
   const shown = (kind: 'metric' | 'param', name: string) =>
     !hiddenColumns.includes(`${kind}:${name}`);
@@ -142,13 +124,6 @@ function Compare(props: ICompareViewOptions): JSX.Element {
         ? [...current, ...ids.filter(id => !current.includes(id))]
         : current.filter(id => !ids.includes(id))
     );
-  const xLabel =
-    axis === 'step'
-      ? trans.__('step')
-      : axis === 'relative'
-        ? trans.__('seconds since the first report')
-        : trans.__('time');
-
   return (
     <div className="jp-kubelab-Detail jp-kubelab-Compare">
       <header className="jp-kubelab-Detail-header">
@@ -158,99 +133,22 @@ function Compare(props: ICompareViewOptions): JSX.Element {
         </span>
       </header>
       {error ? <p className="jp-kubelab-Error">{error}</p> : null}
-      <div className="jp-kubelab-Compare-controls">
-        <label>
-          {trans.__('Smoothing')}
-          <input
-            type="range"
-            name="smoothing"
-            min={0}
-            max={0.99}
-            step={0.01}
-            value={smoothing}
-            onChange={e => setSmoothing(Number(e.target.value))}
-          />
-          <output>{smoothing.toFixed(2)}</output>
-        </label>
-        <label>
-          <input
-            type="checkbox"
-            name="log"
-            checked={log}
-            onChange={e => setLog(e.target.checked)}
-          />
-          {trans.__('Log scale')}
-        </label>
-        <label>
-          {trans.__('X axis')}
-          <select
-            name="axis"
-            className="jp-mod-styled"
-            value={axis}
-            onChange={e => setAxis(e.target.value as XAxis)}
-          >
-            <option value="step">{trans.__('Step')}</option>
-            <option value="relative">{trans.__('Relative time')}</option>
-            <option value="wall">{trans.__('Wall time')}</option>
-          </select>
-        </label>
-      </div>
+      <ChartControls settings={chart} trans={trans} onChange={setChart} />
       {chosen.length === 0 ? (
         <p className="jp-kubelab-Sidebar-empty">
           {trans.__('Tick runs in the table below to overlay their curves.')}
         </p>
       ) : null}
-      <div className="jp-kubelab-Compare-charts">
-        {charts.map(metric => (
-          <MetricOverlay
-            key={metric}
-            metric={metric}
-            ids={loaded}
-            points={points}
-            axis={axis}
-            smoothing={smoothing}
-            log={log}
-            xLabel={xLabel}
-            label={label}
-            colourOf={colourOf}
-            trans={trans}
-          />
-        ))}
-      </div>
-      {values.length && loaded.length ? (
-        <table className="jp-kubelab-Compare-values">
-          <caption>{trans.__('Final values')}</caption>
-          <thead>
-            <tr>
-              <th scope="col">{trans.__('Metric')}</th>
-              {loaded.map(id => (
-                <th key={id} scope="col">
-                  {label(id)}
-                </th>
-              ))}
-            </tr>
-          </thead>
-          <tbody>
-            {values.map(metric => (
-              <tr key={metric} data-metric={metric}>
-                <th scope="row">{metric}</th>
-                {loaded.map(id => {
-                  const last = [...points[id]]
-                    .reverse()
-                    .find(p => metric in p.metrics);
-                  const value =
-                    finalValues(points[id])[metric] ?? last?.metrics[metric];
-                  return (
-                    <td key={id} className="jp-kubelab-Compare-value">
-                      {display(value)}
-                    </td>
-                  );
-                })}
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      ) : null}
+      <MetricCharts
+        runs={loaded.map(id => ({
+          id,
+          label: label(id),
+          colour: colourOf(id),
+          points: points[id]
+        }))}
+        settings={chart}
+        trans={trans}
+      />
       <details className="jp-kubelab-Compare-columns">
         <summary>{trans.__('Columns')}</summary>
         <fieldset>
@@ -303,64 +201,6 @@ function Compare(props: ICompareViewOptions): JSX.Element {
   );
 }
 
-function MetricOverlay(props: {
-  metric: string;
-  ids: string[];
-  points: Record<string, IMetricPoint[]>;
-  axis: XAxis;
-  smoothing: number;
-  log: boolean;
-  xLabel: string;
-  label(id: string): string;
-  colourOf(id: string): string;
-  trans: TranslationBundle;
-}): JSX.Element | null {
-  const { metric, ids, points, axis, smoothing, log } = props;
-  const withData = ids.filter(
-    id => curve(points[id], metric, axis).x.length > 0
-  );
-  const key = withData.join(',');
-  const data = useMemo(() => {
-    const curves = withData.map(id => {
-      const c = curve(points[id], metric, axis);
-      return { x: c.x, y: smooth(c.y, smoothing) };
-    });
-    const [xs, ...ys] = align(curves);
-    return [xs, ...(log ? ys.map(forLogScale) : ys)] as [
-      number[],
-      ...(number | null)[][]
-    ];
-  }, [
-    key,
-    withData.map(id => points[id].length).join(','),
-    axis,
-    smoothing,
-    log
-  ]);
-  const series = useMemo(
-    () =>
-      withData.map(id => ({
-        label: props.label(id),
-        colour: props.colourOf(id)
-      })),
-    [key]
-  );
-  if (!withData.length) {
-    return null;
-  }
-  return (
-    <OverlayChart
-      metric={metric}
-      data={data}
-      series={series}
-      wallTime={axis === 'wall'}
-      log={log}
-      xLabel={props.xLabel}
-      trans={props.trans}
-    />
-  );
-}
-
 function RunTable(props: {
   records: readonly IExperimentRecord[];
   selected: string[];
@@ -377,26 +217,48 @@ function RunTable(props: {
   const { records, selected, metrics, params, trans } = props;
   const groups = groupBySweep(records);
   const width = 3 + metrics.length + params.length;
+  const open = (sweep: string) => !props.collapsed.includes(sweep);
+  const rowCount = groups.reduce(
+    (n, g) =>
+      n +
+      (g.sweep === null
+        ? g.runs.length
+        : 1 + (open(g.sweep) ? g.runs.length : 0)),
+    1
+  );
+  const table = useRef<HTMLTableElement>(null);
+  const keys = useGrid(table, { rows: rowCount, cols: width });
+  let rowIndex = 1; // the header row; each row drawn takes the next
   const row = (record: IExperimentRecord) => {
     const on = selected.includes(record.id);
     const name =
       record.trial !== null ? `#${record.trial} ${record.name}` : record.name;
+    rowIndex += 1;
     return (
       <tr
         key={record.id}
+        role="row"
+        aria-rowindex={rowIndex}
         className="jp-kubelab-RunTable-row"
         data-experiment-id={record.id}
         aria-selected={on}
       >
-        <td className="jp-kubelab-RunTable-pick">
+        <td role="gridcell" tabIndex={-1} className="jp-kubelab-RunTable-pick">
           <input
             type="checkbox"
+            data-grid-focus=""
+            tabIndex={-1}
             checked={on}
             aria-label={trans.__('Compare %1', name)}
             onChange={e => props.onTick([record.id], e.target.checked)}
           />
         </td>
-        <th scope="row" className="jp-kubelab-RunTable-name">
+        <th
+          scope="row"
+          role="rowheader"
+          tabIndex={-1}
+          className="jp-kubelab-RunTable-name"
+        >
           {on ? (
             <span
               className="jp-kubelab-RunTable-swatch"
@@ -405,44 +267,87 @@ function RunTable(props: {
           ) : null}
           <button
             className="jp-kubelab-Link"
+            data-grid-focus=""
+            tabIndex={-1}
             onClick={() => props.onOpen(record.id)}
           >
             {name}
           </button>
         </th>
-        <td data-status={record.status}>{record.status}</td>
+        <td role="gridcell" tabIndex={-1} data-status={record.status}>
+          {record.status}
+        </td>
         {metrics.map(m => (
-          <td key={`m:${m}`} className="jp-kubelab-RunTable-number">
-            {display(record.metrics?.[m])}
+          <td
+            role="gridcell"
+            tabIndex={-1}
+            key={`m:${m}`}
+            className="jp-kubelab-RunTable-number"
+          >
+            {formatValue(record.metrics?.[m])}
           </td>
         ))}
         {params.map(p => (
-          <td key={`p:${p}`}>{display(record.params?.[p])}</td>
+          <td role="gridcell" tabIndex={-1} key={`p:${p}`}>
+            {formatValue(record.params?.[p])}
+          </td>
         ))}
       </tr>
     );
   };
   return (
     <div className="jp-kubelab-RunTable-scroll">
-      <table className="jp-kubelab-RunTable">
+      <table
+        className="jp-kubelab-RunTable"
+        role="grid"
+        ref={table}
+        aria-label={trans.__('Runs')}
+        aria-rowcount={rowCount}
+        onKeyDown={keys.onKeyDown}
+        onFocus={keys.onFocus}
+      >
         <thead>
-          <tr>
-            <th scope="col" className="jp-kubelab-RunTable-pick">
+          <tr role="row" aria-rowindex={1}>
+            <th
+              scope="col"
+              role="columnheader"
+              tabIndex={-1}
+              className="jp-kubelab-RunTable-pick"
+            >
               <span className="jp-kubelab-VisuallyHidden">
                 {trans.__('Compare')}
               </span>
             </th>
-            <th scope="col" className="jp-kubelab-RunTable-name">
+            <th
+              scope="col"
+              role="columnheader"
+              tabIndex={-1}
+              className="jp-kubelab-RunTable-name"
+            >
               {trans.__('Name')}
             </th>
-            <th scope="col">{trans.__('Status')}</th>
+            <th scope="col" role="columnheader" tabIndex={-1}>
+              {trans.__('Status')}
+            </th>
             {metrics.map(m => (
-              <th key={`m:${m}`} scope="col" data-column={`metric:${m}`}>
+              <th
+                key={`m:${m}`}
+                scope="col"
+                role="columnheader"
+                tabIndex={-1}
+                data-column={`metric:${m}`}
+              >
                 {m}
               </th>
             ))}
             {params.map(p => (
-              <th key={`p:${p}`} scope="col" data-column={`param:${p}`}>
+              <th
+                key={`p:${p}`}
+                scope="col"
+                role="columnheader"
+                tabIndex={-1}
+                data-column={`param:${p}`}
+              >
                 {p}
               </th>
             ))}
@@ -455,13 +360,24 @@ function RunTable(props: {
           const sweep = group.sweep;
           const ids = group.runs.map(r => r.id);
           const all = ids.every(id => selected.includes(id));
-          const open = !props.collapsed.includes(sweep);
+          const expanded = open(sweep);
+          rowIndex += 1;
           return (
             <tbody key={sweep} data-sweep-id={sweep}>
-              <tr className="jp-kubelab-RunTable-group">
-                <td className="jp-kubelab-RunTable-pick">
+              <tr
+                role="row"
+                aria-rowindex={rowIndex}
+                className="jp-kubelab-RunTable-group"
+              >
+                <td
+                  role="gridcell"
+                  tabIndex={-1}
+                  className="jp-kubelab-RunTable-pick"
+                >
                   <input
                     type="checkbox"
+                    data-grid-focus=""
+                    tabIndex={-1}
                     checked={all}
                     aria-label={trans.__(
                       'Compare every trial of %1',
@@ -472,15 +388,19 @@ function RunTable(props: {
                 </td>
                 <th
                   scope="rowgroup"
+                  role="rowheader"
+                  tabIndex={-1}
                   colSpan={width - 1}
                   className="jp-kubelab-RunTable-name"
                 >
                   <button
                     className="jp-Button jp-mod-minimal jp-kubelab-RunTable-toggle"
-                    aria-expanded={open}
+                    data-grid-focus=""
+                    tabIndex={-1}
+                    aria-expanded={expanded}
                     onClick={() => props.onCollapse(sweep)}
                   >
-                    {open ? '▾' : '▸'}{' '}
+                    {expanded ? '▾' : '▸'}{' '}
                     {trans.__(
                       'Sweep %1 (%2 trials)',
                       props.sweepName(sweep),
@@ -489,7 +409,7 @@ function RunTable(props: {
                   </button>
                 </th>
               </tr>
-              {open ? group.runs.map(row) : null}
+              {expanded ? group.runs.map(row) : null}
             </tbody>
           );
         })}

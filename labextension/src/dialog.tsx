@@ -6,9 +6,7 @@
  */
 import { Dialog, showDialog } from '@jupyterlab/apputils';
 import { TranslationBundle } from '@jupyterlab/translation';
-import { ReactWidget } from '@jupyterlab/ui-components';
-import { Message } from '@lumino/messaging';
-import React, { useLayoutEffect, useRef, useState } from 'react';
+import React, { useState } from 'react';
 
 import { IResources, KubelabApi, KubelabApiError } from './api';
 import {
@@ -20,59 +18,12 @@ import {
   IRunForm,
   pendingErrors
 } from './form';
+import { FormBody, useErrorsSignal } from './formbody';
 import { IExperimentRecord } from './model';
 
 const PARAMS_EXAMPLE = 'lr=0.01\nbatch_size=64';
 
 type Errors = FieldErrors;
-
-class RunFormWidget
-  extends ReactWidget
-  implements Dialog.IBodyWidget<IRunForm>
-{
-  constructor(
-    private value: IRunForm,
-    private readonly errors: Errors,
-    private readonly resources: IResources | null,
-    private readonly subject: string,
-    private readonly trans: TranslationBundle
-  ) {
-    super();
-    this.addClass('jp-kubelab-RunForm');
-  }
-
-  getValue(): IRunForm {
-    return this.value;
-  }
-
-  /**
-   * The dialog focuses its first field once `renderPromise` resolves. ReactWidget resolves
-   * it at the browser's next idle moment, which on a busy page comes after the user has
-   * clicked into another field, and the focus jumped back to the name. Resolve it when
-   * React has put the form in the page instead.
-   */
-  protected onUpdateRequest(msg: Message): void {
-    const committed = new Promise<void>(resolve => (this.committed = resolve));
-    super.onUpdateRequest(msg);
-    this.renderPromise = committed;
-  }
-
-  protected render(): JSX.Element {
-    return (
-      <RunFormView
-        initial={this.value}
-        errors={this.errors}
-        resources={this.resources}
-        subject={this.subject}
-        trans={this.trans}
-        onChange={value => (this.value = value)}
-        onCommit={() => this.committed()}
-      />
-    );
-  }
-
-  private committed: () => void = () => undefined;
-}
 
 function RunFormView(props: {
   initial: IRunForm;
@@ -81,7 +32,6 @@ function RunFormView(props: {
   subject: string;
   trans: TranslationBundle;
   onChange(value: IRunForm): void;
-  onCommit(): void;
 }): JSX.Element {
   const { resources, trans } = props;
   const [form, setForm] = useState(props.initial);
@@ -89,14 +39,7 @@ function RunFormView(props: {
   // the user edits it, the reason (and JupyterLab's `.jp-mod-error`, which keeps the
   // dialog's accept button disabled) goes, so the corrected form can be sent again.
   const errors = pendingErrors(props.errors, props.initial, form);
-  // The dialog re-checks for `.jp-mod-error` on `input` events; tell it once React has
-  // taken a cleared error out of the page, whatever order the listeners ran in.
-  const body = useRef<HTMLDivElement>(null);
-  const errorKeys = Object.keys(errors).join(',');
-  useLayoutEffect(() => {
-    body.current?.dispatchEvent(new Event('input', { bubbles: true }));
-  }, [errorKeys]);
-  useLayoutEffect(() => props.onCommit());
+  const body = useErrorsSignal(Object.keys(errors).join(','));
   const update =
     (key: FormField) =>
     (
@@ -296,12 +239,20 @@ export async function runDialog(
   let errors: Errors = {};
   let resources = options.resources;
   for (;;) {
-    const body = new RunFormWidget(
+    const refused = errors;
+    const shownResources = resources;
+    const body = new FormBody<IRunForm>(
       form,
-      errors,
-      resources,
-      options.subject,
-      trans
+      props => (
+        <RunFormView
+          {...props}
+          errors={refused}
+          resources={shownResources}
+          subject={options.subject}
+          trans={trans}
+        />
+      ),
+      'jp-kubelab-RunForm'
     );
     const result = await showDialog({
       title: options.title,

@@ -10,9 +10,20 @@ import { ReactWidget } from '@jupyterlab/ui-components';
 import { CommandRegistry } from '@lumino/commands';
 import React, { useEffect, useRef, useState } from 'react';
 
-import { IExperimentDetail, IOutputFile, KubelabApi } from './api';
-import { IPoint, metricSeries } from './charts';
-import { MetricChart } from './chartviews';
+import {
+  IExperimentDetail,
+  IMetricPoint,
+  IOutputFile,
+  KubelabApi
+} from './api';
+import {
+  ChartControls,
+  DEFAULT_CHART_SETTINGS,
+  IChartSettings
+} from './chartcontrols';
+import { runColour } from './compare';
+import { LogView } from './logview';
+import { MetricCharts } from './metriccharts';
 import {
   elapsedSeconds,
   formatDuration,
@@ -22,8 +33,6 @@ import {
 } from './model';
 import { CommandIDs } from './panel';
 import { IMetricsEvent, LiveStore } from './store';
-
-const LOG_LIMIT = 1_000_000; // characters of log kept in the page (the tail)
 
 export interface IExperimentViewOptions {
   id: string;
@@ -61,7 +70,8 @@ function ExperimentDetailView(props: IExperimentViewOptions): JSX.Element {
   const { id, store, api, trans, commands } = props;
   const [detail, setDetail] = useState<IExperimentDetail | null>(null);
   const [error, setError] = useState('');
-  const [series, setSeries] = useState<Map<string, IPoint[]>>(new Map());
+  const [points, setPoints] = useState<IMetricPoint[]>([]);
+  const [chart, setChart] = useState<IChartSettings>(DEFAULT_CHART_SETTINGS);
   const [live, setLive] = useState<IExperimentRecord | null>(null);
   const logsRef = useRef<HTMLElement>(null);
 
@@ -82,7 +92,7 @@ function ExperimentDetailView(props: IExperimentViewOptions): JSX.Element {
         buffered.push(...event.points);
       } else {
         const fresh = newerThan(event.points, loadedUntil);
-        setSeries(previous => metricSeries(fresh, previous));
+        setPoints(previous => [...previous, ...fresh]);
       }
     };
     let lastStatus = '';
@@ -110,7 +120,7 @@ function ExperimentDetailView(props: IExperimentViewOptions): JSX.Element {
         );
         const late = newerThan(buffered ?? [], loadedUntil);
         buffered = null;
-        setSeries(metricSeries([...points, ...late]));
+        setPoints([...points, ...late]);
       },
       reason => !disposed && setError(String(reason?.message ?? reason))
     );
@@ -158,6 +168,22 @@ function ExperimentDetailView(props: IExperimentViewOptions): JSX.Element {
           {record.status}
         </span>
         <span className="jp-kubelab-Detail-reason">{record.reason}</span>
+        {record.sweep ? (
+          <span className="jp-kubelab-Detail-sweep">
+            {trans.__('Trial #%1 of', record.trial ?? '?')}{' '}
+            <button
+              className="jp-kubelab-Link"
+              onClick={() =>
+                void commands.execute(CommandIDs.openSweep, {
+                  id: record.sweep
+                })
+              }
+            >
+              {store.sweeps.find(s => s.id === record.sweep)?.name ??
+                record.sweep}
+            </button>
+          </span>
+        ) : null}
         <div className="jp-kubelab-Detail-actions">
           {!terminal ? (
             <button
@@ -215,26 +241,30 @@ function ExperimentDetailView(props: IExperimentViewOptions): JSX.Element {
 
       <section className="jp-kubelab-Detail-section jp-kubelab-Detail-metrics">
         <h2>{trans.__('Metrics')}</h2>
-        {series.size === 0 ? (
+        {points.length === 0 ? (
           <p className="jp-kubelab-Sidebar-empty">
             {trans.__(
               'No metrics reported yet (kubelab.report(step=…, loss=…)).'
             )}
           </p>
         ) : (
-          <div className="jp-kubelab-Charts">
-            {[...series.entries()].map(([name, points]) => (
-              <MetricChart key={name} name={name} points={points} />
-            ))}
-          </div>
+          <>
+            <ChartControls settings={chart} trans={trans} onChange={setChart} />
+            <MetricCharts
+              runs={[{ id, label: record.name, colour: runColour(0), points }]}
+              settings={chart}
+              trans={trans}
+            />
+          </>
         )}
       </section>
 
       <section className="jp-kubelab-Detail-section" ref={logsRef}>
         <h2>{trans.__('Logs')}</h2>
-        <LogsPanel
+        <LogView
           api={api}
           id={id}
+          name={record.name}
           replicas={record.replicas || 1}
           follow={!terminal}
           trans={trans}
@@ -344,81 +374,6 @@ function ParamsTable(props: {
         ))}
       </tbody>
     </table>
-  );
-}
-
-/** A replica's log, streamed while the run lives (`follow`), with replica tabs. */
-function LogsPanel(props: {
-  api: KubelabApi;
-  id: string;
-  replicas: number;
-  follow: boolean;
-  trans: TranslationBundle;
-}): JSX.Element {
-  const { api, id, replicas, follow, trans } = props;
-  const [replica, setReplica] = useState(0);
-  const [text, setText] = useState('');
-  const [error, setError] = useState('');
-  const pre = useRef<HTMLPreElement>(null);
-  useEffect(() => {
-    const controller = new AbortController();
-    setText('');
-    setError('');
-    let buffer = '';
-    let frame = 0;
-    const flush = () => {
-      frame = 0;
-      setText(buffer);
-      const node = pre.current;
-      if (node && node.scrollHeight - node.scrollTop - node.clientHeight < 40) {
-        requestAnimationFrame(() => (node.scrollTop = node.scrollHeight));
-      }
-    };
-    api
-      .logs(
-        id,
-        replica,
-        follow,
-        chunk => {
-          buffer = (buffer + chunk).slice(-LOG_LIMIT);
-          if (!frame) {
-            frame = requestAnimationFrame(flush);
-          }
-        },
-        controller.signal
-      )
-      .then(flush, reason => {
-        if (!controller.signal.aborted) {
-          setError(String(reason?.message ?? reason));
-        }
-      });
-    return () => {
-      controller.abort();
-      cancelAnimationFrame(frame);
-    };
-  }, [id, replica, follow]);
-  return (
-    <div className="jp-kubelab-Logs">
-      {replicas > 1 ? (
-        <div className="jp-kubelab-Logs-replicas" role="tablist">
-          {Array.from({ length: replicas }, (_, index) => (
-            <button
-              key={index}
-              role="tab"
-              aria-selected={index === replica}
-              className={`jp-Button jp-mod-minimal${index === replica ? ' jp-mod-active' : ''}`}
-              onClick={() => setReplica(index)}
-            >
-              {trans.__('replica %1', index)}
-            </button>
-          ))}
-        </div>
-      ) : null}
-      {error ? <p className="jp-kubelab-Error">{error}</p> : null}
-      <pre className="jp-kubelab-Logs-text" ref={pre} data-replica={replica}>
-        {text || trans.__('(no output yet)')}
-      </pre>
-    </div>
   );
 }
 

@@ -285,14 +285,14 @@ export function errorsByField(
 export type FieldErrors = Partial<Record<FormField | 'general', string[]>>;
 
 /** The errors that still apply: those of fields whose value is the one refused. */
-export function pendingErrors(
-  errors: FieldErrors,
-  refused: IRunForm,
-  now: IRunForm
-): FieldErrors {
-  const pending: FieldErrors = {};
+export function pendingErrors<F extends object>(
+  errors: Partial<Record<keyof F | 'general', string[]>>,
+  refused: F,
+  now: F
+): Partial<Record<keyof F | 'general', string[]>> {
+  const pending: Partial<Record<keyof F | 'general', string[]>> = {};
   for (const [key, messages] of Object.entries(errors) as [
-    FormField | 'general',
+    keyof F | 'general',
     string[]
   ][]) {
     if (key === 'general' || refused[key] === now[key]) {

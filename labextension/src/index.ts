@@ -12,6 +12,7 @@ import {
 import {
   Dialog,
   ICommandPalette,
+  InputDialog,
   MainAreaWidget,
   Notification,
   showDialog,
@@ -58,6 +59,10 @@ import { DEFAULT_SETTINGS, IKubelabSettings, readSettings } from './settings';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
 import { LiveStore } from './store';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
+import { sweepDialog } from './sweepdialog';
+// eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
+import { defaultSweepForm } from './sweepform';
+// eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
 import { SweepView } from './sweepview';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- opened from the sidebar
 import { tensorBoardTab } from './tensorboardtab';
@@ -96,7 +101,11 @@ const ID_ARGS = {
   args: {
     type: 'object',
     properties: {
-      id: { type: 'string', description: 'experiment or sweep id' }
+      id: { type: 'string', description: 'experiment or sweep id' },
+      name: {
+        type: 'string',
+        description: 'its name, if the sidebar may not know it yet'
+      }
     }
   }
 };
@@ -200,7 +209,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
         });
         const view = new MainAreaWidget({ content });
         view.id = `kubelab-experiment-view-${id}`;
-        view.title.label = nameOf(id);
+        const record = store.experiment(id);
+        view.title.label =
+          record?.sweep && record.trial !== null && record.trial !== undefined
+            ? trans.__('Trial #%1 · %2', record.trial, record.name)
+            : nameOf(id);
         view.title.caption = trans.__('Experiment %1', id);
         view.title.icon = experimentsIcon;
         view.title.closable = true;
@@ -319,7 +332,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
       label: trans.__('Open sweep'),
       execute: args => {
         const id = String(args.id);
-        const name = store.sweeps.find(s => s.id === id)?.name ?? id;
+        const name =
+          store.sweeps.find(s => s.id === id)?.name ??
+          (typeof args.name === 'string' ? args.name : id);
         showView(`sweep:${id}`, () => {
           const view = new MainAreaWidget({
             content: new SweepView({ id, store, api, commands, trans })
@@ -339,6 +354,30 @@ const plugin: JupyterFrontEndPlugin<void> = {
         api
           .stopSweep(String(args.id))
           .catch(fail(trans.__('Cannot stop the sweep')))
+    });
+    commands.addCommand(CommandIDs.resumeSweep, {
+      describedBy: ID_ARGS,
+      label: trans.__('Resume sweep…'),
+      execute: async args => {
+        const id = String(args.id);
+        const sweep = store.sweeps.find(s => s.id === id);
+        const answer = await InputDialog.getNumber({
+          title: trans.__('Resume %1', sweep?.name ?? id),
+          label: trans.__('Max trials (raise it to run more)'),
+          value: sweep?.max_trials ?? 0,
+          okLabel: trans.__('Resume')
+        });
+        if (!answer.button.accept) {
+          return;
+        }
+        const budget =
+          answer.value && answer.value !== sweep?.max_trials
+            ? { max_trials: answer.value }
+            : {};
+        await api
+          .resumeSweep(id, budget)
+          .catch(fail(trans.__('Cannot resume the sweep')));
+      }
     });
     commands.addCommand(CommandIDs.openTensorBoard, {
       label: trans.__('Open TensorBoard'),
@@ -503,6 +542,46 @@ const plugin: JupyterFrontEndPlugin<void> = {
         await runFile(path);
       }
     });
+    const runSweep = async (path: string | null) => {
+      const target = path ? commandFor(path) : null;
+      const command = target
+        ? target.command
+            .map(word => (/[\s'"]/.test(word) ? `'${word}'` : word))
+            .join(' ')
+        : '';
+      const record = await sweepDialog({
+        api,
+        trans,
+        subject: path ?? '',
+        initial: defaultSweepForm(target?.name ?? 'sweep', command),
+        cwd: target?.cwd ?? ''
+      });
+      if (record) {
+        await commands.execute(CommandIDs.openSweep, {
+          id: record.id,
+          name: record.name
+        });
+      }
+    };
+    commands.addCommand(CommandIDs.runAsSweep, {
+      describedBy: NO_ARGS,
+      label: trans.__('Run as sweep…'),
+      icon: experimentsIcon,
+      caption: trans.__(
+        'Start a hyperparameter sweep of this script or notebook (or of any command)'
+      ),
+      execute: async () => {
+        const widget = shell.currentWidget as IDocumentWidget | null;
+        const path = currentPath();
+        if (widget && path && RUNNABLE.test(path)) {
+          if (widget.context.model.dirty) {
+            await widget.context.save();
+          }
+          return runSweep(path);
+        }
+        return runSweep(null);
+      }
+    });
     const selected = (): string | null => {
       const first = browser?.selectedItems().next();
       return first && !first.done ? first.value.path : null;
@@ -516,6 +595,13 @@ const plugin: JupyterFrontEndPlugin<void> = {
         const path = selected();
         return path ? runFile(path) : undefined;
       }
+    });
+    commands.addCommand(CommandIDs.runFileAsSweep, {
+      describedBy: NO_ARGS,
+      label: trans.__('Run as sweep…'),
+      icon: experimentsIcon,
+      isVisible: () => RUNNABLE.test(selected() ?? ''),
+      execute: () => runSweep(selected())
     });
     commands.addCommand(CommandIDs.runSpec, {
       describedBy: NO_ARGS,
@@ -553,6 +639,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
         selector: `.jp-DirListing-item[data-file-type="${type}"]`,
         rank: 3
       });
+      app.contextMenu.addItem({
+        command: CommandIDs.runFileAsSweep,
+        selector: `.jp-DirListing-item[data-file-type="${type}"]`,
+        rank: 3
+      });
     }
     app.contextMenu.addItem({
       command: CommandIDs.runSpec,
@@ -570,6 +661,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const category = trans.__('kubelab');
     palette?.addItem({ command: CommandIDs.openSidebar, category });
     palette?.addItem({ command: CommandIDs.runAsExperiment, category });
+    palette?.addItem({ command: CommandIDs.runAsSweep, category });
     palette?.addItem({ command: CommandIDs.compare, category });
     palette?.addItem({ command: CommandIDs.refresh, category });
     palette?.addItem({ command: CommandIDs.projectTensorBoard, category });

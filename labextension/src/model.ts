@@ -491,3 +491,14 @@ export function formatNumber(value: number): string {
   }
   return String(Number(value.toPrecision(4)));
 }
+
+/** A metric or parameter value in a table cell: numbers formatted, `missing` for none. */
+export function formatValue(value: unknown, missing = ''): string {
+  if (typeof value === 'number') {
+    return formatNumber(value);
+  }
+  if (value === undefined || value === null) {
+    return missing;
+  }
+  return typeof value === 'string' ? value : JSON.stringify(value);
+}

@@ -1,7 +1,9 @@
 /**
- * One metric's curves for several runs, drawn by uPlot (canvas; hover values in its
- * legend, drag to zoom, double-click or "Reset zoom" to see everything). Axis and grid
- * colours come from JupyterLab's theme variables, read again when the theme changes.
+ * The one chart component: one metric's curves for one or several runs, drawn by uPlot
+ * (canvas; hover values in its legend, drag to zoom, double-click or "Reset zoom" to see
+ * everything). A series can be dashed (a pruned trial), dots only (objective per trial)
+ * or a staircase (best so far). Axis and grid colours come from JupyterLab's theme
+ * variables, read again when the theme changes.
  */
 import { TranslationBundle } from '@jupyterlab/translation';
 import React, { useEffect, useRef } from 'react';
@@ -12,6 +14,12 @@ import { formatNumber } from './model';
 export interface IOverlaySeries {
   label: string;
   colour: string;
+  /** A dash pattern in pixels, e.g. [4, 4] for a trial stopped early. */
+  dash?: number[];
+  /** Dots without a line. */
+  scatter?: boolean;
+  /** A staircase: level until the next x. */
+  stepped?: boolean;
 }
 
 export interface IOverlayChartProps {
@@ -23,6 +31,10 @@ export interface IOverlayChartProps {
   log: boolean;
   xLabel: string;
   trans: TranslationBundle;
+  /** The caption (the metric's name when not given). */
+  title?: string;
+  /** A short text after the caption, e.g. the latest value of a single run. */
+  latest?: string;
 }
 
 const HEIGHT = 220;
@@ -50,6 +62,28 @@ function axis(label: string): uPlot.Axis {
   };
 }
 
+function seriesOptions(s: IOverlaySeries): uPlot.Series {
+  const options: uPlot.Series = {
+    label: s.label,
+    stroke: s.colour,
+    width: 1.5,
+    spanGaps: true,
+    value: (_u: uPlot, v: number | null) =>
+      v === null || v === undefined ? '–' : formatNumber(v)
+  };
+  if (s.dash) {
+    options.dash = s.dash;
+  }
+  if (s.scatter) {
+    options.paths = () => null;
+    options.points = { show: true, size: 7, fill: s.colour };
+  } else if (s.stepped) {
+    options.paths = uPlot.paths.stepped?.({ align: 1 });
+    options.points = { show: false };
+  }
+  return options;
+}
+
 export function OverlayChart(props: IOverlayChartProps): JSX.Element {
   const host = useRef<HTMLDivElement>(null);
   const plot = useRef<uPlot | null>(null);
@@ -72,17 +106,7 @@ export function OverlayChart(props: IOverlayChartProps): JSX.Element {
         axes: [axis(xLabel), axis(metric)],
         cursor: { drag: { x: true, y: false } },
         legend: { live: true },
-        series: [
-          { label: xLabel },
-          ...series.map(s => ({
-            label: s.label,
-            stroke: s.colour,
-            width: 1.5,
-            spanGaps: true,
-            value: (_u: uPlot, v: number | null) =>
-              v === null || v === undefined ? '–' : formatNumber(v)
-          }))
-        ]
+        series: [{ label: xLabel }, ...series.map(seriesOptions)]
       };
       plot.current = new uPlot(options, data as uPlot.AlignedData, node);
     };
@@ -117,7 +141,10 @@ export function OverlayChart(props: IOverlayChartProps): JSX.Element {
   return (
     <figure className="jp-kubelab-Overlay" data-metric={metric}>
       <figcaption className="jp-kubelab-Overlay-title">
-        <span>{metric}</span>
+        <span>{props.title ?? metric}</span>
+        {props.latest ? (
+          <span className="jp-kubelab-Overlay-latest">{props.latest}</span>
+        ) : null}
         <button
           className="jp-Button jp-mod-minimal jp-kubelab-Overlay-reset"
           onClick={reset}

@@ -37,6 +37,9 @@ export const CommandIDs = {
   remove: 'kubelab:delete-experiment',
   openSweep: 'kubelab:open-sweep',
   stopSweep: 'kubelab:stop-sweep',
+  resumeSweep: 'kubelab:resume-sweep',
+  runAsSweep: 'kubelab:run-as-sweep',
+  runFileAsSweep: 'kubelab:run-file-as-sweep',
   openTensorBoard: 'kubelab:open-tensorboard',
   stopTensorBoard: 'kubelab:stop-tensorboard',
   runAsExperiment: 'kubelab:run-as-experiment',
@@ -99,6 +102,14 @@ export function createSidebar(options: IPanelOptions): SidePanel {
       commands: options.commands,
       id: CommandIDs.runAsExperiment,
       label: trans.__('Run')
+    })
+  );
+  panel.toolbar.addItem(
+    'sweep',
+    new CommandToolbarButton({
+      commands: options.commands,
+      id: CommandIDs.runAsSweep,
+      label: trans.__('Sweep')
     })
   );
   panel.toolbar.addItem(

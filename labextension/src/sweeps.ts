@@ -141,3 +141,81 @@ export function parameterNames(trials: readonly ITrialRow[]): string[] {
   }
   return names;
 }
+
+/** A trials-table column: the trial number, status, the objective, or a parameter. */
+export type TrialSortKey = 'trial' | 'status' | 'objective' | `param:${string}`;
+
+export interface ITrialSort {
+  key: TrialSortKey;
+  descending: boolean;
+}
+
+function trialValue(trial: ITrialRow, key: TrialSortKey): unknown {
+  if (key === 'trial' || key === 'status' || key === 'objective') {
+    return trial[key];
+  }
+  return trial.params?.[key.slice('param:'.length)];
+}
+
+/**
+ * Trials ordered by a column: numbers numerically, anything else as text; trials
+ * without a value last in either direction, ties by trial number.
+ */
+export function sortTrials(
+  trials: readonly ITrialRow[],
+  sort: ITrialSort
+): ITrialRow[] {
+  const sign = sort.descending ? -1 : 1;
+  return [...trials].sort((a, b) => {
+    const x = trialValue(a, sort.key);
+    const y = trialValue(b, sort.key);
+    const xMissing = x === null || x === undefined;
+    const yMissing = y === null || y === undefined;
+    if (xMissing || yMissing) {
+      return xMissing === yMissing ? a.trial - b.trial : xMissing ? 1 : -1;
+    }
+    const order =
+      typeof x === 'number' && typeof y === 'number'
+        ? x - y
+        : String(typeof x === 'object' ? JSON.stringify(x) : x).localeCompare(
+            String(typeof y === 'object' ? JSON.stringify(y) : y),
+            undefined,
+            { numeric: true }
+          );
+    return order === 0 ? a.trial - b.trial : sign * order;
+  });
+}
+
+/** Click a header: sort by it ascending, or flip the direction when it is the sort. */
+export function toggleTrialSort(
+  sort: ITrialSort,
+  key: TrialSortKey
+): ITrialSort {
+  return sort.key === key
+    ? { key, descending: !sort.descending }
+    : { key, descending: false };
+}
+
+/**
+ * The values each `choice` parameter of a sweep's search space offers, in the order the
+ * space lists them (the parallel-coordinates view gives them a category axis).
+ */
+export function choiceValues(
+  spec: Record<string, unknown>
+): Record<string, unknown[]> {
+  const space = spec.space;
+  const choices: Record<string, unknown[]> = {};
+  if (typeof space !== 'object' || space === null) {
+    return choices;
+  }
+  for (const [name, entry] of Object.entries(space)) {
+    const { _type: type, _value: values } = (entry ?? {}) as {
+      _type?: unknown;
+      _value?: unknown;
+    };
+    if (type === 'choice' && Array.isArray(values)) {
+      choices[name] = values;
+    }
+  }
+  return choices;
+}

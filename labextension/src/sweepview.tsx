@@ -1,26 +1,41 @@
 /**
- * The sweep view in the main area: progress and best trial, the objective per trial
- * with the best-so-far line, parallel coordinates, and the trials table. It re-reads
- * `GET sweeps/<id>` when a `sweep` event or one of its trials' `experiment` events
- * arrives (debounced), never on a timer.
+ * The sweep view in the main area: progress and best trial with Stop / Resume, the
+ * objective per trial with the best so far, every trial's intermediate results overlaid
+ * per metric (pruned trials dashed), parallel coordinates whose brushes filter the
+ * trials table, and the sortable trials table. It re-reads `GET sweeps/<id>` and
+ * `GET sweeps/<id>/metrics` when a `sweep` event or one of its trials' `experiment`
+ * events arrives (debounced), never on a timer.
  */
 import { TranslationBundle } from '@jupyterlab/translation';
 import { ReactWidget } from '@jupyterlab/ui-components';
 import { CommandRegistry } from '@lumino/commands';
-import React, { useEffect, useState } from 'react';
+import React, { useEffect, useMemo, useState } from 'react';
 
-import { KubelabApi } from './api';
-import { ObjectiveChart, ParallelCoordinates } from './chartviews';
-import { formatNumber, formatParams, IExperimentRecord } from './model';
+import { ITrialPoints, KubelabApi } from './api';
+import { Brushes, brushedTrials } from './brush';
+import {
+  ChartControls,
+  DEFAULT_CHART_SETTINGS,
+  IChartSettings
+} from './chartcontrols';
+import { parallelCoordinates } from './charts';
+import { runColour } from './compare';
+import { IChartRun, MetricCharts } from './metriccharts';
+import { IExperimentRecord } from './model';
+import { ObjectiveChart } from './objectivechart';
 import { CommandIDs } from './panel';
+import { ParallelCoordinates } from './parallelcoordinates';
 import { LiveStore } from './store';
 import {
+  choiceValues,
   formatBest,
   formatProgress,
   ISweepDetail,
   ISweepRecord,
+  ITrialSort,
   parameterNames
 } from './sweeps';
+import { TrialTable } from './trialtable';
 
 export interface ISweepViewOptions {
   id: string;
@@ -42,18 +57,23 @@ export class SweepView extends ReactWidget {
   }
 }
 
-function SweepDetailView(props: ISweepViewOptions): JSX.Element {
-  const { id, store, api, commands, trans } = props;
+/** The sweep's record and its trials' points, re-read after events about it. */
+function useSweep(
+  props: ISweepViewOptions
+): [ISweepDetail | null, ITrialPoints[], string] {
+  const { id, store, api } = props;
   const [detail, setDetail] = useState<ISweepDetail | null>(null);
+  const [curves, setCurves] = useState<ITrialPoints[]>([]);
   const [error, setError] = useState('');
   useEffect(() => {
     let disposed = false;
     let timer: ReturnType<typeof setTimeout> | null = null;
     const load = () =>
-      api.sweep(id).then(
-        value => {
+      Promise.all([api.sweep(id), api.sweepMetrics(id)]).then(
+        ([value, points]) => {
           if (!disposed) {
             setDetail(value);
+            setCurves(points);
             setError('');
           }
         },
@@ -89,6 +109,46 @@ function SweepDetailView(props: ISweepViewOptions): JSX.Element {
       store.experimentChanged.disconnect(onExperiment);
     };
   }, [id]);
+  return [detail, curves, error];
+}
+
+function SweepDetailView(props: ISweepViewOptions): JSX.Element {
+  const { id, api, commands, trans } = props;
+  const [detail, curves, error] = useSweep(props);
+  const [chart, setChart] = useState<IChartSettings>(DEFAULT_CHART_SETTINGS);
+  const [brushes, setBrushes] = useState<Brushes>(new Map());
+  const [sort, setSort] = useState<ITrialSort>({
+    key: 'trial',
+    descending: false
+  });
+  const parallel = useMemo(
+    () =>
+      detail
+        ? parallelCoordinates(
+            detail.trials,
+            detail.objective.metric,
+            detail.objective.direction,
+            choiceValues(detail.spec)
+          )
+        : { axes: [], lines: [] },
+    [detail]
+  );
+  const runs: IChartRun[] = useMemo(
+    () =>
+      curves.map((trial, index) => {
+        const pruned = trial.result === 'pruned';
+        return {
+          id: trial.id ?? `trial-${trial.trial}`,
+          label: pruned
+            ? trans.__('#%1 (pruned)', trial.trial)
+            : `#${trial.trial}`,
+          colour: runColour(index),
+          points: trial.points,
+          dashed: pruned
+        };
+      }),
+    [curves]
+  );
   if (!detail) {
     return (
       <div className="jp-kubelab-Detail">
@@ -102,6 +162,11 @@ function SweepDetailView(props: ISweepViewOptions): JSX.Element {
   }
   const { metric, direction } = detail.objective;
   const names = parameterNames(detail.trials);
+  const passing = brushedTrials(parallel.lines, brushes);
+  const shown = passing
+    ? detail.trials.filter(t => passing.has(t.trial))
+    : detail.trials;
+  const pruned = curves.filter(t => t.result === 'pruned').length;
   return (
     <div className="jp-kubelab-Detail" data-sweep-id={id}>
       <header className="jp-kubelab-Detail-header">
@@ -126,7 +191,16 @@ function SweepDetailView(props: ISweepViewOptions): JSX.Element {
             >
               {trans.__('Stop')}
             </button>
-          ) : null}
+          ) : (
+            <button
+              className="jp-Button jp-mod-styled jp-mod-accept"
+              onClick={() =>
+                void commands.execute(CommandIDs.resumeSweep, { id })
+              }
+            >
+              {trans.__('Resume…')}
+            </button>
+          )}
           <button
             className="jp-Button jp-mod-styled"
             onClick={() =>
@@ -155,85 +229,64 @@ function SweepDetailView(props: ISweepViewOptions): JSX.Element {
         </div>
       </header>
       {error ? <p className="jp-kubelab-Error">{error}</p> : null}
+      <ChartControls settings={chart} trans={trans} onChange={setChart} />
       <div className="jp-kubelab-Charts">
         <ObjectiveChart
           trials={detail.trials}
           metric={metric}
           direction={direction}
-          trans={trans}
-        />
-        <ParallelCoordinates
-          trials={detail.trials}
-          metric={metric}
-          direction={direction}
+          log={chart.log}
           trans={trans}
         />
       </div>
+      <ParallelCoordinates
+        axes={parallel.axes}
+        lines={parallel.lines}
+        brushes={brushes}
+        metric={metric}
+        trans={trans}
+        onBrush={setBrushes}
+      />
+      <section className="jp-kubelab-Detail-section jp-kubelab-SweepCurves">
+        <h2>
+          {trans.__('Intermediate results')}
+          {pruned ? (
+            <span className="jp-kubelab-Detail-note">
+              {' '}
+              {trans.__('(%1 pruned, dashed)', pruned)}
+            </span>
+          ) : null}
+        </h2>
+        <MetricCharts runs={runs} settings={chart} trans={trans} />
+      </section>
       <section className="jp-kubelab-Detail-section">
-        <h2>{trans.__('Trials')}</h2>
-        <table className="jp-kubelab-Trials">
-          <thead>
-            <tr>
-              <th>#</th>
-              <th>{trans.__('Status')}</th>
-              <th>{metric}</th>
-              {names.map(name => (
-                <th key={name}>{name}</th>
-              ))}
-            </tr>
-          </thead>
-          <tbody>
-            {detail.trials.map(trial => (
-              <tr
-                key={trial.trial}
-                data-trial={trial.trial}
-                className={
-                  detail.best && detail.best.trial === trial.trial
-                    ? 'jp-kubelab-Trials-best'
-                    : ''
-                }
-                onClick={() =>
-                  trial.id &&
-                  void commands.execute(CommandIDs.openExperiment, {
-                    id: trial.id
-                  })
-                }
-                title={trial.result_reason ?? formatParams(trial.params)}
-              >
-                <td>{trial.trial}</td>
-                <td>
-                  <span
-                    className={`jp-kubelab-StatusDot jp-kubelab-StatusDot-${String(trial.status).toLowerCase()}`}
-                  />
-                  {trial.status}
-                  {trial.result && trial.result !== 'complete'
-                    ? ` (${trial.result})`
-                    : ''}
-                </td>
-                <td className="jp-kubelab-Number">
-                  {typeof trial.objective === 'number'
-                    ? formatNumber(trial.objective)
-                    : '—'}
-                </td>
-                {names.map(name => (
-                  <td key={name}>{formatValue(trial.params?.[name])}</td>
-                ))}
-              </tr>
-            ))}
-          </tbody>
-        </table>
+        <h2>
+          {trans.__('Trials')}
+          <span className="jp-kubelab-Detail-note" data-trials-shown="">
+            {' '}
+            {passing
+              ? trans.__(
+                  '%1 of %2 (filtered on the parallel coordinates)',
+                  shown.length,
+                  detail.trials.length
+                )
+              : ''}
+          </span>
+        </h2>
+        <TrialTable
+          trials={shown}
+          params={names}
+          metric={metric}
+          best={detail.best?.trial ?? null}
+          sort={sort}
+          trans={trans}
+          onSort={setSort}
+          onOpen={trial =>
+            trial.id &&
+            void commands.execute(CommandIDs.openExperiment, { id: trial.id })
+          }
+        />
       </section>
     </div>
   );
-}
-
-function formatValue(value: unknown): string {
-  if (value === undefined || value === null) {
-    return '—';
-  }
-  return typeof value === 'number'
-    ? formatNumber(value)
-    : typeof value === 'string'
-      ? value
-      : JSON.stringify(value);
 }

@@ -20,6 +20,7 @@ import {
   toggleSort
 } from './model';
 import { Debouncer, IQueryError, markError } from './query';
+import { useGrid } from './usegrid';
 import { visibleWindow } from './virtual';
 
 export const ROW_HEIGHT = 28;
@@ -98,12 +99,36 @@ export function ExperimentTable(props: ITableProps): JSX.Element {
     viewport.height
   );
   const sortBy = (column: SortColumn) => props.onSort(toggleSort(sort, column));
+  const gridKeys = useGrid(scroller, {
+    rows: rows.length + 1,
+    cols: columns.length + 1,
+    scrollToRow: row => {
+      const node = scroller.current;
+      if (!node || row < 1) {
+        return;
+      }
+      const top = (row - 1) * ROW_HEIGHT;
+      const header = ROW_HEIGHT;
+      if (top < node.scrollTop) {
+        node.scrollTop = top;
+      } else if (
+        top + ROW_HEIGHT >
+        node.scrollTop + node.clientHeight - header
+      ) {
+        node.scrollTop = top + ROW_HEIGHT - node.clientHeight + header;
+      }
+    }
+  });
   return (
     <div
       className="jp-kubelab-Table"
       ref={scroller}
-      role="table"
-      aria-rowcount={rows.length}
+      role="grid"
+      aria-label={trans.__('Experiments')}
+      aria-rowcount={rows.length + 1}
+      aria-colcount={columns.length + 1}
+      onKeyDown={gridKeys.onKeyDown}
+      onFocus={gridKeys.onFocus}
       onScroll={event =>
         setViewport({
           top: event.currentTarget.scrollTop,
@@ -114,12 +139,14 @@ export function ExperimentTable(props: ITableProps): JSX.Element {
       <div
         className="jp-kubelab-Table-header"
         role="row"
+        aria-rowindex={1}
         style={{ gridTemplateColumns: grid, minWidth }}
       >
         {columns.map(column => (
           <div
             key={column}
             role="columnheader"
+            tabIndex={-1}
             className="jp-kubelab-Table-headerCell"
             data-column={column}
             aria-sort={
@@ -136,7 +163,15 @@ export function ExperimentTable(props: ITableProps): JSX.Element {
             {sort.column === column ? (sort.descending ? ' ▾' : ' ▴') : ''}
           </div>
         ))}
-        <div />
+        <div
+          role="columnheader"
+          tabIndex={-1}
+          className="jp-kubelab-Table-headerCell jp-kubelab-Table-menuHeader"
+        >
+          <span className="jp-kubelab-VisuallyHidden">
+            {trans.__('Actions')}
+          </span>
+        </div>
       </div>
       <div
         className="jp-kubelab-Table-body"
@@ -175,7 +210,7 @@ function ExperimentRow(props: {
     <div
       className="jp-kubelab-Row"
       role="row"
-      aria-rowindex={props.index + 1}
+      aria-rowindex={props.index + 2}
       data-experiment-id={row.id}
       style={{
         gridTemplateColumns: props.grid,
@@ -187,18 +222,22 @@ function ExperimentRow(props: {
       {columns.map(column => (
         <Cell key={column} column={column} {...props} />
       ))}
-      <button
-        className="jp-kubelab-Row-menu jp-Button jp-mod-minimal"
-        title={trans.__('Actions')}
-        aria-label={trans.__('Actions for %1', row.name)}
-        onClick={event => {
-          event.stopPropagation();
-          const box = event.currentTarget.getBoundingClientRect();
-          props.onMenu(row.id, box.left, box.bottom);
-        }}
-      >
-        ⋯
-      </button>
+      <div role="gridcell" tabIndex={-1} className="jp-kubelab-Row-menuCell">
+        <button
+          className="jp-kubelab-Row-menu jp-Button jp-mod-minimal"
+          data-grid-focus=""
+          tabIndex={-1}
+          title={trans.__('Actions')}
+          aria-label={trans.__('Actions for %1', row.name)}
+          onClick={event => {
+            event.stopPropagation();
+            const box = event.currentTarget.getBoundingClientRect();
+            props.onMenu(row.id, box.left, box.bottom);
+          }}
+        >
+          ⋯
+        </button>
+      </div>
     </div>
   );
 }
@@ -215,7 +254,8 @@ function Cell(props: {
       return (
         <div
           className="jp-kubelab-Row-name"
-          role="cell"
+          role="gridcell"
+          tabIndex={-1}
           title={`${row.name} (${row.id})`}
         >
           {row.name}
@@ -232,7 +272,8 @@ function Cell(props: {
       return (
         <div
           className="jp-kubelab-Row-status"
-          role="cell"
+          role="gridcell"
+          tabIndex={-1}
           data-status={row.status}
           title={reason}
         >
@@ -247,7 +288,8 @@ function Cell(props: {
       return (
         <div
           className="jp-kubelab-Row-started"
-          role="cell"
+          role="gridcell"
+          tabIndex={-1}
           title={row.started_at ? Time.format(row.started_at) : ''}
         >
           {row.started_at ? Time.formatHuman(row.started_at) : '—'}
@@ -255,20 +297,33 @@ function Cell(props: {
       );
     case 'duration':
       return (
-        <div className="jp-kubelab-Row-duration jp-kubelab-Number" role="cell">
+        <div
+          className="jp-kubelab-Row-duration jp-kubelab-Number"
+          role="gridcell"
+          tabIndex={-1}
+        >
           {formatDuration(elapsedSeconds(row, now))}
         </div>
       );
     case 'gpus':
       return (
-        <div className="jp-kubelab-Row-gpus jp-kubelab-Number" role="cell">
+        <div
+          className="jp-kubelab-Row-gpus jp-kubelab-Number"
+          role="gridcell"
+          tabIndex={-1}
+        >
           {formatGpus(row)}
         </div>
       );
     case 'params': {
       const text = formatParams(row.params);
       return (
-        <div className="jp-kubelab-Row-params" role="cell" title={text}>
+        <div
+          className="jp-kubelab-Row-params"
+          role="gridcell"
+          tabIndex={-1}
+          title={text}
+        >
           {text || '—'}
         </div>
       );
@@ -277,7 +332,8 @@ function Cell(props: {
       return (
         <div
           className="jp-kubelab-Row-metric"
-          role="cell"
+          role="gridcell"
+          tabIndex={-1}
           title={trans.__('objective or latest metric')}
         >
           {formatLatestMetric(row)}

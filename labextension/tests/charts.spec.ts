@@ -1,16 +1,12 @@
 import {
   bestSoFar,
   buildAxis,
-  downsample,
   extent,
   linearScale,
-  linePath,
   logScale,
-  metricSeries,
   niceTicks,
   objectivePoints,
-  parallelCoordinates,
-  stepPath
+  parallelCoordinates
 } from '../src/charts';
 import { ITrialRow } from '../src/sweeps';
 
@@ -59,49 +55,7 @@ describe('best so far', () => {
   });
 });
 
-describe('metricSeries', () => {
-  it('makes one series per metric, by step', () => {
-    const series = metricSeries([
-      { step: 0, metrics: { loss: 1, acc: 0.1 } },
-      { step: 1, metrics: { loss: 0.5 } },
-      { step: 2, metrics: { loss: 0.25, acc: 0.6 } }
-    ]);
-    expect([...series.keys()]).toEqual(['loss', 'acc']);
-    expect(series.get('acc')).toEqual([
-      { x: 0, y: 0.1 },
-      { x: 2, y: 0.6 }
-    ]);
-  });
-
-  it('numbers points without a step after the last one, and a final result at the last step', () => {
-    const series = metricSeries([
-      { step: 4, metrics: { loss: 1 } },
-      { step: null, metrics: { loss: 0.5 } },
-      { step: null, final: true, metrics: { default: 0.4 } }
-    ]);
-    expect(series.get('loss')).toEqual([
-      { x: 4, y: 1 },
-      { x: 5, y: 0.5 }
-    ]);
-    expect(series.get('default')).toEqual([{ x: 5, y: 0.4 }]);
-  });
-
-  it('appends live points to an existing series without changing it', () => {
-    const first = metricSeries([{ step: 0, metrics: { loss: 1 } }]);
-    const next = metricSeries(
-      [{ step: 1, metrics: { loss: 0.5, bad: NaN } }],
-      first
-    );
-    expect(first.get('loss')).toHaveLength(1);
-    expect(next.get('loss')).toEqual([
-      { x: 0, y: 1 },
-      { x: 1, y: 0.5 }
-    ]);
-    expect(next.has('bad')).toBe(false);
-  });
-});
-
-describe('scales and paths', () => {
+describe('scales', () => {
   it('maps linearly and puts a single value in the middle', () => {
     const scale = linearScale([0, 10], [100, 0]);
     expect(scale(0)).toBe(100);
@@ -122,26 +76,6 @@ describe('scales and paths', () => {
     expect(niceTicks(0, 1, 4)).toEqual([0, 0.2, 0.4, 0.6, 0.8, 1]);
     expect(niceTicks(0.013, 0.087, 3)).toEqual([0.02, 0.04, 0.06, 0.08]);
     expect(niceTicks(5, 5)).toEqual([5]);
-  });
-
-  it('draws lines and the best-so-far staircase', () => {
-    const id = (v: number) => v;
-    const points = [
-      { x: 0, y: 5 },
-      { x: 1, y: 3 },
-      { x: 2, y: 3 }
-    ];
-    expect(linePath(points, id, id)).toBe('M0 5 L1 3 L2 3');
-    expect(stepPath(points, id, id)).toBe('M0 5 H1 V3 H2 V3');
-  });
-
-  it('downsamples long series keeping both ends', () => {
-    const long = Array.from({ length: 10_001 }, (_, i) => i);
-    const short = downsample(long, 101);
-    expect(short).toHaveLength(101);
-    expect(short[0]).toBe(0);
-    expect(short[100]).toBe(10_000);
-    expect(downsample([1, 2], 10)).toEqual([1, 2]);
   });
 });
 
@@ -200,5 +134,28 @@ describe('parallel coordinates', () => {
     expect(lines[2].quality).toBeNull();
     const max = parallelCoordinates(trials, 'acc', 'maximize');
     expect(max.lines[0].quality).toBe(1);
+  });
+});
+
+describe('choice parameters', () => {
+  it('get a category axis in the order the space lists them, numbers included', () => {
+    const axis = buildAxis('batch', [128, 32, 64, 32], [32, 64, 128]);
+    expect(axis.kind).toBe('category');
+    expect(axis.ticks.map(t => t.label)).toEqual(['32', '64', '128']);
+    expect(axis.position(32)).toBe(0);
+    expect(axis.position(128)).toBe(1);
+    expect(axis.position(16)).toBeNull();
+  });
+
+  it('are passed through parallelCoordinates by name', () => {
+    const trials = [
+      trial(0, 0.5, { batch: 32, lr: 0.1 }),
+      trial(1, 0.2, { batch: 128, lr: 0.01 })
+    ];
+    const { axes, lines } = parallelCoordinates(trials, 'loss', 'minimize', {
+      batch: [32, 64, 128]
+    });
+    expect(axes.map(a => a.kind)).toEqual(['category', 'linear', 'linear']);
+    expect(lines[1].positions[0]).toBe(1);
   });
 });

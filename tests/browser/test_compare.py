@@ -77,7 +77,7 @@ def test_compare_three_runs(lab_server, page: Page) -> None:
     expect(chart.locator(".u-legend")).to_contain_text("cmp-a")
     # A final-only metric is a value, not a one-point chart.
     expect(view.locator('.jp-kubelab-Overlay[data-metric="default"]')).to_have_count(0)
-    expect(view.locator('.jp-kubelab-Compare-values tr[data-metric="default"] td')).to_have_text(
+    expect(view.locator('.jp-kubelab-FinalValues tr[data-metric="default"] td')).to_have_text(
         ["0.2", "0.4", "0.8"])
 
     # Hover values: at the left edge, step 0, where loss is lr * 10.
@@ -90,10 +90,10 @@ def test_compare_three_runs(lab_server, page: Page) -> None:
     # From the table to a run's own view: its final result is a value, its loss a chart.
     table.get_by_role("button", name="cmp-a", exact=True).click()
     run_view = page.locator(f'.jp-kubelab-Detail[data-experiment-id="{ids["cmp-a"]}"]')
-    final = run_view.locator('.jp-kubelab-Chart[data-metric="default"]')
-    expect(final.locator(".jp-kubelab-Chart-value")).to_have_text("0.2", timeout=WAIT_MS)
-    expect(final.locator("svg")).to_have_count(0)
-    expect(run_view.locator('.jp-kubelab-Chart[data-metric="loss"] svg')).to_have_count(1)
+    final = run_view.locator('.jp-kubelab-FinalValues tr[data-metric="default"] td')
+    expect(final).to_have_text("0.2", timeout=WAIT_MS)
+    expect(run_view.locator('.jp-kubelab-Overlay[data-metric="default"]')).to_have_count(0)
+    expect(run_view.locator('.jp-kubelab-Overlay[data-metric="loss"] canvas')).to_have_count(1)
     page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Compare runs").click()
 
     # Zoom: drag across the middle, the left edge is now a later step; Reset shows it all.
@@ -127,6 +127,36 @@ def test_compare_three_runs(lab_server, page: Page) -> None:
     view.locator(".jp-kubelab-Compare-columns label", has_text="lr").locator("input").uncheck()
     expect(table.locator('th[data-column="param:lr"]')).to_have_count(0)
     assert page.problems == []  # type: ignore[attr-defined]
+
+
+def test_the_run_table_is_a_keyboard_grid(lab_server, page: Page) -> None:
+    page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Compare runs").click()
+    view = page.locator(".jp-kubelab-Compare")
+    table = view.locator(".jp-kubelab-RunTable")
+    expect(table).to_have_attribute("role", "grid")
+    stop = table.locator('[tabindex="0"]')
+    expect(stop).to_have_count(1)  # one tab stop, where the focus last was (cmp-a's name)
+    stop.focus()
+    assert page.evaluate("() => document.activeElement.textContent") == "cmp-a"
+    page.keyboard.press("Home")  # the row's box
+    assert page.evaluate("() => document.activeElement.type") == "checkbox"
+    row = page.evaluate("() => document.activeElement.closest('tr').getAttribute('aria-rowindex')")
+    first = table.locator(f'tr[aria-rowindex="{row}"]')
+    run_id = first.get_attribute("data-experiment-id")
+    name = first.locator(".jp-kubelab-RunTable-name button").inner_text()
+    expect(view.locator("[data-compare-count]")).to_have_text("3 runs compared")
+    page.keyboard.press("Space")  # the box unticks the run
+    expect(view.locator("[data-compare-count]")).to_have_text("2 runs compared")
+    page.keyboard.press("Space")
+    expect(view.locator("[data-compare-count]")).to_have_text("3 runs compared")
+    page.keyboard.press("ArrowDown")
+    below = page.evaluate("() => document.activeElement.closest('tr').getAttribute('aria-rowindex')")
+    assert int(below) == int(row) + 1
+    page.keyboard.press("ArrowUp")
+    page.keyboard.press("ArrowRight")  # the name, a link to the run
+    assert page.evaluate("() => document.activeElement.textContent") == name
+    page.keyboard.press("Enter")
+    expect(page.locator(f'.jp-kubelab-Detail[data-experiment-id="{run_id}"]')).to_be_visible(timeout=WAIT_MS)
 
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

@@ -162,7 +162,7 @@ def test_run_a_script_from_the_file_browser(lab_server, page: Page) -> None:
     # Its view: parameters, a chart per metric, the log, the timeline.
     row(page, run_id).locator(".jp-kubelab-Row-name").click()
     view = page.locator(f'.jp-kubelab-Detail[data-experiment-id="{run_id}"]')
-    expect(view.locator('.jp-kubelab-Chart[data-metric="loss"] .jp-kubelab-Chart-latest')).to_have_text(
+    expect(view.locator('.jp-kubelab-Overlay[data-metric="loss"] .jp-kubelab-Overlay-latest')).to_have_text(
         "0.25 @3", timeout=WAIT_MS
     )
     expect(view.locator(".jp-kubelab-Timeline li")).to_have_count(3)  # Pending, Running, Succeeded
@@ -187,8 +187,10 @@ def test_a_sweep_shows_its_best_trial(lab_server, page: Page) -> None:
     view = page.locator(f'.jp-kubelab-Detail[data-sweep-id="{sweep_id}"]')
     expect(view.locator(".jp-kubelab-Trials tbody tr")).to_have_count(3, timeout=WAIT_MS)
     expect(view.locator(".jp-kubelab-Trials-best")).to_have_attribute("data-trial", str(best["trial"]))
-    expect(view.locator(".jp-kubelab-ObjectiveChart circle")).to_have_count(3)
-    expect(view.locator(".jp-kubelab-Parallel-line")).to_have_count(3)
+    objective = view.locator(".jp-kubelab-ObjectiveChart .jp-kubelab-Overlay")
+    expect(objective.locator("canvas")).to_have_count(1)
+    expect(objective.locator(".u-legend .u-series")).to_have_count(3)  # trial, trial value, best so far
+    expect(view.locator(".jp-kubelab-Parallel-axis")).to_have_count(2)  # x and loss
     page.screenshot(path=str(ARTIFACTS / "sweep-view.png"))
 
 

@@ -220,3 +220,31 @@ def test_a_server_keeps_a_warm_driver_that_takes_the_next_sweep(tmp_path):
         stop_leftovers(home)
         for pid in drivers.idle():
             os.kill(pid, signal.SIGKILL)
+
+
+def test_space_as_text_and_every_trials_metrics(server):
+    """The sweep dialog sends its search space as typed (YAML or JSON); the sweep view reads
+    every trial's curve in one request."""
+    yaml_space = "x:\n  _type: choice\n  _value: [1, 2]\n"
+    spec = sweep_spec(space=yaml_space, tuner="grid")
+    del spec["max_trials"]  # grid: the space is the budget
+    created = server.post("sweeps", spec)
+    assert created.status_code == 201, created.text
+    sweep_id = created.json()["id"]
+    bad_yaml = server.post("sweeps", sweep_spec(space="x: [unclosed\n"))
+    assert bad_yaml.status_code == 422 and bad_yaml.json()["fields"][0]["path"] == "space", bad_yaml.text
+    assert "not valid YAML" in bad_yaml.json()["fields"][0]["reason"]
+    bad_json = server.post("sweeps", sweep_spec(space='{"x": {"_type": "choice", "_value": [1, 2]},}'))
+    assert bad_json.status_code == 422 and "not valid JSON: line 1" in bad_json.json()["fields"][0]["reason"]
+    bad_type = server.post("sweeps", sweep_spec(space='{"x": {"_type": "chooce", "_value": [1]}}'))
+    assert bad_type.status_code == 422 and bad_type.json()["fields"][0]["path"].startswith("space.x")
+    done = wait_status(server, sweep_id, lambda r: r["status"] != "Running")
+    assert done["counts"]["succeeded"] == 2, done
+    trials = server.get(f"sweeps/{sweep_id}/metrics").json()["trials"]
+    assert [t["trial"] for t in trials] == [0, 1] and {t["result"] for t in trials} == {"complete"}
+    by_id = {t["id"]: t for t in trials}
+    for trial in done["trials"]:
+        losses = [p["metrics"]["loss"] for p in by_id[trial["id"]]["points"] if "loss" in p["metrics"]]
+        assert losses == [trial["params"]["x"] ** 2], by_id[trial["id"]]
+    assert server.get("sweeps/0123456789ab/metrics").status_code == 404
+    assert "/kubelab/api/sweeps/{sweep_id}/metrics" in server.get("openapi.json").json()["paths"]

@@ -1,0 +1,160 @@
+/**
+ * Metric charts for one or many runs, the same everywhere (experiment view, sweep view,
+ * compare view): one uPlot chart per metric that some run reported at least twice, and
+ * the rest (`report_final`, single values) as numbers in a "Final values" table.
+ */
+import { TranslationBundle } from '@jupyterlab/translation';
+import React, { useMemo } from 'react';
+
+import { IMetricPoint } from './api';
+import { axisLabel, IChartSettings } from './chartcontrols';
+import {
+  align,
+  chartableMetrics,
+  curve,
+  finalValues,
+  forLogScale,
+  smooth
+} from './compare';
+import { formatNumber, formatValue } from './model';
+import { OverlayChart } from './overlaychart';
+
+/** A run as the charts draw it. */
+export interface IChartRun {
+  id: string;
+  label: string;
+  colour: string;
+  points: readonly IMetricPoint[];
+  /** Drawn dashed (a trial the sweep stopped early). */
+  dashed?: boolean;
+}
+
+const DASH = [5, 4];
+
+/** A run's value for a metric shown as a number: its final value, else its last one. */
+export function shownValue(
+  points: readonly IMetricPoint[],
+  metric: string
+): number | undefined {
+  const final = finalValues(points)[metric];
+  if (final !== undefined) {
+    return final;
+  }
+  for (let i = points.length - 1; i >= 0; i--) {
+    if (metric in points[i].metrics) {
+      return points[i].metrics[metric];
+    }
+  }
+  return undefined;
+}
+
+export function MetricCharts(props: {
+  runs: readonly IChartRun[];
+  settings: IChartSettings;
+  trans: TranslationBundle;
+}): JSX.Element {
+  const { runs, settings, trans } = props;
+  const { charts, values } = chartableMetrics(runs.map(r => r.points));
+  const single = runs.length === 1;
+  return (
+    <>
+      <div className="jp-kubelab-Charts">
+        {charts.map(metric => (
+          <MetricOverlay
+            key={metric}
+            metric={metric}
+            runs={runs}
+            settings={settings}
+            trans={trans}
+          />
+        ))}
+      </div>
+      {values.length && runs.length ? (
+        <table className="jp-kubelab-FinalValues">
+          <caption>{trans.__('Final values')}</caption>
+          <thead>
+            <tr>
+              <th scope="col">{trans.__('Metric')}</th>
+              {single ? (
+                <th scope="col">{trans.__('Value')}</th>
+              ) : (
+                runs.map(run => (
+                  <th key={run.id} scope="col">
+                    {run.label}
+                  </th>
+                ))
+              )}
+            </tr>
+          </thead>
+          <tbody>
+            {values.map(metric => (
+              <tr key={metric} data-metric={metric}>
+                <th scope="row">{metric}</th>
+                {runs.map(run => (
+                  <td key={run.id} className="jp-kubelab-FinalValues-value">
+                    {formatValue(shownValue(run.points, metric))}
+                  </td>
+                ))}
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      ) : null}
+    </>
+  );
+}
+
+function MetricOverlay(props: {
+  metric: string;
+  runs: readonly IChartRun[];
+  settings: IChartSettings;
+  trans: TranslationBundle;
+}): JSX.Element | null {
+  const { metric, runs, trans } = props;
+  const { axis, smoothing, log } = props.settings;
+  const curves = runs.map(run => curve(run.points, metric, axis));
+  const withData = runs.filter((_, i) => curves[i].x.length > 0);
+  const key = withData.map(r => `${r.id}:${r.points.length}`).join(',');
+  const data = useMemo(() => {
+    const shown = curves
+      .filter(c => c.x.length > 0)
+      .map(c => ({ x: c.x, y: smooth(c.y, smoothing) }));
+    const [xs, ...ys] = align(shown);
+    return [xs, ...(log ? ys.map(forLogScale) : ys)] as [
+      number[],
+      ...(number | null)[][]
+    ];
+  }, [key, axis, smoothing, log]);
+  const labels = withData
+    .map(r => `${r.label}|${r.colour}|${r.dashed ?? false}`)
+    .join(',');
+  const series = useMemo(
+    () =>
+      withData.map(run => ({
+        label: run.label,
+        colour: run.colour,
+        dash: run.dashed ? DASH : undefined
+      })),
+    [labels]
+  );
+  if (!withData.length) {
+    return null;
+  }
+  const only = withData.length === 1 ? curves.find(c => c.x.length) : null;
+  const latest =
+    only && axis === 'step'
+      ? `${formatNumber(only.y[only.y.length - 1])} @${only.x[only.x.length - 1]}`
+      : undefined;
+  return (
+    <OverlayChart
+      metric={metric}
+      data={data}
+      series={series}
+      wallTime={axis === 'wall'}
+      log={log}
+      xLabel={axisLabel(axis, trans)}
+      latest={latest}
+      trans={trans}
+    />
+  );
+}

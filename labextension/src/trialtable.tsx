@@ -1,0 +1,120 @@
+/**
+ * A sweep's trials table: a grid (arrow keys between cells, Enter opens the trial,
+ * Enter or Space on a header sorts by it), sortable by number, status, the objective or
+ * any parameter. The best trial is marked, and pruned trials say so.
+ */
+import { TranslationBundle } from '@jupyterlab/translation';
+import React, { useRef } from 'react';
+
+import { formatValue } from './model';
+import {
+  ITrialRow,
+  ITrialSort,
+  sortTrials,
+  toggleTrialSort,
+  TrialSortKey
+} from './sweeps';
+import { useGrid } from './usegrid';
+
+export function TrialTable(props: {
+  trials: readonly ITrialRow[];
+  params: readonly string[];
+  metric: string;
+  best: number | null;
+  sort: ITrialSort;
+  trans: TranslationBundle;
+  onSort(sort: ITrialSort): void;
+  onOpen(trial: ITrialRow): void;
+}): JSX.Element {
+  const { params, metric, sort, trans } = props;
+  const rows = sortTrials(props.trials, sort);
+  const table = useRef<HTMLTableElement>(null);
+  const columns: { key: TrialSortKey; label: string }[] = [
+    { key: 'trial', label: '#' },
+    { key: 'status', label: trans.__('Status') },
+    { key: 'objective', label: metric },
+    ...params.map(name => ({
+      key: `param:${name}` as TrialSortKey,
+      label: name
+    }))
+  ];
+  const keys = useGrid(table, { rows: rows.length + 1, cols: columns.length });
+  return (
+    <table
+      className="jp-kubelab-Trials"
+      role="grid"
+      ref={table}
+      aria-label={trans.__('Trials')}
+      aria-rowcount={rows.length + 1}
+      onKeyDown={keys.onKeyDown}
+      onFocus={keys.onFocus}
+    >
+      <thead>
+        <tr role="row" aria-rowindex={1}>
+          {columns.map(column => (
+            <th
+              key={column.key}
+              role="columnheader"
+              tabIndex={-1}
+              data-column={column.key}
+              aria-sort={
+                sort.key === column.key
+                  ? sort.descending
+                    ? 'descending'
+                    : 'ascending'
+                  : 'none'
+              }
+              title={trans.__('Sort by %1', column.label)}
+              onClick={() => props.onSort(toggleTrialSort(sort, column.key))}
+            >
+              {column.label}
+              {sort.key === column.key ? (sort.descending ? ' ▾' : ' ▴') : ''}
+            </th>
+          ))}
+        </tr>
+      </thead>
+      <tbody>
+        {rows.map((trial, index) => {
+          const pruned = trial.result === 'pruned';
+          return (
+            <tr
+              key={trial.trial}
+              role="row"
+              aria-rowindex={index + 2}
+              data-trial={trial.trial}
+              className={[
+                props.best === trial.trial ? 'jp-kubelab-Trials-best' : '',
+                pruned ? 'jp-kubelab-Trials-pruned' : ''
+              ]
+                .join(' ')
+                .trim()}
+              onClick={() => props.onOpen(trial)}
+              title={trial.result_reason ?? undefined}
+            >
+              <td role="gridcell" tabIndex={-1}>
+                {trial.trial}
+              </td>
+              <td role="gridcell" tabIndex={-1}>
+                <span
+                  className={`jp-kubelab-StatusDot jp-kubelab-StatusDot-${String(trial.status).toLowerCase()}`}
+                />
+                {trial.status}
+                {trial.result && trial.result !== 'complete'
+                  ? ` (${trial.result})`
+                  : ''}
+              </td>
+              <td role="gridcell" tabIndex={-1} className="jp-kubelab-Number">
+                {formatValue(trial.objective, '—')}
+              </td>
+              {params.map(name => (
+                <td role="gridcell" tabIndex={-1} key={name}>
+                  {formatValue(trial.params?.[name], '—')}
+                </td>
+              ))}
+            </tr>
+          );
+        })}
+      </tbody>
+    </table>
+  );
+}
