@@ -54,7 +54,9 @@ def check_runnable_by(entry: Any, paths: list[Path]) -> None:
         try:
             closed = unreachable_by(path, entry.pw_uid, gids)
         except OSError as exc:
-            raise KubelabError(f"the notebook server cannot start: {path} is missing ({exc.strerror})") from None
+            raise KubelabError(
+                f"the notebook server cannot start: {path} is missing ({exc.strerror})"
+            ) from None
         if closed is not None:
             folder, mode = closed
             raise KubelabError(

@@ -24,7 +24,7 @@ from system_users import needs_root, system_user
 from world_python import remove, world_python
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spawner"))
-from hub_process import Hub  # noqa: E402
+from hub_process import Hub
 
 pytestmark = needs_root
 PASSWORD = "fresh-machine-pw-7"

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -72,7 +71,7 @@ def open_tensorboard(browser: Browser, server: JupyterServer, url: str, policy: 
     try:
         page.get_by_text("loss", exact=True).first.wait_for(timeout=30_000)
         rendered = True
-    except Exception:  # noqa: BLE001 - Playwright's timeout: the card never came
+    except Exception:
         rendered = False
     result = {
         "rendered": rendered,

@@ -34,7 +34,7 @@ from system_users import as_user, needs_root, system_user
 from world_python import remove, world_python
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spawner"))
-from hub_process import Hub  # noqa: E402
+from hub_process import Hub
 
 RUN = "{run}"
 REST = [  # B's objects, as paths under B's /kubelab/api/; {run} is one of B's experiments
