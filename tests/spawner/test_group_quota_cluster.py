@@ -2,18 +2,23 @@
 
 Each member namespace gets a ResourceQuota holding its share of the group's total (see
 `kubelab.spawner.group_quota`), so on the real control plane a member's notebook token that asks
-for more than its share, through a Job it may create, has the Job's pods refused by the API
-server; within the share they are created. Pods directly are refused by RBAC
-(`test_pod_security_cluster.py`), so Jobs are the notebook's only way to run something.
+for more than its share has its Job's pods refused by the API server, whether it asks the API
+server directly or through kubelab's CLI or REST API; within the share they are created. Pods
+directly are refused by RBAC (`test_pod_security_cluster.py`), so Jobs are the notebook's only
+way to run something.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 from controlplane.objects import create_renamed, delete_namespaces
+from jupyter_server_process import JupyterServer
 from kubernetes import client, config
 
 from kubelab.spawner.cli import render
@@ -56,6 +61,31 @@ def gpu_job(name: str, gpus: int) -> dict:
                 {"name": "train", "image": IMAGE, "resources": resources}]}}}}
 
 
+BEYOND = {"gpus": 2, "cpu": "100m", "memory": "64Mi"}  # the group's whole total
+
+
+def ask_through_kubelab(namespace: str, notebook: Path, home: Path) -> None:
+    """The member's notebook asks for the group's total through kubelab's CLI and REST API,
+    with its own token, as `kubelab run` and the sidebar would."""
+    env = {"KUBELAB_BACKEND": "kubernetes", "KUBECONFIG": str(notebook), "KUBELAB_NAMESPACE": namespace,
+           "KUBELAB_IMAGE": IMAGE, "KUBELAB_USER": "alice", "KUBELAB_HOME": str(home / "cli")}
+    cli = subprocess.run([sys.executable, "-m", "kubelab.cli", "run", "--name", "cli-beyond", "--gpus", "2",
+                          "--cpu", "100m", "--memory", "64Mi", "--", "python", "-c", "pass"],
+                         env={**os.environ, **env}, capture_output=True, text=True, timeout=120)
+    assert cli.returncode == 0, cli.stderr
+    rest_env = {**env, "KUBELAB_HOME": str(home / "rest")}
+    with JupyterServer(home / "root", home / "server", env=rest_env) as server:
+        reply = server.post("experiments", {"name": "rest-beyond", "command": ["python", "-c", "pass"],
+                                            "resources": BEYOND})
+        assert reply.status_code == 201, reply.text
+
+
+def quota_refusals(core: client.CoreV1Api, namespace: str) -> dict[str, str]:
+    """The Jobs whose pods the API server refused for the quota, by Job name."""
+    return {e.involved_object.name: e.message for e in core.list_namespaced_event(namespace).items
+            if e.reason == "FailedCreate" and "exceeded quota" in (e.message or "")}
+
+
 @pytest.mark.cluster
 def test_members_together_cannot_exceed_the_group_quota_by_asking_the_api_server(
         cluster, kubeconfig: Path, tmp_path: Path, monkeypatch) -> None:
@@ -71,25 +101,29 @@ def test_members_together_cannot_exceed_the_group_quota_by_asking_the_api_server
             notebook = cluster.write_kubeconfig(tmp_path / member, token=token, namespace=namespace)
             with config.new_client_from_config(str(notebook)) as api:
                 batch = client.BatchV1Api(api)
-                batch.create_namespaced_job(namespace, gpu_job("beyond-share", 2))  # the group's whole total
+                batch.create_namespaced_job(namespace, gpu_job("beyond-share", 2))
                 batch.create_namespaced_job(namespace, gpu_job("within-share", 1))
                 with pytest.raises(client.ApiException) as edit:  # nor may it raise its own quota
                     client.CoreV1Api(api).patch_namespaced_resource_quota(
                         "kubelab-quota", namespace, {"spec": {"hard": {"requests.nvidia.com/gpu": "2"}}})
                 assert edit.value.status == 403
+            if member == "user-alice":
+                ask_through_kubelab(namespace, notebook, tmp_path / "kubelab")
         with config.new_client_from_config(str(kubeconfig)) as api:
-            core = client.CoreV1Api(api)
-            for namespace in names.values():
-                refusal = ""
+            core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
+            for member, namespace in names.items():
+                jobs = {j.metadata.name for j in batch.list_namespaced_job(namespace).items} - {"within-share"}
+                refusals: dict[str, str] = {}
                 for _ in range(300):
-                    refusal = next((e.message for e in core.list_namespaced_event(namespace).items
-                                    if e.reason == "FailedCreate" and e.involved_object.name == "beyond-share"
-                                    and "exceeded quota" in (e.message or "")), "")
-                    pods = core.list_namespaced_pod(namespace).items
-                    if refusal and pods:
+                    refusals = quota_refusals(core, namespace)
+                    if set(refusals) >= jobs and core.list_namespaced_pod(namespace).items:
                         break
                     time.sleep(0.1)
-                assert "requested: requests.nvidia.com/gpu=2" in refusal and "limited: requests.nvidia.com/gpu=1" in refusal
+                assert len(jobs) == (3 if member == "user-alice" else 1), jobs  # direct, CLI, REST
+                assert set(refusals) == jobs, (jobs, refusals)
+                for message in refusals.values():
+                    assert "requested: requests.nvidia.com/gpu=2" in message, message
+                    assert "limited: requests.nvidia.com/gpu=1" in message, message
                 owners = [p.metadata.owner_references[0].name for p in core.list_namespaced_pod(namespace).items]
                 assert owners == ["within-share"], owners
             held = sum(int(core.read_namespaced_resource_quota("kubelab-quota", ns).status.used
