@@ -216,16 +216,20 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
     def check_launch(self) -> None:
         """The user's account can run the Python and packages the server starts from, and a
         configured port is free: otherwise the server would die before it could say why."""
+        import shutil
+
         check_port_free(self.ip, self.port)
+        program = shutil.which(self.cmd[0]) if self.cmd else None
+        if self.cmd and program is None:
+            raise KubelabError(f"the notebook server's command {self.cmd[0]!r} is not an executable "
+                               "program on this machine (ask the admin to check LocalKubeLabSpawner.cmd)")
         if not self.run_as_users:
             return
         import pwd
-        import shutil
 
         from .preflight import interpreter_paths
 
         paths = interpreter_paths()
-        program = shutil.which(self.cmd[0]) if self.cmd else None
         if program:
             paths.append(Path(program))
         check_runnable_by(pwd.getpwnam(self.user.name), paths)

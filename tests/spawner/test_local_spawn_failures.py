@@ -115,3 +115,13 @@ def test_a_port_already_taken_is_named(open_folder: Path) -> None:
             for text in (form_text, api_text):
                 assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in text, text[-1500:]
             hub.api("DELETE", f"users/{me}/server")
+
+
+def test_a_server_command_that_does_not_exist_is_named(open_folder: Path) -> None:
+    me = os.environ.get("USER") or __import__("getpass").getuser()
+    overrides = ("c.LocalKubeLabSpawner.cmd = ['/nonexistent/jupyterhub-singleuser']\n"
+                 "c.LocalKubeLabSpawner.run_as_users = False\n")
+    with local_hub(open_folder / "command", overrides) as hub:
+        for text in refused_on_form_and_api(hub, me):
+            assert "command &#39;/nonexistent/jupyterhub-singleuser&#39; is not an executable program" in text or (
+                "command '/nonexistent/jupyterhub-singleuser' is not an executable program" in text), text[-1500:]
