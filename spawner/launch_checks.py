@@ -38,7 +38,7 @@ def _allowed(info: os.stat_result, uid: int, gids: set[int], need: int) -> bool:
 def unreachable_by(path: Path, uid: int, gids: set[int]) -> tuple[Path, int] | None:
     """The first folder on the way to `path` (or the file itself) that `uid` cannot pass (or read
     and run), with its mode; None when the account can run `path`."""
-    path = path.resolve()
+    path = path.resolve()  # a virtualenv's python is a link: what counts is where it points
     for folder in [*reversed(path.parents), path]:
         info = folder.stat()
         need = 0o1 if folder != path else 0o5
