@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kubelab.driver_store import write_json
 from kubelab.errors import Conflict, FieldError, NotFound, ValidationError, did_you_mean
 from kubelab.lab import RUN_ID, Lab
 from kubelab.records import new_id
@@ -31,7 +32,6 @@ from kubelab.sweeps.store import (
     SweepDirectory,
     SweepState,
     SweepStore,
-    write_json,
 )
 
 COUNT_OF = {COMPLETE: "succeeded", TRIAL_FAILED: "failed", PRUNED: "pruned", TRIAL_STOPPED: "stopped"}
@@ -299,9 +299,8 @@ class Sweeps:
 
     def ensure_driver(self, sweep: SweepDirectory) -> bool:
         """Start a driver for a Running sweep that has none; True when one was started."""
-        with sweep.state_lock():
-            if sweep.read_state().status != RUNNING or sweep.driver_alive():
-                return False
+        if not sweep.needs_driver():
+            return False
         driver.launch(sweep)
         return True
 
