@@ -8,6 +8,7 @@ started some other way, or a Python changed since, is caught here for the one us
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import stat
@@ -92,3 +93,34 @@ def folder_failure(path: Path, exc: OSError) -> KubelabError:
         f"the hub could not create {path}: {exc.strerror or exc} (ask the admin to check "
         "LocalKubeLabSpawner.root, KUBELAB_HUB_ROOT, and that it is a writable folder)"
     )
+
+
+def exit_reason(user: str, status: int) -> KubelabError:
+    """The sentence for a server that exited before it listened."""
+    from .gpu_exec import GPUS_TAKEN
+
+    if status == GPUS_TAKEN:
+        cause = "the GPUs it was given were taken by another run before it started; try again"
+    elif status < 0:
+        cause = f"it was killed by signal {-status}"
+    else:
+        cause = f"it exited with status {status}; the hub's log has its output"
+    return KubelabError(f"the notebook server for {user} stopped before it answered: {cause}")
+
+
+async def until_listening(process: Any, address: tuple[str, int], user: str, timeout: float) -> None:
+    """Return once the server accepts connections; raise naming why if its process ends first
+    (JupyterHub would otherwise wait out its timeout and answer with a bare "failed to start")."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        status = process.poll()
+        if status is not None:
+            raise exit_reason(user, status)
+        try:
+            _, writer = await asyncio.open_connection(*address)
+        except OSError:
+            await asyncio.sleep(0.1)
+            continue
+        writer.close()
+        return

@@ -29,7 +29,13 @@ from .availability import Availability, group_label, local_availability, noteboo
 from .choice import choose, hub_memberships, public_properties
 from .form import admin_error, render_form
 from .groups import ProjectGroup, user_groups
-from .launch_checks import check_port_free, check_runnable_by, folder_failure, launch_failure
+from .launch_checks import (
+    check_port_free,
+    check_runnable_by,
+    folder_failure,
+    launch_failure,
+    until_listening,
+)
 from .profiles import Catalog, NotebookOptions
 from .spawn_form import SpawnForm, refusal
 from .user_dirs import make_owned_dirs
@@ -276,11 +282,16 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
         configured = list(self.cmd)
         self.cmd = [*launcher, "--", *configured]
         try:
-            return await super().start()
+            address = await super().start()
         except OSError as exc:  # the process could not even be created
             raise refusal(launch_failure(self.user.name, exc)) from None
         finally:
             self.cmd = configured
+        try:
+            await until_listening(self.proc, address, self.user.name, self.start_timeout)
+        except KubelabError as exc:
+            raise refusal(exc) from None
+        return address
 
     def get_args(self) -> list[str]:
         args = [

@@ -125,3 +125,12 @@ def test_a_server_command_that_does_not_exist_is_named(open_folder: Path) -> Non
         for text in refused_on_form_and_api(hub, me):
             assert "command &#39;/nonexistent/jupyterhub-singleuser&#39; is not an executable program" in text or (
                 "command '/nonexistent/jupyterhub-singleuser' is not an executable program" in text), text[-1500:]
+
+
+def test_a_server_that_exits_before_it_answers_is_named(open_folder: Path) -> None:
+    me = os.environ.get("USER") or __import__("getpass").getuser()
+    overrides = (f"c.LocalKubeLabSpawner.cmd = [{sys.executable!r}, '-c', 'raise SystemExit(7)']\n"
+                 "c.LocalKubeLabSpawner.run_as_users = False\n")
+    with local_hub(open_folder / "exits", overrides) as hub:
+        for text in refused_on_form_and_api(hub, me):
+            assert "stopped before it answered: it exited with status 7" in text, text[-1500:]
