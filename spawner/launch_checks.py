@@ -71,7 +71,8 @@ def check_port_free(ip: str, port: int) -> None:
     if not port:
         return  # JupyterHub picks a free one
     with socket.socket() as probe:
-        try:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds: a port
+        try:  # left in TIME_WAIT by the user's last server is free, one listened on is not
             probe.bind((ip or "127.0.0.1", port))
         except OSError as exc:
             raise KubelabError(
@@ -123,4 +124,5 @@ async def until_listening(process: Any, address: tuple[str, int], user: str, tim
             await asyncio.sleep(0.1)
             continue
         writer.close()
+        await writer.wait_closed()
         return
