@@ -166,13 +166,22 @@ def render_all(config_path: Path | None = None, hub_namespace: str | None = None
     return result
 
 
+def _declared_users(entry: Any) -> list[str] | None:
+    """A load_groups entry's members (a dict's `users`, or the older plain list), None if unknown."""
+    if isinstance(entry, dict) and isinstance(entry.get("users"), list):
+        return list(entry["users"])
+    return list(entry) if isinstance(entry, list) else None
+
+
 async def _spawner(config: Any, user: str, groups: list[str]) -> Any:
     from .kube import KubeLabSpawner
 
     hub = types.SimpleNamespace(
         public_host="", url="http://hub:8081/hub/", base_url="/hub/", api_url="http://hub:8081/hub/api"
     )
-    member = [types.SimpleNamespace(name=n, properties=p) for n, p in _group_properties(config, groups)]
+    declared = dict(config.JupyterHub.get("load_groups", {}) or {})
+    member = [types.SimpleNamespace(name=n, properties=p, users=_declared_users(declared.get(n)))
+              for n, p in _group_properties(config, groups)]
     account = types.SimpleNamespace(name=user, id=0, url=f"/user/{user}/", escaped_name=user, groups=member)
     return KubeLabSpawner(config=config, user=account, hub=hub)
 

@@ -31,6 +31,7 @@ from .apply import Applier, Outcome
 from .availability import ClusterAvailability
 from .choice import choose, hub_memberships, public_properties
 from .form import admin_error, render_form
+from .group_quota import members_of, namespace_quota
 from .groups import ProjectGroup
 from .kube_settings import KubeLabSettings
 from .network import HUB_ACCESS_LABEL, ApiServer, Isolation, extra_egress_rules
@@ -317,7 +318,7 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, KubeSpawner):
             self.namespace,
             self.user_slug,
             account,
-            group.user_quota,
+            namespace_quota(group.user_quota, group.group_quota, members_of(self.user, group.name)),
             resources,
             self.storage,
             role_file,

@@ -29,6 +29,13 @@ from .availability import Availability, group_label, local_availability, noteboo
 from .choice import choose, hub_memberships, public_properties
 from .form import admin_error, render_form
 from .groups import ProjectGroup, user_groups
+from .launch_checks import (
+    check_port_free,
+    check_runnable_by,
+    folder_failure,
+    launch_failure,
+    until_listening,
+)
 from .profiles import Catalog, NotebookOptions
 from .spawn_form import SpawnForm, refusal
 from .user_dirs import make_owned_dirs
@@ -200,14 +207,38 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
             if self.create_system_users:
                 entry = create_system_user(self.user.name)
             else:
-                    raise KubelabError(
-                f"there is no system account named '{self.user.name}' on this machine, and the "
-                "hub runs each notebook as its user's account (create it, e.g. `useradd "
-                f"{self.user.name}`, or use an authenticator that creates accounts)"
+                raise KubelabError(
+                    f"there is no system account named '{self.user.name}' on this machine, and the "
+                    "hub runs each notebook as its user's account (create it, e.g. `useradd "
+                    f"{self.user.name}`, or use an authenticator that creates accounts)"
                 ) from None
         root, owner = Path(self.root), (entry.pw_uid, entry.pw_gid)
-        make_owned_dirs(root, ["workspaces", slug, ".kubelab"], 1, *owner)
-        make_owned_dirs(root, ["archives", slug], 1, *owner)
+        for parts in (["workspaces", slug, ".kubelab"], ["archives", slug]):
+            try:
+                make_owned_dirs(root, parts, 1, *owner)
+            except OSError as exc:
+                raise folder_failure(root.joinpath(*parts[:2]), exc) from None
+
+    def check_launch(self) -> None:
+        """The user's account can run the Python and packages the server starts from, and a
+        configured port is free: otherwise the server would die before it could say why."""
+        import shutil
+
+        check_port_free(self.ip, self.port)
+        program = shutil.which(self.cmd[0]) if self.cmd else None
+        if self.cmd and program is None:
+            raise KubelabError(f"the notebook server's command {self.cmd[0]!r} is not an executable "
+                               "program on this machine (ask the admin to check LocalKubeLabSpawner.cmd)")
+        if not self.run_as_users:
+            return
+        import pwd
+
+        from .preflight import interpreter_paths
+
+        paths = interpreter_paths()
+        if program:
+            paths.append(Path(program))
+        check_runnable_by(pwd.getpwnam(self.user.name), paths)
 
     @property
     def gpu_run(self) -> str:
@@ -233,6 +264,7 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
         self._group, self._options = group, options
         try:
             self.prepare_folders()
+            self.check_launch()
         except KubelabError as exc:
             raise refusal(exc) from None
         self.notebook_dir = str(self.workspace)
@@ -250,9 +282,16 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
         configured = list(self.cmd)
         self.cmd = [*launcher, "--", *configured]
         try:
-            return await super().start()
+            address = await super().start()
+        except OSError as exc:  # the process could not even be created
+            raise refusal(launch_failure(self.user.name, exc)) from None
         finally:
             self.cmd = configured
+        try:
+            await until_listening(self.proc, address, self.user.name, self.start_timeout)
+        except KubelabError as exc:
+            raise refusal(exc) from None
+        return address
 
     def get_args(self) -> list[str]:
         args = [

@@ -13,15 +13,14 @@ from pathlib import Path
 
 from kubelab.errors import FieldError, ValidationError
 
+from .launch_checks import unreachable_by
+
 
 def closed_to_others(path: Path) -> Path | None:
-    """The first folder on the way to `path` (or `path` itself) another account cannot use."""
-    path = path.resolve()  # a virtualenv's python is a link: what counts is where it points
-    for folder in [*reversed(path.parents), path]:
-        needed = stat.S_IXOTH if folder != path else stat.S_IROTH | stat.S_IXOTH  # pass; read and run
-        if folder.stat().st_mode & needed != needed:
-            return folder
-    return None
+    """The first folder on the way to `path` (or `path` itself) another account cannot use:
+    `unreachable_by` for an account that owns nothing here and is in no group."""
+    closed = unreachable_by(path, -1, set())
+    return None if closed is None else closed[0]
 
 
 def interpreter_paths() -> list[Path]:

@@ -40,8 +40,12 @@ def need_proxy() -> None:
 class Hub:
     """`with Hub(tmp, overrides, env) as hub: hub.api("GET", "users")`."""
 
-    def __init__(self, directory: Path, overrides: str = "", env: dict[str, str] | None = None) -> None:
+    def __init__(self, directory: Path, overrides: str = "", env: dict[str, str] | None = None,
+                 python: str = sys.executable, kubelab_hub: bool = False) -> None:
+        """`kubelab_hub`: start it as an admin would, `python -m kubelab.cli hub` (with its checks)."""
         self.dir = Path(directory)
+        self.python, self.kubelab_hub = python, kubelab_hub
+        self.dir.mkdir(parents=True, exist_ok=True)
         self.port, self.hub_port, self.proxy_port = free_port(), free_port(), free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.token = secrets.token_hex(16)
@@ -53,7 +57,10 @@ class Hub:
             "c.JupyterHub.services.append({'name': 'test-admin', 'api_token': %r})\n"
             "c.JupyterHub.load_roles.append({'name': 'test-admin', 'scopes': ['admin:users', "
             "'admin:servers', 'admin:groups', 'tokens', 'admin-ui', 'access:servers', 'read:users'],"
-            " 'services': ['test-admin']})\n" % self.token + overrides
+            " 'services': ['test-admin']})\n" % self.token
+            + f"c.JupyterHub.hub_port = {self.hub_port}\n"
+            + f"c.ConfigurableHTTPProxy.api_url = 'http://127.0.0.1:{self.proxy_port}'\n"
+            + overrides
         )
         self.env = {**os.environ, "KUBELAB_HUB_AUTH": "shared-password", "KUBELAB_HUB_PASSWORD": PASSWORD,
                     **(env or {})}
@@ -62,8 +69,12 @@ class Hub:
     def start(self) -> Hub:
         need_proxy()
         self.dir.mkdir(parents=True, exist_ok=True)
+        if self.kubelab_hub:  # the root folder holds the database, cookie secret and proxy pid
+            command = [self.python, "-m", "kubelab.cli", "hub", "--port", str(self.port), "--config",
+                       str(self.config), "--root", self.env.get("KUBELAB_HUB_ROOT", str(self.dir / "root"))]
+            return self._wait(command)
         command = [
-            sys.executable,
+            self.python,
             "-m",
             "jupyterhub",
             "-f",
@@ -76,6 +87,9 @@ class Hub:
             f"--JupyterHub.cookie_secret_file={self.dir / 'cookie_secret'}",
             f"--ConfigurableHTTPProxy.pid_file={self.dir / 'proxy.pid'}",
         ]
+        return self._wait(command)
+
+    def _wait(self, command: list[str]) -> Hub:
         with open(self.log, "wb") as out:
             self.process = subprocess.Popen(
                 command, env=self.env, cwd=self.dir, stdout=out, stderr=subprocess.STDOUT
@@ -131,13 +145,13 @@ class Hub:
             **kwargs,
         )
 
-    def login(self, user: str) -> requests.Session:
-        """A browser-like session logged in with the shared password."""
+    def login(self, user: str, password: str = PASSWORD) -> requests.Session:
+        """A browser-like session logged in (with the shared password unless given)."""
         session = requests.Session()
         page = session.get(f"{self.url}/hub/login", timeout=30)
         xsrf = _xsrf(page.text) or session.cookies.get("_xsrf", "")
         reply = session.post(
-            f"{self.url}/hub/login", data={"username": user, "password": PASSWORD, "_xsrf": xsrf}, timeout=30
+            f"{self.url}/hub/login", data={"username": user, "password": password, "_xsrf": xsrf}, timeout=30
         )
         assert reply.status_code == 200 and "/hub/login" not in reply.url, self.log_tail()
         return session
