@@ -8,7 +8,8 @@ would create them), and then plays the controller: it runs each task's command, 
 pipeline step ID STEP`, as a subprocess with the notebook's kubeconfig and environment, in
 dependency order (the two independent steps at once, and a failed attempt run again as
 `retryStrategy` would), while it plays the containers of the step Jobs on a simulated node
-(reporting metrics into the run directory, ending the pod through KWOK)."""
+(reporting metrics into the run directory, ending the pod through KWOK). The docs' worked
+example (a sweep, train with its best params, evaluate) runs the same way."""
 
 from __future__ import annotations
 
@@ -16,11 +17,13 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 import test_pipeline_cluster as worked_example
+import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from test_pipeline_engines import WORKFLOW_CRD
@@ -192,3 +195,37 @@ def test_stop_terminates_the_workflow_and_resume_is_refused(simulated_cluster, a
     with pytest.raises(ValidationError) as refused:
         pipelines.resume(pid)
     assert refused.value.fields[0].path == "engine" and "argo retry" in refused.value.fields[0].reason
+
+
+def test_the_worked_example_runs_as_a_workflows_tasks(simulated_cluster, admin, on_cluster, argo_served):
+    """docs/pipelines.md's nightly example with `engine: argo`: the tune sweep's trials, then
+    train with `{{ steps.tune.best.params.lr }}`, then evaluate, each step a task's command
+    (run in order by a thread, as the controller would), the containers played as in
+    test_pipeline_cluster.py, with the same results as under the driver."""
+    namespace, nb, work = on_cluster
+    home = Path(nb.home)
+    spec = yaml.safe_load(worked_example.DOCS.read_text().split("<!-- file: nightly.yml -->\n```yaml\n")[1]
+                          .split("```")[0])
+    spec.pop("schedule")
+    for script in ("tune.py", "train.py", "evaluate.py"):
+        (work / script).write_text("# run by the container\n")
+    pipelines = Pipelines(Lab())
+    record = pipelines.create({**spec, "engine": "argo"}, base_dir=work, params={"long_epochs": 5})
+    codes: dict[str, int] = {}
+
+    def controller() -> None:
+        for step in ("tune", "train", "evaluate"):
+            codes[step] = finish(start_step(record["id"], step))[0]
+
+    tasks = threading.Thread(target=controller)
+    tasks.start()
+    ended = worked_example.play_containers(simulated_cluster, admin, namespace, home, record["id"], pipelines)
+    tasks.join(timeout=120)
+    assert codes == {"tune": 0, "train": 0, "evaluate": 0}
+    done = pipelines.get(record["id"])
+    assert done["status"] == "Succeeded" and done["engine"] == "argo", done
+    tune, train, evaluate = done["steps"]
+    assert tune["record"]["best"]["params"] == {"lr": 0.03}
+    assert train["record"]["params"] == {"lr": 0.03, "epochs": 5} and train["record"]["backend"] == "kubernetes"
+    assert evaluate["record"]["metrics"] == {"test_accuracy": 0.99, "epochs": 5}
+    assert len(ended) == 5  # three trials, train, evaluate: each once
