@@ -32,6 +32,7 @@ from kubelab.errors import ValidationError
 from kubelab.lab import Lab
 from kubelab.pipelines import argo_workflow
 from kubelab.pipelines.service import Pipelines
+from kubelab.schedules.service import Schedules
 
 pytestmark = pytest.mark.cluster
 admin, on_cluster = worked_example.admin, worked_example.on_cluster  # its fixtures: the notebook's namespace
@@ -195,6 +196,17 @@ def test_stop_terminates_the_workflow_and_resume_is_refused(simulated_cluster, a
     with pytest.raises(ValidationError) as refused:
         pipelines.resume(pid)
     assert refused.value.fields[0].path == "engine" and "argo retry" in refused.value.fields[0].reason
+
+
+def test_a_schedule_of_an_argo_pipeline_is_refused_by_name(on_cluster, argo_served):
+    """A schedule's fire runs under an account that may not submit Workflows: refused up front."""
+    namespace, nb, work = on_cluster
+    (work / "prep.py").write_text("# run by the container\n")
+    schedules = Schedules(Lab())
+    with pytest.raises(ValidationError) as refused:
+        schedules.create(None, {**SPEC, "schedule": {"cron": "0 2 * * *"}}, base_dir=work)
+    assert [f.path for f in refused.value.fields] == ["engine"]
+    assert "engine: driver" in refused.value.fields[0].reason and schedules.all() == []
 
 
 def test_the_worked_example_runs_as_a_workflows_tasks(simulated_cluster, admin, on_cluster, argo_served):
