@@ -66,46 +66,26 @@ def check(schedule: Schedule, nb: NotebookEnv) -> None:
         problems.append(FieldError("schedule.cron", "a Kubernetes CronJob takes five fields (minute "
                                    "hour day-of-month month day-of-week); seconds and years run "
                                    "only on the local scheduler"))
+    problems += notebook_problems(nb, "the schedule")
+    if problems:
+        raise ValidationError("cannot schedule this on the cluster", problems)
+
+
+def notebook_problems(nb: NotebookEnv, what: str) -> list[FieldError]:
+    """What `pod_spec` needs to know of the notebook, by field, to run `what` off the notebook."""
+    problems = []
     if not nb.image:
         problems.append(FieldError("image", "the notebook's image is unknown (KUBELAB_IMAGE is not set)"))
     if not nb.namespace:
         problems.append(FieldError("namespace", "the notebook's namespace is unknown (KUBELAB_NAMESPACE)"))
     if not nb.home:
-        problems.append(FieldError("KUBELAB_HOME", "is not set: the CronJob reads the schedule from "
-                                   "the user's volume"))
-    if problems:
-        raise ValidationError("cannot schedule this on the cluster", problems)
+        problems.append(FieldError("KUBELAB_HOME", f"is not set: the pod reads {what} from the user's "
+                                   "volume"))
+    return problems
 
 
 def cronjob(schedule_id: str, name: str, schedule: Schedule, paused: bool, nb: NotebookEnv) -> Manifest:
-    env = [{"name": k, "value": v} for k, v in notebook_environ(nb).items()]
-    container: Manifest = {
-        "name": "scheduler",
-        "image": nb.image,
-        "command": ["kubelab", "schedule", "fire", schedule_id],
-        "env": env,
-        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"},
-                      "limits": {"cpu": "1", "memory": "1Gi"}},
-        "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True,
-                            "capabilities": {"drop": ["ALL"]}},
-    }
-    if nb.mounts:
-        container["volumeMounts"] = list(nb.mounts)
-    pod: Manifest = {
-        "restartPolicy": "Never",
-        "serviceAccountName": account(schedule_id),
-        "automountServiceAccountToken": True,  # it submits the schedule's Jobs
-        "enableServiceLinks": False,
-        "securityContext": {"runAsNonRoot": True, "runAsUser": nb.uid, "runAsGroup": nb.gid,
-                            "fsGroup": nb.gid, "seccompProfile": {"type": "RuntimeDefault"}},
-        "containers": [container],
-    }
-    if nb.volumes:
-        pod["volumes"] = list(nb.volumes)
-    if nb.node_selector:
-        pod["nodeSelector"] = dict(nb.node_selector)
-    if nb.tolerations:
-        pod["tolerations"] = list(nb.tolerations)
+    pod = pod_spec(nb, "scheduler", ["kubelab", "schedule", "fire", schedule_id], account(schedule_id))
     labels = _labels(schedule_id, nb)
     spec: Manifest = {
         "schedule": schedule.cron,
@@ -123,6 +103,42 @@ def cronjob(schedule_id: str, name: str, schedule: Schedule, paused: bool, nb: N
             "metadata": {"name": cronjob_name(name, schedule_id), "namespace": nb.namespace, "labels": labels,
                          "annotations": {"kubelab.io/schedule-name": name}},
             "spec": spec}
+
+
+def pod_spec(nb: NotebookEnv, container: str, command: list[str], service_account: str) -> Manifest:
+    """The pod of a kubelab command run for the notebook's user, off the notebook: its image,
+    environment (`notebook_environ`), volumes, node selector and tolerations, as
+    `service_account`, passing the `restricted` Pod Security level. A schedule's CronJob and a
+    pipeline's Workflow (`kubelab.pipelines.argo_workflow`) both run their commands in it."""
+    env = [{"name": k, "value": v} for k, v in notebook_environ(nb).items()]
+    main: Manifest = {
+        "name": container,
+        "image": nb.image,
+        "command": command,
+        "env": env,
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"},
+                      "limits": {"cpu": "1", "memory": "1Gi"}},
+        "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True,
+                            "capabilities": {"drop": ["ALL"]}},
+    }
+    if nb.mounts:
+        main["volumeMounts"] = list(nb.mounts)
+    pod: Manifest = {
+        "restartPolicy": "Never",
+        "serviceAccountName": service_account,
+        "automountServiceAccountToken": True,  # it submits Jobs
+        "enableServiceLinks": False,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": nb.uid, "runAsGroup": nb.gid,
+                            "fsGroup": nb.gid, "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [main],
+    }
+    if nb.volumes:
+        pod["volumes"] = list(nb.volumes)
+    if nb.node_selector:
+        pod["nodeSelector"] = dict(nb.node_selector)
+    if nb.tolerations:
+        pod["tolerations"] = list(nb.tolerations)
+    return pod
 
 
 def notebook_environ(nb: NotebookEnv) -> dict[str, str]:

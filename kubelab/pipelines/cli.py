@@ -2,6 +2,7 @@
 
     kubelab pipeline run -f pipeline.yml [-P k=v] [--wait] [--now] [-o json]
     kubelab pipeline ls | show ID | stop ID | resume ID [--wait]
+    kubelab pipeline step ID STEP    (one step, as the driver runs it: an Argo task's command)
 
 A spec with a `schedule:` section is not run at once: it becomes a schedule
 (`kubelab schedule ls`), unless `--now` asks for one run now. Works with no server
@@ -40,6 +41,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p = command("resume", cmd_resume, "run again the steps of a pipeline that did not succeed")
     p.add_argument("id")
     p.add_argument("--wait", action="store_true")
+    p = command("step", cmd_step, "run one step of a pipeline (what an engine: argo Workflow's task runs)")
+    p.add_argument("id")
+    p.add_argument("step")
 
 
 def _pipelines() -> Pipelines:
@@ -164,6 +168,12 @@ def cmd_resume(args: argparse.Namespace) -> int:
     emit(record, "json") if args.output == "json" else print(
         f"pipeline {record['id']} {record['status']}: {record['reason']}")
     return 0
+
+
+def cmd_step(args: argparse.Namespace) -> int:
+    from kubelab.pipelines.step import StepRunner
+
+    return StepRunner(_pipelines().pipeline(args.id), args.step).run()
 
 
 def table(rows: list[tuple[Any, ...]]) -> str:

@@ -74,8 +74,8 @@ class Driver:
                 return 0
             with self.pipeline.state_lock():
                 self.state = self.pipeline.read_state()
-                if self.state.status != RUNNING:
-                    return 0
+                if self.state.status != RUNNING or self.state.engine != "driver":
+                    return 0  # an argo pipeline's steps are run by its Workflow's tasks
                 self.state.driver_pid, self.state.reason = os.getpid(), "running"
                 self.save()
             try:
@@ -115,13 +115,17 @@ class Driver:
         """Adopt the run of a step whose submit the ledger did not see finish."""
         for entry in self.state.steps.values():
             if entry.state == SUBMITTING:
-                found = self.find(entry)
-                if found:
-                    entry.id, entry.state = found, ACTIVE
-                else:
-                    entry.state = WAITING  # never submitted: the loop submits this attempt
-                    entry.attempt -= 1
+                self.adopt(entry)
         self.save()
+
+    def adopt(self, entry: StepEntry) -> None:
+        """A `submitting` step: running if its run exists, else waiting to submit this attempt."""
+        found = self.find(entry)
+        if found:
+            entry.id, entry.state = found, ACTIVE
+        else:
+            entry.state = WAITING  # never submitted: the loop submits this attempt
+            entry.attempt -= 1
 
     def find(self, entry: StepEntry) -> str | None:
         """The id of this step's run or sweep that is not an earlier attempt's."""
@@ -157,22 +161,18 @@ class Driver:
                 entry = self.state.steps[step.name]
                 if entry.state == WAITING:
                     self.consider(step, entry)
-            if all(e.final for e in self.state.steps.values()):
-                failed = [e.name for e in self.state.steps.values() if e.state != DONE]
-                if failed:
-                    self.end(FAILED, "failed steps: " + ", ".join(
-                        f"{n} ({self.state.steps[n].reason})" for n in failed))
-                else:
-                    self.end(SUCCEEDED, f"{len(self.state.steps)} steps succeeded")
+            ended = verdict(self.state.steps)
+            if ended:
+                self.end(*ended)
                 return
             time.sleep(POLL)
 
     def consider(self, step: Any, entry: StepEntry) -> None:
         """Start a waiting step whose dependencies succeeded; fail it if one of them failed."""
         deps = [self.state.steps[d] for d in step.depends_on]
-        broken = [d for d in deps if d.final and d.state != DONE]
+        broken = upstream_failure(step.depends_on, self.state.steps)
         if broken:
-            self.conclude(entry, STEP_FAILED, f"upstream step '{broken[0].name}' {broken[0].state}")
+            self.conclude(entry, STEP_FAILED, broken)
         elif all(d.state == DONE for d in deps):
             self.start(step, entry)
 
@@ -309,6 +309,22 @@ class Driver:
         self.state.finish(status, reason)
         self.pipeline.clear_stop()
         self.save()
+
+
+def upstream_failure(depends_on: list[str], steps: dict[str, StepEntry]) -> str | None:
+    """Why a step cannot run because a step it depends on ended without succeeding, if one did."""
+    broken = [steps[d] for d in depends_on if steps[d].final and steps[d].state != DONE]
+    return f"upstream step '{broken[0].name}' {broken[0].state}" if broken else None
+
+
+def verdict(steps: dict[str, StepEntry]) -> tuple[str, str] | None:
+    """The pipeline's (status, reason) once every step is final; None while one is not."""
+    if not all(e.final for e in steps.values()):
+        return None
+    failed = [e for e in steps.values() if e.state != DONE]
+    if failed:
+        return FAILED, "failed steps: " + ", ".join(f"{e.name} ({e.reason})" for e in failed)
+    return SUCCEEDED, f"{len(steps)} steps succeeded"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,11 +1,9 @@
-"""Which engine runs a pipeline: kubelab's driver everywhere; `argo` only by name.
+"""Which engine runs a pipeline: kubelab's driver everywhere; `argo` where the cluster has it.
 
-`engine: argo` is answered from API discovery, so the reason is true of the cluster at hand:
-on one machine there is no Argo; on a cluster that does not serve `argoproj.io/v1alpha1`
-Workflows, Argo Workflows is not installed; where it is served, kubelab still refuses it,
-because each step's record, templates (`steps.X.metrics.M` is read after X ends) and the
-restartable ledger belong to the driver, and a Workflow whose tasks each run one step needs
-a ledger safe for concurrent writers, which kubelab does not have yet.
+`engine: argo` is answered from API discovery, so the answer is true of the cluster at hand:
+where `argoproj.io/v1alpha1` Workflows are served, the pipeline is submitted as a Workflow
+(`kubelab.pipelines.argo`); on one machine there is no Argo, and a cluster that does not
+serve Workflows has no Argo Workflows installed: both are refused with that reason.
 """
 
 from __future__ import annotations
@@ -27,8 +25,7 @@ def require(engine: str, backend: Backend) -> None:
         reason = (f"argo: this cluster does not serve {WORKFLOWS} (API discovery); install Argo "
                   "Workflows, or use engine: driver, which runs the steps as Jobs")
     else:
-        reason = (f"argo: the cluster serves {WORKFLOWS}, but submitting a pipeline as a Workflow is "
-                  "not supported yet; use engine: driver, which runs the steps as Jobs")
+        return
     raise ValidationError("invalid pipeline spec", [FieldError("engine", reason)])
 
 

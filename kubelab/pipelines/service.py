@@ -11,16 +11,17 @@ from __future__ import annotations
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubelab.driver_store import write_json
 from kubelab.errors import Conflict, FieldError, NotFound, ValidationError
 from kubelab.lab import RUN_ID, Lab
-from kubelab.pipelines import driver, engines
+from kubelab.pipelines import argo, argo_workflow, driver, engines
 from kubelab.pipelines.spec import EXPERIMENT, PipelineSpec, placeholders
 from kubelab.pipelines.store import (
     DONE,
     RUNNING,
+    STOPPED,
     WAITING,
     PipelineDirectory,
     PipelineState,
@@ -28,6 +29,9 @@ from kubelab.pipelines.store import (
     StepEntry,
 )
 from kubelab.records import new_id
+
+if TYPE_CHECKING:
+    from kubelab.kube.backend import KubernetesBackend
 
 
 class Pipelines:
@@ -73,7 +77,10 @@ class Pipelines:
         try:
             folder = PipelineDirectory(staging)
             write_json(folder.spec_file, spec.to_dict())
-            state = PipelineState(user=self.lab.user, base_dir=str(base), confine=confine, schedule=schedule)
+            state = PipelineState(user=self.lab.user, base_dir=str(base), confine=confine, schedule=schedule,
+                                  engine=spec.engine)
+            if spec.engine == "argo":
+                state.workflow = argo_workflow.workflow_name(pipeline_id)
             state.steps = {s.name: StepEntry(s.name, s.kind) for s in spec.steps}
             folder.write_state(state)
             final = self.store.pipeline(pipeline_id)
@@ -81,8 +88,22 @@ class Pipelines:
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-        driver.launch(final)
+        if spec.engine == "argo":
+            try:  # the Workflow's pods read the folder, so it exists first; refused, it goes
+                argo.submit(self.kubernetes(), pipeline_id, spec.name or pipeline_id, spec.to_dict()["steps"])
+            except BaseException:
+                shutil.rmtree(final.path, ignore_errors=True)
+                raise
+        else:
+            driver.launch(final)
         return self.record(final)
+
+    def kubernetes(self) -> KubernetesBackend:
+        from kubelab.kube.backend import KubernetesBackend
+
+        backend = self.lab.backend
+        assert isinstance(backend, KubernetesBackend)  # engines.require admitted argo
+        return backend
 
     # -- reading --------------------------------------------------------------------------
     def pipeline(self, pipeline_id: str) -> PipelineDirectory:
@@ -132,8 +153,11 @@ class Pipelines:
     def stop(self, pipeline_id: str, wait: float = 30.0) -> dict[str, Any]:
         """Stop the pipeline and its running steps; waits (bounded) until the driver recorded it."""
         pipeline = self.pipeline(pipeline_id)
-        if pipeline.read_state().status != RUNNING:
+        state = pipeline.read_state()
+        if state.status != RUNNING:
             raise Conflict(f"pipeline '{pipeline_id}' is not running")
+        if state.engine == "argo":
+            return self.stop_workflow(pipeline, state.workflow or "")
         pipeline.request_stop()
         self.ensure_driver(pipeline)
         deadline = time.monotonic() + wait
@@ -141,11 +165,29 @@ class Pipelines:
             time.sleep(0.05)
         return self.record(pipeline)
 
+    def stop_workflow(self, pipeline: PipelineDirectory, workflow: str) -> dict[str, Any]:
+        """Terminate an argo pipeline's Workflow, stop the steps it started and record it stopped.
+
+        Under the state lock, so a step's pod writing its entry waits and then sees the stop."""
+        argo.terminate(self.kubernetes(), workflow)
+        with pipeline.state_lock():
+            steps = driver.Driver(pipeline)
+            steps.state = pipeline.read_state()
+            if steps.state.status == RUNNING:
+                steps.prepare()
+                steps.stop_steps()
+                steps.end(STOPPED, "stopped by user (Workflow terminated)")
+        return self.record(pipeline)
+
     def resume(self, pipeline_id: str) -> dict[str, Any]:
         """Run again every step that did not succeed (with fresh retries); succeeded ones are kept."""
         pipeline = self.pipeline(pipeline_id)
         with pipeline.state_lock():
             state = pipeline.read_state()
+            if state.engine == "argo":
+                raise ValidationError(f"cannot resume pipeline '{pipeline_id}'", [FieldError("engine", (
+                    "argo: a Workflow is not resumed by kubelab; run the pipeline again (steps with "
+                    "`cache: true` reuse their earlier results), or use `argo retry` on the Workflow"))])
             if state.status == RUNNING:
                 raise Conflict(f"pipeline '{pipeline_id}' is already running")
             if all(e.state == DONE for e in state.steps.values()):
@@ -163,8 +205,9 @@ class Pipelines:
         return self.record(pipeline)
 
     def ensure_driver(self, pipeline: PipelineDirectory) -> bool:
-        """Start a driver for a Running pipeline that has none; True when one was started."""
-        if not pipeline.needs_driver():
+        """Start a driver for a Running pipeline that has none; True when one was started.
+        An argo pipeline has none: its Workflow's tasks run the steps."""
+        if not pipeline.needs_driver() or pipeline.read_state().engine != "driver":
             return False
         driver.launch(pipeline)
         return True
@@ -189,7 +232,7 @@ def pipeline_record(pipeline: PipelineDirectory, state: PipelineState) -> dict[s
         "id": pipeline.id, "name": spec.get("name") or pipeline.id, "status": state.status,
         "reason": state.reason, "params": spec.get("params") or {}, "steps": steps, "counts": counts,
         "created_at": state.created_at, "finished_at": state.finished_at, "user": state.user,
-        "schedule": state.schedule,
+        "schedule": state.schedule, "engine": state.engine, "workflow": state.workflow,
     }
 
 

@@ -60,6 +60,8 @@ class PipelineState:
     base_dir: str = ""
     confine: bool = False
     schedule: str | None = None  # the schedule that started it, if any
+    engine: str = "driver"  # or "argo": its steps are the tasks of the Workflow `workflow`
+    workflow: str | None = None
     driver_pid: int | None = None
     steps: dict[str, StepEntry] = field(default_factory=dict)
 

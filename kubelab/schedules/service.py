@@ -130,6 +130,11 @@ class Schedules:
             self.check(kind, body, base, confine, params or {})
         except ValidationError as exc:
             problems += exc.fields
+        argo = kind == "pipeline" and body.get("engine") == "argo"
+        if argo and not any(p.path == "engine" for p in problems):
+            problems.append(FieldError("engine", "argo: a schedule fires under its own least-privilege "
+                                       "account, which may not submit Workflows; schedule the pipeline "
+                                       "with engine: driver (its steps run as Jobs)"))
         if problems:
             raise ValidationError(f"invalid {kind} schedule", problems)
         assert schedule is not None

@@ -1,6 +1,8 @@
 """`engine: argo` is refused by name, with the reason API discovery gives on the cluster at
-hand (tests/controlplane): no Workflows served, then (with a Workflow CRD written here from
-Argo's documented API group and kind) served but not supported; on one machine, no Argo."""
+hand (tests/controlplane): no Workflows served; on one machine, no Argo. Once Workflows are
+served (a Workflow CRD written here from Argo's documented API group and kind), a token whose
+Role does not allow them is refused naming the object, and nothing is left behind
+(test_pipeline_argo_cluster.py runs one with the notebook's Role)."""
 
 from __future__ import annotations
 
@@ -53,8 +55,9 @@ def test_argo_is_refused_by_what_discovery_finds(simulated_cluster, kubeconfig, 
     try:
         token = simulated_cluster.token_for(namespace, "notebook")  # discovery needs no Role
         notebook = simulated_cluster.write_kubeconfig(tmp_path / "nb", token=token, namespace=namespace)
-        backend = KubernetesBackend.from_kubeconfig(notebook, NotebookEnv(namespace=namespace, user="alice",
-                                                                          home=str(pipeline_env.parent / "home")))
+        nb = NotebookEnv(namespace=namespace, user="alice", image="lab/notebook:1",
+                         home=str(pipeline_env.parent / "home"))
+        backend = KubernetesBackend.from_kubeconfig(notebook, nb)
         pipelines = Pipelines(Lab(backend=backend))
         assert "does not serve argoproj.io/v1alpha1 Workflows" in refusal(pipelines)
         simulated_cluster.install_crd(WORKFLOW_CRD)
@@ -63,7 +66,8 @@ def test_argo_is_refused_by_what_discovery_finds(simulated_cluster, kubeconfig, 
             while "does not serve" in (reason := refusal(pipelines)):
                 assert time.monotonic() < deadline, reason
                 time.sleep(0.5)
-            assert "serves argoproj.io/v1alpha1 Workflows, but submitting" in reason
+            assert "argo: cannot create ServiceAccount/kubelab-pipelines" in reason
+            assert "hub_config/rbac/notebook-role.yaml" in reason
         finally:
             simulated_cluster.remove_crd("workflows.argoproj.io")
     finally:
