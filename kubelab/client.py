@@ -20,7 +20,10 @@ import requests
 from kubelab.errors import BackendError, Conflict, FieldError, KubelabError, NotFound, ValidationError
 
 ERRORS: dict[str, type[KubelabError]] = {
-    "invalid": ValidationError, "not_found": NotFound, "conflict": Conflict, "backend": BackendError,
+    "invalid": ValidationError,
+    "not_found": NotFound,
+    "conflict": Conflict,
+    "backend": BackendError,
 }
 
 
@@ -55,12 +58,24 @@ def error_from(response: requests.Response) -> KubelabError:
 class Client:
     """`Client()` reads the environment; `Client(url, token)` for anything else."""
 
-    def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 30.0,
-                 server_root: str | None = None):
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        timeout: float = 30.0,
+        server_root: str | None = None,
+    ):
         url = url or os.environ.get("KUBELAB_API_URL")
         if not url:
-            raise Unreachable("no kubelab API: KUBELAB_API_URL is not set", [FieldError(
-                "KUBELAB_API_URL", "is set by the Jupyter server for its kernels; outside one, use the Lab")])
+            raise Unreachable(
+                "no kubelab API: KUBELAB_API_URL is not set",
+                [
+                    FieldError(
+                        "KUBELAB_API_URL",
+                        "is set by the Jupyter server for its kernels; outside one, use the Lab",
+                    )
+                ],
+            )
         self.url = url.rstrip("/") + "/"
         self.token = token if token is not None else os.environ.get("KUBELAB_API_TOKEN", "")
         self.timeout = timeout
@@ -101,8 +116,9 @@ class Client:
     def submit(self, spec: dict[str, Any], base_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
         return self.json("POST", "experiments", json=spec, params=self.cwd_param(base_dir))
 
-    def list(self, query: str = "", sort: str = "", limit: int | None = None,
-             offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+    def list(
+        self, query: str = "", sort: str = "", limit: int | None = None, offset: int = 0
+    ) -> tuple[list[dict[str, Any]], int]:
         params: dict[str, Any] = {"query": query, "sort": sort, "offset": offset}
         if limit is not None:
             params["limit"] = limit
@@ -119,8 +135,12 @@ class Client:
         self.request("DELETE", f"experiments/{_id(run_id)}")
 
     def logs(self, run_id: str, replica: int = 0, follow: bool = False) -> Iterator[str]:
-        response = self.request("GET", f"experiments/{_id(run_id)}/logs", stream=follow,
-                                params={"replica": replica, "follow": int(follow)})
+        response = self.request(
+            "GET",
+            f"experiments/{_id(run_id)}/logs",
+            stream=follow,
+            params={"replica": replica, "follow": int(follow)},
+        )
         if not follow:
             yield response.text
             return
@@ -134,8 +154,9 @@ class Client:
         return self.json("GET", "resources")
 
     # -- sweeps ---------------------------------------------------------------------------
-    def submit_sweep(self, spec: dict[str, Any], base_dir: str | os.PathLike[str] | None = None
-                     ) -> dict[str, Any]:
+    def submit_sweep(
+        self, spec: dict[str, Any], base_dir: str | os.PathLike[str] | None = None
+    ) -> dict[str, Any]:
         return self.json("POST", "sweeps", json=spec, params=self.cwd_param(base_dir))
 
     def sweeps(self) -> list[dict[str, Any]]:
@@ -151,8 +172,12 @@ class Client:
         return self.json("POST", f"sweeps/{_id(sweep_id)}/resume")
 
     # -- pipelines and schedules -------------------------------------------------------------
-    def submit_pipeline(self, spec: dict[str, Any], base_dir: str | os.PathLike[str] | None = None,
-                        params: dict[str, Any] | None = None) -> dict[str, Any]:
+    def submit_pipeline(
+        self,
+        spec: dict[str, Any],
+        base_dir: str | os.PathLike[str] | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         body = {"spec": spec, "params": params or {}}
         return self.json("POST", "pipelines", json=body, params=self.cwd_param(base_dir))
 
@@ -168,8 +193,12 @@ class Client:
     def resume_pipeline(self, pipeline_id: str) -> dict[str, Any]:
         return self.json("POST", f"pipelines/{_id(pipeline_id)}/resume")
 
-    def submit_schedule(self, spec: dict[str, Any], base_dir: str | os.PathLike[str] | None = None,
-                        params: dict[str, Any] | None = None) -> dict[str, Any]:
+    def submit_schedule(
+        self,
+        spec: dict[str, Any],
+        base_dir: str | os.PathLike[str] | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         body = {"spec": spec, "params": params or {}}
         return self.json("POST", "schedules", json=body, params=self.cwd_param(base_dir))
 

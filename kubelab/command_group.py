@@ -10,12 +10,19 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 class CommandGroup:
-    def __init__(self, subparsers: argparse._SubParsersAction[argparse.ArgumentParser], noun: str, help: str,
-                 description: str, required: bool = True) -> None:
+    def __init__(
+        self,
+        subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+        noun: str,
+        help: str,
+        description: str,
+        required: bool = True,
+    ) -> None:
         self.parser = subparsers.add_parser(noun, help=help, description=description)
         self.parser.add_argument("-o", "--output", choices=("json",))
-        self.commands = self.parser.add_subparsers(dest=f"{noun}_command", metavar="COMMAND",
-                                                   required=required)
+        self.commands = self.parser.add_subparsers(
+            dest=f"{noun}_command", metavar="COMMAND", required=required
+        )
 
     def command(self, name: str, handler: Handler, help: str) -> argparse.ArgumentParser:
         """A command whose own `-o` keeps one given before it (`kubelab NOUN -o json ls`)."""

@@ -24,28 +24,44 @@ from typing import Any
 
 from kubelab.errors import FieldError, ValidationError, did_you_mean
 
-DAG_RUN = ("kind", "operations", "components", "concurrency", "earlyStopping", "environment",
-           "connections", "volumes", "init", "sidecars")
+DAG_RUN = (
+    "kind",
+    "operations",
+    "components",
+    "concurrency",
+    "earlyStopping",
+    "environment",
+    "connections",
+    "volumes",
+    "init",
+    "sidecars",
+)
 DAG_RUN_REFUSED = {
     "concurrency": "kubelab starts every step whose dependencies succeeded; there is no cap",
     "earlyStopping": "early stopping of a DAG is not supported",
     "environment": "set the environment on each operation's component",
-    "connections": "connections need Polyaxon's servers", "volumes": "set volumes on each component",
-    "init": "init containers are not supported", "sidecars": "sidecars are not supported",
+    "connections": "connections need Polyaxon's servers",
+    "volumes": "set volumes on each component",
+    "init": "init containers are not supported",
+    "sidecars": "sidecars are not supported",
 }
 OP_REFUSED = {
     "trigger": "kubelab starts a step when all its dependencies succeeded (all_succeeded) only",
-    "conditions": "conditional steps are not supported", "skipOnUpstreamSkip": "kubelab does not skip steps",
+    "conditions": "conditional steps are not supported",
+    "skipOnUpstreamSkip": "kubelab does not skip steps",
     "schedule": "schedule the whole DAG, not one of its operations",
     "events": "event-driven runs are not supported",
-    "hooks": "hooks are not supported", "joins": "joins read other runs' outputs from Polyaxon's API",
+    "hooks": "hooks are not supported",
+    "joins": "joins read other runs' outputs from Polyaxon's API",
     "hubRef": "components from Polyaxon Hub need Polyaxon's servers; write it inline, in components, "
-              "or pathRef",
+    "or pathRef",
     "urlRef": "kubelab does not fetch components over the network; use pathRef",
 }
 SCHEDULE_KINDS = ("cron", "interval", "datetime")
-SCHEDULE_FIELDS = {"cron": ("kind", "cron", "startAt", "endAt", "maxRuns", "dependsOnPast"),
-                   "datetime": ("kind", "startAt")}
+SCHEDULE_FIELDS = {
+    "cron": ("kind", "cron", "startAt", "endAt", "maxRuns", "dependsOnPast"),
+    "datetime": ("kind", "startAt"),
+}
 
 
 def is_dag(data: Any, base: Path) -> bool:
@@ -73,22 +89,39 @@ def schedule(section: Any, path: str = "schedule") -> dict[str, Any]:
     kind = section.get("kind")
     problems = []
     if kind == "interval":
-        problems.append(FieldError(f"{path}.kind", "interval schedules (every `frequency` from startAt) "
-                                   "have no cron form in general; write it as kind: cron"))
+        problems.append(
+            FieldError(
+                f"{path}.kind",
+                "interval schedules (every `frequency` from startAt) "
+                "have no cron form in general; write it as kind: cron",
+            )
+        )
     elif kind not in SCHEDULE_KINDS:
-        problems.append(FieldError(f"{path}.kind", f"must be cron or datetime, not {kind!r}"
-                                   + did_you_mean(str(kind), SCHEDULE_KINDS)))
+        problems.append(
+            FieldError(
+                f"{path}.kind",
+                f"must be cron or datetime, not {kind!r}" + did_you_mean(str(kind), SCHEDULE_KINDS),
+            )
+        )
     else:
-        problems += [FieldError(f"{path}.{k}", "unknown field" + did_you_mean(str(k), SCHEDULE_FIELDS[kind]))
-                     for k in section if k not in SCHEDULE_FIELDS[kind]]
+        problems += [
+            FieldError(f"{path}.{k}", "unknown field" + did_you_mean(str(k), SCHEDULE_FIELDS[kind]))
+            for k in section
+            if k not in SCHEDULE_FIELDS[kind]
+        ]
     if problems:
         raise ValidationError("invalid Polyaxon schedule", problems)
     if section.get("maxRuns") is not None:
-        problems.append(FieldError(f"{path}.maxRuns", "a cap on the number of runs is not supported; "
-                                   "give endAt instead"))
+        problems.append(
+            FieldError(f"{path}.maxRuns", "a cap on the number of runs is not supported; give endAt instead")
+        )
     if section.get("dependsOnPast"):
-        problems.append(FieldError(f"{path}.dependsOnPast", "kubelab does not wait for the last run; "
-                                   "concurrency forbid skips a fire while it runs"))
+        problems.append(
+            FieldError(
+                f"{path}.dependsOnPast",
+                "kubelab does not wait for the last run; concurrency forbid skips a fire while it runs",
+            )
+        )
     if kind == "cron":
         result = {"cron": section.get("cron"), "timezone": "UTC", "concurrency": "allow"}
         for key, target in (("startAt", "start"), ("endAt", "end")):
@@ -99,11 +132,16 @@ def schedule(section: Any, path: str = "schedule") -> dict[str, Any]:
         if at is None:
             problems.append(FieldError(f"{path}.startAt", "is required: an ISO-8601 time"))
         elif at.second or at.microsecond:
-            problems.append(FieldError(f"{path}.startAt", "schedules fire on whole minutes; "
-                                       "drop the seconds"))
+            problems.append(
+                FieldError(f"{path}.startAt", "schedules fire on whole minutes; drop the seconds")
+            )
         else:
-            result = {"cron": f"{at.minute} {at.hour} {at.day} {at.month} *", "timezone": "UTC",
-                      "start": _iso(at), "end": _iso(at + timedelta(seconds=59))}
+            result = {
+                "cron": f"{at.minute} {at.hour} {at.day} {at.month} *",
+                "timezone": "UTC",
+                "start": _iso(at),
+                "end": _iso(at + timedelta(seconds=59)),
+            }
     if problems:
         raise ValidationError("invalid Polyaxon schedule", problems)
     return result
@@ -165,8 +203,9 @@ def _steps(p: Any, run: dict[str, Any], path: str, base: Path) -> list[dict[str,
     if not isinstance(operations, list) or not operations:
         p.fail(f"{path}.operations", "must be a non-empty list of operations")
         return []
-    names = {str(op.get("name")): _step_name(str(op.get("name")))
-             for op in operations if isinstance(op, dict)}
+    names = {
+        str(op.get("name")): _step_name(str(op.get("name"))) for op in operations if isinstance(op, dict)
+    }
     steps: list[dict[str, Any]] = []
     outputs: dict[str, list[str]] = {}
     for index, op in enumerate(operations):
@@ -181,8 +220,11 @@ def _steps(p: Any, run: dict[str, Any], path: str, base: Path) -> list[dict[str,
         document.update(version=1.1, kind="operation")
         if op.get("dagRef") is not None:
             if op["dagRef"] not in library:
-                p.fail(f"{where}.dagRef", f"no component named {op['dagRef']!r} in {path}.components"
-                       + did_you_mean(str(op["dagRef"]), [str(n) for n in library]))
+                p.fail(
+                    f"{where}.dagRef",
+                    f"no component named {op['dagRef']!r} in {path}.components"
+                    + did_you_mean(str(op["dagRef"]), [str(n) for n in library]),
+                )
                 continue
             document["component"] = copy.deepcopy(library[op["dagRef"]])
         depends = [names.get(str(d), _step_name(str(d))) for d in op.get("dependencies") or []]
@@ -205,8 +247,10 @@ def _steps(p: Any, run: dict[str, Any], path: str, base: Path) -> list[dict[str,
         except ValidationError as exc:
             p.m.errors.extend(FieldError(f"{where}.{f.path}", f.reason) for f in exc.fields)
             continue
-        step: dict[str, Any] = {"name": names[str(op["name"])],
-                                "sweep" if op.get("matrix") is not None else "experiment": spec}
+        step: dict[str, Any] = {
+            "name": names[str(op["name"])],
+            "sweep" if op.get("matrix") is not None else "experiment": spec,
+        }
         if depends:
             step["depends_on"] = list(dict.fromkeys(depends))
         steps.append(step)
@@ -244,12 +288,17 @@ def _reference(p: Any, where: str, item: dict[str, Any], names: dict[str, str]) 
     if ref.startswith("ops.") and value.startswith("outputs."):
         upstream = ref.split(".", 1)[1]
         if upstream not in names:
-            p.fail(f"{where}.ref", f"no operation named {upstream!r} in this DAG"
-                   + did_you_mean(upstream, list(names)))
+            p.fail(
+                f"{where}.ref",
+                f"no operation named {upstream!r} in this DAG" + did_you_mean(upstream, list(names)),
+            )
             return None, ""
         return f"{{{{ steps.{names[upstream]}.metrics.{value.split('.', 1)[1]} }}}}", names[upstream]
-    p.fail(f"{where}.ref", "kubelab reads `ref: ops.NAME` with `value: outputs.METRIC` and `ref: dag` with "
-           "`value: inputs.NAME`; other runs and artifacts need Polyaxon's API")
+    p.fail(
+        f"{where}.ref",
+        "kubelab reads `ref: ops.NAME` with `value: outputs.METRIC` and `ref: dag` with "
+        "`value: inputs.NAME`; other runs and artifacts need Polyaxon's API",
+    )
     return None, ""
 
 

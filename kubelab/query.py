@@ -133,9 +133,7 @@ def resolve_field(source: str, name: str, pos: int, path: str) -> str:
     if section in SECTIONS:
         if not rest:
             what = "parameter" if section == "params" else "metric"
-            raise QueryError(
-                source, pos + len(name), f"expected a {what} name after '{section}.'", path
-            )
+            raise QueryError(source, pos + len(name), f"expected a {what} name after '{section}.'", path)
         return DYNAMIC
     choices = [*FIELDS, *(f"{s}.{rest or 'NAME'}" for s in SECTIONS)]
     hint = did_you_mean(name.lower(), choices) or (
@@ -188,8 +186,7 @@ class _Compiler:
 
     def status(self, field: str, op: Operation) -> Test:
         if op.kind not in ("eq", "set"):
-            raise self.fail(op.pos, "status has no order; use a value or a set such as "
-                            "status:failed|stopped")
+            raise self.fail(op.pos, "status has no order; use a value or a set such as status:failed|stopped")
 
         def coerce(atom: Atom) -> str:
             low = atom.text.lower()
@@ -203,9 +200,7 @@ class _Compiler:
         def coerce(atom: Atom) -> float:
             value = number(atom)
             if value is None:
-                raise self.fail(
-                    atom.pos, f"'{field}' holds numbers; '{clip(atom.text)}' is not one"
-                )
+                raise self.fail(atom.pos, f"'{field}' holds numbers; '{clip(atom.text)}' is not one")
             return value
 
         self.no_patterns(field, op, "numbers")
@@ -215,8 +210,10 @@ class _Compiler:
         def coerce(atom: Atom) -> float:
             seconds = None if atom.quoted else duration(atom.text)
             if seconds is None:
-                raise self.fail(atom.pos, f"expected a duration such as 90, 90s, 30m, 1h or "
-                                f"1h30m; got '{clip(atom.text)}'")
+                raise self.fail(
+                    atom.pos,
+                    f"expected a duration such as 90, 90s, 30m, 1h or 1h30m; got '{clip(atom.text)}'",
+                )
             return seconds
 
         self.no_patterns(field, op, "durations")
@@ -239,8 +236,10 @@ class _Compiler:
         if kind == "range":
             (low, _), (high_start, end) = spans
             if low > high_start:
-                raise self.fail(op.atoms[1].pos, f"empty range: '{clip(op.atoms[0].text)}' is "
-                                f"after '{clip(op.atoms[1].text)}'")
+                raise self.fail(
+                    op.atoms[1].pos,
+                    f"empty range: '{clip(op.atoms[0].text)}' is after '{clip(op.atoms[1].text)}'",
+                )
             return lambda v: None if (t := _epoch(v)) is None else low <= t < end
         if kind == "set":
             return lambda v: None if (t := _epoch(v)) is None else any(a <= t < b for a, b in spans)
@@ -266,9 +265,7 @@ class _Compiler:
         patterns = [_pattern(a) for a in atoms if a.match != "exact"]
         if patterns:
             return lambda v: (
-                (_is_number(v) and v in numbers)
-                or _text(v) in texts
-                or any(p(_text(v)) for p in patterns)
+                (_is_number(v) and v in numbers) or _text(v) in texts or any(p(_text(v)) for p in patterns)
             )
         if not numbers:
             return lambda v: (v if v.__class__ is str else _text(v)) in texts
@@ -282,8 +279,9 @@ class _Compiler:
     def any_item(self, field: str, get: Callable[[Record], object], op: Operation) -> Predicate:
         """A record matches if any item does (any tag); a missing list is an empty one."""
         if op.kind not in ("eq", "set", "nil"):
-            raise self.fail(op.pos, f"{field} can be matched by value, set (a|b), pattern (%) "
-                            "or nil, not compared")
+            raise self.fail(
+                op.pos, f"{field} can be matched by value, set (a|b), pattern (%) or nil, not compared"
+            )
 
         def tags_of(record: Record) -> list | tuple | None:
             """The items, () for none, None when the field is not a list (matches nothing)."""
@@ -359,8 +357,10 @@ def _ordered_test(
     if kind == "range":
         low, high = (coerce(a) for a in op.atoms)
         if low > high:  # type: ignore[operator]
-            raise c.fail(op.atoms[1].pos, f"empty range: {clip(op.atoms[0].text)} is greater "
-                         f"than {clip(op.atoms[1].text)}")
+            raise c.fail(
+                op.atoms[1].pos,
+                f"empty range: {clip(op.atoms[0].text)} is greater than {clip(op.atoms[1].text)}",
+            )
         if norm is _number_or_none:
             return lambda v: low <= v <= high if v.__class__ in _NUMBERS or _is_number(v) else None
         return lambda v: None if (n := norm(v)) is None else low <= n <= high  # type: ignore[operator]
@@ -586,8 +586,11 @@ def _compile_sort(text: str) -> Sort:
         if any(c.isspace() for c in field):
             name, _, word = field.partition(" ")
             gap = field_pos + len(name)
-            hint = " (write -FIELD for descending order)" if word.strip().lower() in (
-                "desc", "asc", "descending", "ascending") else ""
+            hint = (
+                " (write -FIELD for descending order)"
+                if word.strip().lower() in ("desc", "asc", "descending", "ascending")
+                else ""
+            )
             raise QueryError(text, gap, f"expected ',' between sort keys{hint}", "sort")
         field = canonical_field(field)
         kind = resolve_field(text, field, field_pos, "sort")

@@ -314,8 +314,10 @@ def main(argv: list[str] | None = None) -> int:
     head, _, folder = (args[0] if len(args) == 1 else "").partition(":")
     role, _, keeper = head.partition("@")
     if role not in ROLES or not folder or not (keeper.isdigit() or keeper == ""):
-        print("usage: python -m kubelab.warm ROLE[@KEEPER_PID]:POOL_DIR (ROLE: runner or driver)",
-              file=sys.stderr)
+        print(
+            "usage: python -m kubelab.warm ROLE[@KEEPER_PID]:POOL_DIR (ROLE: runner or driver)",
+            file=sys.stderr,
+        )
         return 2
     return IdleHelper(ROLES[role], Path(folder), int(keeper) if keeper else None).main()
 

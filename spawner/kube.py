@@ -87,8 +87,10 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, KubeSpawner):
 
     def _warn_profile_list(self) -> None:
         if self.profile_list:
-            self.log.warning("KubeLabSpawner.profile_list is ignored: with gpu_catalog configured, "
-                             "the catalog's profiles take its place")
+            self.log.warning(
+                "KubeLabSpawner.profile_list is ignored: with gpu_catalog configured, "
+                "the catalog's profiles take its place"
+            )
 
     @default("options_from_form")
     def _default_options_from_form(self) -> Any:
@@ -103,8 +105,11 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, KubeSpawner):
     def _default_namespace_labels(self) -> dict[str, str]:
         if not self.kubelab_mode:
             return {}
-        return {"kubelab.io/user": "{username}", **objects.MANAGED_BY,
-                **objects.pod_security_labels(self.pod_security)}
+        return {
+            "kubelab.io/user": "{username}",
+            **objects.MANAGED_BY,
+            **objects.pod_security_labels(self.pod_security),
+        }
 
     # -- configuration --------------------------------------------------------------------
 
@@ -300,8 +305,9 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, KubeSpawner):
             notebook_selector={"component": self.component_label},
             notebook_port=self.port or 8888,
             internet=self.network_policy_internet,
-            extra_egress=extra_egress_rules(list(self.network_policy_extra_egress),
-                                            "KubeLabSpawner.network_policy_extra_egress"),
+            extra_egress=extra_egress_rules(
+                list(self.network_policy_extra_egress), "KubeLabSpawner.network_policy_extra_egress"
+            ),
         )
 
     def namespace_objects(
@@ -331,8 +337,9 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, KubeSpawner):
     async def api_server(self) -> ApiServer:
         """The configured API server addresses, else those of default/kubernetes's EndpointSlices."""
         if self.api_server_cidrs:
-            return ApiServer.parse(list(self.api_server_cidrs), list(self.api_server_ports),
-                                   "KubeLabSpawner.api_server")
+            return ApiServer.parse(
+                list(self.api_server_cidrs), list(self.api_server_ports), "KubeLabSpawner.api_server"
+            )
         applier = Applier(self.api.api_client, self.k8s_api_request_timeout)
         return ApiServer.from_endpoint_slices(await applier.api_server_slices())
 
@@ -364,8 +371,13 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, KubeSpawner):
         outcome = await applier.reconcile_namespace(self.namespace, wanted, prune=not self.trusted_lab)
         changed = outcome.migrated + outcome.created + outcome.deleted
         if changed:
-            self.log.info("namespace %s: migrated %s, created %s, deleted %s", self.namespace,
-                          outcome.migrated, outcome.created, outcome.deleted)
+            self.log.info(
+                "namespace %s: migrated %s, created %s, deleted %s",
+                self.namespace,
+                outcome.migrated,
+                outcome.created,
+                outcome.deleted,
+            )
         return outcome
 
     # -- render ---------------------------------------------------------------------------
@@ -374,8 +386,10 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, KubeSpawner):
         """Every object a spawn would create, without a cluster: namespace objects and the pod."""
         try:
             if not self.kubelab_mode:
-                reason = ("is not configured, so the spawner behaves as KubeSpawner; configure "
-                          "the catalog (docs/jupyterhub.md)")
+                reason = (
+                    "is not configured, so the spawner behaves as KubeSpawner; configure "
+                    "the catalog (docs/jupyterhub.md)"
+                )
                 raise ValidationError("nothing of kubelab's to render", [FieldError("gpu_catalog", reason)])
             _, group, settings = self.plan()
         except KubelabError as exc:
@@ -394,8 +408,9 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, KubeSpawner):
         manifest["metadata"]["namespace"] = self.namespace
         api_server = None
         if self.api_server_cidrs and self.isolation(None):
-            api_server = ApiServer.parse(list(self.api_server_cidrs), list(self.api_server_ports),
-                                         "KubeLabSpawner.api_server")
+            api_server = ApiServer.parse(
+                list(self.api_server_cidrs), list(self.api_server_ports), "KubeLabSpawner.api_server"
+            )
         return [*self.namespace_objects(group, api_server), manifest]
 
 

@@ -81,6 +81,11 @@ class KubeLabSettings(HasTraits):
     )
     api_server_ports = List(Int(), [443, 6443], config=True, help="Ports of api_server_cidrs.")
 
-    pod_security = Unicode("baseline", config=True, help=(
-        "Pod Security level enforced in users' namespaces: baseline (default: no privileged, host "
-        "namespaces or hostPath), restricted, or privileged (only for groups that mount hostPath)."))
+    pod_security = Unicode(
+        "baseline",
+        config=True,
+        help=(
+            "Pod Security level enforced in users' namespaces: baseline (default: no privileged, host "
+            "namespaces or hostPath), restricted, or privileged (only for groups that mount hostPath)."
+        ),
+    )

@@ -17,8 +17,10 @@ from typing import Any
 
 from kubelab.errors import KubelabError
 
-INSTALL_HINT = ("install kubelab where every user can run it (e.g. `python3 -m venv /opt/kubelab && "
-                "/opt/kubelab/bin/pip install kubelab`)")
+INSTALL_HINT = (
+    "install kubelab where every user can run it (e.g. `python3 -m venv /opt/kubelab && "
+    "/opt/kubelab/bin/pip install kubelab`)"
+)
 
 
 def _allowed(info: os.stat_result, uid: int, gids: set[int], need: int) -> bool:

@@ -35,8 +35,11 @@ SCHEDULER = "kubelab.schedules.scheduler"
 def _started_at(pid: int) -> float:
     """A process's start as a wall-clock time (from /proc: boot time + start ticks)."""
     ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
-    booted = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
-                  if line.startswith("btime "))
+    booted = next(
+        float(line.split()[1])
+        for line in Path("/proc/stat").read_text().splitlines()
+        if line.startswith("btime ")
+    )
     return booted + ticks / os.sysconf("SC_CLK_TCK")
 
 

@@ -30,8 +30,11 @@ def _system_python() -> Path:
         path = Path(candidate)
         if not path.exists() or closed_to_others(path) is not None:
             continue
-        found = subprocess.run([str(path), "-c", "import sys; print(*sys.version_info[:2], sep='.')"],
-                               capture_output=True, text=True)
+        found = subprocess.run(
+            [str(path), "-c", "import sys; print(*sys.version_info[:2], sep='.')"],
+            capture_output=True,
+            text=True,
+        )
         if found.stdout.strip() == version:
             return path
     pytest.skip(f"no Python {version} every user can run (looked at {', '.join(SYSTEM_PYTHONS)})")
@@ -48,8 +51,9 @@ def world_python(base: Path | None = None) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     folder.chmod(0o755)
     venv = folder / "venv"
-    subprocess.run([str(_system_python()), "-m", "venv", "--without-pip", str(venv)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [str(_system_python()), "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True
+    )
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     (venv / "lib" / version / "site-packages" / "kubelab-checkout.pth").write_text(
         f"import site; site.addsitedir({str(packages)!r})\n"  # processes that folder's .pth (the editable install)

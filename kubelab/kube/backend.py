@@ -42,9 +42,14 @@ Obj = dict[str, Any]
 class KubernetesBackend(Backend):
     name = "kubernetes"
 
-    def __init__(self, api_client: client.ApiClient | None, nb: NotebookEnv,
-                 runs_root: Path | None = None, retry: RetryPolicy = DEFAULT_RETRY,
-                 watch_timeout: int = 300) -> None:
+    def __init__(
+        self,
+        api_client: client.ApiClient | None,
+        nb: NotebookEnv,
+        runs_root: Path | None = None,
+        retry: RetryPolicy = DEFAULT_RETRY,
+        watch_timeout: int = 300,
+    ) -> None:
         self.nb = nb
         self.retry = retry
         self.watch_timeout = watch_timeout
@@ -73,8 +78,9 @@ class KubernetesBackend(Backend):
         return cls.from_kubeconfig(os.environ.get("KUBECONFIG") or None, nb)
 
     @classmethod
-    def from_kubeconfig(cls, path: str | os.PathLike | None, nb: NotebookEnv | None = None,
-                        **kwargs: Any) -> KubernetesBackend:
+    def from_kubeconfig(
+        cls, path: str | os.PathLike | None, nb: NotebookEnv | None = None, **kwargs: Any
+    ) -> KubernetesBackend:
         """Use a kubeconfig file; its context's namespace applies unless `nb` names one."""
         nb = nb or NotebookEnv.from_environ()
         file = str(path) if path else None
@@ -82,8 +88,9 @@ class KubernetesBackend(Backend):
             api_client = config.new_client_from_config(config_file=file)
             _, active = config.list_kube_config_contexts(config_file=file)
         except (config.ConfigException, OSError) as exc:
-            raise ValidationError("no Kubernetes configuration", [FieldError(
-                "KUBECONFIG", f"cannot load a kubeconfig: {exc}")]) from exc
+            raise ValidationError(
+                "no Kubernetes configuration", [FieldError("KUBECONFIG", f"cannot load a kubeconfig: {exc}")]
+            ) from exc
         if not nb.namespace:
             namespace = (active or {}).get("context", {}).get("namespace") or "default"
             nb = _replace(nb, namespace=namespace)
@@ -100,8 +107,10 @@ class KubernetesBackend(Backend):
             if self._client is None:
                 raise KubelabError("this backend was made for rendering only")
             if not self.nb.namespace:
-                raise ValidationError("no namespace", [FieldError(
-                    "KUBELAB_NAMESPACE", "is not set and no service account namespace exists")])
+                raise ValidationError(
+                    "no namespace",
+                    [FieldError("KUBELAB_NAMESPACE", "is not set and no service account namespace exists")],
+                )
             self._api = KubeApi(self._client, self.nb.namespace, self.retry)
         return self._api
 
@@ -110,15 +119,21 @@ class KubernetesBackend(Backend):
         return self.nb.namespace
 
     # -- building --------------------------------------------------------------------------
-    def target(self, run: RunDirectory, spec: ExperimentSpec, status: Status | None = None
-               ) -> builders.Target:
+    def target(
+        self, run: RunDirectory, spec: ExperimentSpec, status: Status | None = None
+    ) -> builders.Target:
         owner = names.owner_hash(self.nb.user, str(run.path.parent.resolve()))
         return builders.Target(
-            run_id=run.id, run_dir=str(run.path), user=self.nb.user,
-            name=names.job_name(spec.display_name, run.id, owner), namespace=self.nb.namespace,
-            sweep=status.sweep if status else None, trial=status.trial if status else None,
+            run_id=run.id,
+            run_dir=str(run.path),
+            user=self.nb.user,
+            name=names.job_name(spec.display_name, run.id, owner),
+            namespace=self.nb.namespace,
+            sweep=status.sweep if status else None,
+            trial=status.trial if status else None,
             pipeline=status.pipeline if status else None,
-            pipeline_step=status.pipeline_step if status else None)
+            pipeline_step=status.pipeline_step if status else None,
+        )
 
     def render(self, spec: ExperimentSpec, run_id: str) -> list[Obj]:
         run_id = run_id if len(run_id) == 12 and run_id.isalnum() else new_id()
@@ -168,8 +183,7 @@ class KubernetesBackend(Backend):
             try:
                 self.api.delete(obj["kind"], obj["metadata"]["name"])
             except (ApiException, KubelabError) as exc:
-                log.warning("could not clean up %s %s: %s", obj["kind"],
-                            obj["metadata"]["name"], exc)
+                log.warning("could not clean up %s %s: %s", obj["kind"], obj["metadata"]["name"], exc)
 
     def _require_kubeflow(self, kind: str) -> None:
         if kind not in self._served:
@@ -178,9 +192,16 @@ class KubernetesBackend(Backend):
             except ApiException as exc:
                 raise translate(exc, "discover the Kubeflow Training Operator") from exc
         if not self._served[kind]:
-            raise ValidationError("cannot run this experiment on this cluster", [FieldError(
-                "engine", f"kubeflow needs the Kubeflow Training Operator ({kind} in "
-                "kubeflow.org/v1), which this cluster does not serve; use engine: job")])
+            raise ValidationError(
+                "cannot run this experiment on this cluster",
+                [
+                    FieldError(
+                        "engine",
+                        f"kubeflow needs the Kubeflow Training Operator ({kind} in "
+                        "kubeflow.org/v1), which this cluster does not serve; use engine: job",
+                    )
+                ],
+            )
 
     # -- the objects of a run --------------------------------------------------------------
     def _run_objects(self, run: RunDirectory) -> tuple[Obj | None, list[Obj], list[Obj]]:
@@ -196,8 +217,9 @@ class KubernetesBackend(Backend):
             for kind in self._main_kinds(run):
                 listed = self.api.list(kind, label_selector=selector)
                 mains += [dict(o, kind=kind) for o in listed.get("items") or []]
-            pods = [dict(p, kind="Pod") for p in
-                    self.api.list("Pod", label_selector=selector).get("items") or []]
+            pods = [
+                dict(p, kind="Pod") for p in self.api.list("Pod", label_selector=selector).get("items") or []
+            ]
             events = self._fetch_events(mains, pods) if mains else []
         main = next((o for o in mains if _role(o) != "ps"), None)
         return main, pods, events
@@ -256,8 +278,11 @@ class KubernetesBackend(Backend):
                 age = time.time() - run.spec_file.stat().st_mtime
                 if age < SUBMIT_GRACE:
                     return status
-                status.move(FAILED, "its Kubernetes Job no longer exists (deleted outside "
-                            "kubelab, or removed after it finished while nobody watched)")
+                status.move(
+                    FAILED,
+                    "its Kubernetes Job no longer exists (deleted outside "
+                    "kubelab, or removed after it finished while nobody watched)",
+                )
             run.write_status(status)
             return status
 
@@ -286,8 +311,14 @@ class KubernetesBackend(Backend):
                 kinds.append(kind)
             except KubelabError:
                 continue
-        self.watcher = Watcher(self.api, names.user_selector(self.nb.user), kinds,
-                               self._on_change, self._on_event, self.watch_timeout)
+        self.watcher = Watcher(
+            self.api,
+            names.user_selector(self.nb.user),
+            kinds,
+            self._on_change,
+            self._on_event,
+            self.watch_timeout,
+        )
         self.watcher.start()
         self._ensure_chores()
 
@@ -333,8 +364,9 @@ class KubernetesBackend(Backend):
     # -- chores after a run ends: archive logs, remove helpers ------------------------------
     def _ensure_chores(self) -> None:
         if self._chore_thread is None or not self._chore_thread.is_alive():
-            self._chore_thread = threading.Thread(target=self._do_chores, daemon=True,
-                                                  name="kubelab-kube-chores")
+            self._chore_thread = threading.Thread(
+                target=self._do_chores, daemon=True, name="kubelab-kube-chores"
+            )
             self._chore_thread.start()
 
     def _do_chores(self) -> None:
@@ -409,8 +441,9 @@ class KubernetesBackend(Backend):
                 raise translate(exc, f"delete {kind} {name}") from exc
 
     # -- logs and events ---------------------------------------------------------------------
-    def logs(self, run: RunDirectory, replica: int = 0, follow: bool = False, start: int = 0,
-             idle: bool = False) -> Iterator[str]:
+    def logs(
+        self, run: RunDirectory, replica: int = 0, follow: bool = False, start: int = 0, idle: bool = False
+    ) -> Iterator[str]:
         """The replica's newest pod's log (with `follow`, across retries until the run ends);
         the archived copy in the run directory once the pods are gone."""
         archived = run.log_file(replica)
@@ -434,8 +467,11 @@ class KubernetesBackend(Backend):
                 seen.add(pod.name)
                 try:
                     yield from self.api.pod_log(
-                        pod.name, _container(run), follow=follow,
-                        ended=lambda name=pod.name: self._log_ended(run, replica, name))
+                        pod.name,
+                        _container(run),
+                        follow=follow,
+                        ended=lambda name=pod.name: self._log_ended(run, replica, name),
+                    )
                 except ApiException as exc:
                     if exc.status not in (400, 404):
                         raise translate(exc, f"read the log of pod {pod.name}") from exc
@@ -493,23 +529,40 @@ class KubernetesBackend(Backend):
             if key in hard or self.nb.gpu_resource in hard:
                 limit = hard.get(key, hard.get(self.nb.gpu_resource))
                 spent = ((quota.get("status") or {}).get("used") or {}).get(
-                    key, ((quota.get("status") or {}).get("used") or {}).get(
-                        self.nb.gpu_resource, "0"))
+                    key, ((quota.get("status") or {}).get("used") or {}).get(self.nb.gpu_resource, "0")
+                )
                 total, used = int(float(limit)), int(float(spent))
-        waiting = [j["metadata"]["labels"].get(names.EXPERIMENT) for j in jobs.get("items") or []
-                   if states.observe(dict(j, kind="Job"), []).state in ("Queued",)]
-        return {"backend": self.name, "namespace": self.nb.namespace,
-                "gpus": {"total": total or 0, "free": (total - used) if total is not None else 0,
-                         "limited": total is not None, "resource": self.nb.gpu_resource,
-                         "types": [], "devices": [], "queue": waiting}}
+        waiting = [
+            j["metadata"]["labels"].get(names.EXPERIMENT)
+            for j in jobs.get("items") or []
+            if states.observe(dict(j, kind="Job"), []).state in ("Queued",)
+        ]
+        return {
+            "backend": self.name,
+            "namespace": self.nb.namespace,
+            "gpus": {
+                "total": total or 0,
+                "free": (total - used) if total is not None else 0,
+                "limited": total is not None,
+                "resource": self.nb.gpu_resource,
+                "types": [],
+                "devices": [],
+                "queue": waiting,
+            },
+        }
 
 
 def event_record(event: Obj) -> dict[str, Any]:
     involved = event.get("involvedObject") or {}
-    return {"time": _event_time(event), "type": event.get("type"), "reason": event.get("reason"),
-            "message": event.get("message"), "count": event.get("count") or 1,
-            "object": f"{involved.get('kind')}/{involved.get('name')}",
-            "uid": (event.get("metadata") or {}).get("uid")}
+    return {
+        "time": _event_time(event),
+        "type": event.get("type"),
+        "reason": event.get("reason"),
+        "message": event.get("message"),
+        "count": event.get("count") or 1,
+        "object": f"{involved.get('kind')}/{involved.get('name')}",
+        "uid": (event.get("metadata") or {}).get("uid"),
+    }
 
 
 def _dedupe(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -520,8 +573,13 @@ def _dedupe(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _event_time(event: Obj) -> str:
-    return (event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp")
-            or (event.get("metadata") or {}).get("creationTimestamp") or "")
+    return (
+        event.get("lastTimestamp")
+        or event.get("eventTime")
+        or event.get("firstTimestamp")
+        or (event.get("metadata") or {}).get("creationTimestamp")
+        or ""
+    )
 
 
 def _role(obj: Obj) -> str | None:

@@ -43,14 +43,25 @@ def build(schedule_id: str, name: str, schedule: Schedule, paused: bool, nb: Not
     namespace = nb.namespace
     account_name = account(schedule_id)
     meta = {"namespace": namespace, "labels": _labels(schedule_id, nb)}
-    service_account = {"apiVersion": "v1", "kind": "ServiceAccount",
-                       "metadata": {"name": account_name, **meta}, "automountServiceAccountToken": False}
-    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-            "metadata": {"name": account_name, **meta}, "rules": RULES}
-    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-               "metadata": {"name": account_name, **meta},
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account_name},
-               "subjects": [{"kind": "ServiceAccount", "name": account_name, "namespace": namespace}]}
+    service_account = {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": account_name, **meta},
+        "automountServiceAccountToken": False,
+    }
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": account_name, **meta},
+        "rules": RULES,
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": account_name, **meta},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account_name},
+        "subjects": [{"kind": "ServiceAccount", "name": account_name, "namespace": namespace}],
+    }
     return [service_account, role, binding, cronjob(schedule_id, name, schedule, paused, nb)]
 
 
@@ -63,9 +74,14 @@ def check(schedule: Schedule, nb: NotebookEnv) -> None:
     """What a CronJob cannot express, refused by field before anything is created."""
     problems = []
     if len(schedule.cron.split()) != 5:
-        problems.append(FieldError("schedule.cron", "a Kubernetes CronJob takes five fields (minute "
-                                   "hour day-of-month month day-of-week); seconds and years run "
-                                   "only on the local scheduler"))
+        problems.append(
+            FieldError(
+                "schedule.cron",
+                "a Kubernetes CronJob takes five fields (minute "
+                "hour day-of-month month day-of-week); seconds and years run "
+                "only on the local scheduler",
+            )
+        )
     problems += notebook_problems(nb, "the schedule")
     if problems:
         raise ValidationError("cannot schedule this on the cluster", problems)
@@ -79,8 +95,9 @@ def notebook_problems(nb: NotebookEnv, what: str) -> list[FieldError]:
     if not nb.namespace:
         problems.append(FieldError("namespace", "the notebook's namespace is unknown (KUBELAB_NAMESPACE)"))
     if not nb.home:
-        problems.append(FieldError("KUBELAB_HOME", f"is not set: the pod reads {what} from the user's "
-                                   "volume"))
+        problems.append(
+            FieldError("KUBELAB_HOME", f"is not set: the pod reads {what} from the user's volume")
+        )
     return problems
 
 
@@ -95,14 +112,26 @@ def cronjob(schedule_id: str, name: str, schedule: Schedule, paused: bool, nb: N
         "suspend": paused,
         "successfulJobsHistoryLimit": 3,
         "failedJobsHistoryLimit": 3,
-        "jobTemplate": {"metadata": {"labels": labels}, "spec": {
-            "backoffLimit": 0, "ttlSecondsAfterFinished": 7 * 24 * 3600,
-            "template": {"metadata": {"labels": labels}, "spec": pod}}},
+        "jobTemplate": {
+            "metadata": {"labels": labels},
+            "spec": {
+                "backoffLimit": 0,
+                "ttlSecondsAfterFinished": 7 * 24 * 3600,
+                "template": {"metadata": {"labels": labels}, "spec": pod},
+            },
+        },
     }
-    return {"apiVersion": "batch/v1", "kind": "CronJob",
-            "metadata": {"name": cronjob_name(name, schedule_id), "namespace": nb.namespace, "labels": labels,
-                         "annotations": {"kubelab.io/schedule-name": name}},
-            "spec": spec}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {
+            "name": cronjob_name(name, schedule_id),
+            "namespace": nb.namespace,
+            "labels": labels,
+            "annotations": {"kubelab.io/schedule-name": name},
+        },
+        "spec": spec,
+    }
 
 
 def pod_spec(nb: NotebookEnv, container: str, command: list[str], service_account: str) -> Manifest:
@@ -116,10 +145,15 @@ def pod_spec(nb: NotebookEnv, container: str, command: list[str], service_accoun
         "image": nb.image,
         "command": command,
         "env": env,
-        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"},
-                      "limits": {"cpu": "1", "memory": "1Gi"}},
-        "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True,
-                            "capabilities": {"drop": ["ALL"]}},
+        "resources": {
+            "requests": {"cpu": "100m", "memory": "256Mi"},
+            "limits": {"cpu": "1", "memory": "1Gi"},
+        },
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
     }
     if nb.mounts:
         main["volumeMounts"] = list(nb.mounts)
@@ -128,8 +162,13 @@ def pod_spec(nb: NotebookEnv, container: str, command: list[str], service_accoun
         "serviceAccountName": service_account,
         "automountServiceAccountToken": True,  # it submits Jobs
         "enableServiceLinks": False,
-        "securityContext": {"runAsNonRoot": True, "runAsUser": nb.uid, "runAsGroup": nb.gid,
-                            "fsGroup": nb.gid, "seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": nb.uid,
+            "runAsGroup": nb.gid,
+            "fsGroup": nb.gid,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
         "containers": [main],
     }
     if nb.volumes:
@@ -174,5 +213,9 @@ def cronjob_name(name: str, schedule_id: str) -> str:
 
 
 def _labels(schedule_id: str, nb: NotebookEnv) -> dict[str, str]:
-    return {names.MANAGED_BY: names.MANAGER, "app.kubernetes.io/name": "kubelab-schedule",
-            names.USER: names.label_value(nb.user), "kubelab.io/schedule": schedule_id}
+    return {
+        names.MANAGED_BY: names.MANAGER,
+        "app.kubernetes.io/name": "kubelab-schedule",
+        names.USER: names.label_value(nb.user),
+        "kubelab.io/schedule": schedule_id,
+    }

@@ -30,8 +30,11 @@ def submit(backend: KubernetesBackend, pipeline_id: str, name: str, steps: list[
 
     api = backend.api
     core, rbac = client.CoreV1Api(api.client), client.RbacAuthorizationV1Api(api.client)
-    creators: dict[str, Callable[..., Any]] = {"ServiceAccount": core.create_namespaced_service_account,
-                "Role": rbac.create_namespaced_role, "RoleBinding": rbac.create_namespaced_role_binding}
+    creators: dict[str, Callable[..., Any]] = {
+        "ServiceAccount": core.create_namespaced_service_account,
+        "Role": rbac.create_namespaced_role,
+        "RoleBinding": rbac.create_namespaced_role_binding,
+    }
     objects = argo_workflow.build(pipeline_id, name, steps, backend.nb)
     for obj in objects:
         what = f"{obj['kind']}/{obj['metadata']['name']}"
@@ -39,16 +42,19 @@ def submit(backend: KubernetesBackend, pipeline_id: str, name: str, steps: list[
             if obj["kind"] in ACCOUNT_KINDS:
                 api.call(creators[obj["kind"]], api.namespace, obj)
             else:
-                api.call(api.custom.create_namespaced_custom_object, GROUP, VERSION, api.namespace,
-                         PLURAL, obj)
+                api.call(
+                    api.custom.create_namespaced_custom_object, GROUP, VERSION, api.namespace, PLURAL, obj
+                )
         except ApiException as exc:
             if exc.status == 409 and obj["kind"] in ACCOUNT_KINDS:
                 continue  # the namespace's account, made by an earlier pipeline
             reason = _reason(exc)
             if exc.status == 403:
-                reason += ("; the notebook's Role must allow argoproj.io workflows and the "
-                           "namespace's pipeline account (hub_config/rbac/notebook-role.yaml): "
-                           "restart the notebook server so the hub applies the current Role")
+                reason += (
+                    "; the notebook's Role must allow argoproj.io workflows and the "
+                    "namespace's pipeline account (hub_config/rbac/notebook-role.yaml): "
+                    "restart the notebook server so the hub applies the current Role"
+                )
             problem = FieldError("engine", f"argo: cannot create {what}: {reason}")
             raise ValidationError("cannot submit the pipeline to Argo", [problem]) from exc
     return str(objects[-1]["metadata"]["name"])
@@ -60,13 +66,21 @@ def terminate(backend: KubernetesBackend, workflow: str) -> bool:
 
     api = backend.api
     try:
-        api.call(api.custom.patch_namespaced_custom_object, GROUP, VERSION, api.namespace, PLURAL,
-                 workflow, {"spec": {"shutdown": "Terminate"}})
+        api.call(
+            api.custom.patch_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            api.namespace,
+            PLURAL,
+            workflow,
+            {"spec": {"shutdown": "Terminate"}},
+        )
     except ApiException as exc:
         if exc.status == 404:
             return False
-        raise ValidationError("cannot stop the pipeline's Workflow",
-                              [FieldError(f"Workflow/{workflow}", _reason(exc))]) from exc
+        raise ValidationError(
+            "cannot stop the pipeline's Workflow", [FieldError(f"Workflow/{workflow}", _reason(exc))]
+        ) from exc
     return True
 
 

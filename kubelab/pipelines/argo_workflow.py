@@ -25,8 +25,10 @@ from kubelab.kube.notebook_env import NotebookEnv
 GROUP, VERSION, PLURAL = "argoproj.io", "v1alpha1", "workflows"
 ACCOUNT = "kubelab-pipelines"
 ENTRYPOINT = "pipeline"
-RULES = [*cronjob.RULES,  # Argo's executor (v3.4+) reports each task's outputs as WorkflowTaskResults
-         {"apiGroups": [GROUP], "resources": ["workflowtaskresults"], "verbs": ["create", "patch"]}]
+RULES = [
+    *cronjob.RULES,  # Argo's executor (v3.4+) reports each task's outputs as WorkflowTaskResults
+    {"apiGroups": [GROUP], "resources": ["workflowtaskresults"], "verbs": ["create", "patch"]},
+]
 Manifest = dict[str, Any]
 
 
@@ -52,23 +54,37 @@ def build(pipeline_id: str, name: str, steps: list[dict[str, Any]], nb: Notebook
 
 def account(nb: NotebookEnv) -> list[Manifest]:
     """The namespace's pipeline account; the same objects for every pipeline (409 = already there)."""
-    meta = {"name": ACCOUNT, "namespace": nb.namespace,
-            "labels": {names.MANAGED_BY: names.MANAGER, "app.kubernetes.io/name": "kubelab-pipeline"}}
+    meta = {
+        "name": ACCOUNT,
+        "namespace": nb.namespace,
+        "labels": {names.MANAGED_BY: names.MANAGER, "app.kubernetes.io/name": "kubelab-pipeline"},
+    }
     return [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta,
-         "automountServiceAccountToken": False},
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": meta,
+            "automountServiceAccountToken": False,
+        },
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": RULES},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": ACCOUNT},
-         "subjects": [{"kind": "ServiceAccount", "name": ACCOUNT, "namespace": nb.namespace}]},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": meta,
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": ACCOUNT},
+            "subjects": [{"kind": "ServiceAccount", "name": ACCOUNT, "namespace": nb.namespace}],
+        },
     ]
 
 
 def workflow(pipeline_id: str, name: str, steps: list[dict[str, Any]], nb: NotebookEnv) -> Manifest:
     pod = cronjob.pod_spec(nb, "main", [], ACCOUNT)  # Argo's name for a template's container
     container = pod.pop("containers")[0]
-    labels = {names.MANAGED_BY: names.MANAGER, names.USER: names.label_value(nb.user),
-              "kubelab.io/pipeline": pipeline_id}
+    labels = {
+        names.MANAGED_BY: names.MANAGER,
+        names.USER: names.label_value(nb.user),
+        "kubelab.io/pipeline": pipeline_id,
+    }
     tasks, templates = [], []
     for step in steps:
         task: Manifest = {"name": task_name(step["name"]), "template": task_name(step["name"])}
@@ -95,10 +111,17 @@ def workflow(pipeline_id: str, name: str, steps: list[dict[str, Any]], nb: Noteb
     for key in ("volumes", "nodeSelector", "tolerations"):
         if key in pod:
             spec[key] = pod[key]
-    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Workflow",
-            "metadata": {"name": workflow_name(pipeline_id), "namespace": nb.namespace, "labels": labels,
-                         "annotations": {"kubelab.io/pipeline-name": name}},
-            "spec": spec}
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "Workflow",
+        "metadata": {
+            "name": workflow_name(pipeline_id),
+            "namespace": nb.namespace,
+            "labels": labels,
+            "annotations": {"kubelab.io/pipeline-name": name},
+        },
+        "spec": spec,
+    }
 
 
 def task_pod(workflow: Manifest, step: str) -> Manifest:
@@ -106,14 +129,23 @@ def task_pod(workflow: Manifest, step: str) -> Manifest:
     namespace's Pod Security admission judges. Tests create it where no Argo controller runs."""
     spec = workflow["spec"]
     template = next(t for t in spec["templates"] if t["name"] == task_name(step))
-    pod: Manifest = {"restartPolicy": "Never", "serviceAccountName": spec["serviceAccountName"],
-                     "automountServiceAccountToken": spec["automountServiceAccountToken"],
-                     "enableServiceLinks": False, "securityContext": spec["securityContext"],
-                     "containers": [template["container"]]}
+    pod: Manifest = {
+        "restartPolicy": "Never",
+        "serviceAccountName": spec["serviceAccountName"],
+        "automountServiceAccountToken": spec["automountServiceAccountToken"],
+        "enableServiceLinks": False,
+        "securityContext": spec["securityContext"],
+        "containers": [template["container"]],
+    }
     for key in ("volumes", "nodeSelector", "tolerations"):
         if key in spec:
             pod[key] = spec[key]
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": f"{workflow['metadata']['name']}-{task_name(step)}"[:63].rstrip("-"),
-                         "labels": {**spec["podMetadata"]["labels"], **template["metadata"]["labels"]}},
-            "spec": pod}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{workflow['metadata']['name']}-{task_name(step)}"[:63].rstrip("-"),
+            "labels": {**spec["podMetadata"]["labels"], **template["metadata"]["labels"]},
+        },
+        "spec": pod,
+    }

@@ -22,8 +22,10 @@ def require(engine: str, backend: Backend) -> None:
     if backend.name != "kubernetes":
         reason = f"argo needs the Kubernetes backend and a cluster serving {WORKFLOWS}; use engine: driver"
     elif not _serves_argo(backend):
-        reason = (f"argo: this cluster does not serve {WORKFLOWS} (API discovery); install Argo "
-                  "Workflows, or use engine: driver, which runs the steps as Jobs")
+        reason = (
+            f"argo: this cluster does not serve {WORKFLOWS} (API discovery); install Argo "
+            "Workflows, or use engine: driver, which runs the steps as Jobs"
+        )
     else:
         return
     raise ValidationError("invalid pipeline spec", [FieldError("engine", reason)])

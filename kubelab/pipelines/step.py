@@ -49,8 +49,10 @@ class StepRunner(Driver):
         """0 once the step succeeded; 1 when it failed (Argo retries it while `retries` allow)."""
         self.state = self.pipeline.read_state()
         if self.name not in self.state.steps:
-            raise NotFound(f"pipeline '{self.pipeline.id}' has no step '{self.name}'",
-                           [FieldError("step", f"is not one of {', '.join(self.state.steps)}")])
+            raise NotFound(
+                f"pipeline '{self.pipeline.id}' has no step '{self.name}'",
+                [FieldError("step", f"is not one of {', '.join(self.state.steps)}")],
+            )
         if self.state.status != RUNNING:
             raise Conflict(f"pipeline '{self.pipeline.id}' is {self.state.status}: {self.state.reason}")
         self.prepare()
@@ -81,8 +83,10 @@ class StepRunner(Driver):
             self.stop_started()
             print(f"step {self.name}: the pipeline was stopped", file=sys.stderr)
             return 1
-        print(f"step {self.name}: {entry.state} {entry.kind} {entry.id or ''} {entry.reason}".rstrip(),
-              file=sys.stderr)
+        print(
+            f"step {self.name}: {entry.state} {entry.kind} {entry.id or ''} {entry.reason}".rstrip(),
+            file=sys.stderr,
+        )
         return 0 if entry.state == DONE else 1
 
     def save(self) -> None:

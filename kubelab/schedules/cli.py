@@ -23,8 +23,12 @@ if TYPE_CHECKING:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    command = CommandGroup(subparsers, "schedule", help="run experiments, sweeps or pipelines on a timetable",
-                           description="Create, list, pause, resume or remove schedules.").command
+    command = CommandGroup(
+        subparsers,
+        "schedule",
+        help="run experiments, sweeps or pipelines on a timetable",
+        description="Create, list, pause, resume or remove schedules.",
+    ).command
 
     p = command("add", cmd_add, "schedule the experiment, sweep or pipeline a spec file describes")
     p.add_argument("-f", "--file", required=True, help="a spec with a schedule: section")
@@ -33,10 +37,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     command("pause", cmd_pause, "stop firing a schedule").add_argument("id")
     command("resume", cmd_resume, "fire a paused schedule again (from now on)").add_argument("id")
     command("rm", cmd_rm, "remove a schedule (what it started keeps running)").add_argument("id")
-    command("fire", cmd_fire, "fire a schedule once now and follow what it started to its end "
-            "(what a schedule's CronJob runs)").add_argument("id")
-    p = command("render", cmd_render, "print the Kubernetes objects (CronJob, ServiceAccount, Role, "
-                "RoleBinding) that run a schedule on the cluster")
+    command(
+        "fire",
+        cmd_fire,
+        "fire a schedule once now and follow what it started to its end (what a schedule's CronJob runs)",
+    ).add_argument("id")
+    p = command(
+        "render",
+        cmd_render,
+        "print the Kubernetes objects (CronJob, ServiceAccount, Role, "
+        "RoleBinding) that run a schedule on the cluster",
+    )
     p.add_argument("-f", "--file", required=True, help="a spec with a schedule: section")
     p.add_argument("--id", default="0000000000aa", help="the schedule id to render with")
     p.add_argument("--yaml", action="store_true", help="YAML instead of JSON")
@@ -81,8 +92,19 @@ def cmd_ls(args: argparse.Namespace) -> int:
         runs = (r.get("cluster") or {}).get("runs")
         if runs:  # on a cluster: the CronJob's latest Job
             text = f"{runs[-1]['state']} job/{runs[-1]['job']}"
-        rows.append((r["id"], r["name"][:30], r["kind"], r["cron"], r["timezone"], r["concurrency"],
-                     "paused" if r["paused"] else "active", r["next_at"] or "-", text))
+        rows.append(
+            (
+                r["id"],
+                r["name"][:30],
+                r["kind"],
+                r["cron"],
+                r["timezone"],
+                r["concurrency"],
+                "paused" if r["paused"] else "active",
+                r["next_at"] or "-",
+                text,
+            )
+        )
     print(table(rows))
     return 0
 
@@ -122,8 +144,10 @@ def cmd_fire(args: argparse.Namespace) -> int:
 
     schedules = _schedules()
     fire = fire_once(schedules.lab.home, args.id)
-    print(f"schedule {args.id}: {fire['state']} {fire.get('id') or ''} {fire.get('reason') or ''}".rstrip(),
-          file=sys.stderr)
+    print(
+        f"schedule {args.id}: {fire['state']} {fire.get('id') or ''} {fire.get('reason') or ''}".rstrip(),
+        file=sys.stderr,
+    )
     if fire["state"] != "started":
         return 0 if fire["state"] == "skipped" else 1
     kind = schedules.get_dir(args.id).definition()["kind"]

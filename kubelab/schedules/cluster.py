@@ -56,11 +56,14 @@ class ClusterSchedules:
             what = f"{obj['kind']}/{obj['metadata']['name']}"
             reason = _reason(exc)
             if exc.status == 403:
-                reason += ("; the notebook's Role must allow CronJobs, ServiceAccounts, Roles and "
-                           "RoleBindings (hub_config/rbac/notebook-role.yaml): restart the notebook "
-                           "server so the hub applies the current Role")
-            raise ValidationError("cannot create the schedule on the cluster",
-                                  [FieldError(f"schedule ({what})", reason)]) from exc
+                reason += (
+                    "; the notebook's Role must allow CronJobs, ServiceAccounts, Roles and "
+                    "RoleBindings (hub_config/rbac/notebook-role.yaml): restart the notebook "
+                    "server so the hub applies the current Role"
+                )
+            raise ValidationError(
+                "cannot create the schedule on the cluster", [FieldError(f"schedule ({what})", reason)]
+            ) from exc
 
     def delete(self, objects: list[Obj]) -> None:
         """Delete in reverse order (the CronJob first, with its Jobs); gone already is fine."""
@@ -69,8 +72,13 @@ class ClusterSchedules:
         failures = []
         for obj in reversed(objects):
             try:
-                self._call("delete", obj["kind"], obj["metadata"]["name"], self.namespace,
-                           body={"propagationPolicy": "Background"})
+                self._call(
+                    "delete",
+                    obj["kind"],
+                    obj["metadata"]["name"],
+                    self.namespace,
+                    body={"propagationPolicy": "Background"},
+                )
             except ApiException as exc:
                 if exc.status != 404:
                     failures.append(FieldError(f"{obj['kind']}/{obj['metadata']['name']}", _reason(exc)))
@@ -81,11 +89,16 @@ class ClusterSchedules:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            self.api.call(self.batch.patch_namespaced_cron_job, cronjob_name, self.namespace,
-                          {"spec": {"suspend": suspended}})
+            self.api.call(
+                self.batch.patch_namespaced_cron_job,
+                cronjob_name,
+                self.namespace,
+                {"spec": {"suspend": suspended}},
+            )
         except ApiException as exc:
-            raise KubelabError(f"cannot {'pause' if suspended else 'resume'} CronJob {cronjob_name}: "
-                               f"{_reason(exc)}") from exc
+            raise KubelabError(
+                f"cannot {'pause' if suspended else 'resume'} CronJob {cronjob_name}: {_reason(exc)}"
+            ) from exc
 
     def status(self, schedule_id: str, cronjob_name: str) -> Obj:
         """What the cluster says: suspended, the last schedule time and the latest runs (Jobs)."""
@@ -94,24 +107,39 @@ class ClusterSchedules:
         found: Obj = {"cronjob": cronjob_name, "namespace": self.namespace}
         try:
             job = self.api.call(self.batch.read_namespaced_cron_job, cronjob_name, self.namespace)
-            jobs = self.api.call(self.batch.list_namespaced_job, self.namespace,
-                                 label_selector=f"kubelab.io/schedule={schedule_id}").items
+            jobs = self.api.call(
+                self.batch.list_namespaced_job,
+                self.namespace,
+                label_selector=f"kubelab.io/schedule={schedule_id}",
+            ).items
         except ApiException as exc:
             return {**found, "error": "missing" if exc.status == 404 else _reason(exc)}
         except KubelabError as exc:  # the API server is unreachable: list the rest anyway
             return {**found, "error": exc.message()}
-        found.update(suspend=bool(job.spec.suspend), last_schedule=_iso(job.status.last_schedule_time),
-                     last_success=_iso(job.status.last_successful_time))
+        found.update(
+            suspend=bool(job.spec.suspend),
+            last_schedule=_iso(job.status.last_schedule_time),
+            last_success=_iso(job.status.last_successful_time),
+        )
         runs = sorted(jobs, key=lambda j: j.metadata.creation_timestamp)[-RUNS_SHOWN:]
-        found["runs"] = [{"job": j.metadata.name, "state": _job_state(j.status),
-                          "created_at": _iso(j.metadata.creation_timestamp),
-                          "finished_at": _iso(j.status.completion_time)} for j in runs]
+        found["runs"] = [
+            {
+                "job": j.metadata.name,
+                "state": _job_state(j.status),
+                "created_at": _iso(j.metadata.creation_timestamp),
+                "finished_at": _iso(j.status.completion_time),
+            }
+            for j in runs
+        ]
         return found
 
     def _call(self, verb: str, kind: str, *args: Any, **kwargs: Any) -> Any:
-        api, noun = {"ServiceAccount": (self.core, "service_account"),
-                     "Role": (self.rbac, "role"), "RoleBinding": (self.rbac, "role_binding"),
-                     "CronJob": (self.batch, "cron_job")}[kind]
+        api, noun = {
+            "ServiceAccount": (self.core, "service_account"),
+            "Role": (self.rbac, "role"),
+            "RoleBinding": (self.rbac, "role_binding"),
+            "CronJob": (self.batch, "cron_job"),
+        }[kind]
         return self.api.call(getattr(api, f"{verb}_namespaced_{noun}"), *args, **kwargs)
 
 

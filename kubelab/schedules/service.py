@@ -109,8 +109,15 @@ class Schedules:
         return found
 
     # -- creating -------------------------------------------------------------------------
-    def create(self, kind: str | None, data: Any, base_dir: Path | None = None, confine: bool = False,
-               params: dict[str, Any] | None = None, start_scheduler: bool = True) -> dict[str, Any]:
+    def create(
+        self,
+        kind: str | None,
+        data: Any,
+        base_dir: Path | None = None,
+        confine: bool = False,
+        params: dict[str, Any] | None = None,
+        start_scheduler: bool = True,
+    ) -> dict[str, Any]:
         """Validate the schedule and what it starts (as a run would be validated), then record it."""
         from kubelab.polyaxon_dag import translate
 
@@ -132,9 +139,14 @@ class Schedules:
             problems += exc.fields
         argo = kind == "pipeline" and body.get("engine") == "argo"
         if argo and not any(p.path == "engine" for p in problems):
-            problems.append(FieldError("engine", "argo: a schedule fires under its own least-privilege "
-                                       "account, which may not submit Workflows; schedule the pipeline "
-                                       "with engine: driver (its steps run as Jobs)"))
+            problems.append(
+                FieldError(
+                    "engine",
+                    "argo: a schedule fires under its own least-privilege "
+                    "account, which may not submit Workflows; schedule the pipeline "
+                    "with engine: driver (its steps run as Jobs)",
+                )
+            )
         if problems:
             raise ValidationError(f"invalid {kind} schedule", problems)
         assert schedule is not None
@@ -147,12 +159,23 @@ class Schedules:
         staging.mkdir()
         try:
             folder = ScheduleDirectory(staging)
-            write_json(folder.definition_file, {
-                "kind": kind, "name": name, "spec": body, "params": params or {},
-                "base_dir": str(base), "confine": confine, "user": self.lab.user,
-                "schedule": schedule.to_dict(), "created_at": utcnow(),
-                "objects": [{"kind": o["kind"], "metadata": {"name": o["metadata"]["name"]}}
-                            for o in objects]})
+            write_json(
+                folder.definition_file,
+                {
+                    "kind": kind,
+                    "name": name,
+                    "spec": body,
+                    "params": params or {},
+                    "base_dir": str(base),
+                    "confine": confine,
+                    "user": self.lab.user,
+                    "schedule": schedule.to_dict(),
+                    "created_at": utcnow(),
+                    "objects": [
+                        {"kind": o["kind"], "metadata": {"name": o["metadata"]["name"]}} for o in objects
+                    ],
+                },
+            )
             folder.write_state({"paused": False, "considered": time.time(), "fires": []})
             staging.rename(self.root / schedule_id)
         except BaseException:
@@ -181,8 +204,9 @@ class Schedules:
         assert isinstance(self.lab.backend, KubernetesBackend)
         return ClusterSchedules(self.lab.backend)
 
-    def check(self, kind: str, body: dict[str, Any], base: Path, confine: bool,
-              params: dict[str, Any]) -> None:
+    def check(
+        self, kind: str, body: dict[str, Any], base: Path, confine: bool, params: dict[str, Any]
+    ) -> None:
         if kind == "pipeline":
             from kubelab.pipelines.service import Pipelines
 
@@ -205,10 +229,15 @@ class Schedules:
         schedule = folder.schedule()
         upcoming = None if state["paused"] else schedule.next_after(max(time.time(), state["considered"]))
         record = {
-            "id": folder.id, "name": definition["name"], "kind": definition["kind"],
+            "id": folder.id,
+            "name": definition["name"],
+            "kind": definition["kind"],
             **{k: definition["schedule"][k] for k in ("cron", "timezone", "concurrency", "start", "end")},
-            "paused": state["paused"], "next_at": iso(upcoming) if upcoming else None,
-            "fires": state["fires"][-10:], "created_at": definition["created_at"], "user": definition["user"],
+            "paused": state["paused"],
+            "next_at": iso(upcoming) if upcoming else None,
+            "fires": state["fires"][-10:],
+            "created_at": definition["created_at"],
+            "user": definition["user"],
         }
         cronjob = folder.cronjob()
         record["fired_by"] = "cronjob" if cronjob else "scheduler"
@@ -256,8 +285,15 @@ class Schedules:
     def _require_cluster(self, folder: ScheduleDirectory) -> ClusterSchedules:
         cluster = self.cluster()
         if cluster is None:
-            raise ValidationError(f"schedule '{folder.id}' is a CronJob on the cluster", [FieldError(
-                "KUBELAB_BACKEND", "must be kubernetes to change it (this process uses the local backend)")])
+            raise ValidationError(
+                f"schedule '{folder.id}' is a CronJob on the cluster",
+                [
+                    FieldError(
+                        "KUBELAB_BACKEND",
+                        "must be kubernetes to change it (this process uses the local backend)",
+                    )
+                ],
+            )
         return cluster
 
     # -- firing ---------------------------------------------------------------------------

@@ -61,8 +61,13 @@ def root_hub(open_folder: Path) -> Iterator[Hub]:
         "KUBELAB_FAKE_GPUS": "Tesla T4",
         "KUBELAB_HUB_PASSWORD": "",
     }
-    hub = Hub(open_folder / "hub", "c.LocalKubeLabSpawner.start_timeout = 120\n", env,
-              python=str(python), kubelab_hub=True)
+    hub = Hub(
+        open_folder / "hub",
+        "c.LocalKubeLabSpawner.start_timeout = 120\n",
+        env,
+        python=str(python),
+        kubelab_hub=True,
+    )
     try:
         with hub:
             yield hub
@@ -83,8 +88,9 @@ def login_and_start(page: Page, hub: Hub, user: str) -> None:
     except PlaywrightTimeoutError:
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "local-hub-fresh-machine.png"))
-        raise AssertionError(f"JupyterLab did not render for {user}:\n{page.content()[:3000]}\n"
-                             f"{hub.log_tail()}") from None
+        raise AssertionError(
+            f"JupyterLab did not render for {user}:\n{page.content()[:3000]}\n{hub.log_tail()}"
+        ) from None
 
 
 def test_a_new_system_user_logs_in_starts_a_notebook_and_runs_an_experiment(root_hub: Hub) -> None:
@@ -97,8 +103,10 @@ def test_a_new_system_user_logs_in_starts_a_notebook_and_runs_an_experiment(root
             workspace = Path(root_hub.env["KUBELAB_HUB_ROOT"]) / "workspaces" / user
             assert workspace.stat().st_uid == account.pw_uid and workspace.stat().st_mode & 0o777 == 0o700
 
-            spec = {"name": "from-the-page",
-                    "command": ["python", "-c", "import os, kubelab; kubelab.report_final({'uid': os.getuid()})"]}
+            spec = {
+                "name": "from-the-page",
+                "command": ["python", "-c", "import os, kubelab; kubelab.report_final({'uid': os.getuid()})"],
+            }
             api = f"/user/{user}/kubelab/api/experiments"
             submitted = page.evaluate(CALL, ["POST", api, spec])
             assert submitted["status"] == 201, (submitted, root_hub.log_tail())

@@ -100,15 +100,17 @@ def test_start_a_sweep_from_the_dialog_after_fixing_its_errors(lab_server, page:
     # The new sweep's view opens and fills in as trials finish.
     view = sweep_view(page)
     expect(view.locator("h1")).to_have_text("ui-grid", timeout=WAIT_MS)
-    expect(view.locator(".jp-kubelab-Detail-status")).to_have_attribute("data-status", "Succeeded",
-                                                                         timeout=WAIT_MS)
+    expect(view.locator(".jp-kubelab-Detail-status")).to_have_attribute(
+        "data-status", "Succeeded", timeout=WAIT_MS
+    )
     expect(trial_rows(view)).to_have_count(4, timeout=WAIT_MS)
     # `choice` parameters get category axes, numbers included, in the space's order.
     for name in ("bs", "lr"):
         axis = view.locator(f'.jp-kubelab-Parallel-axis[data-axis="{name}"]')
         expect(axis).to_have_attribute("data-kind", "category")
     expect(view.locator('.jp-kubelab-Parallel-axis[data-axis="bs"] .jp-kubelab-Parallel-tick')).to_have_text(
-        ["32", "64"])
+        ["32", "64"]
+    )
     # Every trial's intermediate results overlaid in one chart per metric.
     curves = view.locator('.jp-kubelab-SweepCurves .jp-kubelab-Overlay[data-metric="loss"]')
     expect(curves.locator("canvas")).to_have_count(1, timeout=WAIT_MS)
@@ -171,18 +173,26 @@ def test_the_trials_table_sorts_and_opens_from_the_keyboard(lab_server, page: Pa
     link = trial_view.locator(".jp-kubelab-Detail-sweep")
     expect(link).to_contain_text(f"Trial #{number} of ui-grid")
     link.get_by_role("button", name="ui-grid").click()
-    expect(page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current")).to_contain_text("Sweep ui-grid")
+    expect(page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current")).to_contain_text(
+        "Sweep ui-grid"
+    )
 
 
 def test_pruned_trials_are_marked(lab_server, page: Page) -> None:
     (lab_server.root / "curve.py").write_text(CURVE)
     batch = [{"quality": q} for q in ("good", "good", "good", "bad")]
-    response = lab_server.post("sweeps", {
-        "name": "ui-pruned", "tuner": "batch", "batch": batch, "concurrency": 1,
-        "objective": {"metric": "loss"},
-        "early_stopping": {"name": "median", "args": {"n_startup_trials": 2, "n_warmup_steps": 1}},
-        "trial": {"command": ["python", "curve.py"]},
-    })
+    response = lab_server.post(
+        "sweeps",
+        {
+            "name": "ui-pruned",
+            "tuner": "batch",
+            "batch": batch,
+            "concurrency": 1,
+            "objective": {"metric": "loss"},
+            "early_stopping": {"name": "median", "args": {"n_startup_trials": 2, "n_warmup_steps": 1}},
+            "trial": {"command": ["python", "curve.py"]},
+        },
+    )
     assert response.status_code == 201, response.text
     sweep_id = response.json()["id"]
     open_panel(page)
@@ -205,14 +215,23 @@ def test_pruned_trials_are_marked(lab_server, page: Page) -> None:
 
 def test_stop_and_resume_a_sweep_from_its_view(lab_server, page: Page) -> None:
     gate = lab_server.root / "go"
-    script = (f"import os, time, kubelab\nwhile not os.path.exists({str(gate)!r}): time.sleep(0.05)\n"
-              "kubelab.report(loss=1)\n")
+    script = (
+        f"import os, time, kubelab\nwhile not os.path.exists({str(gate)!r}): time.sleep(0.05)\n"
+        "kubelab.report(loss=1)\n"
+    )
     (lab_server.root / "gated.py").write_text(script)
-    response = lab_server.post("sweeps", {
-        "name": "ui-gated", "space": {"x": {"_type": "uniform", "_value": [0, 1]}},
-        "objective": {"metric": "loss"}, "tuner": "random", "max_trials": 2, "concurrency": 1,
-        "trial": {"command": ["python", "gated.py"]},
-    })
+    response = lab_server.post(
+        "sweeps",
+        {
+            "name": "ui-gated",
+            "space": {"x": {"_type": "uniform", "_value": [0, 1]}},
+            "objective": {"metric": "loss"},
+            "tuner": "random",
+            "max_trials": 2,
+            "concurrency": 1,
+            "trial": {"command": ["python", "gated.py"]},
+        },
+    )
     assert response.status_code == 201, response.text
     sweep_id = response.json()["id"]
     item = sidebar(page).locator(f'.jp-kubelab-Sweep[data-sweep-id="{sweep_id}"]')
@@ -236,8 +255,10 @@ def test_stop_and_resume_a_sweep_from_its_view(lab_server, page: Page) -> None:
 
 def test_the_experiments_table_is_a_keyboard_grid(lab_server, page: Page) -> None:
     (lab_server.root / "replicas.py").write_text(REPLICAS)
-    response = lab_server.post("experiments", {"name": "two-replicas", "command": ["python", "replicas.py"],
-                                               "replicas": 2, "framework": "pytorch"})
+    response = lab_server.post(
+        "experiments",
+        {"name": "two-replicas", "command": ["python", "replicas.py"], "replicas": 2, "framework": "pytorch"},
+    )
     assert response.status_code == 201, response.text
     run_id = response.json()["id"]
     lab_server.wait_for(run_id)
@@ -283,7 +304,9 @@ def test_the_experiments_table_is_a_keyboard_grid(lab_server, page: Page) -> Non
 
 
 def test_logs_search_wrap_download_and_replica_tabs(lab_server, page: Page) -> None:
-    run_id = next(r["id"] for r in lab_server.get("experiments").json()["items"] if r["name"] == "two-replicas")
+    run_id = next(
+        r["id"] for r in lab_server.get("experiments").json()["items"] if r["name"] == "two-replicas"
+    )
     row = sidebar(page).locator(f'.jp-kubelab-Row[data-experiment-id="{run_id}"]')
     row.locator(".jp-kubelab-Row-name").click()
     view = page.locator(f'.jp-kubelab-Detail[data-experiment-id="{run_id}"]')
@@ -378,8 +401,12 @@ def test_text_is_no_smaller_than_jupyterlabs_in_the_views(lab_server, page: Page
 def test_column_order_comes_from_the_settings(lab_server, page: Page) -> None:
     # What the Settings Editor saves (its JSON view) for kubelab's `columns`.
     settings = {"raw": json.dumps({"columns": ["name", "metric", "status"]})}
-    response = requests.put(f"{lab_server.url}lab/api/settings/kubelab:plugin", headers=lab_server.headers,
-                            json=settings, timeout=30)
+    response = requests.put(
+        f"{lab_server.url}lab/api/settings/kubelab:plugin",
+        headers=lab_server.headers,
+        json=settings,
+        timeout=30,
+    )
     assert response.status_code == 204, response.text
     page.reload()
     expect(page.locator("#jupyterlab-splash")).to_have_count(0, timeout=WAIT_MS)

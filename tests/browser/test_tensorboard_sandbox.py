@@ -28,7 +28,9 @@ SANDBOX = "sandbox allow-scripts"
 @pytest.fixture(scope="module")
 def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[JupyterServer, str]]:
     base = tmp_path_factory.mktemp("tb-sandbox")
-    with JupyterServer(base / "root", base / "home", env={"KUBELAB_MACHINE_DIR": str(base / "machine")}) as server:
+    with JupyterServer(
+        base / "root", base / "home", env={"KUBELAB_MACHINE_DIR": str(base / "machine")}
+    ) as server:
         run = server.post("experiments", {"name": "tb", "command": ["python", "-c", TRAIN]}).json()["id"]
         assert server.wait_for(run)["status"] == "Succeeded"
         started = server.post("tensorboards", {"experiments": [run]})
@@ -56,9 +58,14 @@ def open_tensorboard(browser: Browser, server: JupyterServer, url: str, policy: 
     def answer(route: Route) -> None:
         request = route.request
         if request.method == "OPTIONS":  # a sandboxed page's data queries are cross-origin
-            route.fulfill(status=204, headers={"Access-Control-Allow-Origin": "*",
-                                               "Access-Control-Allow-Headers": "*",
-                                               "Access-Control-Allow-Methods": "GET, POST"})
+            route.fulfill(
+                status=204,
+                headers={
+                    "Access-Control-Allow-Origin": "*",
+                    "Access-Control-Allow-Headers": "*",
+                    "Access-Control-Allow-Methods": "GET, POST",
+                },
+            )
             return
         response = route.fetch(headers={**request.headers, **server.headers})  # credentials without cookies
         headers = {**response.headers, "access-control-allow-origin": "*"}
@@ -76,7 +83,9 @@ def open_tensorboard(browser: Browser, server: JupyterServer, url: str, policy: 
     result = {
         "rendered": rendered,
         "origin": page.evaluate("() => window.origin"),
-        "cookie": page.evaluate("() => { try { document.cookie; return 'readable' } catch (e) { return e.name } }"),
+        "cookie": page.evaluate(
+            "() => { try { document.cookie; return 'readable' } catch (e) { return e.name } }"
+        ),
         "body": page.locator("body").inner_text(),
         "errors": errors,
     }

@@ -31,15 +31,22 @@ def dag() -> dict:
 def test_a_dag_is_a_pipeline_with_its_references_as_templates():
     spec = pipeline(dag(), POLYAXON)
     assert spec["name"] == "nightly-dag" and spec["params"] == {"epochs": 4}  # the operation's value
-    assert spec["schedule"] == {"cron": "0 3 * * *", "timezone": "UTC", "concurrency": "allow",
-                                "start": "2026-01-01T00:00:00Z", "end": "2030-01-01T00:00:00Z"}
+    assert spec["schedule"] == {
+        "cron": "0 3 * * *",
+        "timezone": "UTC",
+        "concurrency": "allow",
+        "start": "2026-01-01T00:00:00Z",
+        "end": "2030-01-01T00:00:00Z",
+    }
     steps = {s["name"]: s for s in spec["steps"]}
     assert list(steps) == ["prepare", "tune", "train", "evaluate"]
     assert steps["prepare"]["experiment"]["command"] == ["python3", "-c", "print('data ready')"]
     assert steps["tune"]["depends_on"] == ["prepare"] and "sweep" in steps["tune"]
     assert steps["tune"]["outputs"] == ["lr"]  # what train reads from it
-    assert steps["train"]["experiment"]["params"] == {"lr": "{{ steps.tune.best.metrics.lr }}",
-                                                      "epochs": "{{ params.epochs }}"}
+    assert steps["train"]["experiment"]["params"] == {
+        "lr": "{{ steps.tune.best.metrics.lr }}",
+        "epochs": "{{ params.epochs }}",
+    }
     assert steps["evaluate"]["experiment"]["params"] == {"accuracy": "{{ steps.train.metrics.accuracy }}"}
     assert steps["evaluate"]["depends_on"] == ["train"] and steps["train"]["outputs"] == ["accuracy"]
 
@@ -67,18 +74,31 @@ def test_a_scheduled_operation_is_a_schedule_of_its_experiment():
     fires = [when.next_after(0)]
     assert when.next_after(fires[0]) is None  # exactly one fire, at that minute
     assert fires[0] == when.start and when.to_dict()["start"] == "2027-03-04T05:06:00Z"
-    assert translate({"version": 1.1, "kind": "component", "run": {"kind": "job"}}, POLYAXON)["kind"] == "component"
+    assert (
+        translate({"version": 1.1, "kind": "component", "run": {"kind": "job"}}, POLYAXON)["kind"]
+        == "component"
+    )
 
 
-@pytest.mark.parametrize(("section", "path", "reason"), [
-    ({"kind": "interval", "frequency": 3600, "startAt": "2026-01-01T00:00:00Z"}, "schedule.kind",
-     "no cron form"),
-    ({"kind": "cron", "cron": "0 * * * *", "maxRuns": 3}, "schedule.maxRuns", "give endAt instead"),
-    ({"kind": "cron", "cron": "0 * * * *", "dependsOnPast": True}, "schedule.dependsOnPast", "does not wait"),
-    ({"kind": "datetime", "startAt": "2027-03-04T05:06:07Z"}, "schedule.startAt", "whole minutes"),
-    ({"kind": "datetime"}, "schedule.startAt", "is required"),
-    ({"kind": "cronn", "cron": "0 * * * *"}, "schedule.kind", "did you mean 'cron'"),
-])
+@pytest.mark.parametrize(
+    ("section", "path", "reason"),
+    [
+        (
+            {"kind": "interval", "frequency": 3600, "startAt": "2026-01-01T00:00:00Z"},
+            "schedule.kind",
+            "no cron form",
+        ),
+        ({"kind": "cron", "cron": "0 * * * *", "maxRuns": 3}, "schedule.maxRuns", "give endAt instead"),
+        (
+            {"kind": "cron", "cron": "0 * * * *", "dependsOnPast": True},
+            "schedule.dependsOnPast",
+            "does not wait",
+        ),
+        ({"kind": "datetime", "startAt": "2027-03-04T05:06:07Z"}, "schedule.startAt", "whole minutes"),
+        ({"kind": "datetime"}, "schedule.startAt", "is required"),
+        ({"kind": "cronn", "cron": "0 * * * *"}, "schedule.kind", "did you mean 'cron'"),
+    ],
+)
 def test_schedules_without_a_faithful_mapping_are_refused_by_name(section, path, reason):
     assert reason in refusal(lambda: schedule(section)).get(path, ""), refusal(lambda: schedule(section))
 
@@ -96,16 +116,29 @@ def test_a_bad_cron_string_is_refused_naming_the_field_and_nothing_is_recorded(c
     assert schedules.list() == []
 
 
-@pytest.mark.parametrize(("change", "path", "reason"), [
-    (lambda ops: ops[1].update(trigger="all_done"), "operations[1].trigger", "all_succeeded"),
-    (lambda ops: ops[1].update(conditions="{{ x }}"), "operations[1].conditions", "not supported"),
-    (lambda ops: ops[0].update(dagRef="prepare-dta"), "operations[0].dagRef", "did you mean 'prepare-data'"),
-    (lambda ops: ops[0].update(dagRef=None, hubRef="x"), "operations[0].hubRef", "Polyaxon Hub"),
-    (lambda ops: ops[2]["params"]["lr"].update(ref="ops.tun"), "operations[2].params.lr.ref",
-     "no operation named 'tun'"),
-    (lambda ops: ops[2]["params"]["lr"].update(ref="runs.abc"), "operations[2].params.lr.ref",
-     "Polyaxon's API"),
-])
+@pytest.mark.parametrize(
+    ("change", "path", "reason"),
+    [
+        (lambda ops: ops[1].update(trigger="all_done"), "operations[1].trigger", "all_succeeded"),
+        (lambda ops: ops[1].update(conditions="{{ x }}"), "operations[1].conditions", "not supported"),
+        (
+            lambda ops: ops[0].update(dagRef="prepare-dta"),
+            "operations[0].dagRef",
+            "did you mean 'prepare-data'",
+        ),
+        (lambda ops: ops[0].update(dagRef=None, hubRef="x"), "operations[0].hubRef", "Polyaxon Hub"),
+        (
+            lambda ops: ops[2]["params"]["lr"].update(ref="ops.tun"),
+            "operations[2].params.lr.ref",
+            "no operation named 'tun'",
+        ),
+        (
+            lambda ops: ops[2]["params"]["lr"].update(ref="runs.abc"),
+            "operations[2].params.lr.ref",
+            "Polyaxon's API",
+        ),
+    ],
+)
 def test_what_a_pipeline_cannot_express_is_refused_by_operation(change, path, reason):
     data = copy.deepcopy(dag())
     change(data["component"]["run"]["operations"])

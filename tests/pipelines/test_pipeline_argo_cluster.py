@@ -39,15 +39,29 @@ admin, on_cluster = worked_example.admin, worked_example.on_cluster  # its fixtu
 pods = worked_example.pods
 KUBELAB = str(Path(sys.executable).parent / "kubelab")
 SPEC = {
-    "name": "argo-flow", "engine": "argo",
+    "name": "argo-flow",
+    "engine": "argo",
     "steps": [
         {"name": "prep", "outputs": ["rows"], "experiment": {"command": "python prep.py"}},
-        {"name": "train_a", "depends_on": ["prep"], "retries": 1, "outputs": ["acc"],
-         "experiment": {"command": "python train.py {{ steps.prep.metrics.rows }} a"}},
-        {"name": "train_b", "depends_on": ["prep"],
-         "experiment": {"command": "python train.py {{ steps.prep.metrics.rows }} b"}},
-        {"name": "evaluate", "depends_on": ["train_a", "train_b"],
-         "experiment": {"command": "python eval.py {{ steps.train_a.metrics.acc }} {{ steps.train_b.outputs }}"}},
+        {
+            "name": "train_a",
+            "depends_on": ["prep"],
+            "retries": 1,
+            "outputs": ["acc"],
+            "experiment": {"command": "python train.py {{ steps.prep.metrics.rows }} a"},
+        },
+        {
+            "name": "train_b",
+            "depends_on": ["prep"],
+            "experiment": {"command": "python train.py {{ steps.prep.metrics.rows }} b"},
+        },
+        {
+            "name": "evaluate",
+            "depends_on": ["train_a", "train_b"],
+            "experiment": {
+                "command": "python eval.py {{ steps.train_a.metrics.acc }} {{ steps.train_b.outputs }}"
+            },
+        },
     ],
 }
 
@@ -61,23 +75,39 @@ def argo_served(simulated_cluster):
 
 def workflow(admin, namespace: str, name: str) -> dict:
     return client.CustomObjectsApi(admin).get_namespaced_custom_object(
-        "argoproj.io", "v1alpha1", namespace, "workflows", name)
+        "argoproj.io", "v1alpha1", namespace, "workflows", name
+    )
 
 
 def start_step(pipeline_id: str, step: str) -> subprocess.Popen:
     """A task pod's command, with the notebook's environment (KUBECONFIG = its token)."""
-    return subprocess.Popen([KUBELAB, "pipeline", "step", pipeline_id, step], env=dict(os.environ),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [KUBELAB, "pipeline", "step", pipeline_id, step],
+        env=dict(os.environ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
-def play(simulated_cluster, admin, namespace: str, home: Path, pipeline_id: str,
-         outcomes: dict[str, tuple[str, dict]], wanted: int) -> None:
+def play(
+    simulated_cluster,
+    admin,
+    namespace: str,
+    home: Path,
+    pipeline_id: str,
+    outcomes: dict[str, tuple[str, dict]],
+    wanted: int,
+) -> None:
     """End `wanted` step pods (each step's pod as `outcomes[step]` says), all in one sweep once
     they are all running, so the steps' ledger writes race."""
     deadline = time.monotonic() + 120
     while True:
-        running = [p for p in pods(admin, namespace, f"kubelab.io/pipeline={pipeline_id}")
-                   if p.status.phase == "Running"]
+        running = [
+            p
+            for p in pods(admin, namespace, f"kubelab.io/pipeline={pipeline_id}")
+            if p.status.phase == "Running"
+        ]
         if len(running) >= wanted:
             break
         assert time.monotonic() < deadline, [p.metadata.name for p in running]
@@ -89,8 +119,9 @@ def play(simulated_cluster, admin, namespace: str, home: Path, pipeline_id: str,
         with open(run / "metrics.jsonl", "a") as out:
             out.write(json.dumps({"step": 0, "metrics": metrics, "time": time.time()}) + "\n")
     for pod in running:
-        simulated_cluster.end_pod(namespace, pod.metadata.name, outcomes[
-            pod.metadata.labels["kubelab.io/pipeline-step"]][0])
+        simulated_cluster.end_pod(
+            namespace, pod.metadata.name, outcomes[pod.metadata.labels["kubelab.io/pipeline-step"]][0]
+        )
 
 
 def finish(process: subprocess.Popen, expect: int | None = None) -> tuple[int, str]:
@@ -99,7 +130,9 @@ def finish(process: subprocess.Popen, expect: int | None = None) -> tuple[int, s
     return process.returncode, out
 
 
-def test_a_pipeline_submitted_as_a_workflow_runs_step_by_step(simulated_cluster, admin, on_cluster, argo_served):
+def test_a_pipeline_submitted_as_a_workflow_runs_step_by_step(
+    simulated_cluster, admin, on_cluster, argo_served
+):
     namespace, nb, work = on_cluster
     home = Path(nb.home)
     for script in ("prep.py", "train.py", "eval.py"):
@@ -114,16 +147,27 @@ def test_a_pipeline_submitted_as_a_workflow_runs_step_by_step(simulated_cluster,
 
     made = workflow(admin, namespace, record["workflow"])
     tasks = {t["name"]: t.get("dependencies", []) for t in made["spec"]["templates"][0]["dag"]["tasks"]}
-    assert tasks == {"step-prep": [], "step-train-a": ["step-prep"], "step-train-b": ["step-prep"],
-                     "step-evaluate": ["step-train-a", "step-train-b"]}
+    assert tasks == {
+        "step-prep": [],
+        "step-train-a": ["step-prep"],
+        "step-train-b": ["step-prep"],
+        "step-evaluate": ["step-train-a", "step-train-b"],
+    }
     templates = {t["name"]: t for t in made["spec"]["templates"][1:]}
     assert templates["step-train-a"]["retryStrategy"]["limit"] == 1
     assert {t["container"]["image"] for t in templates.values()} == {nb.image}
-    assert templates["step-evaluate"]["container"]["command"] == ["kubelab", "pipeline", "step", pid, "evaluate"]
+    assert templates["step-evaluate"]["container"]["command"] == [
+        "kubelab",
+        "pipeline",
+        "step",
+        pid,
+        "evaluate",
+    ]
 
     # The task pods as the controller would create them, judged by Pod Security admission.
-    client.CoreV1Api(admin).patch_namespace(namespace, {"metadata": {"labels": {
-        "pod-security.kubernetes.io/enforce": "restricted"}}})
+    client.CoreV1Api(admin).patch_namespace(
+        namespace, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}}
+    )
     core = client.CoreV1Api(admin)
     for step in ("prep", "train_a", "train_b", "evaluate"):
         core.create_namespaced_pod(namespace, argo_workflow.task_pod(made, step), dry_run="All")
@@ -143,12 +187,22 @@ def test_a_pipeline_submitted_as_a_workflow_runs_step_by_step(simulated_cluster,
 
     # train_a and train_b at once; train_a's first attempt fails, and its retry is another pod.
     first = [start_step(pid, "train_a"), start_step(pid, "train_b")]
-    play(simulated_cluster, admin, namespace, home, pid,
-         {"train_a": ("Failed", {}), "train_b": ("Succeeded", {"acc": 0.8})}, 2)
+    play(
+        simulated_cluster,
+        admin,
+        namespace,
+        home,
+        pid,
+        {"train_a": ("Failed", {}), "train_b": ("Succeeded", {"acc": 0.8})},
+        2,
+    )
     assert [finish(p)[0] for p in first] == [1, 0]
     state = pipelines.pipeline(pid).read_state()
     assert state.steps["train_b"].state == "succeeded"  # neither write lost the other's
-    assert state.steps["train_a"].state == "waiting" and "retrying after attempt 1" in state.steps["train_a"].reason
+    assert (
+        state.steps["train_a"].state == "waiting"
+        and "retrying after attempt 1" in state.steps["train_a"].reason
+    )
     retry = start_step(pid, "train_a")
     play(simulated_cluster, admin, namespace, home, pid, {"train_a": ("Succeeded", {"acc": 0.9})}, 1)
     finish(retry, 0)
@@ -170,12 +224,15 @@ def test_a_pipeline_submitted_as_a_workflow_runs_step_by_step(simulated_cluster,
     assert command("evaluate") == f"python eval.py 0.9 {train_b_outputs}"
     assert steps["evaluate"]["record"]["backend"] == "kubernetes"
     assert all(s["state"] == "succeeded" for s in steps.values())
-    show = subprocess.run([KUBELAB, "pipeline", "show", pid], env=dict(os.environ), capture_output=True,
-                          text=True, timeout=60)
+    show = subprocess.run(
+        [KUBELAB, "pipeline", "show", pid], env=dict(os.environ), capture_output=True, text=True, timeout=60
+    )
     assert "Succeeded" in show.stdout and "evaluate" in show.stdout, show.stderr
 
 
-def test_stop_terminates_the_workflow_and_resume_is_refused(simulated_cluster, admin, on_cluster, argo_served):
+def test_stop_terminates_the_workflow_and_resume_is_refused(
+    simulated_cluster, admin, on_cluster, argo_served
+):
     namespace, nb, work = on_cluster
     (work / "prep.py").write_text("# run by the container\n")
     pipelines = Pipelines(Lab())
@@ -216,8 +273,9 @@ def test_the_worked_example_runs_as_a_workflows_tasks(simulated_cluster, admin, 
     test_pipeline_cluster.py, with the same results as under the driver."""
     namespace, nb, work = on_cluster
     home = Path(nb.home)
-    spec = yaml.safe_load(worked_example.DOCS.read_text().split("<!-- file: nightly.yml -->\n```yaml\n")[1]
-                          .split("```")[0])
+    spec = yaml.safe_load(
+        worked_example.DOCS.read_text().split("<!-- file: nightly.yml -->\n```yaml\n")[1].split("```")[0]
+    )
     spec.pop("schedule")
     for script in ("tune.py", "train.py", "evaluate.py"):
         (work / script).write_text("# run by the container\n")
@@ -238,6 +296,8 @@ def test_the_worked_example_runs_as_a_workflows_tasks(simulated_cluster, admin, 
     assert done["status"] == "Succeeded" and done["engine"] == "argo", done
     tune, train, evaluate = done["steps"]
     assert tune["record"]["best"]["params"] == {"lr": 0.03}
-    assert train["record"]["params"] == {"lr": 0.03, "epochs": 5} and train["record"]["backend"] == "kubernetes"
+    assert (
+        train["record"]["params"] == {"lr": 0.03, "epochs": 5} and train["record"]["backend"] == "kubernetes"
+    )
     assert evaluate["record"]["metrics"] == {"test_accuracy": 0.99, "epochs": 5}
     assert len(ended) == 5  # three trials, train, evaluate: each once

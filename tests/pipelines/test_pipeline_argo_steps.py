@@ -48,26 +48,34 @@ def pipeline(tmp_path, steps: list[dict]) -> PipelineDirectory:
 def test_concurrent_steps_lose_no_write(tmp_path):
     names = [f"s{i}" for i in range(8)]
     folder = pipeline(tmp_path, [{"name": n, "experiment": {"command": "true"}} for n in names])
-    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(folder.path), n, str(WRITES)])
-               for n in names]
+    writers = [
+        subprocess.Popen([sys.executable, "-c", WRITER, str(folder.path), n, str(WRITES)]) for n in names
+    ]
     assert [w.wait(timeout=120) for w in writers] == [0] * len(names)
     state = folder.read_state()
-    assert {n: (e.state, e.attempt) for n, e in state.steps.items()} == {n: ("succeeded", WRITES) for n in names}
+    assert {n: (e.state, e.attempt) for n, e in state.steps.items()} == {
+        n: ("succeeded", WRITES) for n in names
+    }
     assert state.status == "Succeeded" and state.reason == "8 steps succeeded"
 
 
 def test_a_step_failed_for_good_fails_its_dependants_and_ends_the_pipeline(tmp_path):
-    folder = pipeline(tmp_path, [
-        {"name": "a", "experiment": {"command": "true"}},
-        {"name": "b", "depends_on": ["a"], "experiment": {"command": "true"}},
-        {"name": "c", "depends_on": ["b"], "experiment": {"command": "true"}},
-    ])
+    folder = pipeline(
+        tmp_path,
+        [
+            {"name": "a", "experiment": {"command": "true"}},
+            {"name": "b", "depends_on": ["a"], "experiment": {"command": "true"}},
+            {"name": "c", "depends_on": ["b"], "experiment": {"command": "true"}},
+        ],
+    )
     runner = StepRunner(folder, "a")
     runner.state = folder.read_state()
     runner.spec = PipelineSpec.parse(folder.spec_data(), base_dir=tmp_path)
     runner.conclude(runner.state.steps["a"], "failed", "experiment x failed: exit code 1")
     state = folder.read_state()
     assert [(e.state, e.reason) for e in state.steps.values()] == [
-        ("failed", "experiment x failed: exit code 1"), ("failed", "upstream step 'a' failed"),
-        ("failed", "upstream step 'b' failed")]
+        ("failed", "experiment x failed: exit code 1"),
+        ("failed", "upstream step 'a' failed"),
+        ("failed", "upstream step 'b' failed"),
+    ]
     assert state.status == "Failed" and state.reason.startswith("failed steps: a (experiment x failed")

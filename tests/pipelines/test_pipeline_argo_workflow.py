@@ -11,11 +11,16 @@ from kubelab.kube import cronjob
 from kubelab.kube.notebook_env import NotebookEnv
 from kubelab.pipelines import argo_workflow
 
-NB = NotebookEnv(namespace="u-alice", image="registry.example.org/lab/notebook:1", user="alice",
-                 home="/mnt/alice/.kubelab", node_selector={"lab/project": "vision"},
-                 tolerations=[{"key": "gpu", "operator": "Exists"}],
-                 volumes=[{"name": "workspace", "persistentVolumeClaim": {"claimName": "home-alice"}}],
-                 mounts=[{"name": "workspace", "mountPath": "/mnt/alice"}])
+NB = NotebookEnv(
+    namespace="u-alice",
+    image="registry.example.org/lab/notebook:1",
+    user="alice",
+    home="/mnt/alice/.kubelab",
+    node_selector={"lab/project": "vision"},
+    tolerations=[{"key": "gpu", "operator": "Exists"}],
+    volumes=[{"name": "workspace", "persistentVolumeClaim": {"claimName": "home-alice"}}],
+    mounts=[{"name": "workspace", "mountPath": "/mnt/alice"}],
+)
 STEPS = [
     {"name": "prep", "experiment": {}, "depends_on": [], "retries": 0},
     {"name": "train_a", "experiment": {}, "depends_on": ["prep"], "retries": 2},
@@ -33,9 +38,12 @@ def built() -> dict:
 def test_the_dag_has_one_task_per_step_with_its_dependencies():
     workflow = built()
     assert workflow["apiVersion"] == "argoproj.io/v1alpha1"
-    assert workflow["metadata"] == {"name": "kubelab-pipeline-0123456789ab", "namespace": "u-alice",
-                                    "labels": workflow["metadata"]["labels"],
-                                    "annotations": {"kubelab.io/pipeline-name": "nightly"}}
+    assert workflow["metadata"] == {
+        "name": "kubelab-pipeline-0123456789ab",
+        "namespace": "u-alice",
+        "labels": workflow["metadata"]["labels"],
+        "annotations": {"kubelab.io/pipeline-name": "nightly"},
+    }
     spec = workflow["spec"]
     assert spec["entrypoint"] == "pipeline"
     dag = spec["templates"][0]
@@ -44,7 +52,11 @@ def test_the_dag_has_one_task_per_step_with_its_dependencies():
         {"name": "step-prep", "template": "step-prep"},
         {"name": "step-train-a", "template": "step-train-a", "dependencies": ["step-prep"]},
         {"name": "step-train-b", "template": "step-train-b", "dependencies": ["step-prep"]},
-        {"name": "step-evaluate", "template": "step-evaluate", "dependencies": ["step-train-a", "step-train-b"]},
+        {
+            "name": "step-evaluate",
+            "template": "step-evaluate",
+            "dependencies": ["step-train-a", "step-train-b"],
+        },
     ]
     templates = {t["name"]: t for t in spec["templates"][1:]}
     assert templates["step-train-a"]["retryStrategy"] == {"limit": 2, "retryPolicy": "OnFailure"}
@@ -61,7 +73,8 @@ def test_each_task_is_the_schedules_pod_running_one_step():
         step = template["metadata"]["labels"]["kubelab.io/pipeline-step"]
         assert container["command"] == ["kubelab", "pipeline", "step", "0123456789ab", step]
         assert {k: v for k, v in container.items() if k != "command"} == {
-            k: v for k, v in pod["containers"][0].items() if k != "command"}
+            k: v for k, v in pod["containers"][0].items() if k != "command"
+        }
         assert container["image"] == NB.image
         env = {e["name"]: e["value"] for e in container["env"]}
         assert env["KUBELAB_BACKEND"] == "kubernetes" and env["KUBELAB_HOME"] == NB.home
@@ -77,10 +90,14 @@ def test_the_account_holds_a_subset_of_the_notebooks_rights():
     account = argo_workflow.account(NB)
     role = account[1]
     assert role["rules"][:-1] == cronjob.RULES
-    assert role["rules"][-1] == {"apiGroups": ["argoproj.io"], "resources": ["workflowtaskresults"],
-                                 "verbs": ["create", "patch"]}
-    assert account[2]["subjects"] == [{"kind": "ServiceAccount", "name": "kubelab-pipelines",
-                                       "namespace": "u-alice"}]
+    assert role["rules"][-1] == {
+        "apiGroups": ["argoproj.io"],
+        "resources": ["workflowtaskresults"],
+        "verbs": ["create", "patch"],
+    }
+    assert account[2]["subjects"] == [
+        {"kind": "ServiceAccount", "name": "kubelab-pipelines", "namespace": "u-alice"}
+    ]
 
 
 def test_a_notebook_without_image_or_home_is_refused_by_field():

@@ -17,20 +17,45 @@ from kubelab.kube.notebook_env import NotebookEnv
 from kubelab.lab import Lab
 from kubelab.pipelines.service import Pipelines
 
-SPEC = {"name": "flow", "engine": "argo", "steps": [{"name": "a", "experiment": {"command": ["python", "-c", "1"]}}]}
+SPEC = {
+    "name": "flow",
+    "engine": "argo",
+    "steps": [{"name": "a", "experiment": {"command": ["python", "-c", "1"]}}],
+}
 # Argo Workflows' resource as its documentation names it: group argoproj.io, version v1alpha1,
 # kind Workflow (plural workflows, short name wf). Only the API surface, no controller.
 WORKFLOW_CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
     "metadata": {"name": "workflows.argoproj.io"},
-    "spec": {"group": "argoproj.io", "scope": "Namespaced",
-             "names": {"kind": "Workflow", "plural": "workflows", "singular": "workflow",
-                       "listKind": "WorkflowList", "shortNames": ["wf"]},
-             "versions": [{"name": "v1alpha1", "served": True, "storage": True,
-                           "subresources": {"status": {}},
-                           "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                               "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                               "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}}}]},
+    "spec": {
+        "group": "argoproj.io",
+        "scope": "Namespaced",
+        "names": {
+            "kind": "Workflow",
+            "plural": "workflows",
+            "singular": "workflow",
+            "listKind": "WorkflowList",
+            "shortNames": ["wf"],
+        },
+        "versions": [
+            {
+                "name": "v1alpha1",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                        },
+                    }
+                },
+            }
+        ],
+    },
 }
 
 
@@ -51,12 +76,15 @@ def test_argo_is_refused_by_what_discovery_finds(simulated_cluster, kubeconfig, 
     namespace = "argo-" + str(int(time.time() * 1000))[-8:]
     with config.new_client_from_config(str(kubeconfig)) as admin:
         client.CoreV1Api(admin).create_namespace({"metadata": {"name": namespace}})
-        client.CoreV1Api(admin).create_namespaced_service_account(namespace, {"metadata": {"name": "notebook"}})
+        client.CoreV1Api(admin).create_namespaced_service_account(
+            namespace, {"metadata": {"name": "notebook"}}
+        )
     try:
         token = simulated_cluster.token_for(namespace, "notebook")  # discovery needs no Role
         notebook = simulated_cluster.write_kubeconfig(tmp_path / "nb", token=token, namespace=namespace)
-        nb = NotebookEnv(namespace=namespace, user="alice", image="lab/notebook:1",
-                         home=str(pipeline_env.parent / "home"))
+        nb = NotebookEnv(
+            namespace=namespace, user="alice", image="lab/notebook:1", home=str(pipeline_env.parent / "home")
+        )
         backend = KubernetesBackend.from_kubeconfig(notebook, nb)
         pipelines = Pipelines(Lab(backend=backend))
         assert "does not serve argoproj.io/v1alpha1 Workflows" in refusal(pipelines)

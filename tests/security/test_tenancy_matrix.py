@@ -38,10 +38,18 @@ from hub_process import Hub
 
 RUN = "{run}"
 REST = [  # B's objects, as paths under B's /kubelab/api/; {run} is one of B's experiments
-    ("GET", "experiments"), ("GET", f"experiments/{RUN}"), ("GET", f"experiments/{RUN}/logs"),
-    ("POST", f"experiments/{RUN}/stop"), ("DELETE", f"experiments/{RUN}"), ("POST", "experiments"),
-    ("GET", "sweeps"), ("GET", "pipelines"), ("GET", "schedules"), ("GET", "tensorboards"),
-    ("POST", "tensorboards"), ("GET", "resources"),
+    ("GET", "experiments"),
+    ("GET", f"experiments/{RUN}"),
+    ("GET", f"experiments/{RUN}/logs"),
+    ("POST", f"experiments/{RUN}/stop"),
+    ("DELETE", f"experiments/{RUN}"),
+    ("POST", "experiments"),
+    ("GET", "sweeps"),
+    ("GET", "pipelines"),
+    ("GET", "schedules"),
+    ("GET", "tensorboards"),
+    ("POST", "tensorboards"),
+    ("GET", "resources"),
 ]
 SPEC = {"name": "b-private", "command": ["python", "-c", "print('b-secret')"]}
 
@@ -51,7 +59,10 @@ def submit_and_wait(api: str, headers: dict[str, str]) -> str:
     assert reply.status_code == 201, reply.text
     run = reply.json()["id"]
     for _ in range(240):
-        if requests.get(f"{api}experiments/{run}", headers=headers, timeout=30).json()["status"] == "Succeeded":
+        if (
+            requests.get(f"{api}experiments/{run}", headers=headers, timeout=30).json()["status"]
+            == "Succeeded"
+        ):
             return run
         time.sleep(0.5)
     raise AssertionError(f"B's run {run} did not succeed")
@@ -64,11 +75,16 @@ def refused(method: str, url: str, headers: dict[str, str]) -> requests.Response
 
 # -- single user: two `kubelab lab` servers, A's token at B's server ------------------------------
 
+
 @pytest.fixture(scope="module")
 def two_labs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[JupyterServer, JupyterServer, str]]:
     base = tmp_path_factory.mktemp("labs")
-    servers = [JupyterServer(base / n / "root", base / n / "home", env={"KUBELAB_MACHINE_DIR": str(base / "machine")})
-               for n in ("a", "b")]
+    servers = [
+        JupyterServer(
+            base / n / "root", base / n / "home", env={"KUBELAB_MACHINE_DIR": str(base / "machine")}
+        )
+        for n in ("a", "b")
+    ]
     with servers[0], servers[1]:
         run = submit_and_wait(servers[1].api, servers[1].headers)
         yield servers[0], servers[1], run
@@ -80,10 +96,14 @@ def test_single_user_a_token_is_refused_by_b_server(two_labs, method: str, path:
     reply = refused(method, b.api + path.replace(RUN, run), a.headers)
     assert reply.status_code in (401, 403), (method, path, reply.status_code, reply.text[:300])
     assert "b-secret" not in reply.text
-    assert requests.get(f"{b.api}experiments/{run}", headers=b.headers, timeout=30).json()["status"] == "Succeeded"
+    assert (
+        requests.get(f"{b.api}experiments/{run}", headers=b.headers, timeout=30).json()["status"]
+        == "Succeeded"
+    )
 
 
 # -- the local hub as root: real system users, A's hub token and A's uid -------------------------
+
 
 class LocalLab:
     def __init__(self, hub: Hub, users: dict[str, Any], tokens: dict[str, str], run: str) -> None:
@@ -97,8 +117,11 @@ class LocalLab:
 
     def folder(self, user: str, which: str) -> Path:
         root = Path(self.hub.env["KUBELAB_HUB_ROOT"])
-        return {"workspace": root / "workspaces" / user, "runs": root / "workspaces" / user / ".kubelab",
-                "archive": root / "archives" / user}[which]
+        return {
+            "workspace": root / "workspaces" / user,
+            "runs": root / "workspaces" / user / ".kubelab",
+            "archive": root / "archives" / user,
+        }[which]
 
 
 @pytest.fixture(scope="module")
@@ -108,11 +131,21 @@ def local_lab() -> Iterator[LocalLab]:
     folder = Path(tempfile.mkdtemp(prefix="kubelab-tenancy-"))
     folder.chmod(0o755)
     python = world_python(folder / "python")
-    env = {"KUBELAB_HUB_MODE": "local", "KUBELAB_HUB_AUTH": "pam", "KUBELAB_HUB_ROOT": str(folder / "root"),
-           "KUBELAB_MACHINE_DIR": str(folder / "machine"), "KUBELAB_FAKE_GPUS": "Tesla T4"}
+    env = {
+        "KUBELAB_HUB_MODE": "local",
+        "KUBELAB_HUB_AUTH": "pam",
+        "KUBELAB_HUB_ROOT": str(folder / "root"),
+        "KUBELAB_MACHINE_DIR": str(folder / "machine"),
+        "KUBELAB_FAKE_GPUS": "Tesla T4",
+    }
     try:
-        with system_user("kla") as a, system_user("klb") as b, \
-                Hub(folder / "hub", "c.LocalKubeLabSpawner.start_timeout = 120\n", env, python=str(python)) as hub:
+        with (
+            system_user("kla") as a,
+            system_user("klb") as b,
+            Hub(
+                folder / "hub", "c.LocalKubeLabSpawner.start_timeout = 120\n", env, python=str(python)
+            ) as hub,
+        ):
             users = {"a": a, "b": b}
             hub.api("POST", "users", {"usernames": [a.pw_name, b.pw_name]})
             tokens = {}
@@ -147,23 +180,36 @@ def test_local_hub_a_token_is_refused_by_b_server(local_lab: LocalLab, method: s
 @needs_root
 def test_local_hub_a_server_does_not_know_b_runs(local_lab: LocalLab) -> None:
     a = local_lab.users["a"].pw_name
-    own = requests.get(f"{local_lab.api(a)}experiments/{local_lab.run}", headers=local_lab.headers(a), timeout=30)
+    own = requests.get(
+        f"{local_lab.api(a)}experiments/{local_lab.run}", headers=local_lab.headers(a), timeout=30
+    )
     assert own.status_code == 404, own.text[:300]
     listed = requests.get(f"{local_lab.api(a)}experiments", headers=local_lab.headers(a), timeout=30)
     assert listed.status_code == 200 and local_lab.run not in listed.text
 
 
-HUB_API = [("GET", "users/{b}"), ("GET", "users/{b}/tokens"), ("POST", "users/{b}/tokens"),
-           ("POST", "users/{b}/server"), ("DELETE", "users/{b}/server"), ("DELETE", "users/{b}"),
-           ("POST", "users/{b}/activity")]
+HUB_API = [
+    ("GET", "users/{b}"),
+    ("GET", "users/{b}/tokens"),
+    ("POST", "users/{b}/tokens"),
+    ("POST", "users/{b}/server"),
+    ("DELETE", "users/{b}/server"),
+    ("DELETE", "users/{b}"),
+    ("POST", "users/{b}/activity"),
+]
 
 
 @needs_root
 @pytest.mark.parametrize(("method", "path"), HUB_API)
 def test_local_hub_api_refuses_a_on_b(local_lab: LocalLab, method: str, path: str) -> None:
     a, b = local_lab.users["a"].pw_name, local_lab.users["b"].pw_name
-    reply = requests.request(method, f"{local_lab.hub.url}/hub/api/{path.format(b=b)}", json={},
-                             headers=local_lab.headers(a), timeout=30)
+    reply = requests.request(
+        method,
+        f"{local_lab.hub.url}/hub/api/{path.format(b=b)}",
+        json={},
+        headers=local_lab.headers(a),
+        timeout=30,
+    )
     assert reply.status_code in (403, 404), (method, path, reply.status_code, reply.text[:300])
     assert local_lab.hub.wait_server(b, timeout=5)["servers"][""]["ready"]
 
@@ -175,8 +221,11 @@ def test_local_hub_a_uid_cannot_touch_b_folders(local_lab: LocalLab, which: str,
     a, b = local_lab.users["a"], local_lab.users["b"].pw_name
     folder = local_lab.folder(b, which)
     assert folder.is_dir()
-    argv = {"list": ["ls", "-a", str(folder)], "read": ["sh", "-c", f"cat {folder}/* {folder}/*/*"],
-            "write": ["touch", str(folder / "planted-by-a")]}[attempt]
+    argv = {
+        "list": ["ls", "-a", str(folder)],
+        "read": ["sh", "-c", f"cat {folder}/* {folder}/*/*"],
+        "write": ["touch", str(folder / "planted-by-a")],
+    }[attempt]
     done = as_user(a, argv)
     assert done.returncode != 0 and "Permission denied" in done.stderr, (attempt, folder, done)
     assert "b-secret" not in done.stdout and not (folder / "planted-by-a").exists()
@@ -184,16 +233,28 @@ def test_local_hub_a_uid_cannot_touch_b_folders(local_lab: LocalLab, which: str,
 
 # -- per-user namespaces: A's notebook token against B's namespace --------------------------------
 
-KUBE = [("list", "pods"), ("get", "pods/log"), ("list", "jobs"), ("create", "jobs"), ("delete", "jobs"),
-        ("list", "secrets"), ("list", "configmaps"), ("list", "persistentvolumeclaims"),
-        ("patch", "resourcequotas"), ("list", "events"), ("create", "serviceaccounts/token")]
+KUBE = [
+    ("list", "pods"),
+    ("get", "pods/log"),
+    ("list", "jobs"),
+    ("create", "jobs"),
+    ("delete", "jobs"),
+    ("list", "secrets"),
+    ("list", "configmaps"),
+    ("list", "persistentvolumeclaims"),
+    ("patch", "resourcequotas"),
+    ("list", "events"),
+    ("create", "serviceaccounts/token"),
+]
 
 
 OWN = {("list", "pods"), ("list", "jobs"), ("list", "events")}  # what A's Role allows at home
 
 
 @pytest.fixture(scope="module")
-def two_namespaces(cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, str], Path]]:
+def two_namespaces(
+    cluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[dict[str, str], Path]]:
     from controlplane.objects import create_renamed, delete_namespaces
 
     from kubelab.spawner.cli import render
@@ -203,8 +264,9 @@ def two_namespaces(cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     prepared = [o for user in ("alice", "bob") for o in render(user, [], {}) if o["kind"] in wanted]
     _, names = create_renamed(kubeconfig, prepared, ["user-alice", "user-bob"])
     token = cluster.token_for(names["user-alice"], "kubelab-notebook")
-    alice = cluster.write_kubeconfig(tmp_path_factory.mktemp("alice") / "config", token=token,
-                                     namespace=names["user-alice"])
+    alice = cluster.write_kubeconfig(
+        tmp_path_factory.mktemp("alice") / "config", token=token, namespace=names["user-alice"]
+    )
     try:
         yield names, alice
     finally:
@@ -215,9 +277,16 @@ def kube_call(api: Any, verb: str, resource: str, namespace: str) -> Any:
     from kubernetes import client
 
     core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
-    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "from-alice"},
-           "spec": {"template": {"spec": {"restartPolicy": "Never",
-                                          "containers": [{"name": "c", "image": "busybox"}]}}}}
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "from-alice"},
+        "spec": {
+            "template": {
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}
+            }
+        },
+    }
     calls = {
         ("list", "pods"): lambda: core.list_namespaced_pod(namespace),
         ("get", "pods/log"): lambda: core.read_namespaced_pod_log("any", namespace),
@@ -228,10 +297,12 @@ def kube_call(api: Any, verb: str, resource: str, namespace: str) -> Any:
         ("list", "configmaps"): lambda: core.list_namespaced_config_map(namespace),
         ("list", "persistentvolumeclaims"): lambda: core.list_namespaced_persistent_volume_claim(namespace),
         ("patch", "resourcequotas"): lambda: core.patch_namespaced_resource_quota(
-            "kubelab-quota", namespace, {"spec": {"hard": {"requests.nvidia.com/gpu": "64"}}}),
+            "kubelab-quota", namespace, {"spec": {"hard": {"requests.nvidia.com/gpu": "64"}}}
+        ),
         ("list", "events"): lambda: core.list_namespaced_event(namespace),
         ("create", "serviceaccounts/token"): lambda: core.create_namespaced_service_account_token(
-            "kubelab-notebook", namespace, {"spec": {"expirationSeconds": 600}}),
+            "kubelab-notebook", namespace, {"spec": {"expirationSeconds": 600}}
+        ),
     }
     return calls[(verb, resource)]()
 

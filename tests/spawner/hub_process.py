@@ -40,8 +40,14 @@ def need_proxy() -> None:
 class Hub:
     """`with Hub(tmp, overrides, env) as hub: hub.api("GET", "users")`."""
 
-    def __init__(self, directory: Path, overrides: str = "", env: dict[str, str] | None = None,
-                 python: str = sys.executable, kubelab_hub: bool = False) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        overrides: str = "",
+        env: dict[str, str] | None = None,
+        python: str = sys.executable,
+        kubelab_hub: bool = False,
+    ) -> None:
         """`kubelab_hub`: start it as an admin would, `python -m kubelab.cli hub` (with its checks)."""
         self.dir = Path(directory)
         self.python, self.kubelab_hub = python, kubelab_hub
@@ -57,21 +63,36 @@ class Hub:
             "c.JupyterHub.services.append({'name': 'test-admin', 'api_token': %r})\n"
             "c.JupyterHub.load_roles.append({'name': 'test-admin', 'scopes': ['admin:users', "
             "'admin:servers', 'admin:groups', 'tokens', 'admin-ui', 'access:servers', 'read:users'],"
-            " 'services': ['test-admin']})\n" % self.token
+            " 'services': ['test-admin']})\n"
+            % self.token
             + f"c.JupyterHub.hub_port = {self.hub_port}\n"
             + f"c.ConfigurableHTTPProxy.api_url = 'http://127.0.0.1:{self.proxy_port}'\n"
             + overrides
         )
-        self.env = {**os.environ, "KUBELAB_HUB_AUTH": "shared-password", "KUBELAB_HUB_PASSWORD": PASSWORD,
-                    **(env or {})}
+        self.env = {
+            **os.environ,
+            "KUBELAB_HUB_AUTH": "shared-password",
+            "KUBELAB_HUB_PASSWORD": PASSWORD,
+            **(env or {}),
+        }
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Hub:
         need_proxy()
         self.dir.mkdir(parents=True, exist_ok=True)
         if self.kubelab_hub:  # the root folder holds the database, cookie secret and proxy pid
-            command = [self.python, "-m", "kubelab.cli", "hub", "--port", str(self.port), "--config",
-                       str(self.config), "--root", self.env.get("KUBELAB_HUB_ROOT", str(self.dir / "root"))]
+            command = [
+                self.python,
+                "-m",
+                "kubelab.cli",
+                "hub",
+                "--port",
+                str(self.port),
+                "--config",
+                str(self.config),
+                "--root",
+                self.env.get("KUBELAB_HUB_ROOT", str(self.dir / "root")),
+            ]
             return self._wait(command)
         command = [
             self.python,

@@ -27,12 +27,16 @@ from kubelab.spawner.groups import Quota
 
 HUB_CONFIG = Path(__file__).resolve().parents[2] / "hub_config" / "jupyterhub_config.py"
 IMAGE = "registry.example.org/lab/notebook:1"
-VISION = {"users": ["alice", "bob"], "properties": {
-    "quota": {"user": {"gpus": 4}, "group": {"gpus": 2, "cpu": "3", "memory": "16Gi"}}}}
+VISION = {
+    "users": ["alice", "bob"],
+    "properties": {"quota": {"user": {"gpus": 4}, "group": {"gpus": 2, "cpu": "3", "memory": "16Gi"}}},
+}
 
 
 def test_a_members_share_is_the_group_total_divided_and_rounded_down() -> None:
-    assert member_share(Quota(gpus=5, cpu="3", memory="1Gi"), 2) == Quota(gpus=2, cpu="1500m", memory="536870912")
+    assert member_share(Quota(gpus=5, cpu="3", memory="1Gi"), 2) == Quota(
+        gpus=2, cpu="1500m", memory="536870912"
+    )
     assert namespace_quota(Quota(gpus=4, cpu="1"), Quota(gpus=2, cpu="3"), 2) == Quota(gpus=1, cpu="1")
     assert namespace_quota(Quota(memory="8Gi"), Quota(), 3) == Quota(memory="8Gi")  # no group quota
     assert namespace_quota(Quota(), Quota(gpus=3), None) == Quota(gpus=3)  # membership unknown
@@ -40,8 +44,10 @@ def test_a_members_share_is_the_group_total_divided_and_rounded_down() -> None:
 
 def vision_config(tmp_path: Path) -> Path:
     path = tmp_path / "jupyterhub_config.py"
-    path.write_text(f"c = get_config()  # noqa\nload_subconfig({str(HUB_CONFIG)!r})  # noqa\n"
-                    f"c.JupyterHub.load_groups = {{'vision': {VISION!r}}}\n")
+    path.write_text(
+        f"c = get_config()  # noqa\nload_subconfig({str(HUB_CONFIG)!r})  # noqa\n"
+        f"c.JupyterHub.load_groups = {{'vision': {VISION!r}}}\n"
+    )
     return path
 
 
@@ -49,16 +55,32 @@ def test_render_shows_each_members_share_as_its_resource_quota(tmp_path: Path, m
     monkeypatch.delenv("KUBELAB_HUB_AUTH", raising=False)
     objects = render("alice", ["vision"], {"group": "vision"}, vision_config(tmp_path))
     quota = next(o for o in objects if o["kind"] == "ResourceQuota")
-    assert quota["spec"]["hard"] == {"requests.nvidia.com/gpu": "1", "requests.cpu": "1500m",
-                                     "requests.memory": "8589934592"}
+    assert quota["spec"]["hard"] == {
+        "requests.nvidia.com/gpu": "1",
+        "requests.cpu": "1500m",
+        "requests.memory": "8589934592",
+    }
 
 
 def gpu_job(name: str, gpus: int) -> dict:
-    resources = {"requests": {"cpu": "100m", "memory": "64Mi", "nvidia.com/gpu": str(gpus)},
-                 "limits": {"cpu": "100m", "memory": "64Mi", "nvidia.com/gpu": str(gpus)}}
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
-            "spec": {"backoffLimit": 0, "template": {"spec": {"restartPolicy": "Never", "containers": [
-                {"name": "train", "image": IMAGE, "resources": resources}]}}}}
+    resources = {
+        "requests": {"cpu": "100m", "memory": "64Mi", "nvidia.com/gpu": str(gpus)},
+        "limits": {"cpu": "100m", "memory": "64Mi", "nvidia.com/gpu": str(gpus)},
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "backoffLimit": 0,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "train", "image": IMAGE, "resources": resources}],
+                }
+            },
+        },
+    }
 
 
 BEYOND = {"gpus": 2, "cpu": "100m", "memory": "64Mi"}  # the group's whole total
@@ -67,33 +89,68 @@ BEYOND = {"gpus": 2, "cpu": "100m", "memory": "64Mi"}  # the group's whole total
 def ask_through_kubelab(namespace: str, notebook: Path, home: Path) -> None:
     """The member's notebook asks for the group's total through kubelab's CLI and REST API,
     with its own token, as `kubelab run` and the sidebar would."""
-    env = {"KUBELAB_BACKEND": "kubernetes", "KUBECONFIG": str(notebook), "KUBELAB_NAMESPACE": namespace,
-           "KUBELAB_IMAGE": IMAGE, "KUBELAB_USER": "alice", "KUBELAB_HOME": str(home / "cli")}
-    cli = subprocess.run([sys.executable, "-m", "kubelab.cli", "run", "--name", "cli-beyond", "--gpus", "2",
-                          "--cpu", "100m", "--memory", "64Mi", "--", "python", "-c", "pass"],
-                         env={**os.environ, **env}, capture_output=True, text=True, timeout=120)
+    env = {
+        "KUBELAB_BACKEND": "kubernetes",
+        "KUBECONFIG": str(notebook),
+        "KUBELAB_NAMESPACE": namespace,
+        "KUBELAB_IMAGE": IMAGE,
+        "KUBELAB_USER": "alice",
+        "KUBELAB_HOME": str(home / "cli"),
+    }
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kubelab.cli",
+            "run",
+            "--name",
+            "cli-beyond",
+            "--gpus",
+            "2",
+            "--cpu",
+            "100m",
+            "--memory",
+            "64Mi",
+            "--",
+            "python",
+            "-c",
+            "pass",
+        ],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert cli.returncode == 0, cli.stderr
     rest_env = {**env, "KUBELAB_HOME": str(home / "rest")}
     with JupyterServer(home / "root", home / "server", env=rest_env) as server:
-        reply = server.post("experiments", {"name": "rest-beyond", "command": ["python", "-c", "pass"],
-                                            "resources": BEYOND})
+        reply = server.post(
+            "experiments", {"name": "rest-beyond", "command": ["python", "-c", "pass"], "resources": BEYOND}
+        )
         assert reply.status_code == 201, reply.text
 
 
 def quota_refusals(core: client.CoreV1Api, namespace: str) -> dict[str, str]:
     """The Jobs whose pods the API server refused for the quota, by Job name."""
-    return {e.involved_object.name: e.message for e in core.list_namespaced_event(namespace).items
-            if e.reason == "FailedCreate" and "exceeded quota" in (e.message or "")}
+    return {
+        e.involved_object.name: e.message
+        for e in core.list_namespaced_event(namespace).items
+        if e.reason == "FailedCreate" and "exceeded quota" in (e.message or "")
+    }
 
 
 @pytest.mark.cluster
 def test_members_together_cannot_exceed_the_group_quota_by_asking_the_api_server(
-        cluster, kubeconfig: Path, tmp_path: Path, monkeypatch) -> None:
+    cluster, kubeconfig: Path, tmp_path: Path, monkeypatch
+) -> None:
     monkeypatch.delenv("KUBELAB_HUB_AUTH", raising=False)
     wanted = ("Namespace", "ServiceAccount", "Role", "RoleBinding", "ResourceQuota")
-    prepared = [o for user in ("alice", "bob")
-                for o in render(user, ["vision"], {"group": "vision"}, vision_config(tmp_path))
-                if o["kind"] in wanted]
+    prepared = [
+        o
+        for user in ("alice", "bob")
+        for o in render(user, ["vision"], {"group": "vision"}, vision_config(tmp_path))
+        if o["kind"] in wanted
+    ]
     _, names = create_renamed(kubeconfig, prepared, ["user-alice", "user-bob"])
     try:
         for member, namespace in names.items():
@@ -105,14 +162,17 @@ def test_members_together_cannot_exceed_the_group_quota_by_asking_the_api_server
                 batch.create_namespaced_job(namespace, gpu_job("within-share", 1))
                 with pytest.raises(client.ApiException) as edit:  # nor may it raise its own quota
                     client.CoreV1Api(api).patch_namespaced_resource_quota(
-                        "kubelab-quota", namespace, {"spec": {"hard": {"requests.nvidia.com/gpu": "2"}}})
+                        "kubelab-quota", namespace, {"spec": {"hard": {"requests.nvidia.com/gpu": "2"}}}
+                    )
                 assert edit.value.status == 403
             if member == "user-alice":
                 ask_through_kubelab(namespace, notebook, tmp_path / "kubelab")
         with config.new_client_from_config(str(kubeconfig)) as api:
             core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
             for member, namespace in names.items():
-                jobs = {j.metadata.name for j in batch.list_namespaced_job(namespace).items} - {"within-share"}
+                jobs = {j.metadata.name for j in batch.list_namespaced_job(namespace).items} - {
+                    "within-share"
+                }
                 refusals: dict[str, str] = {}
                 for _ in range(300):
                     refusals = quota_refusals(core, namespace)
@@ -124,10 +184,18 @@ def test_members_together_cannot_exceed_the_group_quota_by_asking_the_api_server
                 for message in refusals.values():
                     assert "requested: requests.nvidia.com/gpu=2" in message, message
                     assert "limited: requests.nvidia.com/gpu=1" in message, message
-                owners = [p.metadata.owner_references[0].name for p in core.list_namespaced_pod(namespace).items]
+                owners = [
+                    p.metadata.owner_references[0].name for p in core.list_namespaced_pod(namespace).items
+                ]
                 assert owners == ["within-share"], owners
-            held = sum(int(core.read_namespaced_resource_quota("kubelab-quota", ns).status.used
-                           ["requests.nvidia.com/gpu"]) for ns in names.values())
+            held = sum(
+                int(
+                    core.read_namespaced_resource_quota("kubelab-quota", ns).status.used[
+                        "requests.nvidia.com/gpu"
+                    ]
+                )
+                for ns in names.values()
+            )
             assert held == 2  # the members together hold exactly the group's total
     finally:
         delete_namespaces(kubeconfig, *names.values())

@@ -38,12 +38,16 @@ def open_folder() -> Iterator[Path]:
 
 
 def local_hub(folder: Path, overrides: str = "") -> Hub:
-    return Hub(folder / "hub", LOCAL + overrides, {
-        "KUBELAB_HUB_MODE": "local",
-        "KUBELAB_HUB_ROOT": str(folder / "root"),
-        "KUBELAB_MACHINE_DIR": str(folder / "machine"),
-        "KUBELAB_FAKE_GPUS": "Tesla T4",
-    })
+    return Hub(
+        folder / "hub",
+        LOCAL + overrides,
+        {
+            "KUBELAB_HUB_MODE": "local",
+            "KUBELAB_HUB_ROOT": str(folder / "root"),
+            "KUBELAB_MACHINE_DIR": str(folder / "machine"),
+            "KUBELAB_FAKE_GPUS": "Tesla T4",
+        },
+    )
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +74,8 @@ def test_no_system_account_is_named(root_hub: Hub) -> None:
     name = "klnoacct" + secrets.token_hex(2)
     for text in refused_on_form_and_api(root_hub, name):
         assert f"there is no system account named &#39;{name}&#39;" in text or (
-            f"there is no system account named '{name}'" in text), text[-1500:]
+            f"there is no system account named '{name}'" in text
+        ), text[-1500:]
 
 
 @needs_root
@@ -97,9 +102,12 @@ def test_a_workspace_that_cannot_be_made_is_named(root_hub: Hub) -> None:
 @needs_root
 def test_a_hub_root_that_is_not_a_folder_is_named(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
-    me = LocalKubeLabSpawner(user=SimpleNamespace(name="root"), root=str(tmp_path / "file" / "hub"),
-                             run_as_users=True)
-    with pytest.raises(KubelabError, match=r"the hub could not create .*/file/hub/workspaces/root: Not a directory"):
+    me = LocalKubeLabSpawner(
+        user=SimpleNamespace(name="root"), root=str(tmp_path / "file" / "hub"), run_as_users=True
+    )
+    with pytest.raises(
+        KubelabError, match=r"the hub could not create .*/file/hub/workspaces/root: Not a directory"
+    ):
         me.prepare_folders()
 
 
@@ -119,18 +127,24 @@ def test_a_port_already_taken_is_named(open_folder: Path) -> None:
 
 def test_a_server_command_that_does_not_exist_is_named(open_folder: Path) -> None:
     me = os.environ.get("USER") or __import__("getpass").getuser()
-    overrides = ("c.LocalKubeLabSpawner.cmd = ['/nonexistent/jupyterhub-singleuser']\n"
-                 "c.LocalKubeLabSpawner.run_as_users = False\n")
+    overrides = (
+        "c.LocalKubeLabSpawner.cmd = ['/nonexistent/jupyterhub-singleuser']\n"
+        "c.LocalKubeLabSpawner.run_as_users = False\n"
+    )
     with local_hub(open_folder / "command", overrides) as hub:
         for text in refused_on_form_and_api(hub, me):
-            assert "command &#39;/nonexistent/jupyterhub-singleuser&#39; is not an executable program" in text or (
-                "command '/nonexistent/jupyterhub-singleuser' is not an executable program" in text), text[-1500:]
+            assert (
+                "command &#39;/nonexistent/jupyterhub-singleuser&#39; is not an executable program" in text
+                or ("command '/nonexistent/jupyterhub-singleuser' is not an executable program" in text)
+            ), text[-1500:]
 
 
 def test_a_server_that_exits_before_it_answers_is_named(open_folder: Path) -> None:
     me = os.environ.get("USER") or __import__("getpass").getuser()
-    overrides = (f"c.LocalKubeLabSpawner.cmd = [{sys.executable!r}, '-c', 'raise SystemExit(7)']\n"
-                 "c.LocalKubeLabSpawner.run_as_users = False\n")
+    overrides = (
+        f"c.LocalKubeLabSpawner.cmd = [{sys.executable!r}, '-c', 'raise SystemExit(7)']\n"
+        "c.LocalKubeLabSpawner.run_as_users = False\n"
+    )
     with local_hub(open_folder / "exits", overrides) as hub:
         for text in refused_on_form_and_api(hub, me):
             assert "stopped before it answered: it exited with status 7" in text, text[-1500:]
