@@ -78,7 +78,7 @@ def bench_train(server, runs: int) -> None:
 
 def bench_tensorboard(server, tmp: Path) -> None:
     from kubelab.lab import Lab
-    from kubelab.tensorboard import free_port
+    from kubelab.tensorboard.supervisor import free_port
 
     run = Lab(server.home).submit({"name": "tb-bench", "command": ["true"]})
     start = time.perf_counter()

@@ -150,11 +150,11 @@ def cmd_render(args: argparse.Namespace) -> int:
 
     spec_data, base = spec_from_args(args)
     if args.backend == "kubernetes":
-        from kubelab.kube.backend import KubernetesBackend
+        from kubelab.backends.kubernetes.backend import KubernetesBackend
 
         backend: Any = KubernetesBackend.for_render()
     else:
-        from kubelab.backends.local import LocalBackend
+        from kubelab.backends.local.backend import LocalBackend
 
         backend = LocalBackend()
     lab = Lab(backend=backend)
@@ -298,7 +298,7 @@ def _extensions() -> list[Callable[[Any], None]]:
 
     found = []
     for module in ("kubelab.sweeps.cli", "kubelab.pipelines.cli", "kubelab.schedules.cli",
-                   "kubelab.tensorboard_cli", "kubelab.spawner.cli"):
+                   "kubelab.tensorboard.cli", "kubelab.spawner.cli"):
         try:
             present = importlib.util.find_spec(module) is not None
         except ModuleNotFoundError:  # the parent package is not there

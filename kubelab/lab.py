@@ -38,14 +38,14 @@ def default_backend() -> Backend:
     """`KUBELAB_BACKEND=kubernetes` on a cluster; the local backend otherwise."""
     name = os.environ.get("KUBELAB_BACKEND", "local")
     if name == "kubernetes":
-        from kubelab.kube.backend import KubernetesBackend
+        from kubelab.backends.kubernetes.backend import KubernetesBackend
 
         return KubernetesBackend.from_environment()
     if name != "local":
         raise ValidationError(
             "unknown backend", [FieldError("KUBELAB_BACKEND", f"must be local or kubernetes, not {name!r}")]
         )
-    from kubelab.backends.local import LocalBackend
+    from kubelab.backends.local.backend import LocalBackend
 
     return LocalBackend()
 

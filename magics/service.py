@@ -115,7 +115,7 @@ class LocalService:
 
     # -- TensorBoard: a session supervised by this process, on a loopback port -----------
     def tensorboard(self, request: dict[str, Any]) -> dict[str, Any]:
-        from kubelab.tensorboard import TensorBoardSupervisor
+        from kubelab.tensorboard.supervisor import TensorBoardSupervisor
 
         if self._tensorboards is None:
             self._tensorboards = TensorBoardSupervisor(self.lab)

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubelab.backends.local import read_from
+from kubelab.backends.local.backend import read_from
 from kubelab.lab import Lab
 from kubelab.pipelines.service import PipelineWatcher
 from kubelab.sweeps.service import SweepWatcher

@@ -153,8 +153,8 @@ def cmd_fire(args: argparse.Namespace) -> int:
 def cmd_render(args: argparse.Namespace) -> int:
     import json
 
+    from kubelab.backends.kubernetes.notebook_env import NotebookEnv
     from kubelab.errors import ValidationError
-    from kubelab.kube.notebook_env import NotebookEnv
     from kubelab.pipelines.cli import read_spec
     from kubelab.schedules import cronjob
     from kubelab.schedules.service import kind_of

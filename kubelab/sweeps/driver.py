@@ -64,13 +64,13 @@ TUNER_STATE = {COMPLETE: "complete", TRIAL_FAILED: "failed", PRUNED: "pruned", T
 
 
 def launch(sweep: SweepDirectory) -> int:
-    """Hand `sweep` to a warm driver (`kubelab.warm`), else start a detached cold one; its pid.
+    """Hand `sweep` to a warm driver (`kubelab.backends.local.warm`), else start a detached cold one; its pid.
 
     A second driver for the same sweep exits at once. Only a server fills the pool
     (`SweepWatcher.keep_warm`, every few seconds): a replacement started here would import
     Optuna on the cores the new sweep's first trials need.
     """
-    from kubelab.warm import DRIVER, WarmPool
+    from kubelab.backends.local.warm import DRIVER, WarmPool
 
     pid = WarmPool(sweep.home, DRIVER).hand_over(sweep.path) if DRIVER.size() else None
     if pid is None:
@@ -78,13 +78,13 @@ def launch(sweep: SweepDirectory) -> int:
     return pid
 
 
-# -- as a warm helper (kubelab.warm) ------------------------------------------------------
+# -- as a warm helper (kubelab.backends.local.warm) ------------------------------------------------------
 def preload() -> None:
     """What a driver needs before its first trial: Optuna's import above all (~0.2 s), and a
     throwaway ask() for the imports Optuna defers to first use (numpy.random, samplers)."""
     import optuna
 
-    import kubelab.backends.local
+    import kubelab.backends.local.backend
     import kubelab.lab
     import kubelab.sweeps.journal
     import kubelab.sweeps.nni_config
@@ -138,7 +138,7 @@ class Driver:
                 self.state = self.sweep.read_state()
                 if self.state.status != RUNNING:
                     return 0
-                from kubelab.runner import process_start_time
+                from kubelab.backends.local.runner import process_start_time
 
                 self.state.driver_pid = os.getpid()
                 self.state.driver_started = process_start_time(os.getpid())
@@ -347,7 +347,7 @@ class Driver:
             self.ended(follow, status)
 
     def read_metrics(self, follow: Follow) -> None:
-        from kubelab.backends.local import read_from
+        from kubelab.backends.local.backend import read_from
 
         try:
             size = follow.run.metrics_file.stat().st_size
@@ -496,7 +496,7 @@ class Driver:
 
     def stop_all(self) -> None:
         """Stop every running trial and wait (bounded) to record how each ended."""
-        from kubelab.runner import stop_grace
+        from kubelab.backends.local.runner import stop_grace
 
         for follow in list(self.follows.values()):
             try:

@@ -12,8 +12,8 @@ import time
 import pytest
 from kubelab_testing import wait_until
 
+from kubelab.backends.local.gpus import pid_alive
 from kubelab.errors import NotFound, ValidationError
-from kubelab.gpus import pid_alive
 from kubelab.lab import Lab
 
 PY = sys.executable

@@ -18,8 +18,8 @@ import pytest
 from kube_support import PROJECT_LABEL, notebook_env, role_documents, wait_for
 from kubernetes import client, config
 
-from kubelab.kube.backend import KubernetesBackend
-from kubelab.kube.errors import RetryPolicy
+from kubelab.backends.kubernetes.backend import KubernetesBackend
+from kubelab.backends.kubernetes.errors import RetryPolicy
 from kubelab.lab import Lab
 
 FAST_RETRY = RetryPolicy(attempts=4, base_delay=0.01, max_delay=0.05)

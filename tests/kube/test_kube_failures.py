@@ -13,8 +13,8 @@ import pytest
 from kube_support import objects, pods_of, wait_for
 from kubernetes import client
 
+from kubelab.backends.kubernetes.errors import Forbidden, QuotaExceeded, Unavailable
 from kubelab.errors import Conflict, ValidationError
-from kubelab.kube.errors import Forbidden, QuotaExceeded, Unavailable
 from kubelab.lab import Lab
 from kubelab.spec import ExperimentSpec
 

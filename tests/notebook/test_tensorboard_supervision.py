@@ -14,7 +14,7 @@ import requests
 from notebook_support import kill_if_alive, pid_alive, start_server, wait_gone
 
 from kubelab.lab import Lab
-from kubelab.tensorboard import TensorBoardSupervisor, run_label, session_id
+from kubelab.tensorboard.supervisor import TensorBoardSupervisor, run_label, session_id
 
 
 def experiment(home) -> str:
@@ -81,7 +81,7 @@ def test_idle_session_restarts_for_a_returning_page_but_not_after_a_stop(workspa
 PARENT = textwrap.dedent("""\
     import sys, threading, time
     from kubelab.lab import Lab
-    from kubelab.tensorboard import TensorBoardSupervisor
+    from kubelab.tensorboard.supervisor import TensorBoardSupervisor
     lab = Lab()
     run = lab.submit({"name": "x", "command": ["true"]})["id"]
     sup = TensorBoardSupervisor(lab)

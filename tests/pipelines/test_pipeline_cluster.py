@@ -17,7 +17,7 @@ import pytest
 import yaml
 from kubernetes import client, config, utils
 
-from kubelab.kube.notebook_env import NotebookEnv
+from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 from kubelab.lab import Lab
 from kubelab.pipelines.service import Pipelines
 from kubelab.schedules import cronjob

@@ -14,8 +14,8 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 
+from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 from kubelab.errors import ValidationError
-from kubelab.kube.notebook_env import NotebookEnv
 from kubelab.lab import Lab
 from kubelab.schedules import cronjob
 from kubelab.schedules.scheduler import fire_once
@@ -115,7 +115,7 @@ def test_schedule_fire_follows_a_pipeline_to_its_end_and_render_prints_the_cronj
 
 
 def test_a_pipeline_steps_jobs_carry_its_labels():
-    from kubelab.kube import builders
+    from kubelab.backends.kubernetes import builders
     from kubelab.spec import ExperimentSpec
 
     spec = ExperimentSpec.parse({"command": ["python", "train.py"], "name": "train"})

@@ -3,7 +3,7 @@
 The local runner puts `kubelab/nni_compat` first on a trial's PYTHONPATH (the Kubernetes
 backend a copy of it in the run directory: `kubelab/shims.py`), so `import nni` inside a
 kubelab trial finds this module even where the real NNI is installed. Standard library only
-and cheap to import, like `kubelab.reporting`, whose `metrics.jsonl` format it writes (so it
+and cheap to import, like `kubelab.trial`, whose `metrics.jsonl` format it writes (so it
 also works in images without kubelab).
 
 - `get_next_parameter()`: the trial's parameters, NNI-shaped (`KUBELAB_NNI_PARAMS`, set

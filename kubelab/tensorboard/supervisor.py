@@ -9,7 +9,7 @@ No TensorBoard may outlive the process that started it. Three layers see to it:
 `PR_SET_PDEATHSIG` in the child (Linux; the kernel signals it when its parent dies, even by
 SIGKILL), and a watchdog thread in the child that exits once its parent pid is gone (for
 systems without pdeathsig, and for the race where the parent died before the prctl).
-The child is `python -m kubelab.tensorboard --parent PID -- <tensorboard flags>`.
+The child is `python -m kubelab.tensorboard.supervisor --parent PID -- <tensorboard flags>`.
 """
 
 from __future__ import annotations
@@ -246,7 +246,7 @@ class TensorBoardSupervisor:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         session.log_path = self.log_dir / f"{session.id}.log"
         command = [
-            sys.executable, "-m", "kubelab.tensorboard", "--parent", str(os.getpid()),
+            sys.executable, "-m", "kubelab.tensorboard.supervisor", "--parent", str(os.getpid()),
             *(["--pdeathsig"] if threading.current_thread() is threading.main_thread() else []),
             "--", "--logdir_spec", logdir_spec(session.logdirs), "--path_prefix", session.prefix,
             "--host", "127.0.0.1", "--port", str(session.port), "--reload_interval", "5",
@@ -393,7 +393,7 @@ def _die_with_parent(parent: int, pdeathsig: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m kubelab.tensorboard --parent PID [--pdeathsig] -- <tensorboard flags>`."""
+    """`python -m kubelab.tensorboard.supervisor --parent PID [--pdeathsig] -- <tensorboard flags>`."""
     args = list(sys.argv[1:] if argv is None else argv)
     split = args.index("--") if "--" in args else len(args)
     own, flags = args[:split], args[split + 1:]

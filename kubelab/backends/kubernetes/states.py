@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubelab.kube.names import INDEX_ANNOTATION, QUEUE_LABEL, ROLE
+from kubelab.backends.kubernetes.names import INDEX_ANNOTATION, QUEUE_LABEL, ROLE
 from kubelab.records import FAILED, PENDING, QUEUED, RUNNING, SUCCEEDED
 
 Obj = dict[str, Any]

@@ -1,7 +1,7 @@
 """Warm processes: pre-started, pre-imported kubelab helpers waiting for work.
 
 A cold helper pays an interpreter start and its imports before it does anything: ~75 ms
-for a runner (`kubelab.runner`), ~350 ms for a sweep driver (Optuna). Sweeps of short
+for a runner (`kubelab.backends.local.runner`), ~350 ms for a sweep driver (Optuna). Sweeps of short
 trials paid the runner's cost on every trial and the driver's before the first. So a
 `$KUBELAB_HOME` keeps a few idle helpers per role and Python interpreter, in
 `$KUBELAB_HOME/warm/<role>/<interpreter key>/`:
@@ -16,7 +16,7 @@ trials paid the runner's cost on every trial and the driver's before the first. 
   notebook server leaves no idle driver behind); a CLI never starts one.
 
 Each helper is detached in its own session, exactly like a cold one, and a role module
-(`kubelab.runner`, `kubelab.sweeps.driver`) gives three functions: `preload()` (the
+(`kubelab.backends.local.runner`, `kubelab.sweeps.driver`) gives three functions: `preload()` (the
 imports to pay ahead), `log_of(path)` and `serve(path) -> bool` (True: may serve again).
 
 The claim protocol (one winner, no locks):
@@ -82,7 +82,8 @@ class Role:
             return self.idle_default
 
 
-RUNNER = Role("runner", "kubelab.runner", "KUBELAB_WARM_RUNNERS", 2, "KUBELAB_WARM_RUNNER_IDLE", 60.0)
+RUNNER = Role("runner", "kubelab.backends.local.runner", "KUBELAB_WARM_RUNNERS", 2,
+              "KUBELAB_WARM_RUNNER_IDLE", 60.0)
 DRIVER = Role("driver", "kubelab.sweeps.driver", "KUBELAB_WARM_DRIVERS", 1, "KUBELAB_WARM_DRIVER_IDLE", 600.0)
 ROLES = {role.name: role for role in (RUNNER, DRIVER)}
 
@@ -127,7 +128,8 @@ class WarmPool:
             from kubelab.detached import start_module
 
             role = f"{self.role.name}@{keeper}" if keeper else self.role.name
-            process = start_module("kubelab.warm", f"{role}:{self.path}", self.path / "pool.log")
+            process = start_module("kubelab.backends.local.warm", f"{role}:{self.path}",
+                                   self.path / "pool.log")
             with contextlib.suppress(OSError):
                 (self.path / f"starting-{process.pid}").touch()
 
@@ -314,8 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     head, _, folder = (args[0] if len(args) == 1 else "").partition(":")
     role, _, keeper = head.partition("@")
     if role not in ROLES or not folder or not (keeper.isdigit() or keeper == ""):
-        print("usage: python -m kubelab.warm ROLE[@KEEPER_PID]:POOL_DIR (ROLE: runner or driver)",
-              file=sys.stderr)
+        print("usage: python -m kubelab.backends.local.warm ROLE[@KEEPER_PID]:POOL_DIR "
+              "(ROLE: runner or driver)", file=sys.stderr)
         return 2
     return IdleHelper(ROLES[role], Path(folder), int(keeper) if keeper else None).main()
 

@@ -41,7 +41,7 @@ def cmd_start(args: argparse.Namespace) -> int:
         _print(session, args.output, client.page_url(session["url"]))
         return 0
     from kubelab.lab import Lab
-    from kubelab.tensorboard import RUNNING, TensorBoardSupervisor
+    from kubelab.tensorboard.supervisor import RUNNING, TensorBoardSupervisor
 
     supervisor = TensorBoardSupervisor(Lab())
     session = supervisor.start(request)

@@ -18,10 +18,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from kubelab.backends.kubernetes import names
+from kubelab.backends.kubernetes.distributed_env import distributed_env, ports_for
+from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 from kubelab.errors import FieldError, ValidationError
-from kubelab.kube import names
-from kubelab.kube.distributed_env import distributed_env, ports_for
-from kubelab.kube.notebook_env import NotebookEnv
 from kubelab.shims import SHIMS_DIR
 from kubelab.spec import ExperimentSpec
 

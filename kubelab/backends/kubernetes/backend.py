@@ -22,12 +22,12 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from kubelab.backends.base import Backend
+from kubelab.backends.kubernetes import builders, names, states
+from kubelab.backends.kubernetes.api import KubeApi
+from kubelab.backends.kubernetes.errors import DEFAULT_RETRY, RetryPolicy, translate
+from kubelab.backends.kubernetes.notebook_env import NotebookEnv
+from kubelab.backends.kubernetes.watcher import Watcher
 from kubelab.errors import FieldError, KubelabError, ValidationError
-from kubelab.kube import builders, names, states
-from kubelab.kube.api import KubeApi
-from kubelab.kube.errors import DEFAULT_RETRY, RetryPolicy, translate
-from kubelab.kube.notebook_env import NotebookEnv
-from kubelab.kube.watcher import Watcher
 from kubelab.logfiles import byte_range, file_text
 from kubelab.records import FAILED, RunDirectory, Status, new_id
 from kubelab.spec import ExperimentSpec

@@ -1,7 +1,7 @@
 """The local runner: one small process per running experiment, in its own session.
 
-`python -m kubelab.runner RUN_DIR` waits for GPUs, starts the replicas, watches them,
-and writes the final status. A warm runner (`kubelab.warm`) does the same through
+`python -m kubelab.backends.local.runner RUN_DIR` waits for GPUs, starts the replicas, watches them,
+and writes the final status. A warm runner (`kubelab.backends.local.warm`) does the same through
 `serve()` and then waits for its next run. Because it is detached from whoever submitted it, an
 experiment outlives a restart of the Jupyter server or the CLI; anyone can re-attach
 by reading `status.json`. Each replica runs in its own process group so that a stop
@@ -24,15 +24,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kubelab.distributed import Topology, replica_env, tf_config
-from kubelab.gpus import GpuAllocator
+from kubelab.backends.distributed import Topology, replica_env, tf_config
+from kubelab.backends.local.gpus import GpuAllocator
 from kubelab.records import FAILED, QUEUED, RUNNING, STOPPED, SUCCEEDED, TERMINAL, RunDirectory, parse_iso
+from kubelab.shims import SHIMS
 from kubelab.spec import ExperimentSpec
-from kubelab.tfevents import MirrorThread, ScalarMirror
+from kubelab.tensorboard.tfevents import MirrorThread, ScalarMirror
 
 POLL = 0.05
 FAST_POLL, FAST_FOR = 0.005, 1.0  # a short trial's end is seen within 5 ms, a long one's within 50
-NNI_SHIM = Path(__file__).parent / "nni_compat"
 
 
 def stop_grace() -> float:
@@ -222,7 +222,7 @@ class Runner:
             env["KUBELAB_TRIAL"] = str(self.status.trial)
         # "python" in a command means the interpreter kubelab runs under, with its packages.
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-        paths = [str(NNI_SHIM)]  # `import nni` in a trial finds kubelab's NNI API first
+        paths = [str(SHIMS)]  # `import nni` in a trial finds kubelab's NNI API first
         if run.code_dir.exists():
             paths.insert(0, str(run.code_dir))
         if env.get("PYTHONPATH"):
@@ -421,7 +421,7 @@ def process_start_time(pid: int) -> float | None:
         return None
 
 
-# -- as a warm helper (kubelab.warm) ------------------------------------------------------
+# -- as a warm helper (kubelab.backends.local.warm) ------------------------------------------------------
 def preload() -> None:
     """Importing this module is all a runner needs ahead of its run."""
 
@@ -444,7 +444,7 @@ def serve(path: Path) -> bool:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m kubelab.runner RUN_DIR", file=sys.stderr)
+        print("usage: python -m kubelab.backends.local.runner RUN_DIR", file=sys.stderr)
         return 2
     return Runner(RunDirectory(Path(args[0]))).main()
 

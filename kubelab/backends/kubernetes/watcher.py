@@ -21,8 +21,8 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
-from kubelab.kube import names
-from kubelab.kube.api import KubeApi
+from kubelab.backends.kubernetes import names
+from kubelab.backends.kubernetes.api import KubeApi
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
