@@ -70,11 +70,11 @@ def sweep(folder: Path, work: float, warm: bool) -> float:
     warm driver and runners are idle, as they are on a server nobody is using.
     """
     from kubelab.backends.local.warm import DRIVER, RUNNER, WarmPool
-    from kubelab.lab import Lab
+    from kubelab.experiments import Experiments
     from kubelab.sweeps.service import Sweeps, SweepWatcher
 
     home = folder / ("home-warm" if warm else "home-cold")
-    lab = Lab(home)
+    lab = Experiments(home)
     sweeps = Sweeps(lab)
     if warm:
         SweepWatcher(lab).start()

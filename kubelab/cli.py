@@ -1,6 +1,6 @@
 """The `kubelab` command.
 
-It works with no server running: it uses the same `Lab` as the Jupyter server, and the
+It works with no server running: it uses the same `Experiments` as the Jupyter server, and the
 run directories are the shared record, so a server sees what the CLI started and the
 other way round. `-o json` everywhere for scripts.
 """
@@ -21,15 +21,15 @@ from kubelab.options import add_experiment_options, apply_options, option_error
 from kubelab.records import TERMINAL
 
 if TYPE_CHECKING:
-    from kubelab.lab import Lab
+    from kubelab.experiments import Experiments
 
 Handler = Callable[[argparse.Namespace], int]
 
 
-def _lab() -> Lab:
-    from kubelab.lab import Lab
+def _lab() -> Experiments:
+    from kubelab.experiments import Experiments
 
-    return Lab()
+    return Experiments()
 
 
 # -- spec from flags ----------------------------------------------------------------------
@@ -146,7 +146,7 @@ def wait_for(lab: Any, run_id: str) -> dict[str, Any]:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    from kubelab.lab import Lab
+    from kubelab.experiments import Experiments
 
     spec_data, base = spec_from_args(args)
     if args.backend == "kubernetes":
@@ -157,7 +157,7 @@ def cmd_render(args: argparse.Namespace) -> int:
         from kubelab.backends.local.backend import LocalBackend
 
         backend = LocalBackend()
-    lab = Lab(backend=backend)
+    lab = Experiments(backend=backend)
     spec = lab.prepare(spec_data, base_dir=base)
     objects = backend.render(spec, "<id>")
     if args.output == "yaml":

@@ -143,13 +143,13 @@ def run(magics: Any, line: str) -> None:
     from IPython.display import display
 
     from kubelab.options import parse_params
-    from kubelab.sweeps.documents import read_document
+    from kubelab.sweeps.config_files import read_document
 
     parser = pipeline_parser()
     args = parser.read(line)
     if args is None:
         return
-    svc = magics.service
+    svc = magics.connection
     if args.id and args.file:
         parser.error("give a pipeline id or -f FILE, not both")
     if args.id:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubelab.backends.local.backend import read_from
-from kubelab.lab import Lab
+from kubelab.experiments import Experiments
 from kubelab.pipelines.service import PipelineWatcher
 from kubelab.sweeps.service import SweepWatcher
 
@@ -39,7 +39,7 @@ class Event:
 
 
 class EventHub:
-    def __init__(self, lab: Lab, interval: float = 0.2, backlog: int = 1000):
+    def __init__(self, lab: Experiments, interval: float = 0.2, backlog: int = 1000):
         self.lab = lab
         self.interval = interval
         self.backlog = backlog

@@ -1,4 +1,4 @@
-"""REST handlers: thin translations between HTTP and the `Lab`.
+"""REST handlers: thin translations between HTTP and the `Experiments`.
 
 Every handler requires authentication (the server's own, or the token the server gave
 its kernels). Errors are JSON `{error, detail, fields}` with a 4xx/5xx status.
@@ -64,7 +64,7 @@ class KubelabHandler(APIHandler):
 
     @property
     def lab(self):
-        return self.kubelab.lab
+        return self.kubelab.experiments
 
     async def prepare(self) -> None:  # type: ignore[override]
         header = self.request.headers.get("Authorization", "")
@@ -74,7 +74,7 @@ class KubelabHandler(APIHandler):
         if scheme.lower() in ("token", "bearer") and token and hmac.compare_digest(given, expected.encode()):
             # The kernels' credential: these requests come from the user's own kernels.
             CallContext.set(CallContext.JUPYTER_HANDLER, self)
-            user = User(username=self.kubelab.lab.user or "kernel")
+            user = User(username=self.kubelab.experiments.user or "kernel")
             self.current_user = self._jupyter_current_user = user
             return
         await super().prepare()

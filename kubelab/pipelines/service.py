@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kubelab.errors import Conflict, FieldError, NotFound, ValidationError
-from kubelab.lab import RUN_ID, Lab
+from kubelab.experiments import RUN_ID, Experiments
 from kubelab.pipelines import driver
 from kubelab.pipelines.spec import EXPERIMENT, PipelineSpec, placeholders
 from kubelab.pipelines.store import (
@@ -31,7 +31,7 @@ from kubelab.sweeps.store import write_json
 
 
 class Pipelines:
-    def __init__(self, lab: Lab):
+    def __init__(self, lab: Experiments):
         self.lab = lab
         self.store = PipelineStore(lab.home)
 
@@ -200,7 +200,7 @@ class PipelineWatcher:
     first server to start catches the schedules up).
     """
 
-    def __init__(self, lab: Lab, liveness: float = 5.0):
+    def __init__(self, lab: Experiments, liveness: float = 5.0):
         self.pipelines = Pipelines(lab)
         self.stamps: dict[str, int | None] = {}
         self.liveness = liveness

@@ -50,10 +50,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _schedules() -> Schedules:
-    from kubelab.lab import Lab
+    from kubelab.experiments import Experiments
     from kubelab.schedules.service import Schedules
 
-    return Schedules(Lab())
+    return Schedules(Experiments())
 
 
 def cmd_add(args: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kubelab.errors import Conflict, FieldError, NotFound, ValidationError
-from kubelab.lab import RUN_ID, Lab
+from kubelab.experiments import RUN_ID, Experiments
 from kubelab.records import iso, new_id, utcnow
 from kubelab.schedules.spec import Schedule, parse_schedule
 from kubelab.sweeps.store import _flock, write_json
@@ -75,7 +75,7 @@ class ScheduleDirectory:
 
 
 class Schedules:
-    def __init__(self, lab: Lab):
+    def __init__(self, lab: Experiments):
         self.lab = lab
         self.root = lab.home / "schedules"
 

@@ -52,15 +52,15 @@ def register(subparsers: Any) -> None:
 
 
 def _sweeps():
-    from kubelab.lab import Lab
+    from kubelab.experiments import Experiments
     from kubelab.sweeps.service import Sweeps
 
-    return Sweeps(Lab())
+    return Sweeps(Experiments())
 
 
 def cmd_create(args: argparse.Namespace) -> int:
     from kubelab.errors import FieldError, ValidationError
-    from kubelab.sweeps.documents import read_document
+    from kubelab.sweeps.config_files import read_document
 
     if not args.file:
         raise ValidationError(

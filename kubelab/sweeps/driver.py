@@ -1,7 +1,7 @@
 """The sweep driver: one detached process per running sweep, `python -m kubelab.sweeps.driver DIR`.
 
 It keeps `concurrency` trials running: asks the tuner, submits each trial through the
-`Lab` as an ordinary experiment, follows the trials' run directories (status and
+`Experiments` as an ordinary experiment, follows the trials' run directories (status and
 metrics) every few milliseconds, reports intermediate values to the pruner, stops the
 trials it prunes, and tells the tuner each result. Like the local runner, it lives in its
 own session, so it outlives the server or CLI that started it.
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kubelab.detached import start_module
+from kubelab.daemon import start_module
 from kubelab.records import RunDirectory
 from kubelab.sweeps.store import (
     ACTIVE,
@@ -85,7 +85,7 @@ def preload() -> None:
     import optuna
 
     import kubelab.backends.local.backend
-    import kubelab.lab
+    import kubelab.experiments
     import kubelab.sweeps.journal
     import kubelab.sweeps.nni_config
     import kubelab.sweeps.sweep_spec
@@ -155,9 +155,9 @@ class Driver:
     def prepare(self) -> None:
         import warnings
 
-        from kubelab.lab import Lab
+        from kubelab.experiments import Experiments
 
-        self.lab = Lab(self.sweep.home, user=self.state.user)
+        self.lab = Experiments(self.sweep.home, user=self.state.user)
         warm_up = getattr(self.lab.backend, "warm_up", None)
         if warm_up is not None:
             warm_up(self.lab.home)  # runners get ready for the first trials while Optuna imports

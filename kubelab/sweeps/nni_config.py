@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from kubelab.errors import FieldError, ValidationError, did_you_mean
-from kubelab.sweeps.documents import read_document
+from kubelab.sweeps.config_files import read_document
 from kubelab.sweeps.nni_v1 import is_nni_v1, v1_to_v2
 
 FIELDS = (

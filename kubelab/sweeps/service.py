@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kubelab.errors import Conflict, FieldError, NotFound, ValidationError, did_you_mean
-from kubelab.lab import RUN_ID, Lab
+from kubelab.experiments import RUN_ID, Experiments
 from kubelab.records import new_id
 from kubelab.sweeps import driver
 from kubelab.sweeps.store import (
@@ -39,7 +39,7 @@ _SPECS: dict[str, dict[str, Any]] = {}  # sweep.json never changes: read each on
 
 
 class Sweeps:
-    def __init__(self, lab: Lab):
+    def __init__(self, lab: Experiments):
         self.lab = lab
         self.store = SweepStore(lab.home)
 
@@ -82,7 +82,7 @@ class Sweeps:
         return self.record(final)
 
     def submit(self, data: Any, base_dir: Path | None = None, confine: bool = False) -> dict[str, Any]:
-        """`create` under the name `Lab.submit` uses (the magics call it so)."""
+        """`create` under the name `Experiments.submit` uses (the magics call it so)."""
         return self.create(data, base_dir, confine)
 
     def validate(self, data: Any, base: Path, confine: bool) -> Any:
@@ -412,7 +412,7 @@ class SweepWatcher:
     (`kubelab.backends.local.warm`), so a sweep started from the server skips the helpers' imports.
     """
 
-    def __init__(self, lab: Lab, liveness: float = 5.0):
+    def __init__(self, lab: Experiments, liveness: float = 5.0):
         self.sweeps = Sweeps(lab)
         self.stamps: dict[str, int | None] = {}
         self.liveness = liveness

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubelab.errors import FieldError, ValidationError, did_you_mean
-from kubelab.sweeps.documents import read_document
+from kubelab.sweeps.config_files import read_document
 from kubelab.sweeps.space_names import check_collisions, check_keys, flatten_scope, qualify
 
 Scalar = str | int | float | bool | None

@@ -18,9 +18,9 @@ from typing import Any
 from kubelab.errors import FieldError, ValidationError, did_you_mean
 from kubelab.quantity import parse_duration
 from kubelab.spec import ExperimentSpec
-from kubelab.sweeps.algorithms import TunerChoice, check_batch, check_tuner
 from kubelab.sweeps.pruners import PrunerChoice, check_pruner
 from kubelab.sweeps.space import Scalar, SearchSpace, load_space
+from kubelab.sweeps.tuner_catalog import TunerChoice, check_batch, check_tuner
 from kubelab.templating import format_value
 
 PARAMETER_STYLES = ("all", "env")

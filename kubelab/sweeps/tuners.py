@@ -24,10 +24,10 @@ from optuna.trial import TrialState
 
 from kubelab.errors import Conflict, FieldError, NotFound, ValidationError
 from kubelab.sweeps import encoding
-from kubelab.sweeps.algorithms import TunerChoice, check_batch, check_tuner
 from kubelab.sweeps.progressive_grid import ProgressiveGrid, needs_progressive
 from kubelab.sweeps.pruners import PrunerChoice, check_pruner
 from kubelab.sweeps.space import Option, Parameter, Scalar, SearchSpace
+from kubelab.sweeps.tuner_catalog import TunerChoice, check_batch, check_tuner
 
 STATES = {"complete": TrialState.COMPLETE, "pruned": TrialState.PRUNED, "failed": TrialState.FAIL}
 PARAMS_ATTR = "kubelab_params"

@@ -120,7 +120,7 @@ def _env_limit(name: str, default: int) -> int:
 
 
 class TensorBoardSupervisor:
-    """Starts, reuses, watches and stops the sessions of one `Lab`."""
+    """Starts, reuses, watches and stops the sessions of one `Experiments`."""
 
     def __init__(self, lab: Any, base_url: str = "/", idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
                  on_change: Callable[[TensorBoardSession], None] | None = None,

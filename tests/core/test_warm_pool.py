@@ -13,7 +13,7 @@ from kubelab_testing import wait_until
 
 from kubelab.backends.local.gpus import pid_alive
 from kubelab.backends.local.warm import DRIVER, RUNNER, WarmPool, idle_pid, main, pool_size
-from kubelab.lab import Lab
+from kubelab.experiments import Experiments
 from kubelab.records import RunDirectory
 
 
@@ -45,7 +45,7 @@ def warm(pool: WarmPool, count: int) -> list[int]:
     return wait_for(lambda: len(pool.idle()) >= count and pool.idle())
 
 
-def runner_pid(lab: Lab, run_id: str) -> int | None:
+def runner_pid(lab: Experiments, run_id: str) -> int | None:
     return RunDirectory(lab.runs_root / run_id).status().runner_pid
 
 

@@ -13,10 +13,10 @@ from kube_support import objects, pods_of, wait_for
 from kubernetes import client
 
 from kubelab.errors import ValidationError
-from kubelab.lab import Lab
+from kubelab.experiments import Experiments
 
 
-def submit(lab: Lab, home: Path, **fields) -> str:
+def submit(lab: Experiments, home: Path, **fields) -> str:
     spec = {"command": ["python", "train.py"], "resources": {"cpu": "1", "memory": "1Gi"},
             **fields}
     return lab.submit(spec, base_dir=home)["id"]
@@ -41,7 +41,7 @@ def training_operator(simulated_cluster) -> Iterator[None]:
 
 
 @pytest.mark.parametrize("framework, replicas", [("pytorch", 4), ("paddle", 3)])
-def test_replicas_get_stable_names_and_ranks(simulated_cluster, project_node, admin, lab: Lab,
+def test_replicas_get_stable_names_and_ranks(simulated_cluster, project_node, admin, lab: Experiments,
                                              namespace: str, home: Path, framework: str,
                                              replicas: int) -> None:
     project_node(cpu="64", memory="256Gi")
@@ -74,7 +74,7 @@ def test_replicas_get_stable_names_and_ranks(simulated_cluster, project_node, ad
 def test_pytorch_on_a100_nodes(simulated_cluster, admin, make_backend, namespace: str,
                                home: Path) -> None:
     """The lab's own fleet: 4 replicas with a GPU each land on the simulated A100 nodes."""
-    lab = Lab(home=home, backend=make_backend(node_selector={}), user="alice")
+    lab = Experiments(home=home, backend=make_backend(node_selector={}), user="alice")
     run_id = submit(lab, home, framework="pytorch", replicas=4,
                     resources={"cpu": "2", "memory": "8Gi", "gpus": 1, "gpu_type": "A100"})
     pods = wait_for(lambda: len(p := pods_of(admin, namespace, run_id)) == 4
@@ -89,7 +89,7 @@ def test_pytorch_on_a100_nodes(simulated_cluster, admin, make_backend, namespace
 
 def test_more_gpus_than_any_node_shows_the_scheduler_reason(admin, make_backend,
                                                             namespace: str, home: Path) -> None:
-    lab = Lab(home=home, backend=make_backend(node_selector={}), user="alice")
+    lab = Experiments(home=home, backend=make_backend(node_selector={}), user="alice")
     run_id = submit(lab, home, resources={"cpu": "1", "memory": "1Gi", "gpus": 16, "gpu_type": "A100"})
     record = wait_for(lambda: "Insufficient nvidia.com/gpu" in (r := lab.get(run_id))["reason"]
                       and r, what="the scheduler's reason")
@@ -97,7 +97,7 @@ def test_more_gpus_than_any_node_shows_the_scheduler_reason(admin, make_backend,
     assert record["reason"].startswith("0/"), record["reason"]
 
 
-def test_tensorflow_with_parameter_servers(simulated_cluster, project_node, admin, lab: Lab,
+def test_tensorflow_with_parameter_servers(simulated_cluster, project_node, admin, lab: Experiments,
                                            namespace: str, home: Path) -> None:
     project_node(cpu="64", memory="256Gi")
     run_id = submit(lab, home, framework="tensorflow", replicas=2, parameter_servers=1)
@@ -117,7 +117,7 @@ def test_tensorflow_with_parameter_servers(simulated_cluster, project_node, admi
                           if j["metadata"]["name"].endswith("-ps")], what="ps Job removed")
 
 
-def test_kubeflow_engine_when_the_operator_is_served(training_operator, lab: Lab,
+def test_kubeflow_engine_when_the_operator_is_served(training_operator, lab: Experiments,
                                                      namespace: str, home: Path,
                                                      admin) -> None:
     run_id = submit(lab, home, framework="pytorch", replicas=3, engine="kubeflow")
@@ -144,7 +144,7 @@ def test_kubeflow_engine_when_the_operator_is_served(training_operator, lab: Lab
         "kubeflow.org", "v1", namespace, "pytorchjobs")["items"], what="PyTorchJob deleted")
 
 
-def test_kubeflow_engine_without_the_operator_is_refused(lab: Lab, admin, namespace: str,
+def test_kubeflow_engine_without_the_operator_is_refused(lab: Experiments, admin, namespace: str,
                                                          home: Path) -> None:
     with pytest.raises(ValidationError) as err:
         submit(lab, home, framework="pytorch", replicas=2, engine="kubeflow")
@@ -155,7 +155,7 @@ def test_kubeflow_engine_without_the_operator_is_refused(lab: Lab, admin, namesp
     assert len(objects(admin, "jobs", namespace)) == 1
 
 
-def test_queue_waits_for_quota(simulated_cluster, project_node, lab: Lab, namespace: str,
+def test_queue_waits_for_quota(simulated_cluster, project_node, lab: Experiments, namespace: str,
                                home: Path, admin) -> None:
     project_node(gpus=2)
     run_id = submit(lab, home, queue="team-a", resources={"cpu": "1", "gpus": 1})

@@ -15,7 +15,7 @@ from kubernetes import client
 
 from kubelab.backends.kubernetes.errors import Forbidden, QuotaExceeded, Unavailable
 from kubelab.errors import Conflict, ValidationError
-from kubelab.lab import Lab
+from kubelab.experiments import Experiments
 from kubelab.spec import ExperimentSpec
 
 SPEC = {"command": ["python", "train.py"], "resources": {"cpu": "1", "memory": "1Gi"}}
@@ -31,12 +31,12 @@ def proxy(simulated_cluster) -> Iterator:
 
 @pytest.fixture
 def proxied_lab(simulated_cluster, proxy, make_backend, namespace: str, home: Path,
-                tmp_path: Path) -> Lab:
-    """A Lab whose backend talks to the API server through the fault proxy."""
+                tmp_path: Path) -> Experiments:
+    """An `Experiments` service whose backend talks to the API server through the fault proxy."""
     kubeconfig = simulated_cluster.write_kubeconfig(
         tmp_path / "proxied", token=simulated_cluster.token_for(namespace, "notebook"),
         namespace=namespace, server=proxy.url)
-    return Lab(home=home, backend=make_backend(kubeconfig=kubeconfig), user="alice")
+    return Experiments(home=home, backend=make_backend(kubeconfig=kubeconfig), user="alice")
 
 
 def can_create_jobs(kubeconfig: Path, namespace: str) -> bool:
@@ -49,7 +49,7 @@ def can_create_jobs(kubeconfig: Path, namespace: str) -> bool:
     return bool(review.status.allowed)
 
 
-def test_rbac_refusal_names_the_role(lab: Lab, namespace: str, home: Path, admin,
+def test_rbac_refusal_names_the_role(lab: Experiments, namespace: str, home: Path, admin,
                                      notebook_kubeconfig: Path) -> None:
     client.RbacAuthorizationV1Api(admin).delete_namespaced_role_binding("kubelab-notebook",
                                                                        namespace)
@@ -62,7 +62,7 @@ def test_rbac_refusal_names_the_role(lab: Lab, namespace: str, home: Path, admin
     assert not list((home / "runs").iterdir())
 
 
-def test_transient_5xx_is_retried(proxy, proxied_lab: Lab, admin, namespace: str,
+def test_transient_5xx_is_retried(proxy, proxied_lab: Experiments, admin, namespace: str,
                                   home: Path) -> None:
     proxy.fail_next("create", "jobs", 500, times=2)
     record = proxied_lab.submit(SPEC, base_dir=home)
@@ -70,14 +70,14 @@ def test_transient_5xx_is_retried(proxy, proxied_lab: Lab, admin, namespace: str
     assert len(objects(admin, "jobs", namespace)) == 1
 
 
-def test_persistent_5xx_becomes_unavailable(proxy, proxied_lab: Lab, home: Path) -> None:
+def test_persistent_5xx_becomes_unavailable(proxy, proxied_lab: Experiments, home: Path) -> None:
     proxy.fail_next("create", "jobs", 503, times=10)
     with pytest.raises(Unavailable) as err:
         proxied_lab.submit(SPEC, base_dir=home)
     assert "kept failing (503" in err.value.detail
 
 
-def test_connection_refused(proxy, proxied_lab: Lab, home: Path) -> None:
+def test_connection_refused(proxy, proxied_lab: Experiments, home: Path) -> None:
     with proxy.unreachable(), pytest.raises(Unavailable) as err:
         proxied_lab.submit(SPEC, base_dir=home)
     assert "cannot reach the Kubernetes API" in err.value.detail
@@ -88,7 +88,7 @@ def test_connection_refused(proxy, proxied_lab: Lab, home: Path) -> None:
 def test_invalid_object_is_a_validation_error(make_backend, home: Path) -> None:
     # a spawner that already mounts its own /dev/shm volume named like kubelab's
     backend = make_backend(start=False, volumes=[{"name": "dshm", "emptyDir": {}}], mounts=[])
-    lab = Lab(home=home, backend=backend, user="alice")
+    lab = Experiments(home=home, backend=backend, user="alice")
     with pytest.raises(ValidationError) as err:
         lab.submit(SPEC, base_dir=home)
     assert "Kubernetes refused to create Job" in err.value.detail
@@ -96,7 +96,7 @@ def test_invalid_object_is_a_validation_error(make_backend, home: Path) -> None:
     assert "Duplicate value" in err.value.fields[0].reason
 
 
-def test_name_taken_by_someone_else_is_a_conflict(lab: Lab, backend, namespace: str,
+def test_name_taken_by_someone_else_is_a_conflict(lab: Experiments, backend, namespace: str,
                                                   home: Path, admin) -> None:
     record = lab.submit(SPEC, base_dir=home)
     run = lab.run(record["id"])
@@ -113,7 +113,7 @@ def test_name_taken_by_someone_else_is_a_conflict(lab: Lab, backend, namespace: 
     assert "already exists" in err.value.detail
 
 
-def test_retried_create_that_got_through_is_not_a_conflict(lab: Lab, backend, admin,
+def test_retried_create_that_got_through_is_not_a_conflict(lab: Experiments, backend, admin,
                                                            namespace: str, home: Path) -> None:
     record = lab.submit(SPEC, base_dir=home)
     run = lab.run(record["id"])
@@ -121,7 +121,7 @@ def test_retried_create_that_got_through_is_not_a_conflict(lab: Lab, backend, ad
     assert len(objects(admin, "jobs", namespace)) == 1
 
 
-def test_half_created_experiment_is_cleaned_up(proxy, proxied_lab: Lab, admin, namespace: str,
+def test_half_created_experiment_is_cleaned_up(proxy, proxied_lab: Experiments, admin, namespace: str,
                                                home: Path) -> None:
     proxy.fail_next("create", "jobs", 403, message='jobs.batch is forbidden: admission '
                     'webhook "policy.example.org" denied the request')
@@ -132,7 +132,7 @@ def test_half_created_experiment_is_cleaned_up(proxy, proxied_lab: Lab, admin, n
     assert not objects(admin, "jobs", namespace)
 
 
-def test_quota_refusal_at_submit(lab: Lab, namespace: str, home: Path, admin) -> None:
+def test_quota_refusal_at_submit(lab: Experiments, namespace: str, home: Path, admin) -> None:
     core = client.CoreV1Api(admin)
     core.create_namespaced_resource_quota(namespace, {
         "metadata": {"name": "objects"}, "spec": {"hard": {"count/jobs.batch": "0"}}})
@@ -145,7 +145,7 @@ def test_quota_refusal_at_submit(lab: Lab, namespace: str, home: Path, admin) ->
     assert not objects(admin, "services", namespace)
 
 
-def test_gpu_quota_refusal_of_pods_is_the_pending_reason(lab: Lab, namespace: str, home: Path,
+def test_gpu_quota_refusal_of_pods_is_the_pending_reason(lab: Experiments, namespace: str, home: Path,
                                                          admin) -> None:
     core = client.CoreV1Api(admin)
     core.create_namespaced_resource_quota(namespace, {
@@ -161,7 +161,7 @@ def test_gpu_quota_refusal_of_pods_is_the_pending_reason(lab: Lab, namespace: st
     assert lab.resources()["gpus"]["total"] == 1
 
 
-def test_watch_410_gone_relists_and_keeps_tracking(simulated_cluster, proxy, proxied_lab: Lab,
+def test_watch_410_gone_relists_and_keeps_tracking(simulated_cluster, proxy, proxied_lab: Experiments,
                                                    project_node, admin, namespace: str,
                                                    home: Path) -> None:
     project_node()

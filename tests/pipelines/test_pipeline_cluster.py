@@ -18,7 +18,7 @@ import yaml
 from kubernetes import client, config, utils
 
 from kubelab.backends.kubernetes.notebook_env import NotebookEnv
-from kubelab.lab import Lab
+from kubelab.experiments import Experiments
 from kubelab.pipelines.service import Pipelines
 from kubelab.schedules import cronjob
 from kubelab.schedules.spec import parse_schedule
@@ -117,7 +117,7 @@ def test_the_worked_example_runs_as_jobs_and_its_cronjob_fires(simulated_cluster
     namespace, nb, work = on_cluster
     home = Path(nb.home)
     spec = yaml.safe_load(DOCS.read_text().split("<!-- file: nightly.yml -->\n```yaml\n")[1].split("```")[0])
-    pipelines = Pipelines(Lab())
+    pipelines = Pipelines(Experiments())
     assert pipelines.lab.backend.name == "kubernetes"
     for script in ("tune.py", "train.py", "evaluate.py"):
         (work / script).write_text("# run by the container\n")

@@ -16,7 +16,7 @@ import pytest
 
 from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 from kubelab.errors import ValidationError
-from kubelab.lab import Lab
+from kubelab.experiments import Experiments
 from kubelab.schedules import cronjob
 from kubelab.schedules.scheduler import fire_once
 from kubelab.schedules.service import Schedules
@@ -77,7 +77,7 @@ def test_what_a_cronjob_cannot_express_is_refused_by_field():
 
 def test_fire_honours_paused_bounds_and_concurrency(pipeline_env):
     (pipeline_env / "job.py").write_text("import os, time\nwhile not os.path.exists('go'):\n    time.sleep(0.05)\n")
-    lab = Lab()
+    lab = Experiments()
     schedules = Schedules(lab)
     made = schedules.create(None, {"command": ["python", "job.py"], "schedule": {
         "cron": "0 2 * * *", "end": "2030-01-01T00:00:00Z"}}, start_scheduler=False)
@@ -98,14 +98,14 @@ def test_schedule_fire_follows_a_pipeline_to_its_end_and_render_prints_the_cronj
         {"name": "a", "experiment": {"command": ["python", "-c", "pass"]}},
         {"name": "b", "depends_on": ["a"], "experiment": {"command": ["python", "-c", "pass"]}}],
         "schedule": {"cron": "0 2 * * *"}}))
-    made = Schedules(Lab()).create(None, json.loads((pipeline_env / "flow.json").read_text()),
+    made = Schedules(Experiments()).create(None, json.loads((pipeline_env / "flow.json").read_text()),
                                    base_dir=pipeline_env, start_scheduler=False)
     fired = subprocess.run([sys.executable, "-m", "kubelab.cli", "schedule", "fire", made["id"], "-o", "json"],
                            capture_output=True, text=True, timeout=120, env=os.environ.copy())
     assert fired.returncode == 0, fired.stderr
     from kubelab.pipelines.service import Pipelines
 
-    record = Pipelines(Lab()).get(json.loads(fired.stdout)["id"])
+    record = Pipelines(Experiments()).get(json.loads(fired.stdout)["id"])
     assert record["status"] == "Succeeded" and record["schedule"] == made["id"]  # it waited for the end
     env = {**os.environ, "KUBELAB_NAMESPACE": "ns", "KUBELAB_IMAGE": "img:1", "KUBELAB_HOME": "/mnt/u/.kubelab"}
     rendered = subprocess.run([sys.executable, "-m", "kubelab.cli", "schedule", "render", "-f", "flow.json"],

@@ -536,7 +536,7 @@ def _container(run: RunDirectory) -> str:
 
 
 def _default_runs_root() -> Path:
-    from kubelab.lab import default_home
+    from kubelab.experiments import default_home
 
     return default_home() / "runs"
 

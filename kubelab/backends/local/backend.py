@@ -18,7 +18,7 @@ from kubelab.backends.base import Backend
 from kubelab.backends.local.gpus import GpuAllocator, pid_alive
 from kubelab.backends.local.runner import process_start_time, signal_group, stop_grace
 from kubelab.backends.local.warm import WarmPool, pool_size
-from kubelab.detached import start_module
+from kubelab.daemon import start_module
 from kubelab.logfiles import LOG_CHUNK, decoder, read_bytes
 from kubelab.records import FAILED, RunDirectory, Status
 from kubelab.spec import ExperimentSpec

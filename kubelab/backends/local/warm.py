@@ -125,7 +125,7 @@ class WarmPool:
         self.path.mkdir(parents=True, exist_ok=True)
         have = self.count()
         for _ in range(wanted - have):
-            from kubelab.detached import start_module
+            from kubelab.daemon import start_module
 
             role = f"{self.role.name}@{keeper}" if keeper else self.role.name
             process = start_module("kubelab.backends.local.warm", f"{role}:{self.path}",

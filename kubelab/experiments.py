@@ -1,4 +1,4 @@
-"""The Lab: one user's experiments, whatever the entry point.
+"""The experiments service: one user's experiments, whatever the entry point.
 
 REST handlers, the CLI and the magics all call this class, so validation, path rules
 and records are the same everywhere. It owns the run directories under
@@ -50,7 +50,7 @@ def default_backend() -> Backend:
     return LocalBackend()
 
 
-class Lab:
+class Experiments:
     def __init__(self, home: Path | None = None, backend: Backend | None = None, user: str | None = None):
         self.home = Path(home) if home else default_home()
         self.runs_root = self.home / "runs"

@@ -1,8 +1,8 @@
-"""Where the magics send their work: the Jupyter server's REST API, or the `Lab` directly.
+"""Where the magics send their work: the Jupyter server's REST API, or the `Experiments` directly.
 
 Inside a Jupyter server the kernel has `KUBELAB_API_URL`, and going through the server keeps
 one index, one event stream and one set of TensorBoard sessions for the sidebar and the
-notebook. In a plain IPython with no server, the magics use the `Lab` as the CLI does.
+notebook. In a plain IPython with no server, the magics use the `Experiments` as the CLI does.
 Both sides offer the same verbs, so the magics do not care which one they hold.
 """
 
@@ -24,9 +24,9 @@ class RestService:
     remote = True
 
     def __init__(self, client: Any = None) -> None:
-        from kubelab.client import Client
+        from kubelab.rest_client import RestClient
 
-        self.client = client or Client()
+        self.client = client or RestClient()
 
     def __getattr__(self, name: str) -> Any:  # submit, get, list, stop, logs, metrics, resources, ...
         return getattr(self.client, name)
@@ -36,14 +36,14 @@ class RestService:
 
 
 class LocalService:
-    """The magics without a server: the `Lab` in this process."""
+    """The magics without a server: the `Experiments` in this process."""
 
     remote = False
 
     def __init__(self, lab: Any = None) -> None:
-        from kubelab.lab import Lab
+        from kubelab.experiments import Experiments
 
-        self.lab = lab or Lab()
+        self.lab = lab or Experiments()
         self._tensorboards: Any = None
 
     def submit(self, spec: dict[str, Any], base_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
@@ -144,7 +144,7 @@ class LocalService:
 
 
 def connect() -> RestService | LocalService:
-    """The REST API when this kernel belongs to a kubelab Jupyter server, the Lab otherwise."""
+    """The REST API when this kernel belongs to a kubelab Jupyter server; else the experiments service."""
     if os.environ.get("KUBELAB_API_URL"):
         return RestService()
     return LocalService()

@@ -1,4 +1,4 @@
-"""A small REST client for the kubelab API, with the same verbs as `Lab`.
+"""A small REST client for the kubelab API, with the same verbs as `Experiments`.
 
 Kernels use it (the server exports `KUBELAB_API_URL` and `KUBELAB_API_TOKEN` to them), so a
 `%%train` cell goes through the same server, index and event stream as the sidebar. Errors
@@ -52,15 +52,16 @@ def error_from(response: requests.Response) -> KubelabError:
     return error
 
 
-class Client:
-    """`Client()` reads the environment; `Client(url, token)` for anything else."""
+class RestClient:
+    """`RestClient()` reads the environment; `RestClient(url, token)` for anything else."""
 
     def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 30.0,
                  server_root: str | None = None):
         url = url or os.environ.get("KUBELAB_API_URL")
         if not url:
             raise Unreachable("no kubelab API: KUBELAB_API_URL is not set", [FieldError(
-                "KUBELAB_API_URL", "is set by the Jupyter server for its kernels; outside one, use the Lab")])
+                "KUBELAB_API_URL",
+                "is set by the Jupyter server for its kernels; outside one, use the experiments service")])
         self.url = url.rstrip("/") + "/"
         self.token = token if token is not None else os.environ.get("KUBELAB_API_TOKEN", "")
         self.timeout = timeout
@@ -97,7 +98,7 @@ class Client:
             return {}
         return {"cwd": str(base.relative_to(root))}
 
-    # -- experiments (the Lab's verbs) ----------------------------------------------------
+    # -- experiments (the experiments service's verbs) ----------------------------------------------------
     def submit(self, spec: dict[str, Any], base_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
         return self.json("POST", "experiments", json=spec, params=self.cwd_param(base_dir))
 
