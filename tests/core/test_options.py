@@ -8,7 +8,8 @@ import argparse
 import pytest
 from IPython.core.error import UsageError
 
-from kubelab import cli, options, tensorboard_cli
+from kubelab import cli, options
+from kubelab.tensorboard import cli as tensorboard_cli
 from kubelab.errors import ValidationError
 from kubelab.magics import options as magic_options
 from kubelab.magics import train
