@@ -18,6 +18,7 @@ from typing import Any
 
 from kubelab.backends.base import Backend
 from kubelab.errors import FieldError, KubelabError, NotFound, ValidationError
+from kubelab.home import default_home
 from kubelab.index import Changes, RunIndex
 from kubelab.logfiles import byte_range
 from kubelab.records import PENDING, TERMINAL, RunDirectory, Status, summary
@@ -28,10 +29,6 @@ SNAPSHOT_LIMIT = 200 * 2**20  # bytes of code copied per experiment
 SNAPSHOT_IGNORE = shutil.ignore_patterns(
     ".git", "__pycache__", ".ipynb_checkpoints", "node_modules", ".venv", "*.pyc", ".kubelab"
 )
-
-
-def default_home() -> Path:
-    return Path(os.environ.get("KUBELAB_HOME") or Path.home() / ".kubelab").expanduser()
 
 
 def default_backend() -> Backend:
@@ -157,9 +154,9 @@ class Experiments:
         spec = run.spec()
         detail = {**summary(run, status, spec), "spec": spec, "history": [vars(t) for t in status.history],
                   "replica_status": status.replicas, "run_dir": str(run.path)}
-        events = getattr(self.backend, "events", None)  # Kubernetes events, where the backend has them
+        events = self.backend.events(run)  # Kubernetes events, where the backend has them
         if events is not None:
-            detail["events"] = events(run)
+            detail["events"] = events
         return detail
 
     def refresh(self) -> Changes:

@@ -158,9 +158,7 @@ class Driver:
         from kubelab.experiments import Experiments
 
         self.lab = Experiments(self.sweep.home, user=self.state.user)
-        warm_up = getattr(self.lab.backend, "warm_up", None)
-        if warm_up is not None:
-            warm_up(self.lab.home)  # runners get ready for the first trials while Optuna imports
+        self.lab.backend.warm_up(self.lab.home)  # runners get ready for the first trials while Optuna imports
 
         import optuna
 

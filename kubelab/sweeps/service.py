@@ -428,9 +428,7 @@ class SweepWatcher:
 
         lab = self.sweeps.lab
         WarmPool(lab.home, DRIVER).top_up(keeper=os.getpid())
-        warm_up = getattr(lab.backend, "warm_up", None)
-        if warm_up is not None:
-            warm_up(lab.home)
+        lab.backend.warm_up(lab.home)
 
     def restart_dead_drivers(self) -> None:
         self.checked = time.monotonic()

@@ -28,6 +28,7 @@ from kubelab.backends.kubernetes.errors import DEFAULT_RETRY, RetryPolicy, trans
 from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 from kubelab.backends.kubernetes.watcher import Watcher
 from kubelab.errors import FieldError, KubelabError, ValidationError
+from kubelab.home import default_home
 from kubelab.logfiles import byte_range, file_text
 from kubelab.records import FAILED, RunDirectory, Status, new_id
 from kubelab.spec import ExperimentSpec
@@ -536,8 +537,6 @@ def _container(run: RunDirectory) -> str:
 
 
 def _default_runs_root() -> Path:
-    from kubelab.experiments import default_home
-
     return default_home() / "runs"
 
 
