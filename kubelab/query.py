@@ -18,21 +18,10 @@ from functools import lru_cache
 from itertools import islice
 
 from kubelab.errors import FieldError, ValidationError, did_you_mean
-from kubelab.query_parser import (
-    DATE_FORMS,
-    Atom,
-    Condition,
-    Junction,
-    Node,
-    Operation,
-    QueryError,
-    clip,
-    date_interval,
-    duration,
-    number,
-    parse,
-)
+from kubelab.query_literals import DATE_FORMS, date_interval, duration, number
+from kubelab.query_parser import parse
 from kubelab.query_sort import Sort, compile_sort
+from kubelab.query_syntax import Atom, Condition, Junction, Node, Operation, QueryError, clip
 from kubelab.query_values import (
     FIELDS,
     NUMBERS,

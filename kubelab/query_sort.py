@@ -11,7 +11,7 @@ from datetime import datetime
 from functools import lru_cache
 
 from kubelab.query_aliases import canonical_field
-from kubelab.query_parser import QueryError
+from kubelab.query_syntax import QueryError
 from kubelab.query_values import (
     UTC,
     Record,

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 
 from kubelab.errors import FieldError, ValidationError, did_you_mean
-from kubelab.query_parser import QueryError, clip
+from kubelab.query_syntax import QueryError, clip
 from kubelab.run_record import DYNAMIC, field_kinds, sections, states
 
 Record = dict
