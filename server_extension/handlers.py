@@ -64,7 +64,7 @@ class KubelabHandler(APIHandler):
 
     @property
     def lab(self):
-        return self.kubelab.experiments
+        return self.kubelab.lab
 
     async def prepare(self) -> None:  # type: ignore[override]
         header = self.request.headers.get("Authorization", "")
@@ -74,7 +74,7 @@ class KubelabHandler(APIHandler):
         if scheme.lower() in ("token", "bearer") and token and hmac.compare_digest(given, expected.encode()):
             # The kernels' credential: these requests come from the user's own kernels.
             CallContext.set(CallContext.JUPYTER_HANDLER, self)
-            user = User(username=self.kubelab.experiments.user or "kernel")
+            user = User(username=self.kubelab.lab.user or "kernel")
             self.current_user = self._jupyter_current_user = user
             return
         await super().prepare()
