@@ -25,7 +25,10 @@ from kubelab.backends.base import Backend
 from kubelab.backends.kubernetes import builders, names, states
 from kubelab.backends.kubernetes.api import KubeApi
 from kubelab.backends.kubernetes.errors import DEFAULT_RETRY, RetryPolicy, translate
+from kubelab.backends.kubernetes.events import EVENTS_FILE, dedupe, event_record, event_time
 from kubelab.backends.kubernetes.notebook_env import NotebookEnv
+from kubelab.backends.kubernetes.pod_logs import archive_logs, live_logs
+from kubelab.backends.kubernetes.quota import quota_resources
 from kubelab.backends.kubernetes.watcher import Watcher
 from kubelab.errors import FieldError, KubelabError, ValidationError
 from kubelab.home import default_home
@@ -34,7 +37,6 @@ from kubelab.records import FAILED, RunDirectory, Status, new_id
 from kubelab.spec import ExperimentSpec
 
 log = logging.getLogger(__name__)
-EVENTS_FILE = "k8s-events.jsonl"
 SUBMIT_GRACE = 30.0  # seconds a just-submitted run's Job may take to show up in a watch
 KUBEFLOW = {"pytorch": "PyTorchJob", "tensorflow": "TFJob"}
 Obj = dict[str, Any]
@@ -219,7 +221,7 @@ class KubernetesBackend(Backend):
         wanted = {o["metadata"]["name"] for o in mains + pods}
         items = self.api.list("Event").get("items") or []
         found = [e for e in items if (e.get("involvedObject") or {}).get("name") in wanted]
-        return sorted(found, key=_event_time)
+        return sorted(found, key=event_time)
 
     # -- states ----------------------------------------------------------------------------
     def _apply(self, run: RunDirectory, obs: states.Observation) -> Status:
@@ -352,28 +354,13 @@ class KubernetesBackend(Backend):
         """Keep the logs in the run directory and delete what outlives its use (ps, Service)."""
         if self._client is None:
             return
-        self.archive_logs(run)
+        archive_logs(self.api, self.nb.user, run)
         spec = ExperimentSpec.parse(run.spec())
         target = self.target(run, spec)
         if spec.parameter_servers and spec.engine == "job":
             self.api.delete("Job", target.ps_job)
         if builders.is_distributed(spec) and spec.engine == "job":
             self.api.delete("Service", target.service)
-
-    def archive_logs(self, run: RunDirectory) -> None:
-        # Ask the API, not the watch cache: a pod that just started may not be in the cache yet,
-        # and its log is about to go with it.
-        selector = names.run_selector(self.nb.user, run.id)
-        pods = [dict(p, kind="Pod") for p in self.api.list("Pod", label_selector=selector).get("items") or []]
-        for view in states.latest_per_replica(pods):
-            if view.role != "worker" or view.phase == "Pending":
-                continue
-            try:
-                text = "".join(self.api.pod_log(view.name, _container(run), follow=False))
-            except (ApiException, KubelabError):
-                continue
-            run.logs_dir.mkdir(exist_ok=True)
-            run.log_file(view.index).write_text(text)
 
     # -- stopping and deleting ---------------------------------------------------------------
     def stop(self, run: RunDirectory, pruned: bool = False) -> None:
@@ -382,7 +369,7 @@ class KubernetesBackend(Backend):
         if status.terminal:
             return
         try:
-            self.archive_logs(run)
+            archive_logs(self.api, self.nb.user, run)
         except (ApiException, KubelabError) as exc:
             log.warning("could not keep the logs of %s: %s", run.id, exc)
         self._delete_objects(run)
@@ -420,48 +407,7 @@ class KubernetesBackend(Backend):
             # pod that the API has already deleted.
             yield from file_text(archived, start)
             return
-        yield from byte_range(self._live_logs(run, replica, follow), start)
-
-    def _live_logs(self, run: RunDirectory, replica: int, follow: bool) -> Iterator[str]:
-        seen: set[str] = set()
-        while True:
-            pod = self._replica_pod(run, replica)
-            if pod is not None and pod.name not in seen:
-                if pod.phase == "Pending":
-                    if not follow:
-                        return
-                    time.sleep(0.2)
-                    continue
-                seen.add(pod.name)
-                try:
-                    yield from self.api.pod_log(
-                        pod.name, _container(run), follow=follow,
-                        ended=lambda name=pod.name: self._log_ended(run, replica, name))
-                except ApiException as exc:
-                    if exc.status not in (400, 404):
-                        raise translate(exc, f"read the log of pod {pod.name}") from exc
-                    if exc.status == 404 and run.log_file(replica).exists():
-                        yield from file_text(run.log_file(replica))  # the pod is gone: archived
-                        return
-                if not follow:
-                    return
-            elif pod is None and not seen:
-                path = run.log_file(replica)
-                if path.exists():
-                    yield from file_text(path)
-                    return
-                if not follow or run.status().terminal:
-                    return
-            if run.status().terminal:
-                return
-            time.sleep(0.2)
-
-    def _log_ended(self, run: RunDirectory, replica: int, pod_name: str) -> bool:
-        """Whether a followed pod's log can have no more lines (its container is done)."""
-        if run.status().terminal:
-            return True
-        pod = self._replica_pod(run, replica)
-        return pod is None or pod.name != pod_name or pod.phase in ("Succeeded", "Failed")
+        yield from byte_range(live_logs(self.api, run, replica, follow, self._replica_pod), start)
 
     def _replica_pod(self, run: RunDirectory, replica: int) -> states.PodView | None:
         _, pods, _ = self._run_objects(run)
@@ -475,65 +421,18 @@ class KubernetesBackend(Backend):
         path = run.path / EVENTS_FILE
         if self.watcher is not None and path.exists():
             records = [json.loads(line) for line in path.read_text().splitlines() if line]
-            return _dedupe(records)
+            return dedupe(records)
         main, pods, events = self._run_objects(run)
-        return _dedupe([event_record(e) for e in events])
+        return dedupe([event_record(e) for e in events])
 
     # -- capacity ------------------------------------------------------------------------------
     def resources(self) -> dict[str, Any]:
         """GPUs by the namespace's ResourceQuota (nodes are cluster-scoped, out of reach)."""
-        key = f"requests.{self.nb.gpu_resource}"
-        try:
-            quotas = self.api.list("ResourceQuota").get("items") or []
-            jobs = self.api.list("Job", label_selector=names.user_selector(self.nb.user))
-        except ApiException as exc:
-            raise translate(exc, "read the namespace's quota") from exc
-        total = used = None
-        for quota in quotas:
-            hard = (quota.get("status") or {}).get("hard") or quota["spec"].get("hard") or {}
-            if key in hard or self.nb.gpu_resource in hard:
-                limit = hard.get(key, hard.get(self.nb.gpu_resource))
-                spent = ((quota.get("status") or {}).get("used") or {}).get(
-                    key, ((quota.get("status") or {}).get("used") or {}).get(
-                        self.nb.gpu_resource, "0"))
-                total, used = int(float(limit)), int(float(spent))
-        waiting = [j["metadata"]["labels"].get(names.EXPERIMENT) for j in jobs.get("items") or []
-                   if states.observe(dict(j, kind="Job"), []).state in ("Queued",)]
-        return {"backend": self.name, "namespace": self.nb.namespace,
-                "gpus": {"total": total or 0, "free": (total - used) if total is not None else 0,
-                         "limited": total is not None, "resource": self.nb.gpu_resource,
-                         "types": [], "devices": [], "queue": waiting}}
-
-
-def event_record(event: Obj) -> dict[str, Any]:
-    involved = event.get("involvedObject") or {}
-    return {"time": _event_time(event), "type": event.get("type"), "reason": event.get("reason"),
-            "message": event.get("message"), "count": event.get("count") or 1,
-            "object": f"{involved.get('kind')}/{involved.get('name')}",
-            "uid": (event.get("metadata") or {}).get("uid")}
-
-
-def _dedupe(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    latest: dict[Any, dict[str, Any]] = {}
-    for record in records:
-        latest[record.get("uid") or id(record)] = record
-    return sorted(latest.values(), key=lambda r: r.get("time") or "")
-
-
-def _event_time(event: Obj) -> str:
-    return (event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp")
-            or (event.get("metadata") or {}).get("creationTimestamp") or "")
+        return {"backend": self.name, **quota_resources(self.api, self.nb)}
 
 
 def _role(obj: Obj) -> str | None:
     return ((obj.get("metadata") or {}).get("labels") or {}).get(names.ROLE)
-
-
-def _container(run: RunDirectory) -> str:
-    spec = run.spec()
-    if spec.get("engine") == "kubeflow":
-        return builders.KUBEFLOW_CONTAINER.get(spec.get("framework"), builders.CONTAINER)
-    return builders.CONTAINER
 
 
 def _default_runs_root() -> Path:
