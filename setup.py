@@ -25,8 +25,12 @@ SOURCES = ("labextension/src", "labextension/style", "labextension/schema", "pac
 INSTALLED = "share/jupyter/labextensions/kubelab"
 # jlpm (JupyterLab's pinned yarn) ships in jupyter-builder, a build requirement; older JupyterLabs
 # carried it themselves.
-JLPM = [sys.executable, "-c", "try:\n from jupyter_builder.jlpm import main\nexcept ImportError:\n"
-        " from jupyterlab.jlpmapp import main\nimport sys; sys.exit(main())"]
+JLPM = [
+    sys.executable,
+    "-c",
+    "try:\n from jupyter_builder.jlpm import main\nexcept ImportError:\n"
+    " from jupyterlab.jlpmapp import main\nimport sys; sys.exit(main())",
+]
 
 
 def _stale() -> bool:

@@ -39,21 +39,30 @@ from kubelab.backends.kubernetes.notebook_env import NotebookEnv  # noqa: E402
 from kubelab.records import RunDirectory, Status  # noqa: E402
 from kubelab.spec import ExperimentSpec  # noqa: E402
 
-SPEC = {"command": ["python", "train.py"], "resources": {"cpu": "100m", "memory": "64Mi"},
-        "workdir": "/mnt/alice"}
-NOWHERE = {"bench.kubelab.dev/pool": "none"}   # no node has it: pods wait for a binding
+SPEC = {
+    "command": ["python", "train.py"],
+    "resources": {"cpu": "100m", "memory": "64Mi"},
+    "workdir": "/mnt/alice",
+}
+NOWHERE = {"bench.kubelab.dev/pool": "none"}  # no node has it: pods wait for a binding
 BIND_NODES = ("cpu-0", "cpu-1")
 
 
 def emit(name: str, samples: list[float], baseline: list[float] | None = None, **extra) -> None:
     ms = sorted(s * 1000 for s in samples)
-    line = {"name": name, "median_ms": round(statistics.median(ms), 2), "n": len(ms),
-            "p95_ms": round(ms[max(0, int(len(ms) * 0.95) - 1)], 2)}
+    line = {
+        "name": name,
+        "median_ms": round(statistics.median(ms), 2),
+        "n": len(ms),
+        "p95_ms": round(ms[max(0, int(len(ms) * 0.95) - 1)], 2),
+    }
     if baseline is not None:
         base = sorted(b * 1000 for b in baseline)
-        line.update(baseline_median_ms=round(statistics.median(base), 2),
-                    baseline_p95_ms=round(base[max(0, int(len(base) * 0.95) - 1)], 2),
-                    ratio=round(line["median_ms"] / statistics.median(base), 2))
+        line.update(
+            baseline_median_ms=round(statistics.median(base), 2),
+            baseline_p95_ms=round(base[max(0, int(len(base) * 0.95) - 1)], 2),
+            ratio=round(line["median_ms"] / statistics.median(base), 2),
+        )
     line.update(extra)
     print(json.dumps(line), flush=True)
 
@@ -68,14 +77,19 @@ def setup(plane: ControlPlane, tmp: Path, namespace: str) -> Path:
         rbac = client.RbacAuthorizationV1Api(admin)
         rbac.create_namespaced_role(namespace, role)
         rbac.create_namespaced_role_binding(namespace, binding)
-    return plane.write_kubeconfig(tmp / f"{namespace}.kubeconfig",
-                                  token=plane.token_for(namespace, "notebook"),
-                                  namespace=namespace)
+    return plane.write_kubeconfig(
+        tmp / f"{namespace}.kubeconfig", token=plane.token_for(namespace, "notebook"), namespace=namespace
+    )
 
 
 def notebook(namespace: str, tmp: Path) -> NotebookEnv:
-    return NotebookEnv(namespace=namespace, image="registry.example.org/nb:1", user="alice",
-                       home=str(tmp), node_selector=dict(NOWHERE))
+    return NotebookEnv(
+        namespace=namespace,
+        image="registry.example.org/nb:1",
+        user="alice",
+        home=str(tmp),
+        node_selector=dict(NOWHERE),
+    )
 
 
 def new_run(root: Path, spec: ExperimentSpec) -> RunDirectory:
@@ -84,8 +98,9 @@ def new_run(root: Path, spec: ExperimentSpec) -> RunDirectory:
 
 def bench_submit(plane: ControlPlane, tmp: Path, samples: int) -> None:
     kubeconfig = setup(plane, tmp, "bench-submit")
-    backend = KubernetesBackend.from_kubeconfig(kubeconfig, notebook("bench-submit", tmp),
-                                                runs_root=tmp / "runs")
+    backend = KubernetesBackend.from_kubeconfig(
+        kubeconfig, notebook("bench-submit", tmp), runs_root=tmp / "runs"
+    )
     spec = ExperimentSpec.parse(SPEC)
     with config.new_client_from_config(str(kubeconfig)) as api:
         batch = client.BatchV1Api(api)
@@ -122,9 +137,13 @@ class RunningSeen(threading.Thread):
         version = json.loads(listing.data)["metadata"]["resourceVersion"]
         self.ready.set()
         while not self.done.is_set():
-            for event in stream.stream(core.list_namespaced_pod, self.namespace,
-                                       resource_version=version, timeout_seconds=5,
-                                       _preload_content=False):
+            for event in stream.stream(
+                core.list_namespaced_pod,
+                self.namespace,
+                resource_version=version,
+                timeout_seconds=5,
+                _preload_content=False,
+            ):
                 pod = event["raw_object"]
                 version = pod["metadata"]["resourceVersion"]
                 if pod.get("status", {}).get("phase") == "Running":
@@ -142,29 +161,29 @@ class RunningSeen(threading.Thread):
 def bench_lag(plane: ControlPlane, tmp: Path, live: int, samples: int) -> None:
     namespace = "bench-live"
     kubeconfig = setup(plane, tmp, namespace)
-    backend = KubernetesBackend.from_kubeconfig(kubeconfig, notebook(namespace, tmp),
-                                                runs_root=tmp / "live")
+    backend = KubernetesBackend.from_kubeconfig(kubeconfig, notebook(namespace, tmp), runs_root=tmp / "live")
     backend.start()
     assert backend.watcher is not None and backend.watcher.wait_synced(30)
     spec = ExperimentSpec.parse(SPEC)
     runs = [new_run(tmp / "live", spec) for _ in range(live)]
     began = time.perf_counter()
-    with ThreadPoolExecutor(4) as pool:   # as several notebooks' submits would arrive
+    with ThreadPoolExecutor(4) as pool:  # as several notebooks' submits would arrive
         list(pool.map(lambda run: backend.submit(run, spec), runs))
     submitted = time.perf_counter() - began
     admin = config.new_client_from_config(str(plane.kubeconfig))
     core = client.CoreV1Api(admin)
     pods: dict[str, str] = {}
     deadline = time.monotonic() + 600
-    while len(pods) < live:   # the Job controller makes the pods; then the scheduler parks them
+    while len(pods) < live:  # the Job controller makes the pods; then the scheduler parks them
         if time.monotonic() > deadline:
             raise TimeoutError(f"only {len(pods)} of {live} pods were created")
         time.sleep(1)
         items = json.loads(core.list_namespaced_pod(namespace, _preload_content=False).data)
-        pods = {p["metadata"]["labels"]["kubelab.io/experiment"]: p["metadata"]["name"]
-                for p in items["items"]}
+        pods = {
+            p["metadata"]["labels"]["kubelab.io/experiment"]: p["metadata"]["name"] for p in items["items"]
+        }
     all_pods = time.perf_counter() - began
-    time.sleep(5)   # let the scheduler's first pass over the unschedulable pods settle
+    time.sleep(5)  # let the scheduler's first pass over the unschedulable pods settle
     baseline = RunningSeen(plane.kubeconfig, namespace)
     baseline.start()
     baseline.ready.wait(30)
@@ -173,18 +192,32 @@ def bench_lag(plane: ControlPlane, tmp: Path, live: int, samples: int) -> None:
     for i, run in enumerate(runs[::step][:samples]):
         pod = pods[run.id]
         start = time.perf_counter()
-        core.create_namespaced_pod_binding(pod, namespace, {
-            "apiVersion": "v1", "kind": "Binding", "metadata": {"name": pod},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": BIND_NODES[i % 2]}},
-            _preload_content=False)
+        core.create_namespaced_pod_binding(
+            pod,
+            namespace,
+            {
+                "apiVersion": "v1",
+                "kind": "Binding",
+                "metadata": {"name": pod},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": BIND_NODES[i % 2]},
+            },
+            _preload_content=False,
+        )
         while run.status().state != "Running":
             time.sleep(0.001)
         lags.append(time.perf_counter() - start)
         bare.append(baseline.wait(pod) - start)
     baseline.done.set()
-    emit("status_lag_1000", lags, bare, live_experiments=live,
-         submit_all_s=round(submitted, 1), all_pods_created_s=round(all_pods, 1),
-         watch_connections=backend.watcher.open_watches, watched_kinds=backend.watcher.kinds)
+    emit(
+        "status_lag_1000",
+        lags,
+        bare,
+        live_experiments=live,
+        submit_all_s=round(submitted, 1),
+        all_pods_created_s=round(all_pods, 1),
+        watch_connections=backend.watcher.open_watches,
+        watched_kinds=backend.watcher.kinds,
+    )
     backend.close()
     admin.close()
 
@@ -195,7 +228,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=200)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder, ControlPlane(Path(folder)) as plane:
-        for kind in TRAINING_OPERATOR:   # the CRDs only: kubelab watches every kind served
+        for kind in TRAINING_OPERATOR:  # the CRDs only: kubelab watches every kind served
             plane.install_crd(training_operator_crd(kind))
         tmp = Path(folder)
         bench_submit(plane, tmp, args.samples)

@@ -58,8 +58,9 @@ def wait_200(url: str, headers: dict[str, str], timeout: float = 60.0) -> None:
 def bench_train(server, runs: int) -> None:
     from IPython.core.interactiveshell import InteractiveShell
 
-    os.environ.update(KUBELAB_API_URL=server.api.rstrip("/"), KUBELAB_API_TOKEN=server.token,
-                      KUBELAB_WIDGETS="0")
+    os.environ.update(
+        KUBELAB_API_URL=server.api.rstrip("/"), KUBELAB_API_TOKEN=server.token, KUBELAB_WIDGETS="0"
+    )
     shell = InteractiveShell.instance()
     shell.run_cell("%load_ext kubelab")
     cell = "%%train --detach --name bench\nimport time\ntime.sleep(0.1)\n"
@@ -69,11 +70,16 @@ def bench_train(server, runs: int) -> None:
     post = timed(lambda: server.post("experiments", spec), runs)
     handback = timed(lambda: shell.run_cell(cell, silent=True), runs)
     median = statistics.median(handback)
-    emit(bench="train_handback", runs=runs, median_s=round(median, 4),
-         baseline_noop_magic_s=round(statistics.median(noop), 4),
-         baseline_rest_post_s=round(statistics.median(post), 4),
-         ratio_to_rest_post=round(median / statistics.median(post), 2), target_s=0.3,
-         within_target=median < 0.3)
+    emit(
+        bench="train_handback",
+        runs=runs,
+        median_s=round(median, 4),
+        baseline_noop_magic_s=round(statistics.median(noop), 4),
+        baseline_rest_post_s=round(statistics.median(post), 4),
+        ratio_to_rest_post=round(median / statistics.median(post), 2),
+        target_s=0.3,
+        within_target=median < 0.3,
+    )
 
 
 def bench_tensorboard(server, tmp: Path) -> None:
@@ -88,17 +94,35 @@ def bench_tensorboard(server, tmp: Path) -> None:
 
     port = free_port()
     start = time.perf_counter()
-    bare = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", str(tmp),
-                             "--host", "127.0.0.1", "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    bare = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tensorboard.main",
+            "--logdir",
+            str(tmp),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_200(f"http://127.0.0.1:{port}/", {})
         own = time.perf_counter() - start
     finally:
         bare.terminate()
         bare.wait()
-    emit(bench="tensorboard_first_page", proxied_s=round(proxied, 3), bare_tensorboard_s=round(own, 3),
-         ratio=round(proxied / own, 2), target_s=5.0, within_target=proxied < 5.0)
+    emit(
+        bench="tensorboard_first_page",
+        proxied_s=round(proxied, 3),
+        bare_tensorboard_s=round(own, 3),
+        ratio=round(proxied / own, 2),
+        target_s=5.0,
+        within_target=proxied < 5.0,
+    )
 
 
 def main() -> None:

@@ -53,8 +53,12 @@ def floor(folder: Path, work: float) -> float:
     def one(index: int) -> None:
         run = folder / f"floor-{index}"
         run.mkdir(exist_ok=True)
-        env = {**os.environ, "PYTHONPATH": str(NNI_SHIM), "KUBELAB_RUN_DIR": str(run),
-               "KUBELAB_NNI_PARAMS": json.dumps({"lr": 0.01, "units": 32})}
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(NNI_SHIM),
+            "KUBELAB_RUN_DIR": str(run),
+            "KUBELAB_NNI_PARAMS": json.dumps({"lr": 0.01, "units": 32}),
+        }
         subprocess.run([sys.executable, "trial.py", str(work)], cwd=folder, env=env, check=True)
 
     start = time.perf_counter()
@@ -84,8 +88,12 @@ def sweep(folder: Path, work: float, warm: bool) -> float:
                 raise SystemExit("the warm driver and runners did not start within 30 s")
             time.sleep(0.01)
     spec = {
-        "space": SPACE, "tuner": "tpe", "max_trials": TRIALS, "concurrency": CONCURRENCY,
-        "parameter_style": "env", "trial": {"command": ["python", "trial.py", str(work)]},
+        "space": SPACE,
+        "tuner": "tpe",
+        "max_trials": TRIALS,
+        "concurrency": CONCURRENCY,
+        "parameter_style": "env",
+        "trial": {"command": ["python", "trial.py", str(work)]},
     }
     start = time.perf_counter()
     record = sweeps.create(spec, base_dir=folder)
@@ -118,11 +126,19 @@ def compare(work: float, repeats: int) -> dict:
                 shutil.rmtree(home / "warm", ignore_errors=True)  # idle helpers see it and exit
     floor_s, sweep_s, cold_s = (statistics.median(x) for x in (floors, sweeps, colds))
     return {
-        "benchmark": "sweep_vs_floor", "trials": TRIALS, "concurrency": CONCURRENCY, "tuner": "tpe",
-        "work_s": work, "repeats": repeats, "floor_s": round(floor_s, 3), "sweep_s": round(sweep_s, 3),
+        "benchmark": "sweep_vs_floor",
+        "trials": TRIALS,
+        "concurrency": CONCURRENCY,
+        "tuner": "tpe",
+        "work_s": work,
+        "repeats": repeats,
+        "floor_s": round(floor_s, 3),
+        "sweep_s": round(sweep_s, 3),
         "overhead_per_trial_s": round((sweep_s - floor_s) / TRIALS * CONCURRENCY, 3),
-        "ratio": round(sweep_s / floor_s, 2), "target_ratio": 1.5,
-        "cold_s": round(cold_s, 3), "cold_ratio": round(cold_s / floor_s, 2),
+        "ratio": round(sweep_s / floor_s, 2),
+        "target_ratio": 1.5,
+        "cold_s": round(cold_s, 3),
+        "cold_ratio": round(cold_s / floor_s, 2),
     }
 
 
@@ -143,15 +159,20 @@ def suggestion_time(finished: int = 1000, asks: int = 20) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         storage = SweepDirectory(Path(tmp)).storage()
         tuner = Tuner(SearchSpace.parse(SPACE), "tpe", storage=storage, study_name="bench")
-        dists = {"lr": FloatDistribution(1e-4, 1e-1, log=True),
-                 "units": CategoricalDistribution([16, 32, 64])}
+        dists = {
+            "lr": FloatDistribution(1e-4, 1e-1, log=True),
+            "units": CategoricalDistribution([16, 32, 64]),
+        }
         rng = random.Random(0)
         trials = []
         for _ in range(finished):
             params = {"lr": 10 ** rng.uniform(-4, -1), "units": rng.choice([16, 32, 64])}
             value = abs(math.log10(params["lr"]) + 2) + params["units"] / 640
-            trials.append(create_trial(params=params, distributions=dists, value=value,
-                                       user_attrs={"kubelab_params": params}))
+            trials.append(
+                create_trial(
+                    params=params, distributions=dists, value=value, user_attrs={"kubelab_params": params}
+                )
+            )
         tuner.study.add_trials(trials)
         times = []
         for _ in range(asks):
@@ -159,8 +180,14 @@ def suggestion_time(finished: int = 1000, asks: int = 20) -> dict:
             suggestion = tuner.ask()
             times.append(time.perf_counter() - start)
             tuner.tell(suggestion.number, 1.0)
-    return {"benchmark": "tuner_suggest_at_1000", "tuner": "tpe", "finished_trials": finished, "asks": asks,
-            "median_ms": round(statistics.median(times) * 1000, 1), "max_ms": round(max(times) * 1000, 1)}
+    return {
+        "benchmark": "tuner_suggest_at_1000",
+        "tuner": "tpe",
+        "finished_trials": finished,
+        "asks": asks,
+        "median_ms": round(statistics.median(times) * 1000, 1),
+        "max_ms": round(max(times) * 1000, 1),
+    }
 
 
 def nni_local(work: float) -> dict:
@@ -187,8 +214,9 @@ def nni_local(work: float) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--work", type=float, default=0.5,
-                        help="seconds each trial 'trains' in the second comparison")
+    parser.add_argument(
+        "--work", type=float, default=0.5, help="seconds each trial 'trains' in the second comparison"
+    )
     args = parser.parse_args()
     os.environ.setdefault("KUBELAB_STOP_GRACE", "2")
     for work in (0.0, args.work):

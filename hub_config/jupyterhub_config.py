@@ -91,18 +91,34 @@ else:
 
 # -- idle culling: every server after an hour idle, GPU servers after 30 minutes -------------------
 c.JupyterHub.services = [
-    {"name": "idle-culler",
-     "command": [sys.executable, "-m", "jupyterhub_idle_culler",
-                 f"--timeout={os.environ.get('KUBELAB_IDLE_TIMEOUT', '3600')}", "--cull-every=300"]},
-    {"name": "gpu-culler",
-     "command": [sys.executable, "-m", "kubelab.spawner.culling",
-                 f"--timeout={os.environ.get('KUBELAB_GPU_IDLE_TIMEOUT', '1800')}", "--every=300"]},
+    {
+        "name": "idle-culler",
+        "command": [
+            sys.executable,
+            "-m",
+            "jupyterhub_idle_culler",
+            f"--timeout={os.environ.get('KUBELAB_IDLE_TIMEOUT', '3600')}",
+            "--cull-every=300",
+        ],
+    },
+    {
+        "name": "gpu-culler",
+        "command": [
+            sys.executable,
+            "-m",
+            "kubelab.spawner.culling",
+            f"--timeout={os.environ.get('KUBELAB_GPU_IDLE_TIMEOUT', '1800')}",
+            "--every=300",
+        ],
+    },
 ]
-c.JupyterHub.load_roles = [{
-    "name": "kubelab-culler",
-    "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"],
-    "services": ["idle-culler", "gpu-culler"],
-}]
+c.JupyterHub.load_roles = [
+    {
+        "name": "kubelab-culler",
+        "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"],
+        "services": ["idle-culler", "gpu-culler"],
+    }
+]
 
 if MODE == "kubernetes":
     c.JupyterHub.spawner_class = "kubelab.spawner.KubeLabSpawner"

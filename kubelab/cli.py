@@ -34,9 +34,14 @@ def _lab() -> Experiments:
 
 # -- spec from flags ----------------------------------------------------------------------
 
+
 def add_spec_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-f", "--file", help="a spec file (kubelab YAML/JSON or a polyaxonfile; "
-                        "a Polyaxon group/matrix or an NNI config starts a sweep with run)")
+    parser.add_argument(
+        "-f",
+        "--file",
+        help="a spec file (kubelab YAML/JSON or a polyaxonfile; "
+        "a Polyaxon group/matrix or an NNI config starts a sweep with run)",
+    )
     add_experiment_options(parser)
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND... to run")
 
@@ -51,9 +56,16 @@ def spec_from_args(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
         spec = load_spec_file(args.file)
         base = Path(args.file).resolve().parent
         if spec.get("schedule") is not None:
-            raise ValidationError(f"{args.file} has a schedule", [FieldError(
-                "schedule", "a scheduled experiment is added with `kubelab schedule add -f FILE`; "
-                "remove the section to run it once now")])
+            raise ValidationError(
+                f"{args.file} has a schedule",
+                [
+                    FieldError(
+                        "schedule",
+                        "a scheduled experiment is added with `kubelab schedule add -f FILE`; "
+                        "remove the section to run it once now",
+                    )
+                ],
+            )
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
@@ -63,6 +75,7 @@ def spec_from_args(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
 
 
 # -- output -------------------------------------------------------------------------------
+
 
 def emit(data: Any, output: str | None) -> None:
     if output == "yaml":
@@ -82,8 +95,9 @@ def table(records: list[dict[str, Any]]) -> str:
         duration = f"{r['duration']:.1f}s" if r.get("duration") is not None else ""
         rows.append((r["id"], r["name"][:30], r["status"], started, duration, metrics))
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(columns))]
-    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-                     for row in rows)
+    return "\n".join(
+        "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    )
 
 
 def _short(value: Any) -> str:
@@ -91,6 +105,7 @@ def _short(value: Any) -> str:
 
 
 # -- commands -----------------------------------------------------------------------------
+
 
 def cmd_run(args: argparse.Namespace) -> int:
     if args.file:
@@ -127,9 +142,11 @@ def run_sweep_file(args: argparse.Namespace, data: Any) -> int:
     """`kubelab run -f` of a sweep document does what `kubelab sweep -f` does."""
     from kubelab.sweeps.cli import create_and_follow
 
-    given = [f"--{name.replace('_', '-')}" for name in ("name", "gpus", "gpu_type", "cpu", "memory",
-                                                        "replicas", "framework", "image")
-             if getattr(args, name) is not None]
+    given = [
+        f"--{name.replace('_', '-')}"
+        for name in ("name", "gpus", "gpu_type", "cpu", "memory", "replicas", "framework", "image")
+        if getattr(args, name) is not None
+    ]
     given += ["-P"] * bool(args.param) + ["--tag"] * bool(args.tag) + ["COMMAND"] * bool(args.command)
     if given:
         reason = f"{', '.join(given)} cannot be combined with a sweep file; edit the file instead"
@@ -185,8 +202,21 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.output in ("json", "yaml"):
         emit(record, args.output)
         return 0
-    for key in ("id", "name", "status", "reason", "exit_code", "created_at", "started_at",
-                "finished_at", "duration", "params", "metrics", "gpu_ids", "run_dir"):
+    for key in (
+        "id",
+        "name",
+        "status",
+        "reason",
+        "exit_code",
+        "created_at",
+        "started_at",
+        "finished_at",
+        "duration",
+        "params",
+        "metrics",
+        "gpu_ids",
+        "run_dir",
+    ):
         print(f"{key + ':':12} {record.get(key)}")
     return 0
 
@@ -248,8 +278,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(prog="kubelab", description="Train on GPUs from Jupyter.")
     sub = parser.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
 
-    def command(name: str, handler: Handler, help: str,
-                output: tuple[str, ...] = ("json",)) -> argparse.ArgumentParser:
+    def command(
+        name: str, handler: Handler, help: str, output: tuple[str, ...] = ("json",)
+    ) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help, description=help)
         p.set_defaults(handler=handler)
         if output:
@@ -297,8 +328,13 @@ def _extensions() -> list[Callable[[Any], None]]:
     import importlib.util
 
     found = []
-    for module in ("kubelab.sweeps.cli", "kubelab.pipelines.cli", "kubelab.schedules.cli",
-                   "kubelab.tensorboard.cli", "kubelab.spawner.cli"):
+    for module in (
+        "kubelab.sweeps.cli",
+        "kubelab.pipelines.cli",
+        "kubelab.schedules.cli",
+        "kubelab.tensorboard.cli",
+        "kubelab.spawner.cli",
+    ):
         try:
             present = importlib.util.find_spec(module) is not None
         except ModuleNotFoundError:  # the parent package is not there

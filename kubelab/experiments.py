@@ -63,8 +63,9 @@ class Experiments:
         return self._backend
 
     # -- submitting -------------------------------------------------------------------
-    def prepare(self, data: dict[str, Any] | ExperimentSpec, base_dir: Path | None = None,
-                confine: bool = False) -> ExperimentSpec:
+    def prepare(
+        self, data: dict[str, Any] | ExperimentSpec, base_dir: Path | None = None, confine: bool = False
+    ) -> ExperimentSpec:
         """Validate a spec and resolve its paths against `base_dir` (the submitter's folder).
 
         With `confine`, paths must stay inside `base_dir`: requests over REST never
@@ -98,13 +99,28 @@ class Experiments:
             problems.append(FieldError(path, f"'{value}' does not exist"))
         return target
 
-    def submit(self, data: dict[str, Any] | ExperimentSpec, base_dir: Path | None = None,
-               confine: bool = False, sweep: str | None = None, trial: int | None = None,
-               pipeline: str | None = None, pipeline_step: str | None = None) -> dict[str, Any]:
+    def submit(
+        self,
+        data: dict[str, Any] | ExperimentSpec,
+        base_dir: Path | None = None,
+        confine: bool = False,
+        sweep: str | None = None,
+        trial: int | None = None,
+        pipeline: str | None = None,
+        pipeline_step: str | None = None,
+    ) -> dict[str, Any]:
         """Validate, write the run directory, snapshot the code, and hand it to the backend."""
         spec = self.prepare(data, base_dir, confine)
-        status = Status(state=PENDING, reason="submitted", backend=self.backend.name, user=self.user,
-                        sweep=sweep, trial=trial, pipeline=pipeline, pipeline_step=pipeline_step)
+        status = Status(
+            state=PENDING,
+            reason="submitted",
+            backend=self.backend.name,
+            user=self.user,
+            sweep=sweep,
+            trial=trial,
+            pipeline=pipeline,
+            pipeline_step=pipeline_step,
+        )
         run = RunDirectory.create(self.runs_root, spec.to_dict(), status)
         try:
             self._snapshot(run, spec)
@@ -124,9 +140,16 @@ class Experiments:
             source = Path(spec.code.path or ".")
             size = _tree_size(source, self.home)
             if size > SNAPSHOT_LIMIT:
-                raise ValidationError("invalid experiment spec", [FieldError(
-                    "code.path", f"holds {size / 2**20:.0f} MiB; code snapshots are limited to "
-                    f"{SNAPSHOT_LIMIT // 2**20} MiB (keep data out of the code folder)")])
+                raise ValidationError(
+                    "invalid experiment spec",
+                    [
+                        FieldError(
+                            "code.path",
+                            f"holds {size / 2**20:.0f} MiB; code snapshots are limited to "
+                            f"{SNAPSHOT_LIMIT // 2**20} MiB (keep data out of the code folder)",
+                        )
+                    ],
+                )
             home = self.home.resolve()
             ignore = SNAPSHOT_IGNORE
 
@@ -152,8 +175,13 @@ class Experiments:
         run = self.run(run_id)
         status = self.backend.reconcile(run, run.status())
         spec = run.spec()
-        detail = {**summary(run, status, spec), "spec": spec, "history": [vars(t) for t in status.history],
-                  "replica_status": status.replicas, "run_dir": str(run.path)}
+        detail = {
+            **summary(run, status, spec),
+            "spec": spec,
+            "history": [vars(t) for t in status.history],
+            "replica_status": status.replicas,
+            "run_dir": str(run.path),
+        }
         events = self.backend.events(run)  # Kubernetes events, where the backend has them
         if events is not None:
             detail["events"] = events
@@ -171,8 +199,9 @@ class Experiments:
                     continue
         return changes
 
-    def list(self, query: str = "", sort: str = "", limit: int | None = None,
-             offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+    def list(
+        self, query: str = "", sort: str = "", limit: int | None = None, offset: int = 0
+    ) -> tuple[list[dict[str, Any]], int]:
         """Records matching a PQL query, sorted (newest first by default), and the total."""
         from kubelab.query import compile_query, compile_sort
 
@@ -191,14 +220,23 @@ class Experiments:
     def metrics(self, run_id: str) -> builtins.list[dict[str, Any]]:  # `list` is a method here
         return list(self.run(run_id).metrics())
 
-    def logs(self, run_id: str, replica: int = 0, follow: bool = False, start: int = 0,
-             length: int | None = None, idle: bool = False) -> Iterator[str]:
+    def logs(
+        self,
+        run_id: str,
+        replica: int = 0,
+        follow: bool = False,
+        start: int = 0,
+        length: int | None = None,
+        idle: bool = False,
+    ) -> Iterator[str]:
         """A replica's output from byte `start` (`length` bytes, or to the end), in bounded chunks."""
         run = self.run(run_id)
         replicas = run.spec().get("replicas", 1)
         if not 0 <= replica < replicas:
-            raise ValidationError("invalid replica", [FieldError(
-                "replica", f"must be between 0 and {replicas - 1} for this experiment")])
+            raise ValidationError(
+                "invalid replica",
+                [FieldError("replica", f"must be between 0 and {replicas - 1} for this experiment")],
+            )
         chunks = self.backend.logs(run, replica, follow, start=start, idle=idle)
         return chunks if length is None else byte_range(chunks, 0, length)
 
@@ -224,8 +262,12 @@ def _tree_size(root: Path, skip: Path) -> int:
     total = 0
     skip = skip.resolve()
     for folder, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if d not in (".git", "node_modules", ".venv", "__pycache__")
-                   and (Path(folder) / d).resolve() != skip]
+        dirs[:] = [
+            d
+            for d in dirs
+            if d not in (".git", "node_modules", ".venv", "__pycache__")
+            and (Path(folder) / d).resolve() != skip
+        ]
         for name in files:
             try:
                 total += os.lstat(os.path.join(folder, name)).st_size

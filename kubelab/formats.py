@@ -36,7 +36,7 @@ def is_nni(data: Any) -> bool:
 
 
 def polyaxon_version(data: Any) -> str | None:
-    """"v0", "v1", or None when `data` is not a polyaxonfile."""
+    """ "v0", "v1", or None when `data` is not a polyaxonfile."""
     if not isinstance(data, dict) or "version" not in data or "kind" not in data:
         return None
     version = str(data["version"])
@@ -77,8 +77,10 @@ def refuse_unknown(data: Any, path: str | Path | None = None) -> None:
     if str(kind).lower() in REFUSED_KINDS:
         reason = f"Polyaxon kind {kind!r}: {REFUSED_KINDS[str(kind).lower()]}"
         raise ValidationError(f"{where} not an experiment", [FieldError("kind", reason)])
-    reason = (f"unknown format: version {data['version']!r} with kind {kind!r} (kubelab reads Polyaxon "
-              "v0 (version 1: experiment, job, group) and v1 (version 1.1: component, operation))")
+    reason = (
+        f"unknown format: version {data['version']!r} with kind {kind!r} (kubelab reads Polyaxon "
+        "v0 (version 1: experiment, job, group) and v1 (version 1.1: component, operation))"
+    )
     raise ValidationError(f"{where} in an unknown format", [FieldError("kind", reason)])
 
 
@@ -119,9 +121,16 @@ def sweep_mapping(data: Any, base: Path) -> Any:
 
         polyaxon_v1.experiment(data, base)  # refuses the kind (a dag points to pipelines)
     if version is not None and not is_sweep(data):
-        raise ValidationError("not a sweep", [FieldError(
-            "kind", f"this Polyaxon {data['kind']} has no hyperparameter search (matrix); "
-                    "run it with `kubelab run -f`")])
+        raise ValidationError(
+            "not a sweep",
+            [
+                FieldError(
+                    "kind",
+                    f"this Polyaxon {data['kind']} has no hyperparameter search (matrix); "
+                    "run it with `kubelab run -f`",
+                )
+            ],
+        )
     if version == "v0":
         from kubelab import polyaxon_group
 

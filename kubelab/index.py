@@ -137,8 +137,13 @@ def _well_formed(name: object, entry: object) -> bool:
     if not (isinstance(name, str) and isinstance(entry, tuple) and len(entry) == 3):
         return False
     stamp, record, offset = entry
-    return (isinstance(stamp, tuple) and isinstance(record, dict) and isinstance(offset, int)
-            and record.get("id") == name and isinstance(record.get("status"), str))
+    return (
+        isinstance(stamp, tuple)
+        and isinstance(record, dict)
+        and isinstance(offset, int)
+        and record.get("id") == name
+        and isinstance(record.get("status"), str)
+    )
 
 
 def _stamp(path: Path) -> tuple[int, int] | None:

@@ -7,8 +7,9 @@ import secrets
 import sys
 
 
-def launch_lab(port: int = 8888, open_browser: bool = True, ip: str = "127.0.0.1",
-               extra: list[str] | None = None) -> int:
+def launch_lab(
+    port: int = 8888, open_browser: bool = True, ip: str = "127.0.0.1", extra: list[str] | None = None
+) -> int:
     from jupyterlab.labapp import LabApp
 
     token = os.environ.get("KUBELAB_LAB_TOKEN") or secrets.token_hex(24)

@@ -20,9 +20,16 @@ FRAMEWORKS = ("none", "pytorch", "tensorflow", "paddle")
 TENSORBOARD_SOURCES = ("experiments", "sweep", "query", "project")
 # The spec field each experiment option sets, so a bad option is reported as that field.
 OPTION_FIELDS = {
-    "--name": "name", "--gpus": "resources.gpus", "--gpu-type": "resources.gpu_type",
-    "--cpu": "resources.cpu", "--memory": "resources.memory", "--image": "image",
-    "--replicas": "replicas", "--framework": "framework", "--param": "param", "--tag": "tags",
+    "--name": "name",
+    "--gpus": "resources.gpus",
+    "--gpu-type": "resources.gpu_type",
+    "--cpu": "resources.cpu",
+    "--memory": "resources.memory",
+    "--image": "image",
+    "--replicas": "replicas",
+    "--framework": "framework",
+    "--param": "param",
+    "--tag": "tags",
 }
 
 
@@ -70,8 +77,15 @@ def add_experiment_options(parser: argparse.ArgumentParser | Any) -> None:
     parser.add_argument("--image")
     parser.add_argument("--replicas", type=counted(1, "replicas"))
     parser.add_argument("--framework", type=one_of(FRAMEWORKS), metavar="{" + ",".join(FRAMEWORKS) + "}")
-    parser.add_argument("-P", "--param", action="append", type=param, default=[], metavar="NAME=VALUE",
-                        help="a parameter value (repeatable)")
+    parser.add_argument(
+        "-P",
+        "--param",
+        action="append",
+        type=param,
+        default=[],
+        metavar="NAME=VALUE",
+        help="a parameter value (repeatable)",
+    )
     parser.add_argument("--tag", action="append", default=[], help="a tag (repeatable)")
 
 
@@ -132,12 +146,18 @@ def add_tensorboard_options(parser: argparse.ArgumentParser) -> None:
 
 def tensorboard_request(args: argparse.Namespace) -> dict[str, Any]:
     """The request body the options describe (checked as the server checks it)."""
-    given = {"experiments": list(args.ids), "sweep": args.sweep, "query": args.query,
-             "project": bool(args.project)}
+    given = {
+        "experiments": list(args.ids),
+        "sweep": args.sweep,
+        "query": args.query,
+        "project": bool(args.project),
+    }
     chosen = {k: v for k, v in given.items() if v}
     if len(chosen) != 1:  # said in flags, as the user typed them
-        raise ValidationError("nothing to show", [FieldError(
-            "", "give experiment ids, --sweep ID, --query PQL or --project (exactly one)")])
+        raise ValidationError(
+            "nothing to show",
+            [FieldError("", "give experiment ids, --sweep ID, --query PQL or --project (exactly one)")],
+        )
     kind, value = tensorboard_source(chosen)
     return {kind: value}
 
@@ -145,10 +165,15 @@ def tensorboard_request(args: argparse.Namespace) -> dict[str, Any]:
 def tensorboard_source(request: Any) -> tuple[str, Any]:
     """The one source a TensorBoard request names, as (kind, value), or a ValidationError."""
     if not isinstance(request, dict):
-        raise ValidationError("invalid TensorBoard request", [FieldError(
-            "", "must be a mapping with one of experiments, sweep, query or project")])
-    problems = [FieldError(str(k), "unknown field" + did_you_mean(str(k), TENSORBOARD_SOURCES))
-                for k in request if k not in TENSORBOARD_SOURCES]
+        raise ValidationError(
+            "invalid TensorBoard request",
+            [FieldError("", "must be a mapping with one of experiments, sweep, query or project")],
+        )
+    problems = [
+        FieldError(str(k), "unknown field" + did_you_mean(str(k), TENSORBOARD_SOURCES))
+        for k in request
+        if k not in TENSORBOARD_SOURCES
+    ]
     given = [k for k in TENSORBOARD_SOURCES if k in request and request[k] not in (None, False)]
     if not problems and len(given) != 1:
         problems.append(FieldError("", "give exactly one of experiment ids, sweep, query or project"))

@@ -57,8 +57,14 @@ def run(notebook: Path, environ: dict[str, str] | os._Environ = os.environ) -> P
     params = parameters_from_env(environ)
     target = output_path(notebook, environ)
     papermill.execute_notebook(
-        str(notebook), str(target), parameters=params, cwd=str(notebook.parent.resolve()),
-        log_output=True, progress_bar=False, stdout_file=sys.stdout, stderr_file=sys.stderr,
+        str(notebook),
+        str(target),
+        parameters=params,
+        cwd=str(notebook.parent.resolve()),
+        log_output=True,
+        progress_bar=False,
+        stdout_file=sys.stdout,
+        stderr_file=sys.stderr,
     )
     return target
 

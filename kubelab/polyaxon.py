@@ -10,14 +10,38 @@ from typing import Any
 
 from kubelab.errors import FieldError, ValidationError, did_you_mean
 
-TOP = ("version", "kind", "name", "description", "tags", "params", "declarations", "inputs",
-       "outputs", "environment", "build", "run", "framework", "logging")
-ENVIRONMENT = ("resources", "node_selector", "tolerations", "affinity", "replicas", "pytorch",
-               "tensorflow", "paddle", "max_restarts", "env_vars")
+TOP = (
+    "version",
+    "kind",
+    "name",
+    "description",
+    "tags",
+    "params",
+    "declarations",
+    "inputs",
+    "outputs",
+    "environment",
+    "build",
+    "run",
+    "framework",
+    "logging",
+)
+ENVIRONMENT = (
+    "resources",
+    "node_selector",
+    "tolerations",
+    "affinity",
+    "replicas",
+    "pytorch",
+    "tensorflow",
+    "paddle",
+    "max_restarts",
+    "env_vars",
+)
 FRAMEWORKS = {"pytorch": "pytorch", "tensorflow": "tensorflow", "paddle": "paddle"}
 REFUSED_FRAMEWORKS = {
     "horovod": "Horovod needs an MPI launcher, which kubelab does not provide; use framework pytorch "
-               "(torchrun-style ranks) or tensorflow",
+    "(torchrun-style ranks) or tensorflow",
     "mxnet": "MXNet's parameter-server launcher is not supported",
 }
 
@@ -33,6 +57,7 @@ def sanitize_cmd(cmd: Any) -> Any:
     backslash as a word of its own; Polyaxon strips backslashes at the edges of words,
     drops words that were only a backslash, and joins a list of commands with `&&`.
     """
+
     def one(text: Any) -> Any:
         if not isinstance(text, str):
             return text
@@ -70,8 +95,13 @@ def convert(data: dict[str, Any]) -> dict[str, Any]:
         spec["command"] = sanitize_cmd(run.get("cmd"))
     _build(data.get("build"), spec, problems)
     if data.get("outputs") is not None:
-        problems.append(FieldError("outputs", "outputs of other jobs and experiments are not mounted "
-                                              "into runs here; copy what the run needs into its code"))
+        problems.append(
+            FieldError(
+                "outputs",
+                "outputs of other jobs and experiments are not mounted "
+                "into runs here; copy what the run needs into its code",
+            )
+        )
     framework = data.get("framework")
     if framework is not None:
         name = str(framework).lower()
@@ -104,10 +134,24 @@ def _build(build: Any, spec: dict[str, Any], problems: list[FieldError]) -> None
     for key in build:
         if key == "image":
             spec["image"] = build["image"]
-        elif key in ("build_steps", "dockerfile", "env_vars", "ref", "lang_env", "commit", "branch",
-                     "context", "nocache"):
-            problems.append(FieldError(f"build.{key}", "kubelab does not build images: build it "
-                                                       "(with these steps) yourself and give build.image"))
+        elif key in (
+            "build_steps",
+            "dockerfile",
+            "env_vars",
+            "ref",
+            "lang_env",
+            "commit",
+            "branch",
+            "context",
+            "nocache",
+        ):
+            problems.append(
+                FieldError(
+                    f"build.{key}",
+                    "kubelab does not build images: build it "
+                    "(with these steps) yourself and give build.image",
+                )
+            )
         else:
             problems.append(FieldError(f"build.{key}", "unknown field" + did_you_mean(key, ("image",))))
 
@@ -145,13 +189,17 @@ def _environment(env: dict[str, Any], spec: dict[str, Any], problems: list[Field
         if env.get(key) is not None:
             spec[key] = env[key]
     if env.get("env_vars"):
-        spec["env"] = dict(env["env_vars"]) if isinstance(env["env_vars"], dict) else {
-            k: v for k, v in env["env_vars"]}
+        spec["env"] = (
+            dict(env["env_vars"]) if isinstance(env["env_vars"], dict) else {k: v for k, v in env["env_vars"]}
+        )
     if env.get("max_restarts") is not None:
         spec["retries"] = env["max_restarts"]
     if env.get("affinity") is not None:
-        problems.append(FieldError("environment.affinity", "node affinity is not supported; use "
-                                                           "node_selector or a project group"))
+        problems.append(
+            FieldError(
+                "environment.affinity", "node affinity is not supported; use node_selector or a project group"
+            )
+        )
     sections = [(f"environment.{f}", env[f]) for f in ("pytorch", "tensorflow", "paddle") if f in env]
     if env.get("replicas") is not None:
         sections.append(("environment.replicas", env["replicas"]))
@@ -169,8 +217,11 @@ def _replicas(path: str, section: Any, spec: dict[str, Any], problems: list[Fiel
     for key in section:
         if key not in ("n_workers", "n_ps"):
             per_replica = key in ("default_worker", "default_ps", "worker", "ps")
-            why = ("per-replica settings are not supported: every replica gets the master's resources"
-                   if per_replica else "unknown field")
+            why = (
+                "per-replica settings are not supported: every replica gets the master's resources"
+                if per_replica
+                else "unknown field"
+            )
             problems.append(FieldError(f"{path}.{key}", why))
     workers, ps = section.get("n_workers", 0), section.get("n_ps", 0)
     for key, value in (("n_workers", workers), ("n_ps", ps)):

@@ -15,8 +15,16 @@ from kubelab import polyaxon
 from kubelab.errors import ValidationError
 from kubelab.polyaxon_matrix import Matrix, search
 
-HPTUNING = ("matrix", "concurrency", "seed", "grid_search", "random_search", "hyperband", "bo",
-            "early_stopping")
+HPTUNING = (
+    "matrix",
+    "concurrency",
+    "seed",
+    "grid_search",
+    "random_search",
+    "hyperband",
+    "bo",
+    "early_stopping",
+)
 ALGORITHMS = {"grid_search": "grid", "random_search": "random", "hyperband": "hyperband", "bo": "bayes"}
 # Loss is what Polyaxon's examples report; a search without a metric is told which one counts.
 DEFAULT_OBJECTIVE = {"metric": "loss", "direction": "minimize"}

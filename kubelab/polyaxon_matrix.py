@@ -27,8 +27,12 @@ DISTRIBUTIONS = {  # Polyaxon kind -> (NNI type, argument names in order)
     "lognormal": ("lognormal", ("loc", "scale")),
     "qlognormal": ("qlognormal", ("loc", "scale", "q")),
 }
-LIST_ARGS = {"range": ("start", "stop", "step"), "linspace": ("start", "stop", "num"),
-             "logspace": ("start", "stop", "num", "base"), "geomspace": ("start", "stop", "num")}
+LIST_ARGS = {
+    "range": ("start", "stop", "step"),
+    "linspace": ("start", "stop", "num"),
+    "logspace": ("start", "stop", "num", "base"),
+    "geomspace": ("start", "stop", "num"),
+}
 V0_KINDS = ("values", "pvalues", *LISTS, *DISTRIBUTIONS)
 V1_KINDS = ("choice", "pchoice", *LISTS, *DISTRIBUTIONS, "daterange", "datetimerange")
 MAX_VALUES = 10_000
@@ -57,8 +61,12 @@ class Matrix:
 
     def param(self, spec: Any, path: str, v1: bool) -> dict[str, Any] | None:
         if not isinstance(spec, dict):
-            self.fail(path, "must be a mapping such as {kind: choice, value: [...]}" if v1
-                      else "must be a mapping such as {values: [...]}")
+            self.fail(
+                path,
+                "must be a mapping such as {kind: choice, value: [...]}"
+                if v1
+                else "must be a mapping such as {values: [...]}",
+            )
             return None
         if v1:
             extra = [k for k in spec if k not in ("kind", "value")]
@@ -85,8 +93,11 @@ class Matrix:
                 return None
             return {"_type": "choice", "_value": value}
         if kind in ("pvalues", "pchoice"):
-            self.fail(path, f"{kind} (weighted choice) has no equivalent: kubelab's tuners weigh options "
-                            "equally; use a plain choice")
+            self.fail(
+                path,
+                f"{kind} (weighted choice) has no equivalent: kubelab's tuners weigh options "
+                "equally; use a plain choice",
+            )
             return None
         if kind in ("daterange", "datetimerange"):
             self.fail(path, f"{kind} is not supported; list the dates with choice")
@@ -101,8 +112,14 @@ class Matrix:
             numbers = [math.exp(numbers[0]), math.exp(numbers[1]), *numbers[2:]]
         return {"_type": nni_type, "_value": numbers}
 
-    def numbers(self, value: Any, names: tuple[str, ...], path: str, kind: str,
-                defaults: dict[str, float] | None = None) -> list[float] | None:
+    def numbers(
+        self,
+        value: Any,
+        names: tuple[str, ...],
+        path: str,
+        kind: str,
+        defaults: dict[str, float] | None = None,
+    ) -> list[float] | None:
         """`"a:b:c"`, `[a, b, c]` or `{name: value}` -> numbers in `names` order."""
         defaults = defaults or {}
         if isinstance(value, str):
@@ -115,7 +132,7 @@ class Matrix:
         if not isinstance(value, list):
             self.fail(path, f"{kind} takes {':'.join(names)}, not {value!r}")
             return None
-        value = value + [defaults[n] for n in names[len(value):] if n in defaults]
+        value = value + [defaults[n] for n in names[len(value) :] if n in defaults]
         if len(value) != len(names):
             self.fail(path, f"{kind} takes {len(names)} numbers ({', '.join(names)}), not {len(value)}")
             return None
@@ -184,15 +201,21 @@ class Matrix:
             if key not in ("kind", "metric", "value", "optimization", "policy"):
                 self.fail(f"{where}.{key}", "unknown field")
         if policy.get("policy") is not None:
-            self.fail(f"{where}.policy", "median/truncation/diff policies are not supported on a "
-                                         "threshold; use a matrix with hyperband for trial early stopping")
+            self.fail(
+                f"{where}.policy",
+                "median/truncation/diff policies are not supported on a "
+                "threshold; use a matrix with hyperband for trial early stopping",
+            )
         metric = policy.get("metric")
         optimization = direction(policy.get("optimization", objective.get("direction")))
         if not objective.get("metric"):
             objective["metric"], objective["direction"] = metric, optimization
         if metric != objective["metric"] or optimization != objective["direction"]:
-            self.fail(f"{where}.metric", f"early stopping must watch the objective "
-                                         f"({objective['metric']}, {objective['direction']}), not {metric!r}")
+            self.fail(
+                f"{where}.metric",
+                f"early stopping must watch the objective "
+                f"({objective['metric']}, {objective['direction']}), not {metric!r}",
+            )
             return None
         value = policy.get("value")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -281,8 +304,9 @@ def search(m: Matrix, algorithm: str, settings: dict[str, Any], path: str, sweep
         metric()
 
 
-def _bayes(m: Matrix, settings: dict[str, Any], path: str, sweep: dict[str, Any], args: dict[str, Any],
-           required: Any) -> None:
+def _bayes(
+    m: Matrix, settings: dict[str, Any], path: str, sweep: dict[str, Any], args: dict[str, Any], required: Any
+) -> None:
     """Gaussian-process search: Optuna's GPSampler (expected improvement, Matern 5/2 kernel)."""
     initial, iterations = required("n_initial_trials"), required("n_iterations")
     if isinstance(initial, int) and isinstance(iterations, int):
@@ -297,33 +321,45 @@ def _bayes(m: Matrix, settings: dict[str, Any], path: str, sweep: dict[str, Any]
     for key, value in utility.items():
         if key == "acquisition_function":
             if str(value).lower() != "ei":
-                m.fail(f"{where}.{key}", f"only ei (expected improvement, what Optuna's GP sampler "
-                                         f"uses) is available, not {value!r}")
+                m.fail(
+                    f"{where}.{key}",
+                    f"only ei (expected improvement, what Optuna's GP sampler "
+                    f"uses) is available, not {value!r}",
+                )
         elif key == "gaussian_process":
             for name, item in (value or {}).items():
                 fits = (name == "kernel" and str(item).lower() == "matern") or (name == "nu" and item == 2.5)
                 if not fits:
-                    m.fail(f"{where}.{key}.{name}", "Optuna's GP sampler uses a Matern 5/2 kernel fitted "
-                                                    "by itself; this setting has no equivalent")
+                    m.fail(
+                        f"{where}.{key}.{name}",
+                        "Optuna's GP sampler uses a Matern 5/2 kernel fitted "
+                        "by itself; this setting has no equivalent",
+                    )
         else:
             m.fail(f"{where}.{key}", "has no equivalent in Optuna's GP sampler")
 
 
-def _hyperband(m: Matrix, settings: dict[str, Any], path: str, sweep: dict[str, Any],
-               args: dict[str, Any], required: Any) -> None:
+def _hyperband(
+    m: Matrix, settings: dict[str, Any], path: str, sweep: dict[str, Any], args: dict[str, Any], required: Any
+) -> None:
     """Random search with Hyperband early stopping; each trial gets the largest budget."""
     max_iter, eta = required("max_iter"), required("eta")
     resource = required("resource")
     if settings.get("resume"):
-        m.fail(f"{path}.resume", "trials are not resumed between rungs here: each runs once, "
-                                 "up to the largest budget, and weak ones are stopped early")
+        m.fail(
+            f"{path}.resume",
+            "trials are not resumed between rungs here: each runs once, "
+            "up to the largest budget, and weak ones are stopped early",
+        )
     sweep["tuner"] = {"name": "random", "args": args}
     if not (isinstance(max_iter, int) and isinstance(eta, int) and max_iter >= 1 and eta >= 2):
         if max_iter is not None and eta is not None:
             m.fail(path, f"max_iter must be a whole number >= 1 and eta >= 2, not {max_iter!r}, {eta!r}")
         return
-    sweep["early_stopping"] = {"name": "hyperband",
-                               "args": {"min_resource": 1, "max_resource": max_iter, "reduction_factor": eta}}
+    sweep["early_stopping"] = {
+        "name": "hyperband",
+        "args": {"min_resource": 1, "max_resource": max_iter, "reduction_factor": eta},
+    }
     sweep["max_trials"] = hyperband_trials(max_iter, eta)
     if isinstance(resource, dict) and isinstance(resource.get("name"), str):
         kind = resource.get("type", "int")

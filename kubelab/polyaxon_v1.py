@@ -16,12 +16,59 @@ from typing import Any, NoReturn
 from kubelab.errors import FieldError, ValidationError, did_you_mean
 from kubelab.polyaxon_matrix import Matrix, search
 
-COMPONENT = ("version", "kind", "name", "description", "tags", "inputs", "outputs", "run", "termination",
-             "queue", "plugins", "isApproved", "presets", "cache", "hooks", "template", "cost", "namespace")
-OPERATION = ("version", "kind", "name", "description", "tags", "params", "matrix", "joins", "component",
-             "pathRef", "hubRef", "urlRef", "dagRef", "termination", "queue", "plugins", "runPatch",
-             "patchStrategy", "schedule", "dependencies", "trigger", "conditions", "events", "hooks",
-             "cache", "presets", "isPreset", "isApproved", "skipOnUpstreamSkip", "cost", "namespace")
+COMPONENT = (
+    "version",
+    "kind",
+    "name",
+    "description",
+    "tags",
+    "inputs",
+    "outputs",
+    "run",
+    "termination",
+    "queue",
+    "plugins",
+    "isApproved",
+    "presets",
+    "cache",
+    "hooks",
+    "template",
+    "cost",
+    "namespace",
+)
+OPERATION = (
+    "version",
+    "kind",
+    "name",
+    "description",
+    "tags",
+    "params",
+    "matrix",
+    "joins",
+    "component",
+    "pathRef",
+    "hubRef",
+    "urlRef",
+    "dagRef",
+    "termination",
+    "queue",
+    "plugins",
+    "runPatch",
+    "patchStrategy",
+    "schedule",
+    "dependencies",
+    "trigger",
+    "conditions",
+    "events",
+    "hooks",
+    "cache",
+    "presets",
+    "isPreset",
+    "isApproved",
+    "skipOnUpstreamSkip",
+    "cost",
+    "namespace",
+)
 # Operation and component fields kubelab has no equivalent for, with the reason.
 UNSUPPORTED = {
     "joins": "joins read other runs' outputs from Polyaxon's API; not supported (left for later)",
@@ -49,18 +96,28 @@ RUN_KINDS_REFUSED = {
     "service": "services (long-running servers) are not experiments; run them in JupyterHub",
     "notebook": "notebooks run in JupyterHub here",
     "tensorboard": "start TensorBoard with `kubelab tensorboard start ID`",
-    "daskjob": "Dask jobs are not supported", "rayjob": "Ray jobs are not supported",
-    "xgbjob": "XGBoost jobs are not supported", "mxjob": "MXNet jobs are not supported",
-    "paddlejob": "write it as a kubelab spec with framework paddle", "cleaner": "not an experiment",
-    "notifier": "not an experiment", "tuner": "not an experiment", "watchdaemon": "not an experiment",
+    "daskjob": "Dask jobs are not supported",
+    "rayjob": "Ray jobs are not supported",
+    "xgbjob": "XGBoost jobs are not supported",
+    "mxjob": "MXNet jobs are not supported",
+    "paddlejob": "write it as a kubelab spec with framework paddle",
+    "cleaner": "not an experiment",
+    "notifier": "not an experiment",
+    "tuner": "not an experiment",
+    "watchdaemon": "not an experiment",
 }
 INPUT_TYPES = {"int": "int", "float": "float", "str": "str", "bool": "bool"}
 SCALAR_GLOBALS_UPLOADS = "{{ globals.run_artifacts_path }}/uploads"
 MATRIX_KINDS = ("grid", "random", "hyperband", "bayes", "hyperopt", "mapping")
-MATRIX_NAMES = {"numRuns": "n_experiments", "numInitialRuns": "n_initial_trials",
-                "utilityFunction": "utility_function", "acquisitionFunction": "acquisition_function",
-                "gaussianProcess": "gaussian_process", "lengthScale": "length_scale",
-                "numRestartsOptimizer": "n_restarts_optimizer"}
+MATRIX_NAMES = {
+    "numRuns": "n_experiments",
+    "numInitialRuns": "n_initial_trials",
+    "utilityFunction": "utility_function",
+    "acquisitionFunction": "acquisition_function",
+    "gaussianProcess": "gaussian_process",
+    "lengthScale": "length_scale",
+    "numRestartsOptimizer": "n_restarts_optimizer",
+}
 
 
 def experiment(data: dict[str, Any], base: Path) -> dict[str, Any]:
@@ -90,8 +147,11 @@ def sweep(data: dict[str, Any], base: Path) -> dict[str, Any]:
     elif kind not in MATRIX_KINDS:
         p.fail("matrix.kind", f"must be one of {', '.join(MATRIX_KINDS)}, not {kind!r}")
     else:
-        settings = {MATRIX_NAMES.get(str(k), str(k)): v for k, v in matrix.items()
-                    if k not in ("kind", "params", "concurrency", "earlyStopping")}
+        settings = {
+            MATRIX_NAMES.get(str(k), str(k)): v
+            for k, v in matrix.items()
+            if k not in ("kind", "params", "concurrency", "earlyStopping")
+        }
         if kind == "hyperband":
             settings["max_iter"] = settings.pop("maxIterations", None)
         elif kind == "bayes":
@@ -149,9 +209,12 @@ class _Converter:
         if kind == "component":
             return self.component(data, "")
         if kind != "operation":
-            self.fail("kind", f"Polyaxon v1 kind {kind!r} is not supported: kubelab reads component and "
-                              "operation" + (" (a DAG is a pipeline: kubelab's pipelines will run it)"
-                                             if kind == "dag" else ""))
+            self.fail(
+                "kind",
+                f"Polyaxon v1 kind {kind!r} is not supported: kubelab reads component and "
+                "operation"
+                + (" (a DAG is a pipeline: kubelab's pipelines will run it)" if kind == "dag" else ""),
+            )
             self.raise_errors()
         self.known("", data, OPERATION)
         component = self.operation_component(data)
@@ -186,8 +249,10 @@ class _Converter:
             path = (self.base / str(data["pathRef"])).resolve()
             if path != self.base.resolve() and self.base.resolve() not in path.parents:
                 # the folder of the file being read bounds what it may pull in (REST too)
-                self.fail("pathRef", f"{data['pathRef']} is outside the operation's folder; "
-                                     "give a relative path below it")
+                self.fail(
+                    "pathRef",
+                    f"{data['pathRef']} is outside the operation's folder; give a relative path below it",
+                )
                 return None
             loaded = load_document(path, "pathRef")
             if not isinstance(loaded, dict) or loaded.get("kind") != "component":
@@ -245,17 +310,24 @@ class _Converter:
             elif key == "timeout":
                 spec["timeout"] = value
             else:
-                self.fail(f"{prefix}termination.{key}", "is not supported (finished runs stay until "
-                                                        "`kubelab rm`)" if key == "ttl" else "unknown field")
+                self.fail(
+                    f"{prefix}termination.{key}",
+                    "is not supported (finished runs stay until `kubelab rm`)"
+                    if key == "ttl"
+                    else "unknown field",
+                )
         if data.get("queue"):
             spec["queue"] = data["queue"]
         plugins = data.get("plugins") or {}
         for key, value in plugins.items() if isinstance(plugins, dict) else ():
             always = key in ("collectLogs", "collectArtifacts", "collectResources", "syncStatuses")
             if not (always and value is not False):
-                self.fail(f"{prefix}plugins.{key}", "kubelab always records logs, metrics and outputs; "
-                                                    "other plugins have no equivalent" if not always else
-                          "kubelab always collects these; it cannot be turned off")
+                self.fail(
+                    f"{prefix}plugins.{key}",
+                    "kubelab always records logs, metrics and outputs; other plugins have no equivalent"
+                    if not always
+                    else "kubelab always collects these; it cannot be turned off",
+                )
 
     def inputs(self, value: Any, path: str) -> list[dict[str, Any]]:
         if value is None:
@@ -272,19 +344,32 @@ class _Converter:
             decl: dict[str, Any] = {"name": item.get("name")}
             kind = item.get("type", "str")
             if kind not in INPUT_TYPES:
-                self.fail(f"{where}.type", f"input type {kind!r} is not supported; kubelab inputs are "
-                                           "int, float, str or bool")
+                self.fail(
+                    f"{where}.type",
+                    f"input type {kind!r} is not supported; kubelab inputs are int, float, str or bool",
+                )
                 continue
             decl["type"] = INPUT_TYPES[kind]
-            for key, target in (("value", "default"), ("isOptional", "optional"),
-                                ("description", "description"), ("options", "choices")):
+            for key, target in (
+                ("value", "default"),
+                ("isOptional", "optional"),
+                ("description", "description"),
+                ("options", "choices"),
+            ):
                 if item.get(key) is not None:
                     decl[target] = item[key]
             for key in item:
                 if key in ("isList", "isFlag", "argFormat", "connection", "toInit", "toEnv"):
                     self.fail(f"{where}.{key}", f"{key} is not supported; declare a plain input")
-                elif key not in ("name", "type", "value", "isOptional", "description", "options",
-                                 "delayValidation"):
+                elif key not in (
+                    "name",
+                    "type",
+                    "value",
+                    "isOptional",
+                    "description",
+                    "options",
+                    "delayValidation",
+                ):
                     self.fail(f"{where}.{key}", "unknown field")
             result.append(decl)
         return result

@@ -20,8 +20,10 @@ REPLICA = ("replicas", "container", "environment", "init", "sidecars", "connecti
 CONTAINER = ("name", "image", "command", "args", "env", "resources", "workingDir", "imagePullPolicy")
 ENVIRONMENT = ("nodeSelector", "tolerations", "labels", "annotations")
 GROUPS = {"pytorchjob": ("master", "worker"), "tfjob": ("chief", "worker", "ps", "evaluator")}
-RUN_FIELDS = {"pytorchjob": ("cleanPodPolicy", "schedulingPolicy"), "tfjob": ("cleanPodPolicy",
-                                                                                "schedulingPolicy")}
+RUN_FIELDS = {
+    "pytorchjob": ("cleanPodPolicy", "schedulingPolicy"),
+    "tfjob": ("cleanPodPolicy", "schedulingPolicy"),
+}
 
 
 def convert_run(run: Any, path: str, spec: dict[str, Any], fail: Fail) -> None:
@@ -145,8 +147,11 @@ def _distributed(kind: str, run: dict[str, Any], path: str, spec: dict[str, Any]
         if reference is None:
             reference = converted
         elif converted and converted != reference:
-            fail(where, f"must run the same container as {first} (command, image, resources): "
-                        "kubelab runs every replica alike, telling them apart by RANK / TF_CONFIG")
+            fail(
+                where,
+                f"must run the same container as {first} (command, image, resources): "
+                "kubelab runs every replica alike, telling them apart by RANK / TF_CONFIG",
+            )
     spec.update(reference or {})
     spec["framework"] = "pytorch" if kind == "pytorchjob" else "tensorflow"
     spec["replicas"] = max(total, 1)

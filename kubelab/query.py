@@ -42,8 +42,17 @@ from kubelab.query_values import (
 from kubelab.run_record import LIST
 
 # compile_sort, Sort and FIELDS are part of the documented `kubelab.query` API (docs/query.md).
-__all__ = ["FIELDS", "SECTIONS", "STATUSES", "Query", "QueryError", "Sort", "compile_query", "compile_sort",
-           "select"]
+__all__ = [
+    "FIELDS",
+    "SECTIONS",
+    "STATUSES",
+    "Query",
+    "QueryError",
+    "Sort",
+    "compile_query",
+    "compile_sort",
+    "select",
+]
 
 Predicate = Callable[[Record], bool]
 # A Test looks at a present value: True (match), False (no match) or None when the value has
@@ -98,8 +107,7 @@ class _Compiler:
 
     def status(self, field: str, op: Operation) -> Test:
         if op.kind not in ("eq", "set"):
-            raise self.fail(op.pos, "status has no order; use a value or a set such as "
-                            "status:failed|stopped")
+            raise self.fail(op.pos, "status has no order; use a value or a set such as status:failed|stopped")
 
         def coerce(atom: Atom) -> str:
             low = atom.text.lower()
@@ -113,9 +121,7 @@ class _Compiler:
         def coerce(atom: Atom) -> float:
             value = number(atom)
             if value is None:
-                raise self.fail(
-                    atom.pos, f"'{field}' holds numbers; '{clip(atom.text)}' is not one"
-                )
+                raise self.fail(atom.pos, f"'{field}' holds numbers; '{clip(atom.text)}' is not one")
             return value
 
         self.no_patterns(field, op, "numbers")
@@ -125,8 +131,10 @@ class _Compiler:
         def coerce(atom: Atom) -> float:
             seconds = None if atom.quoted else duration(atom.text)
             if seconds is None:
-                raise self.fail(atom.pos, f"expected a duration such as 90, 90s, 30m, 1h or "
-                                f"1h30m; got '{clip(atom.text)}'")
+                raise self.fail(
+                    atom.pos,
+                    f"expected a duration such as 90, 90s, 30m, 1h or 1h30m; got '{clip(atom.text)}'",
+                )
             return seconds
 
         self.no_patterns(field, op, "durations")
@@ -149,8 +157,10 @@ class _Compiler:
         if kind == "range":
             (low, _), (high_start, end) = spans
             if low > high_start:
-                raise self.fail(op.atoms[1].pos, f"empty range: '{clip(op.atoms[0].text)}' is "
-                                f"after '{clip(op.atoms[1].text)}'")
+                raise self.fail(
+                    op.atoms[1].pos,
+                    f"empty range: '{clip(op.atoms[0].text)}' is after '{clip(op.atoms[1].text)}'",
+                )
             return lambda v: None if (t := epoch_seconds(v)) is None else low <= t < end
         if kind == "set":
             return lambda v: None if (t := epoch_seconds(v)) is None else any(a <= t < b for a, b in spans)
@@ -192,8 +202,9 @@ class _Compiler:
     def any_item(self, field: str, get: Callable[[Record], object], op: Operation) -> Predicate:
         """A record matches if any item does (any tag); a missing list is an empty one."""
         if op.kind not in ("eq", "set", "nil"):
-            raise self.fail(op.pos, f"{field} can be matched by value, set (a|b), pattern (%) "
-                            "or nil, not compared")
+            raise self.fail(
+                op.pos, f"{field} can be matched by value, set (a|b), pattern (%) or nil, not compared"
+            )
 
         def tags_of(record: Record) -> list | tuple | None:
             """The items, () for none, None when the field is not a list (matches nothing)."""
@@ -253,8 +264,10 @@ def _ordered_test(
     if kind == "range":
         low, high = (coerce(a) for a in op.atoms)
         if low > high:  # type: ignore[operator]
-            raise c.fail(op.atoms[1].pos, f"empty range: {clip(op.atoms[0].text)} is greater "
-                         f"than {clip(op.atoms[1].text)}")
+            raise c.fail(
+                op.atoms[1].pos,
+                f"empty range: {clip(op.atoms[0].text)} is greater than {clip(op.atoms[1].text)}",
+            )
         if norm is number_or_none:
             return lambda v: low <= v <= high if v.__class__ in NUMBERS or is_number(v) else None
         return lambda v: None if (n := norm(v)) is None else low <= n <= high  # type: ignore[operator]
@@ -379,7 +392,6 @@ def compile_query(text: str) -> Query:
 def _compile_query(text: str) -> Query:
     tree = parse(text)
     return Query(text, _always if tree is None else _Compiler(text).node(tree))
-
 
 
 def select(

@@ -17,5 +17,5 @@ def canonical_field(name: str) -> str:
         return FIELD_ALIASES[name]
     for alias, section in PREFIX_ALIASES:
         if name.startswith(alias):
-            return section + name[len(alias):]
+            return section + name[len(alias) :]
     return name

@@ -65,8 +65,14 @@ def date_interval(text: str) -> tuple[float, float]:
     fraction = g["f"] or ""
     micros = int((fraction[1:] + "000000")[:6]) if fraction else 0
     start = datetime(
-        int(g["Y"]), int(g["M"]), int(g["D"] or 1), int(g["h"] or 0), int(g["m"] or 0),
-        int(g["s"] or 0), micros, tzinfo=tz,
+        int(g["Y"]),
+        int(g["M"]),
+        int(g["D"] or 1),
+        int(g["h"] or 0),
+        int(g["m"] or 0),
+        int(g["s"] or 0),
+        micros,
+        tzinfo=tz,
     )
     if g["D"] is None:
         year, month = (start.year + 1, 1) if start.month == 12 else (start.year, start.month + 1)
@@ -74,7 +80,10 @@ def date_interval(text: str) -> tuple[float, float]:
     elif fraction:
         end = start + timedelta(microseconds=max(1, 10 ** (6 - min(len(fraction) - 1, 6))))
     else:
-        unit = next(u for u, key in (("seconds", "s"), ("minutes", "m"), ("hours", "h"),
-                                     ("days", "D")) if g[key] is not None)
+        unit = next(
+            u
+            for u, key in (("seconds", "s"), ("minutes", "m"), ("hours", "h"), ("days", "D"))
+            if g[key] is not None
+        )
         end = start + timedelta(**{unit: 1})
     return start.timestamp(), end.timestamp()

@@ -30,6 +30,7 @@ __all__ = ["QueryError", "parse", "parse_operation", "tokenize"]
 
 # ---------------------------------------------------------------- Polyaxon's names
 
+
 def _is_field(word: str) -> bool:
     """True when `word` names a field, so `a:x | word:y` starts a condition, not a value."""
     name = canonical_field(word)
@@ -81,7 +82,8 @@ def _scan_value(source: str, start: int) -> int:
         if c == "(":
             if depth == 0 and k > start and source[k - 1].isspace():
                 raise QueryError(
-                    source, k,
+                    source,
+                    k,
                     "expected ',', 'AND' or 'OR' before '(' (quote the value if the "
                     "parenthesis is part of it)",
                 )
@@ -101,7 +103,8 @@ def _scan_value(source: str, start: int) -> int:
             if follow and _is_field(follow.group().strip().rstrip(":").strip()):
                 word = len(follow.group()) - len(follow.group().lstrip())
                 raise QueryError(
-                    source, k + word,
+                    source,
+                    k + word,
                     "expected ',', 'AND' or 'OR' between conditions (quote the value if "
                     "it contains spaces and ':')",
                 )
@@ -151,8 +154,9 @@ def tokenize(source: str) -> list[_Token]:
                 k = end
             else:
                 raise QueryError(
-                    source, end, f"expected ':' after field '{clip(word)}' (conditions look like "
-                    "field:value)",
+                    source,
+                    end,
+                    f"expected ':' after field '{clip(word)}' (conditions look like field:value)",
                 )
     tokens.append(_Token("end", n))
     return tokens
@@ -231,8 +235,7 @@ class _Parser:
             if close.kind != ")":
                 raise self.fail(
                     close.pos,
-                    f"expected ')' to close the '(' at position {token.pos + 1}, "
-                    f"found {_describe(close)}",
+                    f"expected ')' to close the '(' at position {token.pos + 1}, found {_describe(close)}",
                 )
             self.take()
             return node
@@ -320,8 +323,7 @@ def parse_operation(source: str, token: _Token) -> Operation:
     if not span:
         raise fail(
             token.value_pos,
-            f"expected a value after '{token.text}:' (use {token.text}:nil to match a "
-            "missing value)",
+            f"expected a value after '{token.text}:' (use {token.text}:nil to match a missing value)",
         )
     negate = span.mask.startswith("~")
     if negate:
@@ -339,9 +341,12 @@ def parse_operation(source: str, token: _Token) -> Operation:
             if not rest:
                 raise fail(span.pos + len(symbol), f"expected a value after '{symbol}'")
             if rest.mask[0] in "<>=":
-                raise fail(rest.pos, f"'{symbol}' cannot be followed by another operator "
-                           f"'{rest.raw[0]}' (one comparison per condition, e.g. "
-                           f"{token.text}:{symbol}0.5)")
+                raise fail(
+                    rest.pos,
+                    f"'{symbol}' cannot be followed by another operator "
+                    f"'{rest.raw[0]}' (one comparison per condition, e.g. "
+                    f"{token.text}:{symbol}0.5)",
+                )
             for other in ("|", ".."):
                 if other in rest.mask:
                     raise fail(
@@ -357,11 +362,9 @@ def parse_operation(source: str, token: _Token) -> Operation:
         if ".." in high.mask:
             raise fail(high.pos + high.mask.index(".."), "a range has exactly one '..'")
         if not low:
-            raise fail(span.pos + cut, "expected a value before '..' (for an upper bound "
-                       "alone use '<=')")
+            raise fail(span.pos + cut, "expected a value before '..' (for an upper bound alone use '<=')")
         if not high:
-            raise fail(span.pos + cut + 2, "expected a value after '..' (for a lower bound "
-                       "alone use '>=')")
+            raise fail(span.pos + cut + 2, "expected a value after '..' (for a lower bound alone use '>=')")
         for part in (low, high):
             if "|" in part.mask:
                 raise fail(part.pos + part.mask.index("|"), "a range cannot contain '|'")
@@ -390,8 +393,11 @@ def parse_operation(source: str, token: _Token) -> Operation:
 def _numeric_metric(source: str, token: _Token, atom: Atom, symbol: str) -> None:
     """Metrics are numbers: comparing one with text would silently match nothing."""
     if token.text.startswith("metrics.") and number(atom) is None:
-        raise QueryError(source, atom.pos, f"{token.text} holds numbers; '{symbol}' needs a "
-                         f"number, not {clip(atom.text)!r}")
+        raise QueryError(
+            source,
+            atom.pos,
+            f"{token.text} holds numbers; '{symbol}' needs a number, not {clip(atom.text)!r}",
+        )
 
 
 def _atom(source: str, span: _Span, plain: str = "") -> Atom:

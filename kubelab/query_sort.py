@@ -118,8 +118,11 @@ def _compile_sort(text: str) -> Sort:
         if any(c.isspace() for c in field):
             name, _, word = field.partition(" ")
             gap = field_pos + len(name)
-            hint = " (write -FIELD for descending order)" if word.strip().lower() in (
-                "desc", "asc", "descending", "ascending") else ""
+            hint = (
+                " (write -FIELD for descending order)"
+                if word.strip().lower() in ("desc", "asc", "descending", "ascending")
+                else ""
+            )
             raise QueryError(text, gap, f"expected ',' between sort keys{hint}", "sort")
         field = canonical_field(field)
         kind = resolve_field(text, field, field_pos, "sort")

@@ -87,9 +87,7 @@ def resolve_field(source: str, name: str, pos: int, path: str) -> str:
     if section in SECTIONS:
         if not rest:
             what = "parameter" if section == "params" else "metric"
-            raise QueryError(
-                source, pos + len(name), f"expected a {what} name after '{section}.'", path
-            )
+            raise QueryError(source, pos + len(name), f"expected a {what} name after '{section}.'", path)
         return DYNAMIC
     choices = [*FIELDS, *(f"{s}.{rest or 'NAME'}" for s in SECTIONS)]
     hint = did_you_mean(name.lower(), choices) or (

@@ -257,8 +257,9 @@ class RunDirectory:
         latest, step, _ = self.fold_metrics()
         return latest, step
 
-    def fold_metrics(self, offset: int = 0, latest: dict[str, Any] | None = None,
-                     step: int | None = None) -> tuple[dict[str, Any], int | None, int]:
+    def fold_metrics(
+        self, offset: int = 0, latest: dict[str, Any] | None = None, step: int | None = None
+    ) -> tuple[dict[str, Any], int | None, int]:
         """Fold the metrics lines after byte `offset` into (`latest`, `step`).
 
         Returns them with the offset of the first byte not yet folded, so a reader that
@@ -290,8 +291,12 @@ def _write_json(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
-def summary(run: RunDirectory, status: Status | None = None, spec: dict[str, Any] | None = None,
-            metrics: tuple[dict[str, Any], int | None] | None = None) -> dict[str, Any]:
+def summary(
+    run: RunDirectory,
+    status: Status | None = None,
+    spec: dict[str, Any] | None = None,
+    metrics: tuple[dict[str, Any], int | None] | None = None,
+) -> dict[str, Any]:
     """The record as clients see it (REST, CLI, sidebar, queries): a `run_record.RunRecord`,
     field for field (a test holds them equal); `metrics` is (latest values, last step) when
     the caller already folded them."""

@@ -20,7 +20,10 @@ import requests
 from kubelab.errors import BackendError, Conflict, FieldError, KubelabError, NotFound, ValidationError
 
 ERRORS: dict[str, type[KubelabError]] = {
-    "invalid": ValidationError, "not_found": NotFound, "conflict": Conflict, "backend": BackendError,
+    "invalid": ValidationError,
+    "not_found": NotFound,
+    "conflict": Conflict,
+    "backend": BackendError,
 }
 
 
@@ -55,13 +58,25 @@ def error_from(response: requests.Response) -> KubelabError:
 class RestClient:
     """`RestClient()` reads the environment; `RestClient(url, token)` for anything else."""
 
-    def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 30.0,
-                 server_root: str | None = None):
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        timeout: float = 30.0,
+        server_root: str | None = None,
+    ):
         url = url or os.environ.get("KUBELAB_API_URL")
         if not url:
-            raise Unreachable("no kubelab API: KUBELAB_API_URL is not set", [FieldError(
-                "KUBELAB_API_URL",
-                "is set by the Jupyter server for its kernels; outside one, use the experiments service")])
+            raise Unreachable(
+                "no kubelab API: KUBELAB_API_URL is not set",
+                [
+                    FieldError(
+                        "KUBELAB_API_URL",
+                        "is set by the Jupyter server for its kernels; outside one, use the experiments "
+                        "service",
+                    )
+                ],
+            )
         self.url = url.rstrip("/") + "/"
         self.token = token if token is not None else os.environ.get("KUBELAB_API_TOKEN", "")
         self.timeout = timeout
@@ -102,8 +117,9 @@ class RestClient:
     def submit(self, spec: dict[str, Any], base_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
         return self.json("POST", "experiments", json=spec, params=self.cwd_param(base_dir))
 
-    def list(self, query: str = "", sort: str = "", limit: int | None = None,
-             offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+    def list(
+        self, query: str = "", sort: str = "", limit: int | None = None, offset: int = 0
+    ) -> tuple[list[dict[str, Any]], int]:
         params: dict[str, Any] = {"query": query, "sort": sort, "offset": offset}
         if limit is not None:
             params["limit"] = limit
@@ -120,8 +136,12 @@ class RestClient:
         self.request("DELETE", f"experiments/{_id(run_id)}")
 
     def logs(self, run_id: str, replica: int = 0, follow: bool = False) -> Iterator[str]:
-        response = self.request("GET", f"experiments/{_id(run_id)}/logs", stream=follow,
-                                params={"replica": replica, "follow": int(follow)})
+        response = self.request(
+            "GET",
+            f"experiments/{_id(run_id)}/logs",
+            stream=follow,
+            params={"replica": replica, "follow": int(follow)},
+        )
         if not follow:
             yield response.text
             return
@@ -135,8 +155,9 @@ class RestClient:
         return self.json("GET", "resources")
 
     # -- sweeps ---------------------------------------------------------------------------
-    def submit_sweep(self, spec: dict[str, Any], base_dir: str | os.PathLike[str] | None = None
-                     ) -> dict[str, Any]:
+    def submit_sweep(
+        self, spec: dict[str, Any], base_dir: str | os.PathLike[str] | None = None
+    ) -> dict[str, Any]:
         return self.json("POST", "sweeps", json=spec, params=self.cwd_param(base_dir))
 
     def sweeps(self) -> list[dict[str, Any]]:
@@ -152,8 +173,12 @@ class RestClient:
         return self.json("POST", f"sweeps/{_id(sweep_id)}/resume")
 
     # -- pipelines and schedules -------------------------------------------------------------
-    def submit_pipeline(self, spec: dict[str, Any], base_dir: str | os.PathLike[str] | None = None,
-                        params: dict[str, Any] | None = None) -> dict[str, Any]:
+    def submit_pipeline(
+        self,
+        spec: dict[str, Any],
+        base_dir: str | os.PathLike[str] | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         body = {"spec": spec, "params": params or {}}
         return self.json("POST", "pipelines", json=body, params=self.cwd_param(base_dir))
 
@@ -169,8 +194,12 @@ class RestClient:
     def resume_pipeline(self, pipeline_id: str) -> dict[str, Any]:
         return self.json("POST", f"pipelines/{_id(pipeline_id)}/resume")
 
-    def submit_schedule(self, spec: dict[str, Any], base_dir: str | os.PathLike[str] | None = None,
-                        params: dict[str, Any] | None = None) -> dict[str, Any]:
+    def submit_schedule(
+        self,
+        spec: dict[str, Any],
+        base_dir: str | os.PathLike[str] | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         body = {"spec": spec, "params": params or {}}
         return self.json("POST", "schedules", json=body, params=self.cwd_param(base_dir))
 

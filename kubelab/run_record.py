@@ -16,7 +16,13 @@ from typing import Annotated, Any, Literal, TypedDict, Union, get_args, get_orig
 
 # How a query compares a field (see docs/query.md).
 TEXT, STATUS, LIST, DATE, DURATION, NUMBER, DYNAMIC = (
-    "text", "status", "list", "date", "duration", "number", "dynamic",
+    "text",
+    "status",
+    "list",
+    "date",
+    "duration",
+    "number",
+    "dynamic",
 )
 SECTION = "section"  # `params.NAME`, `metrics.NAME`: any NAME, compared by the value found
 NESTED = "nested"  # a fixed sub-record whose fields are queried as `resources.gpus`
@@ -121,8 +127,11 @@ def _schema(tp: Any) -> dict[str, Any]:
         return {"type": "array", "items": _schema(get_args(tp)[0])}
     if isinstance(tp, type) and issubclass(tp, dict):  # a TypedDict
         hints = _hints(tp)
-        return {"type": "object", "required": list(hints),
-                "properties": {name: _schema(hint) for name, hint in hints.items()}}
+        return {
+            "type": "object",
+            "required": list(hints),
+            "properties": {name: _schema(hint) for name, hint in hints.items()},
+        }
     members = _members(tp)
     if len(members) > 1:
         return {"type": [_JSON_TYPES[m] for m in members]}

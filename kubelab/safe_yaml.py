@@ -35,8 +35,9 @@ class NoAliasLoader(yaml.SafeLoader):
 def check_size(text: str | bytes) -> None:
     size = len(text.encode() if isinstance(text, str) else text)
     if size > MAX_DOCUMENT_BYTES:
-        raise RefusedYaml(f"the document is {size} bytes; kubelab reads documents up to "
-                          f"{MAX_DOCUMENT_BYTES} bytes")
+        raise RefusedYaml(
+            f"the document is {size} bytes; kubelab reads documents up to {MAX_DOCUMENT_BYTES} bytes"
+        )
 
 
 def load(text: str, loader: type[NoAliasLoader] = NoAliasLoader) -> Any:

@@ -126,8 +126,10 @@ class KubelabMagics(Magics):
     def present_sweep(self, record: dict[str, Any], args: Any) -> None:
         svc = self.service
         if args.detach or not self.widgets():
-            print(f"submitted sweep {record['id']} ({record.get('name', '')}): {record.get('status')}",
-                  flush=True)
+            print(
+                f"submitted sweep {record['id']} ({record.get('name', '')}): {record.get('status')}",
+                flush=True,
+            )
         else:
             from kubelab.magics.widgets import Live, SweepWidget
 

@@ -52,8 +52,9 @@ class LocalService:
     def get(self, run_id: str) -> dict[str, Any]:
         return self.lab.get(run_id)
 
-    def list(self, query: str = "", sort: str = "", limit: int | None = None,
-             offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+    def list(
+        self, query: str = "", sort: str = "", limit: int | None = None, offset: int = 0
+    ) -> tuple[list[dict[str, Any]], int]:
         return self.lab.list(query, sort, limit, offset)
 
     def stop(self, run_id: str) -> dict[str, Any]:
@@ -73,13 +74,20 @@ class LocalService:
         try:
             from kubelab.sweeps.service import Sweeps
         except ImportError:
-            raise ValidationError("sweeps need the kubelab sweep service", [FieldError(
-                "sweep", "kubelab.sweeps.service is not installed; run the sweep from a Jupyter server")
-            ]) from None
+            raise ValidationError(
+                "sweeps need the kubelab sweep service",
+                [
+                    FieldError(
+                        "sweep",
+                        "kubelab.sweeps.service is not installed; run the sweep from a Jupyter server",
+                    )
+                ],
+            ) from None
         return Sweeps(self.lab)
 
-    def submit_sweep(self, spec: dict[str, Any], base_dir: str | os.PathLike[str] | None = None
-                     ) -> dict[str, Any]:
+    def submit_sweep(
+        self, spec: dict[str, Any], base_dir: str | os.PathLike[str] | None = None
+    ) -> dict[str, Any]:
         return self._sweeps().submit(spec, base_dir=Path(base_dir or os.getcwd()))
 
     def sweep(self, sweep_id: str) -> dict[str, Any]:
@@ -94,8 +102,12 @@ class LocalService:
 
         return Pipelines(self.lab)
 
-    def submit_pipeline(self, spec: dict[str, Any], base_dir: str | os.PathLike[str] | None = None,
-                        params: dict[str, Any] | None = None) -> dict[str, Any]:
+    def submit_pipeline(
+        self,
+        spec: dict[str, Any],
+        base_dir: str | os.PathLike[str] | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         return self._pipelines().create(spec, Path(base_dir or os.getcwd()), params=params)
 
     def pipeline(self, pipeline_id: str) -> dict[str, Any]:
@@ -107,8 +119,12 @@ class LocalService:
     def resume_pipeline(self, pipeline_id: str) -> dict[str, Any]:
         return self._pipelines().resume(pipeline_id)
 
-    def submit_schedule(self, spec: dict[str, Any], base_dir: str | os.PathLike[str] | None = None,
-                        params: dict[str, Any] | None = None) -> dict[str, Any]:
+    def submit_schedule(
+        self,
+        spec: dict[str, Any],
+        base_dir: str | os.PathLike[str] | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         from kubelab.schedules.service import Schedules
 
         return Schedules(self.lab).create(None, spec, Path(base_dir or os.getcwd()), params=params)

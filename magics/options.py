@@ -80,8 +80,14 @@ def train_parser(prog: str = "train") -> MagicParser:
     direction = sweep.add_mutually_exclusive_group()
     direction.add_argument("--maximize", action="store_true")
     direction.add_argument("--minimize", action="store_true")
-    sweep.add_argument("--early-stop", dest="early_stop", nargs="?", const="median", choices=PRUNERS,
-                       help="prune weak trials early (median by default)")
+    sweep.add_argument(
+        "--early-stop",
+        dest="early_stop",
+        nargs="?",
+        const="median",
+        choices=PRUNERS,
+        help="prune weak trials early (median by default)",
+    )
     return p
 
 

@@ -23,8 +23,14 @@ from kubelab.magics.options import MagicParser
 from kubelab.magics.widgets import LiveWidget
 from kubelab.options import param
 
-STEP_COLORS = {"succeeded": "#1a7f37", "failed": "#cf222e", "running": "#0969da",
-               "submitting": "#0969da", "stopped": "#6e7781", "waiting": "#d0d7de"}
+STEP_COLORS = {
+    "succeeded": "#1a7f37",
+    "failed": "#cf222e",
+    "running": "#0969da",
+    "submitting": "#0969da",
+    "stopped": "#6e7781",
+    "waiting": "#d0d7de",
+}
 DONE = ("Succeeded", "Failed", "Stopped")
 
 
@@ -72,7 +78,8 @@ def graph_html(record: dict[str, Any]) -> str:
                 f"<div class='kubelab-step' data-state='{s['state']}' title='{reason}' style='background:"
                 f"{color};color:{text};border-radius:6px;padding:4px 10px;margin:4px 0'>"
                 f"<b>{html.escape(s['name'])}</b> <small>{html.escape(s['kind'])} · {s['state']}{extra}"
-                f"</small><br><code style='color:inherit'>{s.get('id') or ''}</code></div>")
+                f"</small><br><code style='color:inherit'>{s.get('id') or ''}</code></div>"
+            )
         column_html = "".join(boxes)
         columns.append(f"<div style='display:inline-block;vertical-align:middle'>{column_html}</div>")
     return "<div>" + " <span style='font-size:18px'>→</span> ".join(columns) + "</div>"
@@ -81,8 +88,10 @@ def graph_html(record: dict[str, Any]) -> str:
 def pipeline_text(record: dict[str, Any]) -> str:
     lines = [f"pipeline {record['id']}  {record['name']}  {record['status']}  {record.get('reason') or ''}"]
     for s in record.get("steps") or []:
-        lines.append(f"  {s['name']}: {s['state']} {s['kind']} {s.get('id') or ''}"
-                     + (f" - {s['reason']}" if s.get("reason") else ""))
+        lines.append(
+            f"  {s['name']}: {s['state']} {s['kind']} {s.get('id') or ''}"
+            + (f" - {s['reason']}" if s.get("reason") else "")
+        )
     return "\n".join(lines)
 
 
@@ -127,9 +136,11 @@ class PipelineWidget(LiveWidget):
 
         status = self.record.get("status") or "Running"
         reason = html.escape(self.record.get("reason") or "")
-        self.header.value = (f"<b>pipeline {html.escape(self.record.get('name') or '')}</b> "
-                             f"<code>{self.id}</code> {views.badge(status)} "
-                             f"<span style='color:#6e7781'>{reason}</span>")
+        self.header.value = (
+            f"<b>pipeline {html.escape(self.record.get('name') or '')}</b> "
+            f"<code>{self.id}</code> {views.badge(status)} "
+            f"<span style='color:#6e7781'>{reason}</span>"
+        )
         self.graph.value = graph_html(self.record)
         self.stop_button.disabled = self.done
 
@@ -161,8 +172,10 @@ def run(magics: Any, line: str) -> None:
         if isinstance(data, dict) and data.get("schedule") is not None:
             if not args.now:
                 made = svc.submit_schedule(data, base_dir=base, params=params)
-                print(f"scheduled {made['name']} ({made['cron']} {made['timezone']}): "
-                      f"schedule {made['id']}, next at {made['next_at']}")
+                print(
+                    f"scheduled {made['name']} ({made['cron']} {made['timezone']}): "
+                    f"schedule {made['id']}, next at {made['next_at']}"
+                )
                 return
             from kubelab.schedules.spec import parse_schedule
 

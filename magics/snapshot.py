@@ -74,12 +74,22 @@ def local_modules(source: str, root: Path) -> dict[str, str]:
                     continue
                 found[rel] = path.read_text(encoding="utf-8", errors="replace")
                 module = rel[:-3].replace("/", ".")
-                pkg = module.removesuffix(".__init__") if rel.endswith("__init__.py") else (
-                    module.rpartition(".")[0])
+                pkg = (
+                    module.removesuffix(".__init__")
+                    if rel.endswith("__init__.py")
+                    else (module.rpartition(".")[0])
+                )
                 pending.append((found[rel], pkg))
         if sum(len(t) for t in found.values()) > LIMIT:
-            raise ValidationError("the cell imports too much local code", [FieldError(
-                "code", f"local modules exceed {LIMIT // 2**20} MiB; pass a folder with code.path instead")])
+            raise ValidationError(
+                "the cell imports too much local code",
+                [
+                    FieldError(
+                        "code",
+                        f"local modules exceed {LIMIT // 2**20} MiB; pass a folder with code.path instead",
+                    )
+                ],
+            )
     return found
 
 
@@ -106,8 +116,14 @@ def cell_code(cell: str, root: Path) -> dict[str, str]:
     try:
         ast.parse(cell)
     except SyntaxError as exc:
-        raise ValidationError("the cell is not a Python script", [FieldError(
-            "cell", f"line {exc.lineno}: {exc.msg} (magics and !commands cannot run as a script)")]) from None
+        raise ValidationError(
+            "the cell is not a Python script",
+            [
+                FieldError(
+                    "cell", f"line {exc.lineno}: {exc.msg} (magics and !commands cannot run as a script)"
+                )
+            ],
+        ) from None
     modules = local_modules(cell, root)
     if not modules:
         return {"source": cell, "filename": "main.py"}

@@ -49,8 +49,9 @@ def checked(spec: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
-def sweep_from_cell(args: argparse.Namespace, cell: str, cwd: Path,
-                    namespace: dict[str, Any] | None = None) -> dict[str, Any]:
+def sweep_from_cell(
+    args: argparse.Namespace, cell: str, cwd: Path, namespace: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """A sweep whose trials run the cell; parameters reach it through `kubelab.params()`.
 
     `--sweep` names a file, a notebook variable holding the space, or the space inline.
@@ -63,16 +64,20 @@ def sweep_from_cell(args: argparse.Namespace, cell: str, cwd: Path,
     else:
         space, _ = read_document(_space_source(args.sweep, cwd), "sweep")
     if not isinstance(space, dict):
-        raise ValidationError("invalid search space", [FieldError(
-            "sweep", "must be a mapping of parameter names to {_type, _value}")])
+        raise ValidationError(
+            "invalid search space",
+            [FieldError("sweep", "must be a mapping of parameter names to {_type, _value}")],
+        )
     trial = experiment_from_cell(args, cell, cwd)
     sweep: dict[str, Any] = {
         "name": trial["name"],
         "space": space,
         "trial": trial,
         "parameter_style": "env",
-        "objective": {"metric": args.objective or "default",
-                      "direction": "maximize" if args.maximize else "minimize"},
+        "objective": {
+            "metric": args.objective or "default",
+            "direction": "maximize" if args.maximize else "minimize",
+        },
     }
     if args.tuner:
         sweep["tuner"] = args.tuner
@@ -102,8 +107,9 @@ def sweep_from_file(path: str) -> tuple[dict[str, Any], Path]:
 
     data = load_document(path, "file")
     base = Path(path).resolve().parent
-    if isinstance(data, dict) and ("trialCommand" in data or "searchSpace" in data
-                                    or "searchSpaceFile" in data):
+    if isinstance(data, dict) and (
+        "trialCommand" in data or "searchSpace" in data or "searchSpaceFile" in data
+    ):
         from kubelab.sweeps.nni_config import nni_to_sweep
 
         data = nni_to_sweep(data, base_dir=base)

@@ -14,8 +14,15 @@ from typing import Any
 
 from kubelab.records import TERMINAL, parse_iso
 
-COLORS = {"Succeeded": "#1a7f37", "Failed": "#cf222e", "Running": "#0969da", "Stopped": "#6e7781",
-          "Pruned": "#9a6700", "Queued": "#8250df", "Pending": "#6e7781"}
+COLORS = {
+    "Succeeded": "#1a7f37",
+    "Failed": "#cf222e",
+    "Running": "#0969da",
+    "Stopped": "#6e7781",
+    "Pruned": "#9a6700",
+    "Queued": "#8250df",
+    "Pending": "#6e7781",
+}
 OPEN_TENSORBOARD = "kubelab:open-tensorboard"  # the labextension's command: a main-area tab
 
 
@@ -55,8 +62,10 @@ def experiment_text(record: dict[str, Any]) -> str:
 
 def badge(status: str) -> str:
     color = COLORS.get(status, "#6e7781")
-    return (f'<span style="color:white;background:{color};border-radius:8px;padding:1px 7px;'
-            f'font-size:11px">{html.escape(status)}</span>')
+    return (
+        f'<span style="color:white;background:{color};border-radius:8px;padding:1px 7px;'
+        f'font-size:11px">{html.escape(status)}</span>'
+    )
 
 
 def sparkline(values: list[float], width: int = 140, height: int = 32) -> str:
@@ -67,10 +76,13 @@ def sparkline(values: list[float], width: int = 140, height: int = 32) -> str:
     low, high = min(points), max(points)
     span = (high - low) or 1.0
     step = width / (len(points) - 1)
-    coords = " ".join(f"{i * step:.1f},{height - 2 - (v - low) / span * (height - 4):.1f}"
-                      for i, v in enumerate(points))
-    return (f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}">'
-            f'<polyline fill="none" stroke="#0969da" stroke-width="1.5" points="{coords}"/></svg>')
+    coords = " ".join(
+        f"{i * step:.1f},{height - 2 - (v - low) / span * (height - 4):.1f}" for i, v in enumerate(points)
+    )
+    return (
+        f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}">'
+        f'<polyline fill="none" stroke="#0969da" stroke-width="1.5" points="{coords}"/></svg>'
+    )
 
 
 def series(points: list[dict[str, Any]]) -> dict[str, list[float]]:
@@ -112,8 +124,10 @@ class ExperimentsView:
         return text
 
     def _repr_html_(self) -> str:
-        head = "".join(f"<th style='text-align:left'>{h}</th>" for h in
-                       ("id", "name", "status", "started", "duration", "params", "metrics"))
+        head = "".join(
+            f"<th style='text-align:left'>{h}</th>"
+            for h in ("id", "name", "status", "started", "duration", "params", "metrics")
+        )
         rows = []
         for r in self.items:
             started = (r.get("started_at") or "")[:19].replace("T", " ")
@@ -122,7 +136,8 @@ class ExperimentsView:
             rows.append(
                 f"<tr><td><code>{r['id']}</code></td><td>{html.escape(r['name'])}</td>"
                 f"<td>{badge(r['status'])}</td><td>{started}</td><td>{duration}</td>"
-                f"<td>{params}</td><td>{html.escape(metrics_text(r.get('metrics') or {}, 4))}</td></tr>")
+                f"<td>{params}</td><td>{html.escape(metrics_text(r.get('metrics') or {}, 4))}</td></tr>"
+            )
         more = f"<p>{len(self.items)} of {self.total} shown</p>" if self.total > len(self.items) else ""
         return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>{more}"
 
@@ -135,8 +150,10 @@ class GpusView:
 
     def __repr__(self) -> str:
         gpus = self.info.get("gpus", {})
-        lines = [f"backend: {self.info.get('backend')}", f"GPUs: {gpus.get('free', 0)} free of "
-                 f"{gpus.get('total', 0)}"]
+        lines = [
+            f"backend: {self.info.get('backend')}",
+            f"GPUs: {gpus.get('free', 0)} free of {gpus.get('total', 0)}",
+        ]
         lines += [f"  {t['type']}: {t['free']}/{t['total']} free" for t in gpus.get("types", [])]
         if gpus.get("queue"):
             lines.append(f"waiting: {len(gpus['queue'])} experiment(s)")
@@ -172,17 +189,21 @@ def best_text(record: dict[str, Any]) -> str:
     if not best:
         return "best: none yet"
     objective = (record.get("objective") or {}).get("metric", "value")
-    return (f"best: trial {best.get('trial')} ({best.get('id')}) {objective}={short(best.get('value'))} "
-            f"{metrics_text(best.get('params') or {})}")
+    return (
+        f"best: trial {best.get('trial')} ({best.get('id')}) {objective}={short(best.get('value'))} "
+        f"{metrics_text(best.get('params') or {})}"
+    )
 
 
 def sweep_text(record: dict[str, Any]) -> str:
     finished, most = sweep_progress(record)
     objective = record.get("objective") or {}
-    lines = [f"sweep {record['id']}  {record.get('name', '')}  {record.get('status')}  "
-             f"{finished}/{most if most is not None else '?'} trials finished  "
-             f"({objective.get('direction', 'minimize')} {objective.get('metric', 'default')})",
-             "  " + best_text(record)]
+    lines = [
+        f"sweep {record['id']}  {record.get('name', '')}  {record.get('status')}  "
+        f"{finished}/{most if most is not None else '?'} trials finished  "
+        f"({objective.get('direction', 'minimize')} {objective.get('metric', 'default')})",
+        "  " + best_text(record),
+    ]
     if record.get("reason") and record.get("status") not in ("Running", None):
         lines.append(f"  {record['reason']}")
     return "\n".join(lines)
@@ -193,8 +214,10 @@ def trials_html(trials: list[dict[str, Any]], metric: str) -> str:
     for t in sorted(trials, key=lambda t: (t.get("trial") is None, t.get("trial") or 0)):
         value = (t.get("metrics") or {}).get(metric, "")
         params = html.escape(metrics_text(t.get("params") or {}))
-        rows.append(f"<tr><td>{t.get('trial', '')}</td><td><code>{t['id']}</code></td>"
-                    f"<td>{badge(t['status'])}</td><td>{params}</td>"
-                    f"<td>{html.escape(short(value))}</td></tr>")
+        rows.append(
+            f"<tr><td>{t.get('trial', '')}</td><td><code>{t['id']}</code></td>"
+            f"<td>{badge(t['status'])}</td><td>{params}</td>"
+            f"<td>{html.escape(short(value))}</td></tr>"
+        )
     head = f"<tr><th>#</th><th>id</th><th>status</th><th>params</th><th>{html.escape(metric)}</th></tr>"
     return f"<table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"

@@ -179,7 +179,8 @@ class ExperimentWidget(LiveWidget):
         reason = f" <span style='color:#6e7781'>{html.escape(r.get('reason') or '')}</span>"
         self.header.value = (
             f"<b>{html.escape(r['name'])}</b> <code>{r['id']}</code> {views.badge(r['status'])}"
-            f" ⏱ {views.elapsed(r)}{replicas}{f' · {gpus} GPU' if gpus else ''}{reason}")
+            f" ⏱ {views.elapsed(r)}{replicas}{f' · {gpus} GPU' if gpus else ''}{reason}"
+        )
 
     def render(self) -> None:
         self.render_header()
@@ -188,12 +189,15 @@ class ExperimentWidget(LiveWidget):
         cells = []
         for name in list(dict.fromkeys([*charts, *latest]))[:4]:
             value = latest.get(name, (charts.get(name) or [""])[-1])
-            cells.append(f"<div style='display:inline-block;margin-right:16px'>"
-                         f"<div>{html.escape(name)} = <b>{html.escape(views.short(value))}</b></div>"
-                         f"{views.sparkline(charts.get(name, []))}</div>")
+            cells.append(
+                f"<div style='display:inline-block;margin-right:16px'>"
+                f"<div>{html.escape(name)} = <b>{html.escape(views.short(value))}</b></div>"
+                f"{views.sparkline(charts.get(name, []))}</div>"
+            )
         step = self.record.get("step")
         self.metrics.value = (f"<div>{''.join(cells)}</div>" if cells else "") + (
-            f"<small>step {step}</small>" if step is not None else "")
+            f"<small>step {step}</small>" if step is not None else ""
+        )
         self.stop_button.disabled = self.done
 
     def stop(self) -> None:
@@ -203,8 +207,9 @@ class ExperimentWidget(LiveWidget):
     def show_logs(self) -> None:
         text = "".join(self.service.logs(self.id))
         tail = "\n".join(text.splitlines()[-200:])
-        self.panel.value = ("<pre style='max-height:300px;overflow:auto'>"
-                            f"{html.escape(tail) or '(no output yet)'}</pre>")
+        self.panel.value = (
+            f"<pre style='max-height:300px;overflow:auto'>{html.escape(tail) or '(no output yet)'}</pre>"
+        )
 
     def show_tensorboard(self) -> None:
         session = self.service.tensorboard({"experiments": [self.id]})
@@ -215,8 +220,10 @@ class ExperimentWidget(LiveWidget):
         reported metrics. Opened earlier, TensorBoard's page says "No dashboards are active"
         and stays so until reloaded by hand."""
         self.tensorboard_pending = True
-        self.panel.value = ("<small data-kubelab-tensorboard-pending>TensorBoard opens here when the "
-                            "run reports its first metric.</small>")
+        self.panel.value = (
+            "<small data-kubelab-tensorboard-pending>TensorBoard opens here when the "
+            "run reports its first metric.</small>"
+        )
         self.open_pending_tensorboard()
 
     def open_pending_tensorboard(self) -> None:
@@ -230,8 +237,10 @@ class ExperimentWidget(LiveWidget):
         if opening:
             self.guarded(self.show_tensorboard)(None)
         elif self.done:
-            self.panel.value = ("<small>The run ended without reporting a metric; the TensorBoard "
-                                "button shows the event files its code wrote itself.</small>")
+            self.panel.value = (
+                "<small>The run ended without reporting a metric; the TensorBoard "
+                "button shows the event files its code wrote itself.</small>"
+            )
 
     def has_event_files(self) -> bool:
         """Whether the run's TensorBoard folder (kubelab's mirror or the user's own writer) holds
@@ -259,8 +268,16 @@ class SweepWidget(LiveWidget):
         self.tb_button = w.Button(description="TensorBoard", icon="line-chart")
         self.stop_button.on_click(self.guarded(self.stop))
         self.tb_button.on_click(self.guarded(self.show_tensorboard))
-        super().__init__([self.header, self.progress, self.best,
-                          w.HBox([self.stop_button, self.tb_button]), self.table, self.panel])
+        super().__init__(
+            [
+                self.header,
+                self.progress,
+                self.best,
+                w.HBox([self.stop_button, self.tb_button]),
+                self.table,
+                self.panel,
+            ]
+        )
         self.render()
 
     @property
@@ -293,8 +310,10 @@ class SweepWidget(LiveWidget):
         self.progress.value = min(finished, self.progress.max)
         self.progress.description = f"{finished}/{most if most is not None else '?'}"
         status = self.record.get("status") or "Pending"
-        self.header.value = (f"<b>sweep {html.escape(self.record.get('name') or '')}</b> "
-                             f"<code>{self.id}</code> {views.badge(status)}")
+        self.header.value = (
+            f"<b>sweep {html.escape(self.record.get('name') or '')}</b> "
+            f"<code>{self.id}</code> {views.badge(status)}"
+        )
         self.best.value = html.escape(views.best_text(self.record))
         metric = (self.record.get("objective") or {}).get("metric", "default")
         self.table.value = views.trials_html(list(self.trials.values()), metric)

@@ -26,15 +26,14 @@ class KubeLabApp(ExtensionApp):
     extension_url = "/lab"
     load_other_extensions = True
 
-    home = Unicode(
-        "", config=True, help="Where runs are recorded (default: $KUBELAB_HOME or ~/.kubelab)."
-    )
+    home = Unicode("", config=True, help="Where runs are recorded (default: $KUBELAB_HOME or ~/.kubelab).")
     event_interval = Float(
         0.2, config=True, help="Seconds between looks at unfinished runs for the event stream."
     )
     # -- TensorBoard sessions (server_extension/tensorboard.py) --
     tensorboard_idle_timeout = Float(
-        float(os.environ.get("KUBELAB_TENSORBOARD_IDLE_TIMEOUT") or 1800), config=True,
+        float(os.environ.get("KUBELAB_TENSORBOARD_IDLE_TIMEOUT") or 1800),
+        config=True,
         help="Seconds without a proxied request before a TensorBoard session is stopped.",
     )
 
@@ -72,8 +71,11 @@ class KubeLabApp(ExtensionApp):
             token = getattr(self.serverapp.identity_provider, "token", "")
             url = url_path_join(self.serverapp.connection_url, "lab") + (f"?token={token}" if token else "")
             print(f"\nkubelab is ready: {url}\n", flush=True)
-        self.log.info("kubelab: recording runs in %s (backend: %s)", self.lab.runs_root,
-                      os.environ.get("KUBELAB_BACKEND", "local"))
+        self.log.info(
+            "kubelab: recording runs in %s (backend: %s)",
+            self.lab.runs_root,
+            os.environ.get("KUBELAB_BACKEND", "local"),
+        )
 
     async def stop_extension(self) -> None:
         tensorboard_ext.shutdown(self)  # no TensorBoard outlives the server

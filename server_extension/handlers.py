@@ -58,6 +58,7 @@ def api(action: str) -> Callable[[Callable[..., Awaitable[None]]], Callable[...,
 
 class KubelabHandler(APIHandler):
     auth_resource = "kubelab"
+
     @property
     def kubelab(self):  # the KubeLabApp
         return self.settings["kubelab"]
@@ -273,8 +274,10 @@ class LogsHandler(KubelabHandler):
         with streams.slot():
             replica = self.int_argument("replica", 0) or 0
             loop, done = asyncio.get_running_loop(), object()
-            chunks = await loop.run_in_executor(streams.pool, lambda: self.lab.logs(
-                run_id, replica, follow, start=start, length=length, idle=True))
+            chunks = await loop.run_in_executor(
+                streams.pool,
+                lambda: self.lab.logs(run_id, replica, follow, start=start, length=length, idle=True),
+            )
             self.set_header("Content-Type", "text/plain; charset=utf-8")
             self.set_header("X-Accel-Buffering", "no")
             try:

@@ -61,10 +61,18 @@ PARAMETERS = {
     "follow": {"in": "query", "name": "follow", "schema": {"type": "boolean"}},
     "replica": {"in": "query", "name": "replica", "schema": {"type": "integer", "minimum": 0}},
     "limit": {"in": "query", "name": "limit", "schema": {"type": "integer", "minimum": 0}},
-    "offset": {"in": "query", "name": "offset", "schema": {"type": "integer", "minimum": 0},
-               "description": "listings: records to skip; logs: the first byte"},
-    "length": {"in": "query", "name": "length", "schema": {"type": "integer", "minimum": 0},
-               "description": "logs: bytes to return from offset"},
+    "offset": {
+        "in": "query",
+        "name": "offset",
+        "schema": {"type": "integer", "minimum": 0},
+        "description": "listings: records to skip; logs: the first byte",
+    },
+    "length": {
+        "in": "query",
+        "name": "length",
+        "schema": {"type": "integer", "minimum": 0},
+        "description": "logs: bytes to return from offset",
+    },
 }
 
 
@@ -112,8 +120,12 @@ def document(routes: list[tuple[str, type]]) -> dict[str, Any]:
         "components": {
             "schemas": {"Error": ERROR, "Record": RECORD, "Spec": SPEC},
             "securitySchemes": {
-                "token": {"type": "apiKey", "in": "header", "name": "Authorization",
-                          "description": "`token <jupyter server token>` or the server's session cookie"},
+                "token": {
+                    "type": "apiKey",
+                    "in": "header",
+                    "name": "Authorization",
+                    "description": "`token <jupyter server token>` or the server's session cookie",
+                },
             },
         },
     }

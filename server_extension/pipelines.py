@@ -44,8 +44,11 @@ class PipelineHandlerBase(KubelabHandler):
         body = parse_text(text, "json", "body")
         if not isinstance(body, dict):
             raise ValidationError("invalid request", [FieldError("body", "must be a JSON object")])
-        problems = [FieldError(str(k), "unknown field; give spec or file, and params")
-                    for k in body if k not in BODY_FIELDS]
+        problems = [
+            FieldError(str(k), "unknown field; give spec or file, and params")
+            for k in body
+            if k not in BODY_FIELDS
+        ]
         if ("spec" in body) == ("file" in body):
             problems.append(FieldError("spec", "give exactly one of spec (a mapping) or file (a path)"))
         params = body.get("params") or {}
@@ -81,8 +84,14 @@ class PipelinesHandler(PipelineHandlerBase):
         """Create and start a pipeline: `{"spec": {...}}` or `{"file": "path"}`, optional `params`."""
         data, base, params = self.request_spec()
         if isinstance(data, dict) and data.get("schedule") is not None:
-            raise ValidationError("invalid request", [FieldError(
-                "spec.schedule", "a scheduled pipeline is created with POST /kubelab/api/schedules")])
+            raise ValidationError(
+                "invalid request",
+                [
+                    FieldError(
+                        "spec.schedule", "a scheduled pipeline is created with POST /kubelab/api/schedules"
+                    )
+                ],
+            )
         record = await asyncio.to_thread(self.pipelines.create, data, base, True, params)
         self.publish(record)
         self.reply(record, status=201)

@@ -9,5 +9,8 @@ from __future__ import annotations
 from kubelab.server_extension import handlers, pipelines, sweeps, tensorboard
 
 API_ROUTES: list[tuple[str, type]] = [
-    *handlers.ROUTES, *sweeps.ROUTES, *pipelines.ROUTES, *tensorboard.ROUTES,
+    *handlers.ROUTES,
+    *sweeps.ROUTES,
+    *pipelines.ROUTES,
+    *tensorboard.ROUTES,
 ]

@@ -34,15 +34,28 @@ STOPPED_PAGE = (
     "the Experiments sidebar, or with <code>%tensorboard</code>.</p>"
 )
 READY_TIMEOUT = 60.0  # seconds a first request waits for a starting TensorBoard
-HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
-              "proxy-authorization", "proxy-authenticate", "content-length", "server", "date"}
+HOP_BY_HOP = {
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "proxy-authorization",
+    "proxy-authenticate",
+    "content-length",
+    "server",
+    "date",
+}
 NOT_FORWARDED = HOP_BY_HOP | {"host", "cookie", "authorization"}  # Jupyter's credentials stay here
 
 
 def install(app: Any, idle_timeout: float) -> TensorBoardSupervisor:
     """Create the app's supervisor; publish its changes and stop idle sessions periodically."""
     supervisor = TensorBoardSupervisor(
-        app.lab, base_url=app.serverapp.base_url, idle_timeout=idle_timeout,
+        app.lab,
+        base_url=app.serverapp.base_url,
+        idle_timeout=idle_timeout,
         on_change=lambda session: app.events.publish("tensorboard", session.to_json()),
     )
     every = max(1.0, min(60.0, idle_timeout / 4))
@@ -79,7 +92,6 @@ class TensorBoardBase(KubelabHandler):
 
 
 class TensorBoardsHandler(TensorBoardBase):
-
     @api("read")
     async def get(self) -> None:
         """List TensorBoard sessions: `{"items": [{id, url, logdirs, state, ...}]}`."""
@@ -192,16 +204,21 @@ class TensorBoardProxy(JupyterHandler):
         upstream = f"http://127.0.0.1:{session.port}"
         headers = {k: v for k, v in self.request.headers.get_all() if k.lower() not in NOT_FORWARDED}
         request = httpclient.HTTPRequest(
-            upstream + self.request.uri, method=self.request.method, headers=headers,
+            upstream + self.request.uri,
+            method=self.request.method,
+            headers=headers,
             body=self.request.body if self.request.method == "POST" else None,
-            follow_redirects=False, decompress_response=False, request_timeout=300,
+            follow_redirects=False,
+            decompress_response=False,
+            request_timeout=300,
             allow_nonstandard_methods=True,
         )
         response = await httpclient.AsyncHTTPClient().fetch(request, raise_error=False)
         if response.code == 599:  # no HTTP answer at all
             self.set_status(502)
-            self.finish({"error": "backend", "detail": f"TensorBoard did not answer: {response.error}",
-                         "fields": []})
+            self.finish(
+                {"error": "backend", "detail": f"TensorBoard did not answer: {response.error}", "fields": []}
+            )
             return
         self.set_status(response.code, response.reason)
         for name, value in response.headers.get_all():
@@ -209,7 +226,7 @@ class TensorBoardProxy(JupyterHandler):
             if lower in HOP_BY_HOP:
                 continue
             if lower == "location" and value.startswith(upstream):
-                value = value[len(upstream):]
+                value = value[len(upstream) :]
             if lower == "content-security-policy":
                 value = value.rstrip("; ") + "; frame-ancestors 'self'"  # inline in JupyterLab only
             self.set_header(name, value)

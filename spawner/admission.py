@@ -19,8 +19,13 @@ from .profiles import NotebookOptions
 REFUSED = "this server cannot start now"
 
 
-def admit(options: NotebookOptions, group: ProjectGroup, user: str, availability: Availability,
-          held: Usage | None = None) -> None:
+def admit(
+    options: NotebookOptions,
+    group: ProjectGroup,
+    user: str,
+    availability: Availability,
+    held: Usage | None = None,
+) -> None:
     """Raise ValidationError with one sentence per reason, or return when the request fits.
 
     `held` is what the user holds when the caller can tell it without trusting a label the user

@@ -79,8 +79,11 @@ def is_legacy(obj: dict[str, Any]) -> bool:
 
 def _union(into: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
     for key, value in fields.items():
-        into[key] = _union(into.get(key) or {}, value) if isinstance(value, dict) and value else (
-            into.get(key) or value)
+        into[key] = (
+            _union(into.get(key) or {}, value)
+            if isinstance(value, dict) and value
+            else (into.get(key) or value)
+        )
     return into
 
 
@@ -94,8 +97,13 @@ def take_ownership(managed: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if not entry.get("subresource"):
             _union(fields, entry.get("fieldsV1") or {})
             api_version = api_version or entry.get("apiVersion")
-    mine = {"manager": FIELD_MANAGER, "operation": "Apply", "apiVersion": api_version,
-            "fieldsType": "FieldsV1", "fieldsV1": fields}
+    mine = {
+        "manager": FIELD_MANAGER,
+        "operation": "Apply",
+        "apiVersion": api_version,
+        "fieldsType": "FieldsV1",
+        "fieldsV1": fields,
+    }
     return [mine, *(e for e in managed if e.get("subresource"))]
 
 
@@ -109,8 +117,12 @@ class Outcome:
     deleted: list[str]
 
     def as_dict(self) -> dict[str, list[str]]:
-        return {"applied": self.applied, "migrated": self.migrated, "created": self.created,
-                "deleted": self.deleted}
+        return {
+            "applied": self.applied,
+            "migrated": self.migrated,
+            "created": self.created,
+            "deleted": self.deleted,
+        }
 
 
 class Applier:
@@ -120,14 +132,26 @@ class Applier:
         self.client = api_client
         self.timeout = timeout
 
-    async def request(self, method: str, url: str, body: Any = None, query: list | None = None,
-                    content_type: str = "application/json") -> Any:
+    async def request(
+        self,
+        method: str,
+        url: str,
+        body: Any = None,
+        query: list | None = None,
+        content_type: str = "application/json",
+    ) -> Any:
         headers = {"Accept": "application/json", "Content-Type": content_type}
         response = await asyncio.wait_for(
-            self.client.call_api(url, method, query_params=query or [], header_params=headers, body=body,
-                                 auth_settings=["BearerToken"],
-                                 response_types_map={200: "object", 201: "object", 202: "object"},
-                                 _return_http_data_only=True),
+            self.client.call_api(
+                url,
+                method,
+                query_params=query or [],
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+                response_types_map={200: "object", 201: "object", 202: "object"},
+                _return_http_data_only=True,
+            ),
             self.timeout,
         )
         return response
@@ -137,8 +161,13 @@ class Applier:
         query = [("fieldManager", FIELD_MANAGER), ("force", "true")]
         if dry_run:
             query.append(("dryRun", "All"))
-        return await self.request("PATCH", path(obj["kind"], meta.get("namespace"), meta["name"]),
-                                json.loads(json.dumps(obj)), query, APPLY)
+        return await self.request(
+            "PATCH",
+            path(obj["kind"], meta.get("namespace"), meta["name"]),
+            json.loads(json.dumps(obj)),
+            query,
+            APPLY,
+        )
 
     async def migrate(self, current: dict[str, Any], wanted: dict[str, Any]) -> dict[str, Any]:
         """Hand every field of `current` to kubelab's apply (see `take_ownership`), then apply
@@ -152,8 +181,12 @@ class Applier:
     async def create_if_missing(self, obj: dict[str, Any]) -> bool:
         meta = obj["metadata"]
         try:
-            await self.request("POST", path(obj["kind"], meta.get("namespace")), json.loads(json.dumps(obj)),
-                             [("fieldManager", FIELD_MANAGER)])
+            await self.request(
+                "POST",
+                path(obj["kind"], meta.get("namespace")),
+                json.loads(json.dumps(obj)),
+                [("fieldManager", FIELD_MANAGER)],
+            )
         except ApiException as exc:
             if exc.status == 409:
                 return False
@@ -163,7 +196,8 @@ class Applier:
     async def api_server_slices(self) -> list[dict[str, Any]]:
         """The EndpointSlices of default/kubernetes: where pods reach the API server."""
         listed = await self.request(
-            "GET", "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices",
+            "GET",
+            "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices",
             query=[("labelSelector", "kubernetes.io/service-name=kubernetes")],
         )
         return listed.get("items") or []
@@ -182,8 +216,9 @@ class Applier:
             raise
         return True
 
-    async def reconcile_namespace(self, namespace: str, objects: Iterable[dict[str, Any]],
-                                  prune: bool = True) -> Outcome:
+    async def reconcile_namespace(
+        self, namespace: str, objects: Iterable[dict[str, Any]], prune: bool = True
+    ) -> Outcome:
         """Bring `namespace` to `objects` (see the module docstring). RBAC goes in order: a
         RoleBinding after its Role, whose rights the API server checks when binding. `prune`
         is off for a namespace kubelab shares with others (trusted-lab mode)."""

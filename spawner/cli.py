@@ -150,8 +150,9 @@ def hub_namespace_of(config: Any, given: str | None) -> str:
     return given or config.KubeLabSpawner.get("hub_namespace") or "jhub"
 
 
-def render_all(config_path: Path | None = None, hub_namespace: str | None = None,
-               role_file: Path | None = None) -> list[dict[str, Any]]:
+def render_all(
+    config_path: Path | None = None, hub_namespace: str | None = None, role_file: Path | None = None
+) -> list[dict[str, Any]]:
     """Every object an admin applies besides the chart (see kubelab.spawner.install)."""
     from . import install, objects
 
@@ -161,8 +162,7 @@ def render_all(config_path: Path | None = None, hub_namespace: str | None = None
     if config.KubeLabSpawner.get("trusted_lab"):  # the shared namespace and its shared objects
         with _OfflineKube():
             spawner = asyncio.run(_spawner(config, "-", []))
-        result += [objects.namespace(spawner.namespace),
-                   *spawner.namespace_objects(spawner.plan()[1])]
+        result += [objects.namespace(spawner.namespace), *spawner.namespace_objects(spawner.plan()[1])]
     return result
 
 
@@ -198,8 +198,15 @@ def cmd_render(args: argparse.Namespace) -> int:
     config = Path(args.config) if args.config else None
     if args.all:
         if args.user or args.group or args.options:
-            raise ValidationError("invalid arguments", [FieldError(
-                "all", "prints the admin's objects, for no user: leave out --user, --group and --options")])
+            raise ValidationError(
+                "invalid arguments",
+                [
+                    FieldError(
+                        "all",
+                        "prints the admin's objects, for no user: leave out --user, --group and --options",
+                    )
+                ],
+            )
         role_file = Path(args.role_file) if args.role_file else None
         _print(render_all(config, args.hub_namespace, role_file), args.output)
         return 0
@@ -234,8 +241,9 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
     from .reconcile import reconcile_all
 
     if args.kubeconfig and not Path(args.kubeconfig).is_file():
-        raise ValidationError("no cluster credentials",
-                              [FieldError("kubeconfig", f"{args.kubeconfig} does not exist")])
+        raise ValidationError(
+            "no cluster credentials", [FieldError("kubeconfig", f"{args.kubeconfig} does not exist")]
+        )
     config = load_config(Path(args.config) if args.config else default_config())
     try:
         with _OfflineKube(args.kubeconfig) if args.kubeconfig else contextlib.nullcontext():
@@ -245,8 +253,9 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
     except (ClientError, OSError, asyncio.TimeoutError) as exc:
         raise KubelabError(f"cannot reach the cluster: {exc}") from None
     except ApiException as exc:
-        raise KubelabError(f"the cluster refused to list user namespaces: {exc.status} {exc.reason}"
-                           ) from None
+        raise KubelabError(
+            f"the cluster refused to list user namespaces: {exc.status} {exc.reason}"
+        ) from None
     for report in reports:
         print(json.dumps(report, sort_keys=True), flush=True)
     return 1 if any("error" in r for r in reports) else 0
@@ -325,7 +334,8 @@ def register(subparsers: Any) -> None:
     )
     render_parser.add_argument("--user")
     render_parser.add_argument(
-        "--all", action="store_true",
+        "--all",
+        action="store_true",
         help="the objects an admin applies besides the chart: hub ClusterRole and binding, the "
         "notebook Role's ConfigMap (and the shared namespace's objects in trusted-lab mode)",
     )

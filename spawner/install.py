@@ -25,8 +25,9 @@ ROLE_CONFIGMAP_KEY = "notebook-role.yaml"
 ROLE_MOUNT = "/etc/kubelab"
 
 
-def hub_rbac(hub_namespace: str, hub_account: str = "hub",
-             path: str | os.PathLike[str] = HUB_CLUSTER_ROLE_FILE) -> list[dict[str, Any]]:
+def hub_rbac(
+    hub_namespace: str, hub_account: str = "hub", path: str | os.PathLike[str] = HUB_CLUSTER_ROLE_FILE
+) -> list[dict[str, Any]]:
     """The ClusterRole and ClusterRoleBinding of the file, bound to `hub_account` in `hub_namespace`."""
     documents = [d for d in yaml.safe_load_all(Path(path).read_text()) if d]
     kinds = sorted(d.get("kind", "") for d in documents)
@@ -43,8 +44,9 @@ def hub_rbac(hub_namespace: str, hub_account: str = "hub",
     return sorted(result, key=lambda d: d["kind"])  # the role before its binding
 
 
-def notebook_role_configmap(hub_namespace: str, role_file: str | os.PathLike[str] | None = None
-                            ) -> dict[str, Any]:
+def notebook_role_configmap(
+    hub_namespace: str, role_file: str | os.PathLike[str] | None = None
+) -> dict[str, Any]:
     """The notebook Role file as the ConfigMap the hub mounts (its text as is, comments too)."""
     from .objects import role_rules
 

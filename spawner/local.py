@@ -60,10 +60,13 @@ def create_system_user(name: str) -> Any:
     import subprocess
 
     if not SYSTEM_NAME.fullmatch(name):
-        raise KubelabError(f"'{name}' cannot be a system account name (lowercase letters, digits, _ "
-                           "and -, at most 32); ask the admin to create an account for you")
-    done = subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", "--", name],
-                          capture_output=True, text=True)
+        raise KubelabError(
+            f"'{name}' cannot be a system account name (lowercase letters, digits, _ "
+            "and -, at most 32); ask the admin to create an account for you"
+        )
+    done = subprocess.run(
+        ["useradd", "--create-home", "--shell", "/bin/bash", "--", name], capture_output=True, text=True
+    )
     if done.returncode != 0:
         raise KubelabError(f"could not create the system account '{name}': {done.stderr.strip()}")
     return pwd.getpwnam(name)
@@ -76,12 +79,22 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
     public_group_properties = Dict(config=True, help="Properties of `public` when the hub has no such group.")
     root = Unicode(config=True, help="Holds workspaces/<user> and archives/<user>.")
     run_as_users = Bool(config=True, help="Run each server as the system user of its name (needs root).")
-    create_system_users = Bool(False, config=True, help=(
-        "Create a missing system account at the first spawn (for authenticators without system "
-        "accounts, such as NativeAuthenticator with admin approval); needs root."))
-    ledger_group = Unicode("kubelab", config=True, help=(
-        "As root: the group whose members share this machine's GPU ledger; created if missing, "
-        "and given to every server it starts, so all users' notebooks and runs share one ledger."))
+    create_system_users = Bool(
+        False,
+        config=True,
+        help=(
+            "Create a missing system account at the first spawn (for authenticators without system "
+            "accounts, such as NativeAuthenticator with admin approval); needs root."
+        ),
+    )
+    ledger_group = Unicode(
+        "kubelab",
+        config=True,
+        help=(
+            "As root: the group whose members share this machine's GPU ledger; created if missing, "
+            "and given to every server it starts, so all users' notebooks and runs share one ledger."
+        ),
+    )
     only_own_user = Bool(config=True, help="Start servers only for the hub's account (default without root).")
 
     @default("only_own_user")
@@ -200,10 +213,10 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
             if self.create_system_users:
                 entry = create_system_user(self.user.name)
             else:
-                    raise KubelabError(
-                f"there is no system account named '{self.user.name}' on this machine, and the "
-                "hub runs each notebook as its user's account (create it, e.g. `useradd "
-                f"{self.user.name}`, or use an authenticator that creates accounts)"
+                raise KubelabError(
+                    f"there is no system account named '{self.user.name}' on this machine, and the "
+                    "hub runs each notebook as its user's account (create it, e.g. `useradd "
+                    f"{self.user.name}`, or use an authenticator that creates accounts)"
                 ) from None
         root, owner = Path(self.root), (entry.pw_uid, entry.pw_gid)
         make_owned_dirs(root, ["workspaces", slug, ".kubelab"], 1, *owner)

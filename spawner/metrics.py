@@ -33,8 +33,9 @@ EXPERIMENT_NAME = ("app.kubernetes.io/name", "kubelab-experiment")
 EXPERIMENT_LABEL = "kubelab.io/experiment"
 
 
-def gpus_allocated(nodes: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]],
-                   catalog: Catalog) -> Counter[tuple[str, str, str]]:
+def gpus_allocated(
+    nodes: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]], catalog: Catalog
+) -> Counter[tuple[str, str, str]]:
     """GPUs of live pods bound to a catalog node, by (type, group, user)."""
     by_label = {t.label_value: t.name for t in catalog.gpu_types}
     node_type = {
@@ -71,25 +72,30 @@ def experiments(pods: Iterable[dict[str, Any]]) -> Counter[tuple[str, str]]:
     return Counter(("running" if "Running" in seen else "queued", user) for (_, user), seen in phases.items())
 
 
-def families(nodes: list[dict[str, Any]], pods: list[dict[str, Any]], catalog: Catalog
-             ) -> list[GaugeMetricFamily]:
+def families(
+    nodes: list[dict[str, Any]], pods: list[dict[str, Any]], catalog: Catalog
+) -> list[GaugeMetricFamily]:
     """The metric families for one snapshot of the cluster (pure: what a scrape returns)."""
-    allocated = GaugeMetricFamily(f"{PREFIX}_kubelab_gpus_allocated",
-                                  "GPUs held by pods bound to a node, by GPU type, group and user",
-                                  labels=["gpu_type", "group", "user"])
+    allocated = GaugeMetricFamily(
+        f"{PREFIX}_kubelab_gpus_allocated",
+        "GPUs held by pods bound to a node, by GPU type, group and user",
+        labels=["gpu_type", "group", "user"],
+    )
     for (gpu_type, group, user), count in sorted(gpus_allocated(nodes, pods, catalog).items()):
         allocated.add_metric([gpu_type, group, user], count)
     availability: Availability = cluster_availability(nodes, pods, catalog)
-    total = GaugeMetricFamily(f"{PREFIX}_kubelab_gpus_total", "Allocatable GPUs of schedulable nodes",
-                              labels=["gpu_type"])
-    free = GaugeMetricFamily(f"{PREFIX}_kubelab_gpus_free", "GPUs no live pod requests",
-                             labels=["gpu_type"])
+    total = GaugeMetricFamily(
+        f"{PREFIX}_kubelab_gpus_total", "Allocatable GPUs of schedulable nodes", labels=["gpu_type"]
+    )
+    free = GaugeMetricFamily(f"{PREFIX}_kubelab_gpus_free", "GPUs no live pod requests", labels=["gpu_type"])
     for name, count in availability.types.items():
         total.add_metric([name], count.total)
         free.add_metric([name], count.free)
-    running = GaugeMetricFamily(f"{PREFIX}_kubelab_experiments",
-                                "kubelab experiments with a running pod, or queued for scheduling",
-                                labels=["state", "user"])
+    running = GaugeMetricFamily(
+        f"{PREFIX}_kubelab_experiments",
+        "kubelab experiments with a running pod, or queued for scheduling",
+        labels=["state", "user"],
+    )
     for (state, user), count in sorted(experiments(pods).items()):
         running.add_metric([state, user], count)
     return [allocated, total, free, running]

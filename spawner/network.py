@@ -73,9 +73,12 @@ class ApiServer:
         if not cidrs or not ports:
             raise ValidationError(
                 "API server address unknown",
-                [FieldError("KubeLabSpawner.api_server_cidrs",
-                            "default/kubernetes has no endpoints; set api_server_cidrs and "
-                            "api_server_ports")],
+                [
+                    FieldError(
+                        "KubeLabSpawner.api_server_cidrs",
+                        "default/kubernetes has no endpoints; set api_server_cidrs and api_server_ports",
+                    )
+                ],
             )
         return cls(tuple(sorted(set(cidrs))), tuple(sorted(set(ports))))
 
@@ -110,9 +113,13 @@ def extra_egress_rules(rules: list[Any], field_name: str) -> tuple[dict[str, Any
             unknown = ", ".join(sorted(set(rule) - {"to", "ports"}))
             problems.append(FieldError(where, f"unknown keys {unknown} (a rule has to, ports)"))
         elif not rule.get("to") and not rule.get("ports"):
-            problems.append(FieldError(where,
-                                       "names no destination and no port, so it allows every egress; "
-                                       "set network_policy = False instead if that is meant"))
+            problems.append(
+                FieldError(
+                    where,
+                    "names no destination and no port, so it allows every egress; "
+                    "set network_policy = False instead if that is meant",
+                )
+            )
     if problems:
         raise ValidationError("invalid NetworkPolicy settings", problems)
     return tuple(rules)
@@ -155,42 +162,77 @@ def network_policies(ns: str, isolation: Isolation) -> list[dict[str, Any]]:
         _policy(ns, "kubelab-default-deny", {}, {"policyTypes": ["Ingress", "Egress"]}),
         # cluster DNS: kube-system's pods, or a node-local cache on a link-local address
         # (169.254.20.10), never the metadata endpoint
-        _policy(ns, "kubelab-dns", {}, {
-            "policyTypes": ["Egress"],
-            "egress": [{
-                "to": [
-                    {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: "kube-system"}}},
-                    {"ipBlock": {"cidr": LINK_LOCAL, "except": [METADATA_ENDPOINT]}},
+        _policy(
+            ns,
+            "kubelab-dns",
+            {},
+            {
+                "policyTypes": ["Egress"],
+                "egress": [
+                    {
+                        "to": [
+                            {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: "kube-system"}}},
+                            {"ipBlock": {"cidr": LINK_LOCAL, "except": [METADATA_ENDPOINT]}},
+                        ],
+                        "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+                    }
                 ],
-                "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
-            }],
-        }),
-        _policy(ns, "kubelab-notebook", isolation.notebook_selector, {
-            "policyTypes": ["Ingress", "Egress"],
-            "ingress": [{
-                "from": [_in_namespace(isolation.hub_namespace, {SINGLEUSER_ACCESS_LABEL: "true"})],
-                "ports": _tcp(isolation.notebook_port),
-            }],
-            "egress": [
-                {"to": [_in_namespace(isolation.hub_namespace, isolation.hub_selector)],
-                 "ports": _tcp(isolation.hub_port)},
-                *_api_server_rule(isolation.api_server),
-            ],
-        }),
-        _policy(ns, "kubelab-experiments", EXPERIMENT_SELECTOR, {
-            "policyTypes": ["Ingress", "Egress"],
-            "ingress": [{"from": [{"podSelector": {"matchLabels": dict(EXPERIMENT_SELECTOR)}}]}],
-            "egress": [{"to": [{"podSelector": {"matchLabels": dict(EXPERIMENT_SELECTOR)}}]}],
-        }),
+            },
+        ),
+        _policy(
+            ns,
+            "kubelab-notebook",
+            isolation.notebook_selector,
+            {
+                "policyTypes": ["Ingress", "Egress"],
+                "ingress": [
+                    {
+                        "from": [_in_namespace(isolation.hub_namespace, {SINGLEUSER_ACCESS_LABEL: "true"})],
+                        "ports": _tcp(isolation.notebook_port),
+                    }
+                ],
+                "egress": [
+                    {
+                        "to": [_in_namespace(isolation.hub_namespace, isolation.hub_selector)],
+                        "ports": _tcp(isolation.hub_port),
+                    },
+                    *_api_server_rule(isolation.api_server),
+                ],
+            },
+        ),
+        _policy(
+            ns,
+            "kubelab-experiments",
+            EXPERIMENT_SELECTOR,
+            {
+                "policyTypes": ["Ingress", "Egress"],
+                "ingress": [{"from": [{"podSelector": {"matchLabels": dict(EXPERIMENT_SELECTOR)}}]}],
+                "egress": [{"to": [{"podSelector": {"matchLabels": dict(EXPERIMENT_SELECTOR)}}]}],
+            },
+        ),
     ]
     if isolation.internet:  # public addresses only: package indexes, datasets, git
-        policies.append(_policy(ns, "kubelab-internet", {}, {
-            "policyTypes": ["Egress"],
-            "egress": [{"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": not_private}}]}],
-        }))
+        policies.append(
+            _policy(
+                ns,
+                "kubelab-internet",
+                {},
+                {
+                    "policyTypes": ["Egress"],
+                    "egress": [{"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": not_private}}]}],
+                },
+            )
+        )
     if isolation.extra_egress:
-        policies.append(_policy(ns, EXTRA_EGRESS_POLICY, {}, {
-            "policyTypes": ["Egress"],
-            "egress": [dict(rule) for rule in isolation.extra_egress],
-        }))
+        policies.append(
+            _policy(
+                ns,
+                EXTRA_EGRESS_POLICY,
+                {},
+                {
+                    "policyTypes": ["Egress"],
+                    "egress": [dict(rule) for rule in isolation.extra_egress],
+                },
+            )
+        )
     return policies

@@ -68,8 +68,12 @@ def pod_security_labels(enforce: str = "baseline") -> dict[str, str]:
         levels = ", ".join(POD_SECURITY_LEVELS)
         raise ValueError(f"pod security level must be one of {levels}, not {enforce!r}")
     prefix = "pod-security.kubernetes.io"
-    return {f"{prefix}/enforce": enforce, f"{prefix}/enforce-version": "latest",
-            f"{prefix}/warn": "restricted", f"{prefix}/audit": "restricted"}
+    return {
+        f"{prefix}/enforce": enforce,
+        f"{prefix}/enforce-version": "latest",
+        f"{prefix}/warn": "restricted",
+        f"{prefix}/audit": "restricted",
+    }
 
 
 GROUP_ANNOTATION = "kubelab.io/group"

@@ -39,14 +39,23 @@ def check_runnable_by_users(paths: list[Path] | None = None) -> None:
     for path in paths or interpreter_paths():
         closed = closed_to_others(path)
         if closed is not None:
-            problems.append(FieldError(str(path), (
-                f"other users cannot reach it: {closed} is mode {stat.S_IMODE(closed.stat().st_mode):o}. "
-                f"Install kubelab where every user can run it (e.g. `python3 -m venv /opt/kubelab && "
-                f"/opt/kubelab/bin/pip install kubelab`), or `chmod o+rx {closed}`")))
+            problems.append(
+                FieldError(
+                    str(path),
+                    (
+                        f"other users cannot reach it: {closed} is mode "
+                        f"{stat.S_IMODE(closed.stat().st_mode):o}. "
+                        f"Install kubelab where every user can run it (e.g. `python3 -m venv /opt/kubelab && "
+                        f"/opt/kubelab/bin/pip install kubelab`), or `chmod o+rx {closed}`"
+                    ),
+                )
+            )
     if problems:
         raise ValidationError("the hub runs notebooks as their users, who cannot run this Python", problems)
 
 
 def single_user_notice(user: str) -> str:
-    return (f"kubelab hub runs as {user}, not root: it starts a server only for {user} "
-            "(each notebook runs as its user only when the hub runs as root)")
+    return (
+        f"kubelab hub runs as {user}, not root: it starts a server only for {user} "
+        "(each notebook runs as its user only when the hub runs as root)"
+    )

@@ -47,8 +47,9 @@ def _child(parent_fd: int, name: str, shown: Path) -> tuple[int, bool]:
         raise
 
 
-def make_owned_dirs(base: Path, parts: Sequence[str], owned_from: int, uid: int, gid: int,
-                    mode: int = 0o700) -> None:
+def make_owned_dirs(
+    base: Path, parts: Sequence[str], owned_from: int, uid: int, gid: int, mode: int = 0o700
+) -> None:
     """Create `base/parts[0]/parts[1]/…`; the folders from index `owned_from` on belong to
     `uid:gid` with `mode`, those before it stay root's (`0711` when created here: users pass
     through to their own folder without listing the others).

@@ -31,8 +31,14 @@ class PortTaken(RuntimeError):
 class JupyterServer:
     """`with JupyterServer(root, home) as server: server.get("experiments")`."""
 
-    def __init__(self, root: Path, home: Path, app: str = "server", env: dict[str, str] | None = None,
-                 extra: list[str] | None = None):
+    def __init__(
+        self,
+        root: Path,
+        home: Path,
+        app: str = "server",
+        env: dict[str, str] | None = None,
+        extra: list[str] | None = None,
+    ):
         self.root, self.home = Path(root), Path(home)
         self.port = free_port()
         self.token = secrets.token_hex(16)
@@ -48,9 +54,15 @@ class JupyterServer:
 
     def command(self) -> list[str]:
         return [
-            sys.executable, "-m", "jupyterlab" if self.app == "lab" else "jupyter_server",
-            "--no-browser", "--allow-root", f"--port={self.port}", "--ip=127.0.0.1",
-            "--ServerApp.port_retries=0", f"--IdentityProvider.token={self.token}",
+            sys.executable,
+            "-m",
+            "jupyterlab" if self.app == "lab" else "jupyter_server",
+            "--no-browser",
+            "--allow-root",
+            f"--port={self.port}",
+            "--ip=127.0.0.1",
+            "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={self.token}",
             f"--ServerApp.root_dir={self.root}",
             "--ServerApp.jpserver_extensions=kubelab.server_extension=True",
             *self.extra,
@@ -73,8 +85,9 @@ class JupyterServer:
     def _start(self) -> JupyterServer:
         self.root.mkdir(parents=True, exist_ok=True)
         with open(self.log, "ab") as out:
-            self.process = subprocess.Popen(self.command(), env=self.env, stdout=out,
-                                            stderr=subprocess.STDOUT, cwd=self.root)
+            self.process = subprocess.Popen(
+                self.command(), env=self.env, stdout=out, stderr=subprocess.STDOUT, cwd=self.root
+            )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -112,8 +125,9 @@ class JupyterServer:
     def page(self, path: str, token: bool = True, **kwargs) -> requests.Response:
         """A browser-side path (not under /kubelab/api), with or without the token."""
         headers = self.headers if token else {}
-        return requests.get(self.url + path.lstrip("/"), headers=headers, timeout=60,
-                            allow_redirects=False, **kwargs)
+        return requests.get(
+            self.url + path.lstrip("/"), headers=headers, timeout=60, allow_redirects=False, **kwargs
+        )
 
     def get(self, path: str, **kwargs) -> requests.Response:
         return requests.get(self.api + path, headers=self.headers, timeout=30, **kwargs)
@@ -124,7 +138,9 @@ class JupyterServer:
     def delete(self, path: str, **kwargs) -> requests.Response:
         return requests.delete(self.api + path, headers=self.headers, timeout=30, **kwargs)
 
-    def wait_for(self, run_id: str, states=("Succeeded", "Failed", "Stopped", "Pruned"), timeout=60.0) -> dict:
+    def wait_for(
+        self, run_id: str, states=("Succeeded", "Failed", "Stopped", "Pruned"), timeout=60.0
+    ) -> dict:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             record = self.get(f"experiments/{run_id}").json()
@@ -153,13 +169,29 @@ def run_in_kernel(server: JupyterServer, code: str, timeout: float = 60.0) -> st
         request = HTTPRequest(ws_url, headers=server.headers)
         conn = await websocket_connect(request)
         msg_id = uuid.uuid4().hex
-        conn.write_message(json.dumps({
-            "header": {"msg_id": msg_id, "msg_type": "execute_request", "username": "test",
-                       "session": uuid.uuid4().hex, "version": "5.3"},
-            "parent_header": {}, "metadata": {}, "channel": "shell",
-            "content": {"code": code, "silent": False, "store_history": False,
-                        "user_expressions": {}, "allow_stdin": False},
-        }))
+        conn.write_message(
+            json.dumps(
+                {
+                    "header": {
+                        "msg_id": msg_id,
+                        "msg_type": "execute_request",
+                        "username": "test",
+                        "session": uuid.uuid4().hex,
+                        "version": "5.3",
+                    },
+                    "parent_header": {},
+                    "metadata": {},
+                    "channel": "shell",
+                    "content": {
+                        "code": code,
+                        "silent": False,
+                        "store_history": False,
+                        "user_expressions": {},
+                        "allow_stdin": False,
+                    },
+                }
+            )
+        )
         output = []
         while True:
             raw = await asyncio.wait_for(conn.read_message(), timeout)

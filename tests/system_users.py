@@ -21,12 +21,14 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="creates system users:
 @contextlib.contextmanager
 def system_user(prefix: str = "klt", password: str | None = None) -> Iterator[pwd.struct_passwd]:
     name = f"{prefix}{secrets.token_hex(3)}"
-    subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", name], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["useradd", "--create-home", "--shell", "/bin/bash", name], check=True, capture_output=True
+    )
     try:
         if password is not None:
-            subprocess.run(["chpasswd"], input=f"{name}:{password}\n", text=True, check=True,
-                           capture_output=True)
+            subprocess.run(
+                ["chpasswd"], input=f"{name}:{password}\n", text=True, check=True, capture_output=True
+            )
         yield pwd.getpwnam(name)
     finally:
         subprocess.run(["userdel", "--force", "--remove", name], capture_output=True)
@@ -34,10 +36,17 @@ def system_user(prefix: str = "klt", password: str | None = None) -> Iterator[pw
 
 def as_user(entry: pwd.struct_passwd, argv: list[str], **kwargs) -> subprocess.CompletedProcess:
     """Run `argv` as that user (real uid, gid and groups), as a hostile user would."""
+
     def drop() -> None:
         os.setgid(entry.pw_gid)
         os.initgroups(entry.pw_name, entry.pw_gid)
         os.setuid(entry.pw_uid)
 
-    return subprocess.run(argv, preexec_fn=drop, capture_output=True, text=True,
-                          env={"HOME": entry.pw_dir, "PATH": "/usr/bin:/bin"}, **kwargs)
+    return subprocess.run(
+        argv,
+        preexec_fn=drop,
+        capture_output=True,
+        text=True,
+        env={"HOME": entry.pw_dir, "PATH": "/usr/bin:/bin"},
+        **kwargs,
+    )

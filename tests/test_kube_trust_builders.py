@@ -10,8 +10,12 @@ from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 from kubelab.errors import ValidationError
 from kubelab.spec import ExperimentSpec
 
-NB = NotebookEnv(namespace="alice", image="registry.example.org/lab/notebook:1", user="alice",
-                 node_selector={"lab/project": "vision"})
+NB = NotebookEnv(
+    namespace="alice",
+    image="registry.example.org/lab/notebook:1",
+    user="alice",
+    node_selector={"lab/project": "vision"},
+)
 TARGET = builders.Target(run_id="r1", name="kubelab-r1", run_dir="/mnt/alice/.kubelab/runs/r1", user="alice")
 
 
@@ -47,7 +51,9 @@ def test_a_spec_cannot_choose_its_visible_gpus():
 def test_gpus_without_a_type_still_meet_every_types_limit():
     from kubelab.spawner.profiles import Catalog, validate_options
 
-    catalog = Catalog.parse({"gpu_types": [{"name": "T4", "max_per_user": 2}, {"name": "V100", "max_per_user": 4}]})
+    catalog = Catalog.parse(
+        {"gpu_types": [{"name": "T4", "max_per_user": 2}, {"name": "V100", "max_per_user": 4}]}
+    )
     with pytest.raises(ValidationError) as refused:
         validate_options({"gpus": 16}, catalog)
     assert any(f.path == "gpus" and "at most 4 GPU(s) per user" in f.reason for f in refused.value.fields)
@@ -75,16 +81,21 @@ def test_admission_counts_a_users_namespace_not_a_label_the_user_can_set():
     from kubelab.spawner.profiles import Catalog, NotebookOptions
 
     catalog = Catalog.parse({"gpu_types": [{"name": "T4", "max_per_user": 4}]})
-    node = {"metadata": {"name": "n1", "labels": {"gpu-type": "T4"}},
-            "status": {"allocatable": {"nvidia.com/gpu": "8"}}}
-    hidden = {"metadata": {"name": "job-1", "namespace": "user-alice", "labels": {USER_LABEL: "bob"}},
-              "spec": {"nodeName": "n1", "containers": [{"resources": {"limits": {"nvidia.com/gpu": "2"}}}]},
-              "status": {"phase": "Running"}}
+    node = {
+        "metadata": {"name": "n1", "labels": {"gpu-type": "T4"}},
+        "status": {"allocatable": {"nvidia.com/gpu": "8"}},
+    }
+    hidden = {
+        "metadata": {"name": "job-1", "namespace": "user-alice", "labels": {USER_LABEL: "bob"}},
+        "spec": {"nodeName": "n1", "containers": [{"resources": {"limits": {"nvidia.com/gpu": "2"}}}]},
+        "status": {"phase": "Running"},
+    }
     current = cluster_availability([node], [hidden], catalog)
     assert current.namespace("user-alice").gpus == 2
     group = ProjectGroup(name="public", user_quota=Quota(gpus=2))
-    options = NotebookOptions(image="", cpu="1", memory="1Gi", gpus=1, gpu_type=None, group="public",
-                              shm=None, profile=None)
+    options = NotebookOptions(
+        image="", cpu="1", memory="1Gi", gpus=1, gpu_type=None, group="public", shm=None, profile=None
+    )
     with pytest.raises(ValidationError, match="this server cannot start now"):
         admit(options, group, "alice", current, held=current.namespace("user-alice"))
     assert Decimal(0) == current.namespace("user-bob").cpu

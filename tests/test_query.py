@@ -14,44 +14,98 @@ from kubelab.query_parser import QueryError
 
 RECORDS = [
     {
-        "id": "a1", "name": "train-resnet", "status": "Succeeded", "reason": "exited 0",
-        "exit_code": 0, "created_at": "2026-11-21T19:30:00.123Z",
-        "started_at": "2026-11-21T19:30:01.000Z", "finished_at": "2026-11-21T19:32:01.000Z",
-        "duration": 120.0, "params": {"lr": 0.01, "activation": "relu", "layers": [64, 64]},
-        "tags": ["baseline", "resnet"], "sweep": None, "trial": None,
-        "metrics": {"loss": 0.25, "acc": 0.91, "default": 0.91}, "step": 10,
-        "backend": "local", "user": "ada", "description": "baseline ablation",
-        "framework": "pytorch", "replicas": 1, "attempt": 0, "gpu_ids": [0],
+        "id": "a1",
+        "name": "train-resnet",
+        "status": "Succeeded",
+        "reason": "exited 0",
+        "exit_code": 0,
+        "created_at": "2026-11-21T19:30:00.123Z",
+        "started_at": "2026-11-21T19:30:01.000Z",
+        "finished_at": "2026-11-21T19:32:01.000Z",
+        "duration": 120.0,
+        "params": {"lr": 0.01, "activation": "relu", "layers": [64, 64]},
+        "tags": ["baseline", "resnet"],
+        "sweep": None,
+        "trial": None,
+        "metrics": {"loss": 0.25, "acc": 0.91, "default": 0.91},
+        "step": 10,
+        "backend": "local",
+        "user": "ada",
+        "description": "baseline ablation",
+        "framework": "pytorch",
+        "replicas": 1,
+        "attempt": 0,
+        "gpu_ids": [0],
         "resources": {"gpus": 1, "gpu_type": "a100", "cpu": 4, "memory": "16Gi"},
     },
     {
-        "id": "b2", "name": "train-vgg", "status": "Failed", "reason": "OOMKilled",
-        "exit_code": 137, "created_at": "2026-11-22T08:00:00.000Z", "duration": 30.5,
-        "params": {"lr": 0.1, "activation": "sigmoid", "use_bn": True}, "tags": ["vgg"],
-        "sweep": "s1", "trial": 1, "metrics": {"loss": 0.5, "acc": 0.4}, "step": 3,
-        "backend": "kubernetes", "user": "bob", "framework": "tensorflow", "replicas": 2,
-        "attempt": 1, "gpu_ids": [0, 1], "resources": {"gpus": 2, "cpu": "500m"},
+        "id": "b2",
+        "name": "train-vgg",
+        "status": "Failed",
+        "reason": "OOMKilled",
+        "exit_code": 137,
+        "created_at": "2026-11-22T08:00:00.000Z",
+        "duration": 30.5,
+        "params": {"lr": 0.1, "activation": "sigmoid", "use_bn": True},
+        "tags": ["vgg"],
+        "sweep": "s1",
+        "trial": 1,
+        "metrics": {"loss": 0.5, "acc": 0.4},
+        "step": 3,
+        "backend": "kubernetes",
+        "user": "bob",
+        "framework": "tensorflow",
+        "replicas": 2,
+        "attempt": 1,
+        "gpu_ids": [0, 1],
+        "resources": {"gpus": 2, "cpu": "500m"},
     },
     {
-        "id": "c3", "name": "my run, v2", "status": "stopped",
-        "created_at": "2026-11-20T23:59:59.999Z", "duration": 3600,
-        "params": {"lr": "0.01", "activation": "Relu"}, "sweep": "s1", "trial": 2,
-        "metrics": {"loss": math.nan}, "backend": "local",
+        "id": "c3",
+        "name": "my run, v2",
+        "status": "stopped",
+        "created_at": "2026-11-20T23:59:59.999Z",
+        "duration": 3600,
+        "params": {"lr": "0.01", "activation": "Relu"},
+        "sweep": "s1",
+        "trial": 2,
+        "metrics": {"loss": math.nan},
+        "backend": "local",
     },
     {
-        "id": "d4", "name": "sweep-trial", "status": "Pruned", "created_at": None,
-        "duration": 5400, "params": {}, "tags": [], "sweep": "s1", "trial": 3,
-        "metrics": {"loss": [0.9, 0.4]}, "backend": "local",
+        "id": "d4",
+        "name": "sweep-trial",
+        "status": "Pruned",
+        "created_at": None,
+        "duration": 5400,
+        "params": {},
+        "tags": [],
+        "sweep": "s1",
+        "trial": 3,
+        "metrics": {"loss": [0.9, 0.4]},
+        "backend": "local",
     },
     {  # every field has the wrong type: matches nothing, raises nothing
-        "id": "e5", "name": None, "status": 7, "tags": "baseline", "params": "oops",
-        "metrics": None, "created_at": "garbage", "duration": "long", "trial": "x",
+        "id": "e5",
+        "name": None,
+        "status": 7,
+        "tags": "baseline",
+        "params": "oops",
+        "metrics": None,
+        "created_at": "garbage",
+        "duration": "long",
+        "trial": "x",
     },
     {
-        "id": "f6", "name": "Train-BERT", "status": "Running", "created_at": "2026-11-21T10:00:00Z",
-        "duration": 0, "params": {"lr": 1e-3, "activation": "gelu",
-                                  "optimizer": {"name": "adam", "beta": 0.9}},
-        "tags": ["baseline"], "metrics": {"loss": 0.3, "acc": 0.8}, "backend": "local",
+        "id": "f6",
+        "name": "Train-BERT",
+        "status": "Running",
+        "created_at": "2026-11-21T10:00:00Z",
+        "duration": 0,
+        "params": {"lr": 1e-3, "activation": "gelu", "optimizer": {"name": "adam", "beta": 0.9}},
+        "tags": ["baseline"],
+        "metrics": {"loss": 0.3, "acc": 0.8},
+        "backend": "local",
     },
 ]
 ALL = ["a1", "b2", "c3", "d4", "e5", "f6"]
@@ -206,18 +260,28 @@ def test_query_matches(query: str, expected: list[str]) -> None:
 
 
 def test_matches_returns_bools_and_never_raises_on_odd_records() -> None:
-    odd = [{}, {"params": None}, {"metrics": []}, {"tags": None}, {"status": None},
-           {"created_at": 5}, {"params": {"lr": {"a": 1}}}, {"tags": [None, 3]}]
+    odd = [
+        {},
+        {"params": None},
+        {"metrics": []},
+        {"tags": None},
+        {"status": None},
+        {"created_at": 5},
+        {"params": {"lr": {"a": 1}}},
+        {"tags": [None, 3]},
+    ]
     for query, _ in CASES:
         compiled = compile_query(query)
         for record in odd:
             assert compiled.matches(record) in (True, False)
 
 
-NEGATABLE = [q for q, _ in CASES if q.count(":") == 1 and ":~" not in q and " " not in q.strip()
-             and "nil" not in q.lower()]
-WRONG_TYPED_IN_E5 = ("name", "status", "tags", "params", "metrics", "created_at", "duration",
-                     "trial")
+NEGATABLE = [
+    q
+    for q, _ in CASES
+    if q.count(":") == 1 and ":~" not in q and " " not in q.strip() and "nil" not in q.lower()
+]
+WRONG_TYPED_IN_E5 = ("name", "status", "tags", "params", "metrics", "created_at", "duration", "trial")
 
 
 @pytest.mark.parametrize("query", NEGATABLE)
@@ -230,26 +294,29 @@ def test_negation_never_overlaps_and_skips_wrong_types(query: str) -> None:
         assert not negative.matches(RECORDS[4])
 
 
-@pytest.mark.parametrize(("query", "record", "expected"), [
-    ('name:"say \\"hi\\""', {"name": 'say "hi"'}, True),
-    ("name:'it\\'s'", {"name": "it's"}, True),
-    ("name:f(x), id:1", {"name": "f(x)", "id": "1"}, True),
-    ("name:f(x,y)", {"name": "f(x,y)"}, True),
-    ('name:run" v2, final"', {"name": "run v2, final"}, True),  # quotes may cover a part
-    ('name:"a AND b"', {"name": "a AND b"}, True),
-    ("name:a..b", {"name": "abc"}, True),  # text range
-    ('name:"a..b"', {"name": "a..b"}, True),
-    ('name:"a|b"', {"name": "a|b"}, True),
-    ('name:"nil"', {"name": "nil"}, True),
-    ('name:"~x"', {"name": "~x"}, True),
-    ("created_at:2026-11-21", {"created_at": "2026-11-21T10:00:00"}, True),  # naive is UTC
-    ("created_at:2026-11-21", {"created_at": 1_795_000_000}, False),
-    ("created_at:2026-11-18", {"created_at": 1_795_000_000}, True),  # epoch seconds
-    ("created_at:2026-11-21", {"created_at": math.nan}, False),
-    ("params.flag:true", {"params": {"flag": True}}, True),
-    ("params.flag:1", {"params": {"flag": True}}, False),  # booleans are not numbers
-    ("metrics.loss:<1", {"metrics": {"loss": []}}, False),
-])
+@pytest.mark.parametrize(
+    ("query", "record", "expected"),
+    [
+        ('name:"say \\"hi\\""', {"name": 'say "hi"'}, True),
+        ("name:'it\\'s'", {"name": "it's"}, True),
+        ("name:f(x), id:1", {"name": "f(x)", "id": "1"}, True),
+        ("name:f(x,y)", {"name": "f(x,y)"}, True),
+        ('name:run" v2, final"', {"name": "run v2, final"}, True),  # quotes may cover a part
+        ('name:"a AND b"', {"name": "a AND b"}, True),
+        ("name:a..b", {"name": "abc"}, True),  # text range
+        ('name:"a..b"', {"name": "a..b"}, True),
+        ('name:"a|b"', {"name": "a|b"}, True),
+        ('name:"nil"', {"name": "nil"}, True),
+        ('name:"~x"', {"name": "~x"}, True),
+        ("created_at:2026-11-21", {"created_at": "2026-11-21T10:00:00"}, True),  # naive is UTC
+        ("created_at:2026-11-21", {"created_at": 1_795_000_000}, False),
+        ("created_at:2026-11-18", {"created_at": 1_795_000_000}, True),  # epoch seconds
+        ("created_at:2026-11-21", {"created_at": math.nan}, False),
+        ("params.flag:true", {"params": {"flag": True}}, True),
+        ("params.flag:1", {"params": {"flag": True}}, False),  # booleans are not numbers
+        ("metrics.loss:<1", {"metrics": {"loss": []}}, False),
+    ],
+)
 def test_literal_values(query: str, record: dict, expected: bool) -> None:
     assert compile_query(query).matches(record) is expected
 
@@ -293,14 +360,20 @@ def test_sort(sort: str, expected: list[str]) -> None:
 
 
 def test_sort_by_time_mixes_timestamp_spellings() -> None:
-    stamps = ["2026-11-21T10:00:00.500Z", "2026-11-21T10:00:00.2Z", "2026-11-21T12:00:00+02:00",
-              "2026-11-21T10:00:00.123456", 1_795_000_000, "garbage", None,
-              "2026-11-21T09:59:59.999Z"]
+    stamps = [
+        "2026-11-21T10:00:00.500Z",
+        "2026-11-21T10:00:00.2Z",
+        "2026-11-21T12:00:00+02:00",
+        "2026-11-21T10:00:00.123456",
+        1_795_000_000,
+        "garbage",
+        None,
+        "2026-11-21T09:59:59.999Z",
+    ]
     rows = [{"id": str(i), "created_at": v} for i, v in enumerate(stamps)]
     order = [r["id"] for r in compile_sort("created_at")(rows)]
     assert order == ["4", "7", "2", "3", "1", "0", "5", "6"]  # 12:00+02:00 is 10:00Z
-    assert [r["id"] for r in compile_sort("-created_at")(rows)] == [
-        "0", "1", "3", "2", "7", "4", "5", "6"]
+    assert [r["id"] for r in compile_sort("-created_at")(rows)] == ["0", "1", "3", "2", "7", "4", "5", "6"]
 
 
 def test_sort_is_stable_and_mixed_types_do_not_raise() -> None:
@@ -310,19 +383,24 @@ def test_sort_is_stable_and_mixed_types_do_not_raise() -> None:
 
 
 def test_select_filters_sorts_and_pages() -> None:
-    assert [r["id"] for r in select(RECORDS, "backend:local", "-duration", limit=2)] == [
-        "d4", "c3"]
-    assert [r["id"] for r in select(RECORDS, "backend:local", "-duration", 2, 1)] == [
-        "c3", "a1"]
+    assert [r["id"] for r in select(RECORDS, "backend:local", "-duration", limit=2)] == ["d4", "c3"]
+    assert [r["id"] for r in select(RECORDS, "backend:local", "-duration", 2, 1)] == ["c3", "a1"]
     assert [r["id"] for r in select(iter(RECORDS), limit=2, offset=3)] == ["d4", "e5"]
     assert select(RECORDS, "id:nothing") == []
     assert select(RECORDS, limit=0) == []
 
 
-@pytest.mark.parametrize(("kwargs", "path"), [
-    ({"limit": -1}, "limit"), ({"limit": "5"}, "limit"), ({"offset": -2}, "offset"),
-    ({"offset": True}, "offset"), ({"query": 5}, "query"), ({"sort": ["x"]}, "sort"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "path"),
+    [
+        ({"limit": -1}, "limit"),
+        ({"limit": "5"}, "limit"),
+        ({"offset": -2}, "offset"),
+        ({"offset": True}, "offset"),
+        ({"query": 5}, "query"),
+        ({"sort": ["x"]}, "sort"),
+    ],
+)
 def test_select_rejects_bad_arguments(kwargs: dict, path: str) -> None:
     with pytest.raises(ValidationError) as caught:
         select(RECORDS, **kwargs)
@@ -372,7 +450,7 @@ MALFORMED = [
     ("metrics.loss:<<0.5", 15, "'<' cannot be followed by another operator '<'"),
     ("metrics.loss:>=<1", 16, "'>=' cannot be followed by another operator '<'"),
     ("metrics.loss:<abc", 15, "metrics.loss holds numbers; '<' needs a number, not 'abc'"),
-    ("metrics.acc:>\"0.5\"", 14, "metrics.acc holds numbers"),
+    ('metrics.acc:>"0.5"', 14, "metrics.acc holds numbers"),
     ("metrics.loss:1|2..3", 15, "a range cannot contain '|'"),
     ("created_at:2026-11-22..2026-11-21", 24, "empty range"),
     ("created_at:2026-13-01", 12, "'2026-13-01' is not a valid date (month must be in 1..12)"),
@@ -400,8 +478,7 @@ MALFORMED = [
 ]
 
 
-@pytest.mark.parametrize(("query", "position", "reason"), MALFORMED,
-                         ids=[m[0] for m in MALFORMED])
+@pytest.mark.parametrize(("query", "position", "reason"), MALFORMED, ids=[m[0] for m in MALFORMED])
 def test_malformed_query(query: str, position: int, reason: str) -> None:
     with pytest.raises(ValidationError) as caught:
         compile_query(query)
@@ -440,8 +517,7 @@ MALFORMED_SORTS = [
 ]
 
 
-@pytest.mark.parametrize(("sort", "position", "reason"), MALFORMED_SORTS,
-                         ids=[m[0] for m in MALFORMED_SORTS])
+@pytest.mark.parametrize(("sort", "position", "reason"), MALFORMED_SORTS, ids=[m[0] for m in MALFORMED_SORTS])
 def test_malformed_sort(sort: str, position: int, reason: str) -> None:
     with pytest.raises(QueryError) as caught:
         compile_sort(sort)
@@ -452,7 +528,9 @@ def test_malformed_sort(sort: str, position: int, reason: str) -> None:
 
 def test_import_stays_light() -> None:
     """The query language sits on listing hot paths: no optuna, yaml or kubernetes."""
-    code = "import sys, kubelab.query; print(sorted(m for m in ('optuna', 'yaml', 'kubernetes'," \
-           " 'torch', 'kubelab.records') if m in sys.modules))"
+    code = (
+        "import sys, kubelab.query; print(sorted(m for m in ('optuna', 'yaml', 'kubernetes',"
+        " 'torch', 'kubelab.records') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

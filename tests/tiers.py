@@ -16,20 +16,22 @@ import pytest
 TESTS = Path(__file__).resolve().parent
 CLUSTER_FIXTURES = frozenset({"cluster", "kubeconfig", "simulated_cluster", "make_node"})
 
-FAST_MODULES = frozenset({
-    "test_query.py",
-    "core/test_spec.py",
-    "core/test_index.py",
-    "core/test_run_record.py",
-    "core/test_options.py",
-    "kube/test_kube_builders.py",
-    "sweeps/test_space.py",
-    "sweeps/test_sweep_spec.py",
-    "sweeps/test_nni.py",
-    "sweeps/test_validation_without_optuna.py",
-    "spawner/test_spawner_options.py",
-    "notebook/test_magics_plain.py",
-})
+FAST_MODULES = frozenset(
+    {
+        "test_query.py",
+        "core/test_spec.py",
+        "core/test_index.py",
+        "core/test_run_record.py",
+        "core/test_options.py",
+        "kube/test_kube_builders.py",
+        "sweeps/test_space.py",
+        "sweeps/test_sweep_spec.py",
+        "sweeps/test_nni.py",
+        "sweeps/test_validation_without_optuna.py",
+        "spawner/test_spawner_options.py",
+        "notebook/test_magics_plain.py",
+    }
+)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -43,8 +45,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             module = item.path.resolve().relative_to(TESTS).as_posix()
         except ValueError:
             continue
-        heavy = (item.get_closest_marker("slow") is not None or item.get_closest_marker("cluster") is not None
-                 or not CLUSTER_FIXTURES.isdisjoint(getattr(item, "fixturenames", ())))
+        heavy = (
+            item.get_closest_marker("slow") is not None
+            or item.get_closest_marker("cluster") is not None
+            or not CLUSTER_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
+        )
         if module in FAST_MODULES and not heavy:
             item.add_marker(pytest.mark.fast)
         elif item.get_closest_marker("slow") is None:

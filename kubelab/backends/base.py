@@ -33,8 +33,9 @@ class Backend(ABC):
         """Re-attach to a run that is not finished (after a restart) and correct its status."""
 
     @abstractmethod
-    def logs(self, run: RunDirectory, replica: int = 0, follow: bool = False, start: int = 0,
-             idle: bool = False) -> Iterator[str]:
+    def logs(
+        self, run: RunDirectory, replica: int = 0, follow: bool = False, start: int = 0, idle: bool = False
+    ) -> Iterator[str]:
         """The replica's output from byte `start`, in chunks of at most `LOG_CHUNK` bytes read;
         with `follow`, until the run ends. With `idle`, a backend that can (local) yields "" when
         there is nothing new instead of waiting, so an async caller holds no thread meanwhile."""

@@ -24,8 +24,11 @@ if TYPE_CHECKING:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser("pipeline", help="run or manage a pipeline of experiments and sweeps",
-                                   description="Run a pipeline from a spec file, or manage pipelines.")
+    parser = subparsers.add_parser(
+        "pipeline",
+        help="run or manage a pipeline of experiments and sweeps",
+        description="Run a pipeline from a spec file, or manage pipelines.",
+    )
     parser.add_argument("-o", "--output", choices=("json",))
     sub = parser.add_subparsers(dest="pipeline_command", metavar="COMMAND", required=True)
 
@@ -37,8 +40,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     p = command("run", cmd_run, "run a pipeline (or create its schedule) from a spec file")
     p.add_argument("-f", "--file", required=True, help="a pipeline spec (YAML/JSON)")
-    p.add_argument("-P", "--param", action="append", type=param, default=[], metavar="NAME=VALUE",
-                   help="a pipeline param (repeatable)")
+    p.add_argument(
+        "-P",
+        "--param",
+        action="append",
+        type=param,
+        default=[],
+        metavar="NAME=VALUE",
+        help="a pipeline param (repeatable)",
+    )
     p.add_argument("--wait", action="store_true", help="follow the steps; exit non-zero unless it succeeds")
     p.add_argument("--now", action="store_true", help="run once now, even if the spec has a schedule")
     command("ls", cmd_ls, "list pipelines")
@@ -83,8 +93,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.output == "json":
             emit(record, "json")
         else:
-            print(f"scheduled pipeline {record['name']} ({record['cron']} {record['timezone']}): "
-                  f"schedule {record['id']}, next at {record['next_at']}", file=sys.stderr)
+            print(
+                f"scheduled pipeline {record['name']} ({record['cron']} {record['timezone']}): "
+                f"schedule {record['id']}, next at {record['next_at']}",
+                file=sys.stderr,
+            )
             print(record["id"])
         return 0
     pipelines = _pipelines()
@@ -112,8 +125,10 @@ def follow(pipelines: Any, pipeline_id: str, output: str | None) -> int:
                 seen[step["name"]] = now
                 if not quiet:
                     why = f" ({step['reason']})" if step["reason"] else ""
-                    print(f"step {step['name']}: {step['state']} {step['kind']} {step['id'] or ''}{why}",
-                          file=sys.stderr)
+                    print(
+                        f"step {step['name']}: {step['state']} {step['kind']} {step['id'] or ''}{why}",
+                        file=sys.stderr,
+                    )
         if record["status"] != "Running":
             break
         pipelines.ensure_driver(pipeline)
@@ -148,8 +163,17 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(f"{key + ':':13} {record.get(key)}")
     rows = [("STEP", "KIND", "STATE", "ID", "ATTEMPT", "DEPENDS ON", "REASON")]
     for s in record["steps"]:
-        rows.append((s["name"], s["kind"], s["state"] + (" (cached)" if s["cached"] else ""), s["id"] or "-",
-                     s["attempt"], ",".join(s["depends_on"]) or "-", s["reason"]))
+        rows.append(
+            (
+                s["name"],
+                s["kind"],
+                s["state"] + (" (cached)" if s["cached"] else ""),
+                s["id"] or "-",
+                s["attempt"],
+                ",".join(s["depends_on"]) or "-",
+                s["reason"],
+            )
+        )
     print(table(rows))
     return 0
 
@@ -157,7 +181,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_stop(args: argparse.Namespace) -> int:
     record = _pipelines().stop(args.id)
     emit(record, "json") if args.output == "json" else print(
-        f"pipeline {record['id']} {record['status']}: {record['reason']}")
+        f"pipeline {record['id']} {record['status']}: {record['reason']}"
+    )
     return 0
 
 
@@ -167,7 +192,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if args.wait:
         return follow(pipelines, record["id"], args.output)
     emit(record, "json") if args.output == "json" else print(
-        f"pipeline {record['id']} {record['status']}: {record['reason']}")
+        f"pipeline {record['id']} {record['status']}: {record['reason']}"
+    )
     return 0
 
 

@@ -132,8 +132,12 @@ class Driver:
                     status = json.loads((path / "status.json").read_text())
                 except (OSError, ValueError):
                     continue
-                if (status.get("pipeline") == self.pipeline.id and status.get("pipeline_step") == entry.name
-                        and status.get("sweep") is None and path.name not in known):
+                if (
+                    status.get("pipeline") == self.pipeline.id
+                    and status.get("pipeline_step") == entry.name
+                    and status.get("sweep") is None
+                    and path.name not in known
+                ):
                     return path.name
             return None
         for sweep in self.sweeps.store.all():
@@ -160,8 +164,10 @@ class Driver:
             if all(e.final for e in self.state.steps.values()):
                 failed = [e.name for e in self.state.steps.values() if e.state != DONE]
                 if failed:
-                    self.end(FAILED, "failed steps: " + ", ".join(
-                        f"{n} ({self.state.steps[n].reason})" for n in failed))
+                    self.end(
+                        FAILED,
+                        "failed steps: " + ", ".join(f"{n} ({self.state.steps[n].reason})" for n in failed),
+                    )
                 else:
                     self.end(SUCCEEDED, f"{len(self.state.steps)} steps succeeded")
                 return
@@ -182,8 +188,9 @@ class Driver:
         from kubelab.pipelines.references import render
 
         try:
-            found = results.values(step.spec, self.spec.params, self.state.steps, self.lab.runs_root,
-                                   self.pipeline.home)
+            found = results.values(
+                step.spec, self.spec.params, self.state.steps, self.lab.runs_root, self.pipeline.home
+            )
         except results.Missing as exc:
             self.conclude(entry, STEP_FAILED, f"could not start: {exc}")
             return

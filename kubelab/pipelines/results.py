@@ -45,8 +45,9 @@ def sweep_best(home: Path, sweep_id: str) -> dict[str, Any] | None:
     return best_trial(sweep.read_state(), spec_of(sweep)["objective"]["direction"])
 
 
-def values(data: Any, params: dict[str, Any], entries: dict[str, StepEntry], runs_root: Path,
-           home: Path) -> dict[str, Any]:
+def values(
+    data: Any, params: dict[str, Any], entries: dict[str, StepEntry], runs_root: Path, home: Path
+) -> dict[str, Any]:
     """The value of every pipeline template in `data`; raises Missing naming the first gap."""
     found: dict[str, Any] = {}
     for _, ref in references(data):

@@ -36,8 +36,13 @@ class Pipelines:
         self.store = PipelineStore(lab.home)
 
     # -- creating -------------------------------------------------------------------------
-    def validate(self, data: Any, base_dir: Path | None = None, confine: bool = False,
-                 params: dict[str, Any] | None = None) -> PipelineSpec:
+    def validate(
+        self,
+        data: Any,
+        base_dir: Path | None = None,
+        confine: bool = False,
+        params: dict[str, Any] | None = None,
+    ) -> PipelineSpec:
         """The PipelineSpec, each step's paths checked as its submit would check them."""
         from kubelab.pipelines.references import render
         from kubelab.sweeps.service import Sweeps
@@ -59,8 +64,14 @@ class Pipelines:
             raise ValidationError("invalid pipeline spec", problems)
         return spec
 
-    def create(self, data: Any, base_dir: Path | None = None, confine: bool = False,
-               params: dict[str, Any] | None = None, schedule: str | None = None) -> dict[str, Any]:
+    def create(
+        self,
+        data: Any,
+        base_dir: Path | None = None,
+        confine: bool = False,
+        params: dict[str, Any] | None = None,
+        schedule: str | None = None,
+    ) -> dict[str, Any]:
         """Validate, write the pipeline's folder (atomically: a refused one leaves nothing) and start it."""
         base = Path(base_dir or Path.cwd()).resolve()
         spec = self.validate(data, base, confine, params)
@@ -175,19 +186,35 @@ def pipeline_record(pipeline: PipelineDirectory, state: PipelineState) -> dict[s
     steps: list[dict[str, Any]] = []
     for step in spec["steps"]:
         entry = state.steps.get(step["name"]) or StepEntry(step["name"], EXPERIMENT)
-        steps.append({
-            "name": entry.name, "kind": entry.kind, "state": entry.state, "id": entry.id,
-            "attempt": entry.attempt, "previous": entry.previous, "reason": entry.reason,
-            "cached": entry.cached, "depends_on": step.get("depends_on") or [],
-            "started_at": entry.started_at, "finished_at": entry.finished_at,
-        })
+        steps.append(
+            {
+                "name": entry.name,
+                "kind": entry.kind,
+                "state": entry.state,
+                "id": entry.id,
+                "attempt": entry.attempt,
+                "previous": entry.previous,
+                "reason": entry.reason,
+                "cached": entry.cached,
+                "depends_on": step.get("depends_on") or [],
+                "started_at": entry.started_at,
+                "finished_at": entry.finished_at,
+            }
+        )
     counts: dict[str, int] = {}
     for step in steps:
         counts[step["state"]] = counts.get(step["state"], 0) + 1
     return {
-        "id": pipeline.id, "name": spec.get("name") or pipeline.id, "status": state.status,
-        "reason": state.reason, "params": spec.get("params") or {}, "steps": steps, "counts": counts,
-        "created_at": state.created_at, "finished_at": state.finished_at, "user": state.user,
+        "id": pipeline.id,
+        "name": spec.get("name") or pipeline.id,
+        "status": state.status,
+        "reason": state.reason,
+        "params": spec.get("params") or {},
+        "steps": steps,
+        "counts": counts,
+        "created_at": state.created_at,
+        "finished_at": state.finished_at,
+        "user": state.user,
         "schedule": state.schedule,
     }
 

@@ -40,8 +40,14 @@ class Step:
     objective: str | None = None  # a sweep's objective metric
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, self.kind: copy.deepcopy(self.spec), "depends_on": list(self.depends_on),
-                "retries": self.retries, "cache": self.cache, "outputs": list(self.outputs)}
+        return {
+            "name": self.name,
+            self.kind: copy.deepcopy(self.spec),
+            "depends_on": list(self.depends_on),
+            "retries": self.retries,
+            "cache": self.cache,
+            "outputs": list(self.outputs),
+        }
 
 
 @dataclass
@@ -54,16 +60,22 @@ class PipelineSpec:
     schedule: Schedule | None = None
 
     @classmethod
-    def parse(cls, data: Any, base_dir: Path | None = None,
-              params: dict[str, Any] | None = None) -> PipelineSpec:
+    def parse(
+        cls, data: Any, base_dir: Path | None = None, params: dict[str, Any] | None = None
+    ) -> PipelineSpec:
         """Validate a mapping; `params` (from `-P`) override the declared ones and must be declared."""
         return _Parser(Path(base_dir or Path.cwd())).spec(data, params or {})
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready; `parse(to_dict())` gives the spec back (file steps are inline by then)."""
-        return {"name": self.name, "description": self.description, "params": dict(self.params),
-                "steps": [s.to_dict() for s in self.steps], "engine": self.engine,
-                "schedule": self.schedule.to_dict() if self.schedule else None}
+        return {
+            "name": self.name,
+            "description": self.description,
+            "params": dict(self.params),
+            "steps": [s.to_dict() for s in self.steps],
+            "engine": self.engine,
+            "schedule": self.schedule.to_dict() if self.schedule else None,
+        }
 
     def step(self, name: str) -> Step:
         return next(s for s in self.steps if s.name == name)
@@ -100,8 +112,11 @@ class _Parser:
         spec.params = self.params(data.get("params"), overrides)
         engine = data.get("engine") or "driver"
         if engine == "argo":
-            self.fail("engine", "argo (the pipeline as an Argo Workflow) is not supported by kubelab "
-                      "yet; use engine: driver, which runs the steps as Jobs on a cluster")
+            self.fail(
+                "engine",
+                "argo (the pipeline as an Argo Workflow) is not supported by kubelab "
+                "yet; use engine: driver, which runs the steps as Jobs on a cluster",
+            )
         elif engine not in ENGINES:
             self.fail("engine", f"must be one of {', '.join(ENGINES)}, not {engine!r}")
         spec.engine = engine if engine in ENGINES else "driver"
@@ -190,8 +205,11 @@ class _Parser:
     def body(self, where: str, item: dict[str, Any]) -> Step | None:
         given = [k for k in (EXPERIMENT, SWEEP, "file") if item.get(k) is not None]
         if len(given) != 1:
-            self.fail(where, "give exactly one of experiment, sweep or file" + (
-                f" (it has {', '.join(given)})" if given else ""))
+            self.fail(
+                where,
+                "give exactly one of experiment, sweep or file"
+                + (f" (it has {', '.join(given)})" if given else ""),
+            )
             return None
         kind = given[0]
         data = item[kind]
@@ -259,7 +277,7 @@ class _Parser:
             if state.get(name) == 2:
                 return
             if state.get(name) == 1:
-                cycle = trail[trail.index(name):] + [name]
+                cycle = trail[trail.index(name) :] + [name]
                 self.fail(f"steps.{name}.depends_on", "makes a cycle: " + " -> ".join(cycle))
                 raise _Cycle
             state[name] = 1
@@ -302,8 +320,9 @@ class _Parser:
             if source.kind == SWEEP:
                 return f"step '{name}' is a sweep: use best.metrics.{what[1]}"
             if what[1] not in source.outputs:
-                return (f"step '{name}' does not declare the metric '{what[1]}' in its outputs"
-                        + did_you_mean(what[1], source.outputs))
+                return f"step '{name}' does not declare the metric '{what[1]}' in its outputs" + did_you_mean(
+                    what[1], source.outputs
+                )
             return ""
         if len(what) == 3 and what[0] == "best" and what[1] in ("params", "metrics"):
             if source.kind != SWEEP:
@@ -315,8 +334,10 @@ class _Parser:
                 return ""
             declared = [*source.outputs, *([source.objective] if source.objective else [])]
             if what[2] not in declared:
-                return (f"step '{name}' does not declare the metric '{what[2]}' (its objective "
-                        "and outputs are declared)" + did_you_mean(what[2], declared))
+                return (
+                    f"step '{name}' does not declare the metric '{what[2]}' (its objective "
+                    "and outputs are declared)" + did_you_mean(what[2], declared)
+                )
             return ""
         return "unknown reference; use outputs, metrics.M, best.params.P or best.metrics.M"
 
@@ -335,8 +356,9 @@ class _Parser:
                 parsed = SweepSpec.parse(Sweeps.spec_mapping(data, self.base), base_dir=self.base)
                 step.objective = parsed.objective.metric
         except ValidationError as exc:
-            self.errors += [FieldError(f"{where}.{f.path}" if f.path else where, f.reason)
-                            for f in exc.fields]
+            self.errors += [
+                FieldError(f"{where}.{f.path}" if f.path else where, f.reason) for f in exc.fields
+            ]
 
 
 class _Cycle(Exception):

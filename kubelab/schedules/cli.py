@@ -22,8 +22,11 @@ if TYPE_CHECKING:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser("schedule", help="run experiments, sweeps or pipelines on a timetable",
-                                   description="Create, list, pause, resume or remove schedules.")
+    parser = subparsers.add_parser(
+        "schedule",
+        help="run experiments, sweeps or pipelines on a timetable",
+        description="Create, list, pause, resume or remove schedules.",
+    )
     parser.add_argument("-o", "--output", choices=("json",))
     sub = parser.add_subparsers(dest="schedule_command", metavar="COMMAND", required=True)
 
@@ -40,10 +43,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     command("pause", cmd_pause, "stop firing a schedule").add_argument("id")
     command("resume", cmd_resume, "fire a paused schedule again (from now on)").add_argument("id")
     command("rm", cmd_rm, "remove a schedule (what it started keeps running)").add_argument("id")
-    command("fire", cmd_fire, "fire a schedule once now and follow what it started to its end "
-            "(what a schedule's CronJob runs)").add_argument("id")
-    p = command("render", cmd_render, "print the Kubernetes objects (CronJob, ServiceAccount, Role, "
-                "RoleBinding) that run a schedule on the cluster")
+    command(
+        "fire",
+        cmd_fire,
+        "fire a schedule once now and follow what it started to its end (what a schedule's CronJob runs)",
+    ).add_argument("id")
+    p = command(
+        "render",
+        cmd_render,
+        "print the Kubernetes objects (CronJob, ServiceAccount, Role, "
+        "RoleBinding) that run a schedule on the cluster",
+    )
     p.add_argument("-f", "--file", required=True, help="a spec with a schedule: section")
     p.add_argument("--id", default="0000000000aa", help="the schedule id to render with")
     p.add_argument("--yaml", action="store_true", help="YAML instead of JSON")
@@ -84,9 +94,19 @@ def cmd_ls(args: argparse.Namespace) -> int:
     rows = [("ID", "NAME", "KIND", "CRON", "TIMEZONE", "CONCURRENCY", "STATE", "NEXT", "LAST")]
     for r in records:
         last = r["fires"][-1] if r["fires"] else {}
-        rows.append((r["id"], r["name"][:30], r["kind"], r["cron"], r["timezone"], r["concurrency"],
-                     "paused" if r["paused"] else "active", r["next_at"] or "-",
-                     f"{last.get('state', '-')} {last.get('id') or ''}".strip()))
+        rows.append(
+            (
+                r["id"],
+                r["name"][:30],
+                r["kind"],
+                r["cron"],
+                r["timezone"],
+                r["concurrency"],
+                "paused" if r["paused"] else "active",
+                r["next_at"] or "-",
+                f"{last.get('state', '-')} {last.get('id') or ''}".strip(),
+            )
+        )
     print(table(rows))
     return 0
 
@@ -126,8 +146,10 @@ def cmd_fire(args: argparse.Namespace) -> int:
 
     schedules = _schedules()
     fire = fire_once(schedules.lab.home, args.id)
-    print(f"schedule {args.id}: {fire['state']} {fire.get('id') or ''} {fire.get('reason') or ''}".rstrip(),
-          file=sys.stderr)
+    print(
+        f"schedule {args.id}: {fire['state']} {fire.get('id') or ''} {fire.get('reason') or ''}".rstrip(),
+        file=sys.stderr,
+    )
     if fire["state"] != "started":
         return 0 if fire["state"] == "skipped" else 1
     kind = schedules.get_dir(args.id).definition()["kind"]

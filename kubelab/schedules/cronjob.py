@@ -40,14 +40,25 @@ def build(schedule_id: str, name: str, schedule: Schedule, paused: bool, nb: Not
     check(schedule, nb)
     namespace = nb.namespace
     meta = {"namespace": namespace, "labels": _labels(schedule_id, nb)}
-    account = {"apiVersion": "v1", "kind": "ServiceAccount",
-               "metadata": {"name": SERVICE_ACCOUNT, **meta}, "automountServiceAccountToken": False}
-    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-            "metadata": {"name": SERVICE_ACCOUNT, **meta}, "rules": RULES}
-    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-               "metadata": {"name": SERVICE_ACCOUNT, **meta},
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": SERVICE_ACCOUNT},
-               "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": namespace}]}
+    account = {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": SERVICE_ACCOUNT, **meta},
+        "automountServiceAccountToken": False,
+    }
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": SERVICE_ACCOUNT, **meta},
+        "rules": RULES,
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": SERVICE_ACCOUNT, **meta},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": SERVICE_ACCOUNT},
+        "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": namespace}],
+    }
     return [account, role, binding, cronjob(schedule_id, name, schedule, paused, nb)]
 
 
@@ -55,16 +66,22 @@ def check(schedule: Schedule, nb: NotebookEnv) -> None:
     """What a CronJob cannot express, refused by field before anything is created."""
     problems = []
     if len(schedule.cron.split()) != 5:
-        problems.append(FieldError("schedule.cron", "a Kubernetes CronJob takes five fields (minute "
-                                   "hour day-of-month month day-of-week); seconds and years run "
-                                   "only on the local scheduler"))
+        problems.append(
+            FieldError(
+                "schedule.cron",
+                "a Kubernetes CronJob takes five fields (minute "
+                "hour day-of-month month day-of-week); seconds and years run "
+                "only on the local scheduler",
+            )
+        )
     if not nb.image:
         problems.append(FieldError("image", "the notebook's image is unknown (KUBELAB_IMAGE is not set)"))
     if not nb.namespace:
         problems.append(FieldError("namespace", "the notebook's namespace is unknown (KUBELAB_NAMESPACE)"))
     if not nb.home:
-        problems.append(FieldError("KUBELAB_HOME", "is not set: the CronJob reads the schedule from "
-                                   "the user's volume"))
+        problems.append(
+            FieldError("KUBELAB_HOME", "is not set: the CronJob reads the schedule from the user's volume")
+        )
     if problems:
         raise ValidationError("cannot schedule this on the cluster", problems)
 
@@ -76,10 +93,15 @@ def cronjob(schedule_id: str, name: str, schedule: Schedule, paused: bool, nb: N
         "image": nb.image,
         "command": ["kubelab", "schedule", "fire", schedule_id],
         "env": env,
-        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"},
-                      "limits": {"cpu": "1", "memory": "1Gi"}},
-        "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True,
-                            "capabilities": {"drop": ["ALL"]}},
+        "resources": {
+            "requests": {"cpu": "100m", "memory": "256Mi"},
+            "limits": {"cpu": "1", "memory": "1Gi"},
+        },
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
     }
     if nb.mounts:
         container["volumeMounts"] = list(nb.mounts)
@@ -88,8 +110,12 @@ def cronjob(schedule_id: str, name: str, schedule: Schedule, paused: bool, nb: N
         "serviceAccountName": SERVICE_ACCOUNT,
         "automountServiceAccountToken": True,  # it submits the schedule's Jobs
         "enableServiceLinks": False,
-        "securityContext": {"runAsNonRoot": True, "runAsUser": nb.uid, "runAsGroup": nb.gid,
-                            "fsGroup": nb.gid},
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": nb.uid,
+            "runAsGroup": nb.gid,
+            "fsGroup": nb.gid,
+        },
         "containers": [container],
     }
     if nb.volumes:
@@ -107,14 +133,26 @@ def cronjob(schedule_id: str, name: str, schedule: Schedule, paused: bool, nb: N
         "suspend": paused,
         "successfulJobsHistoryLimit": 3,
         "failedJobsHistoryLimit": 3,
-        "jobTemplate": {"metadata": {"labels": labels}, "spec": {
-            "backoffLimit": 0, "ttlSecondsAfterFinished": 7 * 24 * 3600,
-            "template": {"metadata": {"labels": labels}, "spec": pod}}},
+        "jobTemplate": {
+            "metadata": {"labels": labels},
+            "spec": {
+                "backoffLimit": 0,
+                "ttlSecondsAfterFinished": 7 * 24 * 3600,
+                "template": {"metadata": {"labels": labels}, "spec": pod},
+            },
+        },
     }
-    return {"apiVersion": "batch/v1", "kind": "CronJob",
-            "metadata": {"name": cronjob_name(name, schedule_id), "namespace": nb.namespace, "labels": labels,
-                         "annotations": {"kubelab.io/schedule-name": name}},
-            "spec": spec}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {
+            "name": cronjob_name(name, schedule_id),
+            "namespace": nb.namespace,
+            "labels": labels,
+            "annotations": {"kubelab.io/schedule-name": name},
+        },
+        "spec": spec,
+    }
 
 
 def notebook_environ(nb: NotebookEnv) -> dict[str, str]:
@@ -150,5 +188,9 @@ def cronjob_name(name: str, schedule_id: str) -> str:
 
 
 def _labels(schedule_id: str, nb: NotebookEnv) -> dict[str, str]:
-    return {names.MANAGED_BY: names.MANAGER, "app.kubernetes.io/name": "kubelab-schedule",
-            names.USER: names.label_value(nb.user), "kubelab.io/schedule": schedule_id}
+    return {
+        names.MANAGED_BY: names.MANAGER,
+        "app.kubernetes.io/name": "kubelab-schedule",
+        names.USER: names.label_value(nb.user),
+        "kubelab.io/schedule": schedule_id,
+    }

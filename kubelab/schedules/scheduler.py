@@ -87,8 +87,9 @@ class Scheduler:
             if folder.exists():
                 state = folder.read_state()
                 done = {f["at"]: f for f in pending}
-                state["fires"] = [done.get(f["at"], f) if f.get("state") == "starting" else f
-                                  for f in state["fires"]]
+                state["fires"] = [
+                    done.get(f["at"], f) if f.get("state") == "starting" else f for f in state["fires"]
+                ]
                 folder.write_state(state)
         return pending
 
@@ -135,7 +136,8 @@ def fire_once(home: Path, schedule_id: str, clock: Callable[[], float] = time.ti
         if state["paused"]:
             fire.update(state="skipped", reason="the schedule is paused")
         elif (schedule.start is not None and now < schedule.start) or (
-                schedule.end is not None and now > schedule.end):
+            schedule.end is not None and now > schedule.end
+        ):
             fire.update(state="skipped", reason="outside the schedule's start and end")
         state["considered"] = max(state["considered"], now)
         state["fires"] = (state["fires"] + [fire])[-HISTORY:]
@@ -144,8 +146,9 @@ def fire_once(home: Path, schedule_id: str, clock: Callable[[], float] = time.ti
         scheduler.fire(folder, folder.definition()["kind"], schedule.concurrency, fire)
     with folder.locked():
         state = folder.read_state()
-        state["fires"] = [fire if f["at"] == fire["at"] and f.get("state") == "starting" else f
-                          for f in state["fires"]]
+        state["fires"] = [
+            fire if f["at"] == fire["at"] and f.get("state") == "starting" else f for f in state["fires"]
+        ]
         folder.write_state(state)
     return fire
 

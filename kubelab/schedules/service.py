@@ -95,8 +95,15 @@ class Schedules:
         return found
 
     # -- creating -------------------------------------------------------------------------
-    def create(self, kind: str | None, data: Any, base_dir: Path | None = None, confine: bool = False,
-               params: dict[str, Any] | None = None, start_scheduler: bool = True) -> dict[str, Any]:
+    def create(
+        self,
+        kind: str | None,
+        data: Any,
+        base_dir: Path | None = None,
+        confine: bool = False,
+        params: dict[str, Any] | None = None,
+        start_scheduler: bool = True,
+    ) -> dict[str, Any]:
         """Validate the schedule and what it starts (as a run would be validated), then record it."""
         if not isinstance(data, dict):
             raise ValidationError("invalid spec", [FieldError("", "must be a mapping of fields")])
@@ -122,10 +129,20 @@ class Schedules:
         staging.mkdir()
         try:
             folder = ScheduleDirectory(staging)
-            write_json(folder.definition_file, {
-                "kind": kind, "name": body.get("name") or kind, "spec": body, "params": params or {},
-                "base_dir": str(base), "confine": confine, "user": self.lab.user,
-                "schedule": schedule.to_dict(), "created_at": utcnow()})
+            write_json(
+                folder.definition_file,
+                {
+                    "kind": kind,
+                    "name": body.get("name") or kind,
+                    "spec": body,
+                    "params": params or {},
+                    "base_dir": str(base),
+                    "confine": confine,
+                    "user": self.lab.user,
+                    "schedule": schedule.to_dict(),
+                    "created_at": utcnow(),
+                },
+            )
             folder.write_state({"paused": False, "considered": time.time(), "fires": []})
             staging.rename(self.root / schedule_id)
         except BaseException:
@@ -137,8 +154,9 @@ class Schedules:
             ensure_running(self.lab.home)
         return self.record(ScheduleDirectory(self.root / schedule_id))
 
-    def check(self, kind: str, body: dict[str, Any], base: Path, confine: bool,
-              params: dict[str, Any]) -> None:
+    def check(
+        self, kind: str, body: dict[str, Any], base: Path, confine: bool, params: dict[str, Any]
+    ) -> None:
         if kind == "pipeline":
             from kubelab.pipelines.service import Pipelines
 
@@ -161,10 +179,15 @@ class Schedules:
         schedule = folder.schedule()
         upcoming = None if state["paused"] else schedule.next_after(max(time.time(), state["considered"]))
         return {
-            "id": folder.id, "name": definition["name"], "kind": definition["kind"],
+            "id": folder.id,
+            "name": definition["name"],
+            "kind": definition["kind"],
             **{k: definition["schedule"][k] for k in ("cron", "timezone", "concurrency", "start", "end")},
-            "paused": state["paused"], "next_at": iso(upcoming) if upcoming else None,
-            "fires": state["fires"][-10:], "created_at": definition["created_at"], "user": definition["user"],
+            "paused": state["paused"],
+            "next_at": iso(upcoming) if upcoming else None,
+            "fires": state["fires"][-10:],
+            "created_at": definition["created_at"],
+            "user": definition["user"],
         }
 
     # -- changing -------------------------------------------------------------------------

@@ -27,8 +27,13 @@ class Schedule:
     end: float | None = None  # epoch seconds; no fire after
 
     def to_dict(self) -> dict[str, Any]:
-        return {"cron": self.cron, "timezone": self.timezone, "concurrency": self.concurrency,
-                "start": _iso(self.start), "end": _iso(self.end)}
+        return {
+            "cron": self.cron,
+            "timezone": self.timezone,
+            "concurrency": self.concurrency,
+            "start": _iso(self.start),
+            "end": _iso(self.end),
+        }
 
     def latest_until(self, moment: float) -> float | None:
         """The last fire time at or before `moment` (and before `end`), or None before `start`."""
@@ -67,8 +72,11 @@ def parse_schedule(data: Any, path: str = "schedule") -> tuple[Schedule | None, 
         data = {"cron": data}
     if not isinstance(data, dict):
         return None, [FieldError(path, "must be a mapping with at least 'cron', or a cron string")]
-    errors = [FieldError(f"{path}.{k}", "unknown field" + did_you_mean(str(k), FIELDS))
-              for k in data if k not in FIELDS]
+    errors = [
+        FieldError(f"{path}.{k}", "unknown field" + did_you_mean(str(k), FIELDS))
+        for k in data
+        if k not in FIELDS
+    ]
     given = data.get("cron")
     cron = " ".join(given.split()) if isinstance(given, str) else ""
     if not cron:
@@ -77,17 +85,30 @@ def parse_schedule(data: Any, path: str = "schedule") -> tuple[Schedule | None, 
         from croniter import croniter
 
         if not croniter.is_valid(cron):
-            errors.append(FieldError(f"{path}.cron", f"'{cron}' is not a valid cron expression "
-                                     "(five fields: minute hour day-of-month month day-of-week, "
-                                     "or six with seconds last)"))
+            errors.append(
+                FieldError(
+                    f"{path}.cron",
+                    f"'{cron}' is not a valid cron expression "
+                    "(five fields: minute hour day-of-month month day-of-week, "
+                    "or six with seconds last)",
+                )
+            )
     zone = data.get("timezone") or "UTC"
     if not _valid_zone(zone):
-        errors.append(FieldError(f"{path}.timezone", f"'{zone}' is not an IANA time zone such as "
-                                 "'Europe/Berlin' or 'UTC'"))
+        errors.append(
+            FieldError(
+                f"{path}.timezone", f"'{zone}' is not an IANA time zone such as 'Europe/Berlin' or 'UTC'"
+            )
+        )
     concurrency = data.get("concurrency") or "forbid"
     if concurrency not in CONCURRENCY:
-        errors.append(FieldError(f"{path}.concurrency", f"must be one of {', '.join(CONCURRENCY)}, "
-                                 f"not {concurrency!r}" + did_you_mean(str(concurrency), CONCURRENCY)))
+        errors.append(
+            FieldError(
+                f"{path}.concurrency",
+                f"must be one of {', '.join(CONCURRENCY)}, "
+                f"not {concurrency!r}" + did_you_mean(str(concurrency), CONCURRENCY),
+            )
+        )
     bounds = {}
     for key in ("start", "end"):
         bounds[key], problem = _moment(data.get(key))

@@ -25,8 +25,9 @@ def register(subparsers: Any) -> None:
         description="Run a sweep from a spec file (kubelab or NNI config), or manage sweeps.",
     )
     parser.set_defaults(handler=cmd_create)
-    parser.add_argument("-f", "--file",
-                        help="a sweep spec (YAML/JSON), an NNI config or a Polyaxon group/matrix")
+    parser.add_argument(
+        "-f", "--file", help="a sweep spec (YAML/JSON), an NNI config or a Polyaxon group/matrix"
+    )
     parser.add_argument(
         "--wait", action="store_true", help="follow the trials; exit non-zero unless the sweep succeeds"
     )
@@ -70,9 +71,16 @@ def cmd_create(args: argparse.Namespace) -> int:
     data, origin = read_document(Path(args.file), "file")
     base = origin.parent if origin else Path.cwd()
     if isinstance(data, dict) and data.get("schedule") is not None:
-        raise ValidationError(f"{args.file} has a schedule", [FieldError(
-            "schedule", "a scheduled sweep is added with `kubelab schedule add -f FILE`; "
-            "remove the section to run it once now")])
+        raise ValidationError(
+            f"{args.file} has a schedule",
+            [
+                FieldError(
+                    "schedule",
+                    "a scheduled sweep is added with `kubelab schedule add -f FILE`; "
+                    "remove the section to run it once now",
+                )
+            ],
+        )
     return create_and_follow(data, base, args.wait, args.output)
 
 

@@ -93,7 +93,6 @@ _LOADER: Any = None
 def _unique_key_loader(yaml: Any) -> Any:
     global _LOADER
     if _LOADER is None:
-
         from kubelab.safe_yaml import NoAliasLoader
 
         class UniqueKeyLoader(NoAliasLoader):
@@ -133,8 +132,11 @@ def _without_sexagesimal(yaml: Any, loader: Any) -> None:
     import re
 
     loader.yaml_implicit_resolvers = {
-        first: [(tag, regexp) for tag, regexp in resolvers
-                if tag not in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")]
+        first: [
+            (tag, regexp)
+            for tag, regexp in resolvers
+            if tag not in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+        ]
         for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
     }
     loader.add_implicit_resolver(
@@ -144,7 +146,9 @@ def _without_sexagesimal(yaml: Any, loader: Any) -> None:
     )
     loader.add_implicit_resolver(
         "tag:yaml.org,2002:float",
-        re.compile(r"^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?"
-                   r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
+        re.compile(
+            r"^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?"
+            r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+        ),
         list("-+0123456789."),
     )

@@ -156,8 +156,11 @@ class _Converter:
                 if value != 1:
                     self.fail(path, f"kubelab gives each trial whole GPUs (1 trial per GPU), not {value!r}")
             elif key == "gpuindices":
-                self.fail(path, "kubelab's allocator picks free GPUs on this machine; trials cannot be "
-                                "limited to given indices; remove gpuIndices")
+                self.fail(
+                    path,
+                    "kubelab's allocator picks free GPUs on this machine; trials cannot be "
+                    "limited to given indices; remove gpuIndices",
+                )
             else:
                 known = ("platform", "useActiveGpu", "maxTrialNumberPerGpu", "gpuIndices", "reuseMode")
                 self.fail(path, "unknown local training service setting" + did_you_mean(str(raw), known))

@@ -29,13 +29,25 @@ RENAMED = {
 }
 # Settings of NNI's manager and web UI that NNI 3.0 drops when converting.
 DROPPED = ("authorName", "multiThread", "versionCheck", "logCollection", "multiPhase")
-ALGORITHM_NAMES = {"tuner": "builtinTunerName", "assessor": "builtinAssessorName",
-                   "advisor": "builtinAdvisorName"}
+ALGORITHM_NAMES = {
+    "tuner": "builtinTunerName",
+    "assessor": "builtinAssessorName",
+    "advisor": "builtinAdvisorName",
+}
 TRIAL = {"command": "trialCommand", "codeDir": "trialCodeDirectory", "gpuNum": "trialGpuNumber"}
-LOCAL = {"useActiveGpu": "useActiveGpu", "maxTrialNumPerGpu": "maxTrialNumberPerGpu",
-         "gpuIndices": "gpuIndices"}
-V1_MARKERS = ("authorName", "trainingServicePlatform", "maxTrialNum", "maxExecDuration", "searchSpacePath",
-              "localConfig")
+LOCAL = {
+    "useActiveGpu": "useActiveGpu",
+    "maxTrialNumPerGpu": "maxTrialNumberPerGpu",
+    "gpuIndices": "gpuIndices",
+}
+V1_MARKERS = (
+    "authorName",
+    "trainingServicePlatform",
+    "maxTrialNum",
+    "maxExecDuration",
+    "searchSpacePath",
+    "localConfig",
+)
 
 
 def is_nni_v1(data: Any) -> bool:
@@ -68,8 +80,13 @@ def v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
         elif key == "localConfig":
             _local(value, service, errors)
         elif key.endswith("Config") or key == "machineList":
-            errors.append(FieldError(key, "remote NNI training services are not supported: kubelab runs "
-                                          "trials on its own backend (this machine or Kubernetes)"))
+            errors.append(
+                FieldError(
+                    key,
+                    "remote NNI training services are not supported: kubelab runs "
+                    "trials on its own backend (this machine or Kubernetes)",
+                )
+            )
         else:
             errors.append(FieldError(key, "unknown NNI v1 config key"))
     v2["trainingService"] = service
@@ -89,8 +106,9 @@ def _algorithm(section: str, value: Any, errors: list[FieldError]) -> Any:
         elif key == "classArgs":
             result["classArgs"] = item
         elif key in ("codeDir", "classFileName", "className"):
-            errors.append(FieldError(f"{section}.{key}", "custom NNI algorithms are not supported; "
-                                                         "use a built-in name"))
+            errors.append(
+                FieldError(f"{section}.{key}", "custom NNI algorithms are not supported; use a built-in name")
+            )
         elif key == "gpuIndices":
             continue  # where NNI runs the tuner itself: Optuna's samplers run on the CPU
         else:
@@ -106,8 +124,12 @@ def _trial(value: Any, v2: dict[str, Any], errors: list[FieldError]) -> None:
         if key in TRIAL:
             v2[TRIAL[key]] = item
         else:
-            errors.append(FieldError(f"trial.{key}", "belongs to a remote NNI training service "
-                                                     "(image, memory, cpu...); not supported"))
+            errors.append(
+                FieldError(
+                    f"trial.{key}",
+                    "belongs to a remote NNI training service (image, memory, cpu...); not supported",
+                )
+            )
 
 
 def _local(value: Any, service: dict[str, Any], errors: list[FieldError]) -> None:

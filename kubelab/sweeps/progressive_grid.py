@@ -63,10 +63,17 @@ class ProgressiveGrid:
             for vector in _vectors([len(g) for g in grid]):
                 if all(v < b for v, b in zip(vector, bar, strict=True)):
                     continue  # tried in an earlier epoch
-                raw = {p.key: self._raw(p, grid[i][v]) for i, (p, v) in enumerate(zip(self.params, vector,
-                                                                                          strict=True))}
-                values = json.dumps({p.key: self._value(p, grid[i][v]) for i, (p, v) in
-                                     enumerate(zip(self.params, vector, strict=True))}, sort_keys=True)
+                raw = {
+                    p.key: self._raw(p, grid[i][v])
+                    for i, (p, v) in enumerate(zip(self.params, vector, strict=True))
+                }
+                values = json.dumps(
+                    {
+                        p.key: self._value(p, grid[i][v])
+                        for i, (p, v) in enumerate(zip(self.params, vector, strict=True))
+                    },
+                    sort_keys=True,
+                )
                 if values not in seen:
                     seen.add(values)
                     yield raw

@@ -44,8 +44,14 @@ class Sweeps:
         self.store = SweepStore(lab.home)
 
     # -- creating -------------------------------------------------------------------------
-    def create(self, data: Any, base_dir: Path | None = None, confine: bool = False,
-               pipeline: str | None = None, pipeline_step: str | None = None) -> dict[str, Any]:
+    def create(
+        self,
+        data: Any,
+        base_dir: Path | None = None,
+        confine: bool = False,
+        pipeline: str | None = None,
+        pipeline_step: str | None = None,
+    ) -> dict[str, Any]:
         """Validate a sweep spec (or `{"nni": config}`), record it and start its driver.
 
         Every check runs before anything is written: a refused sweep leaves no folder,
@@ -212,8 +218,10 @@ class Sweeps:
                 )
             size = configurations(sweep)
             if size is not None and len(state.trials) >= size:
-                raise Conflict(f"sweep '{sweep_id}' has tried all {size} configurations of its "
-                               f"{spec_of(sweep)['tuner']['name']} tuner; there is nothing left to run")
+                raise Conflict(
+                    f"sweep '{sweep_id}' has tried all {size} configurations of its "
+                    f"{spec_of(sweep)['tuner']['name']} tuner; there is nothing left to run"
+                )
             if state.max_duration is not None and state.seconds() >= state.max_duration:
                 raise Conflict(
                     f"sweep '{sweep_id}' has used its max_duration ({state.max_duration:g}s)",

@@ -190,9 +190,15 @@ class TunerChoice:
             if reason:
                 problems.append(FieldError(param.path, reason))
             elif self.name in ("grid", "bruteforce") and space.nested and param.grid_values() is None:
-                problems.append(FieldError(param.path, (
-                    f"{self.name} cannot divide '{param.name}' ever finer beside nested choices: "
-                    f"{param.type} has no finite list of values; use choice or quniform")))
+                problems.append(
+                    FieldError(
+                        param.path,
+                        (
+                            f"{self.name} cannot divide '{param.name}' ever finer beside nested choices: "
+                            f"{param.type} has no finite list of values; use choice or quniform"
+                        ),
+                    )
+                )
         return problems
 
 
@@ -201,8 +207,10 @@ def refusal(tuner: str, param: Parameter) -> str | None:
     kind = param.type
     if tuner in ("grid", "bruteforce") and param.grid_values() is None and "/" in param.key:
         # Flat spaces get NNI's ever finer grid (progressive_grid); nested ones must enumerate.
-        return (f"{tuner} cannot search '{param.name}' inside a nested choice: {kind} has no finite "
-                f"list of values (at most {MAX_GRID_VALUES}); use choice or quniform there")
+        return (
+            f"{tuner} cannot search '{param.name}' inside a nested choice: {kind} has no finite "
+            f"list of values (at most {MAX_GRID_VALUES}); use choice or quniform there"
+        )
     if tuner == "cmaes" and kind == "choice":
         return (
             f"cmaes cannot search '{param.name}': choice is categorical and CMA-ES searches numbers only "

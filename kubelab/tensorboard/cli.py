@@ -71,9 +71,16 @@ def _needs_server() -> None:
     from kubelab.rest_client import RestClient
 
     if not RestClient.available():
-        raise ValidationError("no Jupyter server", [FieldError(
-            "KUBELAB_API_URL", "sessions live in a Jupyter server; run this from its terminal or set "
-            "KUBELAB_API_URL and KUBELAB_API_TOKEN")])
+        raise ValidationError(
+            "no Jupyter server",
+            [
+                FieldError(
+                    "KUBELAB_API_URL",
+                    "sessions live in a Jupyter server; run this from its terminal or set "
+                    "KUBELAB_API_URL and KUBELAB_API_TOKEN",
+                )
+            ],
+        )
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
@@ -98,8 +105,9 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("tensorboard", help="TensorBoard sessions",
-                                   description="Start, list and stop TensorBoard sessions.")
+    parser = subparsers.add_parser(
+        "tensorboard", help="TensorBoard sessions", description="Start, list and stop TensorBoard sessions."
+    )
     sub = parser.add_subparsers(dest="tensorboard_cmd", required=True, metavar="ACTION")
     start = sub.add_parser("start", help="start (or reuse) a session")
     add_tensorboard_options(start)

@@ -122,9 +122,14 @@ def _env_limit(name: str, default: int) -> int:
 class TensorBoardSupervisor:
     """Starts, reuses, watches and stops the sessions of one `Experiments`."""
 
-    def __init__(self, lab: Any, base_url: str = "/", idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
-                 on_change: Callable[[TensorBoardSession], None] | None = None,
-                 max_sessions: int | None = None):
+    def __init__(
+        self,
+        lab: Any,
+        base_url: str = "/",
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+        on_change: Callable[[TensorBoardSession], None] | None = None,
+        max_sessions: int | None = None,
+    ):
         self.lab = lab
         self.prefix_root = "/" + "/".join(p for p in (base_url.strip("/"), "kubelab/tensorboard") if p)
         self.idle_timeout = idle_timeout
@@ -144,8 +149,9 @@ class TensorBoardSupervisor:
         elif kind == "sweep":
             if not isinstance(value, str) or not value:
                 raise ValidationError("invalid TensorBoard request", [FieldError("sweep", "must be an id")])
-            records = self._matching(f'sweep:"{value}"', "sweep", f"sweep '{value}' has no trials "
-                                     "(or does not exist)")
+            records = self._matching(
+                f'sweep:"{value}"', "sweep", f"sweep '{value}' has no trials (or does not exist)"
+            )
             records.sort(key=lambda r: (r.get("trial") is None, r.get("trial") or 0))
         elif kind == "query":
             if not isinstance(value, str) or not value.strip():
@@ -161,8 +167,10 @@ class TensorBoardSupervisor:
         if isinstance(ids, str):
             ids = [ids]
         if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
-            raise ValidationError("invalid TensorBoard request", [FieldError(
-                "experiments", "must be a non-empty list of experiment ids")])
+            raise ValidationError(
+                "invalid TensorBoard request",
+                [FieldError("experiments", "must be a non-empty list of experiment ids")],
+            )
         records, missing = [], []
         for index, run_id in enumerate(dict.fromkeys(ids)):
             try:
@@ -187,16 +195,19 @@ class TensorBoardSupervisor:
         for record in records:
             path = str(self.lab.runs_root / record["id"] / "tensorboard")
             if "," in path:
-                raise ValidationError("cannot start TensorBoard", [FieldError(
-                    "KUBELAB_HOME", f"'{path}' holds a comma, which --logdir_spec cannot take")])
+                raise ValidationError(
+                    "cannot start TensorBoard",
+                    [FieldError("KUBELAB_HOME", f"'{path}' holds a comma, which --logdir_spec cannot take")],
+                )
             name = run_label(record)
             if name in logdirs:
                 name = f"{name}-{record['id']}"
             logdirs[name] = path
         return logdirs
 
-    def start(self, request: Any,
-              resolved: tuple[dict[str, str], dict[str, Any]] | None = None) -> TensorBoardSession:
+    def start(
+        self, request: Any, resolved: tuple[dict[str, str], dict[str, Any]] | None = None
+    ) -> TensorBoardSession:
         """The running session for what `request` names: reused if there is one, started if not.
 
         Call it from the server's main thread: pdeathsig fires when the *thread* that started
@@ -238,22 +249,40 @@ class TensorBoardSupervisor:
         """Each session is a TensorBoard process of some hundreds of MB: at most `max_sessions`."""
         running = sum(1 for s in self.sessions.values() if s.alive)
         if running >= self.max_sessions:
-            raise TooMany(f"{running} TensorBoard sessions are running, the most this server allows "
-                          "(stop one, or raise KUBELAB_MAX_TENSORBOARDS)")
+            raise TooMany(
+                f"{running} TensorBoard sessions are running, the most this server allows "
+                "(stop one, or raise KUBELAB_MAX_TENSORBOARDS)"
+            )
 
     def _spawn(self, session: TensorBoardSession) -> None:
         session.port = free_port()
         self.log_dir.mkdir(parents=True, exist_ok=True)
         session.log_path = self.log_dir / f"{session.id}.log"
         command = [
-            sys.executable, "-m", "kubelab.tensorboard.supervisor", "--parent", str(os.getpid()),
+            sys.executable,
+            "-m",
+            "kubelab.tensorboard.supervisor",
+            "--parent",
+            str(os.getpid()),
             *(["--pdeathsig"] if threading.current_thread() is threading.main_thread() else []),
-            "--", "--logdir_spec", logdir_spec(session.logdirs), "--path_prefix", session.prefix,
-            "--host", "127.0.0.1", "--port", str(session.port), "--reload_interval", "5",
+            "--",
+            "--logdir_spec",
+            logdir_spec(session.logdirs),
+            "--path_prefix",
+            session.prefix,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(session.port),
+            "--reload_interval",
+            "5",
         ]
         with open(session.log_path, "ab") as log:
             session.process = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: stop() ends all of it
                 close_fds=True,
             )
@@ -264,8 +293,9 @@ class TensorBoardSupervisor:
     def get(self, sid: str) -> TensorBoardSession:
         session = self.sessions.get(sid)
         if session is None:
-            raise NotFound(f"no TensorBoard session '{sid}'",
-                           [FieldError("id", "is not a session of this server")])
+            raise NotFound(
+                f"no TensorBoard session '{sid}'", [FieldError("id", "is not a session of this server")]
+            )
         return session
 
     def list(self) -> list[TensorBoardSession]:
@@ -309,8 +339,11 @@ class TensorBoardSupervisor:
     def reap_idle(self, now: float | None = None) -> list[TensorBoardSession]:
         """Stop sessions nobody has looked at for `idle_timeout` seconds."""
         now = time.time() if now is None else now
-        idle = [s for s in self.sessions.values()  # a starting session is not idle: someone waits
-                if s.alive and s.state == RUNNING and now - s.last_access > self.idle_timeout]
+        idle = [
+            s
+            for s in self.sessions.values()  # a starting session is not idle: someone waits
+            if s.alive and s.state == RUNNING and now - s.last_access > self.idle_timeout
+        ]
         minutes = self.idle_timeout / 60
         for session in idle:
             self._terminate(session, f"idle for {minutes:g} minutes")
@@ -374,6 +407,7 @@ def _signal_group(pgid: int, sig: int) -> None:
 
 # -- the child: TensorBoard with a parent watchdog ---------------------------------------
 
+
 def _die_with_parent(parent: int, pdeathsig: bool) -> None:
     if pdeathsig and sys.platform.startswith("linux"):
         import ctypes
@@ -396,7 +430,7 @@ def main(argv: list[str] | None = None) -> None:
     """`python -m kubelab.tensorboard.supervisor --parent PID [--pdeathsig] -- <tensorboard flags>`."""
     args = list(sys.argv[1:] if argv is None else argv)
     split = args.index("--") if "--" in args else len(args)
-    own, flags = args[:split], args[split + 1:]
+    own, flags = args[:split], args[split + 1 :]
     parent = int(own[own.index("--parent") + 1]) if "--parent" in own else os.getppid()
     _die_with_parent(parent, "--pdeathsig" in own)
     from tensorboard.main import run_main

@@ -38,13 +38,19 @@ def test_compare_three_runs(lab_server, page: Page) -> None:
     (lab_server.root / "train.py").write_text(TRAIN)
     ids = {}
     for name, lr in RUNS.items():
-        response = lab_server.post("experiments", {"name": name, "command": ["python", "train.py"],
-                                                   "params": {"lr": lr}})
+        response = lab_server.post(
+            "experiments", {"name": name, "command": ["python", "train.py"], "params": {"lr": lr}}
+        )
         assert response.status_code == 201, response.text
         ids[name] = response.json()["id"]
-    spec = {"name": "cmp-sweep", "space": {"x": {"_type": "choice", "_value": [0.0, 0.4, 0.9]}},
-            "objective": {"metric": "loss"}, "tuner": "grid", "concurrency": 2,
-            "trial": {"command": [sys.executable, "-c", SWEEP_TRIAL]}}
+    spec = {
+        "name": "cmp-sweep",
+        "space": {"x": {"_type": "choice", "_value": [0.0, 0.4, 0.9]}},
+        "objective": {"metric": "loss"},
+        "tuner": "grid",
+        "concurrency": 2,
+        "trial": {"command": [sys.executable, "-c", SWEEP_TRIAL]},
+    }
     assert lab_server.post("sweeps", spec).status_code == 201
 
     page.goto(f"{lab_server.url}lab?token={lab_server.token}")
@@ -78,7 +84,8 @@ def test_compare_three_runs(lab_server, page: Page) -> None:
     # A final-only metric is a value, not a one-point chart.
     expect(view.locator('.jp-kubelab-Overlay[data-metric="default"]')).to_have_count(0)
     expect(view.locator('.jp-kubelab-Compare-values tr[data-metric="default"] td')).to_have_text(
-        ["0.2", "0.4", "0.8"])
+        ["0.2", "0.4", "0.8"]
+    )
 
     # Hover values: at the left edge, step 0, where loss is lr * 10.
     hover(page, chart, 0.01)

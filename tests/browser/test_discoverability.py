@@ -13,12 +13,23 @@ from test_sidebar import WAIT_MS, file_context_menu, open_panel, sidebar
 
 NOTEBOOK = {
     "cells": [
-        {"cell_type": "code", "metadata": {"tags": ["parameters"]}, "outputs": [],
-         "execution_count": None, "source": "lr = 0.01  # learning rate\noptimizer = 'adam'\n"},
-        {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
-         "source": "print(lr, optimizer)"},
+        {
+            "cell_type": "code",
+            "metadata": {"tags": ["parameters"]},
+            "outputs": [],
+            "execution_count": None,
+            "source": "lr = 0.01  # learning rate\noptimizer = 'adam'\n",
+        },
+        {
+            "cell_type": "code",
+            "metadata": {},
+            "outputs": [],
+            "execution_count": None,
+            "source": "print(lr, optimizer)",
+        },
     ],
-    "nbformat": 4, "nbformat_minor": 5,
+    "nbformat": 4,
+    "nbformat_minor": 5,
     "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
 }
 
@@ -30,8 +41,12 @@ def test_the_run_menu_and_the_sidebar_toolbar(lab_server, page: Page) -> None:
     expect(page.locator("#jupyterlab-splash")).to_have_count(0, timeout=WAIT_MS)
     page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
     menu = page.locator(".lm-Menu").last
-    for label in ("Run as experiment", "Compare runs", "Open TensorBoard for all experiments",
-                  "Refresh experiments"):
+    for label in (
+        "Run as experiment",
+        "Compare runs",
+        "Open TensorBoard for all experiments",
+        "Refresh experiments",
+    ):
         expect(menu.locator(".lm-Menu-itemLabel", has_text=label)).to_be_visible()
     page.keyboard.press("Escape")
 

@@ -136,11 +136,16 @@ time.sleep(3)
 
 
 def test_train_tensorboard_opens_once_the_run_has_reported(lab_server, page: Page) -> None:
-    cells = [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
-              "source": source} for source in ("%load_ext kubelab", TB_CELL)]
-    notebook = {"cells": cells, "nbformat": 4, "nbformat_minor": 5,
-                "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
-                                            "language": "python"}}}
+    cells = [
+        {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": source}
+        for source in ("%load_ext kubelab", TB_CELL)
+    ]
+    notebook = {
+        "cells": cells,
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+    }
     (lab_server.root / "tb.ipynb").write_text(json.dumps(notebook))
     page.goto(f"{lab_server.url}lab/tree/tb.ipynb?token={lab_server.token}")
     expect(page.locator("#jupyterlab-splash")).to_have_count(0, timeout=WAIT_MS)
@@ -170,7 +175,8 @@ def test_train_tensorboard_opens_once_the_run_has_reported(lab_server, page: Pag
 
 def test_a_failed_run_says_why(lab_server, page: Page) -> None:
     (lab_server.root / "crash.py").write_text(
-        "def load(path):\n    raise FileNotFoundError(f'no dataset at {path}')\nload('/data/mnist')\n")
+        "def load(path):\n    raise FileNotFoundError(f'no dataset at {path}')\nload('/data/mnist')\n"
+    )
     response = lab_server.post("experiments", {"name": "crash", "command": ["python", "crash.py"]})
     assert response.status_code == 201, response.text
     run_id = response.json()["id"]
@@ -182,16 +188,22 @@ def test_a_failed_run_says_why(lab_server, page: Page) -> None:
     row(page, run_id).locator(".jp-kubelab-Row-name").click()
     view = page.locator(f'.jp-kubelab-Detail[data-experiment-id="{run_id}"]')
     expect(view.locator(".jp-kubelab-Detail-reason")).to_have_text(
-        "replica 0 exited with code 1: FileNotFoundError: no dataset at /data/mnist", timeout=WAIT_MS)
+        "replica 0 exited with code 1: FileNotFoundError: no dataset at /data/mnist", timeout=WAIT_MS
+    )
     expect(view.get_by_role("button", name="Stop")).to_have_count(0)  # finished: nothing to stop
     times = view.locator(".jp-kubelab-Timeline-time").all_inner_texts()
     assert times and all(re.search(r"\d:\d\d:\d\d", t) for t in times), times  # to the second
 
 
 def test_the_best_trial_reads_in_the_dark_theme(lab_server, page: Page) -> None:
-    spec = {"name": "dark-sweep", "space": {"x": {"_type": "choice", "_value": [0.0, 0.4, 0.9]}},
-            "objective": {"metric": "loss"}, "tuner": "grid", "concurrency": 2,
-            "trial": {"command": [sys.executable, "-c", SWEEP_TRIAL]}}
+    spec = {
+        "name": "dark-sweep",
+        "space": {"x": {"_type": "choice", "_value": [0.0, 0.4, 0.9]}},
+        "objective": {"metric": "loss"},
+        "tuner": "grid",
+        "concurrency": 2,
+        "trial": {"command": [sys.executable, "-c", SWEEP_TRIAL]},
+    }
     response = lab_server.post("sweeps", spec)
     assert response.status_code == 201, response.text
     sweep_id = response.json()["id"]

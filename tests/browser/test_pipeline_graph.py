@@ -22,14 +22,27 @@ def test_the_graph_follows_a_pipeline_and_opens_its_steps(lab_server, page: Page
     root = lab_server.root
     (root / "wait.py").write_text("import os, time\nwhile not os.path.exists('go'):\n    time.sleep(0.05)\n")
     quick = {"command": ["python", "-c", "pass"]}
-    made = lab_server.post("pipelines", {"spec": {"name": "graph", "steps": [
-        {"name": "prep", "experiment": quick},
-        {"name": "train", "depends_on": ["prep"], "experiment": {"command": ["python", "wait.py"]}},
-        {"name": "eval", "depends_on": ["train"], "experiment": quick},
-    ]}})
+    made = lab_server.post(
+        "pipelines",
+        {
+            "spec": {
+                "name": "graph",
+                "steps": [
+                    {"name": "prep", "experiment": quick},
+                    {
+                        "name": "train",
+                        "depends_on": ["prep"],
+                        "experiment": {"command": ["python", "wait.py"]},
+                    },
+                    {"name": "eval", "depends_on": ["train"], "experiment": quick},
+                ],
+            }
+        },
+    )
     assert made.status_code == 201, made.text
-    scheduled = lab_server.post("schedules", {"spec": {**quick, "name": "nightly-eval",
-                                                       "schedule": {"cron": "0 2 * * *"}}})
+    scheduled = lab_server.post(
+        "schedules", {"spec": {**quick, "name": "nightly-eval", "schedule": {"cron": "0 2 * * *"}}}
+    )
     assert scheduled.status_code == 201, scheduled.text
 
     page.goto(f"{lab_server.url}lab?token={lab_server.token}")

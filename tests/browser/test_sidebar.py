@@ -104,7 +104,9 @@ def test_the_panel_opens_from_the_palette_and_goes_live(lab_server, page: Page) 
         "data-stream-state", "live", timeout=WAIT_MS
     )
     resources = sidebar(page).locator(".jp-kubelab-Resources")
-    expect(resources.locator(".jp-kubelab-Sidebar-resources")).to_have_text("Backend: local · 2 of 2 GPUs free")
+    expect(resources.locator(".jp-kubelab-Sidebar-resources")).to_have_text(
+        "Backend: local · 2 of 2 GPUs free"
+    )
     expect(resources.locator('[data-gpu-type="T4"] .jp-kubelab-GpuType-free')).to_have_text("2/2 free")
     expect(sidebar(page).locator(".jp-kubelab-ExperimentsSection .jp-kubelab-Sidebar-empty")).to_be_visible()
 
@@ -112,8 +114,10 @@ def test_the_panel_opens_from_the_palette_and_goes_live(lab_server, page: Page) 
 def test_a_bad_field_shows_the_servers_reason_next_to_it(lab_server, page: Page) -> None:
     # A busy page (live streams, a loaded machine) runs idle callbacks late. The dialog must
     # not take the focus back to its first field then, after the user moved on.
-    page.evaluate("() => { window.kubelabIdle = window.requestIdleCallback;"
-                  " window.requestIdleCallback = callback => setTimeout(callback, 1000); }")
+    page.evaluate(
+        "() => { window.kubelabIdle = window.requestIdleCallback;"
+        " window.requestIdleCallback = callback => setTimeout(callback, 1000); }"
+    )
     try:
         file_context_menu(page, "train.py", "Run as experiment")
         dialog = page.locator(".jp-Dialog")
@@ -170,9 +174,14 @@ def test_run_a_script_from_the_file_browser(lab_server, page: Page) -> None:
 
 
 def test_a_sweep_shows_its_best_trial(lab_server, page: Page) -> None:
-    spec = {"name": "ui-sweep", "space": {"x": {"_type": "choice", "_value": [0.0, 0.4, 0.9]}},
-            "objective": {"metric": "loss"}, "tuner": "grid", "concurrency": 2,
-            "trial": {"command": [sys.executable, "-c", SWEEP_TRIAL]}}
+    spec = {
+        "name": "ui-sweep",
+        "space": {"x": {"_type": "choice", "_value": [0.0, 0.4, 0.9]}},
+        "objective": {"metric": "loss"},
+        "tuner": "grid",
+        "concurrency": 2,
+        "trial": {"command": [sys.executable, "-c", SWEEP_TRIAL]},
+    }
     response = lab_server.post("sweeps", spec)
     assert response.status_code == 201, response.text
     sweep_id = response.json()["id"]
@@ -193,8 +202,9 @@ def test_a_sweep_shows_its_best_trial(lab_server, page: Page) -> None:
 
 
 def test_stop_a_running_experiment_from_its_row(lab_server, page: Page) -> None:
-    response = lab_server.post("experiments", {"name": "sleeper", "command": ["python", "sleep.py"],
-                                               "resources": {"gpus": 1}})
+    response = lab_server.post(
+        "experiments", {"name": "sleeper", "command": ["python", "sleep.py"], "resources": {"gpus": 1}}
+    )
     assert response.status_code == 201, response.text
     run_id = response.json()["id"]
     status = row(page, run_id).locator("[data-status]")
@@ -267,8 +277,10 @@ def test_dark_theme_panel_follows_it(lab_server, page: Page) -> None:
     run_command_from_palette(page, "Use Theme: JupyterLab Dark")
     expect(page.locator("body")).to_have_attribute("data-jp-theme-light", "false", timeout=WAIT_MS)
     time.sleep(0.5)  # the theme's stylesheet swaps in after the attribute
-    background = sidebar(page).locator(".jp-kubelab-Experiments").evaluate(
-        "node => getComputedStyle(node.closest('.jp-kubelab-Sidebar')).backgroundColor"
+    background = (
+        sidebar(page)
+        .locator(".jp-kubelab-Experiments")
+        .evaluate("node => getComputedStyle(node.closest('.jp-kubelab-Sidebar')).backgroundColor")
     )
     assert luminance(background) < 0.5, background
     page.screenshot(path=str(ARTIFACTS / "sidebar-dark.png"))

@@ -32,8 +32,14 @@ def compat_env(tmp_path, monkeypatch):
 @pytest.fixture
 def cli(compat_env):
     def run(*args: str, rc: int | None = 0, env: dict | None = None) -> subprocess.CompletedProcess:
-        done = subprocess.run([sys.executable, "-m", "kubelab.cli", *args], capture_output=True, text=True,
-                              env={**os.environ, **(env or {})}, cwd=compat_env, timeout=180)
+        done = subprocess.run(
+            [sys.executable, "-m", "kubelab.cli", *args],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **(env or {})},
+            cwd=compat_env,
+            timeout=180,
+        )
         if rc is not None:
             assert done.returncode == rc, done.stdout + done.stderr
         return done

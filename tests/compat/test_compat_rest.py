@@ -27,13 +27,28 @@ def server(tmp_path_factory):
 
 
 MATRIX = {
-    "version": 1.1, "kind": "operation", "name": "rest-matrix",
-    "matrix": {"kind": "grid", "params": {"lr": {"kind": "choice", "value": [0.1, 0.2]}},
-               "earlyStopping": [{"metric": "loss", "value": -1, "optimization": "minimize"}]},
-    "component": {"inputs": [{"name": "lr", "type": "float"}],
-                  "run": {"kind": "job", "container": {"command": [
-                      "python", "-c", "import sys, kubelab; kubelab.report(loss=float(sys.argv[1]))",
-                      "{{ lr }}"]}}},
+    "version": 1.1,
+    "kind": "operation",
+    "name": "rest-matrix",
+    "matrix": {
+        "kind": "grid",
+        "params": {"lr": {"kind": "choice", "value": [0.1, 0.2]}},
+        "earlyStopping": [{"metric": "loss", "value": -1, "optimization": "minimize"}],
+    },
+    "component": {
+        "inputs": [{"name": "lr", "type": "float"}],
+        "run": {
+            "kind": "job",
+            "container": {
+                "command": [
+                    "python",
+                    "-c",
+                    "import sys, kubelab; kubelab.report(loss=float(sys.argv[1]))",
+                    "{{ lr }}",
+                ]
+            },
+        },
+    },
 }
 
 
@@ -52,7 +67,11 @@ def test_a_v1_matrix_posted_to_sweeps_runs(server):
 @pytest.mark.parametrize(
     ("body", "path", "reason"),
     [
-        ({**MATRIX, "pathRef": "../../etc/passwd", "component": None}, "pathRef", "outside the operation's folder"),
+        (
+            {**MATRIX, "pathRef": "../../etc/passwd", "component": None},
+            "pathRef",
+            "outside the operation's folder",
+        ),
         ({"version": 1.1, "kind": "dag", "operations": []}, "kind", "pipelines"),
         ({**MATRIX, "joins": [{"query": "status:succeeded"}]}, "joins", "left for later"),
         ({"apiVersion": "kubeflow.org/v1beta1", "kind": "Experiment"}, "kind", "Katib Experiment"),

@@ -69,8 +69,11 @@ def test_v1_config_is_converted_as_nni_3_converts_it():
 
 def test_v1_remote_platforms_and_custom_tuners_are_refused_by_name():
     config = {
-        "authorName": "me", "trialConcurrency": 1, "trainingServicePlatform": "remote",
-        "machineList": [{"ip": "10.0.0.1"}], "searchSpacePath": "s.json",
+        "authorName": "me",
+        "trialConcurrency": 1,
+        "trainingServicePlatform": "remote",
+        "machineList": [{"ip": "10.0.0.1"}],
+        "searchSpacePath": "s.json",
         "tuner": {"codeDir": ".", "classFileName": "t.py", "className": "T"},
         "trial": {"command": "python t.py", "codeDir": ".", "image": "x"},
     }
@@ -93,19 +96,31 @@ def test_v1_remote_platforms_and_custom_tuners_are_refused_by_name():
     ],
 )
 def test_local_training_service_settings_are_refused_by_name(settings, path, reason):
-    config = {"searchSpace": {"x": {"_type": "uniform", "_value": [0, 1]}}, "trialCommand": "true",
-              "tuner": {"name": "TPE"}, "trainingService": {"platform": "local", **settings}}
+    config = {
+        "searchSpace": {"x": {"_type": "uniform", "_value": [0, 1]}},
+        "trialCommand": "true",
+        "tuner": {"name": "TPE"},
+        "trainingService": {"platform": "local", **settings},
+    }
     with pytest.raises(ValidationError) as refused:
         nni_to_sweep(config)
     assert any(f.path == path and reason in f.reason for f in refused.value.fields), refused.value.message()
 
 
 def test_local_training_service_settings_kubelab_honours_are_accepted():
-    for settings in ({"useActiveGpu": True}, {"useActiveGpu": False, "maxTrialNumberPerGpu": 1},
-                     {"reuseMode": False}):
-        config = {"searchSpace": {"x": {"_type": "uniform", "_value": [0, 1]}}, "trialCommand": "true",
-                  "trialGpuNumber": 1, "maxTrialNumber": 1, "tuner": {"name": "TPE"},
-                  "trainingService": {"platform": "local", **settings}}
+    for settings in (
+        {"useActiveGpu": True},
+        {"useActiveGpu": False, "maxTrialNumberPerGpu": 1},
+        {"reuseMode": False},
+    ):
+        config = {
+            "searchSpace": {"x": {"_type": "uniform", "_value": [0, 1]}},
+            "trialCommand": "true",
+            "trialGpuNumber": 1,
+            "maxTrialNumber": 1,
+            "tuner": {"name": "TPE"},
+            "trainingService": {"platform": "local", **settings},
+        }
         SweepSpec.parse(nni_to_sweep(config))
 
 
@@ -116,27 +131,55 @@ def test_hyperband_trials_read_trial_budget(cli, sweeps, compat_env):
     record = sweeps.get(sweep_id)
     assert record["status"] == "Succeeded", record
     assert [t["objective"] for t in record["trials"]] == [9.0, 9.0]  # R: 9, the largest budget
-    converted = nni_to_sweep({"searchSpace": {"x": {"_type": "uniform", "_value": [0, 1]}},
-                              "trialCommand": "true", "maxTrialNumber": 1,
-                              "advisor": {"name": "BOHB", "classArgs": {"optimize_mode": "minimize"}}})
+    converted = nni_to_sweep(
+        {
+            "searchSpace": {"x": {"_type": "uniform", "_value": [0, 1]}},
+            "trialCommand": "true",
+            "maxTrialNumber": 1,
+            "advisor": {"name": "BOHB", "classArgs": {"optimize_mode": "minimize"}},
+        }
+    )
     assert converted["trial"]["env"] == {"KUBELAB_NNI_TRIAL_BUDGET": "3"}  # BOHB's max_budget default
     assert converted["early_stopping"]["args"] == {"max_budget": 3, "min_budget": 1}
 
 
 def test_nested_spaces_reusing_inner_names_run(compat_env):
     space = {
-        "layer0": {"_type": "choice", "_value": [
-            {"_name": "conv", "kernel_size": {"_type": "choice", "_value": [1, 3]}}, {"_name": "empty"}]},
-        "layer1": {"_type": "choice", "_value": [
-            {"_name": "conv", "kernel_size": {"_type": "choice", "_value": [3, 5]}}, {"_name": "empty"}]},
+        "layer0": {
+            "_type": "choice",
+            "_value": [
+                {"_name": "conv", "kernel_size": {"_type": "choice", "_value": [1, 3]}},
+                {"_name": "empty"},
+            ],
+        },
+        "layer1": {
+            "_type": "choice",
+            "_value": [
+                {"_name": "conv", "kernel_size": {"_type": "choice", "_value": [3, 5]}},
+                {"_name": "empty"},
+            ],
+        },
         "lr": {"_type": "uniform", "_value": [0.1, 0.1]},  # equal bounds: one value, as in NNI
     }
-    spec = SweepSpec.parse(nni_to_sweep({"searchSpace": space, "trialCommand": "true",
-                                         "maxTrialNumber": 2, "tuner": {"name": "Random"}}))
-    flat = spec.space.flatten({"layer0": {"_name": "conv", "kernel_size": 3},
-                               "layer1": {"_name": "conv", "kernel_size": 5}, "lr": 0.1})
-    assert flat == {"layer0": "conv", "layer0.conv.kernel_size": 3, "layer1": "conv",
-                    "layer1.conv.kernel_size": 5, "lr": 0.1}
+    spec = SweepSpec.parse(
+        nni_to_sweep(
+            {"searchSpace": space, "trialCommand": "true", "maxTrialNumber": 2, "tuner": {"name": "Random"}}
+        )
+    )
+    flat = spec.space.flatten(
+        {
+            "layer0": {"_name": "conv", "kernel_size": 3},
+            "layer1": {"_name": "conv", "kernel_size": 5},
+            "lr": 0.1,
+        }
+    )
+    assert flat == {
+        "layer0": "conv",
+        "layer0.conv.kernel_size": 3,
+        "layer1": "conv",
+        "layer1.conv.kernel_size": 5,
+        "lr": 0.1,
+    }
 
 
 EXPERIMENT_SCRIPT = textwrap.dedent("""
@@ -169,8 +212,15 @@ EXPERIMENT_SCRIPT = textwrap.dedent("""
 def experiment_process(compat_env, mode: str) -> subprocess.Popen:
     (compat_env / "start_nni.py").write_text(EXPERIMENT_SCRIPT)
     env = {**os.environ, "PYTHONPATH": str(SHIMS)}  # as a kubelab run or `%load_ext kubelab` has it
-    return subprocess.Popen([sys.executable, "start_nni.py", mode], cwd=compat_env, env=env, text=True,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "start_nni.py", mode],
+        cwd=compat_env,
+        env=env,
+        text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def test_nni_experiment_api_run_waits_for_the_sweep(compat_env, sweeps):
@@ -196,23 +246,34 @@ def test_nni_experiment_api_start_and_stop(compat_env, sweeps):
 
 
 def test_nni_experiment_api_refuses_what_it_does_not_provide(compat_env):
-    script = ("from nni.experiment import Experiment\n"
-              "try:\n    Experiment('local').view\nexcept AttributeError as e:\n    print(e)\n")
-    done = subprocess.run([sys.executable, "-c", script], cwd=compat_env, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(SHIMS)}, timeout=60)
+    script = (
+        "from nni.experiment import Experiment\n"
+        "try:\n    Experiment('local').view\nexcept AttributeError as e:\n    print(e)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=compat_env,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(SHIMS)},
+        timeout=60,
+    )
     assert "Experiment.view is not provided" in done.stdout, done.stderr
 
 
 def test_load_ext_makes_the_experiment_api_importable_in_a_notebook(compat_env):
     """Where NNI is not installed, `%load_ext kubelab` puts the shims last on sys.path."""
-    script = ("import importlib.util, sys\n"
-              "assert importlib.util.find_spec('nni') is None\n"
-              "from kubelab.magics import _compat_modules\n"
-              "_compat_modules()\n"
-              "from nni.experiment import Experiment\n"
-              "from polyaxon import tracking\n"
-              "print(Experiment('local').get_status(), sys.path[-1].endswith('nni_compat'))\n")
+    script = (
+        "import importlib.util, sys\n"
+        "assert importlib.util.find_spec('nni') is None\n"
+        "from kubelab.magics import _compat_modules\n"
+        "_compat_modules()\n"
+        "from nni.experiment import Experiment\n"
+        "from polyaxon import tracking\n"
+        "print(Experiment('local').get_status(), sys.path[-1].endswith('nni_compat'))\n"
+    )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    done = subprocess.run([sys.executable, "-c", script], cwd=compat_env, capture_output=True, text=True,
-                          env=env, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=compat_env, capture_output=True, text=True, env=env, timeout=60
+    )
     assert done.stdout.split() == ["INITIALIZED", "True"], done.stderr

@@ -42,7 +42,8 @@ def sweep(data: dict) -> dict:
 def test_v0_backslash_continuations_run_as_polyaxon_runs_them(cli):
     assert sanitize_cmd("python a.py \\ --x=1 \\  --y=2") == "python a.py --x=1 --y=2"
     assert sanitize_cmd(["pip install -r r.txt", "python a.py \\\n --x=1"]) == (
-        "pip install -r r.txt && python a.py --x=1")
+        "pip install -r r.txt && python a.py --x=1"
+    )
     done = cli("run", "-f", "polyaxon/v0_continuation.yml", "--wait")
     assert '["--lr=0.01", "--epochs=2", "--name=first"]' in done.stdout
 
@@ -58,8 +59,10 @@ def test_v0_workers_and_parameter_servers_become_replicas():
     found = refusal(lambda: experiment(data))
     assert "every replica gets the master's resources" in found["environment.replicas.default_worker"]
     data["environment"]["replicas"].pop("default_worker")
-    assert "only for framework tensorflow" in refusal(lambda: ExperimentSpec.parse(experiment(data)))[
-        "parameter_servers"]
+    assert (
+        "only for framework tensorflow"
+        in refusal(lambda: ExperimentSpec.parse(experiment(data)))["parameter_servers"]
+    )
 
 
 def test_v0_build_steps_and_dockerfile_are_refused_by_name():
@@ -82,21 +85,41 @@ def test_v0_group_is_a_sweep_for_run_and_sweep(cli, sweeps):
     assert "reached stop_at (loss=" in done.stderr, done.stderr
     sweep_id = cli("sweep", "-f", "polyaxon/v0_group.yml").stdout.strip()
     assert wait_sweep(sweeps, sweep_id)["status"] == "Succeeded"
-    assert "--name cannot be combined with a sweep file" in cli(
-        "run", "-f", "polyaxon/v0_group.yml", "--name", "x", rc=2).stderr
+    assert (
+        "--name cannot be combined with a sweep file"
+        in cli("run", "-f", "polyaxon/v0_group.yml", "--name", "x", rc=2).stderr
+    )
 
 
 @pytest.mark.parametrize(
     ("hptuning", "expected"),
     [
         ({"grid_search": {"n_experiments": 5}}, {"tuner": "grid", "max_trials": 5}),
-        ({"hyperband": {"max_iter": 9, "eta": 3, "resource": {"name": "epochs", "type": "int"},
-                        "metric": {"name": "acc", "optimization": "maximize"}}},
-         {"tuner": "random", "early_stopping": "hyperband", "max_trials": 17, "metric": "acc"}),
-        ({"bo": {"n_iterations": 6, "n_initial_trials": 3, "metric": {"name": "loss", "optimization": "minimize"},
-                 "utility_function": {"acquisition_function": "ei", "gaussian_process": {"kernel": "matern",
-                                                                                         "nu": 2.5}}}},
-         {"tuner": "gp", "max_trials": 9}),
+        (
+            {
+                "hyperband": {
+                    "max_iter": 9,
+                    "eta": 3,
+                    "resource": {"name": "epochs", "type": "int"},
+                    "metric": {"name": "acc", "optimization": "maximize"},
+                }
+            },
+            {"tuner": "random", "early_stopping": "hyperband", "max_trials": 17, "metric": "acc"},
+        ),
+        (
+            {
+                "bo": {
+                    "n_iterations": 6,
+                    "n_initial_trials": 3,
+                    "metric": {"name": "loss", "optimization": "minimize"},
+                    "utility_function": {
+                        "acquisition_function": "ei",
+                        "gaussian_process": {"kernel": "matern", "nu": 2.5},
+                    },
+                }
+            },
+            {"tuner": "gp", "max_trials": 9},
+        ),
     ],
 )
 def test_v0_group_algorithms_map_onto_tuners(hptuning, expected):
@@ -121,8 +144,13 @@ def test_v0_group_refusals_name_the_field():
     assert "give one search algorithm" in found["hptuning.bo"]
     data = load_document(POLYAXON / "v0_group.yml")
     data["hptuning"].pop("random_search")
-    data["hptuning"]["hyperband"] = {"max_iter": 9, "eta": 3, "resource": {"name": "epochs"}, "resume": True,
-                                     "metric": {"name": "loss", "optimization": "minimize"}}
+    data["hptuning"]["hyperband"] = {
+        "max_iter": 9,
+        "eta": 3,
+        "resource": {"name": "epochs"},
+        "resume": True,
+        "metric": {"name": "loss", "optimization": "minimize"},
+    }
     data["hptuning"]["early_stopping"] = [{"metric": "accuracy", "value": 0.9, "optimization": "maximize"}]
     found = refusal(lambda: sweep(data))
     assert "must watch the objective (loss, minimize)" in found["hptuning.early_stopping[0].metric"]
@@ -132,9 +160,12 @@ def test_v0_group_refusals_name_the_field():
 def test_v0_group_value_lists_are_computed_as_polyaxon_does():
     data = load_document(POLYAXON / "v0_group.yml")
     data["hptuning"]["matrix"] = {
-        "a": {"range": "0:10:3"}, "b": {"linspace": "1:10:4"}, "c": {"logspace": {"start": 0, "stop": 2,
-                                                                                  "num": 3, "base": 2}},
-        "d": {"geomspace": [1, 8, 4]}, "e": {"loguniform": "0:1"}, "f": {"normal": {"loc": 0, "scale": 2}},
+        "a": {"range": "0:10:3"},
+        "b": {"linspace": "1:10:4"},
+        "c": {"logspace": {"start": 0, "stop": 2, "num": 3, "base": 2}},
+        "d": {"geomspace": [1, 8, 4]},
+        "e": {"loguniform": "0:1"},
+        "f": {"normal": {"loc": 0, "scale": 2}},
     }
     space = sweep(data)["space"]
     assert space["a"]["_value"] == [0, 3, 6, 9]
@@ -150,8 +181,10 @@ def test_v0_group_value_lists_are_computed_as_polyaxon_does():
 
 def test_v1_component_and_operation():
     component = load_spec_file(POLYAXON / "v1_component.yml")
-    assert component["inputs"] == [{"name": "lr", "type": "float", "default": 0.01, "optional": True},
-                                   {"name": "epochs", "type": "int"}]
+    assert component["inputs"] == [
+        {"name": "lr", "type": "float", "default": 0.01, "optional": True},
+        {"name": "epochs", "type": "int"},
+    ]
     assert component["command"] == ["python3", "train.py", "--lr={{ lr }}", "--epochs={{ epochs }}"]
     assert component["code"] == {"path": "."} and component["retries"] == 1
     assert "required input" in refusal(lambda: ExperimentSpec.parse(component))["params.epochs"]
@@ -178,19 +211,41 @@ def test_v1_pytorchjob_and_tfjob_become_replicas():
         ({"joins": [{"query": "metrics.loss:<0.1"}]}, "joins", "not supported (left for later)"),
         ({"hubRef": "tensorboard:latest", "component": None}, "hubRef", "Polyaxon's servers"),
         ({"dagRef": "pipeline"}, "dagRef", "kubelab's pipelines"),
-        ({"params": {"epochs": {"ref": "ops.train", "value": "outputs.n"}}}, "params.epochs.ref", "give the value"),
+        (
+            {"params": {"epochs": {"ref": "ops.train", "value": "outputs.n"}}},
+            "params.epochs.ref",
+            "give the value",
+        ),
         ({"schedule": {"kind": "cron", "cron": "0 * * * *"}}, "schedule", "scheduled runs"),
         ({"pathRef": "../../secret.yml"}, "pathRef", "outside the operation's folder"),
         ({"pathRef": "/etc/passwd"}, "pathRef", "outside the operation's folder"),
-        ({"pathRef": None, "component": {"run": {"kind": "dag", "operations": []}}}, "component.run.kind",
-         "kubelab's pipelines"),
+        (
+            {"pathRef": None, "component": {"run": {"kind": "dag", "operations": []}}},
+            "component.run.kind",
+            "kubelab's pipelines",
+        ),
         ({"pathRef": None, "component": {"run": {"kind": "mpijob"}}}, "component.run.kind", "MPI"),
-        ({"pathRef": None, "component": {"run": {"kind": "job", "container": {"command": ["x"]},
-                                                 "sidecars": [{"image": "s"}]}}},
-         "component.run.sidecars", "not supported"),
-        ({"pathRef": None, "component": {"inputs": [{"name": "d", "type": "path"}],
-                                         "run": {"kind": "job", "container": {"command": ["x"]}}}},
-         "component.inputs[0].type", "int, float, str or bool"),
+        (
+            {
+                "pathRef": None,
+                "component": {
+                    "run": {"kind": "job", "container": {"command": ["x"]}, "sidecars": [{"image": "s"}]}
+                },
+            },
+            "component.run.sidecars",
+            "not supported",
+        ),
+        (
+            {
+                "pathRef": None,
+                "component": {
+                    "inputs": [{"name": "d", "type": "path"}],
+                    "run": {"kind": "job", "container": {"command": ["x"]}},
+                },
+            },
+            "component.inputs[0].type",
+            "int, float, str or bool",
+        ),
     ],
 )
 def test_v1_what_kubelab_cannot_do_is_refused_by_name(change, path, reason):
@@ -212,7 +267,10 @@ def test_v1_dag_and_unknown_formats_say_what_they_are():
     assert "Katib Experiment" in refusal(lambda: sweep(katib))["kind"]
 
 
-MATRIX_PARAMS = {"lr": {"kind": "choice", "value": [0.01, 0.1]}, "epochs": {"kind": "range", "value": "1:4:1"}}
+MATRIX_PARAMS = {
+    "lr": {"kind": "choice", "value": [0.01, 0.1]},
+    "epochs": {"kind": "range", "value": "1:4:1"},
+}
 
 
 @pytest.mark.parametrize(
@@ -220,12 +278,30 @@ MATRIX_PARAMS = {"lr": {"kind": "choice", "value": [0.01, 0.1]}, "epochs": {"kin
     [
         ({"kind": "grid", "params": MATRIX_PARAMS}, "grid", None),
         ({"kind": "random", "numRuns": 5, "seed": 1, "params": MATRIX_PARAMS}, "random", 5),
-        ({"kind": "hyperband", "maxIterations": 27, "eta": 3, "resource": {"name": "epochs", "type": "int"},
-          "metric": {"name": "loss", "optimization": "minimize"}, "params": {"lr": MATRIX_PARAMS["lr"]}},
-         "random", 49),  # brackets of 27, 12, 6 and 4 runs
-        ({"kind": "bayes", "numInitialRuns": 2, "maxIterations": 3, "metric": {"name": "loss",
-          "optimization": "minimize"}, "utilityFunction": {"acquisitionFunction": "ei"},
-          "params": MATRIX_PARAMS}, "gp", 5),
+        (
+            {
+                "kind": "hyperband",
+                "maxIterations": 27,
+                "eta": 3,
+                "resource": {"name": "epochs", "type": "int"},
+                "metric": {"name": "loss", "optimization": "minimize"},
+                "params": {"lr": MATRIX_PARAMS["lr"]},
+            },
+            "random",
+            49,
+        ),  # brackets of 27, 12, 6 and 4 runs
+        (
+            {
+                "kind": "bayes",
+                "numInitialRuns": 2,
+                "maxIterations": 3,
+                "metric": {"name": "loss", "optimization": "minimize"},
+                "utilityFunction": {"acquisitionFunction": "ei"},
+                "params": MATRIX_PARAMS,
+            },
+            "gp",
+            5,
+        ),
         ({"kind": "hyperopt", "algorithm": "anneal", "numRuns": 4, "params": MATRIX_PARAMS}, "anneal", 4),
         ({"kind": "mapping", "values": [{"lr": 0.1, "epochs": 1}, {"lr": 0.2, "epochs": 2}]}, "batch", None),
     ],
@@ -246,12 +322,22 @@ def test_v1_matrix_refusals():
     data = load_document(POLYAXON / "v1_matrix.yml")
     data["matrix"] = {"kind": "iterative", "params": MATRIX_PARAMS}
     assert "custom tuner" in refusal(lambda: sweep(data))["matrix.kind"]
-    data["matrix"] = {"kind": "bayes", "numInitialRuns": 2, "maxIterations": 3, "params": MATRIX_PARAMS,
-                      "metric": {"name": "loss"}, "utilityFunction": {"acquisitionFunction": "ucb", "kappa": 2}}
+    data["matrix"] = {
+        "kind": "bayes",
+        "numInitialRuns": 2,
+        "maxIterations": 3,
+        "params": MATRIX_PARAMS,
+        "metric": {"name": "loss"},
+        "utilityFunction": {"acquisitionFunction": "ucb", "kappa": 2},
+    }
     found = refusal(lambda: sweep(data))
     assert "only ei" in found["matrix.utility_function.acquisition_function"]
     assert "no equivalent" in found["matrix.utility_function.kappa"]
-    data["matrix"] = {"kind": "random", "numRuns": 2, "params": {"d": {"kind": "pchoice", "value": [[1, 0.5]]}}}
+    data["matrix"] = {
+        "kind": "random",
+        "numRuns": 2,
+        "params": {"d": {"kind": "pchoice", "value": [[1, 0.5]]}},
+    }
     assert "weighted choice" in refusal(lambda: sweep(data))["matrix.params.d"]
 
 

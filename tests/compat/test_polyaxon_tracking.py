@@ -41,7 +41,9 @@ V0_SCRIPT = textwrap.dedent("""
 
 def test_v1_tracking_records_metrics_params_outputs_tags_and_artifacts(cli, compat_env):
     (compat_env / "track.py").write_text(V1_SCRIPT)
-    done = cli("run", "--name", "tracked", "--tag", "given", "-o", "json", "--wait", "--", "python", "track.py")
+    done = cli(
+        "run", "--name", "tracked", "--tag", "given", "-o", "json", "--wait", "--", "python", "track.py"
+    )
     record = json.loads(done.stdout)
     assert record["status"] == "Succeeded", record
     shown = json.loads(cli("show", record["id"], "-o", "json").stdout)

@@ -11,12 +11,30 @@ from kubelab.cli import dash_values
 from kubelab.query import QueryError, select
 
 RECORDS = [
-    {"id": "aaa", "name": "train run:1", "status": "Stopped", "params": {"activation": "relu", "lr": 0.1},
-     "metrics": {"loss": 0.3}, "tags": []},
-    {"id": "bbb", "name": "x", "status": "Running", "params": {"activation": "tanh", "lr": 0.01},
-     "metrics": {"loss": 0.1}, "tags": []},
-    {"id": "ccc", "name": "url", "status": "Succeeded", "params": {"data": "s3://bucket/a"},
-     "metrics": {"loss": 0.2}, "tags": []},
+    {
+        "id": "aaa",
+        "name": "train run:1",
+        "status": "Stopped",
+        "params": {"activation": "relu", "lr": 0.1},
+        "metrics": {"loss": 0.3},
+        "tags": [],
+    },
+    {
+        "id": "bbb",
+        "name": "x",
+        "status": "Running",
+        "params": {"activation": "tanh", "lr": 0.01},
+        "metrics": {"loss": 0.1},
+        "tags": [],
+    },
+    {
+        "id": "ccc",
+        "name": "url",
+        "status": "Succeeded",
+        "params": {"data": "s3://bucket/a"},
+        "metrics": {"loss": 0.2},
+        "tags": [],
+    },
 ]
 
 

@@ -21,11 +21,14 @@ from .cluster import ControlPlane
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/cluster", description=__doc__.splitlines()[0])
-    parser.add_argument("--kubeconfig", type=Path, required=True,
-                        help="where to write the admin kubeconfig")
-    parser.add_argument("--complete-after", type=float, metavar="SECONDS",
-                        help="a Job's pods succeed after this long unless annotated otherwise "
-                             "(default: they run until annotated; see docs/kubernetes.md)")
+    parser.add_argument("--kubeconfig", type=Path, required=True, help="where to write the admin kubeconfig")
+    parser.add_argument(
+        "--complete-after",
+        type=float,
+        metavar="SECONDS",
+        help="a Job's pods succeed after this long unless annotated otherwise "
+        "(default: they run until annotated; see docs/kubernetes.md)",
+    )
     args = parser.parse_args(argv)
     done = threading.Event()
 
@@ -40,8 +43,7 @@ def main(argv: list[str] | None = None) -> int:
             args.kubeconfig.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(plane.kubeconfig, args.kubeconfig)
             args.kubeconfig.chmod(0o600)
-            print(f"control plane ready at {plane.server}; kubeconfig: {args.kubeconfig}",
-                  flush=True)
+            print(f"control plane ready at {plane.server}; kubeconfig: {args.kubeconfig}", flush=True)
             print(f"(logs in {workdir / 'logs'}; Ctrl-C or SIGTERM stops everything)", flush=True)
             done.wait()
             print("stopping", flush=True)

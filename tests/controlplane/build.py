@@ -30,8 +30,9 @@ def cache_root() -> Path:
 
 
 def _pinned(module_dir: Path, module: str) -> str:
-    match = re.search(rf"^\s*(?:require\s+)?{re.escape(module)} (v\S+)", (module_dir / "go.mod").read_text(),
-                      re.MULTILINE)
+    match = re.search(
+        rf"^\s*(?:require\s+)?{re.escape(module)} (v\S+)", (module_dir / "go.mod").read_text(), re.MULTILINE
+    )
     if not match:
         raise RuntimeError(f"{module_dir}/go.mod does not require {module}")
     return match.group(1)
@@ -41,9 +42,9 @@ def _pinned(module_dir: Path, module: str) -> str:
 class Component:
     """One Go build: the packages of a wrapper module and the binaries they become."""
 
-    key: str                       # folder name under the cache root
+    key: str  # folder name under the cache root
     module_dir: Path
-    packages: dict[str, str]       # binary name -> Go package
+    packages: dict[str, str]  # binary name -> Go package
     ldflags: str = ""
 
     @property
@@ -63,19 +64,32 @@ def components() -> list[Component]:
     stamp = " ".join(
         f"-X {pkg}.{var}={value}"
         for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
-        for var, value in (("gitVersion", k8s), ("gitMajor", major), ("gitMinor", minor),
-                           ("gitTreeState", "clean"))
+        for var, value in (
+            ("gitVersion", k8s),
+            ("gitMajor", major),
+            ("gitMinor", minor),
+            ("gitTreeState", "clean"),
+        )
     )
     return [
-        Component(f"kubernetes-{k8s}-etcd-{etcd}", kube_dir, {
-            "etcd": "go.etcd.io/etcd/server/v3",
-            "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
-            "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
-            "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
-            "kubectl": "k8s.io/kubernetes/cmd/kubectl",   # the same release's, for the checks
-        }, ldflags=stamp),
-        Component(f"kwok-{kwok}", kwok_dir, {"kwok": "sigs.k8s.io/kwok/cmd/kwok"},
-                  ldflags=f"-X sigs.k8s.io/kwok/pkg/consts.Version={kwok.lstrip('v')}"),
+        Component(
+            f"kubernetes-{k8s}-etcd-{etcd}",
+            kube_dir,
+            {
+                "etcd": "go.etcd.io/etcd/server/v3",
+                "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
+                "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
+                "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
+                "kubectl": "k8s.io/kubernetes/cmd/kubectl",  # the same release's, for the checks
+            },
+            ldflags=stamp,
+        ),
+        Component(
+            f"kwok-{kwok}",
+            kwok_dir,
+            {"kwok": "sigs.k8s.io/kwok/cmd/kwok"},
+            ldflags=f"-X sigs.k8s.io/kwok/pkg/consts.Version={kwok.lstrip('v')}",
+        ),
     ]
 
 
@@ -87,12 +101,23 @@ def _build(component: Component) -> None:
     with tempfile.TemporaryDirectory(dir=component.folder.parent, prefix=".build-") as tmp:
         for name, package in component.packages.items():
             print(f"    go build {package}", flush=True)
-            subprocess.run([go, "build", "-buildvcs=false", "-ldflags",
-                            f"-s -w {component.ldflags}", "-o", str(Path(tmp) / name), package],
-                           cwd=component.module_dir, check=True)
-        if component.folder.exists():   # an older build of the same pins, missing a binary
+            subprocess.run(
+                [
+                    go,
+                    "build",
+                    "-buildvcs=false",
+                    "-ldflags",
+                    f"-s -w {component.ldflags}",
+                    "-o",
+                    str(Path(tmp) / name),
+                    package,
+                ],
+                cwd=component.module_dir,
+                check=True,
+            )
+        if component.folder.exists():  # an older build of the same pins, missing a binary
             shutil.rmtree(component.folder)
-        Path(tmp).rename(component.folder)   # whole or not at all
+        Path(tmp).rename(component.folder)  # whole or not at all
 
 
 def ensure_built(quiet: bool = False) -> dict[str, Path]:
@@ -100,8 +125,10 @@ def ensure_built(quiet: bool = False) -> dict[str, Path]:
     paths: dict[str, Path] = {}
     for component in components():
         if component.missing():
-            print(f"==> building {component.key} from Go modules (once; cached in "
-                  f"{component.folder})", flush=True)
+            print(
+                f"==> building {component.key} from Go modules (once; cached in {component.folder})",
+                flush=True,
+            )
             started = time.monotonic()
             _build(component)
             print(f"    built in {time.monotonic() - started:.0f} s", flush=True)

@@ -53,8 +53,13 @@ class NodeSpec:
     taints: tuple[dict[str, str], ...] = ()
 
     def manifest(self) -> dict[str, Any]:
-        labels = {"kubernetes.io/hostname": self.name, "kubernetes.io/os": "linux",
-                  "kubernetes.io/arch": "amd64", "type": "kwok", **self.labels}
+        labels = {
+            "kubernetes.io/hostname": self.name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            "type": "kwok",
+            **self.labels,
+        }
         capacity = {"cpu": self.cpu, "memory": self.memory, "pods": "110"}
         taints = list(self.taints)
         if self.gpus:
@@ -63,7 +68,8 @@ class NodeSpec:
         if self.gpu_type:
             labels["gpu-type"] = self.gpu_type
         return {
-            "apiVersion": "v1", "kind": "Node",
+            "apiVersion": "v1",
+            "kind": "Node",
             "metadata": {"name": self.name, "labels": labels, "annotations": dict(KWOK_NODE)},
             "spec": {"taints": taints} if taints else {},
             "status": {"capacity": capacity, "allocatable": capacity},
@@ -81,11 +87,13 @@ DEFAULT_NODES = (
     NodeSpec("cpu-1", cpu="32", memory="128Gi"),
 )
 
-ADMISSION_PLUGINS = ("NamespaceLifecycle,LimitRanger,ServiceAccount,DefaultStorageClass,"
-                     "DefaultTolerationSeconds,PodSecurity,Priority,RuntimeClass,"
-                     "NodeRestriction,TaintNodesByCondition,StorageObjectInUseProtection,"
-                     "PersistentVolumeClaimResize,MutatingAdmissionWebhook,"
-                     "ValidatingAdmissionPolicy,ValidatingAdmissionWebhook,ResourceQuota")
+ADMISSION_PLUGINS = (
+    "NamespaceLifecycle,LimitRanger,ServiceAccount,DefaultStorageClass,"
+    "DefaultTolerationSeconds,PodSecurity,Priority,RuntimeClass,"
+    "NodeRestriction,TaintNodesByCondition,StorageObjectInUseProtection,"
+    "PersistentVolumeClaimResize,MutatingAdmissionWebhook,"
+    "ValidatingAdmissionPolicy,ValidatingAdmissionWebhook,ResourceQuota"
+)
 
 
 def free_port() -> int:
@@ -101,9 +109,15 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
-def kubeconfig_document(server: str, ca: Path, *, token: str | None = None,
-                        cert: pki.KeyPair | None = None, namespace: str | None = None,
-                        user: str = "admin") -> dict[str, Any]:
+def kubeconfig_document(
+    server: str,
+    ca: Path,
+    *,
+    token: str | None = None,
+    cert: pki.KeyPair | None = None,
+    namespace: str | None = None,
+    user: str = "admin",
+) -> dict[str, Any]:
     credentials: dict[str, str] = {}
     if token:
         credentials["token"] = token
@@ -113,9 +127,10 @@ def kubeconfig_document(server: str, ca: Path, *, token: str | None = None,
     if namespace:
         context["namespace"] = namespace
     return {
-        "apiVersion": "v1", "kind": "Config", "current-context": "kubelab",
-        "clusters": [{"name": "kubelab", "cluster": {"server": server,
-                                                      "certificate-authority": str(ca)}}],
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "kubelab",
+        "clusters": [{"name": "kubelab", "cluster": {"server": server, "certificate-authority": str(ca)}}],
         "users": [{"name": user, "user": credentials}],
         "contexts": [{"name": "kubelab", "context": context}],
     }
@@ -124,8 +139,12 @@ def kubeconfig_document(server: str, ca: Path, *, token: str | None = None,
 class ControlPlane:
     """Start with `with ControlPlane(workdir) as cp:`; `cp.kubeconfig` is the admin's."""
 
-    def __init__(self, workdir: Path | None = None, nodes: tuple[NodeSpec, ...] = DEFAULT_NODES,
-                 complete_after: float | None = None) -> None:
+    def __init__(
+        self,
+        workdir: Path | None = None,
+        nodes: tuple[NodeSpec, ...] = DEFAULT_NODES,
+        complete_after: float | None = None,
+    ) -> None:
         self._own_workdir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="kubelab-cluster-"))
         self.nodes = nodes
@@ -156,65 +175,106 @@ class ControlPlane:
         deadline = time.monotonic() + timeout
         self._make_credentials()
         etcd_port, peer_port = free_port(), free_port()
-        self._spawn("etcd", [
-            str(binaries["etcd"]), "--name", "kubelab", "--data-dir", str(self.workdir / "etcd"),
-            "--listen-client-urls", f"http://127.0.0.1:{etcd_port}",
-            "--advertise-client-urls", f"http://127.0.0.1:{etcd_port}",
-            "--listen-peer-urls", f"http://127.0.0.1:{peer_port}",
-            "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer_port}",
-            "--initial-cluster", f"kubelab=http://127.0.0.1:{peer_port}",
-            "--listen-metrics-urls", f"http://127.0.0.1:{free_port()}",
-            "--unsafe-no-fsync", "--log-level", "warn",
-        ])
+        self._spawn(
+            "etcd",
+            [
+                str(binaries["etcd"]),
+                "--name",
+                "kubelab",
+                "--data-dir",
+                str(self.workdir / "etcd"),
+                "--listen-client-urls",
+                f"http://127.0.0.1:{etcd_port}",
+                "--advertise-client-urls",
+                f"http://127.0.0.1:{etcd_port}",
+                "--listen-peer-urls",
+                f"http://127.0.0.1:{peer_port}",
+                "--initial-advertise-peer-urls",
+                f"http://127.0.0.1:{peer_port}",
+                "--initial-cluster",
+                f"kubelab=http://127.0.0.1:{peer_port}",
+                "--listen-metrics-urls",
+                f"http://127.0.0.1:{free_port()}",
+                "--unsafe-no-fsync",
+                "--log-level",
+                "warn",
+            ],
+        )
         self._wait_http(f"http://127.0.0.1:{etcd_port}/health", deadline, "etcd")
         pki_dir = self.workdir / "pki"
-        self._spawn("kube-apiserver", [
-            str(binaries["kube-apiserver"]),
-            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-            f"--secure-port={self.port}", f"--etcd-servers=http://127.0.0.1:{etcd_port}",
-            f"--cert-dir={pki_dir}", f"--tls-cert-file={pki_dir / 'apiserver.crt'}",
-            f"--tls-private-key-file={pki_dir / 'apiserver.key'}",
-            f"--client-ca-file={self.ca}",
-            f"--service-account-issuer=https://127.0.0.1:{self.port}",
-            f"--service-account-key-file={pki_dir / 'sa.pub'}",
-            f"--service-account-signing-key-file={pki_dir / 'sa.key'}",
-            "--api-audiences=https://kubernetes.default.svc",
-            "--authorization-mode=Node,RBAC", f"--enable-admission-plugins={ADMISSION_PLUGINS}",
-            "--allow-privileged=true", "--service-cluster-ip-range=10.96.0.0/16",
-            f"--kubelet-client-certificate={pki_dir / 'apiserver-kubelet-client.crt'}",
-            f"--kubelet-client-key={pki_dir / 'apiserver-kubelet-client.key'}",
-            "--kubelet-preferred-address-types=InternalIP", "--profiling=false",
-            # the `kubernetes` Service cannot have loopback endpoints (validation refuses them):
-            # clients here use kubeconfigs, and the spawner is told the API server's address
-            "--endpoint-reconciler-type=none", "--v=1",
-        ])
+        self._spawn(
+            "kube-apiserver",
+            [
+                str(binaries["kube-apiserver"]),
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={self.port}",
+                f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+                f"--cert-dir={pki_dir}",
+                f"--tls-cert-file={pki_dir / 'apiserver.crt'}",
+                f"--tls-private-key-file={pki_dir / 'apiserver.key'}",
+                f"--client-ca-file={self.ca}",
+                f"--service-account-issuer=https://127.0.0.1:{self.port}",
+                f"--service-account-key-file={pki_dir / 'sa.pub'}",
+                f"--service-account-signing-key-file={pki_dir / 'sa.key'}",
+                "--api-audiences=https://kubernetes.default.svc",
+                "--authorization-mode=Node,RBAC",
+                f"--enable-admission-plugins={ADMISSION_PLUGINS}",
+                "--allow-privileged=true",
+                "--service-cluster-ip-range=10.96.0.0/16",
+                f"--kubelet-client-certificate={pki_dir / 'apiserver-kubelet-client.crt'}",
+                f"--kubelet-client-key={pki_dir / 'apiserver-kubelet-client.key'}",
+                "--kubelet-preferred-address-types=InternalIP",
+                "--profiling=false",
+                # the `kubernetes` Service cannot have loopback endpoints (validation refuses them):
+                # clients here use kubeconfigs, and the spawner is told the API server's address
+                "--endpoint-reconciler-type=none",
+                "--v=1",
+            ],
+        )
         self._wait_https("/readyz", deadline, "kube-apiserver")
         manager_port, scheduler_port = free_port(), free_port()
-        manager_kc = self._component_kubeconfig("kube-controller-manager",
-                                                "system:kube-controller-manager")
-        self._spawn("kube-controller-manager", [
-            str(binaries["kube-controller-manager"]), f"--kubeconfig={manager_kc}",
-            f"--authentication-kubeconfig={manager_kc}", f"--authorization-kubeconfig={manager_kc}",
-            "--bind-address=127.0.0.1", f"--secure-port={manager_port}",
-            f"--cert-dir={self.workdir / 'manager-certs'}",
-            "--leader-elect=false", "--use-service-account-credentials=true",
-            f"--service-account-private-key-file={pki_dir / 'sa.key'}",
-            f"--root-ca-file={self.ca}", "--controllers=*,-nodeipam,-service-lb-controller",
-            "--concurrent-job-syncs=10", "--node-monitor-grace-period=60s", "--v=1",
-        ])
+        manager_kc = self._component_kubeconfig("kube-controller-manager", "system:kube-controller-manager")
+        self._spawn(
+            "kube-controller-manager",
+            [
+                str(binaries["kube-controller-manager"]),
+                f"--kubeconfig={manager_kc}",
+                f"--authentication-kubeconfig={manager_kc}",
+                f"--authorization-kubeconfig={manager_kc}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={manager_port}",
+                f"--cert-dir={self.workdir / 'manager-certs'}",
+                "--leader-elect=false",
+                "--use-service-account-credentials=true",
+                f"--service-account-private-key-file={pki_dir / 'sa.key'}",
+                f"--root-ca-file={self.ca}",
+                "--controllers=*,-nodeipam,-service-lb-controller",
+                "--concurrent-job-syncs=10",
+                "--node-monitor-grace-period=60s",
+                "--v=1",
+            ],
+        )
         scheduler_kc = self._component_kubeconfig("kube-scheduler", "system:kube-scheduler")
-        self._spawn("kube-scheduler", [
-            str(binaries["kube-scheduler"]), f"--kubeconfig={scheduler_kc}",
-            f"--authentication-kubeconfig={scheduler_kc}",
-            f"--authorization-kubeconfig={scheduler_kc}",
-            "--bind-address=127.0.0.1", f"--secure-port={scheduler_port}",
-            f"--cert-dir={self.workdir / 'scheduler-certs'}", "--leader-elect=false", "--v=1",
-        ])
+        self._spawn(
+            "kube-scheduler",
+            [
+                str(binaries["kube-scheduler"]),
+                f"--kubeconfig={scheduler_kc}",
+                f"--authentication-kubeconfig={scheduler_kc}",
+                f"--authorization-kubeconfig={scheduler_kc}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={scheduler_port}",
+                f"--cert-dir={self.workdir / 'scheduler-certs'}",
+                "--leader-elect=false",
+                "--v=1",
+            ],
+        )
         self._start_kwok(binaries["kwok"])
-        self._wait_https("/healthz", deadline, "kube-controller-manager",
-                         base=f"https://127.0.0.1:{manager_port}")
-        self._wait_https("/healthz", deadline, "kube-scheduler",
-                         base=f"https://127.0.0.1:{scheduler_port}")
+        self._wait_https(
+            "/healthz", deadline, "kube-controller-manager", base=f"https://127.0.0.1:{manager_port}"
+        )
+        self._wait_https("/healthz", deadline, "kube-scheduler", base=f"https://127.0.0.1:{scheduler_port}")
         self._bootstrap(deadline)
 
     def stop(self) -> None:
@@ -242,48 +302,72 @@ class ControlPlane:
         pki_dir = self.workdir / "pki"
         authority = pki.CertificateAuthority(pki_dir)
         self.ca = authority.cert
-        authority.issue("apiserver", "kube-apiserver", server=True,
-                        hosts=("127.0.0.1", "localhost", "kubernetes", "kubernetes.default",
-                               "kubernetes.default.svc", "10.96.0.1"))
-        authority.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client",
-                        ("kubeadm:cluster-admins",))
+        authority.issue(
+            "apiserver",
+            "kube-apiserver",
+            server=True,
+            hosts=(
+                "127.0.0.1",
+                "localhost",
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+                "10.96.0.1",
+            ),
+        )
+        authority.issue(
+            "apiserver-kubelet-client", "kube-apiserver-kubelet-client", ("kubeadm:cluster-admins",)
+        )
         authority.issue("kwok-serving", "kwok", server=True, hosts=("127.0.0.1", "localhost"))
         self._authority = authority
         pki.service_account_keys(pki_dir)
         self.admin_cert = authority.issue("admin", "kubelab-admin", ("system:masters",))
         self.write_kubeconfig(self.kubeconfig, cert=self.admin_cert)
 
-    def _component_kubeconfig(self, name: str, user: str,
-                              groups: tuple[str, ...] = ()) -> Path:
+    def _component_kubeconfig(self, name: str, user: str, groups: tuple[str, ...] = ()) -> Path:
         pair = self._authority.issue(name, user, groups)
         return self.write_kubeconfig(self.workdir / f"{name}.kubeconfig", cert=pair, user=user)
 
-    def write_kubeconfig(self, path: Path, *, token: str | None = None,
-                         cert: pki.KeyPair | None = None, namespace: str | None = None,
-                         user: str = "admin", server: str | None = None) -> Path:
+    def write_kubeconfig(
+        self,
+        path: Path,
+        *,
+        token: str | None = None,
+        cert: pki.KeyPair | None = None,
+        namespace: str | None = None,
+        user: str = "admin",
+        server: str | None = None,
+    ) -> Path:
         """A kubeconfig for this cluster: the admin's by default, or a token's (through
         `server`, a fault proxy, if given)."""
         if token is None and cert is None:
             cert = self.admin_cert
-        document = kubeconfig_document(server or self.server, self.ca, token=token, cert=cert,
-                                       namespace=namespace, user=user)
+        document = kubeconfig_document(
+            server or self.server, self.ca, token=token, cert=cert, namespace=namespace, user=user
+        )
         path.write_text(yaml.safe_dump(document))
         path.chmod(0o600)
         return path
 
     def token_for(self, namespace: str, service_account: str, seconds: int = 3600) -> str:
         """A bound token of a ServiceAccount, as a pod that mounts it would get (TokenRequest)."""
-        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                "spec": {"expirationSeconds": seconds}}
+        body = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": seconds},
+        }
         answer = self.request(
-            "POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{service_account}/token",
-            body)
+            "POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{service_account}/token", body
+        )
         return str(answer["status"]["token"])
 
     def fault_proxy(self) -> FaultProxy:
         """A proxy in front of the API server that fails requests on demand (close it)."""
-        return FaultProxy(self.server, self.ca, self._authority.issue(
-            f"proxy-{free_port()}", "fault-proxy", server=True, hosts=("127.0.0.1",)))
+        return FaultProxy(
+            self.server,
+            self.ca,
+            self._authority.issue(f"proxy-{free_port()}", "fault-proxy", server=True, hosts=("127.0.0.1",)),
+        )
 
     # -- talking to the API server as the admin (bootstrap and test helpers) ---------------------
 
@@ -292,14 +376,17 @@ class ControlPlane:
         context.load_cert_chain(str(self.admin_cert.cert), str(self.admin_cert.key))
         return context
 
-    def request(self, method: str, path: str, body: Any = None,
-                content_type: str = "application/json") -> Any:
+    def request(
+        self, method: str, path: str, body: Any = None, content_type: str = "application/json"
+    ) -> Any:
         """One admin request; the decoded answer (HTTPError on a non-2xx status)."""
-        data = None if body is None else (body if isinstance(body, bytes)
-                                          else json.dumps(body).encode())
-        request = urllib.request.Request(self.server + path, data=data, method=method,
-                                         headers={"Content-Type": content_type,
-                                                  "Accept": "application/json"})
+        data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+        request = urllib.request.Request(
+            self.server + path,
+            data=data,
+            method=method,
+            headers={"Content-Type": content_type, "Accept": "application/json"},
+        )
         with urllib.request.urlopen(request, context=self._ssl_context(), timeout=30) as answer:
             raw = answer.read()
         return json.loads(raw) if raw else None
@@ -307,8 +394,12 @@ class ControlPlane:
     def apply(self, document: dict[str, Any], path: str) -> Any:
         """Create or replace `document` at collection `path` (admin, server-side apply)."""
         name = document["metadata"]["name"]
-        return self.request("PATCH", f"{path}/{name}?fieldManager=kubelab-tests&force=true",
-                            document, content_type="application/apply-patch+yaml")
+        return self.request(
+            "PATCH",
+            f"{path}/{name}?fieldManager=kubelab-tests&force=true",
+            document,
+            content_type="application/apply-patch+yaml",
+        )
 
     # -- custom resources -------------------------------------------------------------------------
 
@@ -320,8 +411,10 @@ class ControlPlane:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             got = self.request("GET", f"{self._CRDS}/{crd['metadata']['name']}")
-            if any(c["type"] == "Established" and c["status"] == "True"
-                   for c in (got.get("status") or {}).get("conditions") or []):
+            if any(
+                c["type"] == "Established" and c["status"] == "True"
+                for c in (got.get("status") or {}).get("conditions") or []
+            ):
                 return
             time.sleep(0.1)
         raise TimeoutError(f"{crd['metadata']['name']} was not established")
@@ -345,7 +438,7 @@ class ControlPlane:
 
     def add_node(self, node: NodeSpec) -> None:
         """Create a KWOK node; it reports Ready within a moment (wait with `wait_node_ready`)."""
-        self.request("POST", "/api/v1/nodes", node.manifest())   # a Node keeps its status
+        self.request("POST", "/api/v1/nodes", node.manifest())  # a Node keeps its status
 
     def delete_node(self, name: str) -> None:
         with contextlib.suppress(Exception):
@@ -358,17 +451,23 @@ class ControlPlane:
             conditions = {c["type"]: c["status"] for c in node["status"].get("conditions", [])}
             self._check_alive("kwok")
             if conditions.get("Ready") == "True" and not any(
-                    t.get("key") == "node.kubernetes.io/not-ready"
-                    for t in node["spec"].get("taints", [])):
+                t.get("key") == "node.kubernetes.io/not-ready" for t in node["spec"].get("taints", [])
+            ):
                 return
             time.sleep(0.1)
         raise TimeoutError(f"node {name} did not become Ready in {timeout} s")
 
     # -- pods: the simulated kubelet's knobs ----------------------------------------------------
 
-    def end_pod(self, namespace: str, pod: str, outcome: str = "Succeeded",
-                exit_code: int | None = None, reason: str | None = None,
-                message: str | None = None) -> None:
+    def end_pod(
+        self,
+        namespace: str,
+        pod: str,
+        outcome: str = "Succeeded",
+        exit_code: int | None = None,
+        reason: str | None = None,
+        message: str | None = None,
+    ) -> None:
         """Tell KWOK how a running pod ends: Succeeded, Failed (an exit code and a reason such
         as OOMKilled), Evicted or ImagePullBackOff. The Job controller takes it from there."""
         annotations = {"kwok.kubelab.dev/outcome": outcome}
@@ -378,9 +477,12 @@ class ControlPlane:
             annotations["kwok.kubelab.dev/reason"] = reason
         if message is not None:
             annotations["kwok.kubelab.dev/message"] = message
-        self.request("PATCH", f"/api/v1/namespaces/{namespace}/pods/{pod}",
-                     {"metadata": {"annotations": annotations}},
-                     content_type="application/merge-patch+json")
+        self.request(
+            "PATCH",
+            f"/api/v1/namespaces/{namespace}/pods/{pod}",
+            {"metadata": {"annotations": annotations}},
+            content_type="application/merge-patch+json",
+        )
 
     def append_log(self, namespace: str, pod: str, *lines: str, container: str = "") -> None:
         """Append lines to a pod's container log, served through the API server's pods/log
@@ -398,11 +500,15 @@ class ControlPlane:
             if not containers:
                 pod_object = self.request("GET", f"/api/v1/namespaces/{namespace}/pods/{pod}")
                 containers = [c["name"] for c in pod_object["spec"]["containers"]]
-            self.apply({"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Logs",
-                        "metadata": {"name": pod, "namespace": namespace},
-                        "spec": {"logs": [{"containers": containers, "logsFile": str(path),
-                                           "follow": True}]}},
-                       f"/apis/kwok.x-k8s.io/v1alpha1/namespaces/{namespace}/logs")
+            self.apply(
+                {
+                    "apiVersion": "kwok.x-k8s.io/v1alpha1",
+                    "kind": "Logs",
+                    "metadata": {"name": pod, "namespace": namespace},
+                    "spec": {"logs": [{"containers": containers, "logsFile": str(path), "follow": True}]},
+                },
+                f"/apis/kwok.x-k8s.io/v1alpha1/namespaces/{namespace}/logs",
+            )
 
     # -- internals ------------------------------------------------------------------------------
 
@@ -411,22 +517,24 @@ class ControlPlane:
         log_dir.mkdir(parents=True, exist_ok=True)
         with open(log_dir / f"{name}.log", "ab") as log:
             self.processes[name] = subprocess.Popen(
-                argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                preexec_fn=_die_with_parent, cwd=self.workdir)
+                argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent,
+                cwd=self.workdir,
+            )
 
     def log_tail(self, name: str, lines: int = 30) -> str:
         path = self.workdir / "logs" / f"{name}.log"
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) \
-            if path.exists() else ""
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
 
     def _check_alive(self, name: str) -> None:
         process = self.processes.get(name)
         if process is not None and process.poll() is not None:
-            raise RuntimeError(f"{name} exited with code {process.returncode}:\n"
-                               f"{self.log_tail(name)}")
+            raise RuntimeError(f"{name} exited with code {process.returncode}:\n{self.log_tail(name)}")
 
-    def _wait_http(self, url: str, deadline: float, name: str,
-                   context: ssl.SSLContext | None = None) -> None:
+    def _wait_http(self, url: str, deadline: float, name: str, context: ssl.SSLContext | None = None) -> None:
         last: Exception | None = None
         while time.monotonic() < deadline:
             self._check_alive(name)
@@ -442,7 +550,7 @@ class ControlPlane:
     def _wait_https(self, path: str, deadline: float, name: str, base: str | None = None) -> None:
         if base is None:
             context = self._ssl_context()
-        else:   # a component's self-signed serving certificate; /healthz needs no identity
+        else:  # a component's self-signed serving certificate; /healthz needs no identity
             context = ssl.create_default_context()
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
@@ -459,46 +567,69 @@ class ControlPlane:
         self._install_kwok_crds()
         pki_dir = self.workdir / "pki"
         kwok_kc = self._component_kubeconfig("kwok", "kwok-controller", ("system:masters",))
-        self._spawn("kwok", [
-            str(binary), f"--kubeconfig={kwok_kc}", f"--config={config_path}",
-            "--manage-all-nodes=false",
-            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-            "--node-ip=127.0.0.1", f"--node-port={kwok_port}",
-            f"--server-address=127.0.0.1:{kwok_port}",
-            f"--tls-cert-file={pki_dir / 'kwok-serving.crt'}",
-            f"--tls-private-key-file={pki_dir / 'kwok-serving.key'}",
-            "--enable-crds=Logs", "--cidr=127.0.0.1/32",
-        ])
+        self._spawn(
+            "kwok",
+            [
+                str(binary),
+                f"--kubeconfig={kwok_kc}",
+                f"--config={config_path}",
+                "--manage-all-nodes=false",
+                "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+                "--node-ip=127.0.0.1",
+                f"--node-port={kwok_port}",
+                f"--server-address=127.0.0.1:{kwok_port}",
+                f"--tls-cert-file={pki_dir / 'kwok-serving.crt'}",
+                f"--tls-private-key-file={pki_dir / 'kwok-serving.key'}",
+                "--enable-crds=Logs",
+                "--cidr=127.0.0.1/32",
+            ],
+        )
 
     def _install_kwok_crds(self) -> None:
         """KWOK's `Logs` CRD, read from the KWOK module the build used."""
-        root = subprocess.run(["go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kwok"],
-                              cwd=MODULES / "kwok", check=True, capture_output=True,
-                              text=True).stdout.strip()
-        self.install_crd(yaml.safe_load(
-            (Path(root) / "kustomize/crd/bases/kwok.x-k8s.io_logs.yaml").read_text()))
+        root = subprocess.run(
+            ["go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kwok"],
+            cwd=MODULES / "kwok",
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        self.install_crd(
+            yaml.safe_load((Path(root) / "kustomize/crd/bases/kwok.x-k8s.io_logs.yaml").read_text())
+        )
 
     def _bootstrap(self, deadline: float) -> None:
         """Nodes, a default StorageClass with a provisioner, and the default ServiceAccount."""
         for node in self.nodes:
             self.add_node(node)
-        self.apply({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
-                    "metadata": {"name": STORAGE_CLASS, "annotations": {
-                        "storageclass.kubernetes.io/is-default-class": "true"}},
-                    "provisioner": PROVISIONER, "reclaimPolicy": "Delete",
-                    "volumeBindingMode": "Immediate", "allowVolumeExpansion": True},
-                   "/apis/storage.k8s.io/v1/storageclasses")
+        self.apply(
+            {
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "StorageClass",
+                "metadata": {
+                    "name": STORAGE_CLASS,
+                    "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+                },
+                "provisioner": PROVISIONER,
+                "reclaimPolicy": "Delete",
+                "volumeBindingMode": "Immediate",
+                "allowVolumeExpansion": True,
+            },
+            "/apis/storage.k8s.io/v1/storageclasses",
+        )
         from .provisioner import LoopbackProvisioner
 
         self._provisioner = LoopbackProvisioner(self, self._stopping).start()
         for node in self.nodes:
             self.wait_node_ready(node.name, max(1.0, deadline - time.monotonic()))
-        while time.monotonic() < deadline:   # the controller-manager's ServiceAccount controller
+        while time.monotonic() < deadline:  # the controller-manager's ServiceAccount controller
             try:
                 self.request("GET", "/api/v1/namespaces/default/serviceaccounts/default")
                 return
             except Exception:  # not there yet
                 self._check_alive("kube-controller-manager")
                 time.sleep(0.1)
-        raise TimeoutError("the default ServiceAccount never appeared "
-                           f"(controller-manager):\n{self.log_tail('kube-controller-manager')}")
+        raise TimeoutError(
+            "the default ServiceAccount never appeared "
+            f"(controller-manager):\n{self.log_tail('kube-controller-manager')}"
+        )

@@ -12,21 +12,29 @@ TRAINING_OPERATOR = ("PyTorchJob", "TFJob")
 def training_operator_crd(kind: str) -> dict[str, Any]:
     plural = kind.lower() + "s"
     return {
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
         "metadata": {"name": f"{plural}.kubeflow.org"},
         "spec": {
-            "group": "kubeflow.org", "scope": "Namespaced",
-            "names": {"kind": kind, "plural": plural, "singular": kind.lower(),
-                      "listKind": f"{kind}List"},
-            "versions": [{
-                "name": "v1", "served": True, "storage": True,
-                "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {
-                    "type": "object",
-                    "properties": {"spec": {"type": "object",
-                                            "x-kubernetes-preserve-unknown-fields": True},
-                                   "status": {"type": "object",
-                                              "x-kubernetes-preserve-unknown-fields": True}}}},
-            }],
+            "group": "kubeflow.org",
+            "scope": "Namespaced",
+            "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": f"{kind}List"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "properties": {
+                                "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                                "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                            },
+                        }
+                    },
+                }
+            ],
         },
     }

@@ -22,8 +22,18 @@ from urllib.parse import parse_qs, urlsplit
 
 from .pki import KeyPair
 
-_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
-        "proxy-authorization", "proxy-authenticate", "host", "content-length"}
+_HOP = {
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "proxy-authorization",
+    "proxy-authenticate",
+    "host",
+    "content-length",
+}
 _VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 
@@ -46,8 +56,11 @@ def _verb_and_resource(method: str, path: str) -> tuple[str, str]:
     resource = parts[0] if parts else ""
     query = parse_qs(url.query)
     if method == "GET":
-        verb = "watch" if query.get("watch", ["false"])[0].lower() in ("true", "1") else (
-            "get" if len(parts) > 1 else "list")
+        verb = (
+            "watch"
+            if query.get("watch", ["false"])[0].lower() in ("true", "1")
+            else ("get" if len(parts) > 1 else "list")
+        )
     else:
         verb = _VERBS.get(method, method.lower())
     return verb, resource
@@ -73,12 +86,12 @@ class FaultProxy:
 
     # -- what a test asks for -------------------------------------------------------------------
 
-    def fail_next(self, verb: str, resource: str, status: int, times: int = 1,
-                  message: str = "") -> None:
+    def fail_next(self, verb: str, resource: str, status: int, times: int = 1, message: str = "") -> None:
         """The next `times` requests of `verb` (create, list, …) on `resource` answer `status`."""
         with self._lock:
-            self._faults.append(_Fault(verb, resource, status, times,
-                                       message or http.client.responses.get(status, "")))
+            self._faults.append(
+                _Fault(verb, resource, status, times, message or http.client.responses.get(status, ""))
+            )
 
     def clear_faults(self) -> None:
         with self._lock:
@@ -151,10 +164,19 @@ class FaultProxy:
         verb, resource = _verb_and_resource(request.command, request.path)
         fault = self._take_fault(verb, resource)
         if fault is not None:
-            self._answer(request, fault.status, {
-                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                "message": fault.message, "reason": http.client.responses.get(fault.status, ""),
-                "code": fault.status})
+            self._answer(
+                request,
+                fault.status,
+                {
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "status": "Failure",
+                    "message": fault.message,
+                    "reason": http.client.responses.get(fault.status, ""),
+                    "code": fault.status,
+                },
+            )
             return
         query = parse_qs(urlsplit(request.path).query)
         if verb == "watch" and query.get("resourceVersion", ["0"])[0] not in ("", "0"):
@@ -162,16 +184,24 @@ class FaultProxy:
                 expired, self._expire_next_watch = self._expire_next_watch, False
             if expired:
                 version = query["resourceVersion"][0]
-                event = {"type": "ERROR", "object": {
-                    "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                    "message": f"too old resource version: {version}", "reason": "Expired",
-                    "code": 410}}
+                event = {
+                    "type": "ERROR",
+                    "object": {
+                        "kind": "Status",
+                        "apiVersion": "v1",
+                        "metadata": {},
+                        "status": "Failure",
+                        "message": f"too old resource version: {version}",
+                        "reason": "Expired",
+                        "code": 410,
+                    },
+                }
                 self._answer(request, 200, event)
                 return
         self._forward(request, body, watch=verb == "watch")
 
     def _answer(self, request: BaseHTTPRequestHandler, status: int, document: object) -> None:
-        data = json.dumps(document).encode() + b"\n"   # a watch event is one line
+        data = json.dumps(document).encode() + b"\n"  # a watch event is one line
         request.send_response(status)
         request.send_header("Content-Type", "application/json")
         request.send_header("Content-Length", str(len(data)))
@@ -179,9 +209,12 @@ class FaultProxy:
         request.wfile.write(data)
 
     def _forward(self, request: BaseHTTPRequestHandler, body: bytes | None, watch: bool) -> None:
-        upstream = http.client.HTTPSConnection(self.upstream.hostname or "127.0.0.1",
-                                               self.upstream.port, context=self._client_context,
-                                               timeout=None if watch else 60)
+        upstream = http.client.HTTPSConnection(
+            self.upstream.hostname or "127.0.0.1",
+            self.upstream.port,
+            context=self._client_context,
+            timeout=None if watch else 60,
+        )
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
         if body is not None:
             headers["Content-Length"] = str(len(body))

@@ -35,8 +35,7 @@ class RealCluster:
         document = yaml.safe_load(kubeconfig.read_text())
         context_name = document["current-context"]
         context = next(c["context"] for c in document["contexts"] if c["name"] == context_name)
-        cluster = next(c["cluster"] for c in document["clusters"]
-                       if c["name"] == context["cluster"])
+        cluster = next(c["cluster"] for c in document["clusters"] if c["name"] == context["cluster"])
         self.server = cluster["server"]
         self._ca = cluster.get("certificate-authority")
         self._ca_data = cluster.get("certificate-authority-data")
@@ -46,11 +45,13 @@ class RealCluster:
 
         with config.new_client_from_config(str(self.kubeconfig)) as api:
             answer = client.CoreV1Api(api).create_namespaced_service_account_token(
-                service_account, namespace, {"spec": {"expirationSeconds": seconds}})
+                service_account, namespace, {"spec": {"expirationSeconds": seconds}}
+            )
         return str(answer.status.token)
 
-    def write_kubeconfig(self, path: Path, *, token: str | None = None,
-                         namespace: str | None = None, **_: Any) -> Path:
+    def write_kubeconfig(
+        self, path: Path, *, token: str | None = None, namespace: str | None = None, **_: Any
+    ) -> Path:
         if token is None:
             return self.kubeconfig
         cluster: dict[str, Any] = {"server": self.server}
@@ -58,8 +59,7 @@ class RealCluster:
             cluster["certificate-authority"] = self._ca
         if self._ca_data:
             cluster["certificate-authority-data"] = self._ca_data
-        document = kubeconfig_document(self.server, Path(self._ca or ""), token=token,
-                                       namespace=namespace)
+        document = kubeconfig_document(self.server, Path(self._ca or ""), token=token, namespace=namespace)
         document["clusters"][0]["cluster"] = cluster
         path.write_text(yaml.safe_dump(document))
         path.chmod(0o600)
@@ -73,8 +73,10 @@ def cluster() -> Iterator[ControlPlane | RealCluster]:
     if real:
         yield RealCluster(Path(real))
         return
-    with tempfile.TemporaryDirectory(prefix="kubelab-cluster-") as workdir, \
-            ControlPlane(Path(workdir)) as plane:
+    with (
+        tempfile.TemporaryDirectory(prefix="kubelab-cluster-") as workdir,
+        ControlPlane(Path(workdir)) as plane,
+    ):
         yield plane
 
 

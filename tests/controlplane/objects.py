@@ -15,8 +15,9 @@ from typing import Any
 from kubernetes import client, config, utils
 
 
-def create_renamed(kubeconfig: Path, objects: list[dict[str, Any]], names: list[str],
-                   dry_run: bool = False) -> tuple[list[dict[str, Any]], dict[str, str]]:
+def create_renamed(
+    kubeconfig: Path, objects: list[dict[str, Any]], names: list[str], dry_run: bool = False
+) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """Create `objects` with each of `names` suffixed; return the objects and the renaming."""
     suffix = uuid.uuid4().hex[:6]
     renaming = {name: f"{name}-{suffix}" for name in names}
@@ -26,8 +27,12 @@ def create_renamed(kubeconfig: Path, objects: list[dict[str, Any]], names: list[
     renamed = json.loads(text)
     with config.new_client_from_config(str(kubeconfig)) as api:
         for obj in renamed:
-            utils.create_from_dict(api, obj, namespace=obj["metadata"].get("namespace"),
-                                   **({"dry_run": "All"} if dry_run else {}))
+            utils.create_from_dict(
+                api,
+                obj,
+                namespace=obj["metadata"].get("namespace"),
+                **({"dry_run": "All"} if dry_run else {}),
+            )
     return renamed, renaming
 
 

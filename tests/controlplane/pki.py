@@ -27,9 +27,11 @@ class KeyPair:
 
 
 def _write_key(path: Path, key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> None:
-    path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                       serialization.PrivateFormat.PKCS8,
-                                       serialization.NoEncryption()))
+    path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
     path.chmod(0o600)
 
 
@@ -43,23 +45,42 @@ class CertificateAuthority:
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kubelab-test-ca")])
         now = datetime.datetime.now(datetime.timezone.utc)
         self._cert = (
-            x509.CertificateBuilder().subject_name(name).issuer_name(name)
-            .public_key(self._key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - _DAY).not_valid_after(now + 30 * _DAY)
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(name)
+            .public_key(self._key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - _DAY)
+            .not_valid_after(now + 30 * _DAY)
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True,
-                                         crl_sign=True, content_commitment=False,
-                                         key_encipherment=False, data_encipherment=False,
-                                         key_agreement=False, encipher_only=False,
-                                         decipher_only=False), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
             .sign(self._key, hashes.SHA256())
         )
         self.cert = directory / "ca.crt"
         self.cert.write_bytes(self._cert.public_bytes(serialization.Encoding.PEM))
         _write_key(directory / "ca.key", self._key)
 
-    def issue(self, name: str, common_name: str, organizations: tuple[str, ...] = (),
-              hosts: tuple[str, ...] = (), server: bool = False) -> KeyPair:
+    def issue(
+        self,
+        name: str,
+        common_name: str,
+        organizations: tuple[str, ...] = (),
+        hosts: tuple[str, ...] = (),
+        server: bool = False,
+    ) -> KeyPair:
         """A leaf certificate: a client identity (CN=user, O=groups) or a serving one."""
         key = ec.generate_private_key(ec.SECP256R1())
         attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
@@ -68,10 +89,13 @@ class CertificateAuthority:
         usages = [ExtendedKeyUsageOID.SERVER_AUTH] if server else []
         usages.append(ExtendedKeyUsageOID.CLIENT_AUTH)
         builder = (
-            x509.CertificateBuilder().subject_name(x509.Name(attrs))
-            .issuer_name(self._cert.subject).public_key(key.public_key())
+            x509.CertificateBuilder()
+            .subject_name(x509.Name(attrs))
+            .issuer_name(self._cert.subject)
+            .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
-            .not_valid_before(now - _DAY).not_valid_after(now + 30 * _DAY)
+            .not_valid_before(now - _DAY)
+            .not_valid_after(now + 30 * _DAY)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
         )
@@ -94,7 +118,10 @@ def service_account_keys(directory: Path) -> KeyPair:
     """The RSA pair the API server signs (and the token controller verifies) tokens with."""
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     pair = KeyPair(directory / "sa.pub", directory / "sa.key")
-    pair.cert.write_bytes(key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    pair.cert.write_bytes(
+        key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
     _write_key(pair.key, key)
     return pair

@@ -19,8 +19,7 @@ ANNOTATION = "volume.kubernetes.io/storage-provisioner"
 
 
 class LoopbackProvisioner:
-    def __init__(self, plane: ControlPlane, stopping: threading.Event,
-                 interval: float = 0.2) -> None:
+    def __init__(self, plane: ControlPlane, stopping: threading.Event, interval: float = 0.2) -> None:
         from .cluster import PROVISIONER
 
         self.plane, self.stopping, self.interval = plane, stopping, interval
@@ -33,7 +32,7 @@ class LoopbackProvisioner:
 
     def _loop(self) -> None:
         while not self.stopping.wait(self.interval):
-            with contextlib.suppress(Exception):   # the API server going away ends the loop
+            with contextlib.suppress(Exception):  # the API server going away ends the loop
                 self.sync()
 
     def sync(self) -> None:
@@ -42,24 +41,28 @@ class LoopbackProvisioner:
         have = {v["metadata"]["name"] for v in volumes}
         for claim in claims:
             annotations = claim["metadata"].get("annotations") or {}
-            if (claim["status"].get("phase") == "Pending" and not claim["spec"].get("volumeName")
-                    and annotations.get(ANNOTATION) == self.name
-                    and f"pvc-{claim['metadata']['uid']}" not in have):
+            if (
+                claim["status"].get("phase") == "Pending"
+                and not claim["spec"].get("volumeName")
+                and annotations.get(ANNOTATION) == self.name
+                and f"pvc-{claim['metadata']['uid']}" not in have
+            ):
                 self.plane.request("POST", "/api/v1/persistentvolumes", self._volume_for(claim))
         for volume in volumes:
-            if (volume["status"].get("phase") == "Released"
-                    and volume["spec"].get("persistentVolumeReclaimPolicy") == "Delete"):
+            if (
+                volume["status"].get("phase") == "Released"
+                and volume["spec"].get("persistentVolumeReclaimPolicy") == "Delete"
+            ):
                 with contextlib.suppress(Exception):
-                    self.plane.request("DELETE",
-                                       f"/api/v1/persistentvolumes/{volume['metadata']['name']}")
+                    self.plane.request("DELETE", f"/api/v1/persistentvolumes/{volume['metadata']['name']}")
 
     def _volume_for(self, claim: dict[str, Any]) -> dict[str, Any]:
         meta, spec = claim["metadata"], claim["spec"]
         name = f"pvc-{meta['uid']}"
         return {
-            "apiVersion": "v1", "kind": "PersistentVolume",
-            "metadata": {"name": name, "annotations": {
-                "pv.kubernetes.io/provisioned-by": self.name}},
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": name, "annotations": {"pv.kubernetes.io/provisioned-by": self.name}},
             "spec": {
                 "capacity": {"storage": spec["resources"]["requests"]["storage"]},
                 "accessModes": spec.get("accessModes") or ["ReadWriteOnce"],
@@ -67,8 +70,12 @@ class LoopbackProvisioner:
                 "storageClassName": spec.get("storageClassName") or "",
                 "volumeMode": spec.get("volumeMode") or "Filesystem",
                 "hostPath": {"path": f"/var/lib/kubelab-loopback-volumes/{name}"},
-                "claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-                             "namespace": meta["namespace"], "name": meta["name"],
-                             "uid": meta["uid"]},
+                "claimRef": {
+                    "apiVersion": "v1",
+                    "kind": "PersistentVolumeClaim",
+                    "namespace": meta["namespace"],
+                    "name": meta["name"],
+                    "uid": meta["uid"],
+                },
             },
         }

@@ -14,8 +14,14 @@ import yaml
 @pytest.fixture
 def cli(lab_env):
     def run(*args: str, check_rc: int | None = 0) -> subprocess.CompletedProcess:
-        done = subprocess.run([sys.executable, "-m", "kubelab.cli", *args], capture_output=True, text=True,
-                              env=dict(os.environ), cwd=lab_env, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "kubelab.cli", *args],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ),
+            cwd=lab_env,
+            timeout=120,
+        )
         if check_rc is not None:
             assert done.returncode == check_rc, done.stdout + done.stderr
         return done
@@ -24,8 +30,18 @@ def cli(lab_env):
 
 
 def test_run_wait_streams_output_and_exit_code(cli):
-    done = cli("run", "--name", "hello", "-P", "lr=0.5", "--wait", "--",
-               "python", "-c", "import kubelab; print('params', kubelab.params()); kubelab.report(loss=0.2)")
+    done = cli(
+        "run",
+        "--name",
+        "hello",
+        "-P",
+        "lr=0.5",
+        "--wait",
+        "--",
+        "python",
+        "-c",
+        "import kubelab; print('params', kubelab.params()); kubelab.report(loss=0.2)",
+    )
     assert "params {'lr': 0.5}" in done.stdout
     assert "Succeeded" in done.stderr
     failed = cli("run", "--wait", "--", "sh", "-c", "exit 4", check_rc=1)
@@ -46,20 +62,46 @@ def test_ls_show_logs_stop_rm_with_json(cli):
 
 
 def test_spec_file_and_polyaxonfile(cli, lab_env):
-    (lab_env / "spec.yaml").write_text(yaml.safe_dump({
-        "name": "from-file", "command": "echo lr={{ lr }}",
-        "inputs": [{"name": "lr", "type": "float", "default": 0.1}],
-    }))
+    (lab_env / "spec.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "name": "from-file",
+                "command": "echo lr={{ lr }}",
+                "inputs": [{"name": "lr", "type": "float", "default": 0.1}],
+            }
+        )
+    )
     assert "lr=0.3" in cli("run", "-f", "spec.yaml", "-P", "lr=0.3", "--wait").stdout
-    (lab_env / "polyaxonfile.yaml").write_text(yaml.safe_dump({
-        "version": 1, "kind": "experiment", "params": {"msg": "hi there"}, "run": {"cmd": "echo {{ msg }}"},
-    }))
+    (lab_env / "polyaxonfile.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "version": 1,
+                "kind": "experiment",
+                "params": {"msg": "hi there"},
+                "run": {"cmd": "echo {{ msg }}"},
+            }
+        )
+    )
     assert "hi there" in cli("run", "-f", "polyaxonfile.yaml", "--wait").stdout
 
 
 def test_render_prints_without_creating(cli, lab_env):
-    rendered = list(yaml.safe_load_all(cli("render", "-o", "yaml", "--replicas", "2", "--framework", "pytorch",
-                                           "--", "python", "train.py").stdout))
+    rendered = list(
+        yaml.safe_load_all(
+            cli(
+                "render",
+                "-o",
+                "yaml",
+                "--replicas",
+                "2",
+                "--framework",
+                "pytorch",
+                "--",
+                "python",
+                "train.py",
+            ).stdout
+        )
+    )
     assert [r["kind"] for r in rendered] == ["Process", "Process"]
     assert [r["env"]["RANK"] for r in rendered] == ["0", "1"] and rendered[1]["env"]["WORLD_SIZE"] == "2"
     assert json.loads(cli("ls", "-o", "json").stdout)["total"] == 0
@@ -99,8 +141,13 @@ def test_kubelab_lab_starts_jupyterlab_and_prints_a_working_url(lab_env):
     from jupyter_server_process import free_port
 
     port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "kubelab.cli", "lab", "--no-browser", "--port", str(port)],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kubelab.cli", "lab", "--no-browser", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=dict(os.environ),
+    )
     try:
         url = None
         for line in process.stdout:
@@ -111,8 +158,11 @@ def test_kubelab_lab_starts_jupyterlab_and_prints_a_working_url(lab_env):
         page = requests.get(url, timeout=30)
         assert page.status_code == 200 and "JupyterLab" in page.text
         token = url.split("token=", 1)[1]
-        resources = requests.get(f"http://127.0.0.1:{port}/kubelab/api/resources",
-                                 headers={"Authorization": f"token {token}"}, timeout=30)
+        resources = requests.get(
+            f"http://127.0.0.1:{port}/kubelab/api/resources",
+            headers={"Authorization": f"token {token}"},
+            timeout=30,
+        )
         assert resources.json()["backend"] == "local"
     finally:
         process.terminate()

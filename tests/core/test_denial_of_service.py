@@ -22,15 +22,24 @@ STREAMS = 8  # the server's limit in this test (KUBELAB_MAX_LOG_STREAMS)
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     base = tmp_path_factory.mktemp("dos")
-    env = {"KUBELAB_MACHINE_DIR": str(base / "machine"), "KUBELAB_STOP_GRACE": "2",
-           "KUBELAB_MAX_LOG_STREAMS": str(STREAMS), "KUBELAB_MAX_EVENT_STREAMS": "2"}
+    env = {
+        "KUBELAB_MACHINE_DIR": str(base / "machine"),
+        "KUBELAB_STOP_GRACE": "2",
+        "KUBELAB_MAX_LOG_STREAMS": str(STREAMS),
+        "KUBELAB_MAX_EVENT_STREAMS": "2",
+    }
     with JupyterServer(base / "root", base / "home", env=env) as running:
         yield running
 
 
 def open_stream(server: JupyterServer, run_id: str) -> requests.Response:
-    return requests.get(server.api + f"experiments/{run_id}/logs", params={"follow": "1"},
-                        headers=server.headers, stream=True, timeout=60)
+    return requests.get(
+        server.api + f"experiments/{run_id}/logs",
+        params={"follow": "1"},
+        headers=server.headers,
+        stream=True,
+        timeout=60,
+    )
 
 
 def test_following_logs_does_not_starve_other_requests(server):
@@ -117,7 +126,9 @@ def write(path, body: str) -> str:
 
 def test_a_stop_reaches_processes_that_left_the_process_group(lab, lab_env):
     pids = lab_env / "pids"
-    trial = write(lab_env / "escape.py", f"""
+    trial = write(
+        lab_env / "escape.py",
+        f"""
         import os, subprocess, sys, time
         # a new session (setsid), and a daemon whose parent exits (re-parented away from us)
         own = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
@@ -128,7 +139,8 @@ def test_a_stop_reaches_processes_that_left_the_process_group(lab, lab_env):
         daemon.wait()
         open({str(pids)!r}, "w").write(str(own.pid))
         time.sleep(300)
-    """)
+    """,
+    )
     record = lab.submit({"command": [sys.executable, trial]})
     wait_until(lab, record["id"], states=("Running",))
     for _ in range(600):
@@ -153,7 +165,9 @@ def test_a_stop_reaches_processes_that_left_the_process_group(lab, lab_env):
 def test_tensorboard_sessions_are_capped_per_server(tmp_path):
     env = {"KUBELAB_MACHINE_DIR": str(tmp_path / "machine"), "KUBELAB_MAX_TENSORBOARDS": "1"}
     with JupyterServer(tmp_path / "root", tmp_path / "home", env=env) as server:
-        runs = [server.post("experiments", {"command": ["true"], "name": f"tb{i}"}).json()["id"] for i in range(2)]
+        runs = [
+            server.post("experiments", {"command": ["true"], "name": f"tb{i}"}).json()["id"] for i in range(2)
+        ]
         first = server.post("tensorboards", {"experiments": [runs[0]]})
         assert first.status_code == 201, first.text
         second = server.post("tensorboards", {"experiments": [runs[1]]})

@@ -100,9 +100,11 @@ def test_another_user_cannot_rewrite_the_ledger(reachable, monkeypatch):
     assert allocator.try_acquire("root-run", os.getpid(), 2) == [0, 1]
     with system_user() as mallory:
         ledger = allocator.ledger
-        attack = as_user(mallory, ["sh", "-c", f"echo '{{\"allocations\": {{}}, \"queue\": []}}' > {ledger}"])
+        attack = as_user(mallory, ["sh", "-c", f'echo \'{{"allocations": {{}}, "queue": []}}\' > {ledger}'])
         assert attack.returncode != 0
-        replace = as_user(mallory, ["sh", "-c", f"echo x > {ledger.parent}/new && mv {ledger.parent}/new {ledger}"])
+        replace = as_user(
+            mallory, ["sh", "-c", f"echo x > {ledger.parent}/new && mv {ledger.parent}/new {ledger}"]
+        )
         assert replace.returncode != 0
     assert sorted(allocator.snapshot()["devices"][i]["holder"] for i in (0, 1)) == ["root-run", "root-run"]
 

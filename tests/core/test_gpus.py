@@ -48,10 +48,17 @@ class FakeNvml:
 
 def test_nvml_devices_are_read(monkeypatch):
     monkeypatch.delenv("KUBELAB_FAKE_GPUS", raising=False)
-    nvml = FakeNvml([{"name": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-a", "mib": 81920},
-                     {"name": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-b", "mib": 81920}])
+    nvml = FakeNvml(
+        [
+            {"name": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-a", "mib": 81920},
+            {"name": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-b", "mib": 81920},
+        ]
+    )
     gpus = detect_gpus(nvml)
-    assert gpus == [Gpu(0, "NVIDIA A100-SXM4-80GB", "GPU-a", 81920), Gpu(1, "NVIDIA A100-SXM4-80GB", "GPU-b", 81920)]
+    assert gpus == [
+        Gpu(0, "NVIDIA A100-SXM4-80GB", "GPU-a", 81920),
+        Gpu(1, "NVIDIA A100-SXM4-80GB", "GPU-b", 81920),
+    ]
     assert nvml.shutdown and gpus[0].matches("a100") and not gpus[0].matches("V100")
 
 

@@ -26,7 +26,10 @@ def script(tmp_path, name: str, body: str) -> str:
 
 
 def test_experiment_runs_to_success_with_metrics_and_logs(lab, lab_env):
-    train = script(lab_env, "train.py", """
+    train = script(
+        lab_env,
+        "train.py",
+        """
         import os, kubelab
         p = kubelab.params()
         print("lr is", p["lr"], "run", os.environ["KUBELAB_RUN_ID"])
@@ -34,7 +37,8 @@ def test_experiment_runs_to_success_with_metrics_and_logs(lab, lab_env):
             kubelab.report(step=step, loss=1.0 / (step + 1))
         kubelab.report_final(0.25)
         open(os.path.join(os.environ["KUBELAB_TENSORBOARD_DIR"], "marker"), "w").close()
-    """)
+    """,
+    )
     record = lab.submit({"name": "train", "command": ["python", train], "params": {"lr": 0.1}})
     assert record["status"] == "Pending" and record["name"] == "train"
     final = wait_until(lab, record["id"])
@@ -67,12 +71,16 @@ def test_timeout_fails_the_run(lab):
 
 
 def test_stop_terms_then_kills_a_stubborn_process(lab, lab_env):
-    stubborn = script(lab_env, "stubborn.py", """
+    stubborn = script(
+        lab_env,
+        "stubborn.py",
+        """
         import signal, time
         signal.signal(signal.SIGTERM, lambda *a: print("ignoring TERM", flush=True))
         print("started", flush=True)
         time.sleep(60)
-    """)
+    """,
+    )
     record = lab.submit({"command": ["python", stubborn]})
     wait_until(lab, record["id"], states=("Running",))
     _wait_for_log(lab, record["id"], "started")
@@ -153,13 +161,16 @@ def test_code_snapshot_from_a_directory_and_from_source(lab, lab_env):
     (project / "helper.py").write_text("VALUE = 41\n")
     (project / ".git").mkdir()
     (project / ".git" / "big").write_text("x")
-    record = lab.submit({"command": ["python", "-c", "import helper; print(helper.VALUE + 1)"],
-                         "code": "project"})
+    record = lab.submit(
+        {"command": ["python", "-c", "import helper; print(helper.VALUE + 1)"], "code": "project"}
+    )
     assert wait_until(lab, record["id"])["status"] == "Succeeded"
     assert "42" in "".join(lab.logs(record["id"]))
     code = lab.runs_root / record["id"] / "code"
     assert (code / "helper.py").exists() and not (code / ".git").exists()
-    cell = lab.submit({"code": {"source": "import kubelab\nkubelab.report(acc=0.9)\n", "filename": "cell.py"}})
+    cell = lab.submit(
+        {"code": {"source": "import kubelab\nkubelab.report(acc=0.9)\n", "filename": "cell.py"}}
+    )
     final = wait_until(lab, cell["id"])
     assert final["status"] == "Succeeded" and final["metrics"] == {"acc": 0.9} and final["name"] == "cell"
 
@@ -190,7 +201,10 @@ def test_delete_removes_the_record(lab):
 
 def test_pytorch_two_process_gloo_all_reduce(lab, lab_env):
     pytest.importorskip("torch")
-    train = script(lab_env, "allreduce.py", """
+    train = script(
+        lab_env,
+        "allreduce.py",
+        """
         import os, torch, torch.distributed as dist, kubelab
         dist.init_process_group("gloo")
         rank = dist.get_rank()
@@ -200,7 +214,8 @@ def test_pytorch_two_process_gloo_all_reduce(lab, lab_env):
         if rank == 0:
             kubelab.report(total=value.item())
         dist.destroy_process_group()
-    """)
+    """,
+    )
     record = lab.submit({"command": ["python", train], "replicas": 2, "framework": "pytorch"})
     final = wait_until(lab, record["id"], timeout=120)
     assert final["status"] == "Succeeded", "".join(lab.logs(record["id"]))
@@ -211,15 +226,21 @@ def test_pytorch_two_process_gloo_all_reduce(lab, lab_env):
 
 @pytest.mark.parametrize("framework", ["tensorflow", "paddle"])
 def test_distributed_environment_contract(lab, framework):
-    record = lab.submit({
-        "command": ["python", "-c", "import os, json; print(json.dumps(dict(os.environ)))"],
-        "replicas": 2, "framework": framework,
-    })
+    record = lab.submit(
+        {
+            "command": ["python", "-c", "import os, json; print(json.dumps(dict(os.environ)))"],
+            "replicas": 2,
+            "framework": framework,
+        }
+    )
     assert wait_until(lab, record["id"])["status"] == "Succeeded"
     envs = [json.loads("".join(lab.logs(record["id"], replica=r))) for r in (0, 1)]
     if framework == "tensorflow":
         configs = [json.loads(e["TF_CONFIG"]) for e in envs]
-        assert [c["task"] for c in configs] == [{"type": "worker", "index": 0}, {"type": "worker", "index": 1}]
+        assert [c["task"] for c in configs] == [
+            {"type": "worker", "index": 0},
+            {"type": "worker", "index": 1},
+        ]
         assert len(configs[0]["cluster"]["worker"]) == 2 and configs[0]["cluster"] == configs[1]["cluster"]
     else:
         assert [e["PADDLE_TRAINER_ID"] for e in envs] == ["0", "1"]
@@ -230,10 +251,13 @@ def test_distributed_environment_contract(lab, framework):
 
 
 def test_one_failed_replica_stops_the_others(lab):
-    record = lab.submit({
-        "command": 'if [ "$RANK" = 1 ]; then exit 7; fi; sleep 30',
-        "replicas": 2, "framework": "pytorch",
-    })
+    record = lab.submit(
+        {
+            "command": 'if [ "$RANK" = 1 ]; then exit 7; fi; sleep 30',
+            "replicas": 2,
+            "framework": "pytorch",
+        }
+    )
     final = wait_until(lab, record["id"])
     assert final["status"] == "Failed" and final["reason"] == "replica 1 exited with code 7"
 
@@ -257,13 +281,17 @@ def _wait_for_log(lab, run_id, text, timeout=20):
 
 
 def test_a_failed_python_run_gives_its_exception_as_the_reason(lab, lab_env):
-    crash = script(lab_env, "crash.py", """
+    crash = script(
+        lab_env,
+        "crash.py",
+        """
         import kubelab
         def load(path):
             raise FileNotFoundError(f"no dataset at {path}")
         print("starting")
         load("/data/mnist")
-    """)
+    """,
+    )
     record = lab.submit({"command": ["python", crash]})
     final = wait_until(lab, record["id"])
     assert final["status"] == "Failed" and final["exit_code"] == 1

@@ -9,10 +9,10 @@ import pytest
 from IPython.core.error import UsageError
 
 from kubelab import cli, options
-from kubelab.tensorboard import cli as tensorboard_cli
 from kubelab.errors import ValidationError
 from kubelab.magics import options as magic_options
 from kubelab.magics import train
+from kubelab.tensorboard import cli as tensorboard_cli
 
 
 def cli_run(words: list[str]) -> argparse.Namespace:
@@ -21,11 +21,23 @@ def cli_run(words: list[str]) -> argparse.Namespace:
 
 def experiment_flags(parser: argparse.ArgumentParser) -> dict[str, tuple]:
     """Each experiment option with what argparse knows of it (type, choices, action)."""
-    names = {"--name", "--gpus", "--gpu-type", "--cpu", "--memory", "--image", "--replicas",
-             "--framework", "--param", "--tag"}
+    names = {
+        "--name",
+        "--gpus",
+        "--gpu-type",
+        "--cpu",
+        "--memory",
+        "--image",
+        "--replicas",
+        "--framework",
+        "--param",
+        "--tag",
+    }
     return {
         opt: (a.dest, a.type, a.choices, type(a).__name__, a.default)
-        for a in parser._actions for opt in a.option_strings if opt in names
+        for a in parser._actions
+        for opt in a.option_strings
+        if opt in names
     }
 
 
@@ -34,36 +46,68 @@ def test_cli_and_train_magic_declare_the_same_options():
     cli_flags = experiment_flags(run_parser)
     magic_flags = experiment_flags(magic_options.train_parser())
     assert len(cli_flags) == 10
+
     # the same dests, choices and actions; types are the same functions' closures, so compare by name
     def comparable(flags):
         return {k: (d, getattr(t, "__qualname__", t), c, a, df) for k, (d, t, c, a, df) in flags.items()}
+
     assert comparable(cli_flags) == comparable(magic_flags)
 
 
 def test_the_same_line_gives_the_same_spec():
-    line = ["--gpus", "2", "--replicas", "3", "-P", "lr=0.1", "-P", "act=relu", "-P", "name=a=b",
-            "--tag", "x", "--framework", "pytorch", "--memory", "8Gi"]
+    line = [
+        "--gpus",
+        "2",
+        "--replicas",
+        "3",
+        "-P",
+        "lr=0.1",
+        "-P",
+        "act=relu",
+        "-P",
+        "name=a=b",
+        "--tag",
+        "x",
+        "--framework",
+        "pytorch",
+        "--memory",
+        "8Gi",
+    ]
     from_cli = options.apply_options({"command": ["python", "t.py"]}, cli_run(line))
     args = magic_options.train_parser().read(" ".join(line))
     from_magic = train.overrides(args, {"command": ["python", "t.py"]})
-    assert from_cli == from_magic == {
-        "command": ["python", "t.py"], "params": {"lr": 0.1, "act": "relu", "name": "a=b"},
-        "resources": {"gpus": 2, "memory": "8Gi"}, "replicas": 3, "framework": "pytorch", "tags": ["x"],
-    }
+    assert (
+        from_cli
+        == from_magic
+        == {
+            "command": ["python", "t.py"],
+            "params": {"lr": 0.1, "act": "relu", "name": "a=b"},
+            "resources": {"gpus": 2, "memory": "8Gi"},
+            "replicas": 3,
+            "framework": "pytorch",
+            "tags": ["x"],
+        }
+    )
 
 
 def test_params_keep_text_for_declared_inputs():
     args = cli_run(["-P", "code=7", "-P", "on=true"])
-    assert options.apply_options({"inputs": [{"name": "code"}]}, args)["params"] == {"code": "7", "on": "true"}
+    assert options.apply_options({"inputs": [{"name": "code"}]}, args)["params"] == {
+        "code": "7",
+        "on": "true",
+    }
     assert options.apply_options({}, args)["params"] == {"code": 7, "on": True}
 
 
-@pytest.mark.parametrize("words, message", [
-    (["--gpus", "-1"], "must be 0 or more"),
-    (["--gpus", "two"], "must be a whole number of GPUs"),
-    (["-P", "lr"], "must be NAME=VALUE"),
-    (["--framework", "jax"], "must be one of none, pytorch, tensorflow, paddle, not 'jax'"),
-])
+@pytest.mark.parametrize(
+    "words, message",
+    [
+        (["--gpus", "-1"], "must be 0 or more"),
+        (["--gpus", "two"], "must be a whole number of GPUs"),
+        (["-P", "lr"], "must be NAME=VALUE"),
+        (["--framework", "jax"], "must be one of none, pytorch, tensorflow, paddle, not 'jax'"),
+    ],
+)
 def test_a_bad_option_fails_the_same_way_in_both(words, message):
     with pytest.raises(ValidationError) as caught:  # the CLI reports it as the field it sets
         cli_run(words)

@@ -17,8 +17,22 @@ def wheel(tmp_path_factory) -> zipfile.ZipFile:
     if not (ROOT / "kubelab" / "labextension" / "package.json").exists():
         pytest.fail("the JupyterLab extension is not built: run scripts/setup")
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                    "-w", str(out), str(ROOT)], check=True, cwd=out)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(out),
+            str(ROOT),
+        ],
+        check=True,
+        cwd=out,
+    )
     (path,) = out.glob("kubelab-*.whl")
     return zipfile.ZipFile(path)
 
@@ -26,8 +40,13 @@ def wheel(tmp_path_factory) -> zipfile.ZipFile:
 def test_wheel_holds_modules_extension_and_config(wheel):
     names = set(wheel.namelist())
     data = next(n.split("/")[0] for n in names if ".data/" in n)
-    folders = {"kubelab": "kubelab", "spawner": "kubelab/spawner", "server_extension": "kubelab/server_extension",
-               "magics": "kubelab/magics", "hub_config": "kubelab/hub_config"}
+    folders = {
+        "kubelab": "kubelab",
+        "spawner": "kubelab/spawner",
+        "server_extension": "kubelab/server_extension",
+        "magics": "kubelab/magics",
+        "hub_config": "kubelab/hub_config",
+    }
     for folder, package in folders.items():
         for source in (ROOT / folder).rglob("*"):
             if source.is_dir() or "__pycache__" in source.parts:
@@ -38,7 +57,9 @@ def test_wheel_holds_modules_extension_and_config(wheel):
             assert inside in names, f"{inside} is missing from the wheel: list its package in pyproject.toml"
     assert f"{data}/data/etc/jupyter/jupyter_server_config.d/kubelab.json" in names
     assert f"{data}/data/share/jupyter/labextensions/kubelab/package.json" in names
-    assert any(n.startswith(f"{data}/data/share/jupyter/labextensions/kubelab/static/remoteEntry.") for n in names)
+    assert any(
+        n.startswith(f"{data}/data/share/jupyter/labextensions/kubelab/static/remoteEntry.") for n in names
+    )
     assert not any("/tests/" in n or n.startswith("tests/") for n in names)
 
 

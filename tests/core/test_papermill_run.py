@@ -29,15 +29,21 @@ def make_notebook(path: Path, *cells: tuple[str, str, list[str]]) -> Path:
 TRAIN = (
     ("markdown", "# train", []),
     ("code", "lr = 0.5\nepochs = 1", ["parameters"]),
-    ("code", "import kubelab\nloss = lr / epochs\nkubelab.report(step=epochs, loss=loss)\nprint('loss is', loss)",
-     []),
+    (
+        "code",
+        "import kubelab\nloss = lr / epochs\nkubelab.report(step=epochs, loss=loss)\nprint('loss is', loss)",
+        [],
+    ),
 )
 
 
 def execute(notebook: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "kubelab.papermill_run", str(notebook)],
-        env={**os.environ, **env}, capture_output=True, text=True, timeout=120,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -49,8 +55,14 @@ def outputs_of(notebook: Path) -> str:
 def test_parameters_reach_the_parameters_cell_and_the_output_is_saved(tmp_path):
     notebook = make_notebook(tmp_path / "train.ipynb", *TRAIN)
     outputs = tmp_path / "run" / "outputs"
-    done = execute(notebook, {"KUBELAB_PARAMS": json.dumps({"lr": 0.25, "epochs": 5}),
-                              "KUBELAB_OUTPUTS_DIR": str(outputs), "KUBELAB_RUN_DIR": str(tmp_path / "run")})
+    done = execute(
+        notebook,
+        {
+            "KUBELAB_PARAMS": json.dumps({"lr": 0.25, "epochs": 5}),
+            "KUBELAB_OUTPUTS_DIR": str(outputs),
+            "KUBELAB_RUN_DIR": str(tmp_path / "run"),
+        },
+    )
     assert done.returncode == 0, done.stderr
     executed = outputs / "train.ipynb"
     assert f"saved to {executed}" in done.stdout
@@ -73,7 +85,9 @@ def test_without_params_the_notebook_defaults_apply(tmp_path):
 
 
 def test_a_failing_cell_exits_1_and_keeps_the_executed_notebook(tmp_path):
-    notebook = make_notebook(tmp_path / "bad.ipynb", ("code", "print('before')\nraise ValueError('boom')", []))
+    notebook = make_notebook(
+        tmp_path / "bad.ipynb", ("code", "print('before')\nraise ValueError('boom')", [])
+    )
     done = execute(notebook, {"KUBELAB_OUTPUTS_DIR": str(tmp_path / "out")})
     assert done.returncode == 1
     assert "the notebook failed: ValueError: boom" in done.stderr
@@ -117,10 +131,14 @@ def test_run_refuses_a_directory(tmp_path):
 
 def test_as_an_experiment_the_executed_notebook_lands_in_the_run_directory(lab, lab_env):
     notebook = make_notebook(lab_env / "train.ipynb", *TRAIN)
-    record = lab.submit({
-        "name": "nb", "params": {"lr": 2, "epochs": 4},
-        "command": ["python", "-m", "kubelab.papermill_run", notebook.name],
-    }, base_dir=lab_env)
+    record = lab.submit(
+        {
+            "name": "nb",
+            "params": {"lr": 2, "epochs": 4},
+            "command": ["python", "-m", "kubelab.papermill_run", notebook.name],
+        },
+        base_dir=lab_env,
+    )
     final = wait_until(lab, record["id"], timeout=120)
     assert final["status"] == "Succeeded", "".join(lab.logs(record["id"]))
     assert final["metrics"] == {"loss": 0.5} and final["step"] == 4

@@ -13,8 +13,10 @@ import kubelab
 
 
 def test_import_pulls_in_nothing_heavy():
-    code = "import sys, kubelab; print(sorted(m for m in sys.modules if m.split('.')[0] in " \
-           "('yaml', 'kubernetes', 'optuna', 'jupyter_server', 'tornado', 'requests', 'numpy')))"
+    code = (
+        "import sys, kubelab; print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('yaml', 'kubernetes', 'optuna', 'jupyter_server', 'tornado', 'requests', 'numpy')))"
+    )
     assert subprocess.check_output([sys.executable, "-c", code], text=True).strip() == "[]"
 
 
@@ -28,7 +30,10 @@ def test_inside_a_run(tmp_path, monkeypatch):
     kubelab.report_final({"default": 0.9, "acc": 0.9})
     lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [(entry.get("step"), entry["metrics"]) for entry in lines] == [
-        (4, {"loss": 0.5}), (5, {"loss": 0.4}), (None, {"default": 0.9, "acc": 0.9})]
+        (4, {"loss": 0.5}),
+        (5, {"loss": 0.4}),
+        (None, {"default": 0.9, "acc": 0.9}),
+    ]
     assert all(entry["replica"] == 1 for entry in lines) and lines[-1]["final"] is True
 
 

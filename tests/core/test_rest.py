@@ -24,10 +24,16 @@ def server(tmp_path_factory):
 
 
 ENDPOINTS = [
-    ("GET", "experiments"), ("POST", "experiments"), ("GET", "experiments/000000000000"),
-    ("DELETE", "experiments/000000000000"), ("POST", "experiments/000000000000/stop"),
-    ("GET", "experiments/000000000000/logs"), ("GET", "experiments/000000000000/metrics"),
-    ("GET", "resources"), ("GET", "events"), ("GET", "openapi.json"),
+    ("GET", "experiments"),
+    ("POST", "experiments"),
+    ("GET", "experiments/000000000000"),
+    ("DELETE", "experiments/000000000000"),
+    ("POST", "experiments/000000000000/stop"),
+    ("GET", "experiments/000000000000/logs"),
+    ("GET", "experiments/000000000000/metrics"),
+    ("GET", "resources"),
+    ("GET", "events"),
+    ("GET", "openapi.json"),
 ]
 
 
@@ -35,8 +41,9 @@ ENDPOINTS = [
 def test_every_endpoint_requires_authentication(server, method, path):
     response = requests.request(method, server.api + path, timeout=10, json={})
     assert response.status_code in (401, 403)
-    wrong = requests.request(method, server.api + path, timeout=10, json={},
-                             headers={"Authorization": "token wrong"})
+    wrong = requests.request(
+        method, server.api + path, timeout=10, json={}, headers={"Authorization": "token wrong"}
+    )
     assert wrong.status_code in (401, 403)
 
 
@@ -112,8 +119,13 @@ def test_stop_delete_and_log_follow(server):
     chunks: list[str] = []
 
     def follow():
-        with requests.get(server.api + f"experiments/{run_id}/logs", params={"follow": 1},
-                          headers=server.headers, stream=True, timeout=60) as response:
+        with requests.get(
+            server.api + f"experiments/{run_id}/logs",
+            params={"follow": 1},
+            headers=server.headers,
+            stream=True,
+            timeout=60,
+        ) as response:
             for chunk in response.iter_content(chunk_size=None, decode_unicode=True):
                 chunks.append(chunk)
 

@@ -17,10 +17,17 @@ HERE = Path(__file__).resolve().parent
 
 
 def start(base: Path, authorizer: str) -> JupyterServer:
-    env = {"KUBELAB_MACHINE_DIR": str(base / "machine"), "PYTHONPATH": str(HERE),
-           "KUBELAB_AUTHZ_LOG": str(base / "authz.jsonl")}
-    server = JupyterServer(base / "root", base / "home", env=env,
-                           extra=[f"--ServerApp.authorizer_class=kubelab_authorizers.{authorizer}"])
+    env = {
+        "KUBELAB_MACHINE_DIR": str(base / "machine"),
+        "PYTHONPATH": str(HERE),
+        "KUBELAB_AUTHZ_LOG": str(base / "authz.jsonl"),
+    }
+    server = JupyterServer(
+        base / "root",
+        base / "home",
+        env=env,
+        extra=[f"--ServerApp.authorizer_class=kubelab_authorizers.{authorizer}"],
+    )
     return server.start()
 
 
@@ -33,13 +40,21 @@ def read_only(tmp_path_factory):
 
 
 WRITES = [
-    ("POST", "experiments"), ("DELETE", "experiments/000000000000"),
-    ("POST", "experiments/000000000000/stop"), ("POST", "sweeps"), ("PATCH", "sweeps/000000000000"),
-    ("POST", "sweeps/000000000000/stop"), ("POST", "sweeps/000000000000/resume"),
-    ("POST", "tensorboards"), ("DELETE", "tensorboards/000000000000"),
-    ("POST", "pipelines"), ("POST", "pipelines/000000000000/stop"),
-    ("POST", "pipelines/000000000000/resume"), ("POST", "schedules"),
-    ("DELETE", "schedules/000000000000"), ("POST", "schedules/000000000000/pause"),
+    ("POST", "experiments"),
+    ("DELETE", "experiments/000000000000"),
+    ("POST", "experiments/000000000000/stop"),
+    ("POST", "sweeps"),
+    ("PATCH", "sweeps/000000000000"),
+    ("POST", "sweeps/000000000000/stop"),
+    ("POST", "sweeps/000000000000/resume"),
+    ("POST", "tensorboards"),
+    ("DELETE", "tensorboards/000000000000"),
+    ("POST", "pipelines"),
+    ("POST", "pipelines/000000000000/stop"),
+    ("POST", "pipelines/000000000000/resume"),
+    ("POST", "schedules"),
+    ("DELETE", "schedules/000000000000"),
+    ("POST", "schedules/000000000000/pause"),
     ("POST", "schedules/000000000000/resume"),
 ]
 
@@ -52,11 +67,15 @@ def test_every_route_method_names_its_action():
     for pattern, handler in API_ROUTES:
         for verb in ("get", "post", "put", "patch", "delete"):
             method = getattr(handler, verb, None)
-            if method is None or method.__qualname__.startswith(("RequestHandler.", "APIHandler.",
-                                                                 "JupyterHandler.")):
+            if method is None or method.__qualname__.startswith(
+                ("RequestHandler.", "APIHandler.", "JupyterHandler.")
+            ):
                 continue
-            assert getattr(method, "kubelab_action", None) in ("read", "write", "execute"), \
-                (pattern, handler.__name__, verb)
+            assert getattr(method, "kubelab_action", None) in ("read", "write", "execute"), (
+                pattern,
+                handler.__name__,
+                verb,
+            )
             checked += 1
     assert checked >= 30  # experiments, sweeps, pipelines, schedules, TensorBoard, events…
 
@@ -94,8 +113,10 @@ def test_reads_ask_for_read_and_anything_that_runs_code_asks_for_execute(read_on
     server.post("pipelines", {})
     server.post("schedules/000000000000/pause")
     asked = [json.loads(line) for line in (base / "authz.jsonl").read_text().splitlines()]
-    decisions = {(method, path.split("/kubelab/api/")[1]): (action, resource)
-                 for method, path, action, resource in asked}
+    decisions = {
+        (method, path.split("/kubelab/api/")[1]): (action, resource)
+        for method, path, action, resource in asked
+    }
     assert decisions[("GET", "experiments")] == ("read", "kubelab.experiments")
     assert decisions[("GET", "resources")] == ("read", "kubelab.resources")
     assert decisions[("POST", "experiments")] == ("execute", "kubelab.experiments")

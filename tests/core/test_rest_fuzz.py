@@ -19,8 +19,11 @@ EXAMPLES = 20
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     base = tmp_path_factory.mktemp("fuzz")
-    env = {"KUBELAB_MACHINE_DIR": str(base / "machine"), "KUBELAB_STOP_GRACE": "1",
-           "KUBELAB_WARM_RUNNERS": "0"}
+    env = {
+        "KUBELAB_MACHINE_DIR": str(base / "machine"),
+        "KUBELAB_STOP_GRACE": "1",
+        "KUBELAB_WARM_RUNNERS": "0",
+    }
     with JupyterServer(base / "root", base / "home", env=env) as running:
         yield running
 
@@ -36,8 +39,14 @@ schema = schemathesis.pytest.from_fixture("api_schema").exclude(path_regex=r"/ev
 
 
 @schema.parametrize()
-@settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
-          phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=EXAMPLES,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=list(HealthCheck),
+)
 def test_no_request_gets_a_server_error(case, server):
     if case.query and "follow" in case.query:
         case.query["follow"] = "0"  # a followed log lasts as long as its run

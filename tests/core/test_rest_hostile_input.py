@@ -73,7 +73,9 @@ def test_deeply_nested_parentheses_in_a_query_are_refused(server):
 def test_an_alias_bomb_spec_file_is_refused_by_name(server):
     lines = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
     lines += [f"a{i}: &a{i} [{','.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 8)]
-    bomb = "\n".join(["command: [python, train.py]", "inputs:", "  - name: x", "    description: *a7", *lines])
+    bomb = "\n".join(
+        ["command: [python, train.py]", "inputs:", "  - name: x", "    description: *a7", *lines]
+    )
     (server.root / "bomb.yaml").write_text(bomb + "\n")
     assert len(bomb) < 1000
     before = total(server)
@@ -86,7 +88,10 @@ def test_an_alias_bomb_spec_file_is_refused_by_name(server):
 def test_spec_strings_are_bounded(server):
     before = total(server)
     for spec, field in (
-        ({"command": ["true"], "inputs": [{"name": "x", "description": "x" * 200_000}]}, "inputs[0].description"),
+        (
+            {"command": ["true"], "inputs": [{"name": "x", "description": "x" * 200_000}]},
+            "inputs[0].description",
+        ),
         ({"command": ["true"], "env": {"A": "x" * 200_000}}, "env.A"),
         ({"command": ["x" * 200_000]}, "command"),
         ({"command": ["true"], "tags": ["t" * 1000]}, "tags"),

@@ -43,13 +43,16 @@ def test_a_spec_file_runs_with_paths_from_its_folder(servers):
     assert inside.wait_for(again.json()["id"])["spec"]["workdir"].endswith("project")
 
 
-@pytest.mark.parametrize(("body", "reason"), [
-    ({"file": "nope.yaml"}, "no such file"),
-    ({"file": "../../etc/passwd"}, "is outside the workspace"),
-    ({"file": ""}, "must be a path to a spec file"),
-    ({"file": "spec.yaml", "name": "x"}, "cannot be combined with name"),
-    ({"file": "broken.yaml"}, "line 2"),
-])
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        ({"file": "nope.yaml"}, "no such file"),
+        ({"file": "../../etc/passwd"}, "is outside the workspace"),
+        ({"file": ""}, "must be a path to a spec file"),
+        ({"file": "spec.yaml", "name": "x"}, "cannot be combined with name"),
+        ({"file": "broken.yaml"}, "line 2"),
+    ],
+)
 def test_bad_spec_files_are_refused_naming_the_file(servers, body, reason):
     inside, _ = servers
     before = inside.get("experiments").json()["total"]

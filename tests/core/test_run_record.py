@@ -60,7 +60,9 @@ def test_openapi_record_schema_is_the_record():
     assert schema["required"] == list(RunRecord.__annotations__)
     assert schema["properties"]["exit_code"] == {"type": ["integer", "null"]}
     assert schema["properties"]["metrics"] == {"type": "object", "additionalProperties": {"type": "number"}}
-    assert schema["properties"]["resources"]["properties"]["cpu"] == {"type": ["string", "integer", "number", "null"]}
+    assert schema["properties"]["resources"]["properties"]["cpu"] == {
+        "type": ["string", "integer", "number", "null"]
+    }
 
 
 def test_typescript_record_declares_what_the_server_sends():

@@ -114,7 +114,9 @@ def test_submit_list_logs_and_events_never_block_the_loop(tmp_path):
         reader = threading.Thread(target=follow_events, args=(server, seen, stop), daemon=True)
         reader.start()
 
-        reply = server.post("experiments", {"name": "loop", "code": "project", "command": ["python", "train.py"]})
+        reply = server.post(
+            "experiments", {"name": "loop", "code": "project", "command": ["python", "train.py"]}
+        )
         assert reply.status_code == 201, reply.text
         run_id = reply.json()["id"]
         try:

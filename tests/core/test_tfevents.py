@@ -21,8 +21,10 @@ def read_scalars(folder) -> dict[str, list[tuple[int, float, float]]]:
     accumulator = EventAccumulator(str(folder))
     accumulator.Reload()
     return {
-        tag: [(e.step, round(float(make_ndarray(e.tensor_proto)), 6), e.wall_time)
-              for e in accumulator.Tensors(tag)]
+        tag: [
+            (e.step, round(float(make_ndarray(e.tensor_proto)), 6), e.wall_time)
+            for e in accumulator.Tensors(tag)
+        ]
         for tag in accumulator.Tags()["tensors"]
         if accumulator.SummaryMetadata(tag).plugin_data.plugin_name == "scalars"
     }
@@ -30,14 +32,16 @@ def read_scalars(folder) -> dict[str, list[tuple[int, float, float]]]:
 
 def test_a_runs_reported_metrics_appear_as_tensorboard_scalars(lab, lab_env):
     train = lab_env / "train.py"
-    train.write_text(textwrap.dedent("""
+    train.write_text(
+        textwrap.dedent("""
         import os, kubelab
         for step in range(3):
             kubelab.report(step=step, loss=1.0 / (step + 1), acc=step / 4)
         kubelab.report_final({"default": 0.75})
         # the user's own event files live in the same folder
         open(os.path.join(os.environ["KUBELAB_TENSORBOARD_DIR"], "events.out.tfevents.mine"), "w").close()
-    """))
+    """)
+    )
     record = lab.submit({"name": "tb", "command": ["python", str(train)]})
     assert wait_until(lab, record["id"])["status"] == "Succeeded"
     board = lab.runs_root / record["id"] / "tensorboard"
@@ -49,7 +53,9 @@ def test_a_runs_reported_metrics_appear_as_tensorboard_scalars(lab, lab_env):
         assert time.monotonic() < deadline, "no event file with the final value"
         time.sleep(0.1)
     found = read_scalars(board / SUBDIR)
-    reported = [json.loads(line) for line in (lab.runs_root / record["id"] / "metrics.jsonl").read_text().splitlines()]
+    reported = [
+        json.loads(line) for line in (lab.runs_root / record["id"] / "metrics.jsonl").read_text().splitlines()
+    ]
     assert [(s, v) for s, v, _ in found["loss"]] == [(0, 1.0), (1, 0.5), (2, 0.333333)]
     assert [(s, v) for s, v, _ in found["acc"]] == [(0, 0.0), (1, 0.25), (2, 0.5)]
     assert [w for _, _, w in found["loss"]] == [e["time"] for e in reported[:3]]  # wall-time axis
@@ -74,15 +80,16 @@ def test_the_mirror_waits_for_torn_lines_and_appends_only_new_ones(tmp_path):
 
 def test_scalars_name_replicas_and_final_values():
     assert scalars({"step": 3, "metrics": {"loss": 1}, "replica": 2, "time": 5}, 0) == [
-        ("loss/replica-2", 1.0, 3, 5.0)]
+        ("loss/replica-2", 1.0, 3, 5.0)
+    ]
     assert scalars({"final": True, "metrics": {"default": 0.5, "flag": True}}, 7) == [
-        ("final/default", 0.5, 7, None)]
+        ("final/default", 0.5, 7, None)
+    ]
     assert scalars({"metrics": "oops"}, 0) == []
 
 
 def test_the_trial_side_never_imports_tensorboard(tmp_path):
     code = "import sys, kubelab; kubelab.report(loss=1.0); print('tensorboard' in sys.modules)"
     env = {"PATH": "/usr/bin:/bin", "KUBELAB_HOME": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          check=True)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"

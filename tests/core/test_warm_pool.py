@@ -207,10 +207,15 @@ def test_a_warm_driver_takes_a_sweep_and_is_replaced(lab, lab_env, monkeypatch):
         wait_for(lambda: len(WarmPool(lab.home, RUNNER).idle()) >= 2)
         sweeps = Sweeps(lab)
         trial = "import kubelab; kubelab.report(loss=kubelab.params()['x'])"
-        record = sweeps.create({
-            "space": {"x": {"_type": "choice", "_value": [1, 2]}}, "tuner": "grid", "objective": {"metric": "loss"},
-            "trial": {"command": ["python", "-c", trial]},
-        }, base_dir=lab_env)
+        record = sweeps.create(
+            {
+                "space": {"x": {"_type": "choice", "_value": [1, 2]}},
+                "tuner": "grid",
+                "objective": {"metric": "loss"},
+                "trial": {"command": ["python", "-c", trial]},
+            },
+            base_dir=lab_env,
+        )
         assert driver not in drivers.idle()  # claimed by the create itself
         sweep = sweeps.sweep(record["id"])
         wait_for(lambda: sweeps.record(sweep)["status"] != "Running")
@@ -230,10 +235,15 @@ def test_without_a_server_no_driver_is_kept_warm(lab, lab_env, monkeypatch):
     monkeypatch.setenv("KUBELAB_WARM_DRIVERS", "1")
 
     sweeps = Sweeps(lab)
-    record = sweeps.create({
-        "space": {"x": {"_type": "choice", "_value": [1]}}, "tuner": "grid", "objective": {"metric": "loss"},
-        "trial": {"command": ["python", "-c", "import kubelab; kubelab.report(loss=1)"]},
-    }, base_dir=lab_env)
+    record = sweeps.create(
+        {
+            "space": {"x": {"_type": "choice", "_value": [1]}},
+            "tuner": "grid",
+            "objective": {"metric": "loss"},
+            "trial": {"command": ["python", "-c", "import kubelab; kubelab.report(loss=1)"]},
+        },
+        base_dir=lab_env,
+    )
     wait_for(lambda: sweeps.record(sweeps.sweep(record["id"]))["status"] != "Running")
     assert sweeps.record(sweeps.sweep(record["id"]))["status"] == "Succeeded"
     assert WarmPool(lab.home, DRIVER).idle() == []

@@ -21,8 +21,23 @@ def test_wheel_from_a_clean_clone_contains_the_lab_extension(tmp_path):
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
     assert not (clone / "kubelab" / "labextension").exists()  # git-ignored: never committed
     # The build requirements (setuptools, jupyter-builder) are those of this environment.
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                           "-w", str(out), str(clone)], capture_output=True, text=True, cwd=tmp_path)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(out),
+            str(clone),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (path,) = out.glob("kubelab-*.whl")
     with zipfile.ZipFile(path) as wheel:
@@ -30,7 +45,7 @@ def test_wheel_from_a_clean_clone_contains_the_lab_extension(tmp_path):
         data = next(n.split("/")[0] for n in names if ".data/" in n)
         prefix = f"{data}/data/{INSTALLED}/"
         manifest = json.loads(wheel.read(prefix + "package.json"))
-        built = {n[len(prefix):] for n in names if n.startswith(prefix)}
+        built = {n[len(prefix) :] for n in names if n.startswith(prefix)}
     assert manifest["name"] == "kubelab"
     entry = manifest["jupyterlab"]["_build"]["load"]  # what JupyterLab loads first
     assert entry in built and entry.startswith("static/remoteEntry.")

@@ -40,16 +40,22 @@ def make_namespace(admin: client.ApiClient, service_account: str = "notebook") -
     rbac.create_namespaced_role(name, role)
     rbac.create_namespaced_role_binding(name, binding)
     core.create_namespaced_service_account(name, {"metadata": {"name": service_account}})
-    claims = ("home-alice", "archive-alice")   # what notebook_env mounts, as a spawner makes
+    claims = ("home-alice", "archive-alice")  # what notebook_env mounts, as a spawner makes
     for claim in claims:
-        core.create_namespaced_persistent_volume_claim(name, {
-            "metadata": {"name": claim},
-            "spec": {"accessModes": ["ReadWriteOnce"],
-                     "resources": {"requests": {"storage": "1Gi"}}}})
+        core.create_namespaced_persistent_volume_claim(
+            name,
+            {
+                "metadata": {"name": claim},
+                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+            },
+        )
     # bound before a test's pods ask for them (else the scheduler's first word is about claims)
-    wait_for(lambda: all(c.status.phase == "Bound" for c in
-                         core.list_namespaced_persistent_volume_claim(name).items),
-             what="the workspace claims bound")
+    wait_for(
+        lambda: all(
+            c.status.phase == "Bound" for c in core.list_namespaced_persistent_volume_claim(name).items
+        ),
+        what="the workspace claims bound",
+    )
     return name
 
 
@@ -57,15 +63,15 @@ def make_namespace(admin: client.ApiClient, service_account: str = "notebook") -
 def namespace(admin: client.ApiClient) -> Iterator[str]:
     name = make_namespace(admin)
     yield name
-    client.CoreV1Api(admin).delete_namespace(name)   # Terminating; the cluster cleans up
+    client.CoreV1Api(admin).delete_namespace(name)  # Terminating; the cluster cleans up
 
 
 @pytest.fixture
 def notebook_kubeconfig(cluster: Any, namespace: str, tmp_path: Path) -> Path:
     """Credentials of the notebook's ServiceAccount: a bound token, as its pod would have."""
-    return cluster.write_kubeconfig(tmp_path / "notebook-kubeconfig",
-                                    token=cluster.token_for(namespace, "notebook"),
-                                    namespace=namespace)
+    return cluster.write_kubeconfig(
+        tmp_path / "notebook-kubeconfig", token=cluster.token_for(namespace, "notebook"), namespace=namespace
+    )
 
 
 @pytest.fixture
@@ -86,15 +92,19 @@ def home(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def make_backend(notebook_kubeconfig: Path, namespace: str, home: Path
-                 ) -> Iterator[Callable[..., KubernetesBackend]]:
+def make_backend(
+    notebook_kubeconfig: Path, namespace: str, home: Path
+) -> Iterator[Callable[..., KubernetesBackend]]:
     made: list[KubernetesBackend] = []
 
-    def make(start: bool = True, kubeconfig: Path | None = None,
-             **changes: Any) -> KubernetesBackend:
+    def make(start: bool = True, kubeconfig: Path | None = None, **changes: Any) -> KubernetesBackend:
         backend = KubernetesBackend.from_kubeconfig(
-            kubeconfig or notebook_kubeconfig, notebook_env(namespace, home, **changes),
-            runs_root=home / "runs", retry=FAST_RETRY, watch_timeout=30)
+            kubeconfig or notebook_kubeconfig,
+            notebook_env(namespace, home, **changes),
+            runs_root=home / "runs",
+            retry=FAST_RETRY,
+            watch_timeout=30,
+        )
         made.append(backend)
         if start:
             backend.start()

@@ -62,13 +62,16 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = ""
     raise AssertionError(f"timed out waiting for {what or predicate}: last value {value!r}")
 
 
-def objects(admin: client.ApiClient, kind: str, namespace: str,
-            selector: str | None = None) -> list[dict[str, Any]]:
+def objects(
+    admin: client.ApiClient, kind: str, namespace: str, selector: str | None = None
+) -> list[dict[str, Any]]:
     """Live objects of `kind` (pods, services, jobs, pvcs, …) as plain dicts."""
     core, batch = client.CoreV1Api(admin), client.BatchV1Api(admin)
     listing = {
-        "pods": core.list_namespaced_pod, "services": core.list_namespaced_service,
-        "jobs": batch.list_namespaced_job, "secrets": core.list_namespaced_secret,
+        "pods": core.list_namespaced_pod,
+        "services": core.list_namespaced_service,
+        "jobs": batch.list_namespaced_job,
+        "secrets": core.list_namespaced_secret,
         "configmaps": core.list_namespaced_config_map,
         "pvcs": core.list_namespaced_persistent_volume_claim,
     }[kind]
@@ -78,7 +81,15 @@ def objects(admin: client.ApiClient, kind: str, namespace: str,
 
 def pods_of(admin: client.ApiClient, namespace: str, run_id: str) -> list[dict[str, Any]]:
     """An experiment's live pods, in completion-index order."""
-    pods = [p for p in objects(admin, "pods", namespace, f"kubelab.io/experiment={run_id}")
-            if not p["metadata"].get("deletionTimestamp")]
-    return sorted(pods, key=lambda p: ((p["metadata"].get("annotations") or {}).get(
-        "batch.kubernetes.io/job-completion-index", ""), p["metadata"]["creationTimestamp"]))
+    pods = [
+        p
+        for p in objects(admin, "pods", namespace, f"kubelab.io/experiment={run_id}")
+        if not p["metadata"].get("deletionTimestamp")
+    ]
+    return sorted(
+        pods,
+        key=lambda p: (
+            (p["metadata"].get("annotations") or {}).get("batch.kubernetes.io/job-completion-index", ""),
+            p["metadata"]["creationTimestamp"],
+        ),
+    )

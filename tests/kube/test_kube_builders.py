@@ -18,15 +18,25 @@ from kubelab.spec import ExperimentSpec
 
 K8S_VERSION = kubernetes_validate.latest_version()
 NB = NotebookEnv(
-    namespace="alice", image="registry.example.org/lab/notebook:1", user="alice@example.org",
+    namespace="alice",
+    image="registry.example.org/lab/notebook:1",
+    user="alice@example.org",
     node_selector={"lab/project": "vision"},
     tolerations=[{"key": "lab/dedicated", "operator": "Exists", "effect": "NoSchedule"}],
     volumes=[{"name": "workspace", "persistentVolumeClaim": {"claimName": "home-alice"}}],
     mounts=[{"name": "workspace", "mountPath": "/mnt/alice", "subPath": "alice"}],
-    shm="4G", home="/mnt/alice/.kubelab")
-BASE = {"command": "python train.py --lr {{ lr }}", "params": {"lr": 0.1},
-        "resources": {"cpu": "4", "memory": "16Gi", "gpus": 2, "gpu_type": "A100"},
-        "workdir": "/mnt/alice/project", "retries": 2, "timeout": "2h", "env": {"SEED": "1"}}
+    shm="4G",
+    home="/mnt/alice/.kubelab",
+)
+BASE = {
+    "command": "python train.py --lr {{ lr }}",
+    "params": {"lr": 0.1},
+    "resources": {"cpu": "4", "memory": "16Gi", "gpus": 2, "gpu_type": "A100"},
+    "workdir": "/mnt/alice/project",
+    "retries": 2,
+    "timeout": "2h",
+    "env": {"SEED": "1"},
+}
 SHAPES = {
     "single": {},
     "single-cpu-only": {"resources": {"cpu": "1"}, "retries": 0, "timeout": None},
@@ -35,12 +45,17 @@ SHAPES = {
     "tensorflow-1-with-ps": {"framework": "tensorflow", "replicas": 1, "parameter_servers": 1},
     "paddle-3": {"framework": "paddle", "replicas": 3},
     "queued": {"queue": "team-a", "framework": "pytorch", "replicas": 2},
-    "kubeflow-pytorch": {"engine": "kubeflow", "framework": "pytorch", "replicas": 4,
-                         "queue": "team-a"},
-    "kubeflow-tensorflow": {"engine": "kubeflow", "framework": "tensorflow", "replicas": 2,
-                            "parameter_servers": 1},
-    "sweep-code-source": {"code": {"source": "print(1)\n" * 5000, "filename": "cell.py"},
-                          "command": ["python", "cell.py"]},
+    "kubeflow-pytorch": {"engine": "kubeflow", "framework": "pytorch", "replicas": 4, "queue": "team-a"},
+    "kubeflow-tensorflow": {
+        "engine": "kubeflow",
+        "framework": "tensorflow",
+        "replicas": 2,
+        "parameter_servers": 1,
+    },
+    "sweep-code-source": {
+        "code": {"source": "print(1)\n" * 5000, "filename": "cell.py"},
+        "command": ["python", "cell.py"],
+    },
 }
 
 
@@ -51,9 +66,15 @@ def spec_of(shape: str) -> ExperimentSpec:
 
 def target(spec: ExperimentSpec, run_id: str = "0123456789ab") -> builders.Target:
     owner = names.owner_hash("alice@example.org", "/mnt/alice/.kubelab/runs")
-    return builders.Target(run_id=run_id, run_dir=f"/mnt/alice/.kubelab/runs/{run_id}",
-                           name=names.job_name(spec.display_name, run_id, owner),
-                           user="alice@example.org", namespace="alice", sweep="sw1", trial=3)
+    return builders.Target(
+        run_id=run_id,
+        run_dir=f"/mnt/alice/.kubelab/runs/{run_id}",
+        name=names.job_name(spec.display_name, run_id, owner),
+        user="alice@example.org",
+        namespace="alice",
+        sweep="sw1",
+        trial=3,
+    )
 
 
 def as_validatable(obj: dict) -> list[dict]:
@@ -61,8 +82,15 @@ def as_validatable(obj: dict) -> list[dict]:
     if obj["apiVersion"] != "kubeflow.org/v1":
         return [obj]
     key = next(k for k in obj["spec"] if k.endswith("ReplicaSpecs"))
-    return [{"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": f"t-{role}".lower()},
-             "template": replica["template"]} for role, replica in obj["spec"][key].items()]
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "PodTemplate",
+            "metadata": {"name": f"t-{role}".lower()},
+            "template": replica["template"],
+        }
+        for role, replica in obj["spec"][key].items()
+    ]
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
@@ -86,8 +114,10 @@ def test_single_replica_job_layout() -> None:
     assert job["spec"]["backoffLimit"] == 2 and job["spec"]["activeDeadlineSeconds"] == 7200
     assert job["spec"]["ttlSecondsAfterFinished"] > 0
     rules = job["spec"]["podFailurePolicy"]["rules"]
-    assert rules[0] == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget",
-                                                                 "status": "True"}]}
+    assert rules[0] == {
+        "action": "Ignore",
+        "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+    }
     pod = job["spec"]["template"]["spec"]
     ctr = pod["containers"][0]
     assert ctr["image"] == NB.image and ctr["workingDir"] == "/mnt/alice/project"
@@ -97,8 +127,7 @@ def test_single_replica_job_layout() -> None:
     assert ctr["securityContext"]["allowPrivilegeEscalation"] is False
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["nodeSelector"] == {"lab/project": "vision", "gpu-type": "A100"}
-    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in \
-        pod["tolerations"]
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
     assert {"name": "dshm", "mountPath": "/dev/shm"} in ctr["volumeMounts"]
     assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "4G"}} in pod["volumes"]
     assert ctr["volumeMounts"][0] == NB.mounts[0]
@@ -116,11 +145,13 @@ def test_single_replica_job_layout() -> None:
 
 
 def test_parameters_are_data_not_shell_code() -> None:
-    spec = ExperimentSpec.parse({"command": "python t.py --name {{ name }}",
-                                 "params": {"name": "x; rm -rf ~"}})
+    spec = ExperimentSpec.parse(
+        {"command": "python t.py --name {{ name }}", "params": {"name": "x; rm -rf ~"}}
+    )
     (job,) = builders.build(spec, target(spec), NB)
-    assert job["spec"]["template"]["spec"]["containers"][0]["command"][2] == \
-        "python t.py --name 'x; rm -rf ~'"
+    assert (
+        job["spec"]["template"]["spec"]["containers"][0]["command"][2] == "python t.py --name 'x; rm -rf ~'"
+    )
 
 
 def expand(env: list[dict], rank: int) -> dict[str, str]:
@@ -130,8 +161,7 @@ def expand(env: list[dict], rank: int) -> dict[str, str]:
         if "valueFrom" in entry:
             values[entry["name"]] = str(rank)
         else:
-            values[entry["name"]] = re.sub(r"\$\((\w+)\)", lambda m: values[m.group(1)],
-                                           entry["value"])
+            values[entry["name"]] = re.sub(r"\$\((\w+)\)", lambda m: values[m.group(1)], entry["value"])
     return values
 
 
@@ -149,11 +179,14 @@ def test_distributed_env_equals_the_shared_contract_for_every_rank(shape: str) -
     assert pod["subdomain"] == service["metadata"]["name"]
     env = pod["containers"][0]["env"]
     rank_ref = next(e for e in env if e["name"] == "RANK")
-    assert rank_ref["valueFrom"]["fieldRef"]["fieldPath"] == \
-        "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+    assert (
+        rank_ref["valueFrom"]["fieldRef"]["fieldPath"]
+        == "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+    )
     names_in_order = [e["name"] for e in env]
-    assert names_in_order.index("RANK") < min(i for i, e in enumerate(env)
-                                              if "$(RANK)" in (e.get("value") or ""))
+    assert names_in_order.index("RANK") < min(
+        i for i, e in enumerate(env) if "$(RANK)" in (e.get("value") or "")
+    )
     topo = topology(spec, t.name, t.service, t.ps_job)
     for rank in range(spec.replicas):
         expanded = expand(env, rank)
@@ -195,13 +228,13 @@ def test_kubeflow_layouts() -> None:
     spec = spec_of("kubeflow-tensorflow")
     (tf,) = builders.build(spec, target(spec), NB)
     assert tf["kind"] == "TFJob"
-    assert {k: v["replicas"] for k, v in tf["spec"]["tfReplicaSpecs"].items()} == \
-        {"Worker": 2, "PS": 1}
+    assert {k: v["replicas"] for k, v in tf["spec"]["tfReplicaSpecs"].items()} == {"Worker": 2, "PS": 1}
 
 
 def test_what_the_cluster_cannot_run_is_refused_by_field() -> None:
-    spec = ExperimentSpec.parse({"command": ["x"], "engine": "kubeflow", "framework": "paddle",
-                                 "replicas": 2})
+    spec = ExperimentSpec.parse(
+        {"command": ["x"], "engine": "kubeflow", "framework": "paddle", "replicas": 2}
+    )
     with pytest.raises(ValidationError) as err:
         builders.build(spec, target(spec), NotebookEnv(namespace="a"))
     paths = {f.path for f in err.value.fields}

@@ -17,8 +17,7 @@ from kubelab.experiments import Experiments
 
 
 def submit(lab: Experiments, home: Path, **fields) -> str:
-    spec = {"command": ["python", "train.py"], "resources": {"cpu": "1", "memory": "1Gi"},
-            **fields}
+    spec = {"command": ["python", "train.py"], "resources": {"cpu": "1", "memory": "1Gi"}, **fields}
     return lab.submit(spec, base_dir=home)["id"]
 
 
@@ -41,9 +40,16 @@ def training_operator(simulated_cluster) -> Iterator[None]:
 
 
 @pytest.mark.parametrize("framework, replicas", [("pytorch", 4), ("paddle", 3)])
-def test_replicas_get_stable_names_and_ranks(simulated_cluster, project_node, admin, lab: Experiments,
-                                             namespace: str, home: Path, framework: str,
-                                             replicas: int) -> None:
+def test_replicas_get_stable_names_and_ranks(
+    simulated_cluster,
+    project_node,
+    admin,
+    lab: Experiments,
+    namespace: str,
+    home: Path,
+    framework: str,
+    replicas: int,
+) -> None:
     project_node(cpu="64", memory="256Gi")
     run_id = submit(lab, home, framework=framework, replicas=replicas)
     services = experiment_objects(admin, "services", namespace, run_id)
@@ -67,38 +73,53 @@ def test_replicas_get_stable_names_and_ranks(simulated_cluster, project_node, ad
     wait_for(lambda: lab.get(run_id)["status"] == "Succeeded", what="Succeeded")
     record = lab.get(run_id)
     assert [r["index"] for r in record["replica_status"]] == list(range(replicas))
-    wait_for(lambda: not experiment_objects(admin, "services", namespace, run_id),
-             what="Service cleanup")
+    wait_for(lambda: not experiment_objects(admin, "services", namespace, run_id), what="Service cleanup")
 
 
-def test_pytorch_on_a100_nodes(simulated_cluster, admin, make_backend, namespace: str,
-                               home: Path) -> None:
+def test_pytorch_on_a100_nodes(simulated_cluster, admin, make_backend, namespace: str, home: Path) -> None:
     """The lab's own fleet: 4 replicas with a GPU each land on the simulated A100 nodes."""
     lab = Experiments(home=home, backend=make_backend(node_selector={}), user="alice")
-    run_id = submit(lab, home, framework="pytorch", replicas=4,
-                    resources={"cpu": "2", "memory": "8Gi", "gpus": 1, "gpu_type": "A100"})
-    pods = wait_for(lambda: len(p := pods_of(admin, namespace, run_id)) == 4
-                    and all(x["spec"].get("nodeName") for x in p) and p, what="4 placed pods")
+    run_id = submit(
+        lab,
+        home,
+        framework="pytorch",
+        replicas=4,
+        resources={"cpu": "2", "memory": "8Gi", "gpus": 1, "gpu_type": "A100"},
+    )
+    pods = wait_for(
+        lambda: (
+            len(p := pods_of(admin, namespace, run_id)) == 4
+            and all(x["spec"].get("nodeName") for x in p)
+            and p
+        ),
+        what="4 placed pods",
+    )
     assert {p["spec"]["nodeName"] for p in pods} <= {"a100-0", "a100-1"}
     wait_for(lambda: lab.get(run_id)["status"] == "Running", what="Running")
     for pod in pods:
         simulated_cluster.end_pod(namespace, pod["metadata"]["name"])
-    assert wait_for(lambda: (r := lab.get(run_id))["status"] == "Succeeded" and r,
-                    what="Succeeded")["exit_code"] == 0
+    assert (
+        wait_for(lambda: (r := lab.get(run_id))["status"] == "Succeeded" and r, what="Succeeded")["exit_code"]
+        == 0
+    )
 
 
-def test_more_gpus_than_any_node_shows_the_scheduler_reason(admin, make_backend,
-                                                            namespace: str, home: Path) -> None:
+def test_more_gpus_than_any_node_shows_the_scheduler_reason(
+    admin, make_backend, namespace: str, home: Path
+) -> None:
     lab = Experiments(home=home, backend=make_backend(node_selector={}), user="alice")
     run_id = submit(lab, home, resources={"cpu": "1", "memory": "1Gi", "gpus": 16, "gpu_type": "A100"})
-    record = wait_for(lambda: "Insufficient nvidia.com/gpu" in (r := lab.get(run_id))["reason"]
-                      and r, what="the scheduler's reason")
+    record = wait_for(
+        lambda: "Insufficient nvidia.com/gpu" in (r := lab.get(run_id))["reason"] and r,
+        what="the scheduler's reason",
+    )
     assert record["status"] == "Pending"
     assert record["reason"].startswith("0/"), record["reason"]
 
 
-def test_tensorflow_with_parameter_servers(simulated_cluster, project_node, admin, lab: Experiments,
-                                           namespace: str, home: Path) -> None:
+def test_tensorflow_with_parameter_servers(
+    simulated_cluster, project_node, admin, lab: Experiments, namespace: str, home: Path
+) -> None:
     project_node(cpu="64", memory="256Gi")
     run_id = submit(lab, home, framework="tensorflow", replicas=2, parameter_servers=1)
     pods = wait_for(lambda: len(p := pods_of(admin, namespace, run_id)) == 3 and p)
@@ -113,39 +134,52 @@ def test_tensorflow_with_parameter_servers(simulated_cluster, project_node, admi
             simulated_cluster.end_pod(namespace, pod["metadata"]["name"])
     wait_for(lambda: lab.get(run_id)["status"] == "Succeeded", what="workers decide")
     # parameter servers never finish on their own: kubelab removes them when the workers end
-    wait_for(lambda: not [j for j in experiment_objects(admin, "jobs", namespace, run_id)
-                          if j["metadata"]["name"].endswith("-ps")], what="ps Job removed")
+    wait_for(
+        lambda: (
+            not [
+                j
+                for j in experiment_objects(admin, "jobs", namespace, run_id)
+                if j["metadata"]["name"].endswith("-ps")
+            ]
+        ),
+        what="ps Job removed",
+    )
 
 
-def test_kubeflow_engine_when_the_operator_is_served(training_operator, lab: Experiments,
-                                                     namespace: str, home: Path,
-                                                     admin) -> None:
+def test_kubeflow_engine_when_the_operator_is_served(
+    training_operator, lab: Experiments, namespace: str, home: Path, admin
+) -> None:
     run_id = submit(lab, home, framework="pytorch", replicas=3, engine="kubeflow")
     custom = client.CustomObjectsApi(admin)
-    (job,) = custom.list_namespaced_custom_object("kubeflow.org", "v1", namespace,
-                                                  "pytorchjobs")["items"]
+    (job,) = custom.list_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs")["items"]
     assert job["metadata"]["labels"]["kubelab.io/experiment"] == run_id
     assert job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
     name = job["metadata"]["name"]
-    job["status"] = {"conditions": [{"type": "Running", "status": "True",
-                                     "reason": "PyTorchJobRunning", "message": "running"}]}
-    custom.replace_namespaced_custom_object_status("kubeflow.org", "v1", namespace,
-                                                   "pytorchjobs", name, job)
+    job["status"] = {
+        "conditions": [
+            {"type": "Running", "status": "True", "reason": "PyTorchJobRunning", "message": "running"}
+        ]
+    }
+    custom.replace_namespaced_custom_object_status("kubeflow.org", "v1", namespace, "pytorchjobs", name, job)
     wait_for(lambda: lab.get(run_id)["status"] == "Running", what="Running from conditions")
-    job = custom.get_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs",
-                                              name)
-    job["status"]["conditions"].append({"type": "Succeeded", "status": "True",
-                                        "reason": "PyTorchJobSucceeded", "message": "done"})
-    custom.replace_namespaced_custom_object_status("kubeflow.org", "v1", namespace,
-                                                   "pytorchjobs", name, job)
+    job = custom.get_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", name)
+    job["status"]["conditions"].append(
+        {"type": "Succeeded", "status": "True", "reason": "PyTorchJobSucceeded", "message": "done"}
+    )
+    custom.replace_namespaced_custom_object_status("kubeflow.org", "v1", namespace, "pytorchjobs", name, job)
     wait_for(lambda: lab.get(run_id)["status"] == "Succeeded")
     lab.delete(run_id)
-    wait_for(lambda: not custom.list_namespaced_custom_object(
-        "kubeflow.org", "v1", namespace, "pytorchjobs")["items"], what="PyTorchJob deleted")
+    wait_for(
+        lambda: (
+            not custom.list_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs")["items"]
+        ),
+        what="PyTorchJob deleted",
+    )
 
 
-def test_kubeflow_engine_without_the_operator_is_refused(lab: Experiments, admin, namespace: str,
-                                                         home: Path) -> None:
+def test_kubeflow_engine_without_the_operator_is_refused(
+    lab: Experiments, admin, namespace: str, home: Path
+) -> None:
     with pytest.raises(ValidationError) as err:
         submit(lab, home, framework="pytorch", replicas=2, engine="kubeflow")
     assert err.value.fields[0].path == "engine"
@@ -155,8 +189,9 @@ def test_kubeflow_engine_without_the_operator_is_refused(lab: Experiments, admin
     assert len(objects(admin, "jobs", namespace)) == 1
 
 
-def test_queue_waits_for_quota(simulated_cluster, project_node, lab: Experiments, namespace: str,
-                               home: Path, admin) -> None:
+def test_queue_waits_for_quota(
+    simulated_cluster, project_node, lab: Experiments, namespace: str, home: Path, admin
+) -> None:
     project_node(gpus=2)
     run_id = submit(lab, home, queue="team-a", resources={"cpu": "1", "gpus": 1})
     record = lab.get(run_id)
@@ -166,7 +201,8 @@ def test_queue_waits_for_quota(simulated_cluster, project_node, lab: Experiments
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
     assert not pods_of(admin, namespace, run_id)
     # Kueue admits the workload by unsuspending the Job
-    client.BatchV1Api(admin).patch_namespaced_job(job["metadata"]["name"], namespace,
-                                                  {"spec": {"suspend": False}})
+    client.BatchV1Api(admin).patch_namespaced_job(
+        job["metadata"]["name"], namespace, {"spec": {"suspend": False}}
+    )
     wait_for(lambda: lab.get(run_id)["status"] in ("Pending", "Running"), what="admitted")
     assert wait_for(lambda: pods_of(admin, namespace, run_id), what="pods after admission")

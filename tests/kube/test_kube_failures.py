@@ -30,12 +30,16 @@ def proxy(simulated_cluster) -> Iterator:
 
 
 @pytest.fixture
-def proxied_lab(simulated_cluster, proxy, make_backend, namespace: str, home: Path,
-                tmp_path: Path) -> Experiments:
+def proxied_lab(
+    simulated_cluster, proxy, make_backend, namespace: str, home: Path, tmp_path: Path
+) -> Experiments:
     """An `Experiments` service whose backend talks to the API server through the fault proxy."""
     kubeconfig = simulated_cluster.write_kubeconfig(
-        tmp_path / "proxied", token=simulated_cluster.token_for(namespace, "notebook"),
-        namespace=namespace, server=proxy.url)
+        tmp_path / "proxied",
+        token=simulated_cluster.token_for(namespace, "notebook"),
+        namespace=namespace,
+        server=proxy.url,
+    )
     return Experiments(home=home, backend=make_backend(kubeconfig=kubeconfig), user="alice")
 
 
@@ -44,17 +48,25 @@ def can_create_jobs(kubeconfig: Path, namespace: str) -> bool:
 
     with config.new_client_from_config(str(kubeconfig)) as api:
         review = client.AuthorizationV1Api(api).create_self_subject_access_review(
-            {"spec": {"resourceAttributes": {"namespace": namespace, "verb": "create",
-                                             "group": "batch", "resource": "jobs"}}})
+            {
+                "spec": {
+                    "resourceAttributes": {
+                        "namespace": namespace,
+                        "verb": "create",
+                        "group": "batch",
+                        "resource": "jobs",
+                    }
+                }
+            }
+        )
     return bool(review.status.allowed)
 
 
-def test_rbac_refusal_names_the_role(lab: Experiments, namespace: str, home: Path, admin,
-                                     notebook_kubeconfig: Path) -> None:
-    client.RbacAuthorizationV1Api(admin).delete_namespaced_role_binding("kubelab-notebook",
-                                                                       namespace)
-    wait_for(lambda: not can_create_jobs(notebook_kubeconfig, namespace),
-             what="RBAC to see the binding gone")
+def test_rbac_refusal_names_the_role(
+    lab: Experiments, namespace: str, home: Path, admin, notebook_kubeconfig: Path
+) -> None:
+    client.RbacAuthorizationV1Api(admin).delete_namespaced_role_binding("kubelab-notebook", namespace)
+    wait_for(lambda: not can_create_jobs(notebook_kubeconfig, namespace), what="RBAC to see the binding gone")
     with pytest.raises(Forbidden) as err:
         lab.submit(SPEC, base_dir=home)
     assert 'cannot create resource "jobs"' in err.value.detail
@@ -62,8 +74,7 @@ def test_rbac_refusal_names_the_role(lab: Experiments, namespace: str, home: Pat
     assert not list((home / "runs").iterdir())
 
 
-def test_transient_5xx_is_retried(proxy, proxied_lab: Experiments, admin, namespace: str,
-                                  home: Path) -> None:
+def test_transient_5xx_is_retried(proxy, proxied_lab: Experiments, admin, namespace: str, home: Path) -> None:
     proxy.fail_next("create", "jobs", 500, times=2)
     record = proxied_lab.submit(SPEC, base_dir=home)
     assert record["status"] == "Pending"
@@ -96,16 +107,16 @@ def test_invalid_object_is_a_validation_error(make_backend, home: Path) -> None:
     assert "Duplicate value" in err.value.fields[0].reason
 
 
-def test_name_taken_by_someone_else_is_a_conflict(lab: Experiments, backend, namespace: str,
-                                                  home: Path, admin) -> None:
+def test_name_taken_by_someone_else_is_a_conflict(
+    lab: Experiments, backend, namespace: str, home: Path, admin
+) -> None:
     record = lab.submit(SPEC, base_dir=home)
     run = lab.run(record["id"])
     spec = ExperimentSpec.parse(run.spec())
     job = backend.render(spec, run.id)[0]
     job["metadata"]["labels"]["kubelab.io/experiment"] = "someoneelse0"
     batch = client.BatchV1Api(admin)
-    batch.delete_namespaced_job(job["metadata"]["name"], namespace,
-                                propagation_policy="Foreground")
+    batch.delete_namespaced_job(job["metadata"]["name"], namespace, propagation_policy="Foreground")
     wait_for(lambda: not objects(admin, "jobs", namespace), what="the Job gone")
     batch.create_namespaced_job(namespace, job)
     with pytest.raises(Conflict) as err:
@@ -113,18 +124,24 @@ def test_name_taken_by_someone_else_is_a_conflict(lab: Experiments, backend, nam
     assert "already exists" in err.value.detail
 
 
-def test_retried_create_that_got_through_is_not_a_conflict(lab: Experiments, backend, admin,
-                                                           namespace: str, home: Path) -> None:
+def test_retried_create_that_got_through_is_not_a_conflict(
+    lab: Experiments, backend, admin, namespace: str, home: Path
+) -> None:
     record = lab.submit(SPEC, base_dir=home)
     run = lab.run(record["id"])
     backend.submit(run, ExperimentSpec.parse(run.spec()))  # 409, but the Job is ours
     assert len(objects(admin, "jobs", namespace)) == 1
 
 
-def test_half_created_experiment_is_cleaned_up(proxy, proxied_lab: Experiments, admin, namespace: str,
-                                               home: Path) -> None:
-    proxy.fail_next("create", "jobs", 403, message='jobs.batch is forbidden: admission '
-                    'webhook "policy.example.org" denied the request')
+def test_half_created_experiment_is_cleaned_up(
+    proxy, proxied_lab: Experiments, admin, namespace: str, home: Path
+) -> None:
+    proxy.fail_next(
+        "create",
+        "jobs",
+        403,
+        message='jobs.batch is forbidden: admission webhook "policy.example.org" denied the request',
+    )
     with pytest.raises(Forbidden) as err:
         proxied_lab.submit(PYTORCH, base_dir=home)
     assert "admission webhook" in err.value.detail
@@ -134,10 +151,13 @@ def test_half_created_experiment_is_cleaned_up(proxy, proxied_lab: Experiments, 
 
 def test_quota_refusal_at_submit(lab: Experiments, namespace: str, home: Path, admin) -> None:
     core = client.CoreV1Api(admin)
-    core.create_namespaced_resource_quota(namespace, {
-        "metadata": {"name": "objects"}, "spec": {"hard": {"count/jobs.batch": "0"}}})
-    wait_for(lambda: core.read_namespaced_resource_quota("objects", namespace).status.hard,
-             what="the quota controller's first count")
+    core.create_namespaced_resource_quota(
+        namespace, {"metadata": {"name": "objects"}, "spec": {"hard": {"count/jobs.batch": "0"}}}
+    )
+    wait_for(
+        lambda: core.read_namespaced_resource_quota("objects", namespace).status.hard,
+        what="the quota controller's first count",
+    )
     with pytest.raises(QuotaExceeded) as err:
         lab.submit(PYTORCH, base_dir=home)
     assert "exceeded quota: objects" in err.value.detail
@@ -145,25 +165,30 @@ def test_quota_refusal_at_submit(lab: Experiments, namespace: str, home: Path, a
     assert not objects(admin, "services", namespace)
 
 
-def test_gpu_quota_refusal_of_pods_is_the_pending_reason(lab: Experiments, namespace: str, home: Path,
-                                                         admin) -> None:
+def test_gpu_quota_refusal_of_pods_is_the_pending_reason(
+    lab: Experiments, namespace: str, home: Path, admin
+) -> None:
     core = client.CoreV1Api(admin)
-    core.create_namespaced_resource_quota(namespace, {
-        "metadata": {"name": "gpus"}, "spec": {"hard": {"requests.nvidia.com/gpu": "1"}}})
-    wait_for(lambda: core.read_namespaced_resource_quota("gpus", namespace).status.hard,
-             what="the quota controller's first count")
-    record = lab.submit({**SPEC, "resources": {"cpu": "1", "memory": "1Gi", "gpus": 2}},
-                        base_dir=home)
-    reason = wait_for(lambda: "exceeded quota" in (r := lab.get(record["id"]))["reason"]
-                      and r["reason"], what="quota reason")
+    core.create_namespaced_resource_quota(
+        namespace, {"metadata": {"name": "gpus"}, "spec": {"hard": {"requests.nvidia.com/gpu": "1"}}}
+    )
+    wait_for(
+        lambda: core.read_namespaced_resource_quota("gpus", namespace).status.hard,
+        what="the quota controller's first count",
+    )
+    record = lab.submit({**SPEC, "resources": {"cpu": "1", "memory": "1Gi", "gpus": 2}}, base_dir=home)
+    reason = wait_for(
+        lambda: "exceeded quota" in (r := lab.get(record["id"]))["reason"] and r["reason"],
+        what="quota reason",
+    )
     assert reason.startswith("exceeded quota: gpus, requested: requests.nvidia.com/gpu=2")
     assert lab.get(record["id"])["status"] == "Pending"
     assert lab.resources()["gpus"]["total"] == 1
 
 
-def test_watch_410_gone_relists_and_keeps_tracking(simulated_cluster, proxy, proxied_lab: Experiments,
-                                                   project_node, admin, namespace: str,
-                                                   home: Path) -> None:
+def test_watch_410_gone_relists_and_keeps_tracking(
+    simulated_cluster, proxy, proxied_lab: Experiments, project_node, admin, namespace: str, home: Path
+) -> None:
     project_node()
     backend = proxied_lab.backend
     record = proxied_lab.submit(SPEC, base_dir=home)
@@ -173,6 +198,5 @@ def test_watch_410_gone_relists_and_keeps_tracking(simulated_cluster, proxy, pro
     proxy.cut_watches(expired=True)  # they resume from a compacted version and get 410
     wait_for(lambda: backend.watcher.relists > relists, what="a re-list after 410")
     simulated_cluster.end_pod(namespace, pod)
-    wait_for(lambda: proxied_lab.get(record["id"])["status"] == "Succeeded",
-             what="Succeeded after 410")
+    wait_for(lambda: proxied_lab.get(record["id"])["status"] == "Succeeded", what="Succeeded after 410")
     assert backend.watcher.open_watches <= len(backend.watcher.kinds)

@@ -11,8 +11,11 @@ from kubelab.experiments import Experiments
 
 
 def start(admin, lab: Experiments, namespace: str, home: Path, **fields) -> tuple[str, str]:
-    spec = {"command": ["python", "train.py"],
-            "resources": {"cpu": "1", "memory": "1Gi", "gpus": 1}, **fields}
+    spec = {
+        "command": ["python", "train.py"],
+        "resources": {"cpu": "1", "memory": "1Gi", "gpus": 1},
+        **fields,
+    }
     run_id = lab.submit(spec, base_dir=home)["id"]
     pod = wait_for(lambda: pods_of(admin, namespace, run_id))[-1]
     return run_id, pod["metadata"]["name"]
@@ -32,8 +35,7 @@ def settle(lab: Experiments, run_id: str, state: str, contains: str = "", timeou
         raise AssertionError(f"{exc}; last seen {seen[-1]}") from None
 
 
-def test_unschedulable_shows_the_scheduler_message(project_node, admin, lab, namespace,
-                                                   home) -> None:
+def test_unschedulable_shows_the_scheduler_message(project_node, admin, lab, namespace, home) -> None:
     project_node("cpu", cpu="8")
     project_node("cpu", cpu="8")
     run_id, pod = start(admin, lab, namespace, home)
@@ -46,8 +48,7 @@ def test_unschedulable_shows_the_scheduler_message(project_node, admin, lab, nam
 
 def test_image_pull_failure(project_node, admin, lab, namespace, home) -> None:
     project_node("gpu", gpus=2)
-    run_id, pod = start(admin, lab, namespace, home,
-                        image="registry.example.org/unpullable/typo:1")
+    run_id, pod = start(admin, lab, namespace, home, image="registry.example.org/unpullable/typo:1")
     record = settle(lab, run_id, "Pending", "cannot pull image")
     assert "registry.example.org/unpullable/typo:1" in record["reason"]
 
@@ -62,8 +63,7 @@ def test_oom_killed(simulated_cluster, project_node, admin, lab, namespace, home
     assert record["exit_code"] == 137
 
 
-def test_exit_code_is_reported(simulated_cluster, project_node, admin, lab, namespace,
-                               home) -> None:
+def test_exit_code_is_reported(simulated_cluster, project_node, admin, lab, namespace, home) -> None:
     project_node("gpu", gpus=2)
     run_id, pod = start(admin, lab, namespace, home)
     settle(lab, run_id, "Running")
@@ -72,16 +72,19 @@ def test_exit_code_is_reported(simulated_cluster, project_node, admin, lab, name
     assert record["reason"] == "replica 0 exited with code 3" and record["exit_code"] == 3
 
 
-def test_failures_are_retried_up_to_retries(simulated_cluster, project_node, admin, lab,
-                                            namespace, home) -> None:
+def test_failures_are_retried_up_to_retries(
+    simulated_cluster, project_node, admin, lab, namespace, home
+) -> None:
     project_node("gpu", gpus=2)
     run_id, first = start(admin, lab, namespace, home, retries=1)
     settle(lab, run_id, "Running")
     simulated_cluster.end_pod(namespace, first, "Failed", exit_code=2)
     # the Job controller makes the replacement after its own back-off (about 10 s)
-    second = wait_for(lambda: [p for p in pods_of(admin, namespace, run_id)
-                               if p["metadata"]["name"] != first], timeout=60,
-                      what="the replacement pod")[0]["metadata"]["name"]
+    second = wait_for(
+        lambda: [p for p in pods_of(admin, namespace, run_id) if p["metadata"]["name"] != first],
+        timeout=60,
+        what="the replacement pod",
+    )[0]["metadata"]["name"]
     record = settle(lab, run_id, "Running", "retrying after replica 0 exited with code 2")
     assert record["attempt"] == 1
     simulated_cluster.end_pod(namespace, second, "Failed", exit_code=2)
@@ -89,17 +92,20 @@ def test_failures_are_retried_up_to_retries(simulated_cluster, project_node, adm
     assert record["reason"] == "replica 0 exited with code 2 (gave up after 2 failed attempts)"
 
 
-def test_evicted_pods_are_retried_without_counting(simulated_cluster, project_node, admin, lab,
-                                                   namespace, home) -> None:
+def test_evicted_pods_are_retried_without_counting(
+    simulated_cluster, project_node, admin, lab, namespace, home
+) -> None:
     # The Job's podFailurePolicy ignores disruptions: with retries=0 an eviction still
     # gets a replacement pod, which the real Job controller proves here.
     project_node("gpu", gpus=2)
     run_id, first = start(admin, lab, namespace, home)
     settle(lab, run_id, "Running")
     simulated_cluster.end_pod(namespace, first, "Evicted")
-    second = wait_for(lambda: [p for p in pods_of(admin, namespace, run_id)
-                               if p["metadata"]["name"] != first], timeout=60,
-                      what="a replacement pod")[0]["metadata"]["name"]
+    second = wait_for(
+        lambda: [p for p in pods_of(admin, namespace, run_id) if p["metadata"]["name"] != first],
+        timeout=60,
+        what="a replacement pod",
+    )[0]["metadata"]["name"]
     record = lab.get(run_id)
     assert record["status"] in ("Pending", "Running"), record
     simulated_cluster.end_pod(namespace, second, "Succeeded")
@@ -113,21 +119,22 @@ def test_deadline_exceeded(project_node, admin, lab, namespace, home) -> None:
     assert record["reason"] == "timed out after 1s"
 
 
-def test_events_are_attached_to_the_experiment(project_node, admin, lab, namespace, home,
-                                               backend) -> None:
+def test_events_are_attached_to_the_experiment(project_node, admin, lab, namespace, home, backend) -> None:
     project_node("gpu", gpus=2)
     run_id, pod = start(admin, lab, namespace, home)
     run = lab.run(run_id)
-    events = wait_for(lambda: [e for e in backend.events(run) if e["reason"] == "Started"],
-                      what="the kubelet's Started event")
+    events = wait_for(
+        lambda: [e for e in backend.events(run) if e["reason"] == "Started"],
+        what="the kubelet's Started event",
+    )
     assert events[0]["object"] == f"Pod/{pod}"
     reasons = {e["reason"] for e in backend.events(run)}
     assert {"SuccessfulCreate", "Scheduled", "Started"} <= reasons
 
 
-def test_pod_failure_policy_fails_at_once_on_command_not_found(simulated_cluster, project_node,
-                                                               admin, lab, namespace,
-                                                               home) -> None:
+def test_pod_failure_policy_fails_at_once_on_command_not_found(
+    simulated_cluster, project_node, admin, lab, namespace, home
+) -> None:
     # exit 127 (command not found) cannot get better on a retry: the Job's podFailurePolicy
     # makes the real Job controller fail the Job at once, whatever `retries` says
     project_node("gpu", gpus=2)
@@ -136,11 +143,12 @@ def test_pod_failure_policy_fails_at_once_on_command_not_found(simulated_cluster
     simulated_cluster.end_pod(namespace, pod, "Failed", exit_code=127)
     record = settle(lab, run_id, "Failed")
     assert record["exit_code"] == 127
-    assert len(pods_of(admin, namespace, run_id)) <= 1   # no replacement pod was made
+    assert len(pods_of(admin, namespace, run_id)) <= 1  # no replacement pod was made
 
 
-def test_a_finished_job_removed_by_its_ttl_keeps_its_record(simulated_cluster, project_node,
-                                                            admin, lab, namespace, home) -> None:
+def test_a_finished_job_removed_by_its_ttl_keeps_its_record(
+    simulated_cluster, project_node, admin, lab, namespace, home
+) -> None:
     from kube_support import objects
     from kubernetes import client
 
@@ -152,10 +160,13 @@ def test_a_finished_job_removed_by_its_ttl_keeps_its_record(simulated_cluster, p
     settle(lab, run_id, "Succeeded")
     (job,) = objects(admin, "jobs", namespace, f"kubelab.io/experiment={run_id}")
     # the week kubelab asks for, shortened: the real TTL-after-finished controller deletes it
-    client.BatchV1Api(admin).patch_namespaced_job(job["metadata"]["name"], namespace,
-                                                  {"spec": {"ttlSecondsAfterFinished": 0}})
-    wait_for(lambda: not objects(admin, "jobs", namespace, f"kubelab.io/experiment={run_id}"),
-             what="the TTL controller's delete")
+    client.BatchV1Api(admin).patch_namespaced_job(
+        job["metadata"]["name"], namespace, {"spec": {"ttlSecondsAfterFinished": 0}}
+    )
+    wait_for(
+        lambda: not objects(admin, "jobs", namespace, f"kubelab.io/experiment={run_id}"),
+        what="the TTL controller's delete",
+    )
     record = lab.get(run_id)
     assert record["status"] == "Succeeded" and record["exit_code"] == 0
     assert "final loss 0.1" in "".join(lab.logs(run_id))

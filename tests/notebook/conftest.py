@@ -37,8 +37,6 @@ def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return root
 
 
-
-
 @pytest.fixture
 def server(workspace: Path) -> Iterator[JupyterServer]:
     srv = start_server(workspace)
@@ -46,15 +44,3 @@ def server(workspace: Path) -> Iterator[JupyterServer]:
         yield srv
     finally:
         srv.stop()
-
-
-
-
-
-
-
-
-
-
-
-

@@ -35,16 +35,21 @@ SCRIPT = textwrap.dedent('''\
 
 
 def test_plain_ipython_without_a_server_prints_text(tmp_path):
-    (tmp_path / "helpers.py").write_text("from util.numbers import double\n\ndef scaled(x):\n"
-                                         "    return double(x)\n")
+    (tmp_path / "helpers.py").write_text(
+        "from util.numbers import double\n\ndef scaled(x):\n    return double(x)\n"
+    )
     (tmp_path / "util").mkdir()
     (tmp_path / "util" / "__init__.py").write_text("")
     (tmp_path / "util" / "numbers.py").write_text("def double(x):\n    return 2 * x\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("KUBELAB_API")}
-    env.update(KUBELAB_HOME=str(tmp_path / "home"), KUBELAB_MACHINE_DIR=str(tmp_path / "machine"),
-               KUBELAB_FAKE_GPUS="T4")
-    done = subprocess.run([sys.executable, "-c", SCRIPT], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=120)
+    env.update(
+        KUBELAB_HOME=str(tmp_path / "home"),
+        KUBELAB_MACHINE_DIR=str(tmp_path / "machine"),
+        KUBELAB_FAKE_GPUS="T4",
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
     out = done.stdout + done.stderr
     train = out.split("--- %%train --name plain")[1].split("--- %experiments")[0]
     assert "submitted" in train and "ran in cell.py" in train, out  # logs followed, then the result
@@ -74,21 +79,25 @@ def test_bootstrap_unpacks_the_modules_and_runs_the_cell(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     (run / code["filename"]).write_text(code["source"])
-    done = subprocess.run([sys.executable, code["filename"]], cwd=run, capture_output=True, text=True,
-                          timeout=60)
+    done = subprocess.run(
+        [sys.executable, code["filename"]], cwd=run, capture_output=True, text=True, timeout=60
+    )
     assert done.stdout.strip() == "42 __main__", done.stderr
     assert sorted(p.name for p in run.iterdir()) == ["cell.py", "helper.py", "main.py"]
 
 
-@pytest.mark.parametrize(("line", "message"), [
-    ("--gpus two", "must be a whole number of GPUs, not 'two'"),
-    ("--wait --detach", "not allowed with argument"),
-    ("--framework jax", "must be one of none, pytorch, tensorflow, paddle, not 'jax'"),
-    ("-P lr", "must be NAME=VALUE, not 'lr'"),
-    ("--name 'unclosed", "cannot read the options"),
-    ("extra", "unexpected argument 'extra'"),
-    ("--early-stop sometimes", "invalid choice: 'sometimes'"),
-])
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("--gpus two", "must be a whole number of GPUs, not 'two'"),
+        ("--wait --detach", "not allowed with argument"),
+        ("--framework jax", "must be one of none, pytorch, tensorflow, paddle, not 'jax'"),
+        ("-P lr", "must be NAME=VALUE, not 'lr'"),
+        ("--name 'unclosed", "cannot read the options"),
+        ("extra", "unexpected argument 'extra'"),
+        ("--early-stop sometimes", "invalid choice: 'sometimes'"),
+    ],
+)
 def test_option_errors_name_the_option(line, message):
     with pytest.raises(UsageError) as caught:
         options.train_parser().read(line)
@@ -99,6 +108,7 @@ def test_tensorboard_options_need_exactly_one_target():
     parser = options.tensorboard_parser()
     assert options.tensorboard_request(parser, parser.read("a b")) == {"experiments": ["a", "b"]}
     assert options.tensorboard_request(parser, parser.read("--query 'status:failed'")) == {
-        "query": "status:failed"}
+        "query": "status:failed"
+    }
     with pytest.raises(UsageError, match="exactly one"):
         options.tensorboard_request(parser, parser.read("a --project"))

@@ -28,10 +28,18 @@ TRAIN_CELL = textwrap.dedent("""\
 
 def test_train_runs_to_success_with_metrics_and_tensorboard(server):
     (server.root / "helpers.py").write_text("def schedule(step):\n    return 1.0 / (step + 1)\n")
-    nb = run_notebook(server, ["%load_ext kubelab", TRAIN_CELL, "%experiments name:nb-train",
-                               "from kubelab.rest_client import RestClient\n"
-                               "rid = RestClient().list('name:nb-train')[0][0]['id']",
-                               "%tensorboard $rid", "%logs $rid"])
+    nb = run_notebook(
+        server,
+        [
+            "%load_ext kubelab",
+            TRAIN_CELL,
+            "%experiments name:nb-train",
+            "from kubelab.rest_client import RestClient\n"
+            "rid = RestClient().list('name:nb-train')[0][0]['id']",
+            "%tensorboard $rid",
+            "%logs $rid",
+        ],
+    )
     trained = text_of(nb.cells[1])
     assert "Succeeded" in trained and "loss=0.125" in trained, trained  # --wait: the final result
     assert "trained with {'lr': 0.5}" in text_of(nb.cells[5])
@@ -63,21 +71,28 @@ def test_train_runs_to_success_with_metrics_and_tensorboard(server):
         refused = server.page(url + path, token=False)
         assert refused.status_code in (302, 403), (path, refused.status_code)
         assert refused.status_code != 200
-    bad = requests.get(server.url + url.lstrip("/") + "data/runs",
-                       headers={"Authorization": "token wrong"}, allow_redirects=False, timeout=30)
+    bad = requests.get(
+        server.url + url.lstrip("/") + "data/runs",
+        headers={"Authorization": "token wrong"},
+        allow_redirects=False,
+        timeout=30,
+    )
     assert bad.status_code != 200
 
 
 def test_train_returns_at_once_with_a_live_widget_and_stop_ends_it(server):
-    nb = run_notebook(server, [
-        "%load_ext kubelab",
-        "import os; os.environ['KUBELAB_WIDGETS'] = '1'",
-        "%%train --name sleeper\nimport time\nfor i in range(600):\n    time.sleep(0.1)\n",
-        "from kubelab.rest_client import RestClient\nrid = RestClient().list('name:sleeper')[0][0]['id']",
-        "%stop $rid",
-        "from kubelab.magics.connection import wait_until_done\n"
-        "print(wait_until_done(RestClient(), rid)['status'])",
-    ])
+    nb = run_notebook(
+        server,
+        [
+            "%load_ext kubelab",
+            "import os; os.environ['KUBELAB_WIDGETS'] = '1'",
+            "%%train --name sleeper\nimport time\nfor i in range(600):\n    time.sleep(0.1)\n",
+            "from kubelab.rest_client import RestClient\nrid = RestClient().list('name:sleeper')[0][0]['id']",
+            "%stop $rid",
+            "from kubelab.magics.connection import wait_until_done\n"
+            "print(wait_until_done(RestClient(), rid)['status'])",
+        ],
+    )
     widget = nb.cells[2].outputs[0].data
     assert "application/vnd.jupyter.widget-view+json" in widget
     assert "sleeper" in widget["text/plain"]  # what a frontend without widgets shows

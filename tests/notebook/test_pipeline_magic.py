@@ -7,27 +7,55 @@ import json
 
 from notebook_support import run_notebook, text_of
 
-FLOW = {"name": "nb-flow", "params": {"n": 1}, "steps": [
-    {"name": "train", "outputs": ["acc"], "experiment": {
-        "command": ["python", "-c", "import kubelab, sys; kubelab.report(acc=float(sys.argv[1]))",
-                    "{{ params.n }}"]}},
-    {"name": "check", "depends_on": ["train"], "experiment": {
-        "command": ["python", "-c", "import sys; assert sys.argv[1] == '2.0'", "{{ steps.train.metrics.acc }}"]}},
-]}
+FLOW = {
+    "name": "nb-flow",
+    "params": {"n": 1},
+    "steps": [
+        {
+            "name": "train",
+            "outputs": ["acc"],
+            "experiment": {
+                "command": [
+                    "python",
+                    "-c",
+                    "import kubelab, sys; kubelab.report(acc=float(sys.argv[1]))",
+                    "{{ params.n }}",
+                ]
+            },
+        },
+        {
+            "name": "check",
+            "depends_on": ["train"],
+            "experiment": {
+                "command": [
+                    "python",
+                    "-c",
+                    "import sys; assert sys.argv[1] == '2.0'",
+                    "{{ steps.train.metrics.acc }}",
+                ]
+            },
+        },
+    ],
+}
 
 
 def test_pipeline_magic_shows_a_live_graph_and_waits(server):
     (server.root / "flow.json").write_text(json.dumps(FLOW))
-    (server.root / "cycle.json").write_text(json.dumps({"steps": [
-        {"name": "a", "depends_on": ["a"], "experiment": {"command": "true"}}]}))
-    nb = run_notebook(server, [
-        "%load_ext kubelab",
-        "import os; os.environ['KUBELAB_WIDGETS'] = '1'",
-        "%pipeline -f flow.json -P n=2 --wait",
-        "from kubelab.rest_client import RestClient\npid = RestClient().pipelines()[0]['id']",
-        "%pipeline $pid --detach",
-        "%pipeline -f cycle.json",
-    ], allow_errors=True)
+    (server.root / "cycle.json").write_text(
+        json.dumps({"steps": [{"name": "a", "depends_on": ["a"], "experiment": {"command": "true"}}]})
+    )
+    nb = run_notebook(
+        server,
+        [
+            "%load_ext kubelab",
+            "import os; os.environ['KUBELAB_WIDGETS'] = '1'",
+            "%pipeline -f flow.json -P n=2 --wait",
+            "from kubelab.rest_client import RestClient\npid = RestClient().pipelines()[0]['id']",
+            "%pipeline $pid --detach",
+            "%pipeline -f cycle.json",
+        ],
+        allow_errors=True,
+    )
     widget = nb.cells[2].outputs[0].data
     assert "application/vnd.jupyter.widget-view+json" in widget
     assert "pipeline" in widget["text/plain"] and "train" in widget["text/plain"]

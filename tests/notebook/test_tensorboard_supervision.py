@@ -98,8 +98,12 @@ PARENT = textwrap.dedent("""\
 
 @pytest.mark.parametrize("where", ["main", "thread"])
 def test_tensorboard_ends_when_its_parent_is_killed(lab_home, where):
-    parent = subprocess.Popen([sys.executable, "-c", PARENT, where], stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "KUBELAB_HOME": str(lab_home)})
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT, where],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "KUBELAB_HOME": str(lab_home)},
+    )
     pid = int(parent.stdout.readline())
     try:
         assert pid_alive(pid)

@@ -16,8 +16,13 @@ def pipeline_env(tmp_path, monkeypatch):
     monkeypatch.setenv("KUBELAB_MACHINE_DIR", str(tmp_path / "machine"))
     monkeypatch.setenv("KUBELAB_STOP_GRACE", "2")
     monkeypatch.setenv("KUBELAB_WARM_RUNNERS", "0")
-    for name in ("KUBELAB_FAKE_GPUS", "KUBELAB_API_URL", "KUBELAB_SWEEP_CRASH", "KUBELAB_PIPELINE_CRASH",
-                 "KUBELAB_BACKEND"):
+    for name in (
+        "KUBELAB_FAKE_GPUS",
+        "KUBELAB_API_URL",
+        "KUBELAB_SWEEP_CRASH",
+        "KUBELAB_PIPELINE_CRASH",
+        "KUBELAB_BACKEND",
+    ):
         monkeypatch.delenv(name, raising=False)
     work = tmp_path / "work"
     work.mkdir()

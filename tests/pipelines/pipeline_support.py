@@ -23,7 +23,9 @@ def wait_pipeline(pipelines: Pipelines, pipeline_id: str, timeout: float = 90.0,
             return record
         time.sleep(0.05)
     log = pipelines.pipeline(pipeline_id).log_file
-    raise AssertionError(f"pipeline {pipeline_id} timed out: {record}\n{log.read_text() if log.exists() else ''}")
+    raise AssertionError(
+        f"pipeline {pipeline_id} timed out: {record}\n{log.read_text() if log.exists() else ''}"
+    )
 
 
 def wait_driver_gone(pipelines: Pipelines, pipeline_id: str, timeout: float = 60.0) -> None:

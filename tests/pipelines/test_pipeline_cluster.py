@@ -38,12 +38,20 @@ def user_namespace(admin: client.ApiClient) -> str:
         doc["metadata"]["namespace"] = name
         for subject in doc.get("subjects") or []:
             subject.update(name="notebook", namespace=name)
-        create = (client.RbacAuthorizationV1Api(admin).create_namespaced_role if doc["kind"] == "Role"
-                  else client.RbacAuthorizationV1Api(admin).create_namespaced_role_binding)
+        create = (
+            client.RbacAuthorizationV1Api(admin).create_namespaced_role
+            if doc["kind"] == "Role"
+            else client.RbacAuthorizationV1Api(admin).create_namespaced_role_binding
+        )
         create(name, doc)
     core.create_namespaced_service_account(name, {"metadata": {"name": "notebook"}})
-    core.create_namespaced_persistent_volume_claim(name, {"metadata": {"name": "home-alice"}, "spec": {
-        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}})
+    core.create_namespaced_persistent_volume_claim(
+        name,
+        {
+            "metadata": {"name": "home-alice"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+        },
+    )
     return name
 
 
@@ -59,15 +67,25 @@ def on_cluster(simulated_cluster, make_node, admin, tmp_path, monkeypatch):
     namespace = user_namespace(admin)
     make_node("pl", labels={PROJECT_LABEL: namespace})
     home = tmp_path / "home"
-    nb = NotebookEnv(namespace=namespace, image="registry.example.org/lab/notebook:1", user="alice",
-                     home=str(home), node_selector={PROJECT_LABEL: namespace},
-                     volumes=[{"name": "workspace", "persistentVolumeClaim": {"claimName": "home-alice"}}],
-                     mounts=[{"name": "workspace", "mountPath": "/mnt/alice"}])
+    nb = NotebookEnv(
+        namespace=namespace,
+        image="registry.example.org/lab/notebook:1",
+        user="alice",
+        home=str(home),
+        node_selector={PROJECT_LABEL: namespace},
+        volumes=[{"name": "workspace", "persistentVolumeClaim": {"claimName": "home-alice"}}],
+        mounts=[{"name": "workspace", "mountPath": "/mnt/alice"}],
+    )
     kubeconfig = simulated_cluster.write_kubeconfig(
-        tmp_path / "notebook-kubeconfig", token=simulated_cluster.token_for(namespace, "notebook"),
-        namespace=namespace)
-    for key, value in {**cronjob.notebook_environ(nb), "KUBECONFIG": str(kubeconfig),
-                       "KUBELAB_MACHINE_DIR": str(tmp_path / "machine")}.items():
+        tmp_path / "notebook-kubeconfig",
+        token=simulated_cluster.token_for(namespace, "notebook"),
+        namespace=namespace,
+    )
+    for key, value in {
+        **cronjob.notebook_environ(nb),
+        "KUBECONFIG": str(kubeconfig),
+        "KUBELAB_MACHINE_DIR": str(tmp_path / "machine"),
+    }.items():
         monkeypatch.setenv(key, value)  # the drivers (subprocesses) inherit the notebook's environment
     monkeypatch.delenv("KUBELAB_PIPELINE_CRASH", raising=False)
     work = tmp_path / "work"
@@ -78,12 +96,16 @@ def on_cluster(simulated_cluster, make_node, admin, tmp_path, monkeypatch):
 
 
 def pods(admin: client.ApiClient, namespace: str, selector: str) -> list[Any]:
-    return [p for p in client.CoreV1Api(admin).list_namespaced_pod(namespace, label_selector=selector).items
-            if not p.metadata.deletion_timestamp]
+    return [
+        p
+        for p in client.CoreV1Api(admin).list_namespaced_pod(namespace, label_selector=selector).items
+        if not p.metadata.deletion_timestamp
+    ]
 
 
-def play_containers(simulated_cluster, admin, namespace: str, home: Path, pipeline_id: str,
-                    pipelines: Pipelines) -> set[str]:
+def play_containers(
+    simulated_cluster, admin, namespace: str, home: Path, pipeline_id: str, pipelines: Pipelines
+) -> set[str]:
     """Until the pipeline ends: for each running pod, report what its script would, then end it."""
     ended: set[str] = set()
     deadline = time.monotonic() + 240
@@ -128,10 +150,15 @@ def test_the_worked_example_runs_as_jobs_and_its_cronjob_fires(simulated_cluster
     assert done["status"] == "Succeeded", done
     tune, train, evaluate = done["steps"]
     assert tune["record"]["best"]["params"] == {"lr": 0.03}
-    assert train["record"]["params"] == {"lr": 0.03, "epochs": 5} and train["record"]["backend"] == "kubernetes"
+    assert (
+        train["record"]["params"] == {"lr": 0.03, "epochs": 5} and train["record"]["backend"] == "kubernetes"
+    )
     assert evaluate["record"]["metrics"] == {"test_accuracy": 0.99, "epochs": 5}
-    jobs = client.BatchV1Api(admin).list_namespaced_job(
-        namespace, label_selector=f"kubelab.io/pipeline={record['id']}").items
+    jobs = (
+        client.BatchV1Api(admin)
+        .list_namespaced_job(namespace, label_selector=f"kubelab.io/pipeline={record['id']}")
+        .items
+    )
     steps = sorted(j.metadata.labels["kubelab.io/pipeline-step"] for j in jobs)
     assert steps == ["evaluate", "train", "tune", "tune", "tune"] and len(ended) == 5  # each once
 
@@ -149,7 +176,8 @@ def test_the_worked_example_runs_as_jobs_and_its_cronjob_fires(simulated_cluster
     assert fired[0].spec.containers[0].command == ["kubelab", "schedule", "fire", "1m8abcdefghk"]
     simulated_cluster.end_pod(namespace, fired[0].metadata.name, "Succeeded")
     batch = client.BatchV1Api(admin)
-    while not any(j.status.succeeded for j in batch.list_namespaced_job(namespace, label_selector=selector).items):
+    while not any(
+        j.status.succeeded for j in batch.list_namespaced_job(namespace, label_selector=selector).items
+    ):
         assert time.monotonic() < deadline + 60, "the CronJob's Job did not complete"
         time.sleep(0.5)
-

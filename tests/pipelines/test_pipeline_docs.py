@@ -21,8 +21,13 @@ def doc_files() -> dict[str, str]:
 
 
 def kubelab(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kubelab.cli", *args], capture_output=True, text=True,
-                          env=os.environ.copy(), timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "kubelab.cli", *args],
+        capture_output=True,
+        text=True,
+        env=os.environ.copy(),
+        timeout=300,
+    )
 
 
 def test_the_worked_example_runs_as_documented(pipeline_env):
@@ -30,7 +35,9 @@ def test_the_worked_example_runs_as_documented(pipeline_env):
     assert set(files) == {"tune.py", "train.py", "evaluate.py", "nightly.yml"}
     for name, text in files.items():
         (pipeline_env / name).write_text(text)
-    ran = kubelab("pipeline", "run", "-f", "nightly.yml", "--now", "--wait", "-P", "long_epochs=5", "-o", "json")
+    ran = kubelab(
+        "pipeline", "run", "-f", "nightly.yml", "--now", "--wait", "-P", "long_epochs=5", "-o", "json"
+    )
     assert ran.returncode == 0, ran.stderr + ran.stdout
     record = json.loads(ran.stdout)
     assert record["status"] == "Succeeded" and record["params"] == {"long_epochs": 5}
@@ -47,23 +54,41 @@ def test_the_worked_example_runs_as_documented(pipeline_env):
     assert scheduled.returncode == 0, scheduled.stderr
     schedule = json.loads(scheduled.stdout)
     assert (schedule["cron"], schedule["timezone"], schedule["concurrency"]) == (
-        "0 2 * * *", "Europe/Berlin", "forbid")
+        "0 2 * * *",
+        "Europe/Berlin",
+        "forbid",
+    )
     assert schedule["next_at"][11:16] in ("00:00", "01:00")  # 02:00 in Berlin, CEST or CET, in UTC
     assert kubelab("schedule", "rm", schedule["id"]).returncode == 0
 
 
 def test_cli_refusals_name_the_field(pipeline_env):
-    (pipeline_env / "cycle.yml").write_text(json.dumps({"steps": [
-        {"name": "a", "depends_on": ["b"], "experiment": {"command": "true"}},
-        {"name": "b", "depends_on": ["a"], "experiment": {"command": "true"}}]}))
+    (pipeline_env / "cycle.yml").write_text(
+        json.dumps(
+            {
+                "steps": [
+                    {"name": "a", "depends_on": ["b"], "experiment": {"command": "true"}},
+                    {"name": "b", "depends_on": ["a"], "experiment": {"command": "true"}},
+                ]
+            }
+        )
+    )
     refused = kubelab("pipeline", "run", "-f", "cycle.yml")
     assert refused.returncode == 2 and "steps.a.depends_on: makes a cycle: a -> b -> a" in refused.stderr
-    (pipeline_env / "bad-cron.yml").write_text(json.dumps({
-        "steps": [{"name": "a", "experiment": {"command": "true"}}], "schedule": {"cron": "nightly"}}))
-    for args in (["pipeline", "run", "-f", "bad-cron.yml"], ["pipeline", "run", "-f", "bad-cron.yml", "--now"],
-                 ["schedule", "add", "-f", "bad-cron.yml"]):
+    (pipeline_env / "bad-cron.yml").write_text(
+        json.dumps(
+            {"steps": [{"name": "a", "experiment": {"command": "true"}}], "schedule": {"cron": "nightly"}}
+        )
+    )
+    for args in (
+        ["pipeline", "run", "-f", "bad-cron.yml"],
+        ["pipeline", "run", "-f", "bad-cron.yml", "--now"],
+        ["schedule", "add", "-f", "bad-cron.yml"],
+    ):
         refused = kubelab(*args)
-        assert refused.returncode == 2 and "schedule.cron: 'nightly' is not a valid cron" in refused.stderr, args
+        assert refused.returncode == 2 and "schedule.cron: 'nightly' is not a valid cron" in refused.stderr, (
+            args
+        )
     assert kubelab("pipeline", "show", "0123456789ab").returncode == 2
     assert json.loads(kubelab("pipeline", "ls", "-o", "json").stdout) == {"items": []}
     assert json.loads(kubelab("schedule", "ls", "-o", "json").stdout) == {"items": []}

@@ -32,17 +32,39 @@ def worked_example() -> dict:
         "name": "tune-train-eval",
         "params": {"bonus": 1},
         "steps": [
-            {"name": "tune", "sweep": {
-                "space": {"x": {"_type": "choice", "_value": [0.1, 0.2, 0.3]}},
-                "objective": {"metric": "loss", "direction": "minimize"},
-                "tuner": "grid", "max_trials": 3, "parameter_style": "env",
-                "trial": {"command": ["python", "-c",
-                                      "import kubelab; kubelab.report(loss=abs(kubelab.params()['x'] - 0.2))"]}}},
-            {"name": "train", "depends_on": ["tune"], "outputs": ["acc"], "experiment": {
-                "command": ["python", "train.py"],
-                "params": {"lr": "{{ steps.tune.best.params.x }}", "bonus": "{{ params.bonus }}"}}},
-            {"name": "eval", "depends_on": ["train"], "experiment": {
-                "command": "python eval.py {{ steps.train.outputs }} {{ steps.train.metrics.acc }}"}},
+            {
+                "name": "tune",
+                "sweep": {
+                    "space": {"x": {"_type": "choice", "_value": [0.1, 0.2, 0.3]}},
+                    "objective": {"metric": "loss", "direction": "minimize"},
+                    "tuner": "grid",
+                    "max_trials": 3,
+                    "parameter_style": "env",
+                    "trial": {
+                        "command": [
+                            "python",
+                            "-c",
+                            "import kubelab; kubelab.report(loss=abs(kubelab.params()['x'] - 0.2))",
+                        ]
+                    },
+                },
+            },
+            {
+                "name": "train",
+                "depends_on": ["tune"],
+                "outputs": ["acc"],
+                "experiment": {
+                    "command": ["python", "train.py"],
+                    "params": {"lr": "{{ steps.tune.best.params.x }}", "bonus": "{{ params.bonus }}"},
+                },
+            },
+            {
+                "name": "eval",
+                "depends_on": ["train"],
+                "experiment": {
+                    "command": "python eval.py {{ steps.train.outputs }} {{ steps.train.metrics.acc }}"
+                },
+            },
         ],
     }
 
@@ -69,20 +91,28 @@ def test_the_worked_example_passes_results_between_steps(pipelines, pipeline_env
 
 
 def test_failures_fail_dependants_and_retries_run_again(pipelines, pipeline_env):
-    write_script(pipeline_env, "flaky.py", """
+    write_script(
+        pipeline_env,
+        "flaky.py",
+        """
         import os, sys
         if not os.path.exists("tried"):
             open("tried", "w").close()
             sys.exit(3)
-    """)
+    """,
+    )
     ok = {"command": ["python", "-c", "pass"]}
-    record = pipelines.create({"steps": [
-        {"name": "flaky", "retries": 1, "experiment": {"command": ["python", "flaky.py"]}},
-        {"name": "broken", "experiment": {"command": ["python", "-c", "raise SystemExit(4)"]}},
-        {"name": "after", "depends_on": ["broken", "flaky"], "experiment": ok},
-        {"name": "later", "depends_on": ["after"], "experiment": ok},
-        {"name": "alone", "experiment": ok},
-    ]})
+    record = pipelines.create(
+        {
+            "steps": [
+                {"name": "flaky", "retries": 1, "experiment": {"command": ["python", "flaky.py"]}},
+                {"name": "broken", "experiment": {"command": ["python", "-c", "raise SystemExit(4)"]}},
+                {"name": "after", "depends_on": ["broken", "flaky"], "experiment": ok},
+                {"name": "later", "depends_on": ["after"], "experiment": ok},
+                {"name": "alone", "experiment": ok},
+            ]
+        }
+    )
     done = wait_pipeline(pipelines, record["id"])
     steps = {s["name"]: s for s in done["steps"]}
     assert done["status"] == "Failed"
@@ -99,13 +129,25 @@ def test_failures_fail_dependants_and_retries_run_again(pipelines, pipeline_env)
 
 def chain() -> dict:
     step = {"command": ["python", "-c", "import kubelab; kubelab.report(v=1)"]}
-    return {"steps": [
-        {"name": "a", "outputs": ["v"], "experiment": step},
-        {"name": "b", "depends_on": ["a"], "outputs": ["v"], "experiment": {
-            "command": ["python", "-c", "import kubelab, sys; kubelab.report(v=float(sys.argv[1]) + 1)",
-                        "{{ steps.a.metrics.v }}"]}},
-        {"name": "c", "depends_on": ["b"], "experiment": step},
-    ]}
+    return {
+        "steps": [
+            {"name": "a", "outputs": ["v"], "experiment": step},
+            {
+                "name": "b",
+                "depends_on": ["a"],
+                "outputs": ["v"],
+                "experiment": {
+                    "command": [
+                        "python",
+                        "-c",
+                        "import kubelab, sys; kubelab.report(v=float(sys.argv[1]) + 1)",
+                        "{{ steps.a.metrics.v }}",
+                    ]
+                },
+            },
+            {"name": "c", "depends_on": ["b"], "experiment": step},
+        ]
+    }
 
 
 @pytest.mark.parametrize("point", ["before-submit", "after-submit", "after-end"])
@@ -127,14 +169,41 @@ def test_driver_killed_at_each_step_boundary_loses_and_repeats_nothing(pipelines
 @pytest.mark.parametrize("point", ["before-submit", "after-submit", "after-end"])
 def test_a_sweep_step_is_adopted_after_a_kill_not_started_again(pipelines, monkeypatch, point):
     monkeypatch.setenv("KUBELAB_PIPELINE_CRASH", f"{point}:1")
-    record = pipelines.create({"steps": [
-        {"name": "tune", "sweep": {
-            "space": {"x": {"_type": "choice", "_value": [1, 2]}}, "tuner": "grid", "max_trials": 2,
-            "objective": {"metric": "m"}, "parameter_style": "env",
-            "trial": {"command": ["python", "-c", "import kubelab; kubelab.report(m=kubelab.params()['x'])"]}}},
-        {"name": "use", "depends_on": ["tune"], "experiment": {
-            "command": ["python", "-c", "import sys; assert sys.argv[1] == '1'", "{{ steps.tune.best.params.x }}"]}},
-    ]})
+    record = pipelines.create(
+        {
+            "steps": [
+                {
+                    "name": "tune",
+                    "sweep": {
+                        "space": {"x": {"_type": "choice", "_value": [1, 2]}},
+                        "tuner": "grid",
+                        "max_trials": 2,
+                        "objective": {"metric": "m"},
+                        "parameter_style": "env",
+                        "trial": {
+                            "command": [
+                                "python",
+                                "-c",
+                                "import kubelab; kubelab.report(m=kubelab.params()['x'])",
+                            ]
+                        },
+                    },
+                },
+                {
+                    "name": "use",
+                    "depends_on": ["tune"],
+                    "experiment": {
+                        "command": [
+                            "python",
+                            "-c",
+                            "import sys; assert sys.argv[1] == '1'",
+                            "{{ steps.tune.best.params.x }}",
+                        ]
+                    },
+                },
+            ]
+        }
+    )
     wait_driver_gone(pipelines, record["id"])
     monkeypatch.delenv("KUBELAB_PIPELINE_CRASH")
     pipelines.list()
@@ -145,17 +214,25 @@ def test_a_sweep_step_is_adopted_after_a_kill_not_started_again(pipelines, monke
 
 
 def test_stop_then_resume_restarts_only_what_did_not_finish(pipelines, pipeline_env):
-    write_script(pipeline_env, "waits.py", """
+    write_script(
+        pipeline_env,
+        "waits.py",
+        """
         import os, time
         open("started", "w").close()
         while not os.path.exists("go"):
             time.sleep(0.05)
-    """)
-    record = pipelines.create({"steps": [
-        {"name": "first", "experiment": {"command": ["python", "-c", "pass"]}},
-        {"name": "slow", "depends_on": ["first"], "experiment": {"command": ["python", "waits.py"]}},
-        {"name": "last", "depends_on": ["slow"], "experiment": {"command": ["python", "-c", "pass"]}},
-    ]})
+    """,
+    )
+    record = pipelines.create(
+        {
+            "steps": [
+                {"name": "first", "experiment": {"command": ["python", "-c", "pass"]}},
+                {"name": "slow", "depends_on": ["first"], "experiment": {"command": ["python", "waits.py"]}},
+                {"name": "last", "depends_on": ["slow"], "experiment": {"command": ["python", "-c", "pass"]}},
+            ]
+        }
+    )
     wait_pipeline(pipelines, record["id"], until=lambda r: (pipeline_env / "started").exists())
     stopped = pipelines.stop(record["id"])
     assert stopped["status"] == "Stopped", stopped
@@ -180,12 +257,32 @@ def test_cache_reuses_a_step_whose_inputs_did_not_change(pipelines, pipeline_env
     write_script(prep, "prep.py", "import kubelab; kubelab.report(rows=open('data.csv').read().count(','))")
     (prep / "data.csv").write_text("a,b\n")
     (use / "notes.txt").write_text("v1")
-    spec = {"cache": True, "params": {"seed": 1}, "steps": [
-        {"name": "prep", "outputs": ["rows"], "experiment": {"code": "prep", "command": ["python", "prep.py"]}},
-        {"name": "use", "depends_on": ["prep"], "experiment": {
-            "code": "use", "command": ["python", "-c", "pass", "{{ steps.prep.metrics.rows }}",
-                                       "{{ params.seed }}", "{{ steps.prep.outputs }}"]}},
-    ]}
+    spec = {
+        "cache": True,
+        "params": {"seed": 1},
+        "steps": [
+            {
+                "name": "prep",
+                "outputs": ["rows"],
+                "experiment": {"code": "prep", "command": ["python", "prep.py"]},
+            },
+            {
+                "name": "use",
+                "depends_on": ["prep"],
+                "experiment": {
+                    "code": "use",
+                    "command": [
+                        "python",
+                        "-c",
+                        "pass",
+                        "{{ steps.prep.metrics.rows }}",
+                        "{{ params.seed }}",
+                        "{{ steps.prep.outputs }}",
+                    ],
+                },
+            },
+        ],
+    }
 
     def run(**params) -> dict:
         done = wait_pipeline(pipelines, pipelines.create(spec, params=params)["id"])
@@ -211,36 +308,77 @@ def test_cache_reuses_a_step_whose_inputs_did_not_change(pipelines, pipeline_env
 
 
 def test_a_missing_result_fails_the_step_with_the_reason(pipelines):
-    record = pipelines.create({"steps": [
-        {"name": "quiet", "outputs": ["acc"], "experiment": {"command": ["python", "-c", "pass"]}},
-        {"name": "next", "depends_on": ["quiet"], "experiment": {
-            "command": ["echo", "{{ steps.quiet.metrics.acc }}"]}},
-    ]})
+    record = pipelines.create(
+        {
+            "steps": [
+                {"name": "quiet", "outputs": ["acc"], "experiment": {"command": ["python", "-c", "pass"]}},
+                {
+                    "name": "next",
+                    "depends_on": ["quiet"],
+                    "experiment": {"command": ["echo", "{{ steps.quiet.metrics.acc }}"]},
+                },
+            ]
+        }
+    )
     done = wait_pipeline(pipelines, record["id"])
     reason = done["steps"][1]["reason"]
     assert done["steps"][1]["state"] == "failed"
-    assert reason.startswith("could not start: {{ steps.quiet.metrics.acc }}: step 'quiet'") and "'acc'" in reason
+    assert (
+        reason.startswith("could not start: {{ steps.quiet.metrics.acc }}: step 'quiet'")
+        and "'acc'" in reason
+    )
 
 
 BAD = [
-    ({"steps": [{"name": "a", "depends_on": ["b"], "experiment": {"command": "x"}},
-                {"name": "b", "depends_on": ["a"], "experiment": {"command": "x"}}]},
-     "steps.a.depends_on", "makes a cycle: a -> b -> a"),
-    ({"steps": [{"name": "a", "depends_on": ["z"], "experiment": {"command": "x"}}]},
-     "steps.a.depends_on", "no step named 'z'"),
-    ({"steps": [{"name": "a", "experiment": {"command": "x {{ steps.q.outputs }}"}}]},
-     "steps.a.experiment.command", "no step named 'q'"),
-    ({"steps": [{"name": "a", "experiment": {"command": "x"}},
-                {"name": "b", "depends_on": ["a"], "experiment": {"command": "x {{ steps.a.metrics.acc }}"}}]},
-     "steps.b.experiment.command", "does not declare the metric 'acc'"),
+    (
+        {
+            "steps": [
+                {"name": "a", "depends_on": ["b"], "experiment": {"command": "x"}},
+                {"name": "b", "depends_on": ["a"], "experiment": {"command": "x"}},
+            ]
+        },
+        "steps.a.depends_on",
+        "makes a cycle: a -> b -> a",
+    ),
+    (
+        {"steps": [{"name": "a", "depends_on": ["z"], "experiment": {"command": "x"}}]},
+        "steps.a.depends_on",
+        "no step named 'z'",
+    ),
+    (
+        {"steps": [{"name": "a", "experiment": {"command": "x {{ steps.q.outputs }}"}}]},
+        "steps.a.experiment.command",
+        "no step named 'q'",
+    ),
+    (
+        {
+            "steps": [
+                {"name": "a", "experiment": {"command": "x"}},
+                {"name": "b", "depends_on": ["a"], "experiment": {"command": "x {{ steps.a.metrics.acc }}"}},
+            ]
+        },
+        "steps.b.experiment.command",
+        "does not declare the metric 'acc'",
+    ),
     ({"steps": [{"name": "a", "experiment": {"command": "x"}, "sweep": {}}]}, "steps.a", "exactly one of"),
-    ({"steps": [{"name": "a", "experiment": {"command": "x"}}], "schedule": {"cron": "* * *"}},
-     "schedule.cron", "not a valid cron expression"),
-    ({"steps": [{"name": "a", "experiment": {"command": "x"}}], "schedule": {"cron": "0 2 * * *",
-                                                                            "timezone": "Nowhere/City"}},
-     "schedule.timezone", "not an IANA time zone"),
-    ({"steps": [{"name": "a", "experiment": {"command": "x", "workdir": "missing"}}]},
-     "steps.a.experiment.workdir", "does not exist"),
+    (
+        {"steps": [{"name": "a", "experiment": {"command": "x"}}], "schedule": {"cron": "* * *"}},
+        "schedule.cron",
+        "not a valid cron expression",
+    ),
+    (
+        {
+            "steps": [{"name": "a", "experiment": {"command": "x"}}],
+            "schedule": {"cron": "0 2 * * *", "timezone": "Nowhere/City"},
+        },
+        "schedule.timezone",
+        "not an IANA time zone",
+    ),
+    (
+        {"steps": [{"name": "a", "experiment": {"command": "x", "workdir": "missing"}}]},
+        "steps.a.experiment.workdir",
+        "does not exist",
+    ),
     ({"steps": [{"name": "a", "file": "../outside.yml"}]}, "steps.a.file", "outside the pipeline's folder"),
 ]
 
@@ -257,33 +395,65 @@ def test_bad_pipelines_are_refused_naming_the_step_and_field(pipelines, data, pa
 
 def test_unknown_params_are_refused(pipelines):
     with pytest.raises(ValidationError, match="params.epoch: is not a pipeline param; did you mean 'epochs'"):
-        pipelines.create({"params": {"epochs": 1}, "steps": [{"name": "a", "experiment": {"command": "x"}}]},
-                         params={"epoch": 3})
+        pipelines.create(
+            {"params": {"epochs": 1}, "steps": [{"name": "a", "experiment": {"command": "x"}}]},
+            params={"epoch": 3},
+        )
 
 
 def test_steps_from_files(pipelines, pipeline_env):
     (pipeline_env / "step.yml").write_text(json.dumps({"command": ["python", "-c", "pass"]}))
-    (pipeline_env / "sweep.yml").write_text(json.dumps({
-        "space": {"x": {"_type": "choice", "_value": [1]}}, "tuner": "grid", "max_trials": 1,
-        "objective": {"metric": "m"},
-        "trial": {"command": ["python", "-c", "import kubelab; kubelab.report(m=1)"]}}))
-    record = pipelines.create({"steps": [{"name": "one", "file": "step.yml"},
-                                         {"name": "two", "file": "sweep.yml", "depends_on": ["one"]}]})
+    (pipeline_env / "sweep.yml").write_text(
+        json.dumps(
+            {
+                "space": {"x": {"_type": "choice", "_value": [1]}},
+                "tuner": "grid",
+                "max_trials": 1,
+                "objective": {"metric": "m"},
+                "trial": {"command": ["python", "-c", "import kubelab; kubelab.report(m=1)"]},
+            }
+        )
+    )
+    record = pipelines.create(
+        {
+            "steps": [
+                {"name": "one", "file": "step.yml"},
+                {"name": "two", "file": "sweep.yml", "depends_on": ["one"]},
+            ]
+        }
+    )
     done = wait_pipeline(pipelines, record["id"])
     assert done["status"] == "Succeeded", done
     assert [s["kind"] for s in done["steps"]] == ["experiment", "sweep"]
 
 
 def test_stopping_a_pipeline_stops_its_running_sweep(pipelines, pipeline_env):
-    write_script(pipeline_env, "trial.py", """
+    write_script(
+        pipeline_env,
+        "trial.py",
+        """
         import os, time
         open("trial-started", "w").close()
         while not os.path.exists("go"):
             time.sleep(0.05)
-    """)
-    record = pipelines.create({"steps": [{"name": "tune", "sweep": {
-        "space": {"x": {"_type": "choice", "_value": [1, 2]}}, "tuner": "grid", "max_trials": 2,
-        "objective": {"metric": "m"}, "trial": {"command": ["python", "trial.py"]}}}]})
+    """,
+    )
+    record = pipelines.create(
+        {
+            "steps": [
+                {
+                    "name": "tune",
+                    "sweep": {
+                        "space": {"x": {"_type": "choice", "_value": [1, 2]}},
+                        "tuner": "grid",
+                        "max_trials": 2,
+                        "objective": {"metric": "m"},
+                        "trial": {"command": ["python", "trial.py"]},
+                    },
+                }
+            ]
+        }
+    )
     wait_pipeline(pipelines, record["id"], until=lambda r: (pipeline_env / "trial-started").exists())
     stopped = pipelines.stop(record["id"])
     assert stopped["status"] == "Stopped", stopped

@@ -21,18 +21,36 @@ OK = {"command": ["python", "-c", "import kubelab; kubelab.report(acc=0.9)"]}
 
 
 def two_steps() -> dict:
-    return {"name": "rest", "params": {"n": 1}, "steps": [
-        {"name": "train", "outputs": ["acc"], "experiment": OK},
-        {"name": "eval", "depends_on": ["train"], "experiment": {
-            "command": ["python", "-c", "import sys; assert float(sys.argv[1]) == 0.9 and sys.argv[2] == '2'",
-                        "{{ steps.train.metrics.acc }}", "{{ params.n }}"]}},
-    ]}
+    return {
+        "name": "rest",
+        "params": {"n": 1},
+        "steps": [
+            {"name": "train", "outputs": ["acc"], "experiment": OK},
+            {
+                "name": "eval",
+                "depends_on": ["train"],
+                "experiment": {
+                    "command": [
+                        "python",
+                        "-c",
+                        "import sys; assert float(sys.argv[1]) == 0.9 and sys.argv[2] == '2'",
+                        "{{ steps.train.metrics.acc }}",
+                        "{{ params.n }}",
+                    ]
+                },
+            },
+        ],
+    }
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     base = tmp_path_factory.mktemp("rest")
-    env = {"KUBELAB_MACHINE_DIR": str(base / "machine"), "KUBELAB_STOP_GRACE": "2", "KUBELAB_PIPELINE_CRASH": ""}
+    env = {
+        "KUBELAB_MACHINE_DIR": str(base / "machine"),
+        "KUBELAB_STOP_GRACE": "2",
+        "KUBELAB_PIPELINE_CRASH": "",
+    }
     try:
         with JupyterServer(base / "workspace", base / "home", env=env) as running:
             yield running
@@ -87,18 +105,27 @@ def test_create_list_get_with_events_and_openapi(server):
         time.sleep(0.05)
     events.response.close()
     paths = server.get("openapi.json").json()["paths"]
-    for path in ("pipelines", "pipelines/{pipeline_id}", "pipelines/{pipeline_id}/stop",
-                 "pipelines/{pipeline_id}/resume", "schedules", "schedules/{schedule_id}",
-                 "schedules/{schedule_id}/pause", "schedules/{schedule_id}/resume"):
+    for path in (
+        "pipelines",
+        "pipelines/{pipeline_id}",
+        "pipelines/{pipeline_id}/stop",
+        "pipelines/{pipeline_id}/resume",
+        "schedules",
+        "schedules/{schedule_id}",
+        "schedules/{schedule_id}/pause",
+        "schedules/{schedule_id}/resume",
+    ):
         assert "/kubelab/api/" + path in paths, path
 
 
 def test_a_spec_file_stop_resume_and_schedules(server):
     (server.root / "flows").mkdir(exist_ok=True)
     (server.root / "flows" / "wait.py").write_text(
-        "import os, time\nwhile not os.path.exists('go'):\n    time.sleep(0.05)\n")
-    (server.root / "flows" / "flow.json").write_text(json.dumps({"steps": [
-        {"name": "waits", "experiment": {"command": ["python", "wait.py"]}}]}))
+        "import os, time\nwhile not os.path.exists('go'):\n    time.sleep(0.05)\n"
+    )
+    (server.root / "flows" / "flow.json").write_text(
+        json.dumps({"steps": [{"name": "waits", "experiment": {"command": ["python", "wait.py"]}}]})
+    )
     made = server.post("pipelines", {"file": "flows/flow.json"})
     assert made.status_code == 201, made.text
     pipeline_id = made.json()["id"]
@@ -124,11 +151,13 @@ def test_a_spec_file_stop_resume_and_schedules(server):
 
 def test_errors_name_the_field_and_create_nothing(server):
     before = server.get("pipelines").json()["items"]
-    cycle = server.post("pipelines", {"spec": {"steps": [
-        {"name": "a", "depends_on": ["a"], "experiment": OK}]}})
+    cycle = server.post(
+        "pipelines", {"spec": {"steps": [{"name": "a", "depends_on": ["a"], "experiment": OK}]}}
+    )
     assert cycle.status_code == 422 and cycle.json()["fields"][0]["path"] == "steps.a.depends_on"
-    outside = server.post("pipelines", {"spec": {"steps": [
-        {"name": "a", "experiment": {**OK, "workdir": "/"}}]}})
+    outside = server.post(
+        "pipelines", {"spec": {"steps": [{"name": "a", "experiment": {**OK, "workdir": "/"}}]}}
+    )
     assert outside.status_code == 422, outside.text
     assert outside.json()["fields"][0]["path"] == "steps.a.experiment.workdir"
     assert server.post("pipelines", {"file": "../etc/passwd"}).json()["fields"][0]["path"] == "file"
@@ -166,11 +195,17 @@ def test_a_server_restarts_a_dead_pipeline_driver(tmp_path):
 
 
 ENDPOINTS = [
-    ("GET", "pipelines"), ("POST", "pipelines"), ("GET", "pipelines/000000000000"),
-    ("POST", "pipelines/000000000000/stop"), ("POST", "pipelines/000000000000/resume"),
-    ("GET", "schedules"), ("POST", "schedules"), ("GET", "schedules/000000000000"),
+    ("GET", "pipelines"),
+    ("POST", "pipelines"),
+    ("GET", "pipelines/000000000000"),
+    ("POST", "pipelines/000000000000/stop"),
+    ("POST", "pipelines/000000000000/resume"),
+    ("GET", "schedules"),
+    ("POST", "schedules"),
+    ("GET", "schedules/000000000000"),
     ("DELETE", "schedules/000000000000"),
-    ("POST", "schedules/000000000000/pause"), ("POST", "schedules/000000000000/resume"),
+    ("POST", "schedules/000000000000/pause"),
+    ("POST", "schedules/000000000000/resume"),
 ]
 
 

@@ -23,11 +23,16 @@ from kubelab.schedules.service import Schedules
 from kubelab.schedules.spec import parse_schedule
 
 NB = NotebookEnv(
-    namespace="kubelab-alice", image="registry.example/kubelab-notebook:1.2", user="alice",
-    home="/mnt/alice/.kubelab", service_account="notebook",
+    namespace="kubelab-alice",
+    image="registry.example/kubelab-notebook:1.2",
+    user="alice",
+    home="/mnt/alice/.kubelab",
+    service_account="notebook",
     volumes=[{"name": "workspace", "persistentVolumeClaim": {"claimName": "alice-workspace"}}],
     mounts=[{"name": "workspace", "mountPath": "/mnt/alice"}],
-    node_selector={"pool": "cpu"}, uid=1000, gid=100,
+    node_selector={"pool": "cpu"},
+    uid=1000,
+    gid=100,
 )
 
 
@@ -37,10 +42,13 @@ def schedule(**fields):
     return parsed
 
 
-@pytest.mark.parametrize(("concurrency", "policy"), [("forbid", "Forbid"), ("allow", "Allow"),
-                                                     ("replace", "Replace")])
+@pytest.mark.parametrize(
+    ("concurrency", "policy"), [("forbid", "Forbid"), ("allow", "Allow"), ("replace", "Replace")]
+)
 def test_the_cronjob_and_its_service_account(concurrency, policy):
-    objects = cronjob.build("1m8abcdefghk", "Nightly Tune & Train!", schedule(concurrency=concurrency), True, NB)
+    objects = cronjob.build(
+        "1m8abcdefghk", "Nightly Tune & Train!", schedule(concurrency=concurrency), True, NB
+    )
     assert [o["kind"] for o in objects] == ["ServiceAccount", "Role", "RoleBinding", "CronJob"]
     for obj in objects:
         kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
@@ -49,14 +57,24 @@ def test_the_cronjob_and_its_service_account(concurrency, policy):
     verbs = {(r["apiGroups"][0], res): set(r["verbs"]) for r in role["rules"] for res in r["resources"]}
     assert set(verbs) == {("batch", "jobs"), ("", "services"), ("", "pods"), ("", "pods/log"), ("", "events")}
     assert not any("*" in v for v in verbs.values()) and ("", "secrets") not in verbs
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["metadata"]["name"],
-                                    "namespace": "kubelab-alice"}]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": "kubelab-alice"}
+    ]
     spec = job["spec"]
     assert (spec["schedule"], spec["timeZone"], spec["concurrencyPolicy"], spec["suspend"]) == (
-        "0 2 * * *", "Europe/Berlin", policy, True)
+        "0 2 * * *",
+        "Europe/Berlin",
+        policy,
+        True,
+    )
     pod = spec["jobTemplate"]["spec"]["template"]["spec"]
     container = pod["containers"][0]
-    assert container["image"] == NB.image and container["command"] == ["kubelab", "schedule", "fire", "1m8abcdefghk"]
+    assert container["image"] == NB.image and container["command"] == [
+        "kubelab",
+        "schedule",
+        "fire",
+        "1m8abcdefghk",
+    ]
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env["KUBELAB_BACKEND"] == "kubernetes" and env["KUBELAB_HOME"] == "/mnt/alice/.kubelab"
     # What the fire submits inherits the notebook's defaults, read back as the notebook reads them.
@@ -76,11 +94,16 @@ def test_what_a_cronjob_cannot_express_is_refused_by_field():
 
 
 def test_fire_honours_paused_bounds_and_concurrency(pipeline_env):
-    (pipeline_env / "job.py").write_text("import os, time\nwhile not os.path.exists('go'):\n    time.sleep(0.05)\n")
+    (pipeline_env / "job.py").write_text(
+        "import os, time\nwhile not os.path.exists('go'):\n    time.sleep(0.05)\n"
+    )
     lab = Experiments()
     schedules = Schedules(lab)
-    made = schedules.create(None, {"command": ["python", "job.py"], "schedule": {
-        "cron": "0 2 * * *", "end": "2030-01-01T00:00:00Z"}}, start_scheduler=False)
+    made = schedules.create(
+        None,
+        {"command": ["python", "job.py"], "schedule": {"cron": "0 2 * * *", "end": "2030-01-01T00:00:00Z"}},
+        start_scheduler=False,
+    )
     first = fire_once(lab.home, made["id"])
     assert first["state"] == "started"
     second = fire_once(lab.home, made["id"])  # forbid: the first still runs
@@ -94,22 +117,49 @@ def test_fire_honours_paused_bounds_and_concurrency(pipeline_env):
 
 
 def test_schedule_fire_follows_a_pipeline_to_its_end_and_render_prints_the_cronjob(pipeline_env):
-    (pipeline_env / "flow.json").write_text(json.dumps({"name": "flow", "steps": [
-        {"name": "a", "experiment": {"command": ["python", "-c", "pass"]}},
-        {"name": "b", "depends_on": ["a"], "experiment": {"command": ["python", "-c", "pass"]}}],
-        "schedule": {"cron": "0 2 * * *"}}))
-    made = Schedules(Experiments()).create(None, json.loads((pipeline_env / "flow.json").read_text()),
-                                   base_dir=pipeline_env, start_scheduler=False)
-    fired = subprocess.run([sys.executable, "-m", "kubelab.cli", "schedule", "fire", made["id"], "-o", "json"],
-                           capture_output=True, text=True, timeout=120, env=os.environ.copy())
+    (pipeline_env / "flow.json").write_text(
+        json.dumps(
+            {
+                "name": "flow",
+                "steps": [
+                    {"name": "a", "experiment": {"command": ["python", "-c", "pass"]}},
+                    {"name": "b", "depends_on": ["a"], "experiment": {"command": ["python", "-c", "pass"]}},
+                ],
+                "schedule": {"cron": "0 2 * * *"},
+            }
+        )
+    )
+    made = Schedules(Experiments()).create(
+        None,
+        json.loads((pipeline_env / "flow.json").read_text()),
+        base_dir=pipeline_env,
+        start_scheduler=False,
+    )
+    fired = subprocess.run(
+        [sys.executable, "-m", "kubelab.cli", "schedule", "fire", made["id"], "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=os.environ.copy(),
+    )
     assert fired.returncode == 0, fired.stderr
     from kubelab.pipelines.service import Pipelines
 
     record = Pipelines(Experiments()).get(json.loads(fired.stdout)["id"])
     assert record["status"] == "Succeeded" and record["schedule"] == made["id"]  # it waited for the end
-    env = {**os.environ, "KUBELAB_NAMESPACE": "ns", "KUBELAB_IMAGE": "img:1", "KUBELAB_HOME": "/mnt/u/.kubelab"}
-    rendered = subprocess.run([sys.executable, "-m", "kubelab.cli", "schedule", "render", "-f", "flow.json"],
-                              capture_output=True, text=True, timeout=60, env=env)
+    env = {
+        **os.environ,
+        "KUBELAB_NAMESPACE": "ns",
+        "KUBELAB_IMAGE": "img:1",
+        "KUBELAB_HOME": "/mnt/u/.kubelab",
+    }
+    rendered = subprocess.run(
+        [sys.executable, "-m", "kubelab.cli", "schedule", "render", "-f", "flow.json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     assert rendered.returncode == 0, rendered.stderr
     assert [o["kind"] for o in json.loads(rendered.stdout)][-1] == "CronJob"
 
@@ -119,10 +169,18 @@ def test_a_pipeline_steps_jobs_carry_its_labels():
     from kubelab.spec import ExperimentSpec
 
     spec = ExperimentSpec.parse({"command": ["python", "train.py"], "name": "train"})
-    target = builders.Target(run_id="1m8abcdefghk", run_dir="/mnt/alice/.kubelab/runs/1m8abcdefghk",
-                             name="train-1m8abcdefghk", user="alice", namespace="kubelab-alice",
-                             pipeline="1m8pipelinexx", pipeline_step="train")
+    target = builders.Target(
+        run_id="1m8abcdefghk",
+        run_dir="/mnt/alice/.kubelab/runs/1m8abcdefghk",
+        name="train-1m8abcdefghk",
+        user="alice",
+        namespace="kubelab-alice",
+        pipeline="1m8pipelinexx",
+        pipeline_step="train",
+    )
     (job,) = builders.build(spec, target, NB)
     kubernetes_validate.validate(job, kubernetes_validate.latest_version(), strict=True)
     for labels in (job["metadata"]["labels"], job["spec"]["template"]["metadata"]["labels"]):
-        assert labels["kubelab.io/pipeline"] == "1m8pipelinexx" and labels["kubelab.io/pipeline-step"] == "train"
+        assert (
+            labels["kubelab.io/pipeline"] == "1m8pipelinexx" and labels["kubelab.io/pipeline-step"] == "train"
+        )

@@ -29,15 +29,18 @@ def at(text: str) -> float:
 
 
 def test_fire_times_follow_cron_time_zone_and_bounds():
-    schedule, errors = parse_schedule({"cron": "0 2 * * *", "timezone": "Europe/Berlin",
-                                       "end": "2026-03-03T00:00:00Z"})
+    schedule, errors = parse_schedule(
+        {"cron": "0 2 * * *", "timezone": "Europe/Berlin", "end": "2026-03-03T00:00:00Z"}
+    )
     assert not errors
     fires = due(schedule, at("2026-03-01T00:00:00"), at("2026-03-10T00:00:00"))
     assert fires == [at("2026-03-01T01:00:00"), at("2026-03-02T01:00:00")]  # 02:00 CET, then the end
     assert due(schedule, at("2026-02-01T00:00:00"), at("2026-03-10T00:00:00"), limit=2) == fires  # latest
     started, _ = parse_schedule({"cron": "0 2 * * *", "start": "2026-03-02T00:00:00Z"})
     assert due(started, at("2026-02-01T00:00:00"), at("2026-03-03T12:00:00")) == [
-        at("2026-03-02T02:00:00"), at("2026-03-03T02:00:00")]
+        at("2026-03-02T02:00:00"),
+        at("2026-03-03T02:00:00"),
+    ]
     every_second, _ = parse_schedule({"cron": "* * * * * *"})
     week = due(every_second, 0.0, at("2026-03-10T00:00:00"), limit=3)  # no walk through the missed
     assert week == [at("2026-03-09T23:59:58"), at("2026-03-09T23:59:59"), at("2026-03-10T00:00:00")]
@@ -45,15 +48,21 @@ def test_fire_times_follow_cron_time_zone_and_bounds():
     assert summer.next_after(at("2026-07-01T12:00:00")) == at("2026-07-02T00:00:00")  # CEST
 
 
-@pytest.mark.parametrize(("data", "path", "reason"), [
-    ({"cron": "0 25 * * *"}, "schedule.cron", "not a valid cron expression"),
-    ({"cron": "0 2 * * *", "timezone": "../../etc/passwd"}, "schedule.timezone", "not an IANA time zone"),
-    ({"cron": "0 2 * * *", "concurrency": "parallel"}, "schedule.concurrency", "must be one of"),
-    ({"cron": "0 2 * * *", "start": "2026-02-01T00:00:00Z", "end": "2026-01-01T00:00:00Z"},
-     "schedule.end", "must be after start"),
-    ({"cron": "0 2 * * *", "every": "day"}, "schedule.every", "unknown field"),
-    ({"timezone": "UTC"}, "schedule.cron", "is required"),
-])
+@pytest.mark.parametrize(
+    ("data", "path", "reason"),
+    [
+        ({"cron": "0 25 * * *"}, "schedule.cron", "not a valid cron expression"),
+        ({"cron": "0 2 * * *", "timezone": "../../etc/passwd"}, "schedule.timezone", "not an IANA time zone"),
+        ({"cron": "0 2 * * *", "concurrency": "parallel"}, "schedule.concurrency", "must be one of"),
+        (
+            {"cron": "0 2 * * *", "start": "2026-02-01T00:00:00Z", "end": "2026-01-01T00:00:00Z"},
+            "schedule.end",
+            "must be after start",
+        ),
+        ({"cron": "0 2 * * *", "every": "day"}, "schedule.every", "unknown field"),
+        ({"timezone": "UTC"}, "schedule.cron", "is required"),
+    ],
+)
 def test_bad_schedules_are_refused_and_nothing_is_created(pipeline_env, data, path, reason):
     schedules = Schedules(Experiments())
     with pytest.raises(ValidationError) as caught:
@@ -64,8 +73,14 @@ def test_bad_schedules_are_refused_and_nothing_is_created(pipeline_env, data, pa
 
 def test_a_schedule_refuses_a_bad_spec_up_front(pipeline_env):
     with pytest.raises(ValidationError) as caught:
-        Schedules(Experiments()).create(None, {"steps": [{"name": "a", "depends_on": ["b"], "experiment": {"command": "x"}}],
-                                       "schedule": "0 2 * * *"}, start_scheduler=False)
+        Schedules(Experiments()).create(
+            None,
+            {
+                "steps": [{"name": "a", "depends_on": ["b"], "experiment": {"command": "x"}}],
+                "schedule": "0 2 * * *",
+            },
+            start_scheduler=False,
+        )
     assert [f.path for f in caught.value.fields] == ["steps.a.depends_on"]
 
 
@@ -80,8 +95,11 @@ class Clock:
 def scheduled(pipeline_env, concurrency: str, script: str = "pass") -> tuple[Scheduler, Clock, str]:
     write_script(pipeline_env, "job.py", script)
     lab = Experiments()
-    record = Schedules(lab).create(None, {"command": ["python", "job.py"], "schedule": {
-        "cron": "0 2 * * *", "concurrency": concurrency}}, start_scheduler=False)
+    record = Schedules(lab).create(
+        None,
+        {"command": ["python", "job.py"], "schedule": {"cron": "0 2 * * *", "concurrency": concurrency}},
+        start_scheduler=False,
+    )
     folder = Schedules(lab).get_dir(record["id"])
     state = folder.read_state()
     state["considered"] = at("2026-01-01T00:00:00")
@@ -102,19 +120,26 @@ def test_allow_catches_up_every_missed_fire(pipeline_env):
     assert scheduler.tick() == []  # nothing due yet
     clock.now += 3 * DAY  # three nights of downtime
     fires = scheduler.tick()
-    assert [f["at"] for f in fires] == ["2026-01-01T02:00:00.000Z", "2026-01-02T02:00:00.000Z",
-                                        "2026-01-03T02:00:00.000Z"]
+    assert [f["at"] for f in fires] == [
+        "2026-01-01T02:00:00.000Z",
+        "2026-01-02T02:00:00.000Z",
+        "2026-01-03T02:00:00.000Z",
+    ]
     assert all(f["state"] == "started" for f in fires)
     assert len(Experiments().list()[0]) == 3
     assert scheduler.tick() == []  # each fire once
 
 
 def test_forbid_catches_up_once_and_skips_while_the_last_runs(pipeline_env):
-    scheduler, clock, schedule_id = scheduled(pipeline_env, "forbid", """
+    scheduler, clock, schedule_id = scheduled(
+        pipeline_env,
+        "forbid",
+        """
         import os, time
         while not os.path.exists("go"):
             time.sleep(0.05)
-    """)
+    """,
+    )
     clock.now += 3 * DAY
     fires = scheduler.tick()
     assert [(f["at"], f["state"]) for f in fires] == [("2026-01-03T02:00:00.000Z", "started")]
@@ -154,8 +179,13 @@ def test_paused_schedules_do_not_fire(pipeline_env):
 
 
 def kubelab(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kubelab.cli", *args], capture_output=True, text=True,
-                          env=env or os.environ.copy(), timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "kubelab.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env or os.environ.copy(),
+        timeout=120,
+    )
 
 
 def wait_fires(schedules: Schedules, schedule_id: str, count: int) -> list[dict]:
@@ -169,11 +199,18 @@ def wait_fires(schedules: Schedules, schedule_id: str, count: int) -> list[dict]
 
 
 def test_the_scheduler_process_fires_a_pipeline_and_comes_back_after_a_kill(pipeline_env):
-    (pipeline_env / "nightly.yml").write_text(json.dumps({
-        "name": "every-second",
-        "steps": [{"name": "only", "experiment": {"command": ["python", "-c", "pass"]}}],
-        "schedule": {"cron": "* * * * * *", "concurrency": "allow"},  # seconds: a test can wait for it
-    }))
+    (pipeline_env / "nightly.yml").write_text(
+        json.dumps(
+            {
+                "name": "every-second",
+                "steps": [{"name": "only", "experiment": {"command": ["python", "-c", "pass"]}}],
+                "schedule": {
+                    "cron": "* * * * * *",
+                    "concurrency": "allow",
+                },  # seconds: a test can wait for it
+            }
+        )
+    )
     made = kubelab("pipeline", "run", "-f", "nightly.yml", "-o", "json")
     assert made.returncode == 0, made.stderr
     schedule_id = json.loads(made.stdout)["id"]
@@ -197,9 +234,16 @@ def test_the_scheduler_process_fires_a_pipeline_and_comes_back_after_a_kill(pipe
 
 def test_run_and_sweep_send_a_scheduled_spec_to_schedule_add(pipeline_env):
     (pipeline_env / "exp.json").write_text(json.dumps({"command": ["true"], "schedule": "30 1 * * 1"}))
-    (pipeline_env / "sweep.json").write_text(json.dumps({
-        "space": {"x": {"_type": "choice", "_value": [1]}}, "max_trials": 1, "trial": {"command": ["true"]},
-        "schedule": {"cron": "0 3 * * *", "timezone": "Asia/Tokyo", "concurrency": "replace"}}))
+    (pipeline_env / "sweep.json").write_text(
+        json.dumps(
+            {
+                "space": {"x": {"_type": "choice", "_value": [1]}},
+                "max_trials": 1,
+                "trial": {"command": ["true"]},
+                "schedule": {"cron": "0 3 * * *", "timezone": "Asia/Tokyo", "concurrency": "replace"},
+            }
+        )
+    )
     refused = kubelab("run", "-f", "exp.json")
     assert refused.returncode == 2 and "schedule: a scheduled experiment is added with" in refused.stderr
     refused = kubelab("sweep", "-f", "sweep.json")
@@ -211,16 +255,24 @@ def test_run_and_sweep_send_a_scheduled_spec_to_schedule_add(pipeline_env):
         assert json.loads(added.stdout)["kind"] == kind
     listed = json.loads(kubelab("schedule", "ls", "-o", "json").stdout)["items"]
     assert {(s["kind"], s["timezone"], s["concurrency"]) for s in listed} == {
-        ("experiment", "UTC", "forbid"), ("sweep", "Asia/Tokyo", "replace")}
+        ("experiment", "UTC", "forbid"),
+        ("sweep", "Asia/Tokyo", "replace"),
+    }
     for item in listed:
         assert kubelab("schedule", "rm", item["id"]).returncode == 0
 
 
 def test_params_given_with_P_reach_the_schedule_and_the_pipeline(pipeline_env):
-    (pipeline_env / "nightly.yml").write_text(json.dumps({
-        "name": "with-params", "params": {"epochs": 1},
-        "steps": [{"name": "only", "experiment": {"command": ["python", "-c", "pass"]}}],
-        "schedule": "0 2 * * *"}))
+    (pipeline_env / "nightly.yml").write_text(
+        json.dumps(
+            {
+                "name": "with-params",
+                "params": {"epochs": 1},
+                "steps": [{"name": "only", "experiment": {"command": ["python", "-c", "pass"]}}],
+                "schedule": "0 2 * * *",
+            }
+        )
+    )
     added = kubelab("schedule", "add", "-f", "nightly.yml", "-P", "epochs=3", "-o", "json")
     assert added.returncode == 0, added.stderr
     schedule_id = json.loads(added.stdout)["id"]

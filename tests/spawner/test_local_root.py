@@ -80,8 +80,13 @@ def test_one_user_cannot_read_or_write_anothers_workspace_or_archive() -> None:
         notes = theirs.workspace / "notes.ipynb"
         notes.write_text("bob's")
         os.chown(notes, bob.pw_uid, bob.pw_gid)
-        for argv in (["cat", str(notes)], ["ls", str(theirs.workspace)], ["ls", str(theirs.archive)],
-                     ["touch", str(theirs.workspace / "planted")], ["touch", str(theirs.archive / "planted")]):
+        for argv in (
+            ["cat", str(notes)],
+            ["ls", str(theirs.workspace)],
+            ["ls", str(theirs.archive)],
+            ["touch", str(theirs.workspace / "planted")],
+            ["touch", str(theirs.archive / "planted")],
+        ):
             attempt = as_user(alice, argv)
             assert attempt.returncode != 0 and "Permission denied" in attempt.stderr, argv
         assert as_user(bob, ["cat", str(notes)]).stdout == "bob's"
@@ -117,8 +122,12 @@ def test_servers_of_every_user_share_one_ledger_through_a_group(monkeypatch) -> 
             assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) == (0, gid, 0o2770)
             assert GpuAllocator([Gpu(0, "T4")], machine).try_acquire("root-run", os.getpid(), 1) == [0]
             ledger = machine / "gpus.json"
-            seen = subprocess.run(["sh", "-c", f"id -G; test -w {ledger} && echo writable"],
-                                  preexec_fn=preexec, capture_output=True, text=True)
+            seen = subprocess.run(
+                ["sh", "-c", f"id -G; test -w {ledger} && echo writable"],
+                preexec_fn=preexec,
+                capture_output=True,
+                text=True,
+            )
             assert str(gid) in seen.stdout.split() and "writable" in seen.stdout, seen
             outsider = as_user(bob, ["sh", "-c", f"test -w {ledger} || test -r {ledger} || echo refused"])
             assert "refused" in outsider.stdout  # not in the group: neither reads nor writes it

@@ -70,7 +70,9 @@ def _port_admits(rule: dict, port: int, protocol: str) -> bool:
     return not ports or any(p["port"] == port and p.get("protocol", "TCP") == protocol for p in ports)
 
 
-def allowed(policies: list[dict], source: Pod | Host, dest: Pod | Host, port: int, protocol: str = "TCP") -> bool:
+def allowed(
+    policies: list[dict], source: Pod | Host, dest: Pod | Host, port: int, protocol: str = "TCP"
+) -> bool:
     """Would the policies (all of the namespace of `source` or `dest`) admit this connection?"""
 
     def side(pod: Pod | Host, direction: str, other: Pod | Host) -> bool:
@@ -78,7 +80,8 @@ def allowed(policies: list[dict], source: Pod | Host, dest: Pod | Host, port: in
             return True
         key, peers_key = ("egress", "to") if direction == "Egress" else ("ingress", "from")
         selecting = [
-            p for p in policies
+            p
+            for p in policies
             if p["metadata"]["namespace"] == pod.namespace
             and direction in p["spec"]["policyTypes"]
             and _matches(p["spec"]["podSelector"], pod.labels)
@@ -87,9 +90,13 @@ def allowed(policies: list[dict], source: Pod | Host, dest: Pod | Host, port: in
             return True
         return any(
             _port_admits(rule, port, protocol)
-            and ("to" not in rule and "from" not in rule
-                 or any(_peer_admits(peer, other, pod.namespace) for peer in rule[peers_key]))
-            for policy in selecting for rule in policy["spec"].get(key, [])
+            and (
+                "to" not in rule
+                and "from" not in rule
+                or any(_peer_admits(peer, other, pod.namespace) for peer in rule[peers_key])
+            )
+            for policy in selecting
+            for rule in policy["spec"].get(key, [])
         )
 
     return side(source, "Egress", dest) and side(dest, "Ingress", source)
@@ -146,8 +153,11 @@ def test_nothing_reaches_the_metadata_endpoint_or_other_users(labels: dict, inte
     metadata = Host(METADATA_ENDPOINT.split("/")[0])
     for port, protocol in ((80, "TCP"), (53, "UDP"), (53, "TCP"), (443, "TCP")):
         assert not allowed(policies, pod, metadata, port, protocol)
-        for other in (Pod("u-bob", NOTEBOOK, "10.244.2.9"), Pod("u-bob", EXPERIMENT, "10.244.2.10"),
-                      Pod("u-bob", {}, "10.244.2.11")):
+        for other in (
+            Pod("u-bob", NOTEBOOK, "10.244.2.9"),
+            Pod("u-bob", EXPERIMENT, "10.244.2.10"),
+            Pod("u-bob", {}, "10.244.2.11"),
+        ):
             assert not allowed(policies, pod, other, port, protocol)
             assert not allowed(policies, other, pod, port, protocol)
 
@@ -173,17 +183,25 @@ def test_without_api_server_addresses_the_rule_is_left_out_not_opened() -> None:
 
 
 def test_api_server_from_endpoint_slices_and_from_settings() -> None:
-    slices = [{"endpoints": [{"addresses": ["172.18.0.3"]}, {"addresses": ["172.18.0.4"]}],
-               "ports": [{"name": "https", "port": 6443, "protocol": "TCP"}]}]
+    slices = [
+        {
+            "endpoints": [{"addresses": ["172.18.0.3"]}, {"addresses": ["172.18.0.4"]}],
+            "ports": [{"name": "https", "port": 6443, "protocol": "TCP"}],
+        }
+    ]
     assert ApiServer.from_endpoint_slices(slices) == ApiServer(("172.18.0.3/32", "172.18.0.4/32"), (6443,))
     with pytest.raises(ValidationError) as refused:
         ApiServer.from_endpoint_slices([])
     assert refused.value.fields[0].path == "KubeLabSpawner.api_server_cidrs"
-    assert ApiServer.parse(["10.0.0.1", "10.1.0.0/16"], [443], "x") == ApiServer(("10.0.0.1/32", "10.1.0.0/16"), (443,))
+    assert ApiServer.parse(["10.0.0.1", "10.1.0.0/16"], [443], "x") == ApiServer(
+        ("10.0.0.1/32", "10.1.0.0/16"), (443,)
+    )
     with pytest.raises(ValidationError) as refused:
         ApiServer.parse(["10.0.0.300"], [0], "KubeLabSpawner.api_server")
     assert [e.path for e in refused.value.fields] == [
-        "KubeLabSpawner.api_server.cidrs[0]", "KubeLabSpawner.api_server.ports[0]"]
+        "KubeLabSpawner.api_server.cidrs[0]",
+        "KubeLabSpawner.api_server.ports[0]",
+    ]
 
 
 def test_extra_egress_for_the_labs_own_services() -> None:
@@ -191,7 +209,9 @@ def test_extra_egress_for_the_labs_own_services() -> None:
 
     mirror = {"to": [{"ipBlock": {"cidr": "10.20.0.5/32"}}], "ports": [{"protocol": "TCP", "port": 443}]}
     rules = extra_egress_rules([mirror], "KubeLabSpawner.network_policy_extra_egress")
-    policies = network_policies("u-alice", Isolation(hub_namespace="jhub", api_server=API, extra_egress=rules))
+    policies = network_policies(
+        "u-alice", Isolation(hub_namespace="jhub", api_server=API, extra_egress=rules)
+    )
     assert policies[-1]["metadata"]["name"] == "kubelab-extra-egress"
     for labels in (NOTEBOOK, EXPERIMENT):
         assert allowed(policies, Pod("u-alice", labels), Host("10.20.0.5"), 443)

@@ -16,23 +16,34 @@ IMAGE = "registry.example.org/lab/notebook:1"
 ESCALATIONS = {
     "privileged": {"containers": [{"name": "c", "image": IMAGE, "securityContext": {"privileged": True}}]},
     "hostPID": {"hostPID": True, "containers": [{"name": "c", "image": IMAGE}]},
-    "hostPath": {"volumes": [{"name": "root", "hostPath": {"path": "/"}}],
-                 "containers": [{"name": "c", "image": IMAGE,
-                                 "volumeMounts": [{"name": "root", "mountPath": "/host"}]}]},
+    "hostPath": {
+        "volumes": [{"name": "root", "hostPath": {"path": "/"}}],
+        "containers": [
+            {"name": "c", "image": IMAGE, "volumeMounts": [{"name": "root", "mountPath": "/host"}]}
+        ],
+    },
 }
 
 
 def job(name: str, pod_spec: dict) -> dict:
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
-            "spec": {"backoffLimit": 0, "template": {"spec": {"restartPolicy": "Never", **pod_spec}}}}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {"backoffLimit": 0, "template": {"spec": {"restartPolicy": "Never", **pod_spec}}},
+    }
 
 
 @pytest.mark.cluster
-def test_a_notebook_token_cannot_start_privileged_host_pods(cluster, kubeconfig: Path, tmp_path: Path,
-                                                            monkeypatch) -> None:
+def test_a_notebook_token_cannot_start_privileged_host_pods(
+    cluster, kubeconfig: Path, tmp_path: Path, monkeypatch
+) -> None:
     monkeypatch.delenv("KUBELAB_HUB_AUTH", raising=False)
-    prepared = [o for o in render("alice", [], {}) if o["kind"] in ("Namespace", "ServiceAccount", "Role",
-                                                                     "RoleBinding")]
+    prepared = [
+        o
+        for o in render("alice", [], {})
+        if o["kind"] in ("Namespace", "ServiceAccount", "Role", "RoleBinding")
+    ]
     _, names = create_renamed(kubeconfig, prepared, ["user-alice"])
     namespace = names["user-alice"]
     try:
@@ -41,9 +52,15 @@ def test_a_notebook_token_cannot_start_privileged_host_pods(cluster, kubeconfig:
         with config.new_client_from_config(str(notebook)) as api:
             core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
             with pytest.raises(client.ApiException) as refused:  # no pods at all from a notebook
-                core.create_namespaced_pod(namespace, {"apiVersion": "v1", "kind": "Pod",
-                                                       "metadata": {"name": "direct"},
-                                                       "spec": ESCALATIONS["privileged"]})
+                core.create_namespaced_pod(
+                    namespace,
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Pod",
+                        "metadata": {"name": "direct"},
+                        "spec": ESCALATIONS["privileged"],
+                    },
+                )
             assert refused.value.status == 403
             for name, spec in ESCALATIONS.items():  # Jobs it may create: their pods are refused
                 batch.create_namespaced_job(namespace, job(name.lower(), spec))
@@ -60,9 +77,15 @@ def test_a_notebook_token_cannot_start_privileged_host_pods(cluster, kubeconfig:
             assert sorted(refusals) == sorted(n.lower() for n in ESCALATIONS), refusals
             assert core.list_namespaced_pod(namespace).items == []
             with pytest.raises(client.ApiException) as direct:  # nor an admin: the namespace's policy
-                core.create_namespaced_pod(namespace, {"apiVersion": "v1", "kind": "Pod",
-                                                       "metadata": {"name": "admin-direct"},
-                                                       "spec": ESCALATIONS["hostPID"]})
+                core.create_namespaced_pod(
+                    namespace,
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Pod",
+                        "metadata": {"name": "admin-direct"},
+                        "spec": ESCALATIONS["hostPID"],
+                    },
+                )
             assert direct.value.status == 403 and "violates PodSecurity" in direct.value.body
     finally:
         delete_namespaces(kubeconfig, namespace)

@@ -56,7 +56,9 @@ def hub_token(kube: ControlPlane) -> str:
     kube.request("POST", "/api/v1/namespaces", {"metadata": {"name": "jhub"}})
     kube.request("POST", "/api/v1/namespaces/jhub/serviceaccounts", {"metadata": {"name": "hub"}})
     for document in yaml.safe_load_all((REPO / "hub_config" / "rbac" / "hub-clusterrole.yaml").read_text()):
-        plural = {"ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings"}[document["kind"]]
+        plural = {"ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings"}[
+            document["kind"]
+        ]
         kube.request("POST", f"/apis/rbac.authorization.k8s.io/v1/{plural}", document)
     return kube.token_for("jhub", "hub")
 
@@ -109,13 +111,16 @@ def by_kind(kube: ControlPlane, namespace: str) -> dict[str, list[str]]:
 
 
 def namespaces(kube: ControlPlane) -> list[str]:
-    return [n["metadata"]["name"] for n in listed(kube, "/api/v1/namespaces")
-            if not n["metadata"].get("deletionTimestamp")]
+    return [
+        n["metadata"]["name"]
+        for n in listed(kube, "/api/v1/namespaces")
+        if not n["metadata"].get("deletionTimestamp")
+    ]
 
 
 def start_and_run(hub: Hub, kube: ControlPlane, user: str) -> dict:
     pod = wait_pod(kube, f"user-{user}", f"jupyter-{user}")
-    hub.wait_server(user)   # scheduled, run by KWOK on 127.0.0.1, answered by the stand-in
+    hub.wait_server(user)  # scheduled, run by KWOK on 127.0.0.1, answered by the stand-in
     return pod
 
 
@@ -141,9 +146,14 @@ def test_form_shows_fields_and_live_availability(hub: Hub) -> None:
 def test_spawn_through_the_form_then_stop(hub: Hub, kube: ControlPlane, pod_stand_in) -> None:
     # the group's shared dataset claim, which an admin made in the user's namespace beforehand
     kube.request("POST", "/api/v1/namespaces", {"metadata": {"name": "user-alice"}})
-    kube.request("POST", "/api/v1/namespaces/user-alice/persistentvolumeclaims", {
-        "metadata": {"name": "datasets"},
-        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}}})
+    kube.request(
+        "POST",
+        "/api/v1/namespaces/user-alice/persistentvolumeclaims",
+        {
+            "metadata": {"name": "datasets"},
+            "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}},
+        },
+    )
     session = hub.login("alice")
     reply = hub.post_form(
         session,
@@ -222,7 +232,9 @@ def test_spawn_through_the_form_then_stop(hub: Hub, kube: ControlPlane, pod_stan
     assert hub.api("DELETE", "users/alice/server").status_code in (202, 204)
     hub.wait_server("alice", ready=False)
     assert listed(kube, "/api/v1/namespaces/user-alice/pods") == []
-    assert len(listed(kube, "/api/v1/namespaces/user-alice/persistentvolumeclaims")) == 3  # the workspace stays
+    assert (
+        len(listed(kube, "/api/v1/namespaces/user-alice/persistentvolumeclaims")) == 3
+    )  # the workspace stays
 
 
 def test_rest_api_spawn_without_gpus(hub: Hub, kube: ControlPlane) -> None:
@@ -318,6 +330,8 @@ def test_pod_security_refusal_reaches_the_form_as_a_sentence(hub: Hub, kube: Con
     session = hub.login("oscar")
     reply = hub.post_form(session, "oscar", {"group": "hostdata", "gpus": "0"})
     assert reply.status_code == 400, reply.text[-2000:]
-    assert 'violates PodSecurity &quot;baseline:latest&quot;: hostPath volumes' in reply.text or \
-        "violates PodSecurity &#34;baseline:latest&#34;: hostPath volumes" in reply.text, reply.text[-3000:]
+    assert (
+        "violates PodSecurity &quot;baseline:latest&quot;: hostPath volumes" in reply.text
+        or "violates PodSecurity &#34;baseline:latest&#34;: hostPath volumes" in reply.text
+    ), reply.text[-3000:]
     assert listed(kube, "/api/v1/namespaces/user-oscar/pods") == []

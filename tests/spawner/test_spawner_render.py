@@ -163,18 +163,24 @@ def test_the_shipped_config_loads_in_both_modes(name: str, monkeypatch: pytest.M
 
 def test_shipped_manifests_are_valid_kubernetes_objects(kubeconfig: Path) -> None:
     files = sorted((REPO / "hub_config").glob("*/*.yaml"))
-    assert {f.name for f in files} >= {"trusted-lab-pvcs.yaml", "user-pvcs.yaml", "hub-clusterrole.yaml",
-                                       "notebook-serviceaccount.yaml"}
+    assert {f.name for f in files} >= {
+        "trusted-lab-pvcs.yaml",
+        "user-pvcs.yaml",
+        "hub-clusterrole.yaml",
+        "notebook-serviceaccount.yaml",
+    }
     namespaces = ("kubelab", "jhub", "jhub-alice")
-    documents: list[dict] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
-                             for ns in namespaces]
+    documents: list[dict] = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}} for ns in namespaces
+    ]
     for path in files:
         for document in yaml.safe_load_all(path.read_text()):
             if path.name == "notebook-role.yaml":  # a template the spawner copies per namespace
                 document["metadata"]["namespace"] = "kubelab"
             documents.append(document)
-    cluster_scoped = [d["metadata"]["name"] for d in documents
-                      if d["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+    cluster_scoped = [
+        d["metadata"]["name"] for d in documents if d["kind"] in ("ClusterRole", "ClusterRoleBinding")
+    ]
     _, names = create_renamed(kubeconfig, documents, [*namespaces, *cluster_scoped])
     try:
         with config.new_client_from_config(str(kubeconfig)) as api:
@@ -195,13 +201,18 @@ def test_shipped_manifests_are_valid_kubernetes_objects(kubeconfig: Path) -> Non
 
 
 def test_a_group_on_another_cluster_is_refused(tmp_path: Path) -> None:
-    config = write_config(tmp_path, "c.KubeLabSpawner.cluster_context = 'main'\n"
-                                    "c.JupyterHub.load_groups = {'east': {'users': [], 'properties': "
-                                    "{'cluster': 'east-gpus'}}}\n")
+    config = write_config(
+        tmp_path,
+        "c.KubeLabSpawner.cluster_context = 'main'\n"
+        "c.JupyterHub.load_groups = {'east': {'users': [], 'properties': "
+        "{'cluster': 'east-gpus'}}}\n",
+    )
     done = kubelab("--user", "ann", "--group", "east", "--config", str(config))
     assert done.returncode == 2
-    assert ("group: group 'east' runs on cluster 'east-gpus', but this hub spawns on 'main'; use that "
-            "cluster's hub") in done.stderr
+    assert (
+        "group: group 'east' runs on cluster 'east-gpus', but this hub spawns on 'main'; use that "
+        "cluster's hub"
+    ) in done.stderr
 
 
 def test_kubelab_hub_starts_jupyterhub_and_prints_its_url(tmp_path: Path) -> None:
@@ -214,15 +225,26 @@ def test_kubelab_hub_starts_jupyterhub_and_prints_its_url(tmp_path: Path) -> Non
 
     need_proxy()
     port = free_port()
-    env = {**os.environ, "KUBELAB_HUB_AUTH": "shared-password", "KUBELAB_HUB_PASSWORD": "a-lab-password",
-           "HOME": str(tmp_path), "KUBELAB_HUB_RUN_AS_USERS": "0"}
-    hub = subprocess.Popen([sys.executable, "-m", "kubelab.cli", "hub", "--port", str(port), "--root",
-                            str(tmp_path / "root")], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           text=True, start_new_session=True)
+    env = {
+        **os.environ,
+        "KUBELAB_HUB_AUTH": "shared-password",
+        "KUBELAB_HUB_PASSWORD": "a-lab-password",
+        "HOME": str(tmp_path),
+        "KUBELAB_HUB_RUN_AS_USERS": "0",
+    }
+    hub = subprocess.Popen(
+        [sys.executable, "-m", "kubelab.cli", "hub", "--port", str(port), "--root", str(tmp_path / "root")],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         first = hub.stdout.readline()
-        assert first.strip() == (f"kubelab hub: http://localhost:{port}/  (any user name; "
-                                 "password: a-lab-password)")
+        assert first.strip() == (
+            f"kubelab hub: http://localhost:{port}/  (any user name; password: a-lab-password)"
+        )
         deadline = time.monotonic() + 60
         while True:
             try:

@@ -40,7 +40,7 @@ def test_unset_storage_class_leaves_kubespawner_home_claim_to_the_cluster_defaul
     claim, storage = built()
     assert "volume.beta.kubernetes.io/storage-class" not in (claim.metadata.annotations or {})
     assert claim.spec.storage_class_name is None
-    assert storage.storage_class is None   # kubelab's own claims: the default too
+    assert storage.storage_class is None  # kubelab's own claims: the default too
 
 
 @pytest.mark.cluster

@@ -55,8 +55,9 @@ def test_the_watch_follows_nodes_and_pods_without_listing_per_view(simulated_clu
     # pods are not counted)
     tag = uuid.uuid4().hex[:6]
     t4, v100, user = f"T4-{tag}", f"V100-{tag}", f"ann-{tag}"
-    catalog = Catalog.parse({"gpu_types": [{"name": "T4", "label_value": t4},
-                                           {"name": "V100", "label_value": v100}]})
+    catalog = Catalog.parse(
+        {"gpu_types": [{"name": "T4", "label_value": t4}, {"name": "V100", "label_value": v100}]}
+    )
     simulated_cluster.add_node(NodeSpec(f"t4-{tag}", gpus=2, gpu_type=t4))
     simulated_cluster.wait_node_ready(f"t4-{tag}")
     pod_name = f"a-{tag}"
@@ -71,10 +72,11 @@ def test_the_watch_follows_nodes_and_pods_without_listing_per_view(simulated_clu
             assert watch.current() is first  # cached until something changes
             simulated_cluster.add_node(NodeSpec(f"v100-{tag}", gpus=8, gpu_type=v100))
             await _until(lambda: watch.current().types["V100"] == TypeCount(8, 8))
-            simulated_cluster.request("POST", "/api/v1/namespaces/default/pods",
-                                      gpu_pod(pod_name, user, 3, {"gpu-type": v100}))
+            simulated_cluster.request(
+                "POST", "/api/v1/namespaces/default/pods", gpu_pod(pod_name, user, 3, {"gpu-type": v100})
+            )
             await _until(lambda: watch.current().types["V100"].free == 5)
-            await _until(lambda: watch.current().user(user).gpus == 3)   # KWOK runs it
+            await _until(lambda: watch.current().user(user).gpus == 3)  # KWOK runs it
             simulated_cluster.end_pod("default", pod_name)
             await _until(lambda: watch.current().types["V100"].free == 8)
             await watch.stop()

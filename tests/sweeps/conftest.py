@@ -27,13 +27,3 @@ def sweep_env(tmp_path, monkeypatch):
 @pytest.fixture
 def sweeps(sweep_env) -> Sweeps:
     return Sweeps(Experiments())
-
-
-
-
-
-
-
-
-
-

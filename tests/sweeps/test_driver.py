@@ -39,7 +39,10 @@ def write_script(folder, name: str, body: str):
 
 
 def test_parameters_reach_the_trial_as_arguments_env_and_template(sweeps, sweep_env):
-    write_script(sweep_env, "trial.py", """
+    write_script(
+        sweep_env,
+        "trial.py",
+        """
         import json, os, sys
         import kubelab
         args = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--"))
@@ -50,12 +53,18 @@ def test_parameters_reach_the_trial_as_arguments_env_and_template(sweeps, sweep_
         assert env["fixed"] == 7  # the template's own params pass through
         kubelab.report(step=0, loss=abs(env["x"]))
         kubelab.report(step=1, loss=abs(env["x"]) / 2)
-    """)
-    record = sweeps.create(spec(
-        space={"x": {"_type": "uniform", "_value": [-1, 1]}, "act": {"_type": "choice", "_value": ["relu", "tanh"]}},
-        max_trials=4,
-        trial={"command": "TEMPLATED={{ x }} python trial.py", "params": {"fixed": 7}},
-    ))
+    """,
+    )
+    record = sweeps.create(
+        spec(
+            space={
+                "x": {"_type": "uniform", "_value": [-1, 1]},
+                "act": {"_type": "choice", "_value": ["relu", "tanh"]},
+            },
+            max_trials=4,
+            trial={"command": "TEMPLATED={{ x }} python trial.py", "params": {"fixed": 7}},
+        )
+    )
     assert record["status"] == "Running" and record["counts"]["running"] == 0
     done = wait_sweep(sweeps, record["id"])
     assert done["status"] == "Succeeded", done
@@ -67,8 +76,12 @@ def test_parameters_reach_the_trial_as_arguments_env_and_template(sweeps, sweep_
         assert row["status"] == "Succeeded" and row["sweep"] == record["id"]
         assert row["objective"] == pytest.approx(abs(row["params"]["x"]) / 2)  # the last value reported
     best = min(trials, key=lambda t: t["objective"])
-    assert done["best"] == {"trial": best["trial"], "id": best["id"], "value": best["objective"],
-                            "params": {"x": best["params"]["x"], "act": best["params"]["act"]}}
+    assert done["best"] == {
+        "trial": best["trial"],
+        "id": best["id"],
+        "value": best["objective"],
+        "params": {"x": best["params"]["x"], "act": best["params"]["act"]},
+    }
     assert set(shown["importance"]) <= {"x", "act"} and shown["importance"]
     assert shown["spec"]["trial"]["params"] == {"fixed": 7}
 
@@ -119,19 +132,29 @@ PRUNERS = {
 
 def test_every_pruner_stops_clearly_bad_trials(sweeps, sweep_env):
     # Three good trials first (concurrency 1, batch order), then two ten times worse.
-    write_script(sweep_env, "curve.py", """
+    write_script(
+        sweep_env,
+        "curve.py",
+        """
         import time, kubelab
         scale = 10.0 if kubelab.params()["quality"] == "bad" else 1.0
         for step in range(8):
             kubelab.report(step=step, loss=scale / (step + 1))
             time.sleep(0.12)
-    """)
+    """,
+    )
     batch = [{"quality": q} for q in ("good", "good", "good", "bad", "bad")]
     created = {
-        name: sweeps.create({
-            "tuner": "batch", "batch": batch, "concurrency": 1, "objective": {"metric": "loss"},
-            "early_stopping": {"name": name, "args": args}, "trial": {"command": ["python", "curve.py"]},
-        })["id"]
+        name: sweeps.create(
+            {
+                "tuner": "batch",
+                "batch": batch,
+                "concurrency": 1,
+                "objective": {"metric": "loss"},
+                "early_stopping": {"name": name, "args": args},
+                "trial": {"command": ["python", "curve.py"]},
+            }
+        )["id"]
         for name, args in PRUNERS.items()
     }
     lab = Experiments()
@@ -153,10 +176,16 @@ def test_every_pruner_stops_clearly_bad_trials(sweeps, sweep_env):
 
 def test_crashing_trials_fail_the_sweep_after_max_failed_trials(sweeps):
     crash = "import kubelab, sys; p = kubelab.params(); sys.exit(3) if p['x'] > 0 else kubelab.report(loss=1)"
-    record = sweeps.create(spec(
-        space={"x": {"_type": "choice", "_value": [1, 2]}}, tuner="random", max_trials=10,
-        max_failed_trials=1, concurrency=1, trial={"command": ["python", "-c", crash]},
-    ))
+    record = sweeps.create(
+        spec(
+            space={"x": {"_type": "choice", "_value": [1, 2]}},
+            tuner="random",
+            max_trials=10,
+            max_failed_trials=1,
+            concurrency=1,
+            trial={"command": ["python", "-c", crash]},
+        )
+    )
     done = wait_sweep(sweeps, record["id"])
     assert done["status"] == "Failed", done
     assert "2 trials failed, more than max_failed_trials (1)" in done["reason"]
@@ -167,9 +196,13 @@ def test_crashing_trials_fail_the_sweep_after_max_failed_trials(sweeps):
 
 
 def test_a_trial_that_never_reports_the_objective_counts_as_failed(sweeps):
-    record = sweeps.create(spec(
-        tuner="random", max_trials=2, trial={"command": ["python", "-c", "import kubelab; kubelab.report(val_loss=1)"]},
-    ))
+    record = sweeps.create(
+        spec(
+            tuner="random",
+            max_trials=2,
+            trial={"command": ["python", "-c", "import kubelab; kubelab.report(val_loss=1)"]},
+        )
+    )
     done = wait_sweep(sweeps, record["id"])
     assert done["status"] == "Failed", done
     assert done["counts"]["failed"] == 2 and done["best"] is None
@@ -183,12 +216,18 @@ def test_a_trial_that_never_reports_the_objective_counts_as_failed(sweeps):
 
 
 def test_non_finite_objective_is_a_failed_trial(sweeps):
-    record = sweeps.create(spec(
-        tuner="random", max_trials=1, trial={"command": ["python", "-c", "import kubelab; kubelab.report(loss=float('nan'))"]},
-    ))
+    record = sweeps.create(
+        spec(
+            tuner="random",
+            max_trials=1,
+            trial={"command": ["python", "-c", "import kubelab; kubelab.report(loss=float('nan'))"]},
+        )
+    )
     done = wait_sweep(sweeps, record["id"])
     assert done["status"] == "Failed"
-    assert sweeps.get(record["id"])["trials"][0]["result_reason"] == "trial 0 reported a non-finite 'loss' (nan)"
+    assert (
+        sweeps.get(record["id"])["trials"][0]["result_reason"] == "trial 0 reported a non-finite 'loss' (nan)"
+    )
 
 
 @pytest.mark.parametrize("point", ["after-ask", "before-submit", "after-submit", "after-tell"])
@@ -220,11 +259,15 @@ def assert_exactly_once(sweeps: Sweeps, sweep_id: str, count: int) -> None:
 
 
 def test_sigkilled_driver_is_restarted_by_whoever_looks_and_reattaches(sweeps, sweep_env):
-    write_script(sweep_env, "slow.py", """
+    write_script(
+        sweep_env,
+        "slow.py",
+        """
         import time, kubelab
         time.sleep(0.4)
         kubelab.report(loss=kubelab.params()["x"] ** 2)
-    """)
+    """,
+    )
     record = sweeps.create(spec(tuner="tpe", max_trials=6, trial={"command": ["python", "slow.py"]}))
     wait_sweep(sweeps, record["id"], until=lambda r: r["finished"] >= 2 and r["counts"]["running"] == 2)
     state = sweeps.sweep(record["id"]).read_state()
@@ -241,12 +284,16 @@ def test_sigkilled_driver_is_restarted_by_whoever_looks_and_reattaches(sweeps, s
 
 
 def test_stop_then_resume_with_a_larger_budget(sweeps, sweep_env):
-    write_script(sweep_env, "waits.py", """
+    write_script(
+        sweep_env,
+        "waits.py",
+        """
         import os, time, kubelab
         while not os.path.exists("go"):
             time.sleep(0.05)
         kubelab.report(loss=1.0)
-    """)
+    """,
+    )
     record = sweeps.create(spec(tuner="random", max_trials=2, trial={"command": ["python", "waits.py"]}))
     wait_sweep(sweeps, record["id"], until=lambda r: r["counts"]["running"] == 2)
     stopped = sweeps.stop(record["id"])
@@ -267,12 +314,16 @@ def test_stop_then_resume_with_a_larger_budget(sweeps, sweep_env):
 
 
 def test_extend_a_running_and_a_finished_sweep(sweeps, sweep_env):
-    write_script(sweep_env, "gate.py", """
+    write_script(
+        sweep_env,
+        "gate.py",
+        """
         import os, time, kubelab
         while not os.path.exists("go"):
             time.sleep(0.05)
         kubelab.report(loss=kubelab.params()["x"])
-    """)
+    """,
+    )
     record = sweeps.create(spec(tuner="random", max_trials=2, trial={"command": ["python", "gate.py"]}))
     wait_sweep(sweeps, record["id"], until=lambda r: r["counts"]["running"] == 2)
     extended = sweeps.extend(record["id"], {"max_trials": 3})
@@ -295,8 +346,14 @@ def test_extend_a_running_and_a_finished_sweep(sweeps, sweep_env):
 
 
 def test_max_duration_stops_running_trials(sweeps):
-    record = sweeps.create(spec(tuner="random", max_trials=None, max_duration="1h",
-                                trial={"command": ["python", "-c", "import time; time.sleep(60)"]}))
+    record = sweeps.create(
+        spec(
+            tuner="random",
+            max_trials=None,
+            max_duration="1h",
+            trial={"command": ["python", "-c", "import time; time.sleep(60)"]},
+        )
+    )
     wait_sweep(sweeps, record["id"], until=lambda r: r["counts"]["running"] == 2)
     assert sweeps.extend(record["id"], {"max_duration": 0.5})["max_duration"] == 0.5  # already past it
     done = wait_sweep(sweeps, record["id"], timeout=30)
@@ -330,7 +387,9 @@ def test_unknown_tuner_and_impossible_tuner_start_nothing(sweeps):
     with pytest.raises(ValidationError) as refused:
         sweeps.create(spec(tuner="tpee"))
     assert "unknown tuner 'tpee'; did you mean 'tpe'?" in refused.value.message()
-    nested = {"l": {"_type": "choice", "_value": [{"_name": "a", "x": {"_type": "uniform", "_value": [0, 1]}}]}}
+    nested = {
+        "l": {"_type": "choice", "_value": [{"_name": "a", "x": {"_type": "uniform", "_value": [0, 1]}}]}
+    }
     with pytest.raises(ValidationError) as refused:
         sweeps.create(spec(tuner="grid", space=nested))
     assert "grid cannot search 'x' inside a nested choice" in refused.value.message()
@@ -338,7 +397,9 @@ def test_unknown_tuner_and_impossible_tuner_start_nothing(sweeps):
 
 
 def test_duplicate_parameter_names_start_nothing(sweeps, sweep_env):
-    (sweep_env / "space.yml").write_text("lr: {_type: uniform, _value: [0, 1]}\nlr: {_type: uniform, _value: [0, 2]}\n")
+    (sweep_env / "space.yml").write_text(
+        "lr: {_type: uniform, _value: [0, 1]}\nlr: {_type: uniform, _value: [0, 2]}\n"
+    )
     with pytest.raises(ValidationError) as refused:
         sweeps.create(spec(space=None, space_file="space.yml"))
     assert "duplicate key 'lr'" in refused.value.message()
@@ -348,7 +409,9 @@ def test_duplicate_parameter_names_start_nothing(sweeps, sweep_env):
 def test_trial_template_problems_start_nothing(sweeps):
     with pytest.raises(ValidationError) as refused:
         sweeps.create(spec(trial={"command": ["python", "x.py"], "workdir": "missing"}))
-    assert [(f.path, f.reason) for f in refused.value.fields] == [("trial.workdir", "'missing' does not exist")]
+    assert [(f.path, f.reason) for f in refused.value.fields] == [
+        ("trial.workdir", "'missing' does not exist")
+    ]
     with pytest.raises(ValidationError) as refused:
         sweeps.create(spec(objective={"metric": "loss", "direction": "down"}))
     assert "objective.direction" in refused.value.message()
@@ -372,12 +435,16 @@ def test_unknown_sweep_ids(sweeps):
 def test_a_second_driver_leaves_the_sweep_to_the_first(sweeps, sweep_env):
     from kubelab.sweeps.driver import Driver
 
-    write_script(sweep_env, "gate.py", """
+    write_script(
+        sweep_env,
+        "gate.py",
+        """
         import os, time, kubelab
         while not os.path.exists("go"):
             time.sleep(0.05)
         kubelab.report(loss=1)
-    """)
+    """,
+    )
     record = sweeps.create(spec(tuner="random", max_trials=1, trial={"command": ["python", "gate.py"]}))
     wait_sweep(sweeps, record["id"], until=lambda r: r["counts"]["running"] == 1)
     sweep = sweeps.sweep(record["id"])

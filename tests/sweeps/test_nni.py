@@ -29,19 +29,29 @@ def run_trial(code: str, env: dict[str, str], cwd: Path) -> subprocess.Completed
     """Run `code` as a trial process would see it: the shim on PYTHONPATH, kubelab's variables set."""
     full = {k: v for k, v in os.environ.items() if not k.startswith("KUBELAB_")}
     full.update(env, PYTHONPATH=str(SHIMS))
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full, cwd=cwd,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=full,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_trial_api_writes_kubelab_metrics(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     env = {
-        "KUBELAB_RUN_DIR": str(run), "KUBELAB_RUN_ID": "1m7zsfq8wjq7", "KUBELAB_SWEEP_ID": "1m7zsfp2pjcr",
-        "KUBELAB_TRIAL": "4", "KUBELAB_PARAMS": json.dumps({"lr": 0.1, "fixed": 1}),
+        "KUBELAB_RUN_DIR": str(run),
+        "KUBELAB_RUN_ID": "1m7zsfq8wjq7",
+        "KUBELAB_SWEEP_ID": "1m7zsfp2pjcr",
+        "KUBELAB_TRIAL": "4",
+        "KUBELAB_PARAMS": json.dumps({"lr": 0.1, "fixed": 1}),
         "KUBELAB_NNI_PARAMS": json.dumps({"lr": 0.1, "layer": {"_name": "conv", "kernel": 3}}),
     }
-    done = run_trial("""
+    done = run_trial(
+        """
         import json, sys
         before = set(sys.modules)
         import nni
@@ -55,7 +65,10 @@ def test_trial_api_writes_kubelab_metrics(tmp_path):
         nni.report_intermediate_result(0.5)
         nni.report_intermediate_result({"default": 0.6, "acc": 0.7, "note": "text is dropped"})
         nni.report_final_result({"default": 0.9, "loss": 0.1})
-    """, env, tmp_path)
+    """,
+        env,
+        tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     trial_id, experiment, sequence, module = done.stdout.split()
     assert (trial_id, experiment, sequence) == ("1m7zsfq8wjq7", "1m7zsfp2pjcr", "4")
@@ -70,12 +83,16 @@ def test_trial_api_writes_kubelab_metrics(tmp_path):
 
 
 def test_standalone_mode_outside_kubelab(tmp_path):
-    done = run_trial("""
+    done = run_trial(
+        """
         import nni
         assert nni.get_next_parameter() == {}
         assert (nni.get_trial_id(), nni.get_experiment_id(), nni.get_sequence_id()) == ("STANDALONE", "STANDALONE", 0)
         nni.report_final_result(0.5)
-    """, {}, tmp_path)
+    """,
+        {},
+        tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     assert "final result 0.5" in done.stderr
     assert not list(tmp_path.rglob("metrics.jsonl"))
@@ -84,11 +101,15 @@ def test_standalone_mode_outside_kubelab(tmp_path):
 def test_bad_results_are_explained_not_recorded(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
-    done = run_trial("""
+    done = run_trial(
+        """
         import nni
         nni.report_final_result("high")
         nni.report_final_result({"accuracy": 0.9})
-    """, {"KUBELAB_RUN_DIR": str(run)}, tmp_path)
+    """,
+        {"KUBELAB_RUN_DIR": str(run)},
+        tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     assert "the result must be a number or a dict with 'default', not 'high'" in done.stderr
     assert "a dict result needs a numeric 'default' key (the objective); got ['accuracy']" in done.stderr
@@ -106,7 +127,9 @@ def test_merge_parameter_like_nni():
     assert merge_parameter({"a": 1, "b": "x"}, {"b": "y"}) == {"a": 1, "b": "y"}
     with pytest.raises(ValueError, match="Key 'batch' not found in base parameters."):
         merge_parameter(parser.parse_args([]), {"batch": 32})
-    with pytest.raises(ValueError, match="Expected 'epochs' in override parameters to have type 'int', but found 'str'."):
+    with pytest.raises(
+        ValueError, match="Expected 'epochs' in override parameters to have type 'int', but found 'str'."
+    ):
         merge_parameter({"epochs": 3}, {"epochs": "many"})
     with pytest.raises(ValueError, match="type 'int', but found 'float'"):
         merge_parameter({"epochs": 3}, {"epochs": 2.5})
@@ -120,10 +143,12 @@ def test_the_shim_takes_precedence_over_an_installed_nni(sweeps, sweep_env):
     fake = sweep_env / "site" / "nni"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("raise ImportError('the real NNI was imported')\n")
-    record = sweeps.lab.submit({
-        "command": ["python", "-c", "import nni; nni.report_final_result(1.5); print(nni.__file__)"],
-        "env": {"PYTHONPATH": str(sweep_env / "site")},
-    })
+    record = sweeps.lab.submit(
+        {
+            "command": ["python", "-c", "import nni; nni.report_final_result(1.5); print(nni.__file__)"],
+            "env": {"PYTHONPATH": str(sweep_env / "site")},
+        }
+    )
     from kubelab_testing import wait_until
 
     done = wait_until(sweeps.lab, record["id"])
@@ -132,7 +157,7 @@ def test_the_shim_takes_precedence_over_an_installed_nni(sweeps, sweep_env):
     assert str(SHIMS) in sweeps.lab.run(record["id"]).log_file().read_text()
 
 
-TRIAL = '''
+TRIAL = """
 import argparse, math, time
 import nni
 from nni.utils import merge_parameter
@@ -146,33 +171,52 @@ accuracy = 1 - abs(math.log10(args.lr) + 2) / 4
 for epoch in range(3):
     nni.report_intermediate_result(accuracy * (epoch + 1) / 3)
 nni.report_final_result({"default": accuracy, "sequence": nni.get_sequence_id()})
-'''
+"""
 
 
 def test_nni_trial_and_config_run_unchanged_through_the_cli(sweep_env):
     project = sweep_env / "mnist"
     project.mkdir()
     (project / "trial.py").write_text(TRIAL)
-    (project / "search_space.json").write_text(json.dumps({
-        "lr": {"_type": "loguniform", "_value": [0.0001, 0.1]},
-        "layer": {"_type": "choice", "_value": [
-            {"_name": "dense", "units": {"_type": "choice", "_value": [16, 32]}},
-            {"_name": "conv", "kernel": {"_type": "randint", "_value": [1, 4]}},
-        ]},
-    }))
-    (project / "config.yml").write_text(yaml.safe_dump({
-        "experimentName": "nni-mnist",
-        "searchSpaceFile": "search_space.json",
-        "trialCommand": "python3 trial.py",
-        "trialCodeDirectory": ".",
-        "trialConcurrency": 2,
-        "maxTrialNumber": 4,
-        "tuner": {"name": "TPE", "classArgs": {"optimize_mode": "maximize"}},
-        "assessor": {"name": "Medianstop", "classArgs": {"optimize_mode": "maximize", "start_step": 1}},
-        "trainingService": {"platform": "local"},
-    }))
-    done = subprocess.run([sys.executable, "-m", "kubelab.cli", "sweep", "-f", "mnist/config.yml", "--wait",
-                           "-o", "json"], capture_output=True, text=True, cwd=sweep_env, timeout=120)
+    (project / "search_space.json").write_text(
+        json.dumps(
+            {
+                "lr": {"_type": "loguniform", "_value": [0.0001, 0.1]},
+                "layer": {
+                    "_type": "choice",
+                    "_value": [
+                        {"_name": "dense", "units": {"_type": "choice", "_value": [16, 32]}},
+                        {"_name": "conv", "kernel": {"_type": "randint", "_value": [1, 4]}},
+                    ],
+                },
+            }
+        )
+    )
+    (project / "config.yml").write_text(
+        yaml.safe_dump(
+            {
+                "experimentName": "nni-mnist",
+                "searchSpaceFile": "search_space.json",
+                "trialCommand": "python3 trial.py",
+                "trialCodeDirectory": ".",
+                "trialConcurrency": 2,
+                "maxTrialNumber": 4,
+                "tuner": {"name": "TPE", "classArgs": {"optimize_mode": "maximize"}},
+                "assessor": {
+                    "name": "Medianstop",
+                    "classArgs": {"optimize_mode": "maximize", "start_step": 1},
+                },
+                "trainingService": {"platform": "local"},
+            }
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "kubelab.cli", "sweep", "-f", "mnist/config.yml", "--wait", "-o", "json"],
+        capture_output=True,
+        text=True,
+        cwd=sweep_env,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     record = json.loads(done.stdout)
     assert record["status"] == "Succeeded" and record["name"] == "nni-mnist"
@@ -192,14 +236,27 @@ def test_nni_config_over_the_service_with_bad_keys(sweeps, sweep_env):
     from kubelab.errors import ValidationError
 
     with pytest.raises(ValidationError) as refused:
-        sweeps.create({"nni": {"trialCommand": "python3 trial.py", "searchSpace": {}, "maxTrialNumbr": 3,
-                               "tuner": {"name": "TPE"}}})
+        sweeps.create(
+            {
+                "nni": {
+                    "trialCommand": "python3 trial.py",
+                    "searchSpace": {},
+                    "maxTrialNumbr": 3,
+                    "tuner": {"name": "TPE"},
+                }
+            }
+        )
     assert "maxTrialNumbr: unknown NNI config key; did you mean 'maxTrialNumber'?" in refused.value.message()
     assert not sweeps.store.root.exists() or not list(sweeps.store.root.iterdir())
-    record = sweeps.create({"nni": {
-        "trialCommand": "python3 -c 'import nni; nni.report_final_result(nni.get_next_parameter()[\"x\"])'",
-        "searchSpace": {"x": {"_type": "choice", "_value": [3, 1, 2]}},
-        "tuner": {"name": "GridSearch"}, "trialConcurrency": 3,
-    }})
+    record = sweeps.create(
+        {
+            "nni": {
+                "trialCommand": "python3 -c 'import nni; nni.report_final_result(nni.get_next_parameter()[\"x\"])'",
+                "searchSpace": {"x": {"_type": "choice", "_value": [3, 1, 2]}},
+                "tuner": {"name": "GridSearch"},
+                "trialConcurrency": 3,
+            }
+        }
+    )
     done = wait_sweep(sweeps, record["id"])
     assert done["status"] == "Succeeded" and done["best"]["value"] == 1 and done["counts"]["succeeded"] == 3

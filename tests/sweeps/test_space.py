@@ -151,7 +151,12 @@ def test_nested_names_reused_elsewhere_are_qualified_in_the_flat_parameters():
     flat = space.flatten({"kernel": 2, "layer": {"_name": "conv", "kernel": 5}})
     assert flat == {"kernel": 2, "layer": "conv", "layer.conv.kernel": 5}
     space = SearchSpace.parse(
-        {"layer": {"_type": "choice", "_value": [{"_name": "a", "layer": {"_type": "choice", "_value": [1]}}]}}
+        {
+            "layer": {
+                "_type": "choice",
+                "_value": [{"_name": "a", "layer": {"_type": "choice", "_value": [1]}}],
+            }
+        }
     )
     assert space.flatten({"layer": {"_name": "a", "layer": 1}}) == {"layer": "a", "layer.a.layer": 1}
     # two nested choices side by side, both active at once: both are qualified

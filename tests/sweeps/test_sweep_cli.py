@@ -15,8 +15,14 @@ import yaml
 @pytest.fixture
 def cli(sweep_env):
     def run(*args: str, rc: int | None = 0) -> subprocess.CompletedProcess:
-        done = subprocess.run([sys.executable, "-m", "kubelab.cli", "sweep", *args], capture_output=True,
-                              text=True, env=dict(os.environ), cwd=sweep_env, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "kubelab.cli", "sweep", *args],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ),
+            cwd=sweep_env,
+            timeout=120,
+        )
         if rc is not None:
             assert done.returncode == rc, done.stdout + done.stderr
         return done
@@ -40,7 +46,10 @@ def write_spec(folder, **fields) -> str:
 
 def test_wait_ls_show_and_resume(cli, sweep_env):
     done = cli("-f", write_spec(sweep_env), "--wait")
-    assert "trial 0: complete" in done.stderr and "Succeeded: the grid tuner tried every configuration" in done.stderr
+    assert (
+        "trial 0: complete" in done.stderr
+        and "Succeeded: the grid tuner tried every configuration" in done.stderr
+    )
     assert "best: trial" in done.stdout and "loss=2" in done.stdout
     listed = json.loads(cli("ls", "-o", "json").stdout)["items"]
     assert len(listed) == 1 and listed[0]["best"]["value"] == 2 and listed[0]["tuner"] == "grid"
@@ -60,21 +69,39 @@ def test_wait_ls_show_and_resume(cli, sweep_env):
 
 
 def test_failing_sweep_exits_non_zero_with_json(cli, sweep_env):
-    spec = write_spec(sweep_env, tuner="random", max_trials=2, max_failed_trials=0,
-                      trial={"command": ["python", "-c", "import sys; sys.exit(2)"]})
+    spec = write_spec(
+        sweep_env,
+        tuner="random",
+        max_trials=2,
+        max_failed_trials=0,
+        trial={"command": ["python", "-c", "import sys; sys.exit(2)"]},
+    )
     done = cli("-o", "json", "-f", spec, "--wait", rc=1)
     record = json.loads(done.stdout)
     assert record["status"] == "Failed"
     # Both trials may run at once (concurrency), so either can be the one that tips it over.
-    assert re.search(r"more than max_failed_trials \(0\); last: trial [01] failed: replica 0 exited with code 2",
-                     record["reason"]), record["reason"]
+    assert re.search(
+        r"more than max_failed_trials \(0\); last: trial [01] failed: replica 0 exited with code 2",
+        record["reason"],
+    ), record["reason"]
 
 
 def test_stop_and_resume_from_the_cli(cli, sweep_env):
-    spec = write_spec(sweep_env, tuner="random", max_trials=2, space={"x": {"_type": "uniform", "_value": [0, 1]}},
-                      trial={"command": ["python", "-c", "import os, time, kubelab\n"
-                                         "while not os.path.exists('go'): time.sleep(0.05)\n"
-                                         "kubelab.report(loss=1)"]})
+    spec = write_spec(
+        sweep_env,
+        tuner="random",
+        max_trials=2,
+        space={"x": {"_type": "uniform", "_value": [0, 1]}},
+        trial={
+            "command": [
+                "python",
+                "-c",
+                "import os, time, kubelab\n"
+                "while not os.path.exists('go'): time.sleep(0.05)\n"
+                "kubelab.report(loss=1)",
+            ]
+        },
+    )
     sweep_id = cli("-f", spec).stdout.strip()
     stopped = cli("stop", sweep_id)
     assert stopped.stdout.strip() == f"sweep {sweep_id} Stopped: stopped by user"
@@ -89,11 +116,17 @@ def test_bad_input_is_refused_with_the_field(cli, sweep_env):
     bad = cli("-f", write_spec(sweep_env, space={"lr": {"_type": "loguniform", "_value": [-1, 1]}}), rc=2)
     assert bad.stderr.startswith("kubelab: invalid") and "space.lr" in bad.stderr
     duplicate = sweep_env / "dup.yml"
-    duplicate.write_text("space: {x: {_type: choice, _value: [1]}}\nspace: {y: {_type: choice, _value: [2]}}\n")
+    duplicate.write_text(
+        "space: {x: {_type: choice, _value: [1]}}\nspace: {y: {_type: choice, _value: [2]}}\n"
+    )
     assert "duplicate key 'space'" in cli("-f", "dup.yml", rc=2).stderr
     assert "no such file" in cli("-f", "missing.yml", rc=2).stderr
     assert "give a sweep spec with -f FILE" in cli(rc=2).stderr
     as_json = json.loads(cli("-f", write_spec(sweep_env, tuner="smac"), "-o", "json", rc=2).stderr)
-    assert as_json["fields"][0]["path"] == "tuner" and "SMAC is not available" in as_json["fields"][0]["reason"]
+    assert (
+        as_json["fields"][0]["path"] == "tuner" and "SMAC is not available" in as_json["fields"][0]["reason"]
+    )
     assert "no sweep 'nope'" in cli("show", "nope", rc=2).stderr
-    assert not (sweep_env.parent / "home" / "sweeps").exists() or not list((sweep_env.parent / "home" / "sweeps").iterdir())
+    assert not (sweep_env.parent / "home" / "sweeps").exists() or not list(
+        (sweep_env.parent / "home" / "sweeps").iterdir()
+    )

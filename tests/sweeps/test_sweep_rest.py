@@ -21,12 +21,23 @@ SCRIPT = "import time, kubelab; time.sleep(0.2); kubelab.report(loss=kubelab.par
 
 
 def sweep_spec(**fields) -> dict:
-    return {"space": SPACE, "objective": {"metric": "loss"}, "tuner": "random", "max_trials": 3,
-            "concurrency": 2, "trial": {"command": ["python", "-c", SCRIPT]}, **fields}
+    return {
+        "space": SPACE,
+        "objective": {"metric": "loss"},
+        "tuner": "random",
+        "max_trials": 3,
+        "concurrency": 2,
+        "trial": {"command": ["python", "-c", SCRIPT]},
+        **fields,
+    }
 
 
 def server_env(base) -> dict[str, str]:
-    return {"KUBELAB_MACHINE_DIR": str(base / "machine"), "KUBELAB_STOP_GRACE": "2", "KUBELAB_SWEEP_CRASH": ""}
+    return {
+        "KUBELAB_MACHINE_DIR": str(base / "machine"),
+        "KUBELAB_STOP_GRACE": "2",
+        "KUBELAB_SWEEP_CRASH": "",
+    }
 
 
 @pytest.fixture(scope="module")
@@ -83,8 +94,22 @@ def test_create_list_get_extend_with_events(server):
     assert created.status_code == 201, created.text
     record = created.json()
     assert record["status"] == "Running" and record["name"] == "rest" and record["max_trials"] == 3
-    assert set(record) >= {"id", "name", "status", "reason", "objective", "tuner", "early_stopping", "max_trials",
-                           "concurrency", "counts", "finished", "best", "created_at", "finished_at"}
+    assert set(record) >= {
+        "id",
+        "name",
+        "status",
+        "reason",
+        "objective",
+        "tuner",
+        "early_stopping",
+        "max_trials",
+        "concurrency",
+        "counts",
+        "finished",
+        "best",
+        "created_at",
+        "finished_at",
+    }
     sweep_id = record["id"]
     listed = server.get("sweeps").json()
     assert listed["items"][0]["id"] == sweep_id
@@ -127,10 +152,18 @@ def test_stop_resume_and_nni_body(server):
     code = server.root / "nni"
     code.mkdir()
     (code / "trial.py").write_text("import nni\nnni.report_final_result(nni.get_next_parameter()['x'])\n")
-    nni = server.post("sweeps", {"nni": {
-        "trialCommand": "python3 trial.py", "trialCodeDirectory": "nni", "maxTrialNumber": 2,
-        "searchSpace": SPACE, "tuner": {"name": "Random"},
-    }})
+    nni = server.post(
+        "sweeps",
+        {
+            "nni": {
+                "trialCommand": "python3 trial.py",
+                "trialCodeDirectory": "nni",
+                "maxTrialNumber": 2,
+                "searchSpace": SPACE,
+                "tuner": {"name": "Random"},
+            }
+        },
+    )
     assert nni.status_code == 201, nni.text
     assert nni.json()["objective"] == {"metric": "default", "direction": "minimize"}
     done = wait_status(server, nni.json()["id"], lambda r: r["status"] != "Running")
@@ -143,10 +176,15 @@ def test_errors_name_the_field_and_start_nothing(server):
     assert bad.json()["error"] == "invalid" and bad.json()["fields"][0]["path"].startswith("space.lr")
     unknown = server.post("sweeps", sweep_spec(tuner="hyperopt"))
     assert unknown.status_code == 422 and "unknown tuner 'hyperopt'" in unknown.text
-    duplicate = requests.post(server.api + "sweeps", headers=server.headers, timeout=30, data=(
-        '{"space": {"lr": {"_type": "uniform", "_value": [0, 1]}, "lr": {"_type": "uniform", "_value": [0, 2]}},'
-        ' "max_trials": 1, "trial": {"command": ["true"]}}'
-    ))
+    duplicate = requests.post(
+        server.api + "sweeps",
+        headers=server.headers,
+        timeout=30,
+        data=(
+            '{"space": {"lr": {"_type": "uniform", "_value": [0, 1]}, "lr": {"_type": "uniform", "_value": [0, 2]}},'
+            ' "max_trials": 1, "trial": {"command": ["true"]}}'
+        ),
+    )
     assert duplicate.status_code == 422 and "duplicate key 'lr'" in duplicate.text
     outside = server.post("sweeps", sweep_spec(trial={"command": ["true"], "workdir": "/"}))
     assert outside.status_code == 422 and "outside the workspace" in outside.text
@@ -167,7 +205,9 @@ def test_server_killed_mid_sweep_resumes_with_nothing_lost_or_repeated(tmp_path)
     """The server and the driver both die; the next server restarts the driver, which re-attaches."""
     home, root, env = tmp_path / "home", tmp_path / "workspace", server_env(tmp_path)
     # 2 s trials: the four left after the kill cannot all end before the driver is killed too
-    spec = sweep_spec(tuner="tpe", max_trials=6, trial={"command": ["python", "-c", SCRIPT.replace("0.2", "2")]})
+    spec = sweep_spec(
+        tuner="tpe", max_trials=6, trial={"command": ["python", "-c", SCRIPT.replace("0.2", "2")]}
+    )
     with JupyterServer(root, home, env=env) as first:
         sweep_id = first.post("sweeps", spec).json()["id"]
         wait_status(first, sweep_id, lambda r: r["finished"] >= 2 and r["counts"]["running"] == 2)

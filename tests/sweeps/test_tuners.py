@@ -194,8 +194,9 @@ def test_grid_divides_continuous_parameters_ever_finer_as_nni_does():
 
 
 def test_grid_over_q_types_ends_after_every_reachable_value():
-    space = SearchSpace.parse({"z": {"_type": "quniform", "_value": [2, 3, 1]}, "x": {"_type": "choice",
-                                                                                     "_value": [5, 7]}})
+    space = SearchSpace.parse(
+        {"z": {"_type": "quniform", "_value": [2, 3, 1]}, "x": {"_type": "choice", "_value": [5, 7]}}
+    )
     tuner = Tuner(space, "grid")
     values = []
     while not tuner.exhausted():

@@ -34,15 +34,18 @@ class Kind:
         return f"{self.group}/{self.version}" if self.group else self.version
 
 
-KINDS = {k.kind: k for k in (
-    Kind("Service", "", "v1", "services"),
-    Kind("Job", "batch", "v1", "jobs"),
-    Kind("Pod", "", "v1", "pods"),
-    Kind("Event", "", "v1", "events"),
-    Kind("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs"),
-    Kind("TFJob", "kubeflow.org", "v1", "tfjobs"),
-    Kind("ResourceQuota", "", "v1", "resourcequotas"),
-)}
+KINDS = {
+    k.kind: k
+    for k in (
+        Kind("Service", "", "v1", "services"),
+        Kind("Job", "batch", "v1", "jobs"),
+        Kind("Pod", "", "v1", "pods"),
+        Kind("Event", "", "v1", "events"),
+        Kind("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs"),
+        Kind("TFJob", "kubeflow.org", "v1", "tfjobs"),
+        Kind("ResourceQuota", "", "v1", "resourcequotas"),
+    )
+}
 
 
 def _json(response: Any) -> Obj:
@@ -52,8 +55,9 @@ def _json(response: Any) -> Obj:
 class KubeApi:
     """Namespaced access for one user's service account."""
 
-    def __init__(self, api_client: client.ApiClient, namespace: str,
-                 retry: RetryPolicy = DEFAULT_RETRY) -> None:
+    def __init__(
+        self, api_client: client.ApiClient, namespace: str, retry: RetryPolicy = DEFAULT_RETRY
+    ) -> None:
         self.client = api_client
         self.namespace = namespace
         self.retry = retry
@@ -73,7 +77,8 @@ class KubeApi:
             method = getattr(api, f"list_namespaced_{_snake(kind.kind)}")
             return lambda **kw: method(ns, **kw)
         return lambda **kw: self.custom.list_namespaced_custom_object(
-            kind.group, kind.version, ns, kind.plural, **kw)
+            kind.group, kind.version, ns, kind.plural, **kw
+        )
 
     def create(self, obj: Obj) -> Obj:
         kind = KINDS[obj["kind"]]
@@ -82,8 +87,17 @@ class KubeApi:
             api = self.core if kind.group == "" else self.batch
             method = getattr(api, f"create_namespaced_{_snake(kind.kind)}")
             return _json(self.call(method, ns, obj, _preload_content=False))
-        return _json(self.call(self.custom.create_namespaced_custom_object, kind.group,
-                               kind.version, ns, kind.plural, obj, _preload_content=False))
+        return _json(
+            self.call(
+                self.custom.create_namespaced_custom_object,
+                kind.group,
+                kind.version,
+                ns,
+                kind.plural,
+                obj,
+                _preload_content=False,
+            )
+        )
 
     def get(self, kind_name: str, name: str) -> Obj | None:
         kind = KINDS[kind_name]
@@ -93,9 +107,17 @@ class KubeApi:
                 api = self.core if kind.group == "" else self.batch
                 method = getattr(api, f"read_namespaced_{_snake(kind.kind)}")
                 return _json(self.call(method, name, ns, _preload_content=False))
-            return _json(self.call(self.custom.get_namespaced_custom_object, kind.group,
-                                   kind.version, ns, kind.plural, name,
-                                   _preload_content=False))
+            return _json(
+                self.call(
+                    self.custom.get_namespaced_custom_object,
+                    kind.group,
+                    kind.version,
+                    ns,
+                    kind.plural,
+                    name,
+                    _preload_content=False,
+                )
+            )
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -112,16 +134,25 @@ class KubeApi:
                 method = getattr(api, f"delete_namespaced_{_snake(kind.kind)}")
                 self.call(method, name, ns, body=body, _preload_content=False)
             else:
-                self.call(self.custom.delete_namespaced_custom_object, kind.group, kind.version,
-                          ns, kind.plural, name, body=body, _preload_content=False)
+                self.call(
+                    self.custom.delete_namespaced_custom_object,
+                    kind.group,
+                    kind.version,
+                    ns,
+                    kind.plural,
+                    name,
+                    body=body,
+                    _preload_content=False,
+                )
         except ApiException as exc:
             if exc.status == 404:
                 return False
             raise
         return True
 
-    def list(self, kind_name: str, label_selector: str | None = None,
-             field_selector: str | None = None) -> Obj:
+    def list(
+        self, kind_name: str, label_selector: str | None = None, field_selector: str | None = None
+    ) -> Obj:
         kwargs: dict[str, Any] = {"_preload_content": False}
         if label_selector:
             kwargs["label_selector"] = label_selector
@@ -129,27 +160,40 @@ class KubeApi:
             kwargs["field_selector"] = field_selector
         return _json(self.call(self._list_fn(KINDS[kind_name]), **kwargs))
 
-    def watch(self, kind_name: str, resource_version: str, timeout: int,
-              label_selector: str | None = None) -> Any:
+    def watch(
+        self, kind_name: str, resource_version: str, timeout: int, label_selector: str | None = None
+    ) -> Any:
         """An open watch response (read it with `kubernetes.watch.watch.iter_resp_lines`)."""
-        kwargs: dict[str, Any] = {"watch": True, "resource_version": resource_version,
-                                  "timeout_seconds": timeout, "allow_watch_bookmarks": True,
-                                  "_preload_content": False}
+        kwargs: dict[str, Any] = {
+            "watch": True,
+            "resource_version": resource_version,
+            "timeout_seconds": timeout,
+            "allow_watch_bookmarks": True,
+            "_preload_content": False,
+        }
         if label_selector:
             kwargs["label_selector"] = label_selector
         return self.call(self._list_fn(KINDS[kind_name]), **kwargs)
 
     # -- pods ------------------------------------------------------------------------------
-    def pod_log(self, name: str, container: str, follow: bool = False,
-                ended: Callable[[], bool] | None = None) -> Iterator[str]:
+    def pod_log(
+        self, name: str, container: str, follow: bool = False, ended: Callable[[], bool] | None = None
+    ) -> Iterator[str]:
         """A container's log. A followed stream also ends once `ended()` has been true for a
         second: a kubelet that dies, or a node that goes away, leaves the stream open."""
-        response = self.call(self.core.read_namespaced_pod_log, name, self.namespace,
-                             container=container, follow=follow, _preload_content=False)
+        response = self.call(
+            self.core.read_namespaced_pod_log,
+            name,
+            self.namespace,
+            container=container,
+            follow=follow,
+            _preload_content=False,
+        )
         done = threading.Event()
         if follow and ended is not None:
-            threading.Thread(target=_close_when, args=(response, ended, done), daemon=True,
-                             name=f"log-watchdog-{name}").start()
+            threading.Thread(
+                target=_close_when, args=(response, ended, done), daemon=True, name=f"log-watchdog-{name}"
+            ).start()
         try:
             for chunk in response.stream(4096, decode_content=True):
                 if chunk:
@@ -173,8 +217,7 @@ class KubeApi:
         return any(r.kind == kind for r in resources.resources or [])
 
 
-def _close_when(response: Any, ended: Callable[[], bool], done: threading.Event,
-                grace: float = 1.0) -> None:
+def _close_when(response: Any, ended: Callable[[], bool], done: threading.Event, grace: float = 1.0) -> None:
     """Shut a followed log stream once `ended()` holds and `grace` seconds have let the
     last lines through."""
     while not done.wait(0.5):
@@ -186,5 +229,10 @@ def _close_when(response: Any, ended: Callable[[], bool], done: threading.Event,
 
 
 def _snake(kind: str) -> str:
-    return {"Service": "service", "Job": "job", "Pod": "pod", "Event": "event",
-            "ResourceQuota": "resource_quota"}[kind]
+    return {
+        "Service": "service",
+        "Job": "job",
+        "Pod": "pod",
+        "Event": "event",
+        "ResourceQuota": "resource_quota",
+    }[kind]

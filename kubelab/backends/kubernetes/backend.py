@@ -45,9 +45,14 @@ Obj = dict[str, Any]
 class KubernetesBackend(Backend):
     name = "kubernetes"
 
-    def __init__(self, api_client: client.ApiClient | None, nb: NotebookEnv,
-                 runs_root: Path | None = None, retry: RetryPolicy = DEFAULT_RETRY,
-                 watch_timeout: int = 300) -> None:
+    def __init__(
+        self,
+        api_client: client.ApiClient | None,
+        nb: NotebookEnv,
+        runs_root: Path | None = None,
+        retry: RetryPolicy = DEFAULT_RETRY,
+        watch_timeout: int = 300,
+    ) -> None:
         self.nb = nb
         self.retry = retry
         self.watch_timeout = watch_timeout
@@ -76,8 +81,9 @@ class KubernetesBackend(Backend):
         return cls.from_kubeconfig(os.environ.get("KUBECONFIG") or None, nb)
 
     @classmethod
-    def from_kubeconfig(cls, path: str | os.PathLike | None, nb: NotebookEnv | None = None,
-                        **kwargs: Any) -> KubernetesBackend:
+    def from_kubeconfig(
+        cls, path: str | os.PathLike | None, nb: NotebookEnv | None = None, **kwargs: Any
+    ) -> KubernetesBackend:
         """Use a kubeconfig file; its context's namespace applies unless `nb` names one."""
         nb = nb or NotebookEnv.from_environ()
         file = str(path) if path else None
@@ -85,8 +91,9 @@ class KubernetesBackend(Backend):
             api_client = config.new_client_from_config(config_file=file)
             _, active = config.list_kube_config_contexts(config_file=file)
         except (config.ConfigException, OSError) as exc:
-            raise ValidationError("no Kubernetes configuration", [FieldError(
-                "KUBECONFIG", f"cannot load a kubeconfig: {exc}")]) from exc
+            raise ValidationError(
+                "no Kubernetes configuration", [FieldError("KUBECONFIG", f"cannot load a kubeconfig: {exc}")]
+            ) from exc
         if not nb.namespace:
             namespace = (active or {}).get("context", {}).get("namespace") or "default"
             nb = _replace(nb, namespace=namespace)
@@ -103,8 +110,10 @@ class KubernetesBackend(Backend):
             if self._client is None:
                 raise KubelabError("this backend was made for rendering only")
             if not self.nb.namespace:
-                raise ValidationError("no namespace", [FieldError(
-                    "KUBELAB_NAMESPACE", "is not set and no service account namespace exists")])
+                raise ValidationError(
+                    "no namespace",
+                    [FieldError("KUBELAB_NAMESPACE", "is not set and no service account namespace exists")],
+                )
             self._api = KubeApi(self._client, self.nb.namespace, self.retry)
         return self._api
 
@@ -113,15 +122,21 @@ class KubernetesBackend(Backend):
         return self.nb.namespace
 
     # -- building --------------------------------------------------------------------------
-    def target(self, run: RunDirectory, spec: ExperimentSpec, status: Status | None = None
-               ) -> builders.Target:
+    def target(
+        self, run: RunDirectory, spec: ExperimentSpec, status: Status | None = None
+    ) -> builders.Target:
         owner = names.owner_hash(self.nb.user, str(run.path.parent.resolve()))
         return builders.Target(
-            run_id=run.id, run_dir=str(run.path), user=self.nb.user,
-            name=names.job_name(spec.display_name, run.id, owner), namespace=self.nb.namespace,
-            sweep=status.sweep if status else None, trial=status.trial if status else None,
+            run_id=run.id,
+            run_dir=str(run.path),
+            user=self.nb.user,
+            name=names.job_name(spec.display_name, run.id, owner),
+            namespace=self.nb.namespace,
+            sweep=status.sweep if status else None,
+            trial=status.trial if status else None,
             pipeline=status.pipeline if status else None,
-            pipeline_step=status.pipeline_step if status else None)
+            pipeline_step=status.pipeline_step if status else None,
+        )
 
     def render(self, spec: ExperimentSpec, run_id: str) -> list[Obj]:
         run_id = run_id if len(run_id) == 12 and run_id.isalnum() else new_id()
@@ -171,8 +186,7 @@ class KubernetesBackend(Backend):
             try:
                 self.api.delete(obj["kind"], obj["metadata"]["name"])
             except (ApiException, KubelabError) as exc:
-                log.warning("could not clean up %s %s: %s", obj["kind"],
-                            obj["metadata"]["name"], exc)
+                log.warning("could not clean up %s %s: %s", obj["kind"], obj["metadata"]["name"], exc)
 
     def _require_kubeflow(self, kind: str) -> None:
         if kind not in self._served:
@@ -181,9 +195,16 @@ class KubernetesBackend(Backend):
             except ApiException as exc:
                 raise translate(exc, "discover the Kubeflow Training Operator") from exc
         if not self._served[kind]:
-            raise ValidationError("cannot run this experiment on this cluster", [FieldError(
-                "engine", f"kubeflow needs the Kubeflow Training Operator ({kind} in "
-                "kubeflow.org/v1), which this cluster does not serve; use engine: job")])
+            raise ValidationError(
+                "cannot run this experiment on this cluster",
+                [
+                    FieldError(
+                        "engine",
+                        f"kubeflow needs the Kubeflow Training Operator ({kind} in "
+                        "kubeflow.org/v1), which this cluster does not serve; use engine: job",
+                    )
+                ],
+            )
 
     # -- the objects of a run --------------------------------------------------------------
     def _run_objects(self, run: RunDirectory) -> tuple[Obj | None, list[Obj], list[Obj]]:
@@ -199,8 +220,9 @@ class KubernetesBackend(Backend):
             for kind in self._main_kinds(run):
                 listed = self.api.list(kind, label_selector=selector)
                 mains += [dict(o, kind=kind) for o in listed.get("items") or []]
-            pods = [dict(p, kind="Pod") for p in
-                    self.api.list("Pod", label_selector=selector).get("items") or []]
+            pods = [
+                dict(p, kind="Pod") for p in self.api.list("Pod", label_selector=selector).get("items") or []
+            ]
             events = self._fetch_events(mains, pods) if mains else []
         main = next((o for o in mains if _role(o) != "ps"), None)
         return main, pods, events
@@ -259,8 +281,11 @@ class KubernetesBackend(Backend):
                 age = time.time() - run.spec_file.stat().st_mtime
                 if age < SUBMIT_GRACE:
                     return status
-                status.move(FAILED, "its Kubernetes Job no longer exists (deleted outside "
-                            "kubelab, or removed after it finished while nobody watched)")
+                status.move(
+                    FAILED,
+                    "its Kubernetes Job no longer exists (deleted outside "
+                    "kubelab, or removed after it finished while nobody watched)",
+                )
             run.write_status(status)
             return status
 
@@ -289,8 +314,14 @@ class KubernetesBackend(Backend):
                 kinds.append(kind)
             except KubelabError:
                 continue
-        self.watcher = Watcher(self.api, names.user_selector(self.nb.user), kinds,
-                               self._on_change, self._on_event, self.watch_timeout)
+        self.watcher = Watcher(
+            self.api,
+            names.user_selector(self.nb.user),
+            kinds,
+            self._on_change,
+            self._on_event,
+            self.watch_timeout,
+        )
         self.watcher.start()
         self._ensure_chores()
 
@@ -336,8 +367,9 @@ class KubernetesBackend(Backend):
     # -- chores after a run ends: archive logs, remove helpers ------------------------------
     def _ensure_chores(self) -> None:
         if self._chore_thread is None or not self._chore_thread.is_alive():
-            self._chore_thread = threading.Thread(target=self._do_chores, daemon=True,
-                                                  name="kubelab-kube-chores")
+            self._chore_thread = threading.Thread(
+                target=self._do_chores, daemon=True, name="kubelab-kube-chores"
+            )
             self._chore_thread.start()
 
     def _do_chores(self) -> None:
@@ -397,8 +429,9 @@ class KubernetesBackend(Backend):
                 raise translate(exc, f"delete {kind} {name}") from exc
 
     # -- logs and events ---------------------------------------------------------------------
-    def logs(self, run: RunDirectory, replica: int = 0, follow: bool = False, start: int = 0,
-             idle: bool = False) -> Iterator[str]:
+    def logs(
+        self, run: RunDirectory, replica: int = 0, follow: bool = False, start: int = 0, idle: bool = False
+    ) -> Iterator[str]:
         """The replica's newest pod's log (with `follow`, across retries until the run ends);
         the archived copy in the run directory once the pods are gone."""
         archived = run.log_file(replica)

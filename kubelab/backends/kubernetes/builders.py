@@ -81,17 +81,28 @@ def check(spec: ExperimentSpec, nb: NotebookEnv) -> None:
     """What the cluster cannot run as written, named by field, before anything is created."""
     problems = []
     if not (spec.image or nb.image):
-        problems.append(FieldError("image", "is required: the notebook's image is unknown "
-                                   "(KUBELAB_IMAGE is not set)"))
+        problems.append(
+            FieldError("image", "is required: the notebook's image is unknown (KUBELAB_IMAGE is not set)")
+        )
     if spec.engine == "kubeflow" and spec.framework not in KUBEFLOW_CONTAINER:
-        problems.append(FieldError("engine", "kubeflow runs framework pytorch or tensorflow; "
-                                   f"use engine: job for framework {spec.framework}"))
+        problems.append(
+            FieldError(
+                "engine",
+                "kubeflow runs framework pytorch or tensorflow; "
+                f"use engine: job for framework {spec.framework}",
+            )
+        )
     # The project group's placement and the GPU visibility are the lab's, not the spec's.
     placed = {**nb.node_selector, **({nb.gpu_type_label: ""} if spec.resources.gpu_type else {})}
     for key, value in spec.node_selector.items():
         if key in nb.node_selector and value != nb.node_selector[key]:
-            problems.append(FieldError(f"node_selector.{key}", "your project group places pods on "
-                                       f"{key}={nb.node_selector[key]}; a spec cannot change that"))
+            problems.append(
+                FieldError(
+                    f"node_selector.{key}",
+                    "your project group places pods on "
+                    f"{key}={nb.node_selector[key]}; a spec cannot change that",
+                )
+            )
         elif key == nb.gpu_type_label and key in placed:
             problems.append(FieldError(f"node_selector.{key}", "is set by resources.gpu_type"))
     for name in GPU_VISIBILITY:
@@ -102,6 +113,7 @@ def check(spec: ExperimentSpec, nb: NotebookEnv) -> None:
 
 
 # -- metadata -------------------------------------------------------------------------------
+
 
 def labels(spec: ExperimentSpec, target: Target, role: str | None = None) -> dict[str, str]:
     values = {
@@ -131,10 +143,14 @@ def annotations(spec: ExperimentSpec, target: Target) -> dict[str, str]:
     }
 
 
-def metadata(spec: ExperimentSpec, target: Target, name: str, role: str | None = None,
-             queue: bool = False) -> Manifest:
-    meta: Manifest = {"name": name, "labels": labels(spec, target, role),
-                      "annotations": annotations(spec, target)}
+def metadata(
+    spec: ExperimentSpec, target: Target, name: str, role: str | None = None, queue: bool = False
+) -> Manifest:
+    meta: Manifest = {
+        "name": name,
+        "labels": labels(spec, target, role),
+        "annotations": annotations(spec, target),
+    }
     if target.namespace:
         meta["namespace"] = target.namespace
     if queue and spec.queue:
@@ -144,6 +160,7 @@ def metadata(spec: ExperimentSpec, target: Target, name: str, role: str | None =
 
 # -- plain Jobs -----------------------------------------------------------------------------
 
+
 def headless_service(spec: ExperimentSpec, target: Target) -> Manifest:
     """DNS for `<job>-<i>.<service>`; addresses are published before pods are ready so that
     rank 0 can be found while everyone is still starting up."""
@@ -151,21 +168,17 @@ def headless_service(spec: ExperimentSpec, target: Target) -> Manifest:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {k: v for k, v in metadata(spec, target, target.service).items()
-                     if k != "annotations"},
+        "metadata": {k: v for k, v in metadata(spec, target, target.service).items() if k != "annotations"},
         "spec": {
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
-            "selector": {names.EXPERIMENT: target.run_id,
-                         names.USER: names.label_value(target.user)},
-            "ports": [{"name": "rendezvous", "port": port, "targetPort": port,
-                       "protocol": "TCP"}],
+            "selector": {names.EXPERIMENT: target.run_id, names.USER: names.label_value(target.user)},
+            "ports": [{"name": "rendezvous", "port": port, "targetPort": port, "protocol": "TCP"}],
         },
     }
 
 
-def job(spec: ExperimentSpec, target: Target, nb: NotebookEnv, role: str = "worker"
-        ) -> Manifest:
+def job(spec: ExperimentSpec, target: Target, nb: NotebookEnv, role: str = "worker") -> Manifest:
     distributed = is_distributed(spec)
     name = target.ps_job if role == "ps" else target.name
     count = spec.parameter_servers if role == "ps" else spec.replicas
@@ -184,23 +197,40 @@ def job(spec: ExperimentSpec, target: Target, nb: NotebookEnv, role: str = "work
         body.update(completionMode="Indexed", completions=count, parallelism=count)
     if spec.queue:
         body["suspend"] = True  # Kueue admits (unsuspends) it when the queue has quota
-    return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": metadata(spec, target, name, role, queue=True), "spec": body}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": metadata(spec, target, name, role, queue=True),
+        "spec": body,
+    }
 
 
 def pod_failure_policy() -> Manifest:
     """Node disruptions (eviction, preemption, drain) are retried without counting against
     `retries`; a command that cannot run fails at once; other exits count as usual."""
-    return {"rules": [
-        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget",
-                                                  "status": "True"}]},
-        {"action": "FailJob", "onExitCodes": {"containerName": CONTAINER, "operator": "In",
-                                              "values": RETRY_NEVER_EXIT_CODES}},
-    ]}
+    return {
+        "rules": [
+            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+            {
+                "action": "FailJob",
+                "onExitCodes": {
+                    "containerName": CONTAINER,
+                    "operator": "In",
+                    "values": RETRY_NEVER_EXIT_CODES,
+                },
+            },
+        ]
+    }
 
 
-def pod_template(spec: ExperimentSpec, target: Target, nb: NotebookEnv, role: str = "worker",
-                 container_name: str = CONTAINER, with_ranks: bool = True) -> Manifest:
+def pod_template(
+    spec: ExperimentSpec,
+    target: Target,
+    nb: NotebookEnv,
+    role: str = "worker",
+    container_name: str = CONTAINER,
+    with_ranks: bool = True,
+) -> Manifest:
     env = trial_env(spec, target, nb)
     if not spec.resources.gpus or role == "ps":
         # On a GPU node the NVIDIA runtime shows every GPU to a container that asks for none.
@@ -219,8 +249,11 @@ def pod_template(spec: ExperimentSpec, target: Target, nb: NotebookEnv, role: st
         "command": spec.rendered_command(),
         "env": env,
         "resources": container_resources(spec, nb, role),
-        "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True,
-                            "capabilities": {"drop": ["ALL"]}},
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
     }
     if spec.workdir:
         container["workingDir"] = spec.workdir
@@ -230,8 +263,13 @@ def pod_template(spec: ExperimentSpec, target: Target, nb: NotebookEnv, role: st
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,  # training code needs no API access
         "enableServiceLinks": False,
-        "securityContext": {"runAsNonRoot": True, "runAsUser": nb.uid, "runAsGroup": nb.gid,
-                            "fsGroup": nb.gid, "seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": nb.uid,
+            "runAsGroup": nb.gid,
+            "fsGroup": nb.gid,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
         "containers": [container],
     }
     if nb.service_account:
@@ -245,8 +283,7 @@ def pod_template(spec: ExperimentSpec, target: Target, nb: NotebookEnv, role: st
         pod["nodeSelector"] = selector
     tolerations = [*nb.tolerations, *spec.tolerations]
     if spec.resources.gpus and role != "ps":
-        tolerations.append({"key": nb.gpu_resource, "operator": "Exists",
-                            "effect": "NoSchedule"})
+        tolerations.append({"key": nb.gpu_resource, "operator": "Exists", "effect": "NoSchedule"})
     if tolerations:
         pod["tolerations"] = tolerations
     return {"metadata": {"labels": labels(spec, target, role)}, "spec": pod}
@@ -281,8 +318,9 @@ def trial_env(spec: ExperimentSpec, target: Target, nb: NotebookEnv) -> list[Man
         values["KUBELAB_HOME"] = nb.home
     # `import nni` / `from polyaxon import tracking` find kubelab's shims, staged by submit
     code = f"{run_dir}/code" if spec.code is not None else None
-    values["PYTHONPATH"] = ":".join(p for p in (code, f"{run_dir}/{SHIMS_DIR}", spec.env.get("PYTHONPATH"))
-                                    if p)
+    values["PYTHONPATH"] = ":".join(
+        p for p in (code, f"{run_dir}/{SHIMS_DIR}", spec.env.get("PYTHONPATH")) if p
+    )
     if target.sweep:
         values["KUBELAB_SWEEP_ID"] = target.sweep
         values["KUBELAB_TRIAL"] = "" if target.trial is None else str(target.trial)
@@ -290,6 +328,7 @@ def trial_env(spec: ExperimentSpec, target: Target, nb: NotebookEnv) -> list[Man
 
 
 # -- Kubeflow Training Operator ---------------------------------------------------------------
+
 
 def kubeflow_job(spec: ExperimentSpec, target: Target, nb: NotebookEnv) -> Manifest:
     """A PyTorchJob (Master + Workers) or TFJob (Workers + PS); the operator sets the ranks."""
@@ -310,12 +349,18 @@ def kubeflow_job(spec: ExperimentSpec, target: Target, nb: NotebookEnv) -> Manif
         replicas = {"Worker": replica(spec.replicas)}
         if spec.parameter_servers:
             replicas["PS"] = replica(spec.parameter_servers, "ps")
-    run_policy: Manifest = {"backoffLimit": spec.retries, "cleanPodPolicy": "All",
-                            "ttlSecondsAfterFinished": TTL_AFTER_FINISHED}
+    run_policy: Manifest = {
+        "backoffLimit": spec.retries,
+        "cleanPodPolicy": "All",
+        "ttlSecondsAfterFinished": TTL_AFTER_FINISHED,
+    }
     if spec.timeout:
         run_policy["activeDeadlineSeconds"] = max(1, math.ceil(spec.timeout))
     if spec.queue:
         run_policy["suspend"] = True
-    return {"apiVersion": "kubeflow.org/v1", "kind": kind,
-            "metadata": metadata(spec, target, target.name, queue=True),
-            "spec": {key: replicas, "runPolicy": run_policy}}
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": kind,
+        "metadata": metadata(spec, target, target.name, queue=True),
+        "spec": {key: replicas, "runPolicy": run_policy},
+    }

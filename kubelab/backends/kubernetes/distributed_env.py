@@ -34,8 +34,12 @@ def topology(spec: ExperimentSpec, job: str, service: str, ps_job: str) -> Topol
 
 
 def _index_from(name: str) -> dict[str, Any]:
-    return {"name": name, "valueFrom": {"fieldRef": {
-        "apiVersion": "v1", "fieldPath": f"metadata.annotations['{INDEX_ANNOTATION}']"}}}
+    return {
+        "name": name,
+        "valueFrom": {
+            "fieldRef": {"apiVersion": "v1", "fieldPath": f"metadata.annotations['{INDEX_ANNOTATION}']"}
+        },
+    }
 
 
 def _tf_config(topo: Topology, task_type: str, index_var: str) -> str:
@@ -46,27 +50,37 @@ def _tf_config(topo: Topology, task_type: str, index_var: str) -> str:
     return text.replace(f'"{_PLACEHOLDER}"', f"$({index_var})")
 
 
-def distributed_env(spec: ExperimentSpec, job: str, service: str, ps_job: str,
-                    role: str = "worker") -> list[dict[str, Any]]:
+def distributed_env(
+    spec: ExperimentSpec, job: str, service: str, ps_job: str, role: str = "worker"
+) -> list[dict[str, Any]]:
     """Env entries for one role's pod template; order matters, `RANK` comes first."""
     topo = topology(spec, job, service, ps_job)
     if role == "ps":
-        return [_index_from("KUBELAB_PS_INDEX"),
-                {"name": "TF_CONFIG", "value": _tf_config(topo, "ps", "KUBELAB_PS_INDEX")}]
+        return [
+            _index_from("KUBELAB_PS_INDEX"),
+            {"name": "TF_CONFIG", "value": _tf_config(topo, "ps", "KUBELAB_PS_INDEX")},
+        ]
     size = str(topo.world_size)
     values: dict[str, str] = {"KUBELAB_REPLICA": RANK_REF, "KUBELAB_REPLICAS": size}
     if spec.framework == "pytorch":
         master, port = topo.master_addr, str(topo.master_port)
         values.update(
-            WORLD_SIZE=size, LOCAL_RANK="0", MASTER_ADDR=master, MASTER_PORT=port,
-            PET_NNODES=size, PET_NODE_RANK=RANK_REF, PET_MASTER_ADDR=master,
-            PET_MASTER_PORT=port, PET_NPROC_PER_NODE=str(max(1, spec.resources.gpus)),
+            WORLD_SIZE=size,
+            LOCAL_RANK="0",
+            MASTER_ADDR=master,
+            MASTER_PORT=port,
+            PET_NNODES=size,
+            PET_NODE_RANK=RANK_REF,
+            PET_MASTER_ADDR=master,
+            PET_MASTER_PORT=port,
+            PET_NPROC_PER_NODE=str(max(1, spec.resources.gpus)),
         )
     elif spec.framework == "tensorflow":
         values["TF_CONFIG"] = _tf_config(topo, "worker", "RANK")
     elif spec.framework == "paddle":
         values.update(
-            PADDLE_TRAINER_ID=RANK_REF, PADDLE_TRAINERS_NUM=size,
+            PADDLE_TRAINER_ID=RANK_REF,
+            PADDLE_TRAINERS_NUM=size,
             PADDLE_TRAINER_ENDPOINTS=",".join(topo.workers),
             PADDLE_CURRENT_ENDPOINT=f"{job}-{RANK_REF}.{service}:{topo.master_port}",
         )

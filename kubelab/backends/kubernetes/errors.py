@@ -74,8 +74,9 @@ def api_message(exc: ApiException) -> str:
     return status_body(exc).get("message") or exc.reason or f"HTTP {exc.status}"
 
 
-def call(fn: Callable[..., T], *args: Any, policy: RetryPolicy | None = None,
-         host: str = "", **kwargs: Any) -> T:
+def call(
+    fn: Callable[..., T], *args: Any, policy: RetryPolicy | None = None, host: str = "", **kwargs: Any
+) -> T:
     """`fn(*args, **kwargs)`, retrying transient failures; other ApiExceptions propagate.
 
     An unreachable API server becomes `Unavailable` once the retries are spent.
@@ -120,22 +121,30 @@ def translate(exc: ApiException, action: str) -> KubelabError:
         detail = message[start:]
         return QuotaExceeded(f"cannot {action}: {detail}", [FieldError("resources", detail)])
     if code == 403:
-        return Forbidden(f"cannot {action}: {message}. The notebook's service account needs the "
-                         f"Role in {ROLE_FILE}")
+        return Forbidden(
+            f"cannot {action}: {message}. The notebook's service account needs the Role in {ROLE_FILE}"
+        )
     if code == 401:
-        return Forbidden(f"cannot {action}: the Kubernetes API refused the notebook's "
-                         "credentials (401 Unauthorized)")
+        return Forbidden(
+            f"cannot {action}: the Kubernetes API refused the notebook's credentials (401 Unauthorized)"
+        )
     if code == 404:
         return NotFound(f"cannot {action}: {message}")
     if code == 409:
         return Conflict(f"cannot {action}: {message}")
     if code in (400, 422):
         causes = (body.get("details") or {}).get("causes") or []
-        fields = [FieldError(f"kubernetes.{c.get('field') or ''}".rstrip("."),
-                             c.get("message") or c.get("reason") or "invalid")
-                  for c in causes if isinstance(c, dict)]
+        fields = [
+            FieldError(
+                f"kubernetes.{c.get('field') or ''}".rstrip("."),
+                c.get("message") or c.get("reason") or "invalid",
+            )
+            for c in causes
+            if isinstance(c, dict)
+        ]
         return ValidationError(f"Kubernetes refused to {action}: {message}", fields)
     if code in RETRYABLE:
-        return Unavailable(f"cannot {action}: the Kubernetes API kept failing "
-                           f"({code} {exc.reason}): {message}")
+        return Unavailable(
+            f"cannot {action}: the Kubernetes API kept failing ({code} {exc.reason}): {message}"
+        )
     return BackendError(f"cannot {action}: {code} {exc.reason}: {message}")

@@ -14,10 +14,15 @@ Obj = dict[str, Any]
 
 def event_record(event: Obj) -> dict[str, Any]:
     involved = event.get("involvedObject") or {}
-    return {"time": event_time(event), "type": event.get("type"), "reason": event.get("reason"),
-            "message": event.get("message"), "count": event.get("count") or 1,
-            "object": f"{involved.get('kind')}/{involved.get('name')}",
-            "uid": (event.get("metadata") or {}).get("uid")}
+    return {
+        "time": event_time(event),
+        "type": event.get("type"),
+        "reason": event.get("reason"),
+        "message": event.get("message"),
+        "count": event.get("count") or 1,
+        "object": f"{involved.get('kind')}/{involved.get('name')}",
+        "uid": (event.get("metadata") or {}).get("uid"),
+    }
 
 
 def dedupe(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -28,5 +33,10 @@ def dedupe(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def event_time(event: Obj) -> str:
-    return (event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp")
-            or (event.get("metadata") or {}).get("creationTimestamp") or "")
+    return (
+        event.get("lastTimestamp")
+        or event.get("eventTime")
+        or event.get("firstTimestamp")
+        or (event.get("metadata") or {}).get("creationTimestamp")
+        or ""
+    )

@@ -43,8 +43,9 @@ class NotebookEnv:
     gid: int = 100
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str] | None = None,
-                     namespace_file: Path = SA_NAMESPACE_FILE) -> NotebookEnv:
+    def from_environ(
+        cls, environ: Mapping[str, str] | None = None, namespace_file: Path = SA_NAMESPACE_FILE
+    ) -> NotebookEnv:
         """Read the spawner's variables; raise ValidationError naming each bad one."""
         env = os.environ if environ is None else environ
         problems: list[FieldError] = []
@@ -58,8 +59,11 @@ class NotebookEnv:
         volumes_doc = _json(env, "KUBELAB_VOLUMES", dict, {}, problems)
         unknown = set(volumes_doc) - {"volumes", "mounts"}
         if unknown:
-            problems.append(FieldError("KUBELAB_VOLUMES", f"unknown keys {sorted(unknown)}; "
-                                       "expected 'volumes' and 'mounts'"))
+            problems.append(
+                FieldError(
+                    "KUBELAB_VOLUMES", f"unknown keys {sorted(unknown)}; expected 'volumes' and 'mounts'"
+                )
+            )
         volumes = volumes_doc.get("volumes") or []
         mounts = volumes_doc.get("mounts") or []
         if not isinstance(volumes, list) or not isinstance(mounts, list):
@@ -110,8 +114,7 @@ def _login() -> str:
     return getpass.getuser()
 
 
-def _json(env: Mapping[str, str], name: str, kind: type, default: Any,
-          problems: list[FieldError]) -> Any:
+def _json(env: Mapping[str, str], name: str, kind: type, default: Any, problems: list[FieldError]) -> Any:
     text = env.get(name)
     if not text:
         return default

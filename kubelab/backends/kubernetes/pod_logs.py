@@ -31,8 +31,9 @@ def container(run: RunDirectory) -> str:
     return builders.CONTAINER
 
 
-def live_logs(api: KubeApi, run: RunDirectory, replica: int, follow: bool,
-              find_pod: FindPod) -> Iterator[str]:
+def live_logs(
+    api: KubeApi, run: RunDirectory, replica: int, follow: bool, find_pod: FindPod
+) -> Iterator[str]:
     """The replica's pods' logs in turn (a retry is a new pod), from the API while the pods
     exist, else from the copy archived in the run directory."""
     seen: set[str] = set()
@@ -47,8 +48,11 @@ def live_logs(api: KubeApi, run: RunDirectory, replica: int, follow: bool,
             seen.add(pod.name)
             try:
                 yield from api.pod_log(
-                    pod.name, container(run), follow=follow,
-                    ended=lambda name=pod.name: _log_ended(run, replica, name, find_pod))
+                    pod.name,
+                    container(run),
+                    follow=follow,
+                    ended=lambda name=pod.name: _log_ended(run, replica, name, find_pod),
+                )
             except ApiException as exc:
                 if exc.status not in (400, 404):
                     raise translate(exc, f"read the log of pod {pod.name}") from exc

@@ -30,12 +30,23 @@ def quota_resources(api: KubeApi, nb: NotebookEnv) -> dict[str, Any]:
         if key in hard or nb.gpu_resource in hard:
             limit = hard.get(key, hard.get(nb.gpu_resource))
             spent = ((quota.get("status") or {}).get("used") or {}).get(
-                key, ((quota.get("status") or {}).get("used") or {}).get(
-                    nb.gpu_resource, "0"))
+                key, ((quota.get("status") or {}).get("used") or {}).get(nb.gpu_resource, "0")
+            )
             total, used = int(float(limit)), int(float(spent))
-    waiting = [j["metadata"]["labels"].get(names.EXPERIMENT) for j in jobs.get("items") or []
-               if states.observe(dict(j, kind="Job"), []).state in ("Queued",)]
-    return {"namespace": nb.namespace,
-            "gpus": {"total": total or 0, "free": (total - used) if total is not None else 0,
-                     "limited": total is not None, "resource": nb.gpu_resource,
-                     "types": [], "devices": [], "queue": waiting}}
+    waiting = [
+        j["metadata"]["labels"].get(names.EXPERIMENT)
+        for j in jobs.get("items") or []
+        if states.observe(dict(j, kind="Job"), []).state in ("Queued",)
+    ]
+    return {
+        "namespace": nb.namespace,
+        "gpus": {
+            "total": total or 0,
+            "free": (total - used) if total is not None else 0,
+            "limited": total is not None,
+            "resource": nb.gpu_resource,
+            "types": [],
+            "devices": [],
+            "queue": waiting,
+        },
+    }

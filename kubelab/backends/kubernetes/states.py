@@ -15,8 +15,12 @@ from kubelab.records import FAILED, PENDING, QUEUED, RUNNING, SUCCEEDED
 
 Obj = dict[str, Any]
 PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
-EXIT_HINTS = {126: " (command not executable)", 127: " (command not found)",
-              137: " (killed: SIGKILL)", 143: " (terminated: SIGTERM)"}
+EXIT_HINTS = {
+    126: " (command not executable)",
+    127: " (command not found)",
+    137: " (killed: SIGKILL)",
+    143: " (terminated: SIGTERM)",
+}
 KUBEFLOW_ROLE = "training.kubeflow.org/replica-type"
 KUBEFLOW_INDEX = "training.kubeflow.org/replica-index"
 
@@ -49,8 +53,14 @@ class PodView:
         return f"replica {self.index}" if self.role == "worker" else f"{self.role} {self.index}"
 
     def record(self) -> dict[str, Any]:
-        return {"role": self.role, "index": self.index, "pod": self.name, "state": self.phase,
-                "reason": self.reason, "exit_code": self.exit_code}
+        return {
+            "role": self.role,
+            "index": self.index,
+            "pod": self.name,
+            "state": self.phase,
+            "reason": self.reason,
+            "exit_code": self.exit_code,
+        }
 
 
 def _conditions(obj: Obj) -> list[Obj]:
@@ -75,8 +85,9 @@ def describe_pod(pod: Obj) -> PodView:
     if "PyTorchJob" in owners and (labels.get(KUBEFLOW_ROLE) or "").lower() == "worker":
         index_number += 1  # PyTorchJob: Master is rank 0, Worker i is rank i + 1
     phase = status.get("phase") or "Pending"
-    view = PodView(role, index_number, meta.get("name", ""), phase, "",
-                   created=meta.get("creationTimestamp") or "")
+    view = PodView(
+        role, index_number, meta.get("name", ""), phase, "", created=meta.get("creationTimestamp") or ""
+    )
     disruption = _condition(pod, "DisruptionTarget")
     terminated = _terminated(status)
     waiting = _waiting(status)
@@ -85,12 +96,10 @@ def describe_pod(pod: Obj) -> PodView:
         if scheduled and scheduled.get("status") == "False" and scheduled.get("message"):
             view.reason = scheduled["message"]
         elif waiting and waiting.get("reason") in PULL_FAILURES:
-            image = next((c.get("image") for c in (pod.get("spec") or {}).get("containers") or []
-                          ), "")
+            image = next((c.get("image") for c in (pod.get("spec") or {}).get("containers") or []), "")
             detail = waiting.get("message") or waiting["reason"]
             view.reason = f"cannot pull image '{image}': {detail}"
-        elif waiting and waiting.get("reason") not in (None, "ContainerCreating",
-                                                        "PodInitializing"):
+        elif waiting and waiting.get("reason") not in (None, "ContainerCreating", "PodInitializing"):
             view.reason = f"{waiting['reason']}: {waiting.get('message', '')}".rstrip(": ")
         else:
             view.reason = "starting" if scheduled else "waiting to be scheduled"
@@ -127,8 +136,7 @@ def _container_status(status: Obj) -> Obj:
 
 def _terminated(status: Obj) -> Obj | None:
     ctr = _container_status(status)
-    return (ctr.get("state") or {}).get("terminated") or (ctr.get("lastState") or {}).get(
-        "terminated")
+    return (ctr.get("state") or {}).get("terminated") or (ctr.get("lastState") or {}).get("terminated")
 
 
 def _waiting(status: Obj) -> Obj | None:
@@ -145,6 +153,7 @@ def _memory_limit(pod: Obj) -> str | None:
 
 def latest_per_replica(pods: list[Obj]) -> list[PodView]:
     """The newest pod of each (role, index): retries replace pods, they do not add replicas."""
+
     def age(view: PodView) -> tuple[str, bool, str]:
         # creationTimestamp has one-second resolution: on a tie the live pod is the newer one
         return view.created, view.phase in ("Pending", "Running"), view.name
@@ -163,7 +172,7 @@ def quota_refusal(events: list[Obj]) -> str | None:
     for event in reversed(events):
         message = event.get("message") or ""
         if event.get("reason") == "FailedCreate" and "exceeded quota" in message:
-            return message[message.index("exceeded quota"):]
+            return message[message.index("exceeded quota") :]
     return None
 
 
@@ -189,14 +198,19 @@ def observe_job(job: Obj, pods: list[Obj], events: list[Obj] = ()) -> Observatio
         cause = failed.get("reason")
         if cause == "DeadlineExceeded":
             reason = f"timed out after {spec.get('activeDeadlineSeconds')}s"
-            return Observation(FAILED, reason, story.exit_code if story else None, attempt,
-                               records)
+            return Observation(FAILED, reason, story.exit_code if story else None, attempt, records)
         if story is None:
             # The Job controller saw the pod fail before our pod watch did: wait for that
             # pod's update rather than settle for a vaguer final reason.
             waiting = any(v.phase in ("Pending", "Running") for v in all_views)
-            return Observation(FAILED, failed.get("message") or cause or "failed", None,
-                               attempt, records, provisional=waiting)
+            return Observation(
+                FAILED,
+                failed.get("message") or cause or "failed",
+                None,
+                attempt,
+                records,
+                provisional=waiting,
+            )
         reason = f"{story.label} {story.reason}"
         if cause == "BackoffLimitExceeded" and spec.get("backoffLimit"):
             reason += f" (gave up after {attempt} failed attempts)"
@@ -205,12 +219,17 @@ def observe_job(job: Obj, pods: list[Obj], events: list[Obj] = ()) -> Observatio
     if _condition(job, "Suspended") or (spec.get("suspend") and not status.get("startTime")):
         reason = f"waiting for quota in queue '{queue}'" if queue else "suspended"
         return Observation(QUEUED, reason, None, attempt, records)
-    return _from_pods(views, all_views, events, int(spec.get("completions") or 1), attempt,
-                      records)
+    return _from_pods(views, all_views, events, int(spec.get("completions") or 1), attempt, records)
 
 
-def _from_pods(views: list[PodView], all_views: list[PodView], events: list[Obj],
-               expected: int, attempt: int, records: list[dict[str, Any]]) -> Observation:
+def _from_pods(
+    views: list[PodView],
+    all_views: list[PodView],
+    events: list[Obj],
+    expected: int,
+    attempt: int,
+    records: list[dict[str, Any]],
+) -> Observation:
     active = [v for v in views if v.phase in ("Pending", "Running")]
     done = [v for v in views if v.phase == "Succeeded"]
     retry = ""
@@ -224,19 +243,17 @@ def _from_pods(views: list[PodView], all_views: list[PodView], events: list[Obj]
         if refusal:
             return Observation(PENDING, refusal + retry, None, attempt, records)
     if pending:
-        worst = next((v for v in pending if v.reason not in ("starting",
-                                                               "waiting to be scheduled")),
-                     pending[0])
+        worst = next(
+            (v for v in pending if v.reason not in ("starting", "waiting to be scheduled")), pending[0]
+        )
         prefix = f"{worst.label}: " if expected > 1 else ""
         return Observation(PENDING, prefix + worst.reason + retry, None, attempt, records)
     if active:
         reason = "running" if expected == 1 else f"{len(active)}/{expected} replicas running"
         return Observation(RUNNING, reason + retry, None, attempt, records)
     if done:
-        return Observation(RUNNING, f"{len(done)}/{expected} replicas finished", None, attempt,
-                           records)
-    return Observation(PENDING, "waiting for pods to be created" + retry, None, attempt,
-                       records)
+        return Observation(RUNNING, f"{len(done)}/{expected} replicas finished", None, attempt, records)
+    return Observation(PENDING, "waiting for pods to be created" + retry, None, attempt, records)
 
 
 def observe_kubeflow(job: Obj, pods: list[Obj], events: list[Obj] = ()) -> Observation:
@@ -250,12 +267,10 @@ def observe_kubeflow(job: Obj, pods: list[Obj], events: list[Obj] = ()) -> Obser
     if failed:
         story = _failure_story(views)
         if story is not None:
-            return Observation(FAILED, f"{story.label} {story.reason}", story.exit_code, 0,
-                               records)
+            return Observation(FAILED, f"{story.label} {story.reason}", story.exit_code, 0, records)
         return Observation(FAILED, failed.get("message") or "failed", None, 0, records)
     queue = (job.get("metadata") or {}).get("labels", {}).get(QUEUE_LABEL)
-    if _condition(job, "Suspended") or (policy.get("suspend") and not _condition(job,
-                                                                                "Running")):
+    if _condition(job, "Suspended") or (policy.get("suspend") and not _condition(job, "Running")):
         reason = f"waiting for quota in queue '{queue}'" if queue else "suspended"
         return Observation(QUEUED, reason, None, 0, records)
     if _condition(job, "Running") and not any(v.phase == "Pending" for v in views):

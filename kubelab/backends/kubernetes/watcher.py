@@ -103,9 +103,15 @@ class Cache:
 class Watcher:
     """Runs the watches in daemon threads; `on_change(run_id, kind)` is called per change."""
 
-    def __init__(self, api: KubeApi, selector: str, kinds: list[str],
-                 on_change: Callable[[str, str], None], on_event: Callable[[str, Obj], None],
-                 timeout: int = 300) -> None:
+    def __init__(
+        self,
+        api: KubeApi,
+        selector: str,
+        kinds: list[str],
+        on_change: Callable[[str, str], None],
+        on_event: Callable[[str, Obj], None],
+        timeout: int = 300,
+    ) -> None:
         self.api = api
         self.selector = selector
         self.kinds = kinds
@@ -123,8 +129,9 @@ class Watcher:
 
     def start(self) -> None:
         for kind in self.kinds:
-            thread = threading.Thread(target=self._run, args=(kind,), daemon=True,
-                                      name=f"kubelab-watch-{kind}")
+            thread = threading.Thread(
+                target=self._run, args=(kind,), daemon=True, name=f"kubelab-watch-{kind}"
+            )
             self._threads.append(thread)
             thread.start()
 

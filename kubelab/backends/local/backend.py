@@ -110,8 +110,9 @@ class LocalBackend(Backend):
         run.write_status(status)
         return status
 
-    def logs(self, run: RunDirectory, replica: int = 0, follow: bool = False, start: int = 0,
-             idle: bool = False) -> Iterator[str]:
+    def logs(
+        self, run: RunDirectory, replica: int = 0, follow: bool = False, start: int = 0, idle: bool = False
+    ) -> Iterator[str]:
         path, offset, text = run.log_file(replica), start, decoder()
         while True:
             # Look at the state before reading: a run that had ended has all its output on disk.

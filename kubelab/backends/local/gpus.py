@@ -250,8 +250,9 @@ class GpuAllocator:
         }
         state["queue"] = [entry for entry in state["queue"] if pid_alive(entry["pid"])]
 
-    def try_acquire(self, run: str, pid: int, count: int, gpu_type: str | None = None,
-                    submitted: float | None = None) -> list[int] | None:
+    def try_acquire(
+        self, run: str, pid: int, count: int, gpu_type: str | None = None, submitted: float | None = None
+    ) -> list[int] | None:
         """GPU indices for `run` if its turn has come and enough are free; else queue it.
 
         Turns follow submission time (`submitted`), not the order runners happen to start in.

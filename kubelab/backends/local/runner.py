@@ -115,7 +115,10 @@ class Runner:
         while not self.stop_requested():
             try:
                 got = self.allocator.try_acquire(
-                    str(self.run.path), os.getpid(), total, self.spec.resources.gpu_type,
+                    str(self.run.path),
+                    os.getpid(),
+                    total,
+                    self.spec.resources.gpu_type,
                     submitted=parse_iso(self.status.created_at),
                 )
             except ValueError as exc:
@@ -368,7 +371,7 @@ def last_exception(log: Path, width: int = 300) -> str:
         return ""
     if TRACEBACK not in tail:
         return ""
-    after = tail[tail.rindex(TRACEBACK) + len(TRACEBACK):].splitlines()
+    after = tail[tail.rindex(TRACEBACK) + len(TRACEBACK) :].splitlines()
     # The exception is the first unindented line after the frames (chained ones come later
     # as a new traceback, which rindex already chose).
     for line in after:

@@ -82,8 +82,9 @@ class Role:
             return self.idle_default
 
 
-RUNNER = Role("runner", "kubelab.backends.local.runner", "KUBELAB_WARM_RUNNERS", 2,
-              "KUBELAB_WARM_RUNNER_IDLE", 60.0)
+RUNNER = Role(
+    "runner", "kubelab.backends.local.runner", "KUBELAB_WARM_RUNNERS", 2, "KUBELAB_WARM_RUNNER_IDLE", 60.0
+)
 DRIVER = Role("driver", "kubelab.sweeps.driver", "KUBELAB_WARM_DRIVERS", 1, "KUBELAB_WARM_DRIVER_IDLE", 600.0)
 ROLES = {role.name: role for role in (RUNNER, DRIVER)}
 
@@ -128,8 +129,9 @@ class WarmPool:
             from kubelab.daemon import start_module
 
             role = f"{self.role.name}@{keeper}" if keeper else self.role.name
-            process = start_module("kubelab.backends.local.warm", f"{role}:{self.path}",
-                                   self.path / "pool.log")
+            process = start_module(
+                "kubelab.backends.local.warm", f"{role}:{self.path}", self.path / "pool.log"
+            )
             with contextlib.suppress(OSError):
                 (self.path / f"starting-{process.pid}").touch()
 
@@ -316,8 +318,11 @@ def main(argv: list[str] | None = None) -> int:
     head, _, folder = (args[0] if len(args) == 1 else "").partition(":")
     role, _, keeper = head.partition("@")
     if role not in ROLES or not folder or not (keeper.isdigit() or keeper == ""):
-        print("usage: python -m kubelab.backends.local.warm ROLE[@KEEPER_PID]:POOL_DIR "
-              "(ROLE: runner or driver)", file=sys.stderr)
+        print(
+            "usage: python -m kubelab.backends.local.warm ROLE[@KEEPER_PID]:POOL_DIR "
+            "(ROLE: runner or driver)",
+            file=sys.stderr,
+        )
         return 2
     return IdleHelper(ROLES[role], Path(folder), int(keeper) if keeper else None).main()
 

@@ -52,5 +52,7 @@ def extract_scalar_reward(value: Any, scalar_key: str = "default") -> float:
     scalar = value.get(scalar_key) if isinstance(value, dict) else None
     if isinstance(scalar, (int, float)):
         return scalar
-    raise RuntimeError(f"Incorrect final result: the final result should be float/int, or a dict "
-                       f"which has a key named '{scalar_key}' whose value is float/int.")
+    raise RuntimeError(
+        f"Incorrect final result: the final result should be float/int, or a dict "
+        f"which has a key named '{scalar_key}' whose value is float/int."
+    )

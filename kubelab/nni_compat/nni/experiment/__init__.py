@@ -88,8 +88,10 @@ class Experiment:
         config = self.config.to_dict()
         record = self._service().create({"nni": config}, base_dir=Path.cwd())
         self.id = record["id"]
-        print(f"nni (kubelab): started sweep {self.id}; `kubelab sweep show {self.id}` follows it",
-              file=sys.stderr)
+        print(
+            f"nni (kubelab): started sweep {self.id}; `kubelab sweep show {self.id}` follows it",
+            file=sys.stderr,
+        )
 
     def run(self, port: int = 8080, wait_completion: bool = True, debug: bool = False) -> bool | None:
         """Start, then (with wait_completion) wait until the sweep ends; True when it succeeded."""
@@ -120,9 +122,14 @@ class Experiment:
         if self.id is None:
             return []
         record = self._service().get(self.id)
-        return [{"parameter": t.get("params"), "value": t.get("objective"), "trialJobId": t.get("id")}
-                for t in record["trials"] if t.get("objective") is not None]
+        return [
+            {"parameter": t.get("params"), "value": t.get("objective"), "trialJobId": t.get("id")}
+            for t in record["trials"]
+            if t.get("objective") is not None
+        ]
 
     def __getattr__(self, name: str) -> Any:
-        raise AttributeError(f"nni (kubelab): Experiment.{name} is not provided; use start(), run(), "
-                             "stop(), get_status(), export_data() or `kubelab sweep`")
+        raise AttributeError(
+            f"nni (kubelab): Experiment.{name} is not provided; use start(), run(), "
+            "stop(), get_status(), export_data() or `kubelab sweep`"
+        )
