@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubelab.errors import FieldError, ValidationError, did_you_mean
+from kubelab.errors import FieldError, ValidationError, did_you_mean, type_name
 from kubelab.sweeps.config_files import read_document
 from kubelab.sweeps.space_names import check_collisions, check_keys, flatten_scope, qualify
 
@@ -149,7 +149,7 @@ class SearchSpace:
                 [
                     FieldError(
                         root,
-                        f"must be a mapping of parameter names to {{_type, _value}}, not {_type_name(data)}",
+                        f"must be a mapping of parameter names to {{_type, _value}}, not {type_name(data)}",
                     )
                 ],
             )
@@ -249,7 +249,7 @@ def _parse_scope(
 
 def _parse_parameter(name: str, spec: Any, path: str, key: str, errors: list[FieldError]) -> Parameter | None:
     if not isinstance(spec, Mapping):
-        errors.append(FieldError(path, f"must be a mapping with _type and _value, not {_type_name(spec)}"))
+        errors.append(FieldError(path, f"must be a mapping with _type and _value, not {type_name(spec)}"))
         return None
     for field in spec:
         if field not in ("_type", "_value"):
@@ -266,7 +266,7 @@ def _parse_parameter(name: str, spec: Any, path: str, key: str, errors: list[Fie
         return None
     values = spec.get("_value")
     if not isinstance(values, list):
-        errors.append(FieldError(f"{path}._value", f"must be a list, not {_type_name(values)}"))
+        errors.append(FieldError(f"{path}._value", f"must be a list, not {type_name(values)}"))
         return None
     if kind == "choice":
         options = _parse_options(values, f"{path}._value", key, errors)
@@ -318,7 +318,7 @@ def _parse_options(
                 FieldError(
                     where,
                     "options must be numbers, strings, booleans or null (or nested spaces "
-                    f"with _name), not {_type_name(value)}",
+                    f"with _name), not {type_name(value)}",
                 )
             )
             ok = False
@@ -417,11 +417,3 @@ def _plain(data: Any) -> Any:
     if isinstance(data, (list, tuple)):
         return [_plain(v) for v in data]
     return data
-
-
-def _type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean"}.get(
-        type(value), type(value).__name__
-    )
