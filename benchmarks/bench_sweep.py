@@ -75,7 +75,8 @@ def sweep(folder: Path, work: float, warm: bool) -> float:
     """
     from kubelab.backends.local.warm import DRIVER, RUNNER, WarmPool
     from kubelab.experiments import Experiments
-    from kubelab.sweeps.service import Sweeps, SweepWatcher
+    from kubelab.sweeps.service import Sweeps
+    from kubelab.sweeps.watcher import SweepWatcher
 
     home = folder / ("home-warm" if warm else "home-cold")
     lab = Experiments(home)

@@ -22,7 +22,7 @@ from typing import Any
 from kubelab.backends.local.backend import read_from
 from kubelab.experiments import Experiments
 from kubelab.pipelines.service import PipelineWatcher
-from kubelab.sweeps.service import SweepWatcher
+from kubelab.sweeps.watcher import SweepWatcher
 
 log = logging.getLogger(__name__)
 

@@ -195,7 +195,8 @@ def test_a_runner_that_cannot_read_its_run_exits_and_says_why(lab, pool):
 
 
 def test_a_warm_driver_takes_a_sweep_and_is_replaced(lab, lab_env, monkeypatch):
-    from kubelab.sweeps.service import Sweeps, SweepWatcher
+    from kubelab.sweeps.service import Sweeps
+    from kubelab.sweeps.watcher import SweepWatcher
 
     monkeypatch.setenv("KUBELAB_WARM_DRIVERS", "1")  # the default; tests turn it off elsewhere
 
