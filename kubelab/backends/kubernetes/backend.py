@@ -8,24 +8,31 @@ way `states.observe` turns the same objects into the same state and reason.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import queue
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from kubelab.backends.base import Backend
 from kubelab.backends.kubernetes import builders, names, states
 from kubelab.backends.kubernetes.api import KubeApi
+from kubelab.backends.kubernetes.chores import Chores
+from kubelab.backends.kubernetes.connection import in_cluster_client, kubeconfig_client
 from kubelab.backends.kubernetes.errors import DEFAULT_RETRY, RetryPolicy, translate
-from kubelab.backends.kubernetes.events import EVENTS_FILE, dedupe, event_record, event_time
+from kubelab.backends.kubernetes.events import (
+    EVENTS_FILE,
+    append_event,
+    dedupe,
+    event_record,
+    fetch_events,
+    read_events,
+)
 from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 from kubelab.backends.kubernetes.pod_logs import archive_logs, live_logs
 from kubelab.backends.kubernetes.quota import quota_resources
@@ -66,8 +73,7 @@ class KubernetesBackend(Backend):
         self._lock = threading.RLock()
         self._served: dict[str, bool] = {}
         self.watcher: Watcher | None = None
-        self._chores: queue.Queue[tuple[str, Path] | None] = queue.Queue()
-        self._chore_thread: threading.Thread | None = None
+        self._chores = Chores(self._finish)
 
     # -- construction ------------------------------------------------------------------------
     @classmethod
@@ -75,9 +81,7 @@ class KubernetesBackend(Backend):
         """In a pod: in-cluster config and the pod's namespace; else KUBECONFIG/~/.kube/config."""
         nb = NotebookEnv.from_environ()
         if os.environ.get("KUBERNETES_SERVICE_HOST"):
-            configuration = client.Configuration()
-            config.load_incluster_config(client_configuration=configuration)
-            return cls(client.ApiClient(configuration), nb)
+            return cls(in_cluster_client(), nb)
         return cls.from_kubeconfig(os.environ.get("KUBECONFIG") or None, nb)
 
     @classmethod
@@ -85,18 +89,7 @@ class KubernetesBackend(Backend):
         cls, path: str | os.PathLike | None, nb: NotebookEnv | None = None, **kwargs: Any
     ) -> KubernetesBackend:
         """Use a kubeconfig file; its context's namespace applies unless `nb` names one."""
-        nb = nb or NotebookEnv.from_environ()
-        file = str(path) if path else None
-        try:
-            api_client = config.new_client_from_config(config_file=file)
-            _, active = config.list_kube_config_contexts(config_file=file)
-        except (config.ConfigException, OSError) as exc:
-            raise ValidationError(
-                "no Kubernetes configuration", [FieldError("KUBECONFIG", f"cannot load a kubeconfig: {exc}")]
-            ) from exc
-        if not nb.namespace:
-            namespace = (active or {}).get("context", {}).get("namespace") or "default"
-            nb = _replace(nb, namespace=namespace)
+        api_client, nb = kubeconfig_client(path, nb or NotebookEnv.from_environ())
         return cls(api_client, nb, **kwargs)
 
     @classmethod
@@ -223,7 +216,7 @@ class KubernetesBackend(Backend):
             pods = [
                 dict(p, kind="Pod") for p in self.api.list("Pod", label_selector=selector).get("items") or []
             ]
-            events = self._fetch_events(mains, pods) if mains else []
+            events = fetch_events(self.api, mains + pods) if mains else []
         main = next((o for o in mains if _role(o) != "ps"), None)
         return main, pods, events
 
@@ -238,12 +231,6 @@ class KubernetesBackend(Backend):
                 return [KUBEFLOW[spec["framework"]]]
             return kinds
         return kinds + [k for k in KUBEFLOW.values() if self._served.get(k)]
-
-    def _fetch_events(self, mains: list[Obj], pods: list[Obj]) -> list[Obj]:
-        wanted = {o["metadata"]["name"] for o in mains + pods}
-        items = self.api.list("Event").get("items") or []
-        found = [e for e in items if (e.get("involvedObject") or {}).get("name") in wanted]
-        return sorted(found, key=event_time)
 
     # -- states ----------------------------------------------------------------------------
     def _apply(self, run: RunDirectory, obs: states.Observation) -> Status:
@@ -265,8 +252,7 @@ class KubernetesBackend(Backend):
             status.replicas, status.attempt = obs.replicas, obs.attempt
             run.write_status(status)
         if status.terminal:
-            self._chores.put(("finish", run.path))
-            self._ensure_chores()
+            self._chores.add(run)
         return status
 
     def _missing(self, run: RunDirectory, status: Status) -> Status:
@@ -323,16 +309,13 @@ class KubernetesBackend(Backend):
             self.watch_timeout,
         )
         self.watcher.start()
-        self._ensure_chores()
+        self._chores.ensure()
 
     def close(self) -> None:
         if self.watcher is not None:
             self.watcher.stop()
             self.watcher = None
-        if self._chore_thread is not None:
-            self._chores.put(None)
-            self._chore_thread.join(timeout=5)
-            self._chore_thread = None
+        self._chores.close()
 
     def _find_run(self, run_id: str) -> RunDirectory | None:
         for root in list(self._roots):
@@ -361,27 +344,9 @@ class KubernetesBackend(Backend):
     def _on_event(self, run_id: str, event: Obj) -> None:
         run = self._find_run(run_id)
         if run is not None:
-            with open(run.path / EVENTS_FILE, "a") as handle:
-                handle.write(json.dumps(event_record(event)) + "\n")
+            append_event(run.path, event)
 
-    # -- chores after a run ends: archive logs, remove helpers ------------------------------
-    def _ensure_chores(self) -> None:
-        if self._chore_thread is None or not self._chore_thread.is_alive():
-            self._chore_thread = threading.Thread(
-                target=self._do_chores, daemon=True, name="kubelab-kube-chores"
-            )
-            self._chore_thread.start()
-
-    def _do_chores(self) -> None:
-        while True:
-            item = self._chores.get()
-            if item is None:
-                return
-            try:
-                self._finish(RunDirectory(item[1]))
-            except Exception as exc:
-                log.warning("cleanup of %s failed: %s", item[1], exc)
-
+    # -- after a run ends (on the chores thread): keep the logs, remove helpers ---------------
     def _finish(self, run: RunDirectory) -> None:
         """Keep the logs in the run directory and delete what outlives its use (ps, Service)."""
         if self._client is None:
@@ -451,10 +416,8 @@ class KubernetesBackend(Backend):
 
     def events(self, run: RunDirectory) -> list[dict[str, Any]]:
         """Kubernetes events about the run's Job and pods, oldest first."""
-        path = run.path / EVENTS_FILE
-        if self.watcher is not None and path.exists():
-            records = [json.loads(line) for line in path.read_text().splitlines() if line]
-            return dedupe(records)
+        if self.watcher is not None and (run.path / EVENTS_FILE).exists():
+            return read_events(run.path)
         main, pods, events = self._run_objects(run)
         return dedupe([event_record(e) for e in events])
 
@@ -470,9 +433,3 @@ def _role(obj: Obj) -> str | None:
 
 def _default_runs_root() -> Path:
     return default_home() / "runs"
-
-
-def _replace(nb: NotebookEnv, **changes: Any) -> NotebookEnv:
-    from dataclasses import replace
-
-    return replace(nb, **changes)
