@@ -33,7 +33,6 @@ import sys
 import time
 import traceback
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,13 +47,14 @@ from kubelab.sweeps.store import (
     RUNNING,
     STOPPED,
     SUBMITTING,
-    SUCCEEDED,
     TRIAL_FAILED,
     TRIAL_STOPPED,
     SweepDirectory,
     SweepState,
     TrialEntry,
 )
+from kubelab.sweeps.sweep_end import limits_reached, outcome
+from kubelab.sweeps.trial_metrics import Follow, new_points, trial_result
 
 POLL = 0.02  # seconds between looks at the running trials' files
 FAST_POLL, FAST_FOR = 0.002, 1.0  # looks (only stat calls) this often for a second after a change
@@ -105,20 +105,6 @@ def serve(path: Path) -> bool:
     return False
 
 
-@dataclass
-class Follow:
-    """What the driver knows about one trial it is following."""
-
-    entry: TrialEntry
-    run: RunDirectory
-    status_stamp: int | None = None
-    offset: int = 0
-    last_value: Any = None
-    metrics_seen: frozenset[str] = frozenset()
-    checked_at: float = 0.0
-    metrics_size: int = 0
-
-
 class Driver:
     def __init__(self, sweep: SweepDirectory):
         self.sweep = sweep
@@ -138,7 +124,7 @@ class Driver:
                 self.state = self.sweep.read_state()
                 if self.state.status != RUNNING:
                     return 0
-                from kubelab.backends.local.runner import process_start_time
+                from kubelab.backends.local.processes import process_start_time
 
                 self.state.driver_pid = os.getpid()
                 self.state.driver_started = process_start_time(os.getpid())
@@ -345,27 +331,7 @@ class Driver:
             self.ended(follow, status)
 
     def read_metrics(self, follow: Follow) -> None:
-        from kubelab.backends.local.backend import read_from
-
-        try:
-            size = follow.run.metrics_file.stat().st_size
-        except FileNotFoundError:
-            return
-        if size == follow.metrics_size:
-            return  # nothing new: a stat instead of an open and a read
-        follow.metrics_size = size
-        text, offset = read_from(follow.run.metrics_file, follow.offset)
-        if not text:
-            return
-        complete = text[: text.rfind("\n") + 1]  # a torn last line waits for the next look
-        follow.offset = offset - len(text.encode()) + len(complete.encode())
-        for line in complete.splitlines():
-            try:
-                point = json.loads(line)
-            except ValueError:
-                continue
-            if point.get("replica") not in (None, 0):
-                continue  # the objective is rank 0's
+        for point in new_points(follow):
             metrics = point.get("metrics") or {}
             follow.metrics_seen |= set(metrics)
             value = metrics.get(self.metric)
@@ -392,31 +358,7 @@ class Driver:
             self.lab.stop(follow.entry.run_id, pruned=True)
 
     def ended(self, follow: Follow, status: Any) -> None:
-        entry, n, metric = follow.entry, follow.entry.number, self.metric
-        if status.state == "Succeeded":
-            value = follow.last_value
-            if value is None:
-                self.conclude(entry, TRIAL_FAILED, None, self.unreported(follow))
-            elif not math.isfinite(value):
-                reason = f"trial {n} reported a non-finite '{metric}' ({value})"
-                self.conclude(entry, TRIAL_FAILED, None, reason)
-            else:
-                self.conclude(entry, COMPLETE, float(value), "")
-        elif status.state == "Pruned":
-            self.conclude(entry, PRUNED, None, entry.reason or f"trial {n} was pruned")
-        elif status.state == "Stopped":
-            self.conclude(entry, TRIAL_STOPPED, None, f"trial {n} was stopped: {status.reason}")
-        else:
-            self.conclude(entry, TRIAL_FAILED, None, f"trial {n} failed: {status.reason}")
-
-    def unreported(self, follow: Follow) -> str:
-        from kubelab.errors import did_you_mean
-
-        reason = f"trial {follow.entry.number} finished without reporting '{self.metric}'"
-        seen = sorted(follow.metrics_seen)
-        if seen:
-            reason += f" (it reported {', '.join(seen)}{did_you_mean(self.metric, seen)})"
-        return reason
+        self.conclude(follow.entry, *trial_result(follow, status, self.metric))
 
     def conclude(self, entry: TrialEntry, state: str, value: float | None, reason: str) -> None:
         """Record a trial's end: the tuner first, then the ledger (recovery re-tells if we die between)."""
@@ -440,54 +382,20 @@ class Driver:
 
         A None status means "judge by the results", once the running trials are stopped.
         """
-        state = self.state
-        failed = [e for e in state.entries() if e.state == TRIAL_FAILED]
-        limit = state.max_failed_trials
-        if limit is not None and len(failed) > limit:
-            return (
-                FAILED,
-                f"{len(failed)} trials failed, more than max_failed_trials ({limit}); "
-                f"last: {failed[-1].reason}",
-                True,
-            )
-        if state.max_duration is not None and state.seconds() >= state.max_duration:
-            return None, f"reached max_duration ({state.max_duration:g}s)", True
-        reached = self.reached_stop_at()
-        if reached is not None:
-            return None, reached, True
+        over = limits_reached(self.state, self.spec, self.metric)
+        if over is not None:
+            return over
         if self.follows or self.may_start():
             return None
         if self.exhausted:
             return None, f"the {self.spec.tuner.name} tuner tried every configuration", False
-        return None, f"ran max_trials ({state.max_trials}) trials", False
-
-    def reached_stop_at(self) -> str | None:
-        """Why the sweep ends early (Polyaxon's metric early stopping), or None."""
-        target = self.spec.stop_at
-        if target is None:
-            return None
-        maximize = self.spec.objective.direction == "maximize"
-        for entry in self.state.entries():
-            value = entry.value
-            if entry.state != COMPLETE or value is None:
-                continue
-            if value >= target if maximize else value <= target:
-                return f"trial {entry.number} reached stop_at ({self.metric}={value:.6g})"
-        return None
-
-    def outcome(self, why: str) -> tuple[str, str]:
-        entries = self.state.entries()
-        complete = [e for e in entries if e.state == COMPLETE]
-        if complete:
-            return SUCCEEDED, f"{why}; {len(complete)} of {len(entries)} completed"
-        last = next((e.reason for e in reversed(entries) if e.reason), "no trial ran")
-        return FAILED, f"{why}, but no trial completed with a '{self.metric}' result; last: {last}"
+        return None, f"ran max_trials ({self.state.max_trials}) trials", False
 
     def finish(self, status: str | None, reason: str, stop_trials: bool = False) -> None:
         if stop_trials and self.follows:
             self.stop_all()
         if status is None:
-            status, reason = self.outcome(reason)
+            status, reason = outcome(self.state, reason, self.metric)
         self.state.finish(status, reason)
         self.sweep.clear_stop()
         self.save()
