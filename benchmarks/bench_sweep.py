@@ -48,14 +48,14 @@ nni.report_final_result(abs(math.log10(params["lr"]) + 2) + params["units"] / 64
 
 def floor(folder: Path, work: float) -> float:
     """20 bare `python trial.py` runs, two at a time, each with parameters in its environment."""
-    from kubelab.backends.local.runner import NNI_SHIM
+    from kubelab.shims import SHIMS
 
     def one(index: int) -> None:
         run = folder / f"floor-{index}"
         run.mkdir(exist_ok=True)
         env = {
             **os.environ,
-            "PYTHONPATH": str(NNI_SHIM),
+            "PYTHONPATH": str(SHIMS),
             "KUBELAB_RUN_DIR": str(run),
             "KUBELAB_NNI_PARAMS": json.dumps({"lr": 0.01, "units": 32}),
         }

@@ -16,7 +16,8 @@ from typing import Any
 
 from kubelab.backends.base import Backend
 from kubelab.backends.local.gpus import GpuAllocator, pid_alive
-from kubelab.backends.local.runner import process_start_time, signal_group, stop_grace
+from kubelab.backends.local.processes import process_start_time, signal_group
+from kubelab.backends.local.runner import stop_grace
 from kubelab.backends.local.warm import WarmPool, pool_size
 from kubelab.daemon import start_module
 from kubelab.logfiles import LOG_CHUNK, decoder, read_bytes
