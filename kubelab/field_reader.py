@@ -22,7 +22,9 @@ class FieldReader:
     def fail(self, path: str, reason: str) -> None:
         self.errors.append(FieldError(path, reason))
 
-    def text(self, data: dict, key: str, default: str | None, limit: int = 4096, path: str = "") -> Any:
+    def text(
+        self, data: dict[str, Any], key: str, default: str | None, limit: int = 4096, path: str = ""
+    ) -> Any:
         value = data.get(key, default)
         if value is None or value == default:
             return default
@@ -34,7 +36,7 @@ class FieldReader:
             return default
         return value
 
-    def integer(self, data: dict, key: str, default: int, minimum: int, maximum: int) -> int:
+    def integer(self, data: dict[str, Any], key: str, default: int, minimum: int, maximum: int) -> int:
         value = data.get(key)
         if value is None:
             return default
@@ -48,7 +50,7 @@ class FieldReader:
             self.fail(key, f"must be at most {maximum}, not {number}")
         return number
 
-    def choice(self, data: dict, key: str, default: str, choices: tuple[str, ...]) -> str:
+    def choice(self, data: dict[str, Any], key: str, default: str, choices: tuple[str, ...]) -> str:
         value = data.get(key)
         if value is None:
             return default
@@ -56,9 +58,10 @@ class FieldReader:
             hint = did_you_mean(str(value), choices)
             self.fail(key, f"must be one of {', '.join(choices)}, not {value!r}{hint}")
             return default
-        return value
+        chosen: str = value
+        return chosen
 
-    def duration(self, data: dict, key: str) -> float | None:
+    def duration(self, data: dict[str, Any], key: str) -> float | None:
         value = data.get(key)
         if value is None:
             return None
@@ -68,7 +71,7 @@ class FieldReader:
             self.fail(key, str(exc))
             return None
 
-    def string_map(self, data: dict, key: str) -> dict[str, str]:
+    def string_map(self, data: dict[str, Any], key: str) -> dict[str, str]:
         value = data.get(key)
         if value is None:
             return {}

@@ -16,6 +16,7 @@ import operator
 from collections.abc import Callable, Iterable
 from functools import lru_cache
 from itertools import islice
+from typing import Any
 
 from kubelab.errors import FieldError, ValidationError, did_you_mean
 from kubelab.query_literals import DATE_FORMS, date_interval, duration, number
@@ -58,7 +59,7 @@ Predicate = Callable[[Record], bool]
 # A Test looks at a present value: True (match), False (no match) or None when the value has
 # the wrong type or cannot be read; `~` turns only False into a match, so odd records never
 # match a negation by accident.
-Test = Callable[[object], "bool | None"]
+Test = Callable[[Any], "bool | None"]
 
 _STATUS_NAMES = {s.lower(): s for s in STATUSES}
 
@@ -199,19 +200,19 @@ class _Compiler:
             else (v if v.__class__ is str else value_text(v)) in texts
         )
 
-    def any_item(self, field: str, get: Callable[[Record], object], op: Operation) -> Predicate:
+    def any_item(self, field: str, get: Callable[[Record], Any], op: Operation) -> Predicate:
         """A record matches if any item does (any tag); a missing list is an empty one."""
         if op.kind not in ("eq", "set", "nil"):
             raise self.fail(
                 op.pos, f"{field} can be matched by value, set (a|b), pattern (%) or nil, not compared"
             )
 
-        def tags_of(record: Record) -> list | tuple | None:
+        def tags_of(record: Record) -> list[Any] | tuple[Any, ...] | None:
             """The items, () for none, None when the field is not a list (matches nothing)."""
             value = get(record)
             if value is None:
                 return ()
-            return value if value.__class__ in (list, tuple) else None  # type: ignore[return-value]
+            return value if value.__class__ in (list, tuple) else None
 
         if op.kind == "nil":
             if op.negate:
@@ -253,7 +254,7 @@ _COMPARE = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": opera
 
 
 def _ordered_test(
-    op: Operation, coerce: Callable[[Atom], object], norm: Callable[[object], object], c: _Compiler
+    op: Operation, coerce: Callable[[Atom], Any], norm: Callable[[Any], Any], c: _Compiler
 ) -> Test:
     """The test for one operation over values that `norm` makes comparable (None: no match).
 
@@ -263,14 +264,14 @@ def _ordered_test(
     kind = op.kind
     if kind == "range":
         low, high = (coerce(a) for a in op.atoms)
-        if low > high:  # type: ignore[operator]
+        if low > high:
             raise c.fail(
                 op.atoms[1].pos,
                 f"empty range: {clip(op.atoms[0].text)} is greater than {clip(op.atoms[1].text)}",
             )
         if norm is number_or_none:
             return lambda v: low <= v <= high if v.__class__ in NUMBERS or is_number(v) else None
-        return lambda v: None if (n := norm(v)) is None else low <= n <= high  # type: ignore[operator]
+        return lambda v: None if (n := norm(v)) is None else low <= n <= high
     if kind in _COMPARE:
         bound, compare = coerce(op.atoms[0]), _COMPARE[kind]
         if norm is number_or_none:
@@ -283,12 +284,12 @@ def _ordered_test(
     values = frozenset(coerce(a) for a in exact)
     if not patterns:
         if norm is lower_or_none:
-            return lambda v: v.lower() in values if v.__class__ is str else None  # type: ignore[union-attr]
+            return lambda v: v.lower() in values if v.__class__ is str else None
         if norm is text_or_none:
             return lambda v: (v if v.__class__ is str else value_text(v)) in values
         return lambda v: None if (n := norm(v)) is None else n in values
 
-    def test(v: object) -> bool | None:
+    def test(v: Any) -> bool | None:
         n = norm(v)
         if n is None:
             return None
@@ -323,9 +324,9 @@ def _bind(field: str, test: Test, negate: bool) -> Predicate:
         values = record.get(section)
         if values.__class__ is not dict:
             return False
-        value = values.get(name)  # type: ignore[union-attr]
+        value = values.get(name)
         if history and value.__class__ is list:
-            value = value[-1] if value else None  # type: ignore[index]
+            value = value[-1] if value else None
         if value is None:
             return False
         return test(value) is False if negate else test(value) is True

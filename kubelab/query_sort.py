@@ -9,6 +9,7 @@ import operator
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from functools import lru_cache
+from typing import Any
 
 from kubelab.query_aliases import canonical_field
 from kubelab.query_syntax import QueryError
@@ -32,7 +33,7 @@ class Sort:
 
     __slots__ = ("keys", "text")
 
-    def __init__(self, text: str, keys: list[tuple[str, bool, Callable[[Record], object]]]):
+    def __init__(self, text: str, keys: list[tuple[str, bool, Callable[[Record], Any]]]):
         self.text = text
         self.keys = keys  # (field, descending, key function returning None when missing)
 
@@ -54,21 +55,21 @@ class Sort:
 _first = operator.itemgetter(0)
 
 
-def _time_key(value: object) -> str | None:
+def _time_key(value: Any) -> str | None:
     """Sortable text for a timestamp without parsing the usual `...SS.fffZ` form.
 
     Records write UTC timestamps with milliseconds, which sort as text; anything else is
     parsed and spelled the same way (with microseconds, so both forms interleave correctly).
     """
     if value.__class__ is str and len(value) == 24 and value[19] == "." and value[23] == "Z":
-        return value[:23] + "000"  # type: ignore[index]
+        return value[:23] + "000"
     seconds = epoch_seconds(value)
     if seconds is None:
         return None
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
 
 
-def _sort_key(field: str, kind: str, descending: bool) -> Callable[[Record], object]:
+def _sort_key(field: str, kind: str, descending: bool) -> Callable[[Record], Any]:
     """A key that is None when the record lacks the field (those rows go last)."""
     get = field_getter(field)
     if kind == DATE:
@@ -81,7 +82,7 @@ def _sort_key(field: str, kind: str, descending: bool) -> Callable[[Record], obj
         return lambda r: None if (v := get(r)) is None else ((t := value_text(v)).lower(), t)
     numbers_rank, text_rank = (1, 0) if descending else (0, 1)
 
-    def mixed(record: Record) -> tuple | None:  # params/metrics: numbers before text, always
+    def mixed(record: Record) -> tuple[int, Any] | None:  # params/metrics: numbers before text, always
         value = get(record)
         if value is None:
             return None
@@ -99,7 +100,7 @@ def compile_sort(text: str) -> Sort:
 
 @lru_cache(maxsize=256)
 def _compile_sort(text: str) -> Sort:
-    keys: list[tuple[str, bool, Callable[[Record], object]]] = []
+    keys: list[tuple[str, bool, Callable[[Record], Any]]] = []
     if not text.strip():
         return Sort(text, keys)
     start = 0

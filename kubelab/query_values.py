@@ -8,12 +8,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from datetime import datetime, timezone
+from typing import Any
 
 from kubelab.errors import FieldError, ValidationError, did_you_mean
 from kubelab.query_syntax import QueryError, clip
 from kubelab.run_record import DYNAMIC, field_kinds, sections, states
 
-Record = dict
+Record = dict[str, Any]
 
 # Field kinds and the fields themselves come from the one record definition.
 FIELDS: dict[str, str] = field_kinds()
@@ -22,10 +23,10 @@ STATUSES = states()
 UTC = timezone.utc
 
 
-def value_text(value: object) -> str:
+def value_text(value: Any) -> str:
     """A record value as the text a query compares it with (JSON spelling for booleans)."""
     if value.__class__ is str:
-        return value  # type: ignore[return-value]
+        return value
     if value is True or value is False:
         return "true" if value else "false"
     return str(value)
@@ -34,46 +35,46 @@ def value_text(value: object) -> str:
 NUMBERS = (int, float)  # exact classes: the fast check; bool is deliberately not a number
 
 
-def is_number(value: object) -> bool:
+def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and value is not True and value is not False
 
 
-def epoch_seconds(value: object) -> float | None:
+def epoch_seconds(value: Any) -> float | None:
     """Seconds since the epoch from an ISO-8601 string (naive means UTC) or a number."""
     if value.__class__ is str:
         try:
-            moment = datetime.fromisoformat(value)  # type: ignore[arg-type]
+            moment = datetime.fromisoformat(value)
         except ValueError:
             try:  # Python 3.10 does not read a trailing Z
-                moment = datetime.fromisoformat(value.replace("Z", "+00:00"))  # type: ignore[union-attr]
+                moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
             except ValueError:
                 return None
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=UTC)
         return moment.timestamp()
-    if is_number(value) and not math.isnan(value):  # type: ignore[arg-type]
-        return float(value)  # type: ignore[arg-type]
+    if is_number(value) and not math.isnan(value):
+        return float(value)
     return None
 
 
-def field_getter(field: str) -> Callable[[Record], object]:
+def field_getter(field: str) -> Callable[[Record], Any]:
     """Read a field; `params.a.b` is the key `a.b` if present, else the nested path a -> b."""
     section, dot, name = field.partition(".")
     if not dot:
         return lambda r: r.get(field)
     path, history = name.split("."), section == "metrics"
 
-    def get(record: Record) -> object:
+    def get(record: Record) -> Any:
         values = record.get(section)
         if values.__class__ is not dict:
             return None
-        value = values.get(name)  # type: ignore[union-attr]
-        if value is None and len(path) > 1 and name not in values:  # type: ignore[operator]
+        value = values.get(name)
+        if value is None and len(path) > 1 and name not in values:
             value = values
             for part in path:
-                value = value.get(part) if value.__class__ is dict else None  # type: ignore[union-attr]
+                value = value.get(part) if value.__class__ is dict else None
         if history and value.__class__ is list:  # a metric's history: the last value counts
-            value = value[-1] if value else None  # type: ignore[index]
+            value = value[-1] if value else None
         return value
 
     return get
@@ -96,23 +97,23 @@ def resolve_field(source: str, name: str, pos: int, path: str) -> str:
     raise QueryError(source, pos, f"unknown field '{clip(name)}'{hint}", path)
 
 
-def text_or_none(value: object) -> str | None:
+def text_or_none(value: Any) -> str | None:
     return value_text(value) if value is not None else None
 
 
-def str_or_none(value: object) -> str | None:
-    return value if value.__class__ is str else None  # type: ignore[return-value]
+def str_or_none(value: Any) -> str | None:
+    return value if value.__class__ is str else None
 
 
-def lower_or_none(value: object) -> str | None:
-    return value.lower() if value.__class__ is str else None  # type: ignore[union-attr]
+def lower_or_none(value: Any) -> str | None:
+    return value.lower() if value.__class__ is str else None
 
 
-def number_or_none(value: object) -> float | None:
-    return value if is_number(value) else None  # type: ignore[return-value]
+def number_or_none(value: Any) -> float | None:
+    return value if is_number(value) else None
 
 
-def checked_text(text: object, path: str) -> str:
+def checked_text(text: Any, path: str) -> str:
     if text is None:
         return ""
     if not isinstance(text, str):

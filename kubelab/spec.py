@@ -120,7 +120,7 @@ def _default_name(command: list[str] | str, code: CodeSnapshot | None) -> str:
 class _Parser(FieldReader):
     """Collects every problem instead of stopping at the first one."""
 
-    def known(self, path: str, data: dict, allowed: tuple[str, ...]) -> None:
+    def known(self, path: str, data: dict[str, Any], allowed: tuple[str, ...]) -> None:
         for key in data:
             if key not in allowed:
                 where = f"{path}.{key}" if path else str(key)
@@ -220,7 +220,7 @@ class _Parser(FieldReader):
             result.append(decl)
         return result
 
-    def convert(self, path: str, kind: str, value: Any, choices: list | None = None) -> Scalar:
+    def convert(self, path: str, kind: str, value: Any, choices: list[Any] | None = None) -> Scalar:
         """A value of the declared type; strings from flags (`-P lr=0.1`) are converted."""
         converted = convert_value(kind, value)
         if converted is INVALID:
@@ -228,7 +228,8 @@ class _Parser(FieldReader):
             return None
         if choices is not None and converted not in choices:
             self.fail(path, f"must be one of {', '.join(map(repr, choices))}, not {value!r}")
-        return converted
+        scalar: Scalar = converted
+        return scalar
 
     def params(self, value: Any, inputs: list[Input]) -> dict[str, Scalar]:
         if value is None:

@@ -9,6 +9,11 @@ Works with no server running: the CLI starts the sweep's driver itself, and the 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kubelab.sweeps.service import Sweeps
+
 import argparse
 import sys
 import time
@@ -35,7 +40,7 @@ def register(subparsers: Any) -> None:
     sub = parser.add_subparsers(dest="sweep_command", metavar="COMMAND")
 
     def command(name: str, handler: Any, help: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help, description=help)
+        p: argparse.ArgumentParser = sub.add_parser(name, help=help, description=help)
         p.set_defaults(handler=handler)
         # SUPPRESS: `kubelab sweep -o json ls` keeps the -o given before the command
         p.add_argument("-o", "--output", choices=("json",), default=argparse.SUPPRESS)
@@ -52,7 +57,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--wait", action="store_true")
 
 
-def _sweeps():
+def _sweeps() -> Sweeps:
     from kubelab.experiments import Experiments
     from kubelab.sweeps.service import Sweeps
 

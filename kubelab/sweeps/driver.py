@@ -355,7 +355,8 @@ class Driver:
             follow.entry.state = PRUNING
             follow.entry.reason = f"pruned at step {step} ({self.metric}={value:.6g})"
             self.save()
-            self.lab.stop(follow.entry.run_id, pruned=True)
+            if follow.entry.run_id is not None:
+                self.lab.stop(follow.entry.run_id, pruned=True)
 
     def ended(self, follow: Follow, status: Any) -> None:
         self.conclude(follow.entry, *trial_result(follow, status, self.metric))
@@ -406,7 +407,8 @@ class Driver:
 
         for follow in list(self.follows.values()):
             try:
-                self.lab.stop(follow.entry.run_id)
+                if follow.entry.run_id is not None:
+                    self.lab.stop(follow.entry.run_id)
             except Exception:  # one trial's stop failing must not keep the others running
                 traceback.print_exc()
         deadline = time.monotonic() + stop_grace() + STOP_WAIT

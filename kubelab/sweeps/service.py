@@ -8,6 +8,7 @@ new driver, so a sweep carries on after a crash or a reboot without anyone askin
 
 from __future__ import annotations
 
+import builtins
 import shutil
 import time
 from pathlib import Path
@@ -153,7 +154,7 @@ class Sweeps:
     def record(self, sweep: SweepDirectory, state: SweepState | None = None) -> dict[str, Any]:
         return sweep_record(sweep, state or sweep.read_state())
 
-    def trials(self, sweep: SweepDirectory, state: SweepState) -> list[dict[str, Any]]:
+    def trials(self, sweep: SweepDirectory, state: SweepState) -> builtins.list[dict[str, Any]]:
         """The trials' experiment records, with the sweep's verdict on each (`result`, `objective`)."""
         runs = {r["id"]: r for r in self.lab.list(f"sweep:{sweep.id}")[0]}
         rows = []
@@ -244,7 +245,9 @@ class Sweeps:
             return self.resume(sweep_id)
         return self.record(sweep)
 
-    def _extend_locked(self, sweep: SweepDirectory, state: SweepState, changes: dict[str, Any]) -> dict:
+    def _extend_locked(
+        self, sweep: SweepDirectory, state: SweepState, changes: dict[str, Any]
+    ) -> dict[str, Any]:
         if sweep.driver_alive():
             # durable: the driver takes the request at its next turn; answer with the budget as
             # it will be, not as the state file still says until then

@@ -27,7 +27,7 @@ from kubelab.sweeps.space_names import check_collisions, check_keys, flatten_sco
 
 Scalar = str | int | float | bool | None
 
-ARITY = {
+ARITY: dict[str, int | None] = {
     "choice": None,
     "randint": 2,
     "uniform": 2,
@@ -182,7 +182,8 @@ class SearchSpace:
         return any(p.nested for p in self.params)
 
     def to_dict(self) -> dict[str, Any]:
-        return _plain(self.raw)
+        plain: dict[str, Any] = _plain(self.raw)
+        return plain
 
     def flat_names(self) -> list[str]:
         """Every name a trial may receive in its flat parameters."""
@@ -337,7 +338,7 @@ def _parse_numbers(
 ) -> tuple[float, ...] | None:
     arity = ARITY[kind]
     if len(values) != arity:
-        names = {2: "[low, high]", 3: "[low, high, q]"}[arity]
+        names = "[low, high, q]" if arity == 3 else "[low, high]"
         if kind in NORMAL_TYPES:
             names = "[mu, sigma]" if arity == 2 else "[mu, sigma, q]"
         elif kind == "randint":

@@ -165,7 +165,8 @@ class SweepDirectory:
         return self.state_file.exists()
 
     def spec_data(self) -> dict[str, Any]:
-        return json.loads(self.spec_file.read_text())
+        data: dict[str, Any] = json.loads(self.spec_file.read_text())
+        return data
 
     def read_state(self) -> SweepState:
         return SweepState.from_dict(json.loads(self.state_file.read_text()))
@@ -213,7 +214,8 @@ class SweepDirectory:
 
     def pending_budget(self) -> dict[str, Any]:
         try:
-            return json.loads(self.budget_file.read_text())
+            pending: dict[str, Any] = json.loads(self.budget_file.read_text())
+            return pending
         except (FileNotFoundError, json.JSONDecodeError):
             return {}
 
@@ -225,7 +227,8 @@ class SweepDirectory:
         except FileNotFoundError:
             return {}
         try:
-            return json.loads(claimed.read_text())
+            taken: dict[str, Any] = json.loads(claimed.read_text())
+            return taken
         except json.JSONDecodeError:
             return {}
         finally:

@@ -75,11 +75,11 @@ def sweep_record(sweep: SweepDirectory, state: SweepState) -> dict[str, Any]:
 
 
 def best_trial(state: SweepState, direction: str) -> dict[str, Any] | None:
-    done = [e for e in state.entries() if e.state == COMPLETE and e.value is not None]
+    done = [(e.value, e) for e in state.entries() if e.state == COMPLETE and e.value is not None]
     if not done:
         return None
     sign = 1 if direction == "minimize" else -1
-    best = min(done, key=lambda e: (sign * e.value, e.number))
+    _, best = min(done, key=lambda pair: (sign * pair[0], pair[1].number))
     return {"trial": best.number, "id": best.run_id, "value": best.value, "params": best.params}
 
 

@@ -15,6 +15,7 @@ The child is `python -m kubelab.tensorboard.supervisor --parent PID -- <tensorbo
 from __future__ import annotations
 
 import atexit
+import builtins
 import contextlib
 import hashlib
 import os
@@ -54,7 +55,7 @@ class TensorBoardSession:
     pid: int | None = None
     started_at: float = field(default_factory=time.time)
     last_access: float = field(default_factory=time.time)
-    process: subprocess.Popen | None = field(default=None, repr=False)
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     log_path: Path | None = None
     # Stopped by a user (sidebar, closed tab, `%tensorboard --stop`): a page that comes back
     # must not start it again behind their back, unlike after an idle stop.
@@ -108,7 +109,8 @@ def logdir_spec(logdirs: dict[str, str]) -> str:
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 DEFAULT_MAX_SESSIONS = 4
@@ -336,7 +338,7 @@ class TensorBoardSupervisor:
         if session:
             session.last_access = time.time()
 
-    def reap_idle(self, now: float | None = None) -> list[TensorBoardSession]:
+    def reap_idle(self, now: float | None = None) -> builtins.list[TensorBoardSession]:
         """Stop sessions nobody has looked at for `idle_timeout` seconds."""
         now = time.time() if now is None else now
         idle = [
@@ -368,16 +370,16 @@ class TensorBoardSupervisor:
     def stop_all(self) -> None:
         """End every TensorBoard: TERM to all groups at once, then KILL what lingers."""
         with self._lock:
-            running = [s for s in self.sessions.values() if s.alive]
-            for session in running:
-                _signal_group(session.process.pid, signal.SIGTERM)
+            running = [(s, s.process) for s in self.sessions.values() if s.alive and s.process is not None]
+            for _, process in running:
+                _signal_group(process.pid, signal.SIGTERM)
             deadline = time.monotonic() + STOP_GRACE
-            for session in running:
+            for session, process in running:
                 with contextlib.suppress(subprocess.TimeoutExpired):
-                    session.process.wait(max(0.0, deadline - time.monotonic()))
-                _signal_group(session.process.pid, signal.SIGKILL)
+                    process.wait(max(0.0, deadline - time.monotonic()))
+                _signal_group(process.pid, signal.SIGKILL)
                 with contextlib.suppress(subprocess.TimeoutExpired):
-                    session.process.wait(1.0)
+                    process.wait(1.0)
                 session.state, session.reason = STOPPED, "the server stopped"
 
 
@@ -389,7 +391,7 @@ def listening(port: int | None) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-def stop_group(process: subprocess.Popen, grace: float = STOP_GRACE) -> None:
+def stop_group(process: subprocess.Popen[bytes], grace: float = STOP_GRACE) -> None:
     _signal_group(process.pid, signal.SIGTERM)
     try:
         process.wait(grace)

@@ -49,7 +49,8 @@ KINDS = {
 
 
 def _json(response: Any) -> Obj:
-    return json.loads(response.data)
+    body: Obj = json.loads(response.data)
+    return body
 
 
 class KubeApi:

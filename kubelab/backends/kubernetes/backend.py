@@ -86,7 +86,7 @@ class KubernetesBackend(Backend):
 
     @classmethod
     def from_kubeconfig(
-        cls, path: str | os.PathLike | None, nb: NotebookEnv | None = None, **kwargs: Any
+        cls, path: str | os.PathLike[str] | None, nb: NotebookEnv | None = None, **kwargs: Any
     ) -> KubernetesBackend:
         """Use a kubeconfig file; its context's namespace applies unless `nb` names one."""
         api_client, nb = kubeconfig_client(path, nb or NotebookEnv.from_environ())
@@ -170,7 +170,7 @@ class KubernetesBackend(Backend):
             existing = self.api.get(obj["kind"], obj["metadata"]["name"])
             labels = ((existing or {}).get("metadata") or {}).get("labels") or {}
             if labels.get(names.EXPERIMENT) == run_id:
-                return dict(existing, kind=obj["kind"])
+                return dict(existing or {}, kind=obj["kind"])
             raise
 
     def _undo(self, created: list[Obj]) -> None:

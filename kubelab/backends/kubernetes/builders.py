@@ -132,7 +132,7 @@ def labels(spec: ExperimentSpec, target: Target, role: str | None = None) -> dic
     return values
 
 
-def annotations(spec: ExperimentSpec, target: Target) -> dict[str, str]:
+def run_annotations(spec: ExperimentSpec, target: Target) -> dict[str, str]:
     data = spec.to_dict()
     if spec.code and spec.code.source is not None:  # the snapshot is in the run directory
         data["code"] = {"path": None, "source": "<in code/>", "filename": spec.code.filename}
@@ -149,7 +149,7 @@ def metadata(
     meta: Manifest = {
         "name": name,
         "labels": labels(spec, target, role),
-        "annotations": annotations(spec, target),
+        "annotations": run_annotations(spec, target),
     }
     if target.namespace:
         meta["namespace"] = target.namespace

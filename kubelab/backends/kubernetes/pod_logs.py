@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 
 from kubernetes.client.exceptions import ApiException
 
@@ -27,7 +28,7 @@ FindPod = Callable[[RunDirectory, int], "PodView | None"]
 def container(run: RunDirectory) -> str:
     spec = run.spec()
     if spec.get("engine") == "kubeflow":
-        return builders.KUBEFLOW_CONTAINER.get(spec.get("framework"), builders.CONTAINER)
+        return builders.KUBEFLOW_CONTAINER.get(spec.get("framework") or "", builders.CONTAINER)
     return builders.CONTAINER
 
 
@@ -51,7 +52,7 @@ def live_logs(
                     pod.name,
                     container(run),
                     follow=follow,
-                    ended=lambda name=pod.name: _log_ended(run, replica, name, find_pod),
+                    ended=partial(_log_ended, run, replica, pod.name, find_pod),
                 )
             except ApiException as exc:
                 if exc.status not in (400, 404):

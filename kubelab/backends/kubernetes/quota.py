@@ -24,11 +24,12 @@ def quota_resources(api: KubeApi, nb: NotebookEnv) -> dict[str, Any]:
         jobs = api.list("Job", label_selector=names.user_selector(nb.user))
     except ApiException as exc:
         raise translate(exc, "read the namespace's quota") from exc
-    total = used = None
+    total: int | None = None
+    used = 0
     for quota in quotas:
         hard = (quota.get("status") or {}).get("hard") or quota["spec"].get("hard") or {}
         if key in hard or nb.gpu_resource in hard:
-            limit = hard.get(key, hard.get(nb.gpu_resource))
+            limit = hard[key] if key in hard else hard[nb.gpu_resource]
             spent = ((quota.get("status") or {}).get("used") or {}).get(
                 key, ((quota.get("status") or {}).get("used") or {}).get(nb.gpu_resource, "0")
             )

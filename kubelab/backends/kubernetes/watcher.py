@@ -184,7 +184,8 @@ class Watcher:
                 self.on_change(run, kind)
         self.relists += 1
         self.synced[kind].set()
-        return listed["metadata"]["resourceVersion"]
+        version: str = listed["metadata"]["resourceVersion"]
+        return version
 
     def _stream(self, kind: str, version: str) -> str:
         try:
@@ -197,7 +198,7 @@ class Watcher:
         with self._counter_lock:
             self.open_watches += 1
         try:
-            for line in iter_resp_lines(response):
+            for line in iter_resp_lines(response):  # type: ignore[no-untyped-call]
                 if self._stop.is_set():
                     break
                 if not line:

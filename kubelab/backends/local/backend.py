@@ -160,7 +160,7 @@ class LocalBackend(Backend):
         ]
 
 
-def read_from(path: os.PathLike, offset: int, limit: int = 8 * LOG_CHUNK) -> tuple[str, int]:
+def read_from(path: os.PathLike[str], offset: int, limit: int = 8 * LOG_CHUNK) -> tuple[str, int]:
     """Text appended to `path` since `offset` (at most `limit` bytes), and the new offset."""
     data = read_bytes(path, offset, limit)
     return data.decode(errors="replace"), offset + len(data)

@@ -12,6 +12,7 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Collection
 
 REAP_POLL = 0.05  # seconds between signalling a dying tree's stragglers again (the runner's POLL)
 
@@ -48,7 +49,7 @@ def descendants(root: int) -> list[int]:
     return found
 
 
-def end_descendants(signum: int, keep: set[int] = frozenset(), rounds: int = 5) -> None:
+def end_descendants(signum: int, keep: Collection[int] = frozenset(), rounds: int = 5) -> None:
     """Signal every descendant of this runner (but `keep`: the replicas, which Popen reaps);
     again while new ones appear (a process forking as it dies), then reap the orphans."""
     for _ in range(rounds):

@@ -51,7 +51,7 @@ def stop_grace() -> float:
 class Replica:
     role: str
     index: int
-    process: subprocess.Popen
+    process: subprocess.Popen[bytes]
     pidfd: int | None = None  # readable once the process exits: a wait with no polling delay
 
     @property
@@ -274,7 +274,9 @@ class Runner:
             records = zip(replicas, self.status.replicas, strict=True)
             running = [replica for replica, record in records if record["exit_code"] is None]
             if all(r.pidfd is not None for r in running):
-                select.select([r.pidfd for r in running], [], [], POLL)  # wakes at the first exit
+                select.select(
+                    [r.pidfd for r in running if r.pidfd is not None], [], [], POLL
+                )  # wakes at the first exit
             else:
                 time.sleep(FAST_POLL if time.monotonic() - started < FAST_FOR else POLL)
 

@@ -52,6 +52,8 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 MESSAGE_WAIT = 5.0  # seconds a claimed helper waits for the rest of its message
 LOOK_EVERY = 1.0  # seconds between an idle helper's checks that its FIFO still exists
@@ -240,7 +242,7 @@ class IdleHelper:
             (self.folder / f"starting-{self.pid}").unlink()
         return fd
 
-    def wait(self, fd: int) -> dict | None:
+    def wait(self, fd: int) -> dict[str, Any] | None:
         """The claim message, or None after the idle timeout (or when the pool was removed)."""
         deadline = time.monotonic() + self.role.idle_timeout()
         claimed = False
@@ -262,7 +264,7 @@ class IdleHelper:
                 except FileNotFoundError:
                     claimed, deadline = True, time.monotonic() + MESSAGE_WAIT  # serve it
 
-    def read(self, fd: int) -> dict | None:
+    def read(self, fd: int) -> dict[str, Any] | None:
         data = b""
         deadline = time.monotonic() + MESSAGE_WAIT
         while not data.endswith(b"\n"):
@@ -279,7 +281,7 @@ class IdleHelper:
             return None
         return message if isinstance(message, dict) and isinstance(message.get("path"), str) else None
 
-    def serve(self, module, message: dict) -> bool:
+    def serve(self, module: ModuleType, message: dict[str, Any]) -> bool:
         """Serve one claim in the submitter's environment and working directory."""
         os.environ.clear()
         os.environ.update({str(k): str(v) for k, v in (message.get("env") or {}).items()})
