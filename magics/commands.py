@@ -77,7 +77,8 @@ class KubelabMagics(Magics):
         options.check_train(parser, args, cell=cell is not None)
         cwd = Path.cwd()
         if cell is not None and args.sweep:
-            spec = train.sweep_from_cell(args, cell, cwd, self.shell.user_ns)
+            user_ns = self.shell.user_ns if self.shell is not None else {}
+            spec = train.sweep_from_cell(args, cell, cwd, user_ns)
             self.present_sweep(self.service.submit_sweep(spec, base_dir=cwd), args)
             return
         if cell is not None:

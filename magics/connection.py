@@ -8,16 +8,21 @@ Both sides offer the same verbs, so the magics do not care which one they hold.
 
 from __future__ import annotations
 
+import builtins
 import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubelab.errors import FieldError, NotFound, ValidationError
 from kubelab.records import TERMINAL
 from kubelab.sweeps.store import RUNNING as SWEEP_RUNNING
 from kubelab.sweeps.store import SWEEP_STATES
+
+if TYPE_CHECKING:
+    from kubelab.pipelines.service import Pipelines
+    from kubelab.sweeps.service import Sweeps
 
 
 class RestService:
@@ -54,7 +59,7 @@ class LocalService:
 
     def list(
         self, query: str = "", sort: str = "", limit: int | None = None, offset: int = 0
-    ) -> tuple[list[dict[str, Any]], int]:
+    ) -> tuple[builtins.list[dict[str, Any]], int]:
         return self.lab.list(query, sort, limit, offset)
 
     def stop(self, run_id: str) -> dict[str, Any]:
@@ -63,14 +68,14 @@ class LocalService:
     def logs(self, run_id: str, replica: int = 0, follow: bool = False) -> Iterator[str]:
         return self.lab.logs(run_id, replica, follow)
 
-    def metrics(self, run_id: str) -> list[dict[str, Any]]:
+    def metrics(self, run_id: str) -> builtins.list[dict[str, Any]]:
         return self.lab.metrics(run_id)
 
     def resources(self) -> dict[str, Any]:
         return self.lab.resources()
 
     # -- sweeps: the same service the `kubelab sweep` command uses ------------------------
-    def _sweeps(self) -> Any:
+    def _sweeps(self) -> Sweeps:
         try:
             from kubelab.sweeps.service import Sweeps
         except ImportError:
@@ -97,7 +102,7 @@ class LocalService:
         return self._sweeps().stop(sweep_id)
 
     # -- pipelines and schedules: the services the `kubelab pipeline` command uses ----------
-    def _pipelines(self) -> Any:
+    def _pipelines(self) -> Pipelines:
         from kubelab.pipelines.service import Pipelines
 
         return Pipelines(self.lab)
@@ -138,7 +143,7 @@ class LocalService:
         supervisor = self._tensorboards
         session = supervisor.start(request)
         supervisor.wait_ready(session)
-        data = session.to_json()
+        data: dict[str, Any] = session.to_json()
         data["url"] = f"http://127.0.0.1:{session.port}{session.url}"
         return data
 
@@ -147,7 +152,7 @@ class LocalService:
 
     def events(self, interval: float = 0.5) -> Iterator[tuple[str, Any]]:
         """The server's event kinds, by looking at the run records (there is no server)."""
-        seen: dict[str, tuple] = {}
+        seen: dict[str, tuple[Any, ...]] = {}
         yield "connected", None
         while True:
             self.lab.refresh()
@@ -170,7 +175,7 @@ def wait_until_done(service: Any, run_id: str, poll: float = 0.2) -> dict[str, A
     while True:
         record = service.get(run_id)
         if record["status"] in TERMINAL:
-            return record
+            return dict(record)
         time.sleep(poll)
 
 
@@ -181,7 +186,7 @@ def wait_for_sweep(service: Any, sweep_id: str, poll: float = 0.5) -> dict[str, 
     while True:
         record = service.sweep(sweep_id)
         if record.get("status") in SWEEP_TERMINAL:
-            return record
+            return dict(record)
         time.sleep(poll)
 
 
