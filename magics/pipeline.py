@@ -160,7 +160,7 @@ def run(magics: Any, line: str) -> None:
     args = parser.read(line)
     if args is None:
         return
-    svc = magics.connection
+    svc = magics.service
     if args.id and args.file:
         parser.error("give a pipeline id or -f FILE, not both")
     if args.id:
