@@ -302,7 +302,7 @@ def container_resources(spec: ExperimentSpec, nb: NotebookEnv, role: str) -> Man
 
 
 def trial_env(spec: ExperimentSpec, target: Target, nb: NotebookEnv) -> list[Manifest]:
-    """The trial's environment contract (DESIGN.md); it wins over the spec's own `env`."""
+    """The trial's environment contract (docs/spec.md); it wins over the spec's own `env`."""
     run_dir = target.run_dir.rstrip("/")
     values = dict(spec.env)
     values.update(

@@ -1,4 +1,4 @@
-"""DESIGN.md's distributed environment for pods of an Indexed Job.
+"""The distributed environment (docs/kubernetes.md) for pods of an Indexed Job.
 
 Every pod of a Job shares one template, so per-pod values come from the completion index:
 `RANK` is read through the downward API from the `batch.kubernetes.io/job-completion-index`
