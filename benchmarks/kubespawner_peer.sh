@@ -16,9 +16,9 @@
 # - A pytest plugin rebinds `kubespawner.KubeSpawner` to KubeLabSpawner before the tests are
 #   imported, so every `KubeSpawner(...)` in its fixtures and tests builds a KubeLabSpawner.
 #   KUBELAB_PEER_SPAWNER=KubeSpawner runs the same suite unchanged, for comparison.
-# - Its test double `MockUser` is a unittest.mock.Mock, whose `.groups` and `.orm_user` are more
-#   Mocks, not a JupyterHub User's list and database row; the plugin gives the class
-#   `groups = []` and `orm_user = None` (KubeLabSpawner reads a user's groups, KubeSpawner not).
+# - Nothing else is adapted: KubeSpawner's tests, fixtures and test doubles run as they are.
+#   They configure no `gpu_catalog`, so KubeLabSpawner behaves as KubeSpawner (its
+#   `profile_list`, `options_from_form` and one-namespace default), as a drop-in must.
 # - Prints the counts last: `peer: N passed, N failed, N errors, N skipped`.
 #
 # KWOK plays the kubelet, so pods reach Running with IP 127.0.0.1 but run nothing: tests that
@@ -75,9 +75,6 @@ def pytest_collection_finish(session):
     for module in modules:
         bound = getattr(module, "KubeSpawner", EXPECTED)
         assert bound is EXPECTED, f"{module.__name__} uses {bound!r}"
-        if hasattr(module, "MockUser"):
-            module.MockUser.groups = []
-            module.MockUser.orm_user = None
 EOF
 
 echo "# starting the control plane" >&2
@@ -98,7 +95,7 @@ KUBECONFIG="$work/kubeconfig" PYTHONPATH="$work:$work/site" KUBELAB_PEER_PARTS="
   -p kubelab_peer -p no:cacheprovider -o addopts="" -rfEs --color=no "$@" tests \
   | tee "$work/pytest.out"
 status=${PIPESTATUS[0]}
-summary=$(grep -E "^=+ .*(passed|failed|error|skipped).* in [0-9.]+s" "$work/pytest.out" | tail -1)
+summary=$(grep -E "^(=+ )?[0-9]+ (passed|failed|errors?|skipped).* in [0-9.]+s" "$work/pytest.out" | tail -1)
 count() { grep -oE "[0-9]+ $1" <<<"$summary" | grep -oE "^[0-9]+" || echo 0; }
 echo "peer: $(count passed) passed, $(count failed) failed, $(count 'errors?') errors," \
   "$(count skipped) skipped"

@@ -123,6 +123,8 @@ c.JupyterHub.load_roles = [
 if MODE == "kubernetes":
     c.JupyterHub.spawner_class = "kubelab.spawner.KubeLabSpawner"
     spawner = c.KubeLabSpawner
+    # the catalog turns on kubelab's behaviour, per-user namespaces included (without one the
+    # spawner is plain KubeSpawner: one shared namespace); trusted_lab = True shares one namespace
     spawner.gpu_catalog = GPU_CATALOG
     spawner.cmd = ["jupyterhub-singleuser"]
     spawner.start_timeout = 600  # image pulls of CUDA images take minutes

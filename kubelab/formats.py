@@ -18,7 +18,7 @@ POLYAXON_V0_KINDS = ("experiment", "job", "group")
 POLYAXON_V1_KINDS = ("component", "operation")
 # Formats people bring that are recognised and refused, with what to do instead.
 REFUSED_KINDS = {
-    "dag": "Polyaxon DAGs are pipelines: kubelab's pipelines will run them; not readable as an experiment",
+    "dag": "Polyaxon DAGs are pipelines: a component with run kind: dag runs with `kubelab pipeline run -f`",
     "pipeline": "Polyaxon pipelines are not supported yet (kubelab's pipelines will run them)",
     "notebook": "notebooks run in JupyterHub here: start one from the hub instead",
     "tensorboard": "start TensorBoard with `kubelab tensorboard start ID` or %tensorboard",

@@ -74,10 +74,10 @@ UNSUPPORTED = {
     "joins": "joins read other runs' outputs from Polyaxon's API; not supported (left for later)",
     "hubRef": "components from Polyaxon Hub need Polyaxon's servers; write it inline or use pathRef",
     "urlRef": "kubelab does not fetch components over the network; download it and use pathRef",
-    "dagRef": "DAGs are pipelines: kubelab's pipelines will run them",
+    "dagRef": "dagRef names a component of a DAG; run the DAG with `kubelab pipeline run -f`",
     "runPatch": "patching a component's run is not supported; edit the component",
-    "schedule": "scheduled runs are not supported",
-    "dependencies": "dependencies between operations belong to pipelines",
+    "schedule": "a scheduled operation is added with `kubelab schedule add -f FILE`",
+    "dependencies": "dependencies between operations belong to a DAG (`kubelab pipeline run -f`)",
     "trigger": "triggers belong to pipelines",
     "conditions": "conditions belong to pipelines",
     "events": "event-driven runs are not supported",
@@ -91,7 +91,7 @@ UNSUPPORTED = {
 }
 HARMLESS = ("version", "kind", "name", "description", "tags", "isApproved", "cost", "patchStrategy")
 RUN_KINDS_REFUSED = {
-    "dag": "a DAG is a pipeline: kubelab's pipelines will run it (kubelab run reads jobs)",
+    "dag": "a DAG is a pipeline: run it with `kubelab pipeline run -f` (kubelab run reads jobs)",
     "mpijob": "MPI jobs need an MPI launcher, which kubelab does not provide; use pytorchjob",
     "service": "services (long-running servers) are not experiments; run them in JupyterHub",
     "notebook": "notebooks run in JupyterHub here",
@@ -213,7 +213,11 @@ class _Converter:
                 "kind",
                 f"Polyaxon v1 kind {kind!r} is not supported: kubelab reads component and "
                 "operation"
-                + (" (a DAG is a pipeline: kubelab's pipelines will run it)" if kind == "dag" else ""),
+                + (
+                    " (a DAG is a component whose run is kind: dag; run it with `kubelab pipeline run -f`)"
+                    if kind == "dag"
+                    else ""
+                ),
             )
             self.raise_errors()
         self.known("", data, OPERATION)

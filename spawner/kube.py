@@ -2,6 +2,11 @@
 user namespaces. A subclass, not a fork: it only sets KubeSpawner's own settings from the
 chosen options (in `load_user_options`, which KubeSpawner calls at the start of `_start`) and
 adds objects in `_ensure_namespace`, so every KubeSpawner option keeps working.
+
+A drop-in KubeSpawner: kubelab's behaviour (catalog form, per-user namespaces with Pod Security
+labels, quotas and NetworkPolicies, group placement) applies once the admin configures kubelab's
+catalog (`gpu_catalog`) or its trusted-lab layout (`trusted_lab`). Without either it is
+KubeSpawner: `profile_list`, KubeSpawner's `options_from_form` and its namespace defaults.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from typing import Any, ClassVar
 from kubernetes_asyncio.client.rest import ApiException
 from kubespawner import KubeSpawner
 from kubespawner.clients import shared_client
-from traitlets import Bool, Dict, Int, List, Unicode, default
+from traitlets import default
 
 from kubelab.errors import FieldError, KubelabError, ValidationError
 from kubelab.quantity import parse_quantity
@@ -27,6 +32,7 @@ from .availability import ClusterAvailability
 from .choice import choose, hub_memberships, public_properties
 from .form import admin_error, render_form
 from .groups import ProjectGroup
+from .kube_settings import KubeLabSettings
 from .network import HUB_ACCESS_LABEL, ApiServer, Isolation, extra_egress_rules
 from .objects import Storage
 from .pod_settings import PodSettings, pod_settings
@@ -52,88 +58,43 @@ _TOUCHED = (
 )
 
 
-class KubeLabSpawner(SpawnForm, KubeSpawner):
+class KubeLabSpawner(SpawnForm, KubeLabSettings, KubeSpawner):
     """GPU notebooks on Kubernetes for every user of a lab."""
-
-    gpu_catalog = Dict(
-        config=True, help="GPU types, images and profiles (see kubelab.spawner.profiles.Catalog)."
-    )
-    trusted_lab = Bool(
-        False,
-        config=True,
-        help="""cube-studio's layout: one namespace, shared workspace and
-        archive claims with per-user subPaths. Users can reach each other's files.""",
-    )
-    workspace_size = Unicode("50Gi", config=True)
-    archive_size = Unicode("100Gi", config=True)
-    storage_class = Unicode(
-        None,
-        allow_none=True,
-        config=True,
-        help="""StorageClass of the claims (None = the cluster default). KubeSpawner's own
-        setting, so its `storage_pvc_ensure` claim uses it too ('' there means no class).""",
-    )
-    shared_workspace_claim = Unicode(
-        "kubeflow-user-workspace", config=True, help="Trusted-lab workspace claim."
-    )
-    shared_archive_claim = Unicode("kubeflow-archives", config=True, help="Trusted-lab archive claim.")
-    notebook_service_account = Unicode("kubelab-notebook", config=True)
-    notebook_role_file = Unicode(
-        "",
-        config=True,
-        help="Role manifest for the notebook's account ('' = hub_config/rbac/notebook-role.yaml).",
-    )
-    public_group_properties = Dict(config=True, help="Properties of `public` when the hub has no such group.")
-    cluster_context = Unicode(
-        "",
-        config=True,
-        help="""The kubeconfig context this hub spawns in. A group whose
-        `cluster` names another context is refused (one hub spawns on one cluster).""",
-    )
-    check_availability = Bool(
-        True, config=True, help="Refuse requests beyond free GPUs (watches nodes and pods)."
-    )
-    network_policy = Bool(
-        True,
-        config=True,
-        help="""NetworkPolicies in each user namespace (see kubelab.spawner.network): notebooks
-        take connections from the hub and proxy only and reach DNS, the hub API and the API
-        server; experiments reach the same namespace's experiments; nothing reaches the metadata
-        endpoint or other users' pods. Needs a CNI that enforces NetworkPolicy.""",
-    )
-    network_policy_internet = Bool(
-        True,
-        config=True,
-        help="Let notebooks and experiments reach public addresses (package indexes, datasets).",
-    )
-    network_policy_extra_egress = List(
-        Dict(),
-        config=True,
-        help="""More egress for every pod of a user namespace (NetworkPolicy egress rules), e.g.
-        the lab's package mirror or object storage inside the cluster:
-        [{"to": [{"ipBlock": {"cidr": "10.20.0.5/32"}}], "ports": [{"port": 443}]}].""",
-    )
-    hub_namespace = Unicode(
-        config=True, help="The hub's namespace, where the hub and proxy pods run ('' = the hub's own)."
-    )
-    api_server_cidrs = List(
-        Unicode(),
-        config=True,
-        help="""Addresses of the API server's endpoints for the notebooks' egress ([] = read from
-        the EndpointSlices of default/kubernetes at each spawn).""",
-    )
-    api_server_ports = List(Int(), [443, 6443], config=True, help="Ports of api_server_cidrs.")
 
     _watches: ClassVar[dict[Any, ClusterAvailability]] = {}
     _catalogs: ClassVar[dict[str, Catalog]] = {}
 
+    @property
+    def kubelab_mode(self) -> bool:
+        """Whether kubelab's behaviour applies: the admin configured its catalog or trusted-lab
+        layout. Read when a default is first needed, as KubeSpawner reads `profile_list`."""
+        return bool(self.gpu_catalog) or self.trusted_lab
+
     @default("enable_user_namespaces")
     def _default_user_namespaces(self) -> bool:
-        return not self.trusted_lab
+        """Per-user namespaces with kubelab's catalog (each user's quota, Pod Security level and
+        NetworkPolicies live in their namespace); KubeSpawner's one namespace otherwise."""
+        return self.kubelab_mode and not self.trusted_lab
 
-    pod_security = Unicode("baseline", config=True, help=(
-        "Pod Security level enforced in users' namespaces: baseline (default: no privileged, host "
-        "namespaces or hostPath), restricted, or privileged (only for groups that mount hostPath)."))
+    @default("options_form")
+    def _default_options_form(self) -> Any:
+        """kubelab's form with its catalog; else KubeSpawner's (its `profile_list`, or none)."""
+        if not self.kubelab_mode:
+            return self._options_form_default()
+        self._warn_profile_list()
+        return self._render_form
+
+    def _warn_profile_list(self) -> None:
+        if self.profile_list:
+            self.log.warning(
+                "KubeLabSpawner.profile_list is ignored: with gpu_catalog configured, "
+                "the catalog's profiles take its place"
+            )
+
+    @default("options_from_form")
+    def _default_options_from_form(self) -> Any:
+        """kubelab's validate-and-admit with its catalog; else KubeSpawner's own parser."""
+        return self._admit_form if self.kubelab_mode else self._options_from_form
 
     @default("hub_namespace")
     def _default_hub_namespace(self) -> str:
@@ -141,8 +102,13 @@ class KubeLabSpawner(SpawnForm, KubeSpawner):
 
     @default("user_namespace_labels")
     def _default_namespace_labels(self) -> dict[str, str]:
-        return {"kubelab.io/user": "{username}", **objects.MANAGED_BY,
-                **objects.pod_security_labels(self.pod_security)}
+        if not self.kubelab_mode:
+            return {}
+        return {
+            "kubelab.io/user": "{username}",
+            **objects.MANAGED_BY,
+            **objects.pod_security_labels(self.pod_security),
+        }
 
     # -- configuration --------------------------------------------------------------------
 
@@ -260,6 +226,10 @@ class KubeLabSpawner(SpawnForm, KubeSpawner):
 
     async def load_user_options(self) -> None:
         """Called first thing in KubeSpawner's `_start`, for form and REST API spawns alike."""
+        if not self.kubelab_mode:
+            await super().load_user_options()
+            return
+        self._warn_profile_list()
         try:
             options, group, settings = self.plan()
             if self.check_availability:
@@ -334,8 +304,9 @@ class KubeLabSpawner(SpawnForm, KubeSpawner):
             notebook_selector={"component": self.component_label},
             notebook_port=self.port or 8888,
             internet=self.network_policy_internet,
-            extra_egress=extra_egress_rules(list(self.network_policy_extra_egress),
-                                            "KubeLabSpawner.network_policy_extra_egress"),
+            extra_egress=extra_egress_rules(
+                list(self.network_policy_extra_egress), "KubeLabSpawner.network_policy_extra_egress"
+            ),
         )
 
     def namespace_objects(
@@ -365,14 +336,17 @@ class KubeLabSpawner(SpawnForm, KubeSpawner):
     async def api_server(self) -> ApiServer:
         """The configured API server addresses, else those of default/kubernetes's EndpointSlices."""
         if self.api_server_cidrs:
-            return ApiServer.parse(list(self.api_server_cidrs), list(self.api_server_ports),
-                                   "KubeLabSpawner.api_server")
+            return ApiServer.parse(
+                list(self.api_server_cidrs), list(self.api_server_ports), "KubeLabSpawner.api_server"
+            )
         applier = Applier(self.api.api_client, self.k8s_api_request_timeout)
         return ApiServer.from_endpoint_slices(await applier.api_server_slices())
 
     async def _start(self) -> Any:
         """KubeSpawner's start. A refusal by the API server (Pod Security, a quota, RBAC) reaches
         the form as the server's own sentence instead of a bare 500."""
+        if not self.kubelab_mode:
+            return await super()._start()
         try:
             return await super()._start()
         except ApiException as exc:
@@ -382,7 +356,8 @@ class KubeLabSpawner(SpawnForm, KubeSpawner):
 
     async def _ensure_namespace(self) -> None:
         await super()._ensure_namespace()
-        await self._ensure_objects(getattr(self, "_group", None) or self.plan()[1])
+        if self.kubelab_mode:
+            await self._ensure_objects(getattr(self, "_group", None) or self.plan()[1])
 
     async def _ensure_objects(self, group: ProjectGroup) -> Outcome:
         """Bring the namespace's objects up to date with the configuration (server-side apply;
@@ -395,8 +370,13 @@ class KubeLabSpawner(SpawnForm, KubeSpawner):
         outcome = await applier.reconcile_namespace(self.namespace, wanted, prune=not self.trusted_lab)
         changed = outcome.migrated + outcome.created + outcome.deleted
         if changed:
-            self.log.info("namespace %s: migrated %s, created %s, deleted %s", self.namespace,
-                          outcome.migrated, outcome.created, outcome.deleted)
+            self.log.info(
+                "namespace %s: migrated %s, created %s, deleted %s",
+                self.namespace,
+                outcome.migrated,
+                outcome.created,
+                outcome.deleted,
+            )
         return outcome
 
     # -- render ---------------------------------------------------------------------------
@@ -404,6 +384,12 @@ class KubeLabSpawner(SpawnForm, KubeSpawner):
     async def render(self) -> list[dict[str, Any]]:
         """Every object a spawn would create, without a cluster: namespace objects and the pod."""
         try:
+            if not self.kubelab_mode:
+                reason = (
+                    "is not configured, so the spawner behaves as KubeSpawner; configure "
+                    "the catalog (docs/jupyterhub.md)"
+                )
+                raise ValidationError("nothing of kubelab's to render", [FieldError("gpu_catalog", reason)])
             _, group, settings = self.plan()
         except KubelabError as exc:
             raise refusal(exc) from None
@@ -421,8 +407,9 @@ class KubeLabSpawner(SpawnForm, KubeSpawner):
         manifest["metadata"]["namespace"] = self.namespace
         api_server = None
         if self.api_server_cidrs and self.isolation(None):
-            api_server = ApiServer.parse(list(self.api_server_cidrs), list(self.api_server_ports),
-                                         "KubeLabSpawner.api_server")
+            api_server = ApiServer.parse(
+                list(self.api_server_cidrs), list(self.api_server_ports), "KubeLabSpawner.api_server"
+            )
         return [*self.namespace_objects(group, api_server), manifest]
 
 

@@ -34,7 +34,7 @@ class SpawnForm(HasTraits):
 
     @default("options_from_form")
     def _default_options_from_form(self) -> Any:
-        return self._options_from_form
+        return self._admit_form
 
     async def _render_form(self, spawner: Any = None) -> str:
         raise NotImplementedError
@@ -43,8 +43,9 @@ class SpawnForm(HasTraits):
         """The user's choice, validated against the catalog and groups and admitted, or raise."""
         raise NotImplementedError
 
-    async def _options_from_form(self, formdata: dict[str, list[str]]) -> dict[str, Any]:
-        """Validate and admit here, so a refusal shows above the form before anything exists."""
+    async def _admit_form(self, formdata: dict[str, list[str]]) -> dict[str, Any]:
+        """Validate and admit here, so a refusal shows above the form before anything exists.
+        (Not named `_options_from_form`: that is KubeSpawner's own parser, which it keeps.)"""
         try:
             options = await self._admit(options_from_form(formdata))
         except KubelabError as exc:

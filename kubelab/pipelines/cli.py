@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kubelab.cli import Handler, emit
+from kubelab.cli import emit
+from kubelab.command_group import CommandGroup
 from kubelab.options import param
 
 if TYPE_CHECKING:
@@ -24,19 +25,12 @@ if TYPE_CHECKING:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
+    command = CommandGroup(
+        subparsers,
         "pipeline",
         help="run or manage a pipeline of experiments and sweeps",
         description="Run a pipeline from a spec file, or manage pipelines.",
-    )
-    parser.add_argument("-o", "--output", choices=("json",))
-    sub = parser.add_subparsers(dest="pipeline_command", metavar="COMMAND", required=True)
-
-    def command(name: str, handler: Handler, help: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help, description=help)
-        p.set_defaults(handler=handler)
-        p.add_argument("-o", "--output", choices=("json",), default=argparse.SUPPRESS)
-        return p
+    ).command
 
     p = command("run", cmd_run, "run a pipeline (or create its schedule) from a spec file")
     p.add_argument("-f", "--file", required=True, help="a pipeline spec (YAML/JSON)")
@@ -75,8 +69,10 @@ def read_spec(path: str) -> tuple[Any, Path]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from kubelab.options import parse_params
+    from kubelab.polyaxon_dag import translate
 
     data, base = read_spec(args.file)
+    data = translate(data, base)  # a Polyaxon DAG (and its schedule) as a pipeline
     params = parse_params(args.param)
     if isinstance(data, dict) and data.get("schedule") is not None and args.now:
         from kubelab.errors import ValidationError

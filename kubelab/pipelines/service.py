@@ -13,9 +13,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kubelab.driver_store import write_json
 from kubelab.errors import Conflict, FieldError, NotFound, ValidationError
 from kubelab.experiments import RUN_ID, Experiments
-from kubelab.pipelines import driver
+from kubelab.pipelines import driver, engines
 from kubelab.pipelines.spec import EXPERIMENT, PipelineSpec, placeholders
 from kubelab.pipelines.store import (
     DONE,
@@ -27,7 +28,6 @@ from kubelab.pipelines.store import (
     StepEntry,
 )
 from kubelab.records import new_id
-from kubelab.sweeps.store import write_json
 
 
 class Pipelines:
@@ -45,10 +45,12 @@ class Pipelines:
     ) -> PipelineSpec:
         """The PipelineSpec, each step's paths checked as its submit would check them."""
         from kubelab.pipelines.references import render
+        from kubelab.polyaxon_dag import translate
         from kubelab.sweeps.service import Sweeps
 
         base = Path(base_dir or Path.cwd()).resolve()
-        spec = PipelineSpec.parse(data, base_dir=base, params=params)
+        spec = PipelineSpec.parse(translate(data, base), base_dir=base, params=params)
+        engines.require(spec.engine, self.lab.backend)
         problems: list[FieldError] = []
         for step in spec.steps:
             sample = render(step.spec, placeholders(spec, step.spec))
@@ -173,9 +175,8 @@ class Pipelines:
 
     def ensure_driver(self, pipeline: PipelineDirectory) -> bool:
         """Start a driver for a Running pipeline that has none; True when one was started."""
-        with pipeline.state_lock():
-            if pipeline.read_state().status != RUNNING or pipeline.driver_alive():
-                return False
+        if not pipeline.needs_driver():
+            return False
         driver.launch(pipeline)
         return True
 
@@ -249,7 +250,7 @@ class PipelineWatcher:
             except (OSError, ValueError):
                 continue
         try:
-            if any(not s.read_state()["paused"] for s in Schedules(self.pipelines.lab).all()):
+            if any(s.fired_here() for s in Schedules(self.pipelines.lab).all()):
                 ensure_running(self.pipelines.lab.home)
         except (OSError, ValueError):
             pass

@@ -21,7 +21,7 @@ from kubelab.pipelines.references import references, render
 from kubelab.schedules.spec import Schedule, parse_schedule
 
 EXPERIMENT, SWEEP = "experiment", "sweep"
-ENGINES = ("driver",)  # the pipeline driver (local, or with steps as Kubernetes Jobs)
+ENGINES = ("driver", "argo")  # argo is answered by API discovery (kubelab.pipelines.engines)
 STEP_FIELDS = ("name", "experiment", "sweep", "file", "depends_on", "retries", "cache", "outputs")
 FIELDS = ("name", "description", "params", "steps", "cache", "engine", "schedule")
 STEP_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
@@ -111,13 +111,7 @@ class _Parser:
         spec.description = self.text(data, "description")
         spec.params = self.params(data.get("params"), overrides)
         engine = data.get("engine") or "driver"
-        if engine == "argo":
-            self.fail(
-                "engine",
-                "argo (the pipeline as an Argo Workflow) is not supported by kubelab "
-                "yet; use engine: driver, which runs the steps as Jobs on a cluster",
-            )
-        elif engine not in ENGINES:
+        if engine not in ENGINES:
             self.fail("engine", f"must be one of {', '.join(ENGINES)}, not {engine!r}")
         spec.engine = engine if engine in ENGINES else "driver"
         spec.schedule, problems = parse_schedule(data.get("schedule"))

@@ -3,10 +3,8 @@
 - `pipeline.json`: the validated spec (`PipelineSpec.to_dict()`, params resolved, file
   steps inline), never changed after creation.
 - `state.json`: status, reason and the ledger of steps (state, attempt, the run or sweep
-  id of the current attempt, the ids of earlier attempts, cache key). Written atomically,
-  only by whoever holds the pipeline: its driver while one lives (`driver.lock`, flock'ed
-  for its whole life), else a controller holding `state.lock`.
-- `stop-requested`: a controller's request to the live driver; `driver.log`: its output.
+  id of the current attempt, the ids of earlier attempts, cache key); it, the locks,
+  `stop-requested` and `driver.log` as every driver's folder (`kubelab.driver_store`).
 - `../.cache/<key>.json`: successful cached steps, by cache key (spec, params, input digests).
 
 Steps are ordinary run directories and sweep folders labelled with the pipeline's id and
@@ -15,18 +13,18 @@ the step's name, so a crash between a submit and the ledger write is healed by f
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kubelab.driver_store import FAILED as FAILED
+from kubelab.driver_store import RUNNING as RUNNING
+from kubelab.driver_store import STOPPED as STOPPED
+from kubelab.driver_store import SUCCEEDED as SUCCEEDED
+from kubelab.driver_store import DriverDirectory, DriverStore, write_json
 from kubelab.records import utcnow
-from kubelab.sweeps.store import _flock, write_json
 
-RUNNING, SUCCEEDED, FAILED, STOPPED = "Running", "Succeeded", "Failed", "Stopped"
 # A step's place in the ledger. `submitting` is written before the step's run exists.
 WAITING, SUBMITTING, ACTIVE = "waiting", "submitting", "running"
 DONE, STEP_FAILED, STEP_STOPPED = "succeeded", "failed", "stopped"
@@ -80,93 +78,27 @@ class PipelineState:
         return cls(**known)
 
 
-class PipelineDirectory:
+class PipelineDirectory(DriverDirectory):
     """One pipeline's folder; every reader and writer of pipeline files goes through it."""
 
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        self.id = self.path.name
-
-    @property
-    def home(self) -> Path:
-        return self.path.parent.parent
-
-    @property
-    def spec_file(self) -> Path:
-        return self.path / "pipeline.json"
-
-    @property
-    def state_file(self) -> Path:
-        return self.path / "state.json"
-
-    @property
-    def stop_file(self) -> Path:
-        return self.path / "stop-requested"
-
-    @property
-    def log_file(self) -> Path:
-        return self.path / "driver.log"
-
-    def exists(self) -> bool:
-        return self.state_file.exists()
-
-    def spec_data(self) -> dict[str, Any]:
-        data: dict[str, Any] = json.loads(self.spec_file.read_text())  # written by create()
-        return data
+    spec_name = "pipeline.json"
 
     def read_state(self) -> PipelineState:
-        return PipelineState.from_dict(json.loads(self.state_file.read_text()))
+        return PipelineState.from_dict(self.state_data())
 
     def write_state(self, state: PipelineState) -> None:
         write_json(self.state_file, state.to_dict())
 
-    def state_mtime(self) -> int | None:
-        try:
-            return self.state_file.stat().st_mtime_ns
-        except FileNotFoundError:
-            return None
 
-    @contextlib.contextmanager
-    def driver_lock(self) -> Iterator[bool]:
-        with _flock(self.path / "driver.lock", blocking=False) as got:
-            yield got
-
-    @contextlib.contextmanager
-    def state_lock(self) -> Iterator[None]:
-        with _flock(self.path / "state.lock", blocking=True):
-            yield
-
-    def driver_alive(self) -> bool:
-        with self.driver_lock() as free:
-            return not free
-
-    def request_stop(self) -> None:
-        self.stop_file.write_text(utcnow())
-
-    def stop_requested(self) -> bool:
-        return self.stop_file.exists()
-
-    def clear_stop(self) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            self.stop_file.unlink()
-
-
-class PipelineStore:
+class PipelineStore(DriverStore[PipelineDirectory]):
     """All pipelines under `$KUBELAB_HOME/pipelines/`, and the step cache beside them."""
 
     def __init__(self, home: Path):
-        self.root = Path(home) / "pipelines"
+        super().__init__(home, "pipelines", PipelineDirectory)
         self.cache_root = self.root / ".cache"
 
     def pipeline(self, pipeline_id: str) -> PipelineDirectory:
-        return PipelineDirectory(self.root / pipeline_id)
-
-    def all(self) -> list[PipelineDirectory]:
-        try:
-            names = sorted(os.listdir(self.root), reverse=True)
-        except FileNotFoundError:
-            return []
-        return [p for p in (self.pipeline(n) for n in names if not n.startswith(".")) if p.exists()]
+        return self.item(pipeline_id)
 
     def cached(self, key: str) -> dict[str, Any] | None:
         try:

@@ -13,7 +13,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from kubelab.cli import Handler, emit
+from kubelab.cli import emit
+from kubelab.command_group import CommandGroup
 from kubelab.errors import FieldError
 from kubelab.options import param
 
@@ -22,19 +23,12 @@ if TYPE_CHECKING:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
+    command = CommandGroup(
+        subparsers,
         "schedule",
         help="run experiments, sweeps or pipelines on a timetable",
         description="Create, list, pause, resume or remove schedules.",
-    )
-    parser.add_argument("-o", "--output", choices=("json",))
-    sub = parser.add_subparsers(dest="schedule_command", metavar="COMMAND", required=True)
-
-    def command(name: str, handler: Handler, help: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help, description=help)
-        p.set_defaults(handler=handler)
-        p.add_argument("-o", "--output", choices=("json",), default=argparse.SUPPRESS)
-        return p
+    ).command
 
     p = command("add", cmd_add, "schedule the experiment, sweep or pipeline a spec file describes")
     p.add_argument("-f", "--file", required=True, help="a spec with a schedule: section")
@@ -86,7 +80,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     from kubelab.schedules.scheduler import ensure_running
 
     records = schedules.list()
-    if any(not r["paused"] for r in records):
+    if any(not r["paused"] and r["fired_by"] == "scheduler" for r in records):
         ensure_running(schedules.lab.home)  # e.g. after a reboot: catch up now
     if args.output == "json":
         emit({"items": records}, "json")
@@ -94,6 +88,10 @@ def cmd_ls(args: argparse.Namespace) -> int:
     rows = [("ID", "NAME", "KIND", "CRON", "TIMEZONE", "CONCURRENCY", "STATE", "NEXT", "LAST")]
     for r in records:
         last = r["fires"][-1] if r["fires"] else {}
+        text = f"{last.get('state', '-')} {last.get('id') or ''}".strip()
+        runs = (r.get("cluster") or {}).get("runs")
+        if runs:  # on a cluster: the CronJob's latest Job
+            text = f"{runs[-1]['state']} job/{runs[-1]['job']}"
         rows.append(
             (
                 r["id"],
@@ -104,7 +102,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
                 r["concurrency"],
                 "paused" if r["paused"] else "active",
                 r["next_at"] or "-",
-                f"{last.get('state', '-')} {last.get('id') or ''}".strip(),
+                text,
             )
         )
     print(table(rows))
@@ -175,10 +173,10 @@ def cmd_fire(args: argparse.Namespace) -> int:
 def cmd_render(args: argparse.Namespace) -> int:
     import json
 
+    from kubelab.backends.kubernetes import cronjob
     from kubelab.backends.kubernetes.notebook_env import NotebookEnv
     from kubelab.errors import ValidationError
     from kubelab.pipelines.cli import read_spec
-    from kubelab.schedules import cronjob
     from kubelab.schedules.service import kind_of
     from kubelab.schedules.spec import parse_schedule
 

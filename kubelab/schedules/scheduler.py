@@ -23,9 +23,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kubelab.driver_store import flock
 from kubelab.records import iso, utcnow
 from kubelab.schedules.service import HISTORY, ScheduleDirectory, Schedules
-from kubelab.sweeps.store import _flock
 
 CATCH_UP = 10  # missed fires started after downtime with concurrency: allow
 TICK = 0.25  # seconds between looks (cron strings may have a seconds field)
@@ -69,7 +69,7 @@ class Scheduler:
             if not folder.exists():
                 return []
             state = folder.read_state()
-            if state["paused"]:
+            if state["paused"] or folder.cronjob():  # a CronJob fires that one
                 return []
             schedule = folder.schedule()
             limit = CATCH_UP if schedule.concurrency == "allow" else 1  # missed fires collapse
@@ -111,11 +111,11 @@ class Scheduler:
         fire.update(state="started", id=record["id"], started_at=utcnow())
 
     def active(self) -> bool:
-        return any(not s.read_state()["paused"] for s in self.schedules.all())
+        return any(s.fired_here() for s in self.schedules.all())
 
     def serve(self) -> int:
         lock = self.schedules.root / "scheduler.lock"
-        with _flock(lock, blocking=False) as mine:
+        with flock(lock, blocking=False) as mine:
             if not mine:
                 return 0  # another scheduler serves this home
             (self.schedules.root / "scheduler.pid").write_text(str(os.getpid()))
@@ -159,7 +159,7 @@ def ensure_running(home: Path) -> bool:
 
     root = Path(home) / "schedules"
     root.mkdir(parents=True, exist_ok=True)
-    with _flock(root / "scheduler.lock", blocking=False) as free:
+    with flock(root / "scheduler.lock", blocking=False) as free:
         if not free:
             return False
     start_module("kubelab.schedules.scheduler", str(home), root / "scheduler.log")

@@ -4,7 +4,7 @@ A schedule is `$KUBELAB_HOME/schedules/<id>/`: `schedule.json` (what to start: k
 spec, params, folder, and the schedule itself; never changed) and `state.json` (paused,
 the last moment considered, recent fires), written under `state.lock`. On one machine a
 per-user scheduler process fires them (`kubelab.schedules.scheduler`); on Kubernetes a
-CronJob does (`kubelab.schedules.cronjob`).
+CronJob does (`kubelab.backends.kubernetes.cronjob`, created by `kubelab.schedules.cluster`).
 """
 
 from __future__ import annotations
@@ -15,13 +15,16 @@ import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from kubelab.driver_store import flock, write_json
 from kubelab.errors import Conflict, FieldError, NotFound, ValidationError
 from kubelab.experiments import RUN_ID, Experiments
 from kubelab.records import iso, new_id, utcnow
 from kubelab.schedules.spec import Schedule, parse_schedule
-from kubelab.sweeps.store import _flock, write_json
+
+if TYPE_CHECKING:
+    from kubelab.schedules.cluster import ClusterSchedules
 
 KINDS = ("experiment", "sweep", "pipeline")
 HISTORY = 50  # fires remembered per schedule
@@ -61,6 +64,17 @@ class ScheduleDirectory:
         assert schedule is not None
         return schedule
 
+    def cronjob(self) -> str | None:
+        """The CronJob that fires this schedule on the cluster; None for the local scheduler."""
+        for obj in self.definition().get("objects") or []:
+            if obj["kind"] == "CronJob":
+                return str(obj["metadata"]["name"])
+        return None
+
+    def fired_here(self) -> bool:
+        """Active and fired by this machine's scheduler process (not by a CronJob)."""
+        return not self.read_state()["paused"] and self.cronjob() is None
+
     def read_state(self) -> dict[str, Any]:
         state: dict[str, Any] = json.loads(self.state_file.read_text())  # written by write_state()
         return state
@@ -70,7 +84,7 @@ class ScheduleDirectory:
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
-        with _flock(self.path / "state.lock", blocking=True):
+        with flock(self.path / "state.lock", blocking=True):
             yield
 
 
@@ -105,13 +119,16 @@ class Schedules:
         start_scheduler: bool = True,
     ) -> dict[str, Any]:
         """Validate the schedule and what it starts (as a run would be validated), then record it."""
+        from kubelab.polyaxon_dag import translate
+
+        base = Path(base_dir or Path.cwd()).resolve()
+        data = translate(data, base)  # a Polyaxon DAG is a pipeline; its schedule: section ours
         if not isinstance(data, dict):
             raise ValidationError("invalid spec", [FieldError("", "must be a mapping of fields")])
         kind = kind or kind_of(data)
         if kind not in KINDS:
             reason = f"must be one of {', '.join(KINDS)}"
             raise ValidationError("invalid schedule", [FieldError("kind", reason)])
-        base = Path(base_dir or Path.cwd()).resolve()
         body = {k: v for k, v in data.items() if k != "schedule"}
         schedule, problems = parse_schedule(data.get("schedule"))
         if schedule is None and not problems:
@@ -124,6 +141,9 @@ class Schedules:
             raise ValidationError(f"invalid {kind} schedule", problems)
         assert schedule is not None
         schedule_id = new_id()
+        name = body.get("name") or kind
+        cluster = self.cluster()
+        objects = cluster.objects(schedule_id, name, schedule, False) if cluster else []  # refuses first
         self.root.mkdir(parents=True, exist_ok=True)
         staging = self.root / f".{schedule_id}.new"
         staging.mkdir()
@@ -133,7 +153,7 @@ class Schedules:
                 folder.definition_file,
                 {
                     "kind": kind,
-                    "name": body.get("name") or kind,
+                    "name": name,
                     "spec": body,
                     "params": params or {},
                     "base_dir": str(base),
@@ -141,6 +161,9 @@ class Schedules:
                     "user": self.lab.user,
                     "schedule": schedule.to_dict(),
                     "created_at": utcnow(),
+                    "objects": [
+                        {"kind": o["kind"], "metadata": {"name": o["metadata"]["name"]}} for o in objects
+                    ],
                 },
             )
             folder.write_state({"paused": False, "considered": time.time(), "fires": []})
@@ -148,11 +171,28 @@ class Schedules:
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
+        if cluster:
+            try:
+                cluster.create(objects)  # the CronJob's pod reads schedule.json, written above
+            except BaseException:
+                shutil.rmtree(self.root / schedule_id, ignore_errors=True)
+                raise
+            return self.record(ScheduleDirectory(self.root / schedule_id))
         if start_scheduler:
             from kubelab.schedules.scheduler import ensure_running
 
             ensure_running(self.lab.home)
         return self.record(ScheduleDirectory(self.root / schedule_id))
+
+    def cluster(self) -> ClusterSchedules | None:
+        """On the Kubernetes backend a schedule is a CronJob; None on one machine."""
+        if self.lab.backend.name != "kubernetes":
+            return None
+        from kubelab.backends.kubernetes.backend import KubernetesBackend
+        from kubelab.schedules.cluster import ClusterSchedules
+
+        assert isinstance(self.lab.backend, KubernetesBackend)
+        return ClusterSchedules(self.lab.backend)
 
     def check(
         self, kind: str, body: dict[str, Any], base: Path, confine: bool, params: dict[str, Any]
@@ -178,7 +218,7 @@ class Schedules:
         definition, state = folder.definition(), folder.read_state()
         schedule = folder.schedule()
         upcoming = None if state["paused"] else schedule.next_after(max(time.time(), state["considered"]))
-        return {
+        record = {
             "id": folder.id,
             "name": definition["name"],
             "kind": definition["kind"],
@@ -189,6 +229,12 @@ class Schedules:
             "created_at": definition["created_at"],
             "user": definition["user"],
         }
+        cronjob = folder.cronjob()
+        record["fired_by"] = "cronjob" if cronjob else "scheduler"
+        cluster = self.cluster() if cronjob else None
+        if cronjob and cluster:
+            record["cluster"] = cluster.status(folder.id, cronjob)
+        return record
 
     # -- changing -------------------------------------------------------------------------
     def pause(self, schedule_id: str) -> dict[str, Any]:
@@ -204,21 +250,41 @@ class Schedules:
             state = folder.read_state()
             if state["paused"] == paused:
                 raise Conflict(f"schedule '{schedule_id}' is already {'paused' if paused else 'active'}")
+            cronjob = folder.cronjob()
+            if cronjob:
+                self._require_cluster(folder).suspend(cronjob, paused)
             state["paused"] = paused
             if not paused:
                 state["considered"] = time.time()
             folder.write_state(state)
-        if not paused:
+        if not paused and not folder.cronjob():
             from kubelab.schedules.scheduler import ensure_running
 
             ensure_running(self.lab.home)
         return self.record(folder)
 
     def remove(self, schedule_id: str) -> None:
-        """Forget the schedule; what it started keeps running."""
+        """Forget the schedule (on a cluster: delete its CronJob, with the Jobs it made, and its
+        ServiceAccount, Role and RoleBinding); what a local fire started keeps running."""
         folder = self.get_dir(schedule_id)
         with folder.locked():
+            if folder.cronjob():
+                self._require_cluster(folder).delete(folder.definition()["objects"])
             shutil.rmtree(folder.path, ignore_errors=True)
+
+    def _require_cluster(self, folder: ScheduleDirectory) -> ClusterSchedules:
+        cluster = self.cluster()
+        if cluster is None:
+            raise ValidationError(
+                f"schedule '{folder.id}' is a CronJob on the cluster",
+                [
+                    FieldError(
+                        "KUBELAB_BACKEND",
+                        "must be kubernetes to change it (this process uses the local backend)",
+                    )
+                ],
+            )
+        return cluster
 
     # -- firing ---------------------------------------------------------------------------
     def start(self, folder: ScheduleDirectory) -> dict[str, Any]:

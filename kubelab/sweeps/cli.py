@@ -21,14 +21,18 @@ from pathlib import Path
 from typing import Any
 
 from kubelab.cli import emit
+from kubelab.command_group import CommandGroup
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
+    group = CommandGroup(
+        subparsers,
         "sweep",
         help="run or manage a hyperparameter sweep",
+        required=False,
         description="Run a sweep from a spec file (kubelab or NNI config), or manage sweeps.",
     )
+    parser, command = group.parser, group.command
     parser.set_defaults(handler=cmd_create)
     parser.add_argument(
         "-f", "--file", help="a sweep spec (YAML/JSON), an NNI config or a Polyaxon group/matrix"
@@ -36,15 +40,6 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--wait", action="store_true", help="follow the trials; exit non-zero unless the sweep succeeds"
     )
-    parser.add_argument("-o", "--output", choices=("json",))
-    sub = parser.add_subparsers(dest="sweep_command", metavar="COMMAND")
-
-    def command(name: str, handler: Any, help: str) -> argparse.ArgumentParser:
-        p: argparse.ArgumentParser = sub.add_parser(name, help=help, description=help)
-        p.set_defaults(handler=handler)
-        # SUPPRESS: `kubelab sweep -o json ls` keeps the -o given before the command
-        p.add_argument("-o", "--output", choices=("json",), default=argparse.SUPPRESS)
-        return p
 
     command("ls", cmd_ls, "list sweeps")
     command("show", cmd_show, "show a sweep: best trial, trials, parameter importance").add_argument("id")

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kubelab.driver_store import write_json
 from kubelab.errors import Conflict, FieldError, NotFound, ValidationError, did_you_mean
 from kubelab.experiments import RUN_ID, Experiments
 from kubelab.records import new_id
@@ -25,7 +26,6 @@ from kubelab.sweeps.store import (
     SweepDirectory,
     SweepState,
     SweepStore,
-    write_json,
 )
 from kubelab.sweeps.sweep_record import configurations, importance, spec_of, sweep_record
 
@@ -301,9 +301,8 @@ class Sweeps:
 
     def ensure_driver(self, sweep: SweepDirectory) -> bool:
         """Start a driver for a Running sweep that has none; True when one was started."""
-        with sweep.state_lock():
-            if sweep.read_state().status != RUNNING or sweep.driver_alive():
-                return False
+        if not sweep.needs_driver():
+            return False
         driver.launch(sweep)
         return True
 

@@ -10,29 +10,28 @@
   ~0.07 s. It is append-only and every write reaches the kernel at once, so a killed
   driver loses nothing; the driver fsyncs it before each submit and ledger write
   (`kubelab.sweeps.journal`), so a power loss cannot take what a run or the ledger knows.
-- `driver.lock`: flock'ed by the live driver for its whole life. The kernel drops the lock
-  when the process dies, even by SIGKILL, so "is a driver alive?" never trusts a stale pid.
-- `stop-requested`, `budget.json`: requests from controllers to a live driver.
-- `driver.log`: the driver's own output.
+- `driver.lock`, `state.lock`, `stop-requested`, `driver.log`: as every driver's folder
+  (`kubelab.driver_store`); `budget.json`: a controller's budget change for a live driver.
 
 Trials themselves are ordinary run directories whose status names the sweep and trial.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kubelab.driver_store import FAILED as FAILED
+from kubelab.driver_store import RUNNING as RUNNING
+from kubelab.driver_store import STOPPED as STOPPED
+from kubelab.driver_store import SUCCEEDED as SUCCEEDED
+from kubelab.driver_store import DriverDirectory, DriverStore, write_json
 from kubelab.records import utcnow
 
-RUNNING, SUCCEEDED, FAILED, STOPPED = "Running", "Succeeded", "Failed", "Stopped"
 SWEEP_STATES = (RUNNING, SUCCEEDED, FAILED, STOPPED)
 
 # A trial's place in the ledger. `submitting` is written before the run exists, so a
@@ -116,24 +115,10 @@ class SweepState:
         return cls(**known)
 
 
-class SweepDirectory:
+class SweepDirectory(DriverDirectory):
     """One sweep's folder; every reader and writer of sweep files goes through this class."""
 
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        self.id = self.path.name
-
-    @property
-    def home(self) -> Path:
-        return self.path.parent.parent
-
-    @property
-    def spec_file(self) -> Path:
-        return self.path / "sweep.json"
-
-    @property
-    def state_file(self) -> Path:
-        return self.path / "state.json"
+    spec_name = "sweep.json"
 
     @property
     def study_file(self) -> Path:
@@ -150,64 +135,16 @@ class SweepDirectory:
         return JournalStorage(backend or JournalFileBackend(str(self.study_file)))
 
     @property
-    def stop_file(self) -> Path:
-        return self.path / "stop-requested"
-
-    @property
     def budget_file(self) -> Path:
         return self.path / "budget.json"
 
-    @property
-    def log_file(self) -> Path:
-        return self.path / "driver.log"
-
-    def exists(self) -> bool:
-        return self.state_file.exists()
-
-    def spec_data(self) -> dict[str, Any]:
-        data: dict[str, Any] = json.loads(self.spec_file.read_text())
-        return data
-
     def read_state(self) -> SweepState:
-        return SweepState.from_dict(json.loads(self.state_file.read_text()))
+        return SweepState.from_dict(self.state_data())
 
     def write_state(self, state: SweepState) -> None:
         write_json(self.state_file, state.to_dict(), indent=None)  # compact: C encoder, fast
 
-    def state_mtime(self) -> int | None:
-        try:
-            return self.state_file.stat().st_mtime_ns
-        except FileNotFoundError:
-            return None
-
-    # -- locks ----------------------------------------------------------------------
-    @contextlib.contextmanager
-    def driver_lock(self) -> Iterator[bool]:
-        """Held by the live driver; yields False when another process holds it."""
-        with _flock(self.path / "driver.lock", blocking=False) as got:
-            yield got
-
-    @contextlib.contextmanager
-    def state_lock(self) -> Iterator[None]:
-        """Held briefly by anyone who decides, from state.json, whether to write it."""
-        with _flock(self.path / "state.lock", blocking=True):
-            yield
-
-    def driver_alive(self) -> bool:
-        with self.driver_lock() as free:
-            return not free
-
-    # -- requests to a live driver ----------------------------------------------------
-    def request_stop(self) -> None:
-        self.stop_file.write_text(utcnow())
-
-    def stop_requested(self) -> bool:
-        return self.stop_file.exists()
-
-    def clear_stop(self) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            self.stop_file.unlink()
-
+    # -- budget requests to a live driver ---------------------------------------------
     def request_budget(self, budget: dict[str, Any]) -> None:
         pending = self.pending_budget()
         write_json(self.budget_file, {**pending, **budget})
@@ -235,41 +172,11 @@ class SweepDirectory:
             claimed.unlink()
 
 
-class SweepStore:
+class SweepStore(DriverStore[SweepDirectory]):
     """All sweeps under `$KUBELAB_HOME/sweeps/`."""
 
     def __init__(self, home: Path):
-        self.root = Path(home) / "sweeps"
+        super().__init__(home, "sweeps", SweepDirectory)
 
     def sweep(self, sweep_id: str) -> SweepDirectory:
-        return SweepDirectory(self.root / sweep_id)
-
-    def all(self) -> list[SweepDirectory]:
-        try:
-            names = sorted(os.listdir(self.root), reverse=True)  # ids sort by creation time
-        except FileNotFoundError:
-            return []
-        return [s for s in (self.sweep(n) for n in names if not n.startswith(".")) if s.exists()]
-
-
-def write_json(path: Path, data: Any, indent: int | None = 1) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=indent, default=str))
-    os.replace(tmp, path)
-
-
-@contextlib.contextmanager
-def _flock(path: Path, blocking: bool) -> Iterator[bool]:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-        except BlockingIOError:
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
+        return self.item(sweep_id)

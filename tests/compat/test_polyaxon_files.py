@@ -210,19 +210,19 @@ def test_v1_pytorchjob_and_tfjob_become_replicas():
     [
         ({"joins": [{"query": "metrics.loss:<0.1"}]}, "joins", "not supported (left for later)"),
         ({"hubRef": "tensorboard:latest", "component": None}, "hubRef", "Polyaxon's servers"),
-        ({"dagRef": "pipeline"}, "dagRef", "kubelab's pipelines"),
+        ({"dagRef": "pipeline"}, "dagRef", "kubelab pipeline run -f"),
         (
             {"params": {"epochs": {"ref": "ops.train", "value": "outputs.n"}}},
             "params.epochs.ref",
             "give the value",
         ),
-        ({"schedule": {"kind": "cron", "cron": "0 * * * *"}}, "schedule", "scheduled runs"),
+        ({"schedule": {"kind": "cron", "cron": "0 * * * *"}}, "schedule", "kubelab schedule add -f"),
         ({"pathRef": "../../secret.yml"}, "pathRef", "outside the operation's folder"),
         ({"pathRef": "/etc/passwd"}, "pathRef", "outside the operation's folder"),
         (
             {"pathRef": None, "component": {"run": {"kind": "dag", "operations": []}}},
             "component.run.kind",
-            "kubelab's pipelines",
+            "kubelab pipeline run -f",
         ),
         ({"pathRef": None, "component": {"run": {"kind": "mpijob"}}}, "component.run.kind", "MPI"),
         (

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,13 +46,15 @@ class Component:
     module_dir: Path
     packages: dict[str, str]  # binary name -> Go package
     ldflags: str = ""
+    files: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Files kept beside the binaries: cached name -> (module, path inside the module)."""
 
     @property
     def folder(self) -> Path:
         return cache_root() / self.key
 
     def missing(self) -> bool:
-        return not all((self.folder / name).is_file() for name in self.packages)
+        return not all((self.folder / name).is_file() for name in [*self.packages, *self.files])
 
 
 def components() -> list[Component]:
@@ -89,6 +91,7 @@ def components() -> list[Component]:
             kwok_dir,
             {"kwok": "sigs.k8s.io/kwok/cmd/kwok"},
             ldflags=f"-X sigs.k8s.io/kwok/pkg/consts.Version={kwok.lstrip('v')}",
+            files={"logs-crd.yaml": ("sigs.k8s.io/kwok", "kustomize/crd/bases/kwok.x-k8s.io_logs.yaml")},
         ),
     ]
 
@@ -115,13 +118,22 @@ def _build(component: Component) -> None:
                 cwd=component.module_dir,
                 check=True,
             )
+        for name, (module, path) in component.files.items():
+            root = subprocess.run(
+                [go, "list", "-m", "-f", "{{.Dir}}", module],
+                cwd=component.module_dir,
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout.strip()
+            shutil.copyfile(Path(root) / path, Path(tmp) / name)
         if component.folder.exists():  # an older build of the same pins, missing a binary
             shutil.rmtree(component.folder)
         Path(tmp).rename(component.folder)  # whole or not at all
 
 
 def ensure_built(quiet: bool = False) -> dict[str, Path]:
-    """Build what is missing; return every binary's path by name."""
+    """Build what is missing; return every binary's and kept file's path by name."""
     paths: dict[str, Path] = {}
     for component in components():
         if component.missing():
@@ -134,7 +146,7 @@ def ensure_built(quiet: bool = False) -> dict[str, Path]:
             print(f"    built in {time.monotonic() - started:.0f} s", flush=True)
         elif not quiet:
             print(f"==> {component.key}: cached in {component.folder}", flush=True)
-        paths.update({name: component.folder / name for name in component.packages})
+        paths.update({name: component.folder / name for name in [*component.packages, *component.files]})
     return paths
 
 

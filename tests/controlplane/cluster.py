@@ -270,7 +270,7 @@ class ControlPlane:
                 "--v=1",
             ],
         )
-        self._start_kwok(binaries["kwok"])
+        self._start_kwok(binaries["kwok"], binaries["logs-crd.yaml"])
         self._wait_https(
             "/healthz", deadline, "kube-controller-manager", base=f"https://127.0.0.1:{manager_port}"
         )
@@ -556,7 +556,7 @@ class ControlPlane:
             context.verify_mode = ssl.CERT_NONE
         self._wait_http((base or self.server) + path, deadline, name, context)
 
-    def _start_kwok(self, binary: Path) -> None:
+    def _start_kwok(self, binary: Path, logs_crd: Path) -> None:
         kwok_port = free_port()
         config = (MODULES / "kwok" / "stages.yaml").read_text()
         if self.complete_after is not None:
@@ -564,7 +564,7 @@ class ControlPlane:
             config += "\n---\n" + extra.replace("DELAY_MS", str(int(self.complete_after * 1000)))
         config_path = self.workdir / "kwok.yaml"
         config_path.write_text(config)
-        self._install_kwok_crds()
+        self.install_crd(yaml.safe_load(logs_crd.read_text()))  # KWOK's `Logs`, kept by the build
         pki_dir = self.workdir / "pki"
         kwok_kc = self._component_kubeconfig("kwok", "kwok-controller", ("system:masters",))
         self._spawn(
@@ -583,19 +583,6 @@ class ControlPlane:
                 "--enable-crds=Logs",
                 "--cidr=127.0.0.1/32",
             ],
-        )
-
-    def _install_kwok_crds(self) -> None:
-        """KWOK's `Logs` CRD, read from the KWOK module the build used."""
-        root = subprocess.run(
-            ["go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kwok"],
-            cwd=MODULES / "kwok",
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-        self.install_crd(
-            yaml.safe_load((Path(root) / "kustomize/crd/bases/kwok.x-k8s.io_logs.yaml").read_text())
         )
 
     def _bootstrap(self, deadline: float) -> None:

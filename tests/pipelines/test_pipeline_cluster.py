@@ -2,8 +2,8 @@
 the sweep driver submit every step as Jobs with the Kubernetes backend, authenticated as the
 notebook's ServiceAccount; the scheduler places the pods on a simulated node; this test plays
 the containers (KWOK runs none): it writes what each script would report into the run
-directory and ends the pod. Then a schedule's CronJob, created in the user's namespace, fires
-and its Job completes."""
+directory and ends the pod. Then the example's nightly schedule, added with the notebook's
+token, is a CronJob in the user's namespace that fires and whose Job completes."""
 
 from __future__ import annotations
 
@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 import yaml
-from kubernetes import client, config, utils
+from kubernetes import client, config
 
+from kubelab.backends.kubernetes import cronjob
 from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 from kubelab.experiments import Experiments
 from kubelab.pipelines.service import Pipelines
-from kubelab.schedules import cronjob
-from kubelab.schedules.spec import parse_schedule
+from kubelab.schedules.service import Schedules
 
 ROLE_FILE = Path(__file__).resolve().parents[2] / "hub_config" / "rbac" / "notebook-role.yaml"
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "pipelines.md"
@@ -162,18 +162,19 @@ def test_the_worked_example_runs_as_jobs_and_its_cronjob_fires(simulated_cluster
     steps = sorted(j.metadata.labels["kubelab.io/pipeline-step"] for j in jobs)
     assert steps == ["evaluate", "train", "tune", "tune", "tune"] and len(ended) == 5  # each once
 
-    # The schedule on the cluster: a CronJob every minute (the test waits for its first fire).
-    schedule, errors = parse_schedule({**nightly, "cron": "* * * * *"})
-    assert not errors
-    for obj in cronjob.build("1m8abcdefghk", spec["name"], schedule, False, nb):
-        utils.create_from_dict(admin, obj)  # as the hub would (see docs/pipelines.md, "Not yet")
-    selector = "kubelab.io/schedule=1m8abcdefghk"
+    # The nightly schedule on the cluster, created with the notebook's token: a CronJob (every
+    # minute here, so the test can wait for its first fire).
+    made = Schedules(Experiments()).create(
+        None, {**spec, "schedule": {**nightly, "cron": "* * * * *"}}, base_dir=work, params={"long_epochs": 5}
+    )
+    assert made["kind"] == "pipeline" and made["fired_by"] == "cronjob"
+    selector = f"kubelab.io/schedule={made['id']}"
     deadline = time.monotonic() + 150
     while not (fired := pods(admin, namespace, selector)) or fired[0].status.phase != "Running":
         assert time.monotonic() < deadline, "the CronJob did not fire"
         time.sleep(1)
-    assert fired[0].spec.service_account_name == "kubelab-scheduler"
-    assert fired[0].spec.containers[0].command == ["kubelab", "schedule", "fire", "1m8abcdefghk"]
+    assert fired[0].spec.service_account_name == cronjob.account(made["id"])
+    assert fired[0].spec.containers[0].command == ["kubelab", "schedule", "fire", made["id"]]
     simulated_cluster.end_pod(namespace, fired[0].metadata.name, "Succeeded")
     batch = client.BatchV1Api(admin)
     while not any(

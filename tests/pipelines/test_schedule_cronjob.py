@@ -13,15 +13,17 @@ from pathlib import Path
 
 import kubernetes_validate
 import pytest
+import yaml
 
+from kubelab.backends.kubernetes import cronjob
 from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 from kubelab.errors import ValidationError
 from kubelab.experiments import Experiments
-from kubelab.schedules import cronjob
 from kubelab.schedules.scheduler import fire_once
 from kubelab.schedules.service import Schedules
 from kubelab.schedules.spec import parse_schedule
 
+ROLE_FILE = Path(__file__).resolve().parents[2] / "hub_config" / "rbac" / "notebook-role.yaml"
 NB = NotebookEnv(
     namespace="kubelab-alice",
     image="registry.example/kubelab-notebook:1.2",
@@ -57,6 +59,11 @@ def test_the_cronjob_and_its_service_account(concurrency, policy):
     verbs = {(r["apiGroups"][0], res): set(r["verbs"]) for r in role["rules"] for res in r["resources"]}
     assert set(verbs) == {("batch", "jobs"), ("", "services"), ("", "pods"), ("", "pods/log"), ("", "events")}
     assert not any("*" in v for v in verbs.values()) and ("", "secrets") not in verbs
+    notebook = next(d for d in yaml.safe_load_all(ROLE_FILE.read_text()) if d["kind"] == "Role")
+    held = {
+        (g, res): set(r["verbs"]) for r in notebook["rules"] for g in r["apiGroups"] for res in r["resources"]
+    }
+    assert all(v <= held[k] for k, v in verbs.items())  # the notebook may bind it: a subset of its rights
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": "kubelab-alice"}
     ]
@@ -81,8 +88,16 @@ def test_the_cronjob_and_its_service_account(concurrency, policy):
     read = NotebookEnv.from_environ(env, namespace_file=Path("/nonexistent/namespace"))
     assert replace(read, uid=NB.uid, gid=NB.gid) == NB  # uid and gid come from the process
     assert container["volumeMounts"] == NB.mounts and pod["volumes"] == NB.volumes
-    assert pod["serviceAccountName"] == "kubelab-scheduler" and pod["securityContext"]["runAsNonRoot"]
-    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert pod["serviceAccountName"] == account["metadata"]["name"] == "kubelab-schedule-1m8abcdefghk"
+    assert {role["metadata"]["name"], binding["roleRef"]["name"]} == {account["metadata"]["name"]}
+    # the `restricted` Pod Security level: non-root, no escalation, no capabilities, a seccomp profile
+    assert pod["securityContext"]["runAsNonRoot"] and pod["securityContext"]["runAsUser"] != 0
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
     name = job["metadata"]["name"]
     assert name == "nightly-tune-train-1m8abcdefghk" and len(name) <= 52
 

@@ -3,11 +3,13 @@
 So a schedule fires while the user's notebook server is culled, it becomes a CronJob in the
 user's namespace that runs the notebook's image with kubelab (`kubelab schedule fire ID`):
 that command reads the schedule from `$KUBELAB_HOME` on the user's volume (mounted as in
-the notebook), starts what it describes with the Kubernetes backend (its steps are Jobs, as
-any experiment's) and follows it to the end, so `concurrencyPolicy` sees a fire as running
-while its pipeline or sweep runs. The pod's ServiceAccount `kubelab-scheduler` may do what
-that needs in its own namespace and nothing else (the same verbs as the notebook's, minus
-quotas and Kubeflow jobs).
+the notebook), refuses to start outside `start`/`end` (a CronJob has no bounds), starts what
+it describes with the Kubernetes backend (its steps are Jobs, as any experiment's) and
+follows it to the end, so `concurrencyPolicy` sees a fire as running while its pipeline or
+sweep runs. Each schedule's pod runs as its own ServiceAccount `kubelab-schedule-<id>`,
+whose Role allows what that needs in its own namespace and nothing else (a subset of the
+notebook's Role: the notebook binds it, and Kubernetes refuses to bind rights the binder
+lacks). The pod passes the `restricted` Pod Security level.
 
 `kubelab schedule render -f spec.yml` prints these objects.
 """
@@ -22,10 +24,10 @@ from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 from kubelab.errors import FieldError, ValidationError
 from kubelab.schedules.spec import Schedule
 
-SERVICE_ACCOUNT = "kubelab-scheduler"
+ACCOUNT_PREFIX = "kubelab-schedule-"
 CONCURRENCY_POLICY = {"forbid": "Forbid", "allow": "Allow", "replace": "Replace"}
 STARTING_DEADLINE = 3600  # a fire missed by more than an hour (control plane down) is skipped
-RULES = [
+RULES = [  # what `kubelab schedule fire` calls: submit, follow and stop (replace) Jobs
     {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "get", "list", "watch", "delete"]},
     {"apiGroups": [""], "resources": ["services"], "verbs": ["create", "get", "delete"]},
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
@@ -36,30 +38,36 @@ Manifest = dict[str, Any]
 
 
 def build(schedule_id: str, name: str, schedule: Schedule, paused: bool, nb: NotebookEnv) -> list[Manifest]:
-    """ServiceAccount, Role, RoleBinding and CronJob, in creation order."""
+    """ServiceAccount, Role, RoleBinding and CronJob, in creation order (delete in reverse)."""
     check(schedule, nb)
     namespace = nb.namespace
+    account_name = account(schedule_id)
     meta = {"namespace": namespace, "labels": _labels(schedule_id, nb)}
-    account = {
+    service_account = {
         "apiVersion": "v1",
         "kind": "ServiceAccount",
-        "metadata": {"name": SERVICE_ACCOUNT, **meta},
+        "metadata": {"name": account_name, **meta},
         "automountServiceAccountToken": False,
     }
     role = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
-        "metadata": {"name": SERVICE_ACCOUNT, **meta},
+        "metadata": {"name": account_name, **meta},
         "rules": RULES,
     }
     binding = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "RoleBinding",
-        "metadata": {"name": SERVICE_ACCOUNT, **meta},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": SERVICE_ACCOUNT},
-        "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": namespace}],
+        "metadata": {"name": account_name, **meta},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account_name},
+        "subjects": [{"kind": "ServiceAccount", "name": account_name, "namespace": namespace}],
     }
-    return [account, role, binding, cronjob(schedule_id, name, schedule, paused, nb)]
+    return [service_account, role, binding, cronjob(schedule_id, name, schedule, paused, nb)]
+
+
+def account(schedule_id: str) -> str:
+    """The schedule's own ServiceAccount, Role and RoleBinding name."""
+    return ACCOUNT_PREFIX + schedule_id
 
 
 def check(schedule: Schedule, nb: NotebookEnv) -> None:
@@ -107,7 +115,7 @@ def cronjob(schedule_id: str, name: str, schedule: Schedule, paused: bool, nb: N
         container["volumeMounts"] = list(nb.mounts)
     pod: Manifest = {
         "restartPolicy": "Never",
-        "serviceAccountName": SERVICE_ACCOUNT,
+        "serviceAccountName": account(schedule_id),
         "automountServiceAccountToken": True,  # it submits the schedule's Jobs
         "enableServiceLinks": False,
         "securityContext": {
@@ -115,6 +123,7 @@ def cronjob(schedule_id: str, name: str, schedule: Schedule, paused: bool, nb: N
             "runAsUser": nb.uid,
             "runAsGroup": nb.gid,
             "fsGroup": nb.gid,
+            "seccompProfile": {"type": "RuntimeDefault"},
         },
         "containers": [container],
     }

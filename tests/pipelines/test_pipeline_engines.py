@@ -1,0 +1,99 @@
+"""`engine: argo` is refused by name, with the reason API discovery gives on the cluster at
+hand (tests/controlplane): no Workflows served, then (with a Workflow CRD written here from
+Argo's documented API group and kind) served but not supported; on one machine, no Argo."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from kubernetes import client, config
+
+from kubelab.backends.kubernetes.backend import KubernetesBackend
+from kubelab.backends.kubernetes.notebook_env import NotebookEnv
+from kubelab.errors import ValidationError
+from kubelab.experiments import Experiments
+from kubelab.pipelines.service import Pipelines
+
+SPEC = {
+    "name": "flow",
+    "engine": "argo",
+    "steps": [{"name": "a", "experiment": {"command": ["python", "-c", "1"]}}],
+}
+# Argo Workflows' resource as its documentation names it: group argoproj.io, version v1alpha1,
+# kind Workflow (plural workflows, short name wf). Only the API surface, no controller.
+WORKFLOW_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "workflows.argoproj.io"},
+    "spec": {
+        "group": "argoproj.io",
+        "scope": "Namespaced",
+        "names": {
+            "kind": "Workflow",
+            "plural": "workflows",
+            "singular": "workflow",
+            "listKind": "WorkflowList",
+            "shortNames": ["wf"],
+        },
+        "versions": [
+            {
+                "name": "v1alpha1",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                        },
+                    }
+                },
+            }
+        ],
+    },
+}
+
+
+def refusal(pipelines: Pipelines) -> str:
+    with pytest.raises(ValidationError) as refused:
+        pipelines.create(SPEC)
+    assert [f.path for f in refused.value.fields] == ["engine"]
+    assert pipelines.list() == []  # nothing created
+    return refused.value.fields[0].reason
+
+
+def test_on_one_machine_argo_is_refused(pipelines):
+    assert "needs the Kubernetes backend" in refusal(pipelines)
+
+
+@pytest.mark.cluster
+def test_argo_is_refused_by_what_discovery_finds(simulated_cluster, kubeconfig, pipeline_env, tmp_path):
+    namespace = "argo-" + str(int(time.time() * 1000))[-8:]
+    with config.new_client_from_config(str(kubeconfig)) as admin:
+        client.CoreV1Api(admin).create_namespace({"metadata": {"name": namespace}})
+        client.CoreV1Api(admin).create_namespaced_service_account(
+            namespace, {"metadata": {"name": "notebook"}}
+        )
+    try:
+        token = simulated_cluster.token_for(namespace, "notebook")  # discovery needs no Role
+        notebook = simulated_cluster.write_kubeconfig(tmp_path / "nb", token=token, namespace=namespace)
+        backend = KubernetesBackend.from_kubeconfig(
+            notebook, NotebookEnv(namespace=namespace, user="alice", home=str(pipeline_env.parent / "home"))
+        )
+        pipelines = Pipelines(Experiments(backend=backend))
+        assert "does not serve argoproj.io/v1alpha1 Workflows" in refusal(pipelines)
+        simulated_cluster.install_crd(WORKFLOW_CRD)
+        try:
+            deadline = time.monotonic() + 30
+            while "does not serve" in (reason := refusal(pipelines)):
+                assert time.monotonic() < deadline, reason
+                time.sleep(0.5)
+            assert "serves argoproj.io/v1alpha1 Workflows, but submitting" in reason
+        finally:
+            simulated_cluster.remove_crd("workflows.argoproj.io")
+    finally:
+        with config.new_client_from_config(str(kubeconfig)) as admin:
+            client.CoreV1Api(admin).delete_namespace(namespace)
