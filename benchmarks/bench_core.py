@@ -114,20 +114,20 @@ def bench_list(count: int = 10_000, repeat: int = 15) -> None:
 
 
 def _bench_list(home: Path, count: int, repeat: int) -> None:
-    from kubelab.lab import Lab
+    from kubelab.experiments import Experiments
     from kubelab.records import RunDirectory
 
     make_records(home, count)
     query = "status:succeeded, metrics.loss:<0.5, tags:bench"
-    Lab(home).list(query)  # builds the cache once, as the first `kubelab ls` would
+    Experiments(home).list(query)  # builds the cache once, as the first `kubelab ls` would
 
     def cold():
         start = time.perf_counter()
-        items, total = Lab(home).list(query, limit=50)
+        items, total = Experiments(home).list(query, limit=50)
         return time.perf_counter() - start, total
 
     cold_samples = [cold()[0] for _ in range(repeat)]
-    warm_lab = Lab(home)
+    warm_lab = Experiments(home)
     warm_lab.list(query)
     warm = []
     for _ in range(repeat):

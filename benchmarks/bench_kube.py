@@ -34,8 +34,8 @@ from controlplane.crds import TRAINING_OPERATOR, training_operator_crd  # noqa: 
 from kube_support import role_documents  # noqa: E402
 from kubernetes import client, config, watch  # noqa: E402
 
-from kubelab.kube.backend import KubernetesBackend  # noqa: E402
-from kubelab.kube.notebook_env import NotebookEnv  # noqa: E402
+from kubelab.backends.kubernetes.backend import KubernetesBackend  # noqa: E402
+from kubelab.backends.kubernetes.notebook_env import NotebookEnv  # noqa: E402
 from kubelab.records import RunDirectory, Status  # noqa: E402
 from kubelab.spec import ExperimentSpec  # noqa: E402
 

@@ -83,10 +83,10 @@ def bench_train(server, runs: int) -> None:
 
 
 def bench_tensorboard(server, tmp: Path) -> None:
-    from kubelab.lab import Lab
-    from kubelab.tensorboard import free_port
+    from kubelab.experiments import Experiments
+    from kubelab.tensorboard.supervisor import free_port
 
-    run = Lab(server.home).submit({"name": "tb-bench", "command": ["true"]})
+    run = Experiments(server.home).submit({"name": "tb-bench", "command": ["true"]})
     start = time.perf_counter()
     session = server.post("tensorboards", {"experiments": [run["id"]]}).json()
     wait_200(server.url + session["url"].lstrip("/"), server.headers)

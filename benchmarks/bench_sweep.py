@@ -3,7 +3,7 @@
 The floor is the same 20 trial processes started directly, two at a time, with nothing
 around them. The sweep adds the driver (tuner, ledger, polling) and the runners that
 start, watch and record each trial. It is measured as a server runs it: the server keeps
-a warm driver and warm runners (`kubelab.warm`), so the timer starts at `create` on an
+a warm driver and warm runners (`kubelab.backends.local.warm`), so the timer starts at `create` on an
 idle server, and again with nothing warm (a CLI on a quiet machine: `cold_s`). Printed as
 JSON lines, medians over `--repeats` runs:
 
@@ -48,14 +48,14 @@ nni.report_final_result(abs(math.log10(params["lr"]) + 2) + params["units"] / 64
 
 def floor(folder: Path, work: float) -> float:
     """20 bare `python trial.py` runs, two at a time, each with parameters in its environment."""
-    from kubelab.runner import NNI_SHIM
+    from kubelab.shims import SHIMS
 
     def one(index: int) -> None:
         run = folder / f"floor-{index}"
         run.mkdir(exist_ok=True)
         env = {
             **os.environ,
-            "PYTHONPATH": str(NNI_SHIM),
+            "PYTHONPATH": str(SHIMS),
             "KUBELAB_RUN_DIR": str(run),
             "KUBELAB_NNI_PARAMS": json.dumps({"lr": 0.01, "units": 32}),
         }
@@ -73,12 +73,13 @@ def sweep(folder: Path, work: float, warm: bool) -> float:
     `warm`: first do what a server does at start (`SweepWatcher.start`) and wait until the
     warm driver and runners are idle, as they are on a server nobody is using.
     """
-    from kubelab.lab import Lab
-    from kubelab.sweeps.service import Sweeps, SweepWatcher
-    from kubelab.warm import DRIVER, RUNNER, WarmPool
+    from kubelab.backends.local.warm import DRIVER, RUNNER, WarmPool
+    from kubelab.experiments import Experiments
+    from kubelab.sweeps.service import Sweeps
+    from kubelab.sweeps.watcher import SweepWatcher
 
     home = folder / ("home-warm" if warm else "home-cold")
-    lab = Lab(home)
+    lab = Experiments(home)
     sweeps = Sweeps(lab)
     if warm:
         SweepWatcher(lab).start()

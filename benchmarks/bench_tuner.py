@@ -19,8 +19,8 @@ import time
 
 import optuna
 
-from kubelab.sweeps.algorithms import resolve_tuner
 from kubelab.sweeps.space import SearchSpace
+from kubelab.sweeps.tuner_catalog import resolve_tuner
 from kubelab.sweeps.tuners import Tuner, build_sampler
 
 SPACE = SearchSpace.parse(

@@ -4,7 +4,7 @@
 `kubelab.params()`, `kubelab.report(step=..., loss=...)`, `kubelab.report_final(value)`.
 """
 
-from kubelab.reporting import in_run, params, report, report_final, run_dir, tensorboard_dir
+from kubelab.trial import in_run, params, report, report_final, run_dir, tensorboard_dir
 
 __all__ = ["in_run", "params", "report", "report_final", "run_dir", "tensorboard_dir"]
 __version__ = "0.1.0"

@@ -1,6 +1,6 @@
 """The `kubelab` command.
 
-It works with no server running: it uses the same `Lab` as the Jupyter server, and the
+It works with no server running: it uses the same `Experiments` as the Jupyter server, and the
 run directories are the shared record, so a server sees what the CLI started and the
 other way round. `-o json` everywhere for scripts.
 """
@@ -21,15 +21,15 @@ from kubelab.options import add_experiment_options, apply_options, option_error
 from kubelab.records import TERMINAL
 
 if TYPE_CHECKING:
-    from kubelab.lab import Lab
+    from kubelab.experiments import Experiments
 
 Handler = Callable[[argparse.Namespace], int]
 
 
-def _lab() -> Lab:
-    from kubelab.lab import Lab
+def _lab() -> Experiments:
+    from kubelab.experiments import Experiments
 
-    return Lab()
+    return Experiments()
 
 
 # -- spec from flags ----------------------------------------------------------------------
@@ -163,18 +163,18 @@ def wait_for(lab: Any, run_id: str) -> dict[str, Any]:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    from kubelab.lab import Lab
+    from kubelab.experiments import Experiments
 
     spec_data, base = spec_from_args(args)
     if args.backend == "kubernetes":
-        from kubelab.kube.backend import KubernetesBackend
+        from kubelab.backends.kubernetes.backend import KubernetesBackend
 
         backend: Any = KubernetesBackend.for_render()
     else:
-        from kubelab.backends.local import LocalBackend
+        from kubelab.backends.local.backend import LocalBackend
 
         backend = LocalBackend()
-    lab = Lab(backend=backend)
+    lab = Experiments(backend=backend)
     spec = lab.prepare(spec_data, base_dir=base)
     objects = backend.render(spec, "<id>")
     if args.output == "yaml":
@@ -332,7 +332,7 @@ def _extensions() -> list[Callable[[Any], None]]:
         "kubelab.sweeps.cli",
         "kubelab.pipelines.cli",
         "kubelab.schedules.cli",
-        "kubelab.tensorboard_cli",
+        "kubelab.tensorboard.cli",
         "kubelab.spawner.cli",
     ):
         try:

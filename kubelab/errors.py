@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -81,3 +82,12 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """Suffix for an unknown name: `; did you mean 'gpus'?` or an empty string."""
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def type_name(value: Any) -> str:
+    """How an error message names a value's type: "a mapping", "a list", "null", "int"..."""
+    if value is None:
+        return "null"
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean"}.get(
+        type(value), type(value).__name__
+    )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ class RunError(Exception):
     """A problem with the request itself (not with the notebook's code): exit code 2."""
 
 
-def parameters_from_env(environ: dict[str, str] | os._Environ = os.environ) -> dict[str, Any]:
+def parameters_from_env(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
     """The experiment's parameters, as the runner exported them."""
     raw = environ.get("KUBELAB_PARAMS") or "{}"
     try:
@@ -34,14 +35,14 @@ def parameters_from_env(environ: dict[str, str] | os._Environ = os.environ) -> d
     return params
 
 
-def output_path(notebook: Path, environ: dict[str, str] | os._Environ = os.environ) -> Path:
+def output_path(notebook: Path, environ: Mapping[str, str] = os.environ) -> Path:
     """Where the executed copy goes: the run's outputs folder, or next to the cwd outside a run."""
     folder = Path(environ.get("KUBELAB_OUTPUTS_DIR") or Path.cwd() / "outputs")
     folder.mkdir(parents=True, exist_ok=True)
     return folder / notebook.name
 
 
-def run(notebook: Path, environ: dict[str, str] | os._Environ = os.environ) -> Path:
+def run(notebook: Path, environ: Mapping[str, str] = os.environ) -> Path:
     """Execute `notebook` with the parameters from the environment; returns the output path.
 
     Raises `RunError` for a missing or unreadable notebook, and papermill's
@@ -82,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # papermill's execution error: the notebook's own failure
         if type(exc).__name__ != "PapermillExecutionError":
             raise
-        print(f"kubelab.papermill_run: the notebook failed: {exc.ename}: {exc.evalue}", file=sys.stderr)
+        failure = f"{getattr(exc, 'ename', '')}: {getattr(exc, 'evalue', '')}"  # papermill is untyped
+        print(f"kubelab.papermill_run: the notebook failed: {failure}", file=sys.stderr)
         return 1
     print(f"kubelab.papermill_run: executed notebook saved to {target}", flush=True)
     return 0

@@ -12,134 +12,56 @@ or a value of the wrong type simply does not match (except for `nil`).
 
 from __future__ import annotations
 
-import math
 import operator
 from collections.abc import Callable, Iterable
-from datetime import datetime, timezone
 from functools import lru_cache
 from itertools import islice
+from typing import Any
 
 from kubelab.errors import FieldError, ValidationError, did_you_mean
-from kubelab.query_aliases import canonical_field
-from kubelab.query_parser import (
-    DATE_FORMS,
-    Atom,
-    Condition,
-    Junction,
-    Node,
-    Operation,
-    QueryError,
-    clip,
-    date_interval,
-    duration,
-    number,
-    parse,
+from kubelab.query_literals import DATE_FORMS, date_interval, duration, number
+from kubelab.query_parser import parse
+from kubelab.query_sort import Sort, compile_sort
+from kubelab.query_syntax import Atom, Condition, Junction, Node, Operation, QueryError, clip
+from kubelab.query_values import (
+    FIELDS,
+    NUMBERS,
+    SECTIONS,
+    STATUSES,
+    Record,
+    checked_text,
+    epoch_seconds,
+    field_getter,
+    is_number,
+    lower_or_none,
+    number_or_none,
+    resolve_field,
+    str_or_none,
+    text_or_none,
+    value_text,
 )
-from kubelab.run_record import (
-    DATE,
-    DURATION,
-    DYNAMIC,
-    LIST,
-    NUMBER,
-    STATUS,
-    TEXT,
-    field_kinds,
-    sections,
-    states,
-)
+from kubelab.run_record import LIST
 
-__all__ = ["FIELDS", "Query", "QueryError", "Sort", "compile_query", "compile_sort", "select"]
+# compile_sort, Sort and FIELDS are part of the documented `kubelab.query` API (docs/query.md).
+__all__ = [
+    "FIELDS",
+    "SECTIONS",
+    "STATUSES",
+    "Query",
+    "QueryError",
+    "Sort",
+    "compile_query",
+    "compile_sort",
+    "select",
+]
 
-Record = dict
 Predicate = Callable[[Record], bool]
 # A Test looks at a present value: True (match), False (no match) or None when the value has
 # the wrong type or cannot be read; `~` turns only False into a match, so odd records never
 # match a negation by accident.
-Test = Callable[[object], "bool | None"]
+Test = Callable[[Any], "bool | None"]
 
-# Field kinds and the fields themselves come from the one record definition.
-FIELDS: dict[str, str] = field_kinds()
-SECTIONS = sections()  # `params.NAME`, `metrics.NAME` take any NAME
-STATUSES = states()
 _STATUS_NAMES = {s.lower(): s for s in STATUSES}
-_UTC = timezone.utc
-
-
-# ---------------------------------------------------------------- reading records
-
-
-def _text(value: object) -> str:
-    """A record value as the text a query compares it with (JSON spelling for booleans)."""
-    if value.__class__ is str:
-        return value  # type: ignore[return-value]
-    if value is True or value is False:
-        return "true" if value else "false"
-    return str(value)
-
-
-_NUMBERS = (int, float)  # exact classes: the fast check; bool is deliberately not a number
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and value is not True and value is not False
-
-
-def _epoch(value: object) -> float | None:
-    """Seconds since the epoch from an ISO-8601 string (naive means UTC) or a number."""
-    if value.__class__ is str:
-        try:
-            moment = datetime.fromisoformat(value)  # type: ignore[arg-type]
-        except ValueError:
-            try:  # Python 3.10 does not read a trailing Z
-                moment = datetime.fromisoformat(value.replace("Z", "+00:00"))  # type: ignore[union-attr]
-            except ValueError:
-                return None
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=_UTC)
-        return moment.timestamp()
-    if _is_number(value) and not math.isnan(value):  # type: ignore[arg-type]
-        return float(value)  # type: ignore[arg-type]
-    return None
-
-
-def _getter(field: str) -> Callable[[Record], object]:
-    """Read a field; `params.a.b` is the key `a.b` if present, else the nested path a -> b."""
-    section, dot, name = field.partition(".")
-    if not dot:
-        return lambda r: r.get(field)
-    path, history = name.split("."), section == "metrics"
-
-    def get(record: Record) -> object:
-        values = record.get(section)
-        if values.__class__ is not dict:
-            return None
-        value = values.get(name)  # type: ignore[union-attr]
-        if value is None and len(path) > 1 and name not in values:  # type: ignore[operator]
-            value = values
-            for part in path:
-                value = value.get(part) if value.__class__ is dict else None  # type: ignore[union-attr]
-        if history and value.__class__ is list:  # a metric's history: the last value counts
-            value = value[-1] if value else None  # type: ignore[index]
-        return value
-
-    return get
-
-
-def resolve_field(source: str, name: str, pos: int, path: str) -> str:
-    """The kind of field `name` (see FIELDS), or a QueryError with a suggestion."""
-    if name in FIELDS:
-        return FIELDS[name]
-    section, dot, rest = name.partition(".")
-    if section in SECTIONS:
-        if not rest:
-            what = "parameter" if section == "params" else "metric"
-            raise QueryError(source, pos + len(name), f"expected a {what} name after '{section}.'", path)
-        return DYNAMIC
-    choices = [*FIELDS, *(f"{s}.{rest or 'NAME'}" for s in SECTIONS)]
-    hint = did_you_mean(name.lower(), choices) or (
-        f"; fields are {', '.join(FIELDS)}, params.NAME and metrics.NAME"
-    )
-    raise QueryError(source, pos, f"unknown field '{clip(name)}'{hint}", path)
 
 
 # ---------------------------------------------------------------- compiling conditions
@@ -170,7 +92,7 @@ class _Compiler:
             cond = cond._replace(field="pipeline_step")
         kind = resolve_field(self.source, cond.field, cond.field_pos, "query")
         op = cond.op
-        get = _getter(cond.field)
+        get = field_getter(cond.field)
         if kind == LIST:
             return self.any_item(cond.field, get, op)
         if op.kind == "nil":
@@ -182,7 +104,7 @@ class _Compiler:
     # -- one method per field kind: each returns a test over a present (non-None) value
 
     def text(self, field: str, op: Operation) -> Test:
-        return _ordered_test(op, lambda a: a.text, _text_or_none, self)
+        return _ordered_test(op, lambda a: a.text, text_or_none, self)
 
     def status(self, field: str, op: Operation) -> Test:
         if op.kind not in ("eq", "set"):
@@ -194,7 +116,7 @@ class _Compiler:
                 raise self.fail(atom.pos, f"unknown status '{clip(atom.text)}'{_status_hint(low)}")
             return low
 
-        return _ordered_test(op, coerce, _lower_or_none, self)
+        return _ordered_test(op, coerce, lower_or_none, self)
 
     def number(self, field: str, op: Operation) -> Test:
         def coerce(atom: Atom) -> float:
@@ -204,7 +126,7 @@ class _Compiler:
             return value
 
         self.no_patterns(field, op, "numbers")
-        return _ordered_test(op, coerce, _number_or_none, self)
+        return _ordered_test(op, coerce, number_or_none, self)
 
     def duration(self, field: str, op: Operation) -> Test:
         def coerce(atom: Atom) -> float:
@@ -217,7 +139,7 @@ class _Compiler:
             return seconds
 
         self.no_patterns(field, op, "durations")
-        return _ordered_test(op, coerce, _number_or_none, self)
+        return _ordered_test(op, coerce, number_or_none, self)
 
     def date(self, field: str, op: Operation) -> Test:
         self.no_patterns(field, op, "dates (write a day, a month or a range instead)")
@@ -240,9 +162,9 @@ class _Compiler:
                     op.atoms[1].pos,
                     f"empty range: '{clip(op.atoms[0].text)}' is after '{clip(op.atoms[1].text)}'",
                 )
-            return lambda v: None if (t := _epoch(v)) is None else low <= t < end
+            return lambda v: None if (t := epoch_seconds(v)) is None else low <= t < end
         if kind == "set":
-            return lambda v: None if (t := _epoch(v)) is None else any(a <= t < b for a, b in spans)
+            return lambda v: None if (t := epoch_seconds(v)) is None else any(a <= t < b for a, b in spans)
         bound = {"eq": None, "lt": start, "le": end, "gt": end, "ge": start}[kind]
         return _date_compare(kind, start, end, bound)
 
@@ -254,47 +176,49 @@ class _Compiler:
             if (values[0] is None) != (values[1] is None):
                 raise self.fail(op.pos, "both ends of a range must be numbers, or both text")
             if values[0] is None:
-                return _ordered_test(op, lambda a: a.text, _str_or_none, self)
-            return _ordered_test(op, number, _number_or_none, self)
+                return _ordered_test(op, lambda a: a.text, str_or_none, self)
+            return _ordered_test(op, number, number_or_none, self)
         if kind in ("lt", "le", "gt", "ge"):
             if values[0] is None:
-                return _ordered_test(op, lambda a: a.text, _str_or_none, self)
-            return _ordered_test(op, number, _number_or_none, self)
+                return _ordered_test(op, lambda a: a.text, str_or_none, self)
+            return _ordered_test(op, number, number_or_none, self)
         numbers = frozenset(v for v in values if v is not None)
         texts = frozenset(a.text for a in atoms if a.match == "exact")
         patterns = [_pattern(a) for a in atoms if a.match != "exact"]
         if patterns:
             return lambda v: (
-                (_is_number(v) and v in numbers) or _text(v) in texts or any(p(_text(v)) for p in patterns)
+                (is_number(v) and v in numbers)
+                or value_text(v) in texts
+                or any(p(value_text(v)) for p in patterns)
             )
         if not numbers:
-            return lambda v: (v if v.__class__ is str else _text(v)) in texts
+            return lambda v: (v if v.__class__ is str else value_text(v)) in texts
         # a number's own spelling still counts, so metrics.loss:nan finds NaN
         return lambda v: (
             (v in numbers or str(v) in texts)
-            if v.__class__ in _NUMBERS
-            else (v if v.__class__ is str else _text(v)) in texts
+            if v.__class__ in NUMBERS
+            else (v if v.__class__ is str else value_text(v)) in texts
         )
 
-    def any_item(self, field: str, get: Callable[[Record], object], op: Operation) -> Predicate:
+    def any_item(self, field: str, get: Callable[[Record], Any], op: Operation) -> Predicate:
         """A record matches if any item does (any tag); a missing list is an empty one."""
         if op.kind not in ("eq", "set", "nil"):
             raise self.fail(
                 op.pos, f"{field} can be matched by value, set (a|b), pattern (%) or nil, not compared"
             )
 
-        def tags_of(record: Record) -> list | tuple | None:
+        def tags_of(record: Record) -> list[Any] | tuple[Any, ...] | None:
             """The items, () for none, None when the field is not a list (matches nothing)."""
             value = get(record)
             if value is None:
                 return ()
-            return value if value.__class__ in (list, tuple) else None  # type: ignore[return-value]
+            return value if value.__class__ in (list, tuple) else None
 
         if op.kind == "nil":
             if op.negate:
                 return lambda r: (t := tags_of(r)) is None or len(t) > 0
             return lambda r: (t := tags_of(r)) is not None and not t
-        test = _ordered_test(op, lambda a: a.text, _text_or_none, self)
+        test = _ordered_test(op, lambda a: a.text, text_or_none, self)
         if op.negate:
             return lambda r: (t := tags_of(r)) is not None and not any(map(test, t))
         return lambda r: (t := tags_of(r)) is not None and any(map(test, t))
@@ -316,22 +240,6 @@ def _status_hint(word: str) -> str:
     return f"; statuses are {', '.join(_STATUS_NAMES)}"
 
 
-def _text_or_none(value: object) -> str | None:
-    return _text(value) if value is not None else None
-
-
-def _str_or_none(value: object) -> str | None:
-    return value if value.__class__ is str else None  # type: ignore[return-value]
-
-
-def _lower_or_none(value: object) -> str | None:
-    return value.lower() if value.__class__ is str else None  # type: ignore[union-attr]
-
-
-def _number_or_none(value: object) -> float | None:
-    return value if _is_number(value) else None  # type: ignore[return-value]
-
-
 def _pattern(atom: Atom) -> Test:
     """Case-insensitive starts/ends/contains, as a search box is expected to behave."""
     needle = atom.text.lower()
@@ -346,7 +254,7 @@ _COMPARE = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": opera
 
 
 def _ordered_test(
-    op: Operation, coerce: Callable[[Atom], object], norm: Callable[[object], object], c: _Compiler
+    op: Operation, coerce: Callable[[Atom], Any], norm: Callable[[Any], Any], c: _Compiler
 ) -> Test:
     """The test for one operation over values that `norm` makes comparable (None: no match).
 
@@ -356,18 +264,18 @@ def _ordered_test(
     kind = op.kind
     if kind == "range":
         low, high = (coerce(a) for a in op.atoms)
-        if low > high:  # type: ignore[operator]
+        if low > high:
             raise c.fail(
                 op.atoms[1].pos,
                 f"empty range: {clip(op.atoms[0].text)} is greater than {clip(op.atoms[1].text)}",
             )
-        if norm is _number_or_none:
-            return lambda v: low <= v <= high if v.__class__ in _NUMBERS or _is_number(v) else None
-        return lambda v: None if (n := norm(v)) is None else low <= n <= high  # type: ignore[operator]
+        if norm is number_or_none:
+            return lambda v: low <= v <= high if v.__class__ in NUMBERS or is_number(v) else None
+        return lambda v: None if (n := norm(v)) is None else low <= n <= high
     if kind in _COMPARE:
         bound, compare = coerce(op.atoms[0]), _COMPARE[kind]
-        if norm is _number_or_none:
-            return lambda v: compare(v, bound) if v.__class__ in _NUMBERS or _is_number(v) else None
+        if norm is number_or_none:
+            return lambda v: compare(v, bound) if v.__class__ in NUMBERS or is_number(v) else None
         return lambda v: None if (n := norm(v)) is None else compare(n, bound)
     exact = [a for a in op.atoms if a.match == "exact"]
     patterns = [_pattern(a) for a in op.atoms if a.match != "exact"]
@@ -375,27 +283,27 @@ def _ordered_test(
         coerce(atom)  # validates pattern atoms too (where the kind allows them at all)
     values = frozenset(coerce(a) for a in exact)
     if not patterns:
-        if norm is _lower_or_none:
-            return lambda v: v.lower() in values if v.__class__ is str else None  # type: ignore[union-attr]
-        if norm is _text_or_none:
-            return lambda v: (v if v.__class__ is str else _text(v)) in values
+        if norm is lower_or_none:
+            return lambda v: v.lower() in values if v.__class__ is str else None
+        if norm is text_or_none:
+            return lambda v: (v if v.__class__ is str else value_text(v)) in values
         return lambda v: None if (n := norm(v)) is None else n in values
 
-    def test(v: object) -> bool | None:
+    def test(v: Any) -> bool | None:
         n = norm(v)
         if n is None:
             return None
-        return n in values or any(p(_text(n)) for p in patterns)
+        return n in values or any(p(value_text(n)) for p in patterns)
 
     return test
 
 
 def _date_compare(kind: str, start: float, end: float, bound: float | None) -> Test:
     if kind == "eq":
-        return lambda v: None if (t := _epoch(v)) is None else start <= t < end
+        return lambda v: None if (t := epoch_seconds(v)) is None else start <= t < end
     if kind in ("lt", "le"):  # before the written instant / not after its span
-        return lambda v: None if (t := _epoch(v)) is None else t < bound  # type: ignore[operator]
-    return lambda v: None if (t := _epoch(v)) is None else t >= bound  # type: ignore[operator]
+        return lambda v: None if (t := epoch_seconds(v)) is None else t < bound  # type: ignore[operator]
+    return lambda v: None if (t := epoch_seconds(v)) is None else t >= bound  # type: ignore[operator]
 
 
 def _bind(field: str, test: Test, negate: bool) -> Predicate:
@@ -406,19 +314,19 @@ def _bind(field: str, test: Test, negate: bool) -> Predicate:
             return lambda r: (v := r.get(field)) is not None and test(v) is False
         return lambda r: (v := r.get(field)) is not None and test(v) is True
     if "." in name:
-        get = _getter(field)
+        get = field_getter(field)
         if negate:
             return lambda r: (v := get(r)) is not None and test(v) is False
         return lambda r: (v := get(r)) is not None and test(v) is True
     history = section == "metrics"
 
-    def matches(record: Record) -> bool:  # _getter inlined: the common params.lr shape
+    def matches(record: Record) -> bool:  # field_getter inlined: the common params.lr shape
         values = record.get(section)
         if values.__class__ is not dict:
             return False
-        value = values.get(name)  # type: ignore[union-attr]
+        value = values.get(name)
         if history and value.__class__ is list:
-            value = value[-1] if value else None  # type: ignore[index]
+            value = value[-1] if value else None
         if value is None:
             return False
         return test(value) is False if negate else test(value) is True
@@ -478,126 +386,13 @@ class Query:
 
 def compile_query(text: str) -> Query:
     """Parse and compile once (cached); an empty or blank query matches every record."""
-    return _compile_query(_checked_text(text, "query"))
-
-
-def _checked_text(text: object, path: str) -> str:
-    if text is None:
-        return ""
-    if not isinstance(text, str):
-        raise ValidationError(f"Invalid {path}", [FieldError(path, "must be text")])
-    return text
+    return _compile_query(checked_text(text, "query"))
 
 
 @lru_cache(maxsize=256)
 def _compile_query(text: str) -> Query:
     tree = parse(text)
     return Query(text, _always if tree is None else _Compiler(text).node(tree))
-
-
-class Sort:
-    """Ordered sort keys; records missing a key sort last in both directions; stable."""
-
-    __slots__ = ("keys", "text")
-
-    def __init__(self, text: str, keys: list[tuple[str, bool, Callable[[Record], object]]]):
-        self.text = text
-        self.keys = keys  # (field, descending, key function returning None when missing)
-
-    def apply(self, records: Iterable[Record]) -> list[Record]:
-        rows = list(records)
-        for _field, descending, key in reversed(self.keys):  # least significant first
-            decorated = [(key(r), r) for r in rows]
-            present = [d for d in decorated if d[0] is not None]
-            present.sort(key=_first, reverse=descending)  # reverse=True keeps stability
-            rows = [r for _, r in present] + [r for k, r in decorated if k is None]
-        return rows
-
-    __call__ = apply
-
-    def __repr__(self) -> str:
-        return f"Sort({self.text!r})"
-
-
-_first = operator.itemgetter(0)
-
-
-def _time_key(value: object) -> str | None:
-    """Sortable text for a timestamp without parsing the usual `...SS.fffZ` form.
-
-    Records write UTC timestamps with milliseconds, which sort as text; anything else is
-    parsed and spelled the same way (with microseconds, so both forms interleave correctly).
-    """
-    if value.__class__ is str and len(value) == 24 and value[19] == "." and value[23] == "Z":
-        return value[:23] + "000"  # type: ignore[index]
-    seconds = _epoch(value)
-    if seconds is None:
-        return None
-    return datetime.fromtimestamp(seconds, _UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
-
-
-def _sort_key(field: str, kind: str, descending: bool) -> Callable[[Record], object]:
-    """A key that is None when the record lacks the field (those rows go last)."""
-    get = _getter(field)
-    if kind == DATE:
-        return lambda r: _time_key(get(r))
-    if kind == STATUS:
-        return lambda r: _lower_or_none(get(r))
-    if kind in (NUMBER, DURATION):
-        return lambda r: v if (v := _number_or_none(get(r))) is not None and v == v else None
-    if kind == TEXT:  # case-insensitive, like a file browser; exact text breaks ties
-        return lambda r: None if (v := get(r)) is None else ((t := _text(v)).lower(), t)
-    numbers_rank, text_rank = (1, 0) if descending else (0, 1)
-
-    def mixed(record: Record) -> tuple | None:  # params/metrics: numbers before text, always
-        value = get(record)
-        if value is None:
-            return None
-        if _is_number(value):
-            return None if value != value else (numbers_rank, value)
-        return (text_rank, _text(value))
-
-    return mixed
-
-
-def compile_sort(text: str) -> Sort:
-    """`-metrics.loss, created_at`: comma-separated keys, `-` for descending (cached)."""
-    return _compile_sort(_checked_text(text, "sort"))
-
-
-@lru_cache(maxsize=256)
-def _compile_sort(text: str) -> Sort:
-    keys: list[tuple[str, bool, Callable[[Record], object]]] = []
-    if not text.strip():
-        return Sort(text, keys)
-    start = 0
-    for piece in text.split(","):
-        pos = start + len(piece) - len(piece.lstrip())
-        key = piece.strip()
-        start += len(piece) + 1
-        if not key:
-            where = "before ','" if start <= len(text) else "after ','"
-            raise QueryError(text, pos, f"expected a field name {where}", "sort")
-        descending = key[0] == "-"
-        field = key[1:].lstrip() if key[0] in "+-" else key
-        field_pos = pos + len(key) - len(field)
-        if not field or field[0] in "+-":
-            raise QueryError(text, field_pos, "expected a field name after the sign", "sort")
-        if any(c.isspace() for c in field):
-            name, _, word = field.partition(" ")
-            gap = field_pos + len(name)
-            hint = (
-                " (write -FIELD for descending order)"
-                if word.strip().lower() in ("desc", "asc", "descending", "ascending")
-                else ""
-            )
-            raise QueryError(text, gap, f"expected ',' between sort keys{hint}", "sort")
-        field = canonical_field(field)
-        kind = resolve_field(text, field, field_pos, "sort")
-        if kind == LIST:
-            raise QueryError(text, field_pos, f"cannot sort by '{field}': it holds a list", "sort")
-        keys.append((field, descending, _sort_key(field, kind, descending)))
-    return Sort(text, keys)
 
 
 def select(

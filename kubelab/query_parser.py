@@ -18,95 +18,21 @@ Grammar (AND binds tighter than OR)::
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
-from typing import NamedTuple, Union
+from typing import NamedTuple
 
-from kubelab.errors import FieldError, ValidationError
 from kubelab.query_aliases import canonical_field
+from kubelab.query_literals import number
+from kubelab.query_syntax import Atom, Condition, Junction, Node, Operation, QueryError, clip
+from kubelab.query_values import FIELDS, SECTIONS
 
-_EXCERPT_WIDTH = 72
-
-
-class QueryError(ValidationError):
-    """A malformed query or sort expression.
-
-    `position` is 1-based and is the same number the message shows, so an editor (the sidebar's
-    search box) can put the cursor where the problem is.
-    """
-
-    def __init__(self, source: str, offset: int, reason: str, path: str = "query"):
-        self.source = source
-        self.position = offset + 1
-        self.path = path
-        detail = f"Invalid {path}:\n{_excerpt(source, offset)}"
-        super().__init__(detail, [FieldError(path, f"position {self.position}: {reason}")])
-
-
-def clip(text: str, width: int = 40) -> str:
-    """Keep user text quoted in messages short."""
-    return text if len(text) <= width else text[: width - 3] + "..."
-
-
-def _excerpt(source: str, offset: int) -> str:
-    """Two indented lines: the text (windowed if long) and a caret under `offset`."""
-    line = "".join(" " if c.isspace() else c for c in source)
-    start = 0
-    if len(line) > _EXCERPT_WIDTH:
-        start = max(0, min(offset - _EXCERPT_WIDTH // 2, len(line) - _EXCERPT_WIDTH))
-        shown = line[start : start + _EXCERPT_WIDTH]
-        prefix = "..." if start else ""
-        suffix = "..." if start + _EXCERPT_WIDTH < len(line) else ""
-        line = prefix + shown + suffix
-        start -= len(prefix)
-    return f"    {line}\n    {' ' * (offset - start)}^"
-
-
-# ---------------------------------------------------------------- tree
-
-
-class Atom(NamedTuple):
-    """One literal value; `match` is exact, startswith, endswith or contains (from `%`)."""
-
-    text: str
-    quoted: bool
-    match: str
-    pos: int  # offset in the source, for errors found while compiling
-
-
-class Operation(NamedTuple):
-    """`kind` is eq, set, lt, le, gt, ge, range or nil; `atoms` holds its values in order."""
-
-    kind: str
-    negate: bool
-    atoms: tuple[Atom, ...]
-    pos: int
-
-
-# NamedTuples, not dataclasses: this module is imported on listing hot paths, and a
-# dataclass costs about a millisecond to create at import time.
-Node = Union["Condition", "Junction"]
-
-
-class Condition(NamedTuple):
-    field: str
-    field_pos: int
-    op: Operation
-
-
-class Junction(NamedTuple):
-    """`kind` is "and" or "or"; children are Conditions or Junctions."""
-
-    kind: str
-    children: tuple[Node, ...]
-
+# QueryError is where docs/query.md says it is (it is defined in kubelab.query_syntax).
+__all__ = ["QueryError", "parse", "parse_operation", "tokenize"]
 
 # ---------------------------------------------------------------- Polyaxon's names
 
 
 def _is_field(word: str) -> bool:
     """True when `word` names a field, so `a:x | word:y` starts a condition, not a value."""
-    from kubelab.query import FIELDS, SECTIONS  # loaded already: it imports this module
-
     name = canonical_field(word)
     return name in FIELDS or name.partition(".")[0] in SECTIONS
 
@@ -493,84 +419,3 @@ def _atom(source: str, span: _Span, plain: str = "") -> Atom:
     quoted = "\0" in body.mask
     text = _unquote(body.raw, body.mask) if quoted else body.raw
     return Atom(text, quoted, match, span.pos)
-
-
-# ---------------------------------------------------------------- typed literals
-
-_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
-_DURATION = re.compile(
-    r"(?:(?P<d>\d+(?:\.\d+)?)d)?(?:(?P<h>\d+(?:\.\d+)?)h)?"
-    r"(?:(?P<m>\d+(?:\.\d+)?)m)?(?:(?P<s>\d+(?:\.\d+)?)s)?"
-)
-_DURATION_UNITS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
-_DATE = re.compile(
-    r"(?P<Y>\d{4})-(?P<M>\d{1,2})(?:-(?P<D>\d{1,2})"
-    r"(?:[T ](?P<h>\d{1,2})(?::(?P<m>\d{2})(?::(?P<s>\d{2})(?P<f>\.\d+)?)?)?"
-    r"\s*(?P<tz>Z|[+-]\d{2}:?\d{2})?)?)?",
-    re.IGNORECASE,
-)
-DATE_FORMS = "2026-11-21, '2026-11-21 10:00' or 2026-11-21T10:00:00Z"
-
-
-def number(atom: Atom) -> int | float | None:
-    """The atom as a number, or None; a quoted atom is always text (`params.x:"1"`)."""
-    if atom.quoted or not _NUMBER.fullmatch(atom.text):
-        return None
-    try:
-        return int(atom.text)
-    except ValueError:
-        return float(atom.text)
-
-
-def duration(text: str) -> float | None:
-    """Seconds from `90`, `1.5`, `90s`, `30m`, `1h`, `1h30m` or `2d`; None if not a duration."""
-    text = text.strip().lower()
-    if _NUMBER.fullmatch(text) and not text.startswith(("+", "-")):
-        return float(text)
-    found = _DURATION.fullmatch(text)
-    if not text or not found:
-        return None
-    return sum(float(v) * _DURATION_UNITS[k] for k, v in found.groupdict().items() if v)
-
-
-def date_interval(text: str) -> tuple[float, float]:
-    """The half-open interval [start, end) in epoch seconds that a written date stands for.
-
-    Precision is what the user wrote: `2026-11` is the month, `2026-11-21` the day,
-    `2026-11-21 10:00` the minute. Times without an offset are UTC. Raises ValueError with
-    the reason when the text is not a date.
-    """
-    found = _DATE.fullmatch(text.strip())
-    if not found:
-        raise ValueError(f"expected a date such as {DATE_FORMS}")
-    g = found.groupdict()
-    tz = timezone.utc
-    if g["tz"] and g["tz"].upper() != "Z":
-        sign = -1 if g["tz"][0] == "-" else 1
-        digits = g["tz"][1:].replace(":", "")
-        tz = timezone(sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:])))
-    fraction = g["f"] or ""
-    micros = int((fraction[1:] + "000000")[:6]) if fraction else 0
-    start = datetime(
-        int(g["Y"]),
-        int(g["M"]),
-        int(g["D"] or 1),
-        int(g["h"] or 0),
-        int(g["m"] or 0),
-        int(g["s"] or 0),
-        micros,
-        tzinfo=tz,
-    )
-    if g["D"] is None:
-        year, month = (start.year + 1, 1) if start.month == 12 else (start.year, start.month + 1)
-        end = start.replace(year=year, month=month)
-    elif fraction:
-        end = start + timedelta(microseconds=max(1, 10 ** (6 - min(len(fraction) - 1, 6))))
-    else:
-        unit = next(
-            u
-            for u, key in (("seconds", "s"), ("minutes", "m"), ("hours", "h"), ("days", "D"))
-            if g[key] is not None
-        )
-        end = start + timedelta(**{unit: 1})
-    return start.timestamp(), end.timestamp()

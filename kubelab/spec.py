@@ -12,14 +12,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kubelab import templating
-from kubelab.errors import FieldError, ValidationError, did_you_mean
-from kubelab.quantity import clip, parse_duration, parse_quantity
-from kubelab.templating import format_value
+from kubelab.errors import FieldError, ValidationError, did_you_mean, type_name
+from kubelab.field_reader import FieldReader
+from kubelab.quantity import parse_quantity
+from kubelab.spec_values import INPUT_TYPES, INVALID, as_int, convert_value
 
 FRAMEWORKS = ("none", "pytorch", "tensorflow", "paddle")
 ENGINES = ("job", "kubeflow")
-INPUT_TYPES = {"int": int, "float": float, "str": str, "bool": bool}
 Scalar = str | int | float | bool | None
+MAX_COMMAND = 100_000  # characters in all arguments: within what the kernel accepts (ARG_MAX)
 
 
 @dataclass
@@ -116,16 +117,10 @@ def _default_name(command: list[str] | str, code: CodeSnapshot | None) -> str:
     return os.path.basename(words[0]) if words else "experiment"
 
 
-class _Parser:
+class _Parser(FieldReader):
     """Collects every problem instead of stopping at the first one."""
 
-    def __init__(self) -> None:
-        self.errors: list[FieldError] = []
-
-    def fail(self, path: str, reason: str) -> None:
-        self.errors.append(FieldError(path, reason))
-
-    def known(self, path: str, data: dict, allowed: tuple[str, ...]) -> None:
+    def known(self, path: str, data: dict[str, Any], allowed: tuple[str, ...]) -> None:
         for key in data:
             if key not in allowed:
                 where = f"{path}.{key}" if path else str(key)
@@ -168,73 +163,6 @@ class _Parser:
             raise ValidationError("invalid experiment spec", self.errors)
         return spec
 
-    # -- scalar helpers ---------------------------------------------------------------
-
-    def text(self, data: dict, key: str, default: str | None, limit: int = 4096, path: str = "") -> Any:
-        value = data.get(key, default)
-        if value is None or value == default:
-            return default
-        if not isinstance(value, str):
-            self.fail(path or key, f"must be a string, not {_type_name(value)}")
-            return default
-        if len(value) > limit:
-            self.fail(path or key, f"must be at most {limit} characters, not {len(value)}")
-            return default
-        return value
-
-    def integer(self, data: dict, key: str, default: int, minimum: int, maximum: int) -> int:
-        value = data.get(key)
-        if value is None:
-            return default
-        number = _as_int(value)
-        if number is None:
-            self.fail(key, f"must be a whole number, not {value!r}")
-            return default
-        if number < minimum:
-            self.fail(key, f"must be at least {minimum}, not {number}")
-        elif number > maximum:
-            self.fail(key, f"must be at most {maximum}, not {number}")
-        return number
-
-    def choice(self, data: dict, key: str, default: str, choices: tuple[str, ...]) -> str:
-        value = data.get(key)
-        if value is None:
-            return default
-        if value not in choices:
-            hint = did_you_mean(str(value), choices)
-            self.fail(key, f"must be one of {', '.join(choices)}, not {value!r}{hint}")
-            return default
-        return value
-
-    def duration(self, data: dict, key: str) -> float | None:
-        value = data.get(key)
-        if value is None:
-            return None
-        try:
-            return parse_duration(value)
-        except ValueError as exc:
-            self.fail(key, str(exc))
-            return None
-
-    def string_map(self, data: dict, key: str) -> dict[str, str]:
-        value = data.get(key)
-        if value is None:
-            return {}
-        if not isinstance(value, dict):
-            self.fail(key, f"must be a mapping of names to strings, not {_type_name(value)}")
-            return {}
-        result = {}
-        for name, item in value.items():
-            if not isinstance(name, str) or not name:
-                self.fail(f"{key}.{name}", "names must be non-empty strings")
-            elif isinstance(item, (dict, list)) or item is None:
-                self.fail(f"{key}.{name}", f"must be a string, not {_type_name(item)}")
-            elif len(name) > 253 or len(str(item)) > MAX_VALUE:
-                self.fail(f"{key}.{clip(name)}", f"names may have 253 characters and values {MAX_VALUE}")
-            else:
-                result[name] = str(item).lower() if isinstance(item, bool) else str(item)
-        return result
-
     # -- structured fields ------------------------------------------------------------
 
     def command(self, value: Any) -> list[str] | str:
@@ -256,7 +184,7 @@ class _Parser:
         if value is None:
             return []
         if not isinstance(value, list):
-            self.fail("inputs", f"must be a list of declarations, not {_type_name(value)}")
+            self.fail("inputs", f"must be a list of declarations, not {type_name(value)}")
             return []
         result: list[Input] = []
         seen: set[str] = set()
@@ -292,21 +220,22 @@ class _Parser:
             result.append(decl)
         return result
 
-    def convert(self, path: str, kind: str, value: Any, choices: list | None = None) -> Scalar:
+    def convert(self, path: str, kind: str, value: Any, choices: list[Any] | None = None) -> Scalar:
         """A value of the declared type; strings from flags (`-P lr=0.1`) are converted."""
         converted = convert_value(kind, value)
-        if converted is _INVALID:
+        if converted is INVALID:
             self.fail(path, f"must be of type {kind}, not {value!r}")
             return None
         if choices is not None and converted not in choices:
             self.fail(path, f"must be one of {', '.join(map(repr, choices))}, not {value!r}")
-        return converted
+        scalar: Scalar = converted
+        return scalar
 
     def params(self, value: Any, inputs: list[Input]) -> dict[str, Scalar]:
         if value is None:
             value = {}
         if not isinstance(value, dict):
-            self.fail("params", f"must be a mapping of names to values, not {_type_name(value)}")
+            self.fail("params", f"must be a mapping of names to values, not {type_name(value)}")
             return {}
         declared = {i.name: i for i in inputs}
         result: dict[str, Scalar] = {}
@@ -318,7 +247,7 @@ class _Parser:
                 decl = declared[name]
                 result[name] = self.convert(path, decl.type, item, decl.choices)
             elif isinstance(item, (dict, list)):
-                self.fail(path, f"must be a string, number or boolean, not {_type_name(item)}")
+                self.fail(path, f"must be a string, number or boolean, not {type_name(item)}")
             else:
                 result[name] = item
         for decl in inputs:
@@ -330,7 +259,7 @@ class _Parser:
         if value is None:
             return Resources()
         if not isinstance(value, dict):
-            self.fail("resources", f"must be a mapping, not {_type_name(value)}")
+            self.fail("resources", f"must be a mapping, not {type_name(value)}")
             return Resources()
         self.known("resources", value, tuple(Resources.__dataclass_fields__))
         res = Resources()
@@ -349,7 +278,7 @@ class _Parser:
             setattr(res, key, str(item))
         gpus = value.get("gpus")
         if gpus is not None:
-            number = _as_int(gpus)
+            number = as_int(gpus)
             if number is None:
                 self.fail("resources.gpus", f"must be a whole number of GPUs, not {gpus!r}")
             elif number < 0:
@@ -425,54 +354,3 @@ class _Parser:
             self.fail("framework", "replicas > 1 needs a framework: pytorch, tensorflow or paddle")
         if spec.resources.gpu_type and not spec.resources.gpus:
             self.fail("resources.gpu_type", "is set but resources.gpus is 0")
-
-
-_INVALID = object()
-MAX_COMMAND = 100_000  # characters in all arguments: within what the kernel accepts (ARG_MAX)
-MAX_VALUE = 32_768  # an environment variable or node selector value
-
-
-def convert_value(kind: str, value: Any) -> Any:
-    """Convert `value` to the input type `kind`, or return the `_INVALID` marker."""
-    if kind == "str":
-        if isinstance(value, (dict, list)):
-            return _INVALID
-        return value if isinstance(value, str) else format_value(value)
-    if kind == "bool":
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
-            return value.lower() in ("true", "yes", "1")
-        return _INVALID
-    if kind == "int":
-        number = _as_int(value)
-        return _INVALID if number is None else number
-    if kind == "float":
-        if isinstance(value, bool):
-            return _INVALID
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            return _INVALID
-    return _INVALID
-
-
-def _as_int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
-        try:
-            return int(value.strip())
-        except ValueError:
-            return None
-    return None
-
-
-def _type_name(value: Any) -> str:
-    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean"}.get(
-        type(value), type(value).__name__
-    )

@@ -13,7 +13,7 @@ def load_document(path: str | Path, field: str = "file") -> Any:
     import yaml
 
     from kubelab import safe_yaml
-    from kubelab.sweeps.documents import yaml_loader
+    from kubelab.sweeps.config_files import yaml_loader
 
     source = Path(path)
     try:

@@ -23,7 +23,7 @@ def _compat_modules() -> None:
     import importlib.util
     import sys
 
-    from kubelab.runner import NNI_SHIM
+    from kubelab.shims import SHIMS
 
-    if str(NNI_SHIM) not in sys.path and importlib.util.find_spec("nni") is None:
-        sys.path.append(str(NNI_SHIM))
+    if str(SHIMS) not in sys.path and importlib.util.find_spec("nni") is None:
+        sys.path.append(str(SHIMS))

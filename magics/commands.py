@@ -3,7 +3,7 @@
 
 Each magic reads its options (errors come back as usage errors naming the option), builds
 and validates what it will send, sends it to the service (REST inside a Jupyter server, the
-`Lab` otherwise), and shows the answer: a live widget where a frontend renders widgets,
+`Experiments` otherwise), and shows the answer: a live widget where a frontend renders widgets,
 plain text elsewhere.
 """
 
@@ -20,7 +20,7 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.display import display
 
 from kubelab.errors import KubelabError, NotFound
-from kubelab.magics import options, service, train, views
+from kubelab.magics import connection, options, train, views
 
 
 def friendly(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -56,7 +56,7 @@ class KubelabMagics(Magics):
     @property
     def service(self) -> Any:
         if self._service is None:
-            self._service = service.connect()
+            self._service = connection.connect()
         return self._service
 
     def widgets(self) -> bool:
@@ -77,7 +77,8 @@ class KubelabMagics(Magics):
         options.check_train(parser, args, cell=cell is not None)
         cwd = Path.cwd()
         if cell is not None and args.sweep:
-            spec = train.sweep_from_cell(args, cell, cwd, self.shell.user_ns)
+            user_ns = self.shell.user_ns if self.shell is not None else {}
+            spec = train.sweep_from_cell(args, cell, cwd, user_ns)
             self.present_sweep(self.service.submit_sweep(spec, base_dir=cwd), args)
             return
         if cell is not None:
@@ -108,7 +109,7 @@ class KubelabMagics(Magics):
             for chunk in svc.logs(record["id"], 0, follow=True):
                 sys.stdout.write(chunk)
                 sys.stdout.flush()
-        final = service.wait_until_done(svc, record["id"])
+        final = connection.wait_until_done(svc, record["id"])
         print(views.experiment_text(final), flush=True)
 
     # -- sweeps ----------------------------------------------------------------------------
@@ -137,7 +138,7 @@ class KubelabMagics(Magics):
             display(widget)
             Live.of(svc).watch(widget)
         if args.wait:
-            final = service.wait_for_sweep(svc, record["id"])
+            final = connection.wait_for_sweep(svc, record["id"])
             print(views.sweep_text(final), flush=True)
 
     # -- pipelines (magics/pipeline.py) ------------------------------------------------------
@@ -181,7 +182,7 @@ class KubelabMagics(Magics):
         args = options.id_parser("stop", "Stop an experiment or a sweep.").read(line)
         if args is None:
             return
-        if service.find_kind(self.service, args.id) == "sweep":
+        if connection.find_kind(self.service, args.id) == "sweep":
             record = self.service.stop_sweep(args.id)
             print(f"stopping sweep {args.id}: {record.get('status')}")
         else:

@@ -154,7 +154,7 @@ def run(magics: Any, line: str) -> None:
     from IPython.display import display
 
     from kubelab.options import parse_params
-    from kubelab.sweeps.documents import read_document
+    from kubelab.sweeps.config_files import read_document
 
     parser = pipeline_parser()
     args = parser.read(line)

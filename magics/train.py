@@ -56,7 +56,7 @@ def sweep_from_cell(
 
     `--sweep` names a file, a notebook variable holding the space, or the space inline.
     """
-    from kubelab.sweeps.documents import read_document
+    from kubelab.sweeps.config_files import read_document
 
     held = (namespace or {}).get(args.sweep) if args.sweep.isidentifier() else None
     if isinstance(held, dict):

@@ -84,7 +84,7 @@ class Live:
             time.sleep(1.0)
 
 
-class LiveWidget(w.VBox):
+class LiveWidget(w.VBox):  # type: ignore[misc]  # ipywidgets ships no types: VBox is Any
     """A widget whose `text/plain` form is a useful summary (what nbconvert keeps)."""
 
     done = False
@@ -92,7 +92,8 @@ class LiveWidget(w.VBox):
 
     @property
     def id(self) -> str:
-        return self.record["id"]
+        run_id: str = self.record["id"]
+        return run_id
 
     def summary(self) -> str:
         raise NotImplementedError
@@ -186,9 +187,10 @@ class ExperimentWidget(LiveWidget):
         self.render_header()
         latest = self.record.get("metrics") or {}
         charts = views.series(self.points)
-        cells = []
+        cells: list[Any] = []
         for name in list(dict.fromkeys([*charts, *latest]))[:4]:
-            value = latest.get(name, (charts.get(name) or [""])[-1])
+            history: list[Any] = charts.get(name) or [""]
+            value = latest.get(name, history[-1])
             cells.append(
                 f"<div style='display:inline-block;margin-right:16px'>"
                 f"<div>{html.escape(name)} = <b>{html.escape(views.short(value))}</b></div>"

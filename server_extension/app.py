@@ -1,6 +1,6 @@
 """`KubeLabApp`: kubelab as a Jupyter Server extension.
 
-It holds the user's `Lab`, the event hub, and the credentials it gives its kernels
+It holds the user's `Experiments`, the event hub, and the credentials it gives its kernels
 (`KUBELAB_API_URL`, `KUBELAB_API_TOKEN`) so `%%train` reaches this API unaided.
 """
 
@@ -14,7 +14,7 @@ from jupyter_server.extension.application import ExtensionApp
 from jupyter_server.utils import url_path_join
 from traitlets import Float, Unicode
 
-from kubelab.lab import Lab
+from kubelab.experiments import Experiments
 from kubelab.server_extension import tensorboard as tensorboard_ext
 from kubelab.server_extension.events import EventHub
 from kubelab.server_extension.routes import API_ROUTES
@@ -38,7 +38,7 @@ class KubeLabApp(ExtensionApp):
     )
 
     def initialize_settings(self) -> None:
-        self.lab = Lab(Path(self.home) if self.home else None)
+        self.lab = Experiments(Path(self.home) if self.home else None)
         self.root_dir = self.serverapp.root_dir
         self.kernel_token = secrets.token_urlsafe(32)
         self.events = EventHub(self.lab, interval=self.event_interval)
@@ -65,7 +65,7 @@ class KubeLabApp(ExtensionApp):
         self.events.start()
         self.lab.backend.start()
         tensorboard_ext.start_reaper(self)
-        os.environ["KUBELAB_SERVER_ROOT"] = str(Path(self.root_dir).resolve())  # kubelab.client's ?cwd=
+        os.environ["KUBELAB_SERVER_ROOT"] = str(Path(self.root_dir).resolve())  # kubelab.rest_client's ?cwd=
         if os.environ.pop("KUBELAB_ANNOUNCE_URL", None):
             # Jupyter masks a token it did not generate ("?token=..."); `kubelab lab` chose it.
             token = getattr(self.serverapp.identity_provider, "token", "")

@@ -19,10 +19,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubelab.backends.local import read_from
-from kubelab.lab import Lab
+from kubelab.backends.local.backend import read_from
+from kubelab.experiments import Experiments
 from kubelab.pipelines.service import PipelineWatcher
-from kubelab.sweeps.service import SweepWatcher
+from kubelab.sweeps.watcher import SweepWatcher
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ class Event:
 
 
 class EventHub:
-    def __init__(self, lab: Lab, interval: float = 0.2, backlog: int = 1000):
+    def __init__(self, lab: Experiments, interval: float = 0.2, backlog: int = 1000):
         self.lab = lab
         self.interval = interval
         self.backlog = backlog

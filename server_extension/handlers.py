@@ -1,4 +1,4 @@
-"""REST handlers: thin translations between HTTP and the `Lab`.
+"""REST handlers: thin translations between HTTP and the `Experiments`.
 
 Every handler requires authentication (the server's own, or the token the server gave
 its kernels). Errors are JSON `{error, detail, fields}` with a 4xx/5xx status.

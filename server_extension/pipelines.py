@@ -24,7 +24,7 @@ from kubelab.errors import FieldError, ValidationError
 from kubelab.pipelines.service import Pipelines
 from kubelab.schedules.service import Schedules
 from kubelab.server_extension.handlers import KubelabHandler, api
-from kubelab.sweeps.documents import parse_text, read_document
+from kubelab.sweeps.config_files import parse_text, read_document
 
 BODY_FIELDS = ("spec", "file", "params")
 

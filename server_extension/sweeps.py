@@ -19,7 +19,7 @@ import asyncio
 from typing import Any
 
 from kubelab.server_extension.handlers import KubelabHandler, api
-from kubelab.sweeps.documents import parse_text
+from kubelab.sweeps.config_files import parse_text
 from kubelab.sweeps.service import Sweeps
 
 

@@ -20,7 +20,13 @@ from tornado.ioloop import PeriodicCallback
 
 from kubelab.errors import KubelabError
 from kubelab.server_extension.handlers import KubelabHandler, api
-from kubelab.tensorboard import FAILED, RUNNING, STARTING, TensorBoardSession, TensorBoardSupervisor
+from kubelab.tensorboard.supervisor import (
+    FAILED,
+    RUNNING,
+    STARTING,
+    TensorBoardSession,
+    TensorBoardSupervisor,
+)
 
 STOPPED_PAGE = (
     "<!doctype html><title>TensorBoard stopped</title>"
@@ -118,7 +124,7 @@ class TensorBoardHandler(TensorBoardBase):
 
 def _stop_process(session: TensorBoardSession) -> None:
     """The slow part of a stop (the grace period), off the IOLoop."""
-    from kubelab.tensorboard import stop_group
+    from kubelab.tensorboard.supervisor import stop_group
 
     if session.process is not None:
         stop_group(session.process)

@@ -3,7 +3,7 @@
 On a cluster the numbers come from nodes' allocatable GPUs minus the requests of pods that
 hold or are about to hold them (running or pending). A watch keeps a mirror of nodes and pods
 current, so a page view reads memory instead of listing the cluster. On one machine the
-same numbers come from `kubelab.gpus.GpuAllocator.snapshot()`, the ledger the local backend
+same numbers come from `kubelab.backends.local.gpus.GpuAllocator.snapshot()`, the ledger the local backend
 and the local spawner share.
 """
 

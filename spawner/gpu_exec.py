@@ -1,6 +1,6 @@
 """`python -m kubelab.spawner.gpu_exec --run NAME --gpus N [--type T] -- COMMAND...`
 
-Takes GPUs from the machine-wide ledger (`kubelab.gpus.GpuAllocator`) for its own pid, sets
+Takes GPUs from the machine-wide ledger (`kubelab.backends.local.gpus.GpuAllocator`) for its own pid, sets
 `CUDA_VISIBLE_DEVICES`, then replaces itself with COMMAND. The pid stays the same across exec, so
 the ledger's holder is the notebook server itself: when it exits, however it exits, its GPUs come
 back to experiments and other notebooks.
@@ -12,7 +12,7 @@ import argparse
 import os
 import sys
 
-from kubelab.gpus import GpuAllocator
+from kubelab.backends.local.gpus import GpuAllocator
 
 GPUS_TAKEN = 3
 

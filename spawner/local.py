@@ -21,8 +21,8 @@ from jupyterhub.spawner import LocalProcessSpawner, SimpleLocalProcessSpawner
 from kubespawner.slugs import safe_slug
 from traitlets import Bool, Dict, Unicode, default
 
+from kubelab.backends.local.gpus import Gpu, GpuAllocator, detect_gpus
 from kubelab.errors import KubelabError
-from kubelab.gpus import Gpu, GpuAllocator, detect_gpus
 
 from .admission import admit
 from .availability import Availability, group_label, local_availability, notebook_run
@@ -181,7 +181,7 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
         import grp
         import subprocess
 
-        from kubelab.gpus import machine_dir, share_with_group
+        from kubelab.backends.local.gpus import machine_dir, share_with_group
 
         try:
             gid = grp.getgrnam(self.ledger_group).gr_gid

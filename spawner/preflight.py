@@ -42,7 +42,8 @@ def check_runnable_by_users(paths: list[Path] | None = None) -> None:
                 FieldError(
                     str(path),
                     (
-                        f"other users cannot reach it: {closed} is mode {stat.S_IMODE(closed.stat().st_mode):o}. "
+                        f"other users cannot reach it: {closed} is mode "
+                        f"{stat.S_IMODE(closed.stat().st_mode):o}. "
                         f"Install kubelab where every user can run it (e.g. `python3 -m venv /opt/kubelab && "
                         f"/opt/kubelab/bin/pip install kubelab`), or `chmod o+rx {closed}`"
                     ),

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from kubelab.backends.kubernetes import builders
+from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 from kubelab.errors import ValidationError
-from kubelab.kube import builders
-from kubelab.kube.notebook_env import NotebookEnv
 from kubelab.spec import ExperimentSpec
 
 NB = NotebookEnv(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from kubelab.records import RunDirectory, Status
@@ -46,6 +47,18 @@ class Backend(ABC):
     @abstractmethod
     def render(self, spec: ExperimentSpec, run_id: str) -> list[dict[str, Any]]:
         """What `submit` would create, without creating it (`kubelab render`)."""
+
+    # -- optional hooks: a backend overrides what it has; callers never probe with getattr ---
+
+    def events(self, run: RunDirectory) -> list[dict[str, Any]] | None:
+        """The platform's events about the run, oldest first; None when the backend has none
+        (the local backend: its runner's log says it all)."""
+        return None
+
+    def warm_up(self, home: Path) -> None:
+        """Get ready for the first submits from `home` (the local backend fills its warm-runner
+        pool); servers and sweep drivers call it. Nothing, by default."""
+        return None
 
     def delete(self, run: RunDirectory) -> None:
         """Remove what the backend keeps beyond the run directory (nothing, by default)."""

@@ -17,7 +17,7 @@ from kubelab.pipelines import argo_workflow
 from kubelab.pipelines.argo_workflow import GROUP, PLURAL, VERSION
 
 if TYPE_CHECKING:
-    from kubelab.kube.backend import KubernetesBackend
+    from kubelab.backends.kubernetes.backend import KubernetesBackend
 
 Obj = dict[str, Any]
 ACCOUNT_KINDS = ("ServiceAccount", "Role", "RoleBinding")

@@ -2,7 +2,7 @@
 
 The Workflow is a DAG with one task per step: `dependencies` from `depends_on`,
 `retryStrategy.limit` from `retries`. Each task runs `kubelab pipeline step ID STEP` in the
-notebook's image, in the same pod as a schedule's CronJob (`kubelab.kube.cronjob.pod_spec`:
+notebook's image, in the same pod as a schedule's CronJob (`kubelab.backends.kubernetes.cronjob.pod_spec`:
 the notebook's environment, volumes, node selector and tolerations, `restricted` Pod
 Security), so a step runs exactly as the pipeline driver runs it (`kubelab.pipelines.step`):
 its templates are filled from the records of the steps before it in the pipeline's folder on
@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubelab.backends.kubernetes import cronjob, names
+from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 from kubelab.errors import ValidationError
-from kubelab.kube import cronjob, names
-from kubelab.kube.notebook_env import NotebookEnv
 
 GROUP, VERSION, PLURAL = "argoproj.io", "v1alpha1", "workflows"
 ACCOUNT = "kubelab-pipelines"

@@ -58,14 +58,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _pipelines() -> Pipelines:
-    from kubelab.lab import Lab
+    from kubelab.experiments import Experiments
     from kubelab.pipelines.service import Pipelines
 
-    return Pipelines(Lab())
+    return Pipelines(Experiments())
 
 
 def read_spec(path: str) -> tuple[Any, Path]:
-    from kubelab.sweeps.documents import read_document
+    from kubelab.sweeps.config_files import read_document
 
     data, origin = read_document(Path(path), "file")
     return data, (origin.parent if origin else Path.cwd())

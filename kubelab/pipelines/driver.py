@@ -31,7 +31,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from kubelab.detached import start_module
+from kubelab.daemon import start_module
 from kubelab.pipelines.store import (
     ACTIVE,
     DONE,
@@ -90,11 +90,11 @@ class Driver:
         return 0
 
     def prepare(self) -> None:
-        from kubelab.lab import Lab
+        from kubelab.experiments import Experiments
         from kubelab.pipelines.spec import PipelineSpec
         from kubelab.sweeps.service import Sweeps
 
-        self.lab = Lab(self.pipeline.home, user=self.state.user)
+        self.lab = Experiments(self.pipeline.home, user=self.state.user)
         self.sweeps = Sweeps(self.lab)
         self.store = PipelineStore(self.pipeline.home)
         self.base = Path(self.state.base_dir)
@@ -219,7 +219,7 @@ class Driver:
         from kubelab.pipelines import results
 
         entry.cache_key = results.cache_key(step.kind, step.spec, found, self.base)
-        from kubelab.lab import RUN_ID
+        from kubelab.experiments import RUN_ID
 
         hit = self.store.cached(entry.cache_key) if entry.cache_key else None
         if not hit or hit.get("kind") != step.kind or not RUN_ID.match(str(hit.get("id"))):

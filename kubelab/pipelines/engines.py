@@ -32,7 +32,7 @@ def require(engine: str, backend: Backend) -> None:
 
 
 def _serves_argo(backend: Backend) -> bool:
-    from kubelab.kube.backend import KubernetesBackend
+    from kubelab.backends.kubernetes.backend import KubernetesBackend
 
     assert isinstance(backend, KubernetesBackend)
     return backend.api.serves(*ARGO)

@@ -38,8 +38,8 @@ def step_run(runs_root: Path, home: Path, entry: StepEntry) -> RunDirectory | No
 
 
 def sweep_best(home: Path, sweep_id: str) -> dict[str, Any] | None:
-    from kubelab.sweeps.service import best_trial, spec_of
     from kubelab.sweeps.store import SweepStore
+    from kubelab.sweeps.sweep_record import best_trial, spec_of
 
     sweep = SweepStore(home).sweep(sweep_id)
     return best_trial(sweep.read_state(), spec_of(sweep)["objective"]["direction"])

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from kubelab.driver_store import write_json
 from kubelab.errors import Conflict, FieldError, NotFound, ValidationError
-from kubelab.lab import RUN_ID, Lab
+from kubelab.experiments import RUN_ID, Experiments
 from kubelab.pipelines import argo, argo_workflow, driver, engines
 from kubelab.pipelines.spec import EXPERIMENT, PipelineSpec, placeholders
 from kubelab.pipelines.store import (
@@ -31,11 +31,11 @@ from kubelab.pipelines.store import (
 from kubelab.records import new_id
 
 if TYPE_CHECKING:
-    from kubelab.kube.backend import KubernetesBackend
+    from kubelab.backends.kubernetes.backend import KubernetesBackend
 
 
 class Pipelines:
-    def __init__(self, lab: Lab):
+    def __init__(self, lab: Experiments):
         self.lab = lab
         self.store = PipelineStore(lab.home)
 
@@ -111,7 +111,7 @@ class Pipelines:
         return self.record(final)
 
     def kubernetes(self) -> KubernetesBackend:
-        from kubelab.kube.backend import KubernetesBackend
+        from kubelab.backends.kubernetes.backend import KubernetesBackend
 
         backend = self.lab.backend
         assert isinstance(backend, KubernetesBackend)  # engines.require admitted argo
@@ -197,18 +197,11 @@ class Pipelines:
         with pipeline.state_lock():
             state = pipeline.read_state()
             if state.engine == "argo":
-                raise ValidationError(
-                    f"cannot resume pipeline '{pipeline_id}'",
-                    [
-                        FieldError(
-                            "engine",
-                            (
-                                "argo: a Workflow is not resumed by kubelab; run the pipeline again (steps with "
-                                "`cache: true` reuse their earlier results), or use `argo retry` on the Workflow"
-                            ),
-                        )
-                    ],
+                reason = (
+                    "argo: a Workflow is not resumed by kubelab; run the pipeline again (steps with "
+                    "`cache: true` reuse their earlier results), or use `argo retry` on the Workflow"
                 )
+                raise ValidationError(f"cannot resume pipeline '{pipeline_id}'", [FieldError("engine", reason)])
             if state.status == RUNNING:
                 raise Conflict(f"pipeline '{pipeline_id}' is already running")
             if all(e.state == DONE for e in state.steps.values()):
@@ -283,7 +276,7 @@ class PipelineWatcher:
     first server to start catches the schedules up).
     """
 
-    def __init__(self, lab: Lab, liveness: float = 5.0):
+    def __init__(self, lab: Experiments, liveness: float = 5.0):
         self.pipelines = Pipelines(lab)
         self.stamps: dict[str, int | None] = {}
         self.liveness = liveness

@@ -219,7 +219,7 @@ class _Parser:
     def load(self, where: str, value: Any) -> tuple[Any, str]:
         """A step's spec from a file: a sweep (kubelab or NNI) or an experiment (kubelab or Polyaxon)."""
         from kubelab import polyaxon
-        from kubelab.sweeps.documents import read_document
+        from kubelab.sweeps.config_files import read_document
 
         if not isinstance(value, str) or not value:
             self.fail(where, "must be a path to a spec file")

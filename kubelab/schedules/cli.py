@@ -54,10 +54,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _schedules() -> Schedules:
-    from kubelab.lab import Lab
+    from kubelab.experiments import Experiments
     from kubelab.schedules.service import Schedules
 
-    return Schedules(Lab())
+    return Schedules(Experiments())
 
 
 def cmd_add(args: argparse.Namespace) -> int:
@@ -173,9 +173,9 @@ def cmd_fire(args: argparse.Namespace) -> int:
 def cmd_render(args: argparse.Namespace) -> int:
     import json
 
+    from kubelab.backends.kubernetes import cronjob
+    from kubelab.backends.kubernetes.notebook_env import NotebookEnv
     from kubelab.errors import ValidationError
-    from kubelab.kube import cronjob
-    from kubelab.kube.notebook_env import NotebookEnv
     from kubelab.pipelines.cli import read_spec
     from kubelab.schedules.service import kind_of
     from kubelab.schedules.spec import parse_schedule

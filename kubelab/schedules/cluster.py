@@ -2,7 +2,7 @@
 
 The thin adapter between the schedule service and the API server, with the notebook's own
 credentials (the Kubernetes backend's client): the objects come from the pure builder
-`kubelab.kube.cronjob`. A refusal (a notebook Role older than the CronJob rules, a quota)
+`kubelab.backends.kubernetes.cronjob`. A refusal (a notebook Role older than the CronJob rules, a quota)
 is reported naming the object and the reason, and whatever was created is deleted again.
 """
 
@@ -11,13 +11,13 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any
 
+from kubelab.backends.kubernetes import cronjob
+from kubelab.backends.kubernetes.api import KubeApi
 from kubelab.errors import FieldError, KubelabError, ValidationError
-from kubelab.kube import cronjob
-from kubelab.kube.api import KubeApi
 from kubelab.schedules.spec import Schedule
 
 if TYPE_CHECKING:
-    from kubelab.kube.backend import KubernetesBackend
+    from kubelab.backends.kubernetes.backend import KubernetesBackend
 
 Obj = dict[str, Any]
 RUNS_SHOWN = 10

@@ -50,9 +50,9 @@ def due(schedule: Any, considered: float, now: float, limit: int = 1000) -> list
 
 class Scheduler:
     def __init__(self, home: Path, clock: Callable[[], float] = time.time):
-        from kubelab.lab import Lab
+        from kubelab.experiments import Experiments
 
-        self.schedules = Schedules(Lab(home))
+        self.schedules = Schedules(Experiments(home))
         self.clock = clock
 
     def tick(self) -> list[dict[str, Any]]:
@@ -155,7 +155,7 @@ def fire_once(home: Path, schedule_id: str, clock: Callable[[], float] = time.ti
 
 def ensure_running(home: Path) -> bool:
     """Start the scheduler for `home` unless one runs; True when one was started."""
-    from kubelab.detached import start_module
+    from kubelab.daemon import start_module
 
     root = Path(home) / "schedules"
     root.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,7 @@ A schedule is `$KUBELAB_HOME/schedules/<id>/`: `schedule.json` (what to start: k
 spec, params, folder, and the schedule itself; never changed) and `state.json` (paused,
 the last moment considered, recent fires), written under `state.lock`. On one machine a
 per-user scheduler process fires them (`kubelab.schedules.scheduler`); on Kubernetes a
-CronJob does (`kubelab.kube.cronjob`, created by `kubelab.schedules.cluster`).
+CronJob does (`kubelab.backends.kubernetes.cronjob`, created by `kubelab.schedules.cluster`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from kubelab.driver_store import flock, write_json
 from kubelab.errors import Conflict, FieldError, NotFound, ValidationError
-from kubelab.lab import RUN_ID, Lab
+from kubelab.experiments import RUN_ID, Experiments
 from kubelab.records import iso, new_id, utcnow
 from kubelab.schedules.spec import Schedule, parse_schedule
 
@@ -89,7 +89,7 @@ class ScheduleDirectory:
 
 
 class Schedules:
-    def __init__(self, lab: Lab):
+    def __init__(self, lab: Experiments):
         self.lab = lab
         self.root = lab.home / "schedules"
 
@@ -198,7 +198,7 @@ class Schedules:
         """On the Kubernetes backend a schedule is a CronJob; None on one machine."""
         if self.lab.backend.name != "kubernetes":
             return None
-        from kubelab.kube.backend import KubernetesBackend
+        from kubelab.backends.kubernetes.backend import KubernetesBackend
         from kubelab.schedules.cluster import ClusterSchedules
 
         assert isinstance(self.lab.backend, KubernetesBackend)

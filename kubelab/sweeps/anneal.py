@@ -63,7 +63,10 @@ class AnnealSampler(BaseSampler):
         if len(finished) < self._n_startup_trials:
             self._incumbents[trial.number] = (None, 1.0)
             return
-        ranked = sorted(finished, key=lambda t: t.value, reverse=study.direction == StudyDirection.MAXIMIZE)
+        # COMPLETE trials always hold a value
+        ranked = sorted(
+            finished, key=lambda t: t.value or 0.0, reverse=study.direction == StudyDirection.MAXIMIZE
+        )
         index = min(int(self._rng.geometric(1.0 / self._avg_best_idx)) - 1, len(ranked) - 1)
         window = 1.0 / (1.0 + self._shrink_coef * len(finished))
         self._incumbents[trial.number] = (ranked[index], window)

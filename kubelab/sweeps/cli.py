@@ -9,6 +9,11 @@ Works with no server running: the CLI starts the sweep's driver itself, and the 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kubelab.sweeps.service import Sweeps
+
 import argparse
 import sys
 import time
@@ -47,16 +52,16 @@ def register(subparsers: Any) -> None:
     p.add_argument("--wait", action="store_true")
 
 
-def _sweeps():
-    from kubelab.lab import Lab
+def _sweeps() -> Sweeps:
+    from kubelab.experiments import Experiments
     from kubelab.sweeps.service import Sweeps
 
-    return Sweeps(Lab())
+    return Sweeps(Experiments())
 
 
 def cmd_create(args: argparse.Namespace) -> int:
     from kubelab.errors import FieldError, ValidationError
-    from kubelab.sweeps.documents import read_document
+    from kubelab.sweeps.config_files import read_document
 
     if not args.file:
         raise ValidationError(

@@ -1,7 +1,7 @@
 """The sweep driver: one detached process per running sweep, `python -m kubelab.sweeps.driver DIR`.
 
 It keeps `concurrency` trials running: asks the tuner, submits each trial through the
-`Lab` as an ordinary experiment, follows the trials' run directories (status and
+`Experiments` as an ordinary experiment, follows the trials' run directories (status and
 metrics) every few milliseconds, reports intermediate values to the pruner, stops the
 trials it prunes, and tells the tuner each result. Like the local runner, it lives in its
 own session, so it outlives the server or CLI that started it.
@@ -33,11 +33,10 @@ import sys
 import time
 import traceback
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kubelab.detached import start_module
+from kubelab.daemon import start_module
 from kubelab.records import RunDirectory
 from kubelab.sweeps.store import (
     ACTIVE,
@@ -48,13 +47,14 @@ from kubelab.sweeps.store import (
     RUNNING,
     STOPPED,
     SUBMITTING,
-    SUCCEEDED,
     TRIAL_FAILED,
     TRIAL_STOPPED,
     SweepDirectory,
     SweepState,
     TrialEntry,
 )
+from kubelab.sweeps.sweep_end import limits_reached, outcome
+from kubelab.sweeps.trial_metrics import Follow, new_points, trial_result
 
 POLL = 0.02  # seconds between looks at the running trials' files
 FAST_POLL, FAST_FOR = 0.002, 1.0  # looks (only stat calls) this often for a second after a change
@@ -64,13 +64,13 @@ TUNER_STATE = {COMPLETE: "complete", TRIAL_FAILED: "failed", PRUNED: "pruned", T
 
 
 def launch(sweep: SweepDirectory) -> int:
-    """Hand `sweep` to a warm driver (`kubelab.warm`), else start a detached cold one; its pid.
+    """Hand `sweep` to a warm driver (`kubelab.backends.local.warm`), else start a detached cold one; its pid.
 
     A second driver for the same sweep exits at once. Only a server fills the pool
     (`SweepWatcher.keep_warm`, every few seconds): a replacement started here would import
     Optuna on the cores the new sweep's first trials need.
     """
-    from kubelab.warm import DRIVER, WarmPool
+    from kubelab.backends.local.warm import DRIVER, WarmPool
 
     pid = WarmPool(sweep.home, DRIVER).hand_over(sweep.path) if DRIVER.size() else None
     if pid is None:
@@ -78,14 +78,14 @@ def launch(sweep: SweepDirectory) -> int:
     return pid
 
 
-# -- as a warm helper (kubelab.warm) ------------------------------------------------------
+# -- as a warm helper (kubelab.backends.local.warm) ------------------------------------------------------
 def preload() -> None:
     """What a driver needs before its first trial: Optuna's import above all (~0.2 s), and a
     throwaway ask() for the imports Optuna defers to first use (numpy.random, samplers)."""
     import optuna
 
-    import kubelab.backends.local
-    import kubelab.lab
+    import kubelab.backends.local.backend
+    import kubelab.experiments
     import kubelab.sweeps.journal
     import kubelab.sweeps.nni_config
     import kubelab.sweeps.sweep_spec
@@ -103,20 +103,6 @@ def serve(path: Path) -> bool:
     """Drive one sweep in this warm process; a driver is never reused (a sweep can last days)."""
     Driver(SweepDirectory(path)).main()
     return False
-
-
-@dataclass
-class Follow:
-    """What the driver knows about one trial it is following."""
-
-    entry: TrialEntry
-    run: RunDirectory
-    status_stamp: int | None = None
-    offset: int = 0
-    last_value: Any = None
-    metrics_seen: frozenset[str] = frozenset()
-    checked_at: float = 0.0
-    metrics_size: int = 0
 
 
 class Driver:
@@ -138,7 +124,7 @@ class Driver:
                 self.state = self.sweep.read_state()
                 if self.state.status != RUNNING:
                     return 0
-                from kubelab.runner import process_start_time
+                from kubelab.backends.local.processes import process_start_time
 
                 self.state.driver_pid = os.getpid()
                 self.state.driver_started = process_start_time(os.getpid())
@@ -155,12 +141,10 @@ class Driver:
     def prepare(self) -> None:
         import warnings
 
-        from kubelab.lab import Lab
+        from kubelab.experiments import Experiments
 
-        self.lab = Lab(self.sweep.home, user=self.state.user)
-        warm_up = getattr(self.lab.backend, "warm_up", None)
-        if warm_up is not None:
-            warm_up(self.lab.home)  # runners get ready for the first trials while Optuna imports
+        self.lab = Experiments(self.sweep.home, user=self.state.user)
+        self.lab.backend.warm_up(self.lab.home)  # runners get ready for the first trials while Optuna imports
 
         import optuna
 
@@ -347,27 +331,7 @@ class Driver:
             self.ended(follow, status)
 
     def read_metrics(self, follow: Follow) -> None:
-        from kubelab.backends.local import read_from
-
-        try:
-            size = follow.run.metrics_file.stat().st_size
-        except FileNotFoundError:
-            return
-        if size == follow.metrics_size:
-            return  # nothing new: a stat instead of an open and a read
-        follow.metrics_size = size
-        text, offset = read_from(follow.run.metrics_file, follow.offset)
-        if not text:
-            return
-        complete = text[: text.rfind("\n") + 1]  # a torn last line waits for the next look
-        follow.offset = offset - len(text.encode()) + len(complete.encode())
-        for line in complete.splitlines():
-            try:
-                point = json.loads(line)
-            except ValueError:
-                continue
-            if point.get("replica") not in (None, 0):
-                continue  # the objective is rank 0's
+        for point in new_points(follow):
             metrics = point.get("metrics") or {}
             follow.metrics_seen |= set(metrics)
             value = metrics.get(self.metric)
@@ -391,34 +355,11 @@ class Driver:
             follow.entry.state = PRUNING
             follow.entry.reason = f"pruned at step {step} ({self.metric}={value:.6g})"
             self.save()
-            self.lab.stop(follow.entry.run_id, pruned=True)
+            if follow.entry.run_id is not None:
+                self.lab.stop(follow.entry.run_id, pruned=True)
 
     def ended(self, follow: Follow, status: Any) -> None:
-        entry, n, metric = follow.entry, follow.entry.number, self.metric
-        if status.state == "Succeeded":
-            value = follow.last_value
-            if value is None:
-                self.conclude(entry, TRIAL_FAILED, None, self.unreported(follow))
-            elif not math.isfinite(value):
-                reason = f"trial {n} reported a non-finite '{metric}' ({value})"
-                self.conclude(entry, TRIAL_FAILED, None, reason)
-            else:
-                self.conclude(entry, COMPLETE, float(value), "")
-        elif status.state == "Pruned":
-            self.conclude(entry, PRUNED, None, entry.reason or f"trial {n} was pruned")
-        elif status.state == "Stopped":
-            self.conclude(entry, TRIAL_STOPPED, None, f"trial {n} was stopped: {status.reason}")
-        else:
-            self.conclude(entry, TRIAL_FAILED, None, f"trial {n} failed: {status.reason}")
-
-    def unreported(self, follow: Follow) -> str:
-        from kubelab.errors import did_you_mean
-
-        reason = f"trial {follow.entry.number} finished without reporting '{self.metric}'"
-        seen = sorted(follow.metrics_seen)
-        if seen:
-            reason += f" (it reported {', '.join(seen)}{did_you_mean(self.metric, seen)})"
-        return reason
+        self.conclude(follow.entry, *trial_result(follow, status, self.metric))
 
     def conclude(self, entry: TrialEntry, state: str, value: float | None, reason: str) -> None:
         """Record a trial's end: the tuner first, then the ledger (recovery re-tells if we die between)."""
@@ -442,65 +383,32 @@ class Driver:
 
         A None status means "judge by the results", once the running trials are stopped.
         """
-        state = self.state
-        failed = [e for e in state.entries() if e.state == TRIAL_FAILED]
-        limit = state.max_failed_trials
-        if limit is not None and len(failed) > limit:
-            return (
-                FAILED,
-                f"{len(failed)} trials failed, more than max_failed_trials ({limit}); "
-                f"last: {failed[-1].reason}",
-                True,
-            )
-        if state.max_duration is not None and state.seconds() >= state.max_duration:
-            return None, f"reached max_duration ({state.max_duration:g}s)", True
-        reached = self.reached_stop_at()
-        if reached is not None:
-            return None, reached, True
+        over = limits_reached(self.state, self.spec, self.metric)
+        if over is not None:
+            return over
         if self.follows or self.may_start():
             return None
         if self.exhausted:
             return None, f"the {self.spec.tuner.name} tuner tried every configuration", False
-        return None, f"ran max_trials ({state.max_trials}) trials", False
-
-    def reached_stop_at(self) -> str | None:
-        """Why the sweep ends early (Polyaxon's metric early stopping), or None."""
-        target = self.spec.stop_at
-        if target is None:
-            return None
-        maximize = self.spec.objective.direction == "maximize"
-        for entry in self.state.entries():
-            value = entry.value
-            if entry.state != COMPLETE or value is None:
-                continue
-            if value >= target if maximize else value <= target:
-                return f"trial {entry.number} reached stop_at ({self.metric}={value:.6g})"
-        return None
-
-    def outcome(self, why: str) -> tuple[str, str]:
-        entries = self.state.entries()
-        complete = [e for e in entries if e.state == COMPLETE]
-        if complete:
-            return SUCCEEDED, f"{why}; {len(complete)} of {len(entries)} completed"
-        last = next((e.reason for e in reversed(entries) if e.reason), "no trial ran")
-        return FAILED, f"{why}, but no trial completed with a '{self.metric}' result; last: {last}"
+        return None, f"ran max_trials ({self.state.max_trials}) trials", False
 
     def finish(self, status: str | None, reason: str, stop_trials: bool = False) -> None:
         if stop_trials and self.follows:
             self.stop_all()
         if status is None:
-            status, reason = self.outcome(reason)
+            status, reason = outcome(self.state, reason, self.metric)
         self.state.finish(status, reason)
         self.sweep.clear_stop()
         self.save()
 
     def stop_all(self) -> None:
         """Stop every running trial and wait (bounded) to record how each ended."""
-        from kubelab.runner import stop_grace
+        from kubelab.backends.local.runner import stop_grace
 
         for follow in list(self.follows.values()):
             try:
-                self.lab.stop(follow.entry.run_id)
+                if follow.entry.run_id is not None:
+                    self.lab.stop(follow.entry.run_id)
             except Exception:  # one trial's stop failing must not keep the others running
                 traceback.print_exc()
         deadline = time.monotonic() + stop_grace() + STOP_WAIT

@@ -70,7 +70,8 @@ def decode(param: Parameter, raw: Any) -> Scalar:
     """The NNI value for what Optuna sampled (choices are returned as the option's value)."""
     kind = param.type
     if kind == "choice":
-        return raw
+        chosen: Scalar = raw
+        return chosen
     if kind == "randint":
         return int(raw)
     x = float(raw)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from kubelab.errors import FieldError, ValidationError, did_you_mean
-from kubelab.sweeps.documents import read_document
+from kubelab.sweeps.config_files import read_document
 from kubelab.sweeps.nni_v1 import is_nni_v1, v1_to_v2
 
 FIELDS = (
@@ -224,7 +224,8 @@ class _Converter:
         self.budget = args[budget_key]
         sweep["tuner"] = {"name": "random" if kind == "hyperband" else "tpe", "args": {}}
         sweep["early_stopping"] = {"name": "hyperband", "args": args}
-        return sweep["tuner"]["name"]
+        tuner: str = sweep["tuner"]["name"]
+        return tuner
 
     def space(self, config: dict[str, Any], sweep: dict[str, Any], tuner_name: str) -> None:
         inline, source = config.get("searchSpace"), config.get("searchSpaceFile")
@@ -246,7 +247,7 @@ class _Converter:
                 return
         combined = inline.get("combine_params") if isinstance(inline, dict) else None
         configs = combined.get("_value") if isinstance(combined, dict) else None
-        if not isinstance(configs, list) or len(inline) != 1:
+        if not isinstance(configs, list) or not isinstance(inline, dict) or len(inline) != 1:
             self.fail(
                 "searchSpace",
                 "BatchTuner expects {combine_params: {_type: choice, _value: [configurations]}}",

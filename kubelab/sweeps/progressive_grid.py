@@ -81,12 +81,12 @@ class ProgressiveGrid:
                 bar[i] = len(grid[i])
                 if param.type in CATEGORICAL:
                     continue
-                values = {self._value(param, u) for u in grid[i]}
+                taken = {self._value(param, u) for u in grid[i]}
                 halves = []
                 for low, high in divisions[i]:
                     middle = (low + high) / 2
-                    if self._value(param, middle) not in values:  # a q-type's mid may repeat a value
-                        values.add(self._value(param, middle))
+                    if self._value(param, middle) not in taken:  # a q-type's mid may repeat a value
+                        taken.add(self._value(param, middle))
                         grid[i].append(middle)
                     pieces = ((low, middle), (middle, high))
                     halves += [(a, b) for a, b in pieces if self._divisible(param, a, b)]

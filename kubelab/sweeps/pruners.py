@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubelab.errors import FieldError, ValidationError, did_you_mean
-from kubelab.sweeps.arguments import OPTIMIZE_MODE, Arg, ArgSchema, check_args, split_name
+from kubelab.sweeps.argument_schemas import OPTIMIZE_MODE, Arg, ArgSchema, check_args, split_name
 
 SCHEMAS: dict[str, ArgSchema] = {
     "none": ArgSchema({}),

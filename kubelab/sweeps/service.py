@@ -8,9 +8,7 @@ new driver, so a sweep carries on after a crash or a reboot without anyone askin
 
 from __future__ import annotations
 
-import json
-import math
-import os
+import builtins
 import shutil
 import time
 from pathlib import Path
@@ -18,28 +16,22 @@ from typing import Any
 
 from kubelab.driver_store import write_json
 from kubelab.errors import Conflict, FieldError, NotFound, ValidationError, did_you_mean
-from kubelab.lab import RUN_ID, Lab
+from kubelab.experiments import RUN_ID, Experiments
 from kubelab.records import new_id
 from kubelab.sweeps import driver
 from kubelab.sweeps.store import (
     BUDGET_FIELDS,
-    COMPLETE,
-    PRUNED,
     RUNNING,
     SUCCEEDED,
-    TRIAL_FAILED,
-    TRIAL_STOPPED,
     SweepDirectory,
     SweepState,
     SweepStore,
 )
-
-COUNT_OF = {COMPLETE: "succeeded", TRIAL_FAILED: "failed", PRUNED: "pruned", TRIAL_STOPPED: "stopped"}
-_SPECS: dict[str, dict[str, Any]] = {}  # sweep.json never changes: read each once
+from kubelab.sweeps.sweep_record import configurations, importance, spec_of, sweep_record
 
 
 class Sweeps:
-    def __init__(self, lab: Lab):
+    def __init__(self, lab: Experiments):
         self.lab = lab
         self.store = SweepStore(lab.home)
 
@@ -88,7 +80,7 @@ class Sweeps:
         return self.record(final)
 
     def submit(self, data: Any, base_dir: Path | None = None, confine: bool = False) -> dict[str, Any]:
-        """`create` under the name `Lab.submit` uses (the magics call it so)."""
+        """`create` under the name `Experiments.submit` uses (the magics call it so)."""
         return self.create(data, base_dir, confine)
 
     def validate(self, data: Any, base: Path, confine: bool) -> Any:
@@ -177,7 +169,7 @@ class Sweeps:
     def record(self, sweep: SweepDirectory, state: SweepState | None = None) -> dict[str, Any]:
         return sweep_record(sweep, state or sweep.read_state())
 
-    def trials(self, sweep: SweepDirectory, state: SweepState) -> list[dict[str, Any]]:
+    def trials(self, sweep: SweepDirectory, state: SweepState) -> builtins.list[dict[str, Any]]:
         """The trials' experiment records, with the sweep's verdict on each (`result`, `objective`)."""
         runs = {r["id"]: r for r in self.lab.list(f"sweep:{sweep.id}")[0]}
         rows = []
@@ -268,7 +260,9 @@ class Sweeps:
             return self.resume(sweep_id)
         return self.record(sweep)
 
-    def _extend_locked(self, sweep: SweepDirectory, state: SweepState, changes: dict[str, Any]) -> dict:
+    def _extend_locked(
+        self, sweep: SweepDirectory, state: SweepState, changes: dict[str, Any]
+    ) -> dict[str, Any]:
         if sweep.driver_alive():
             # durable: the driver takes the request at its next turn; answer with the budget as
             # it will be, not as the state file still says until then
@@ -332,149 +326,3 @@ def budget_left(state: SweepState) -> bool:
     if state.max_trials is not None and len(state.trials) >= state.max_trials:
         return False
     return state.max_duration is None or state.seconds() < state.max_duration
-
-
-def configurations(sweep: SweepDirectory) -> int | None:
-    """How many configurations a grid, bruteforce or batch sweep has (None for the others)."""
-    from kubelab.sweeps.sweep_spec import SweepSpec
-
-    spec = SweepSpec.parse(spec_of(sweep))
-    if spec.batch is not None:
-        return len(spec.batch)
-    return spec.space.grid_size() if spec.tuner.name in ("grid", "bruteforce") else None
-
-
-def spec_of(sweep: SweepDirectory) -> dict[str, Any]:
-    key = str(sweep.path)
-    if key not in _SPECS:
-        _SPECS[key] = sweep.spec_data()
-    return _SPECS[key]
-
-
-def sweep_record(sweep: SweepDirectory, state: SweepState) -> dict[str, Any]:
-    """The sweep as clients see it (REST, CLI, the event stream, the sidebar)."""
-    spec = spec_of(sweep)
-    objective = spec["objective"]
-    counts = {"running": 0, "succeeded": 0, "failed": 0, "pruned": 0, "stopped": 0}
-    for entry in state.trials.values():
-        counts[COUNT_OF.get(entry.state, "running")] += 1
-    budget = {key: getattr(state, key) for key in BUDGET_FIELDS}
-    if state.status == RUNNING:
-        budget.update(sweep.pending_budget())  # asked for, and about to be taken by the driver
-    return {
-        "id": sweep.id,
-        "name": spec.get("name") or sweep.id,
-        "status": state.status,
-        "reason": state.reason,
-        "objective": {"metric": objective["metric"], "direction": objective["direction"]},
-        "tuner": spec["tuner"]["name"],
-        "early_stopping": spec["early_stopping"]["name"],
-        **budget,
-        "concurrency": spec["concurrency"],
-        "counts": counts,
-        "trials_started": len(state.trials),
-        "finished": len(state.trials) - counts["running"],
-        "best": best_trial(state, objective["direction"]),
-        "created_at": state.created_at,
-        "finished_at": state.finished_at,
-        "duration": round(state.seconds(), 3),
-        "user": state.user,
-        "pipeline": state.pipeline,
-        "pipeline_step": state.pipeline_step,
-    }
-
-
-def best_trial(state: SweepState, direction: str) -> dict[str, Any] | None:
-    done = [e for e in state.entries() if e.state == COMPLETE and e.value is not None]
-    if not done:
-        return None
-    sign = 1 if direction == "minimize" else -1
-    best = min(done, key=lambda e: (sign * e.value, e.number))
-    return {"trial": best.number, "id": best.run_id, "value": best.value, "params": best.params}
-
-
-_STORAGES: dict[str, Any] = {}
-
-
-def importance(sweep: SweepDirectory) -> dict[str, float]:
-    """Parameter importance (Optuna's PED-ANOVA, as `Tuner.importance`) from the study on disk.
-
-    Read-only: opening a `Tuner` here could race the live driver's writes to its study.
-    Empty until two trials have completed.
-    """
-    if not sweep.study_file.exists():
-        return {}
-    import warnings
-
-    import optuna
-    from optuna.importance import PedAnovaImportanceEvaluator, get_param_importances
-    from optuna.trial import TrialState
-
-    key = str(sweep.path)
-    if key not in _STORAGES:
-        _STORAGES[key] = sweep.storage()
-    try:
-        study = optuna.load_study(study_name=sweep.id, storage=_STORAGES[key])
-        if len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))) < 2:
-            return {}
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            scores = get_param_importances(study, evaluator=PedAnovaImportanceEvaluator())
-    except (KeyError, ValueError, RuntimeError):  # no study yet, or nothing varied
-        return {}
-    return {name: float(score) for name, score in scores.items() if math.isfinite(score)}
-
-
-class SweepWatcher:
-    """For the server's event stream: which sweeps changed since the last look.
-
-    A look costs a directory listing and one `stat` per sweep. Every `liveness` seconds it
-    also restarts the driver of any Running sweep whose driver died, so a server keeps its
-    sweeps going even when nobody lists them, and keeps a warm driver and warm runners
-    (`kubelab.warm`), so a sweep started from the server skips the helpers' imports.
-    """
-
-    def __init__(self, lab: Lab, liveness: float = 5.0):
-        self.sweeps = Sweeps(lab)
-        self.stamps: dict[str, int | None] = {}
-        self.liveness = liveness
-        self.checked = 0.0
-
-    def start(self) -> None:
-        for sweep in self.sweeps.store.all():
-            self.stamps[sweep.id] = sweep.state_mtime()
-        self.restart_dead_drivers()
-
-    def keep_warm(self) -> None:
-        from kubelab.warm import DRIVER, WarmPool
-
-        lab = self.sweeps.lab
-        WarmPool(lab.home, DRIVER).top_up(keeper=os.getpid())
-        warm_up = getattr(lab.backend, "warm_up", None)
-        if warm_up is not None:
-            warm_up(lab.home)
-
-    def restart_dead_drivers(self) -> None:
-        self.checked = time.monotonic()
-        self.keep_warm()
-        for sweep in self.sweeps.store.all():
-            try:
-                self.sweeps.ensure_driver(sweep)
-            except (OSError, ValueError, json.JSONDecodeError):
-                continue
-
-    def poll(self) -> list[dict[str, Any]]:
-        """Records of the sweeps whose state changed (new ones included)."""
-        if time.monotonic() - self.checked > self.liveness:
-            self.restart_dead_drivers()
-        changed = []
-        for sweep in self.sweeps.store.all():
-            stamp = sweep.state_mtime()
-            if stamp == self.stamps.get(sweep.id):
-                continue
-            self.stamps[sweep.id] = stamp
-            try:
-                changed.append(self.sweeps.record(sweep))
-            except (OSError, ValueError):
-                continue
-        return changed

@@ -21,13 +21,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubelab.errors import FieldError, ValidationError, did_you_mean
-from kubelab.sweeps.documents import read_document
+from kubelab.errors import FieldError, ValidationError, did_you_mean, type_name
+from kubelab.sweeps.config_files import read_document
 from kubelab.sweeps.space_names import check_collisions, check_keys, flatten_scope, qualify
 
 Scalar = str | int | float | bool | None
 
-ARITY = {
+ARITY: dict[str, int | None] = {
     "choice": None,
     "randint": 2,
     "uniform": 2,
@@ -149,7 +149,7 @@ class SearchSpace:
                 [
                     FieldError(
                         root,
-                        f"must be a mapping of parameter names to {{_type, _value}}, not {_type_name(data)}",
+                        f"must be a mapping of parameter names to {{_type, _value}}, not {type_name(data)}",
                     )
                 ],
             )
@@ -182,7 +182,8 @@ class SearchSpace:
         return any(p.nested for p in self.params)
 
     def to_dict(self) -> dict[str, Any]:
-        return _plain(self.raw)
+        plain: dict[str, Any] = _plain(self.raw)
+        return plain
 
     def flat_names(self) -> list[str]:
         """Every name a trial may receive in its flat parameters."""
@@ -249,7 +250,7 @@ def _parse_scope(
 
 def _parse_parameter(name: str, spec: Any, path: str, key: str, errors: list[FieldError]) -> Parameter | None:
     if not isinstance(spec, Mapping):
-        errors.append(FieldError(path, f"must be a mapping with _type and _value, not {_type_name(spec)}"))
+        errors.append(FieldError(path, f"must be a mapping with _type and _value, not {type_name(spec)}"))
         return None
     for field in spec:
         if field not in ("_type", "_value"):
@@ -266,7 +267,7 @@ def _parse_parameter(name: str, spec: Any, path: str, key: str, errors: list[Fie
         return None
     values = spec.get("_value")
     if not isinstance(values, list):
-        errors.append(FieldError(f"{path}._value", f"must be a list, not {_type_name(values)}"))
+        errors.append(FieldError(f"{path}._value", f"must be a list, not {type_name(values)}"))
         return None
     if kind == "choice":
         options = _parse_options(values, f"{path}._value", key, errors)
@@ -318,7 +319,7 @@ def _parse_options(
                 FieldError(
                     where,
                     "options must be numbers, strings, booleans or null (or nested spaces "
-                    f"with _name), not {_type_name(value)}",
+                    f"with _name), not {type_name(value)}",
                 )
             )
             ok = False
@@ -337,7 +338,7 @@ def _parse_numbers(
 ) -> tuple[float, ...] | None:
     arity = ARITY[kind]
     if len(values) != arity:
-        names = {2: "[low, high]", 3: "[low, high, q]"}[arity]
+        names = "[low, high, q]" if arity == 3 else "[low, high]"
         if kind in NORMAL_TYPES:
             names = "[mu, sigma]" if arity == 2 else "[mu, sigma, q]"
         elif kind == "randint":
@@ -417,11 +418,3 @@ def _plain(data: Any) -> Any:
     if isinstance(data, (list, tuple)):
         return [_plain(v) for v in data]
     return data
-
-
-def _type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean"}.get(
-        type(value), type(value).__name__
-    )

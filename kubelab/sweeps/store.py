@@ -151,7 +151,8 @@ class SweepDirectory(DriverDirectory):
 
     def pending_budget(self) -> dict[str, Any]:
         try:
-            return json.loads(self.budget_file.read_text())
+            pending: dict[str, Any] = json.loads(self.budget_file.read_text())
+            return pending
         except (FileNotFoundError, json.JSONDecodeError):
             return {}
 
@@ -163,7 +164,8 @@ class SweepDirectory(DriverDirectory):
         except FileNotFoundError:
             return {}
         try:
-            return json.loads(claimed.read_text())
+            taken: dict[str, Any] = json.loads(claimed.read_text())
+            return taken
         except json.JSONDecodeError:
             return {}
         finally:

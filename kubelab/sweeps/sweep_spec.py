@@ -18,9 +18,9 @@ from typing import Any
 from kubelab.errors import FieldError, ValidationError, did_you_mean
 from kubelab.quantity import parse_duration
 from kubelab.spec import ExperimentSpec
-from kubelab.sweeps.algorithms import TunerChoice, check_batch, check_tuner
 from kubelab.sweeps.pruners import PrunerChoice, check_pruner
 from kubelab.sweeps.space import Scalar, SearchSpace, load_space
+from kubelab.sweeps.tuner_catalog import TunerChoice, check_batch, check_tuner
 from kubelab.templating import format_value
 
 PARAMETER_STYLES = ("all", "env")
@@ -168,14 +168,14 @@ class _Parser:
             raise ValidationError("invalid sweep spec", self.errors)
         return spec
 
-    def text(self, data: dict, key: str) -> str:
+    def text(self, data: dict[str, Any], key: str) -> str:
         value = data.get(key) or ""
         if not isinstance(value, str) or len(value) > 200:
             self.fail(key, "must be a string of at most 200 characters")
             return ""
         return value
 
-    def flag(self, data: dict, key: str) -> bool:
+    def flag(self, data: dict[str, Any], key: str) -> bool:
         value = data.get(key, False)
         if not isinstance(value, bool):
             self.fail(key, f"must be true or false, not {value!r}")
@@ -191,7 +191,7 @@ class _Parser:
             return None
         return float(value)
 
-    def count(self, data: dict, key: str, minimum: int) -> int | None:
+    def count(self, data: dict[str, Any], key: str, minimum: int) -> int | None:
         value = data.get(key)
         if value is None:
             return None
@@ -223,7 +223,8 @@ class _Parser:
                 f"(no arguments appended), not {value!r}{hint}",
             )
             return "all"
-        return value
+        style: str = value
+        return style
 
     def objective(self, value: Any) -> Objective:
         if value is None:
@@ -257,7 +258,7 @@ class _Parser:
             if said and said != spec.objective.direction:
                 self.fail(path, f"says {said} but objective.direction is {spec.objective.direction}")
 
-    def space(self, data: dict, tuner: TunerChoice) -> tuple[SearchSpace, str | None]:
+    def space(self, data: dict[str, Any], tuner: TunerChoice) -> tuple[SearchSpace, str | None]:
         inline, source = data.get("space"), data.get("space_file")
         if tuner.name == "batch":
             for key in ("space", "space_file"):
@@ -286,7 +287,8 @@ class _Parser:
             self.fail("trial", "is required: the experiment spec each trial runs (at least a command)")
             return {}
         names = set(spec.space.flat_names()) if spec.batch is None else {n for c in spec.batch for n in c}
-        fixed = value.get("params") if isinstance(value.get("params"), dict) else {}
+        given = value.get("params")
+        fixed: dict[str, Any] = given if isinstance(given, dict) else {}
         for name in fixed:
             if name in names:
                 self.fail(f"trial.params.{name}", "is also a search-space parameter; the sweep sets it")

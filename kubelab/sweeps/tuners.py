@@ -17,17 +17,17 @@ import random
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import optuna
 from optuna.trial import TrialState
 
 from kubelab.errors import Conflict, FieldError, NotFound, ValidationError
 from kubelab.sweeps import encoding
-from kubelab.sweeps.algorithms import TunerChoice, check_batch, check_tuner
 from kubelab.sweeps.progressive_grid import ProgressiveGrid, needs_progressive
 from kubelab.sweeps.pruners import PrunerChoice, check_pruner
 from kubelab.sweeps.space import Option, Parameter, Scalar, SearchSpace
+from kubelab.sweeps.tuner_catalog import TunerChoice, check_batch, check_tuner
 
 STATES = {"complete": TrialState.COMPLETE, "pruned": TrialState.PRUNED, "failed": TrialState.FAIL}
 PARAMS_ATTR = "kubelab_params"
@@ -114,7 +114,9 @@ class Tuner:
             config = self._batch[len(self._trials())]
             self.study.enqueue_trial({k: v for k, v in config.items()})
         if self._progressive is not None and not self._trials(TrialState.WAITING):
-            self.study.enqueue_trial(self._progressive.nth(len(self._trials())))
+            point = self._progressive.nth(len(self._trials()))
+            if point is not None:
+                self.study.enqueue_trial(point)
         trial = self.study.ask()
         self._handles[trial.number] = trial
         return self._fill(trial)
@@ -365,7 +367,9 @@ def _validate(
     return choice, pruner_choice, configs
 
 
-def _direction(direction: str | None, choice: TunerChoice, pruner: PrunerChoice) -> str:
+def _direction(
+    direction: str | None, choice: TunerChoice, pruner: PrunerChoice
+) -> Literal["minimize", "maximize"]:
     if direction is not None and direction not in ("minimize", "maximize"):
         raise ValidationError(
             "invalid tuner", [FieldError("direction", f"must be minimize or maximize, not {direction!r}")]
@@ -380,7 +384,7 @@ def _direction(direction: str | None, choice: TunerChoice, pruner: PrunerChoice)
         detail = ", ".join(f"{path} says {value}" for path, value in given.items())
         path = "tuner.args.optimize_mode" if choice.direction else "early_stopping.args.optimize_mode"
         raise ValidationError("invalid tuner", [FieldError(path, f"directions disagree: {detail}")])
-    return next(iter(given.values()), "minimize")
+    return "maximize" if next(iter(given.values()), "minimize") == "maximize" else "minimize"
 
 
 def _batch_choices(configs: list[dict[str, Any]] | None) -> dict[str, list[Any]]:

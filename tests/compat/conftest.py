@@ -49,7 +49,7 @@ def cli(compat_env):
 
 @pytest.fixture
 def sweeps(compat_env):
-    from kubelab.lab import Lab
+    from kubelab.experiments import Experiments
     from kubelab.sweeps.service import Sweeps
 
-    return Sweeps(Lab())
+    return Sweeps(Experiments())

@@ -72,7 +72,7 @@ def test_a_v1_matrix_posted_to_sweeps_runs(server):
             "pathRef",
             "outside the operation's folder",
         ),
-        ({"version": 1.1, "kind": "dag", "operations": []}, "kind", "pipelines"),
+        ({"version": 1.1, "kind": "dag", "operations": []}, "kind", "kubelab pipeline run -f"),
         ({**MATRIX, "joins": [{"query": "status:succeeded"}]}, "joins", "left for later"),
         ({"apiVersion": "kubeflow.org/v1beta1", "kind": "Experiment"}, "kind", "Katib Experiment"),
     ],

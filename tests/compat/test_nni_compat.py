@@ -15,7 +15,7 @@ import pytest
 from sweeps.sweep_support import wait_sweep
 
 from kubelab.errors import ValidationError
-from kubelab.runner import NNI_SHIM
+from kubelab.shims import SHIMS
 from kubelab.sweeps.nni_config import load_nni_config, nni_to_sweep
 from kubelab.sweeps.sweep_spec import SweepSpec
 
@@ -211,7 +211,7 @@ EXPERIMENT_SCRIPT = textwrap.dedent("""
 
 def experiment_process(compat_env, mode: str) -> subprocess.Popen:
     (compat_env / "start_nni.py").write_text(EXPERIMENT_SCRIPT)
-    env = {**os.environ, "PYTHONPATH": str(NNI_SHIM)}  # as a kubelab run or `%load_ext kubelab` has it
+    env = {**os.environ, "PYTHONPATH": str(SHIMS)}  # as a kubelab run or `%load_ext kubelab` has it
     return subprocess.Popen(
         [sys.executable, "start_nni.py", mode],
         cwd=compat_env,
@@ -255,7 +255,7 @@ def test_nni_experiment_api_refuses_what_it_does_not_provide(compat_env):
         cwd=compat_env,
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(NNI_SHIM)},
+        env={**os.environ, "PYTHONPATH": str(SHIMS)},
         timeout=60,
     )
     assert "Experiment.view is not provided" in done.stdout, done.stderr

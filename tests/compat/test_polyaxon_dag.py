@@ -104,12 +104,12 @@ def test_schedules_without_a_faithful_mapping_are_refused_by_name(section, path,
 
 
 def test_a_bad_cron_string_is_refused_naming_the_field_and_nothing_is_recorded(compat_env):
-    from kubelab.lab import Lab
+    from kubelab.experiments import Experiments
     from kubelab.schedules.service import Schedules
 
     data = dag()
     data["schedule"]["cron"] = "61 * * * *"
-    schedules = Schedules(Lab())
+    schedules = Schedules(Experiments())
     with pytest.raises(ValidationError) as refused:
         schedules.create(None, data, base_dir=POLYAXON, start_scheduler=False)
     assert [f.path for f in refused.value.fields] == ["schedule.cron"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kubelab.lab import Lab
+from kubelab.experiments import Experiments
 
 
 @pytest.fixture
@@ -20,7 +20,7 @@ def lab_env(tmp_path, monkeypatch):
 
 @pytest.fixture
 def lab(lab_env):
-    lab = Lab()
+    lab = Experiments()
     yield lab
     # A failed test must not leave its experiments running on the machine.
     for record in lab.list("status:pending|queued|running")[0]:

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from system_users import as_user, needs_root, system_user
 
+from kubelab.backends.local.gpus import Gpu, GpuAllocator, machine_dir
 from kubelab.errors import KubelabError
-from kubelab.gpus import Gpu, GpuAllocator, machine_dir
 
 GPUS = [Gpu(0, "T4"), Gpu(1, "T4")]
 
@@ -113,7 +113,7 @@ def test_without_root_and_without_configuration_the_ledger_is_per_user(tmp_path,
     monkeypatch.delenv("KUBELAB_MACHINE_DIR", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setattr(os, "geteuid", lambda: 4242)
-    monkeypatch.setattr("kubelab.gpus.SHARED_MACHINE_DIR", tmp_path / "absent")
+    monkeypatch.setattr("kubelab.backends.local.gpus.SHARED_MACHINE_DIR", tmp_path / "absent")
     directory = machine_dir()
     assert directory == tmp_path / "home" / ".kubelab" / "machine"
     assert stat.S_IMODE(directory.stat().st_mode) == 0o700

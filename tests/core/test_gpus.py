@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from kubelab.gpus import Gpu, GpuAllocator, detect_gpus, parse_fake_gpus
+from kubelab.backends.local.gpus import Gpu, GpuAllocator, detect_gpus, parse_fake_gpus
 
 
 class FakeNvml:

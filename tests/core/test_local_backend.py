@@ -12,9 +12,9 @@ import time
 import pytest
 from kubelab_testing import wait_until
 
+from kubelab.backends.local.gpus import pid_alive
 from kubelab.errors import NotFound, ValidationError
-from kubelab.gpus import pid_alive
-from kubelab.lab import Lab
+from kubelab.experiments import Experiments
 
 PY = sys.executable
 
@@ -134,7 +134,7 @@ def test_runs_survive_a_restart_and_are_reattached(lab, lab_env):
     release = lab_env / "release"
     record = lab.submit({"command": f"while [ ! -e {release} ]; do sleep 0.05; done"})
     wait_until(lab, record["id"], states=("Running",))
-    again = Lab()  # a new server or CLI process: it knows only the files
+    again = Experiments()  # a new server or CLI process: it knows only the files
     assert again.get(record["id"])["status"] == "Running"
     release.touch()
     assert wait_until(again, record["id"])["status"] == "Succeeded"

@@ -8,10 +8,11 @@ import argparse
 import pytest
 from IPython.core.error import UsageError
 
-from kubelab import cli, options, tensorboard_cli
+from kubelab import cli, options
 from kubelab.errors import ValidationError
 from kubelab.magics import options as magic_options
 from kubelab.magics import train
+from kubelab.tensorboard import cli as tensorboard_cli
 
 
 def cli_run(words: list[str]) -> argparse.Namespace:

@@ -12,7 +12,7 @@ from kubelab_testing import wait_until
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.util.tensor_util import make_ndarray
 
-from kubelab.tfevents import SUBDIR, ScalarMirror, scalars
+from kubelab.tensorboard.tfevents import SUBDIR, ScalarMirror, scalars
 
 
 def read_scalars(folder) -> dict[str, list[tuple[int, float, float]]]:

@@ -11,10 +11,10 @@ import time
 import pytest
 from kubelab_testing import wait_until
 
-from kubelab.gpus import pid_alive
-from kubelab.lab import Lab
+from kubelab.backends.local.gpus import pid_alive
+from kubelab.backends.local.warm import DRIVER, RUNNER, WarmPool, idle_pid, main, pool_size
+from kubelab.experiments import Experiments
 from kubelab.records import RunDirectory
-from kubelab.warm import DRIVER, RUNNER, WarmPool, idle_pid, main, pool_size
 
 
 def wait_for(condition, timeout: float = 20.0):
@@ -45,7 +45,7 @@ def warm(pool: WarmPool, count: int) -> list[int]:
     return wait_for(lambda: len(pool.idle()) >= count and pool.idle())
 
 
-def runner_pid(lab: Lab, run_id: str) -> int | None:
+def runner_pid(lab: Experiments, run_id: str) -> int | None:
     return RunDirectory(lab.runs_root / run_id).status().runner_pid
 
 
@@ -195,7 +195,8 @@ def test_a_runner_that_cannot_read_its_run_exits_and_says_why(lab, pool):
 
 
 def test_a_warm_driver_takes_a_sweep_and_is_replaced(lab, lab_env, monkeypatch):
-    from kubelab.sweeps.service import Sweeps, SweepWatcher
+    from kubelab.sweeps.service import Sweeps
+    from kubelab.sweeps.watcher import SweepWatcher
 
     monkeypatch.setenv("KUBELAB_WARM_DRIVERS", "1")  # the default; tests turn it off elsewhere
 

@@ -1,5 +1,5 @@
 """Fixtures for the Kubernetes backend: a user namespace with the notebook's Role, a backend
-authenticated as the notebook's ServiceAccount, and a Lab on top of it.
+authenticated as the notebook's ServiceAccount, and an `Experiments` service on top of it.
 
 On the loopback control plane (tests/controlplane) the backend runs with a bound token of the
 `notebook` ServiceAccount, whose only rights come from `hub_config/rbac/notebook-role.yaml`,
@@ -18,9 +18,9 @@ import pytest
 from kube_support import PROJECT_LABEL, notebook_env, role_documents, wait_for
 from kubernetes import client, config
 
-from kubelab.kube.backend import KubernetesBackend
-from kubelab.kube.errors import RetryPolicy
-from kubelab.lab import Lab
+from kubelab.backends.kubernetes.backend import KubernetesBackend
+from kubelab.backends.kubernetes.errors import RetryPolicy
+from kubelab.experiments import Experiments
 
 FAST_RETRY = RetryPolicy(attempts=4, base_delay=0.01, max_delay=0.05)
 
@@ -122,5 +122,5 @@ def backend(make_backend: Callable[..., KubernetesBackend]) -> KubernetesBackend
 
 
 @pytest.fixture
-def lab(home: Path, backend: KubernetesBackend) -> Lab:
-    return Lab(home=home, backend=backend, user="alice")
+def lab(home: Path, backend: KubernetesBackend) -> Experiments:
+    return Experiments(home=home, backend=backend, user="alice")

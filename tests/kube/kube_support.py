@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from kubelab.kube.notebook_env import NotebookEnv
+from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 
 ROLE_FILE = Path(__file__).resolve().parents[2] / "hub_config" / "rbac" / "notebook-role.yaml"
 IMAGE = "registry.example.org/lab/notebook:2024.1"

@@ -9,11 +9,11 @@ import re
 import kubernetes_validate
 import pytest
 
-from kubelab.distributed import replica_env
+from kubelab.backends.distributed import replica_env
+from kubelab.backends.kubernetes import builders, names
+from kubelab.backends.kubernetes.distributed_env import topology
+from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 from kubelab.errors import ValidationError
-from kubelab.kube import builders, names
-from kubelab.kube.distributed_env import topology
-from kubelab.kube.notebook_env import NotebookEnv
 from kubelab.spec import ExperimentSpec
 
 K8S_VERSION = kubernetes_validate.latest_version()

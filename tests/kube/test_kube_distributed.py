@@ -13,10 +13,10 @@ from kube_support import objects, pods_of, wait_for
 from kubernetes import client
 
 from kubelab.errors import ValidationError
-from kubelab.lab import Lab
+from kubelab.experiments import Experiments
 
 
-def submit(lab: Lab, home: Path, **fields) -> str:
+def submit(lab: Experiments, home: Path, **fields) -> str:
     spec = {"command": ["python", "train.py"], "resources": {"cpu": "1", "memory": "1Gi"}, **fields}
     return lab.submit(spec, base_dir=home)["id"]
 
@@ -44,7 +44,7 @@ def test_replicas_get_stable_names_and_ranks(
     simulated_cluster,
     project_node,
     admin,
-    lab: Lab,
+    lab: Experiments,
     namespace: str,
     home: Path,
     framework: str,
@@ -78,7 +78,7 @@ def test_replicas_get_stable_names_and_ranks(
 
 def test_pytorch_on_a100_nodes(simulated_cluster, admin, make_backend, namespace: str, home: Path) -> None:
     """The lab's own fleet: 4 replicas with a GPU each land on the simulated A100 nodes."""
-    lab = Lab(home=home, backend=make_backend(node_selector={}), user="alice")
+    lab = Experiments(home=home, backend=make_backend(node_selector={}), user="alice")
     run_id = submit(
         lab,
         home,
@@ -107,7 +107,7 @@ def test_pytorch_on_a100_nodes(simulated_cluster, admin, make_backend, namespace
 def test_more_gpus_than_any_node_shows_the_scheduler_reason(
     admin, make_backend, namespace: str, home: Path
 ) -> None:
-    lab = Lab(home=home, backend=make_backend(node_selector={}), user="alice")
+    lab = Experiments(home=home, backend=make_backend(node_selector={}), user="alice")
     run_id = submit(lab, home, resources={"cpu": "1", "memory": "1Gi", "gpus": 16, "gpu_type": "A100"})
     record = wait_for(
         lambda: "Insufficient nvidia.com/gpu" in (r := lab.get(run_id))["reason"] and r,
@@ -118,7 +118,7 @@ def test_more_gpus_than_any_node_shows_the_scheduler_reason(
 
 
 def test_tensorflow_with_parameter_servers(
-    simulated_cluster, project_node, admin, lab: Lab, namespace: str, home: Path
+    simulated_cluster, project_node, admin, lab: Experiments, namespace: str, home: Path
 ) -> None:
     project_node(cpu="64", memory="256Gi")
     run_id = submit(lab, home, framework="tensorflow", replicas=2, parameter_servers=1)
@@ -147,7 +147,7 @@ def test_tensorflow_with_parameter_servers(
 
 
 def test_kubeflow_engine_when_the_operator_is_served(
-    training_operator, lab: Lab, namespace: str, home: Path, admin
+    training_operator, lab: Experiments, namespace: str, home: Path, admin
 ) -> None:
     run_id = submit(lab, home, framework="pytorch", replicas=3, engine="kubeflow")
     custom = client.CustomObjectsApi(admin)
@@ -177,7 +177,9 @@ def test_kubeflow_engine_when_the_operator_is_served(
     )
 
 
-def test_kubeflow_engine_without_the_operator_is_refused(lab: Lab, admin, namespace: str, home: Path) -> None:
+def test_kubeflow_engine_without_the_operator_is_refused(
+    lab: Experiments, admin, namespace: str, home: Path
+) -> None:
     with pytest.raises(ValidationError) as err:
         submit(lab, home, framework="pytorch", replicas=2, engine="kubeflow")
     assert err.value.fields[0].path == "engine"
@@ -188,7 +190,7 @@ def test_kubeflow_engine_without_the_operator_is_refused(lab: Lab, admin, namesp
 
 
 def test_queue_waits_for_quota(
-    simulated_cluster, project_node, lab: Lab, namespace: str, home: Path, admin
+    simulated_cluster, project_node, lab: Experiments, namespace: str, home: Path, admin
 ) -> None:
     project_node(gpus=2)
     run_id = submit(lab, home, queue="team-a", resources={"cpu": "1", "gpus": 1})

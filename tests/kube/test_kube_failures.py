@@ -13,9 +13,9 @@ import pytest
 from kube_support import objects, pods_of, wait_for
 from kubernetes import client
 
+from kubelab.backends.kubernetes.errors import Forbidden, QuotaExceeded, Unavailable
 from kubelab.errors import Conflict, ValidationError
-from kubelab.kube.errors import Forbidden, QuotaExceeded, Unavailable
-from kubelab.lab import Lab
+from kubelab.experiments import Experiments
 from kubelab.spec import ExperimentSpec
 
 SPEC = {"command": ["python", "train.py"], "resources": {"cpu": "1", "memory": "1Gi"}}
@@ -30,15 +30,17 @@ def proxy(simulated_cluster) -> Iterator:
 
 
 @pytest.fixture
-def proxied_lab(simulated_cluster, proxy, make_backend, namespace: str, home: Path, tmp_path: Path) -> Lab:
-    """A Lab whose backend talks to the API server through the fault proxy."""
+def proxied_lab(
+    simulated_cluster, proxy, make_backend, namespace: str, home: Path, tmp_path: Path
+) -> Experiments:
+    """An `Experiments` service whose backend talks to the API server through the fault proxy."""
     kubeconfig = simulated_cluster.write_kubeconfig(
         tmp_path / "proxied",
         token=simulated_cluster.token_for(namespace, "notebook"),
         namespace=namespace,
         server=proxy.url,
     )
-    return Lab(home=home, backend=make_backend(kubeconfig=kubeconfig), user="alice")
+    return Experiments(home=home, backend=make_backend(kubeconfig=kubeconfig), user="alice")
 
 
 def can_create_jobs(kubeconfig: Path, namespace: str) -> bool:
@@ -61,7 +63,7 @@ def can_create_jobs(kubeconfig: Path, namespace: str) -> bool:
 
 
 def test_rbac_refusal_names_the_role(
-    lab: Lab, namespace: str, home: Path, admin, notebook_kubeconfig: Path
+    lab: Experiments, namespace: str, home: Path, admin, notebook_kubeconfig: Path
 ) -> None:
     client.RbacAuthorizationV1Api(admin).delete_namespaced_role_binding("kubelab-notebook", namespace)
     wait_for(lambda: not can_create_jobs(notebook_kubeconfig, namespace), what="RBAC to see the binding gone")
@@ -72,21 +74,21 @@ def test_rbac_refusal_names_the_role(
     assert not list((home / "runs").iterdir())
 
 
-def test_transient_5xx_is_retried(proxy, proxied_lab: Lab, admin, namespace: str, home: Path) -> None:
+def test_transient_5xx_is_retried(proxy, proxied_lab: Experiments, admin, namespace: str, home: Path) -> None:
     proxy.fail_next("create", "jobs", 500, times=2)
     record = proxied_lab.submit(SPEC, base_dir=home)
     assert record["status"] == "Pending"
     assert len(objects(admin, "jobs", namespace)) == 1
 
 
-def test_persistent_5xx_becomes_unavailable(proxy, proxied_lab: Lab, home: Path) -> None:
+def test_persistent_5xx_becomes_unavailable(proxy, proxied_lab: Experiments, home: Path) -> None:
     proxy.fail_next("create", "jobs", 503, times=10)
     with pytest.raises(Unavailable) as err:
         proxied_lab.submit(SPEC, base_dir=home)
     assert "kept failing (503" in err.value.detail
 
 
-def test_connection_refused(proxy, proxied_lab: Lab, home: Path) -> None:
+def test_connection_refused(proxy, proxied_lab: Experiments, home: Path) -> None:
     with proxy.unreachable(), pytest.raises(Unavailable) as err:
         proxied_lab.submit(SPEC, base_dir=home)
     assert "cannot reach the Kubernetes API" in err.value.detail
@@ -97,7 +99,7 @@ def test_connection_refused(proxy, proxied_lab: Lab, home: Path) -> None:
 def test_invalid_object_is_a_validation_error(make_backend, home: Path) -> None:
     # a spawner that already mounts its own /dev/shm volume named like kubelab's
     backend = make_backend(start=False, volumes=[{"name": "dshm", "emptyDir": {}}], mounts=[])
-    lab = Lab(home=home, backend=backend, user="alice")
+    lab = Experiments(home=home, backend=backend, user="alice")
     with pytest.raises(ValidationError) as err:
         lab.submit(SPEC, base_dir=home)
     assert "Kubernetes refused to create Job" in err.value.detail
@@ -106,7 +108,7 @@ def test_invalid_object_is_a_validation_error(make_backend, home: Path) -> None:
 
 
 def test_name_taken_by_someone_else_is_a_conflict(
-    lab: Lab, backend, namespace: str, home: Path, admin
+    lab: Experiments, backend, namespace: str, home: Path, admin
 ) -> None:
     record = lab.submit(SPEC, base_dir=home)
     run = lab.run(record["id"])
@@ -123,7 +125,7 @@ def test_name_taken_by_someone_else_is_a_conflict(
 
 
 def test_retried_create_that_got_through_is_not_a_conflict(
-    lab: Lab, backend, admin, namespace: str, home: Path
+    lab: Experiments, backend, admin, namespace: str, home: Path
 ) -> None:
     record = lab.submit(SPEC, base_dir=home)
     run = lab.run(record["id"])
@@ -132,7 +134,7 @@ def test_retried_create_that_got_through_is_not_a_conflict(
 
 
 def test_half_created_experiment_is_cleaned_up(
-    proxy, proxied_lab: Lab, admin, namespace: str, home: Path
+    proxy, proxied_lab: Experiments, admin, namespace: str, home: Path
 ) -> None:
     proxy.fail_next(
         "create",
@@ -147,7 +149,7 @@ def test_half_created_experiment_is_cleaned_up(
     assert not objects(admin, "jobs", namespace)
 
 
-def test_quota_refusal_at_submit(lab: Lab, namespace: str, home: Path, admin) -> None:
+def test_quota_refusal_at_submit(lab: Experiments, namespace: str, home: Path, admin) -> None:
     core = client.CoreV1Api(admin)
     core.create_namespaced_resource_quota(
         namespace, {"metadata": {"name": "objects"}, "spec": {"hard": {"count/jobs.batch": "0"}}}
@@ -163,7 +165,9 @@ def test_quota_refusal_at_submit(lab: Lab, namespace: str, home: Path, admin) ->
     assert not objects(admin, "services", namespace)
 
 
-def test_gpu_quota_refusal_of_pods_is_the_pending_reason(lab: Lab, namespace: str, home: Path, admin) -> None:
+def test_gpu_quota_refusal_of_pods_is_the_pending_reason(
+    lab: Experiments, namespace: str, home: Path, admin
+) -> None:
     core = client.CoreV1Api(admin)
     core.create_namespaced_resource_quota(
         namespace, {"metadata": {"name": "gpus"}, "spec": {"hard": {"requests.nvidia.com/gpu": "1"}}}
@@ -183,7 +187,7 @@ def test_gpu_quota_refusal_of_pods_is_the_pending_reason(lab: Lab, namespace: st
 
 
 def test_watch_410_gone_relists_and_keeps_tracking(
-    simulated_cluster, proxy, proxied_lab: Lab, project_node, admin, namespace: str, home: Path
+    simulated_cluster, proxy, proxied_lab: Experiments, project_node, admin, namespace: str, home: Path
 ) -> None:
     project_node()
     backend = proxied_lab.backend

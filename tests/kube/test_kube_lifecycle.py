@@ -1,4 +1,4 @@
-"""Experiments through `Lab(backend=KubernetesBackend(...))`: submit, states, stop, logs, on the
+"""Experiments through `Experiments(backend=KubernetesBackend(...))`: submit, states, stop, logs, on the
 real control plane (the Job controller makes the pods, the scheduler places them, KWOK runs
 them until the test says how they end)."""
 
@@ -11,11 +11,11 @@ from pathlib import Path
 from kube_support import objects, pods_of, wait_for
 from kubernetes import client
 
-from kubelab.lab import Lab
+from kubelab.experiments import Experiments
 
 
 def test_single_experiment_end_to_end(
-    simulated_cluster, project_node, admin, lab: Lab, namespace: str, home: Path
+    simulated_cluster, project_node, admin, lab: Experiments, namespace: str, home: Path
 ) -> None:
     project_node("gpu", gpus=4, gpu_type="A100")
     record = lab.submit(
@@ -36,7 +36,7 @@ def test_single_experiment_end_to_end(
 
 
 def test_stop_deletes_job_pods_and_service(
-    simulated_cluster, project_node, admin, lab: Lab, namespace: str, home: Path
+    simulated_cluster, project_node, admin, lab: Experiments, namespace: str, home: Path
 ) -> None:
     project_node()
     record = lab.submit(
@@ -54,7 +54,7 @@ def test_stop_deletes_job_pods_and_service(
     assert lab.get(record["id"])["status"] == "Stopped"
 
 
-def test_pruned_stop(lab: Lab, home: Path) -> None:
+def test_pruned_stop(lab: Experiments, home: Path) -> None:
     record = lab.submit({"command": ["python", "train.py"]}, base_dir=home)
     assert lab.stop(record["id"], pruned=True)["status"] == "Pruned"
 
@@ -63,7 +63,7 @@ def test_restart_recovery_rebuilds_state(
     simulated_cluster, project_node, admin, make_backend, namespace: str, home: Path
 ) -> None:
     project_node()
-    first = Lab(home=home, backend=make_backend(), user="alice")
+    first = Experiments(home=home, backend=make_backend(), user="alice")
     running = first.submit({"command": ["python", "a.py"]}, base_dir=home)["id"]
     finished = first.submit({"command": ["python", "b.py"]}, base_dir=home)["id"]
     deleted = first.submit({"command": ["python", "c.py"]}, base_dir=home)["id"]
@@ -86,19 +86,19 @@ def test_restart_recovery_rebuilds_state(
         what="the Job controller counts the success",
     )
     # a CLI-like instance without watches rebuilds state from the cluster
-    cli = Lab(home=home, backend=make_backend(start=False), user="alice")
+    cli = Experiments(home=home, backend=make_backend(start=False), user="alice")
     assert cli.get(running)["status"] == "Running"
     assert cli.get(finished)["status"] == "Succeeded"
     assert cli.get(deleted)["status"] == "Failed"
     assert "no longer exists" in cli.get(deleted)["reason"]
     # a new server instance picks up the live one through its watches
-    server = Lab(home=home, backend=make_backend(), user="alice")
+    server = Experiments(home=home, backend=make_backend(), user="alice")
     simulated_cluster.end_pod(namespace, pods_of(admin, namespace, running)[0]["metadata"]["name"])
     wait_for(lambda: server.get(running)["status"] == "Succeeded", what="Succeeded after restart")
 
 
 def test_logs_follow_until_the_end(
-    simulated_cluster, project_node, admin, lab: Lab, namespace: str, home: Path
+    simulated_cluster, project_node, admin, lab: Experiments, namespace: str, home: Path
 ) -> None:
     project_node()
     record = lab.submit({"command": ["python", "train.py"]}, base_dir=home)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from kubelab.backends.kubernetes.backend import KubernetesBackend
+from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 from kubelab.errors import ValidationError
-from kubelab.kube.backend import KubernetesBackend
-from kubelab.kube.notebook_env import NotebookEnv
 
 VOLUMES = {
     "volumes": [{"name": "ws", "persistentVolumeClaim": {"claimName": "home-a"}}],

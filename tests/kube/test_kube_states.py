@@ -7,10 +7,10 @@ from pathlib import Path
 
 from kube_support import pods_of, wait_for
 
-from kubelab.lab import Lab
+from kubelab.experiments import Experiments
 
 
-def start(admin, lab: Lab, namespace: str, home: Path, **fields) -> tuple[str, str]:
+def start(admin, lab: Experiments, namespace: str, home: Path, **fields) -> tuple[str, str]:
     spec = {
         "command": ["python", "train.py"],
         "resources": {"cpu": "1", "memory": "1Gi", "gpus": 1},
@@ -21,7 +21,7 @@ def start(admin, lab: Lab, namespace: str, home: Path, **fields) -> tuple[str, s
     return run_id, pod["metadata"]["name"]
 
 
-def settle(lab: Lab, run_id: str, state: str, contains: str = "", timeout: float = 60) -> dict:
+def settle(lab: Experiments, run_id: str, state: str, contains: str = "", timeout: float = 60) -> dict:
     seen: list[tuple[str, str]] = []
 
     def arrived() -> dict | None:

@@ -5,7 +5,7 @@ of that server gets (`KUBELAB_API_URL`, `KUBELAB_API_TOKEN`, `KUBELAB_HOME`,
 `KUBELAB_SERVER_ROOT`). The token is the server's own login token (the API accepts it as it
 accepts the kernel token the server hands its kernels), because the kernel token never
 leaves the server's memory. Everything after that is the product's path: magics → REST
-client → handlers → Lab → local backend, and events back over SSE.
+client → handlers → Experiments → local backend, and events back over SSE.
 """
 
 from __future__ import annotations

@@ -34,7 +34,8 @@ def test_train_runs_to_success_with_metrics_and_tensorboard(server):
             "%load_ext kubelab",
             TRAIN_CELL,
             "%experiments name:nb-train",
-            "from kubelab.client import Client\nrid = Client().list('name:nb-train')[0][0]['id']",
+            "from kubelab.rest_client import RestClient\n"
+            "rid = RestClient().list('name:nb-train')[0][0]['id']",
             "%tensorboard $rid",
             "%logs $rid",
         ],
@@ -86,10 +87,10 @@ def test_train_returns_at_once_with_a_live_widget_and_stop_ends_it(server):
             "%load_ext kubelab",
             "import os; os.environ['KUBELAB_WIDGETS'] = '1'",
             "%%train --name sleeper\nimport time\nfor i in range(600):\n    time.sleep(0.1)\n",
-            "from kubelab.client import Client\nrid = Client().list('name:sleeper')[0][0]['id']",
+            "from kubelab.rest_client import RestClient\nrid = RestClient().list('name:sleeper')[0][0]['id']",
             "%stop $rid",
-            "from kubelab.magics.service import wait_until_done\n"
-            "print(wait_until_done(Client(), rid)['status'])",
+            "from kubelab.magics.connection import wait_until_done\n"
+            "print(wait_until_done(RestClient(), rid)['status'])",
         ],
     )
     widget = nb.cells[2].outputs[0].data

@@ -50,7 +50,7 @@ def test_pipeline_magic_shows_a_live_graph_and_waits(server):
             "%load_ext kubelab",
             "import os; os.environ['KUBELAB_WIDGETS'] = '1'",
             "%pipeline -f flow.json -P n=2 --wait",
-            "from kubelab.client import Client\npid = Client().pipelines()[0]['id']",
+            "from kubelab.rest_client import RestClient\npid = RestClient().pipelines()[0]['id']",
             "%pipeline $pid --detach",
             "%pipeline -f cycle.json",
         ],

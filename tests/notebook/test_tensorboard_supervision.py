@@ -13,12 +13,12 @@ import pytest
 import requests
 from notebook_support import kill_if_alive, pid_alive, start_server, wait_gone
 
-from kubelab.lab import Lab
-from kubelab.tensorboard import TensorBoardSupervisor, run_label, session_id
+from kubelab.experiments import Experiments
+from kubelab.tensorboard.supervisor import TensorBoardSupervisor, run_label, session_id
 
 
 def experiment(home) -> str:
-    lab = Lab(home)
+    lab = Experiments(home)
     record = lab.submit({"name": "tb", "command": ["python", "-c", "print(1)"]})
     return record["id"]
 
@@ -80,9 +80,9 @@ def test_idle_session_restarts_for_a_returning_page_but_not_after_a_stop(workspa
 
 PARENT = textwrap.dedent("""\
     import sys, threading, time
-    from kubelab.lab import Lab
-    from kubelab.tensorboard import TensorBoardSupervisor
-    lab = Lab()
+    from kubelab.experiments import Experiments
+    from kubelab.tensorboard.supervisor import TensorBoardSupervisor
+    lab = Experiments()
     run = lab.submit({"name": "x", "command": ["true"]})["id"]
     sup = TensorBoardSupervisor(lab)
     box = {}
@@ -121,7 +121,7 @@ def lab_home(tmp_path, monkeypatch):
 
 
 def test_sessions_are_reused_by_logdir_set_and_replaced_when_a_sweep_grows(lab_home):
-    lab = Lab(lab_home)
+    lab = Experiments(lab_home)
     ids = [lab.submit({"name": f"r{i}", "command": ["true"]})["id"] for i in range(2)]
     supervisor = TensorBoardSupervisor(lab, idle_timeout=60)
     try:
@@ -144,7 +144,7 @@ def test_sessions_are_reused_by_logdir_set_and_replaced_when_a_sweep_grows(lab_h
 def test_requests_that_name_nothing_are_refused(lab_home):
     from kubelab.errors import NotFound, ValidationError
 
-    supervisor = TensorBoardSupervisor(Lab(lab_home))
+    supervisor = TensorBoardSupervisor(Experiments(lab_home))
     for request, error, path in [
         ([], ValidationError, ""),
         ({}, ValidationError, ""),

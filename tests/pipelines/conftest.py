@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pipeline_support import stop_pipeline_leftovers
 
-from kubelab.lab import Lab
+from kubelab.experiments import Experiments
 from kubelab.pipelines.service import Pipelines
 
 
@@ -33,4 +33,4 @@ def pipeline_env(tmp_path, monkeypatch):
 
 @pytest.fixture
 def pipelines(pipeline_env) -> Pipelines:
-    return Pipelines(Lab())
+    return Pipelines(Experiments())

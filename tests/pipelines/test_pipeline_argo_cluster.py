@@ -29,7 +29,7 @@ from kubernetes.client.exceptions import ApiException
 from test_pipeline_engines import WORKFLOW_CRD
 
 from kubelab.errors import ValidationError
-from kubelab.lab import Lab
+from kubelab.experiments import Experiments
 from kubelab.pipelines import argo_workflow
 from kubelab.pipelines.service import Pipelines
 from kubelab.schedules.service import Schedules
@@ -137,7 +137,7 @@ def test_a_pipeline_submitted_as_a_workflow_runs_step_by_step(
     home = Path(nb.home)
     for script in ("prep.py", "train.py", "eval.py"):
         (work / script).write_text("# run by the container\n")
-    pipelines = Pipelines(Lab())
+    pipelines = Pipelines(Experiments())
     record = pipelines.create(SPEC, base_dir=work)
     pid = record["id"]
     assert record["engine"] == "argo" and record["workflow"] == f"kubelab-pipeline-{pid}"
@@ -235,7 +235,7 @@ def test_stop_terminates_the_workflow_and_resume_is_refused(
 ):
     namespace, nb, work = on_cluster
     (work / "prep.py").write_text("# run by the container\n")
-    pipelines = Pipelines(Lab())
+    pipelines = Pipelines(Experiments())
     record = pipelines.create(SPEC, base_dir=work)
     pid = record["id"]
     step = start_step(pid, "prep")
@@ -259,7 +259,7 @@ def test_a_schedule_of_an_argo_pipeline_is_refused_by_name(on_cluster, argo_serv
     """A schedule's fire runs under an account that may not submit Workflows: refused up front."""
     namespace, nb, work = on_cluster
     (work / "prep.py").write_text("# run by the container\n")
-    schedules = Schedules(Lab())
+    schedules = Schedules(Experiments())
     with pytest.raises(ValidationError) as refused:
         schedules.create(None, {**SPEC, "schedule": {"cron": "0 2 * * *"}}, base_dir=work)
     assert [f.path for f in refused.value.fields] == ["engine"]
@@ -279,7 +279,7 @@ def test_the_worked_example_runs_as_a_workflows_tasks(simulated_cluster, admin, 
     spec.pop("schedule")
     for script in ("tune.py", "train.py", "evaluate.py"):
         (work / script).write_text("# run by the container\n")
-    pipelines = Pipelines(Lab())
+    pipelines = Pipelines(Experiments())
     record = pipelines.create({**spec, "engine": "argo"}, base_dir=work, params={"long_epochs": 5})
     codes: dict[str, int] = {}
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from kubelab.backends.kubernetes import cronjob
+from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 from kubelab.errors import ValidationError
-from kubelab.kube import cronjob
-from kubelab.kube.notebook_env import NotebookEnv
 from kubelab.pipelines import argo_workflow
 
 NB = NotebookEnv(

@@ -17,9 +17,9 @@ import pytest
 import yaml
 from kubernetes import client, config
 
-from kubelab.kube import cronjob
-from kubelab.kube.notebook_env import NotebookEnv
-from kubelab.lab import Lab
+from kubelab.backends.kubernetes import cronjob
+from kubelab.backends.kubernetes.notebook_env import NotebookEnv
+from kubelab.experiments import Experiments
 from kubelab.pipelines.service import Pipelines
 from kubelab.schedules.service import Schedules
 
@@ -139,7 +139,7 @@ def test_the_worked_example_runs_as_jobs_and_its_cronjob_fires(simulated_cluster
     namespace, nb, work = on_cluster
     home = Path(nb.home)
     spec = yaml.safe_load(DOCS.read_text().split("<!-- file: nightly.yml -->\n```yaml\n")[1].split("```")[0])
-    pipelines = Pipelines(Lab())
+    pipelines = Pipelines(Experiments())
     assert pipelines.lab.backend.name == "kubernetes"
     for script in ("tune.py", "train.py", "evaluate.py"):
         (work / script).write_text("# run by the container\n")
@@ -164,7 +164,7 @@ def test_the_worked_example_runs_as_jobs_and_its_cronjob_fires(simulated_cluster
 
     # The nightly schedule on the cluster, created with the notebook's token: a CronJob (every
     # minute here, so the test can wait for its first fire).
-    made = Schedules(Lab()).create(
+    made = Schedules(Experiments()).create(
         None, {**spec, "schedule": {**nightly, "cron": "* * * * *"}}, base_dir=work, params={"long_epochs": 5}
     )
     assert made["kind"] == "pipeline" and made["fired_by"] == "cronjob"

@@ -11,10 +11,10 @@ import time
 import pytest
 from kubernetes import client, config
 
+from kubelab.backends.kubernetes.backend import KubernetesBackend
+from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 from kubelab.errors import ValidationError
-from kubelab.kube.backend import KubernetesBackend
-from kubelab.kube.notebook_env import NotebookEnv
-from kubelab.lab import Lab
+from kubelab.experiments import Experiments
 from kubelab.pipelines.service import Pipelines
 
 SPEC = {
@@ -86,7 +86,7 @@ def test_argo_is_refused_by_what_discovery_finds(simulated_cluster, kubeconfig, 
             namespace=namespace, user="alice", image="lab/notebook:1", home=str(pipeline_env.parent / "home")
         )
         backend = KubernetesBackend.from_kubeconfig(notebook, nb)
-        pipelines = Pipelines(Lab(backend=backend))
+        pipelines = Pipelines(Experiments(backend=backend))
         assert "does not serve argoproj.io/v1alpha1 Workflows" in refusal(pipelines)
         simulated_cluster.install_crd(WORKFLOW_CRD)
         try:

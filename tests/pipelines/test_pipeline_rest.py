@@ -14,7 +14,7 @@ import requests
 from jupyter_server_process import JupyterServer
 from pipeline_support import step_runs, stop_pipeline_leftovers, wait_driver_gone
 
-from kubelab.lab import Lab
+from kubelab.experiments import Experiments
 from kubelab.pipelines.service import Pipelines
 
 OK = {"command": ["python", "-c", "import kubelab; kubelab.report(acc=0.9)"]}
@@ -179,7 +179,7 @@ def test_a_server_restarts_a_dead_pipeline_driver(tmp_path):
     try:
         with JupyterServer(root, home, env=env) as first:
             pipeline_id = first.post("pipelines", {"spec": two_steps(), "params": {"n": 2}}).json()["id"]
-            pipelines = Pipelines(Lab(home))
+            pipelines = Pipelines(Experiments(home))
             wait_driver_gone(pipelines, pipeline_id)  # the driver died right after its first submit
             first.process.send_signal(signal.SIGKILL)
             first.process.wait()

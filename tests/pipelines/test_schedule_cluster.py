@@ -20,8 +20,8 @@ import yaml
 from controlplane.objects import create_renamed, delete_namespaces
 from kubernetes import client, config
 
-from kubelab.kube import cronjob
-from kubelab.kube.notebook_env import NotebookEnv
+from kubelab.backends.kubernetes import cronjob
+from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 from kubelab.spawner.cli import render
 
 pytestmark = pytest.mark.cluster

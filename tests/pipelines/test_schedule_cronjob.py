@@ -15,10 +15,10 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from kubelab.backends.kubernetes import cronjob
+from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 from kubelab.errors import ValidationError
-from kubelab.kube import cronjob
-from kubelab.kube.notebook_env import NotebookEnv
-from kubelab.lab import Lab
+from kubelab.experiments import Experiments
 from kubelab.schedules.scheduler import fire_once
 from kubelab.schedules.service import Schedules
 from kubelab.schedules.spec import parse_schedule
@@ -112,7 +112,7 @@ def test_fire_honours_paused_bounds_and_concurrency(pipeline_env):
     (pipeline_env / "job.py").write_text(
         "import os, time\nwhile not os.path.exists('go'):\n    time.sleep(0.05)\n"
     )
-    lab = Lab()
+    lab = Experiments()
     schedules = Schedules(lab)
     made = schedules.create(
         None,
@@ -144,7 +144,7 @@ def test_schedule_fire_follows_a_pipeline_to_its_end_and_render_prints_the_cronj
             }
         )
     )
-    made = Schedules(Lab()).create(
+    made = Schedules(Experiments()).create(
         None,
         json.loads((pipeline_env / "flow.json").read_text()),
         base_dir=pipeline_env,
@@ -160,7 +160,7 @@ def test_schedule_fire_follows_a_pipeline_to_its_end_and_render_prints_the_cronj
     assert fired.returncode == 0, fired.stderr
     from kubelab.pipelines.service import Pipelines
 
-    record = Pipelines(Lab()).get(json.loads(fired.stdout)["id"])
+    record = Pipelines(Experiments()).get(json.loads(fired.stdout)["id"])
     assert record["status"] == "Succeeded" and record["schedule"] == made["id"]  # it waited for the end
     env = {
         **os.environ,
@@ -180,7 +180,7 @@ def test_schedule_fire_follows_a_pipeline_to_its_end_and_render_prints_the_cronj
 
 
 def test_a_pipeline_steps_jobs_carry_its_labels():
-    from kubelab.kube import builders
+    from kubelab.backends.kubernetes import builders
     from kubelab.spec import ExperimentSpec
 
     spec = ExperimentSpec.parse({"command": ["python", "train.py"], "name": "train"})

@@ -16,7 +16,7 @@ import pytest
 from pipeline_support import write_script
 
 from kubelab.errors import Conflict, ValidationError
-from kubelab.lab import Lab
+from kubelab.experiments import Experiments
 from kubelab.schedules.scheduler import Scheduler, due
 from kubelab.schedules.service import Schedules
 from kubelab.schedules.spec import parse_schedule
@@ -64,7 +64,7 @@ def test_fire_times_follow_cron_time_zone_and_bounds():
     ],
 )
 def test_bad_schedules_are_refused_and_nothing_is_created(pipeline_env, data, path, reason):
-    schedules = Schedules(Lab())
+    schedules = Schedules(Experiments())
     with pytest.raises(ValidationError) as caught:
         schedules.create(None, {"command": ["true"], "schedule": data}, start_scheduler=False)
     assert any(f.path == path and reason in f.reason for f in caught.value.fields), caught.value.fields
@@ -73,7 +73,7 @@ def test_bad_schedules_are_refused_and_nothing_is_created(pipeline_env, data, pa
 
 def test_a_schedule_refuses_a_bad_spec_up_front(pipeline_env):
     with pytest.raises(ValidationError) as caught:
-        Schedules(Lab()).create(
+        Schedules(Experiments()).create(
             None,
             {
                 "steps": [{"name": "a", "depends_on": ["b"], "experiment": {"command": "x"}}],
@@ -94,7 +94,7 @@ class Clock:
 
 def scheduled(pipeline_env, concurrency: str, script: str = "pass") -> tuple[Scheduler, Clock, str]:
     write_script(pipeline_env, "job.py", script)
-    lab = Lab()
+    lab = Experiments()
     record = Schedules(lab).create(
         None,
         {"command": ["python", "job.py"], "schedule": {"cron": "0 2 * * *", "concurrency": concurrency}},
@@ -108,7 +108,7 @@ def scheduled(pipeline_env, concurrency: str, script: str = "pass") -> tuple[Sch
     return Scheduler(lab.home, clock=clock), clock, record["id"]
 
 
-def wait_ended(lab: Lab, run_id: str) -> None:
+def wait_ended(lab: Experiments, run_id: str) -> None:
     deadline = time.monotonic() + 60
     while not lab.run(run_id).status().terminal:
         assert time.monotonic() < deadline, lab.get(run_id)
@@ -126,7 +126,7 @@ def test_allow_catches_up_every_missed_fire(pipeline_env):
         "2026-01-03T02:00:00.000Z",
     ]
     assert all(f["state"] == "started" for f in fires)
-    assert len(Lab().list()[0]) == 3
+    assert len(Experiments().list()[0]) == 3
     assert scheduler.tick() == []  # each fire once
 
 
@@ -147,10 +147,10 @@ def test_forbid_catches_up_once_and_skips_while_the_last_runs(pipeline_env):
     skipped = scheduler.tick()
     assert skipped[0]["state"] == "skipped" and fires[0]["id"] in skipped[0]["reason"]
     (pipeline_env / "go").touch()
-    wait_ended(Lab(), fires[0]["id"])
+    wait_ended(Experiments(), fires[0]["id"])
     clock.now += DAY
     assert scheduler.tick()[0]["state"] == "started"
-    history = Schedules(Lab()).list()[0]["fires"]
+    history = Schedules(Experiments()).list()[0]["fires"]
     assert [f["state"] for f in history] == ["started", "skipped", "started"]
 
 
@@ -160,7 +160,7 @@ def test_replace_stops_the_last_run_first(pipeline_env):
     first = scheduler.tick()[0]
     clock.now += DAY
     second = scheduler.tick()[0]
-    lab = Lab()
+    lab = Experiments()
     assert lab.run(first["id"]).status().state == "Stopped"
     assert second["state"] == "started" and not lab.run(second["id"]).status().terminal
     lab.stop(second["id"])
@@ -168,7 +168,7 @@ def test_replace_stops_the_last_run_first(pipeline_env):
 
 def test_paused_schedules_do_not_fire(pipeline_env):
     scheduler, clock, schedule_id = scheduled(pipeline_env, "allow")
-    schedules = Schedules(Lab())
+    schedules = Schedules(Experiments())
     schedules.pause(schedule_id)
     with pytest.raises(Conflict):
         schedules.pause(schedule_id)
@@ -214,11 +214,11 @@ def test_the_scheduler_process_fires_a_pipeline_and_comes_back_after_a_kill(pipe
     made = kubelab("pipeline", "run", "-f", "nightly.yml", "-o", "json")
     assert made.returncode == 0, made.stderr
     schedule_id = json.loads(made.stdout)["id"]
-    schedules = Schedules(Lab())
+    schedules = Schedules(Experiments())
     fired = wait_fires(schedules, schedule_id, 1)  # the CLI has exited; its scheduler fires
     from kubelab.pipelines.service import Pipelines
 
-    pipeline = Pipelines(Lab()).pipeline(fired[0]["id"])
+    pipeline = Pipelines(Experiments()).pipeline(fired[0]["id"])
     assert pipeline.read_state().schedule == schedule_id
     pid = int((schedules.root / "scheduler.pid").read_text())
     os.kill(pid, signal.SIGKILL)  # a reboot, or a culled server's session
@@ -248,7 +248,7 @@ def test_run_and_sweep_send_a_scheduled_spec_to_schedule_add(pipeline_env):
     assert refused.returncode == 2 and "schedule: a scheduled experiment is added with" in refused.stderr
     refused = kubelab("sweep", "-f", "sweep.json")
     assert refused.returncode == 2 and "schedule: a scheduled sweep is added with" in refused.stderr
-    assert Lab().list()[1] == 0 and not (Lab().home / "sweeps").exists()
+    assert Experiments().list()[1] == 0 and not (Experiments().home / "sweeps").exists()
     for name, kind in (("exp.json", "experiment"), ("sweep.json", "sweep")):
         added = kubelab("schedule", "add", "-f", name, "-o", "json")
         assert added.returncode == 0, added.stderr
@@ -276,12 +276,12 @@ def test_params_given_with_P_reach_the_schedule_and_the_pipeline(pipeline_env):
     added = kubelab("schedule", "add", "-f", "nightly.yml", "-P", "epochs=3", "-o", "json")
     assert added.returncode == 0, added.stderr
     schedule_id = json.loads(added.stdout)["id"]
-    assert Schedules(Lab()).get_dir(schedule_id).definition()["params"] == {"epochs": 3}
+    assert Schedules(Experiments()).get_dir(schedule_id).definition()["params"] == {"epochs": 3}
     refused = kubelab("schedule", "add", "-f", "nightly.yml", "-P", "epoch=3")
     assert refused.returncode == 2 and "params.epoch: is not a pipeline param" in refused.stderr
     refused = kubelab("schedule", "add", "-f", "nightly.yml", "-P", "epochs")
     assert refused.returncode == 2 and "param: must be NAME=VALUE, not 'epochs'" in refused.stderr
-    assert [s["id"] for s in Schedules(Lab()).list()] == [schedule_id]
+    assert [s["id"] for s in Schedules(Experiments()).list()] == [schedule_id]
     assert kubelab("schedule", "rm", schedule_id).returncode == 0
 
     ran = kubelab("pipeline", "run", "-f", "nightly.yml", "--now", "--wait", "-P", "epochs=3", "-o", "json")

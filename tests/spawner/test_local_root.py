@@ -104,7 +104,7 @@ def test_servers_of_every_user_share_one_ledger_through_a_group(monkeypatch) -> 
 
     from system_users import as_user
 
-    from kubelab.gpus import Gpu, GpuAllocator
+    from kubelab.backends.local.gpus import Gpu, GpuAllocator
 
     base = Path(tempfile.mkdtemp(prefix="kubelab-ledger-group-"))
     base.chmod(0o755)

@@ -7,8 +7,8 @@ from decimal import Decimal
 
 import pytest
 
+from kubelab.backends.local.gpus import Gpu, GpuAllocator
 from kubelab.errors import ValidationError
-from kubelab.gpus import Gpu, GpuAllocator
 from kubelab.spawner.admission import admit
 from kubelab.spawner.availability import (
     Availability,

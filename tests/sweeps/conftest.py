@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from sweep_support import _kill, stop_leftovers, trial_runs, wait_driver_gone, wait_sweep  # noqa: F401
 
-from kubelab.lab import Lab
+from kubelab.experiments import Experiments
 from kubelab.sweeps.service import Sweeps
 
 
@@ -26,4 +26,4 @@ def sweep_env(tmp_path, monkeypatch):
 
 @pytest.fixture
 def sweeps(sweep_env) -> Sweeps:
-    return Sweeps(Lab())
+    return Sweeps(Experiments())

@@ -13,7 +13,7 @@ import pytest
 from sweep_support import trial_runs, wait_driver_gone, wait_sweep
 
 from kubelab.errors import Conflict, NotFound, ValidationError
-from kubelab.lab import Lab
+from kubelab.experiments import Experiments
 from kubelab.sweeps.service import Sweeps
 
 QUADRATIC = "import kubelab; p = kubelab.params(); kubelab.report(loss=(p['x'] - 1) ** 2 + p.get('k', 0))"
@@ -157,7 +157,7 @@ def test_every_pruner_stops_clearly_bad_trials(sweeps, sweep_env):
         )["id"]
         for name, args in PRUNERS.items()
     }
-    lab = Lab()
+    lab = Experiments()
     for name, sweep_id in created.items():
         done = wait_sweep(sweeps, sweep_id, timeout=90)
         assert done["status"] == "Succeeded", (name, done)

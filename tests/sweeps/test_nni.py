@@ -15,20 +15,20 @@ import yaml
 from sweep_support import wait_sweep
 
 from kubelab.records import RunDirectory
-from kubelab.runner import NNI_SHIM
+from kubelab.shims import SHIMS
 
-sys.path.insert(0, str(NNI_SHIM))
+sys.path.insert(0, str(SHIMS))
 try:
     # kubelab's nni: no real NNI is installed here, and the shim comes first anyway
     from nni.utils import OptimizeMode, extract_scalar_reward, merge_parameter
 finally:
-    sys.path.remove(str(NNI_SHIM))
+    sys.path.remove(str(SHIMS))
 
 
 def run_trial(code: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
     """Run `code` as a trial process would see it: the shim on PYTHONPATH, kubelab's variables set."""
     full = {k: v for k, v in os.environ.items() if not k.startswith("KUBELAB_")}
-    full.update(env, PYTHONPATH=str(NNI_SHIM))
+    full.update(env, PYTHONPATH=str(SHIMS))
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
         env=full,
@@ -56,7 +56,8 @@ def test_trial_api_writes_kubelab_metrics(tmp_path):
         before = set(sys.modules)
         import nni
         from nni.utils import merge_parameter
-        added = {m.split(".")[0] for m in set(sys.modules) - before} - {"nni"}
+        # the shims' own shared module, beside nni on the trial's path, is standard library only too
+        added = {m.split(".")[0] for m in set(sys.modules) - before} - {"nni", "_kubelab_numbers"}
         assert added <= set(sys.stdlib_module_names), added  # standard library only
         params = nni.get_next_parameter()
         assert params == {"lr": 0.1, "layer": {"_name": "conv", "kernel": 3}}, params
@@ -72,7 +73,7 @@ def test_trial_api_writes_kubelab_metrics(tmp_path):
     assert done.returncode == 0, done.stderr
     trial_id, experiment, sequence, module = done.stdout.split()
     assert (trial_id, experiment, sequence) == ("1m7zsfq8wjq7", "1m7zsfp2pjcr", "4")
-    assert Path(module).parent == NNI_SHIM / "nni"
+    assert Path(module).parent == SHIMS / "nni"
     points = list(RunDirectory(run).metrics())
     assert [(p.get("step"), p.get("final"), p["metrics"]) for p in points] == [
         (0, None, {"default": 0.5}),
@@ -154,7 +155,7 @@ def test_the_shim_takes_precedence_over_an_installed_nni(sweeps, sweep_env):
     done = wait_until(sweeps.lab, record["id"])
     assert done["status"] == "Succeeded", sweeps.lab.run(record["id"]).log_file().read_text()
     assert done["metrics"] == {"default": 1.5}
-    assert str(NNI_SHIM) in sweeps.lab.run(record["id"]).log_file().read_text()
+    assert str(SHIMS) in sweeps.lab.run(record["id"]).log_file().read_text()
 
 
 TRIAL = """

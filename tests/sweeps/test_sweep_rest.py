@@ -13,7 +13,7 @@ import requests
 from jupyter_server_process import JupyterServer
 from sweep_support import stop_leftovers, trial_runs, wait_driver_gone
 
-from kubelab.lab import Lab
+from kubelab.experiments import Experiments
 from kubelab.sweeps.service import Sweeps
 
 SPACE = {"x": {"_type": "uniform", "_value": [-2, 2]}}
@@ -213,7 +213,7 @@ def test_server_killed_mid_sweep_resumes_with_nothing_lost_or_repeated(tmp_path)
         wait_status(first, sweep_id, lambda r: r["finished"] >= 2 and r["counts"]["running"] == 2)
         first.process.send_signal(signal.SIGKILL)
         first.process.wait()
-    sweeps = Sweeps(Lab(home))
+    sweeps = Sweeps(Experiments(home))
     os.kill(sweeps.sweep(sweep_id).read_state().driver_pid, signal.SIGKILL)  # as if the machine went down
     wait_driver_gone(sweeps, sweep_id)
     try:
@@ -227,9 +227,9 @@ def test_server_killed_mid_sweep_resumes_with_nothing_lost_or_repeated(tmp_path)
 
 
 def test_a_server_keeps_a_warm_driver_that_takes_the_next_sweep(tmp_path):
-    """The server's warm driver (kubelab.warm) serves a REST-created sweep; the server replaces it."""
-    from kubelab.gpus import pid_alive
-    from kubelab.warm import DRIVER, WarmPool
+    """The server's warm driver (kubelab.backends.local.warm) serves a REST-created sweep; the server replaces it."""
+    from kubelab.backends.local.gpus import pid_alive
+    from kubelab.backends.local.warm import DRIVER, WarmPool
 
     home = tmp_path / "home"
     drivers = WarmPool(home, DRIVER)

@@ -13,10 +13,10 @@ from optuna.distributions import FloatDistribution
 from optuna.trial import create_trial
 
 from kubelab.errors import Conflict, NotFound, ValidationError
-from kubelab.sweeps.algorithms import resolve_tuner
 from kubelab.sweeps.anneal import AnnealSampler
 from kubelab.sweeps.pruners import resolve_pruner
 from kubelab.sweeps.space import SearchSpace
+from kubelab.sweeps.tuner_catalog import resolve_tuner
 from kubelab.sweeps.tuners import SweepExhausted, Tuner
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)

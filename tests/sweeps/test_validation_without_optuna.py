@@ -35,9 +35,9 @@ def test_creating_a_sweep_does_not_import_optuna(sweep_env):
     (sweep_env / "t.py").write_text("print(1)\n")
     code = (
         "import json, sys\n"
-        "from kubelab.lab import Lab\n"
+        "from kubelab.experiments import Experiments\n"
         "from kubelab.sweeps.service import Sweeps\n"
-        f"spec = Sweeps(Lab()).validate(json.loads({json.dumps(json.dumps(sweep()))}), "
+        f"spec = Sweeps(Experiments()).validate(json.loads({json.dumps(json.dumps(sweep()))}), "
         f"__import__('pathlib').Path('.'), False)\n"
         "print(json.dumps([spec.tuner.name, 'optuna' in sys.modules]))\n"
     )

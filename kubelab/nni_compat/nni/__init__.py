@@ -3,7 +3,7 @@
 The local runner puts `kubelab/nni_compat` first on a trial's PYTHONPATH (the Kubernetes
 backend a copy of it in the run directory: `kubelab/shims.py`), so `import nni` inside a
 kubelab trial finds this module even where the real NNI is installed. Standard library only
-and cheap to import, like `kubelab.reporting`, whose `metrics.jsonl` format it writes (so it
+and cheap to import, like `kubelab.trial`, whose `metrics.jsonl` format it writes (so it
 also works in images without kubelab).
 
 - `get_next_parameter()`: the trial's parameters, NNI-shaped (`KUBELAB_NNI_PARAMS`, set
@@ -23,6 +23,8 @@ import os
 import sys
 import time
 from typing import Any
+
+from _kubelab_numbers import number
 
 __version__ = "3.0"
 __all__ = [
@@ -87,25 +89,14 @@ def report_final_result(metric: Any) -> None:
     _write({"final": True, "metrics": _metrics(metric, "report_final_result")}, f"final result {metric!r}")
 
 
-def _number(value: Any) -> float | int | None:
-    if hasattr(value, "item") and not isinstance(value, (int, float)):
-        try:
-            value = value.item()  # numpy scalars, 0-d tensors
-        except (TypeError, ValueError):
-            return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return value
-
-
 def _metrics(metric: Any, caller: str) -> dict[str, float | int]:
     if isinstance(metric, dict):
-        numbers = {str(k): n for k, n in ((k, _number(v)) for k, v in metric.items()) if n is not None}
+        numbers = {str(k): n for k, n in ((k, number(v)) for k, v in metric.items()) if n is not None}
         if "default" not in numbers:
             keys = sorted(map(str, metric))
             _note(f"{caller}: a dict result needs a numeric 'default' key (the objective); got {keys}")
         return numbers
-    value = _number(metric)
+    value = number(metric)
     if value is None:
         _note(f"{caller}: the result must be a number or a dict with 'default', not {metric!r}")
         return {}

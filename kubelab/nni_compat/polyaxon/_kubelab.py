@@ -25,6 +25,8 @@ import sys
 import time
 from typing import Any
 
+from _kubelab_numbers import number
+
 _TRACKING = "tracking.json"
 _LIMIT = 1 << 20  # tracking.json stays small: it is read for every listing
 
@@ -35,17 +37,6 @@ def run_dir() -> str | None:
 
 def note(message: str) -> None:
     print(f"polyaxon (kubelab): {message}", file=sys.stderr)
-
-
-def number(value: Any) -> float | int | None:
-    if hasattr(value, "item") and not isinstance(value, (int, float)):
-        try:
-            value = value.item()  # numpy scalars, 0-d tensors
-        except (TypeError, ValueError):
-            return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return value
 
 
 def write_metrics(metrics: dict[str, Any], step: int | None = None) -> None:

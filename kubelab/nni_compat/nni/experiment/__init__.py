@@ -77,10 +77,10 @@ class Experiment:
 
     def _service(self) -> Any:
         if self._sweeps is None:
-            from kubelab.lab import Lab
+            from kubelab.experiments import Experiments
             from kubelab.sweeps.service import Sweeps
 
-            self._sweeps = Sweeps(Lab())
+            self._sweeps = Sweeps(Experiments())
         return self._sweeps
 
     def start(self, port: int = 8080, debug: bool = False, run_mode: Any = None) -> None:

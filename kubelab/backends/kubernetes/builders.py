@@ -18,10 +18,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from kubelab.backends.kubernetes import names
+from kubelab.backends.kubernetes.distributed_env import distributed_env, ports_for
+from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 from kubelab.errors import FieldError, ValidationError
-from kubelab.kube import names
-from kubelab.kube.distributed_env import distributed_env, ports_for
-from kubelab.kube.notebook_env import NotebookEnv
 from kubelab.shims import SHIMS_DIR
 from kubelab.spec import ExperimentSpec
 
@@ -132,7 +132,7 @@ def labels(spec: ExperimentSpec, target: Target, role: str | None = None) -> dic
     return values
 
 
-def annotations(spec: ExperimentSpec, target: Target) -> dict[str, str]:
+def run_annotations(spec: ExperimentSpec, target: Target) -> dict[str, str]:
     data = spec.to_dict()
     if spec.code and spec.code.source is not None:  # the snapshot is in the run directory
         data["code"] = {"path": None, "source": "<in code/>", "filename": spec.code.filename}
@@ -149,7 +149,7 @@ def metadata(
     meta: Manifest = {
         "name": name,
         "labels": labels(spec, target, role),
-        "annotations": annotations(spec, target),
+        "annotations": run_annotations(spec, target),
     }
     if target.namespace:
         meta["namespace"] = target.namespace
@@ -302,7 +302,7 @@ def container_resources(spec: ExperimentSpec, nb: NotebookEnv, role: str) -> Man
 
 
 def trial_env(spec: ExperimentSpec, target: Target, nb: NotebookEnv) -> list[Manifest]:
-    """The trial's environment contract (DESIGN.md); it wins over the spec's own `env`."""
+    """The trial's environment contract (docs/spec.md); it wins over the spec's own `env`."""
     run_dir = target.run_dir.rstrip("/")
     values = dict(spec.env)
     values.update(

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubelab.errors import FieldError, ValidationError, did_you_mean
-from kubelab.sweeps.arguments import OPTIMIZE_MODE, SEED, Arg, ArgSchema, check_args, split_name
+from kubelab.sweeps.argument_schemas import OPTIMIZE_MODE, SEED, Arg, ArgSchema, check_args, split_name
 from kubelab.sweeps.space import MAX_GRID_VALUES, Parameter, SearchSpace
 
 _STARTUP = Arg("n_startup_trials", "int", minimum=0)

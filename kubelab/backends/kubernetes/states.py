@@ -7,10 +7,11 @@ events), so every state and reason is testable without a cluster and every obser
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubelab.kube.names import INDEX_ANNOTATION, QUEUE_LABEL, ROLE
+from kubelab.backends.kubernetes.names import INDEX_ANNOTATION, QUEUE_LABEL, ROLE
 from kubelab.records import FAILED, PENDING, QUEUED, RUNNING, SUCCEEDED
 
 Obj = dict[str, Any]
@@ -167,7 +168,7 @@ def latest_per_replica(pods: list[Obj]) -> list[PodView]:
     return sorted(views.values(), key=lambda v: (v.role != "worker", v.role, v.index))
 
 
-def quota_refusal(events: list[Obj]) -> str | None:
+def quota_refusal(events: Sequence[Obj]) -> str | None:
     """The latest `exceeded quota` refusal of pod creation, as the API server worded it."""
     for event in reversed(events):
         message = event.get("message") or ""
@@ -182,7 +183,7 @@ def _failure_story(views: list[PodView]) -> PodView | None:
     return mine[0] if mine else None
 
 
-def observe_job(job: Obj, pods: list[Obj], events: list[Obj] = ()) -> Observation:
+def observe_job(job: Obj, pods: list[Obj], events: Sequence[Obj] = ()) -> Observation:
     """State of a plain (possibly Indexed) Job run: `pods` are all its worker pods."""
     spec, status = job.get("spec") or {}, job.get("status") or {}
     worker_pods = [p for p in pods if describe_pod(p).role == "worker"]
@@ -225,7 +226,7 @@ def observe_job(job: Obj, pods: list[Obj], events: list[Obj] = ()) -> Observatio
 def _from_pods(
     views: list[PodView],
     all_views: list[PodView],
-    events: list[Obj],
+    events: Sequence[Obj],
     expected: int,
     attempt: int,
     records: list[dict[str, Any]],
@@ -256,7 +257,7 @@ def _from_pods(
     return Observation(PENDING, "waiting for pods to be created" + retry, None, attempt, records)
 
 
-def observe_kubeflow(job: Obj, pods: list[Obj], events: list[Obj] = ()) -> Observation:
+def observe_kubeflow(job: Obj, pods: list[Obj], events: Sequence[Obj] = ()) -> Observation:
     """State of a PyTorchJob or TFJob from its conditions, with pod detail for the reason."""
     views = latest_per_replica(pods)
     records = [v.record() for v in views]
@@ -287,7 +288,7 @@ def _replica_specs(job: Obj) -> dict[str, Obj]:
     return {}
 
 
-def observe(obj: Obj, pods: list[Obj], events: list[Obj] = ()) -> Observation:
+def observe(obj: Obj, pods: list[Obj], events: Sequence[Obj] = ()) -> Observation:
     if obj.get("kind") in ("PyTorchJob", "TFJob"):
         return observe_kubeflow(obj, pods, events)
     return observe_job(obj, pods, events)

@@ -1,9 +1,9 @@
-"""DESIGN.md's distributed environment for pods of an Indexed Job.
+"""The distributed environment (docs/kubernetes.md) for pods of an Indexed Job.
 
 Every pod of a Job shares one template, so per-pod values come from the completion index:
 `RANK` is read through the downward API from the `batch.kubernetes.io/job-completion-index`
 annotation, and the other variables refer to it as `$(RANK)`, which the kubelet expands.
-The values equal `kubelab.distributed.replica_env` for every rank (a test checks this), so
+The values equal `kubelab.backends.distributed.replica_env` for every rank (a test checks this), so
 a script sees the same environment locally and on the cluster.
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kubelab.distributed import Topology
-from kubelab.kube.names import INDEX_ANNOTATION
+from kubelab.backends.distributed import Topology
+from kubelab.backends.kubernetes.names import INDEX_ANNOTATION
 from kubelab.spec import ExperimentSpec
 
 PORTS = {"pytorch": 23456, "tensorflow": 2222, "paddle": 36543}

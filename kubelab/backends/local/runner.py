@@ -1,7 +1,7 @@
 """The local runner: one small process per running experiment, in its own session.
 
-`python -m kubelab.runner RUN_DIR` waits for GPUs, starts the replicas, watches them,
-and writes the final status. A warm runner (`kubelab.warm`) does the same through
+`python -m kubelab.backends.local.runner RUN_DIR` waits for GPUs, starts the replicas, watches them,
+and writes the final status. A warm runner (`kubelab.backends.local.warm`) does the same through
 `serve()` and then waits for its next run. Because it is detached from whoever submitted it, an
 experiment outlives a restart of the Jupyter server or the CLI; anyone can re-attach
 by reading `status.json`. Each replica runs in its own process group so that a stop
@@ -24,15 +24,22 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kubelab.distributed import Topology, replica_env, tf_config
-from kubelab.gpus import GpuAllocator
+from kubelab.backends.distributed import Topology, replica_env, tf_config
+from kubelab.backends.local.gpus import GpuAllocator
+from kubelab.backends.local.processes import (
+    become_subreaper,
+    end_descendants,
+    open_pidfd,
+    process_start_time,
+    signal_group,
+)
 from kubelab.records import FAILED, QUEUED, RUNNING, STOPPED, SUCCEEDED, TERMINAL, RunDirectory, parse_iso
+from kubelab.shims import SHIMS
 from kubelab.spec import ExperimentSpec
-from kubelab.tfevents import MirrorThread, ScalarMirror
+from kubelab.tensorboard.tfevents import MirrorThread, ScalarMirror
 
 POLL = 0.05
 FAST_POLL, FAST_FOR = 0.005, 1.0  # a short trial's end is seen within 5 ms, a long one's within 50
-NNI_SHIM = Path(__file__).parent / "nni_compat"
 
 
 def stop_grace() -> float:
@@ -44,7 +51,7 @@ def stop_grace() -> float:
 class Replica:
     role: str
     index: int
-    process: subprocess.Popen
+    process: subprocess.Popen[bytes]
     pidfd: int | None = None  # readable once the process exits: a wait with no polling delay
 
     @property
@@ -225,7 +232,7 @@ class Runner:
             env["KUBELAB_TRIAL"] = str(self.status.trial)
         # "python" in a command means the interpreter kubelab runs under, with its packages.
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-        paths = [str(NNI_SHIM)]  # `import nni` in a trial finds kubelab's NNI API first
+        paths = [str(SHIMS)]  # `import nni` in a trial finds kubelab's NNI API first
         if run.code_dir.exists():
             paths.insert(0, str(run.code_dir))
         if env.get("PYTHONPATH"):
@@ -267,7 +274,9 @@ class Runner:
             records = zip(replicas, self.status.replicas, strict=True)
             running = [replica for replica, record in records if record["exit_code"] is None]
             if all(r.pidfd is not None for r in running):
-                select.select([r.pidfd for r in running], [], [], POLL)  # wakes at the first exit
+                select.select(
+                    [r.pidfd for r in running if r.pidfd is not None], [], [], POLL
+                )  # wakes at the first exit
             else:
                 time.sleep(FAST_POLL if time.monotonic() - started < FAST_FOR else POLL)
 
@@ -299,61 +308,6 @@ class Runner:
         for path in self.run.logs_dir.glob("*.log"):
             with open(path, "a") as handle:
                 handle.write(text)
-
-
-PR_SET_CHILD_SUBREAPER = 36
-
-
-def become_subreaper() -> None:
-    """Orphaned descendants (a daemon whose parent exited) become this process's children
-    rather than init's, so they stay findable; Linux only, a no-op elsewhere."""
-    with contextlib.suppress(OSError, AttributeError):
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-
-
-def descendants(root: int) -> list[int]:
-    """Every process below `root` in the process tree, from /proc (parents before children)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat") as handle:
-                parent = int(handle.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(parent, []).append(int(entry.name))
-    found, frontier = [], [root]
-    while frontier:
-        below = children.get(frontier.pop(), [])
-        found += below
-        frontier += below
-    return found
-
-
-def end_descendants(signum: int, keep: set[int] = frozenset(), rounds: int = 5) -> None:
-    """Signal every descendant of this runner (but `keep`: the replicas, which Popen reaps);
-    again while new ones appear (a process forking as it dies), then reap the orphans."""
-    for _ in range(rounds):
-        pids = [pid for pid in descendants(os.getpid()) if pid not in keep]
-        if not pids:
-            return
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signum)
-        if signum != signal.SIGKILL:
-            return
-        time.sleep(POLL)
-        for pid in pids:  # orphans adopted by this subreaper are its children to reap
-            with contextlib.suppress(ChildProcessError, OSError):
-                os.waitpid(pid, os.WNOHANG)
-
-
-def signal_group(pgid: int, signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signum)
 
 
 TRACEBACK = "Traceback (most recent call last):"
@@ -407,24 +361,7 @@ def free_ports(count: int) -> list[int]:
             sock.close()
 
 
-def open_pidfd(pid: int) -> int | None:
-    """A pidfd for `pid` (Linux 5.3+), or None where there is none: then the watch polls."""
-    try:
-        return os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        return None
-
-
-def process_start_time(pid: int) -> float | None:
-    """The kernel's start time of `pid` (clock ticks since boot), to tell a reused pid apart."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return float(handle.read().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-# -- as a warm helper (kubelab.warm) ------------------------------------------------------
+# -- as a warm helper (kubelab.backends.local.warm) ------------------------------------------------------
 def preload() -> None:
     """Importing this module is all a runner needs ahead of its run."""
 
@@ -447,7 +384,7 @@ def serve(path: Path) -> bool:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m kubelab.runner RUN_DIR", file=sys.stderr)
+        print("usage: python -m kubelab.backends.local.runner RUN_DIR", file=sys.stderr)
         return 2
     return Runner(RunDirectory(Path(args[0]))).main()
 

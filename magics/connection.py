@@ -1,32 +1,37 @@
-"""Where the magics send their work: the Jupyter server's REST API, or the `Lab` directly.
+"""Where the magics send their work: the Jupyter server's REST API, or the `Experiments` directly.
 
 Inside a Jupyter server the kernel has `KUBELAB_API_URL`, and going through the server keeps
 one index, one event stream and one set of TensorBoard sessions for the sidebar and the
-notebook. In a plain IPython with no server, the magics use the `Lab` as the CLI does.
+notebook. In a plain IPython with no server, the magics use the `Experiments` as the CLI does.
 Both sides offer the same verbs, so the magics do not care which one they hold.
 """
 
 from __future__ import annotations
 
+import builtins
 import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubelab.errors import FieldError, NotFound, ValidationError
 from kubelab.records import TERMINAL
 from kubelab.sweeps.store import RUNNING as SWEEP_RUNNING
 from kubelab.sweeps.store import SWEEP_STATES
 
+if TYPE_CHECKING:
+    from kubelab.pipelines.service import Pipelines
+    from kubelab.sweeps.service import Sweeps
+
 
 class RestService:
     remote = True
 
     def __init__(self, client: Any = None) -> None:
-        from kubelab.client import Client
+        from kubelab.rest_client import RestClient
 
-        self.client = client or Client()
+        self.client = client or RestClient()
 
     def __getattr__(self, name: str) -> Any:  # submit, get, list, stop, logs, metrics, resources, ...
         return getattr(self.client, name)
@@ -36,14 +41,14 @@ class RestService:
 
 
 class LocalService:
-    """The magics without a server: the `Lab` in this process."""
+    """The magics without a server: the `Experiments` in this process."""
 
     remote = False
 
     def __init__(self, lab: Any = None) -> None:
-        from kubelab.lab import Lab
+        from kubelab.experiments import Experiments
 
-        self.lab = lab or Lab()
+        self.lab = lab or Experiments()
         self._tensorboards: Any = None
 
     def submit(self, spec: dict[str, Any], base_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
@@ -54,7 +59,7 @@ class LocalService:
 
     def list(
         self, query: str = "", sort: str = "", limit: int | None = None, offset: int = 0
-    ) -> tuple[list[dict[str, Any]], int]:
+    ) -> tuple[builtins.list[dict[str, Any]], int]:
         return self.lab.list(query, sort, limit, offset)
 
     def stop(self, run_id: str) -> dict[str, Any]:
@@ -63,14 +68,14 @@ class LocalService:
     def logs(self, run_id: str, replica: int = 0, follow: bool = False) -> Iterator[str]:
         return self.lab.logs(run_id, replica, follow)
 
-    def metrics(self, run_id: str) -> list[dict[str, Any]]:
+    def metrics(self, run_id: str) -> builtins.list[dict[str, Any]]:
         return self.lab.metrics(run_id)
 
     def resources(self) -> dict[str, Any]:
         return self.lab.resources()
 
     # -- sweeps: the same service the `kubelab sweep` command uses ------------------------
-    def _sweeps(self) -> Any:
+    def _sweeps(self) -> Sweeps:
         try:
             from kubelab.sweeps.service import Sweeps
         except ImportError:
@@ -97,7 +102,7 @@ class LocalService:
         return self._sweeps().stop(sweep_id)
 
     # -- pipelines and schedules: the services the `kubelab pipeline` command uses ----------
-    def _pipelines(self) -> Any:
+    def _pipelines(self) -> Pipelines:
         from kubelab.pipelines.service import Pipelines
 
         return Pipelines(self.lab)
@@ -131,14 +136,14 @@ class LocalService:
 
     # -- TensorBoard: a session supervised by this process, on a loopback port -----------
     def tensorboard(self, request: dict[str, Any]) -> dict[str, Any]:
-        from kubelab.tensorboard import TensorBoardSupervisor
+        from kubelab.tensorboard.supervisor import TensorBoardSupervisor
 
         if self._tensorboards is None:
             self._tensorboards = TensorBoardSupervisor(self.lab)
         supervisor = self._tensorboards
         session = supervisor.start(request)
         supervisor.wait_ready(session)
-        data = session.to_json()
+        data: dict[str, Any] = session.to_json()
         data["url"] = f"http://127.0.0.1:{session.port}{session.url}"
         return data
 
@@ -147,7 +152,7 @@ class LocalService:
 
     def events(self, interval: float = 0.5) -> Iterator[tuple[str, Any]]:
         """The server's event kinds, by looking at the run records (there is no server)."""
-        seen: dict[str, tuple] = {}
+        seen: dict[str, tuple[Any, ...]] = {}
         yield "connected", None
         while True:
             self.lab.refresh()
@@ -160,7 +165,7 @@ class LocalService:
 
 
 def connect() -> RestService | LocalService:
-    """The REST API when this kernel belongs to a kubelab Jupyter server, the Lab otherwise."""
+    """The REST API when this kernel belongs to a kubelab Jupyter server; else the experiments service."""
     if os.environ.get("KUBELAB_API_URL"):
         return RestService()
     return LocalService()
@@ -170,7 +175,7 @@ def wait_until_done(service: Any, run_id: str, poll: float = 0.2) -> dict[str, A
     while True:
         record = service.get(run_id)
         if record["status"] in TERMINAL:
-            return record
+            return dict(record)
         time.sleep(poll)
 
 
@@ -181,7 +186,7 @@ def wait_for_sweep(service: Any, sweep_id: str, poll: float = 0.5) -> dict[str, 
     while True:
         record = service.sweep(sweep_id)
         if record.get("status") in SWEEP_TERMINAL:
-            return record
+            return dict(record)
         time.sleep(poll)
 
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from kubelab.backends.kubernetes import names
+from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 from kubelab.errors import FieldError, ValidationError
-from kubelab.kube import names
-from kubelab.kube.notebook_env import NotebookEnv
 from kubelab.schedules.spec import Schedule
 
 ACCOUNT_PREFIX = "kubelab-schedule-"

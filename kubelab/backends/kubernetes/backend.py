@@ -8,32 +8,42 @@ way `states.observe` turns the same objects into the same state and reason.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import queue
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from kubelab.backends.base import Backend
+from kubelab.backends.kubernetes import builders, names, states
+from kubelab.backends.kubernetes.api import KubeApi
+from kubelab.backends.kubernetes.chores import Chores
+from kubelab.backends.kubernetes.connection import in_cluster_client, kubeconfig_client
+from kubelab.backends.kubernetes.errors import DEFAULT_RETRY, RetryPolicy, translate
+from kubelab.backends.kubernetes.events import (
+    EVENTS_FILE,
+    append_event,
+    dedupe,
+    event_record,
+    fetch_events,
+    read_events,
+)
+from kubelab.backends.kubernetes.notebook_env import NotebookEnv
+from kubelab.backends.kubernetes.pod_logs import archive_logs, live_logs
+from kubelab.backends.kubernetes.quota import quota_resources
+from kubelab.backends.kubernetes.watcher import Watcher
 from kubelab.errors import FieldError, KubelabError, ValidationError
-from kubelab.kube import builders, names, states
-from kubelab.kube.api import KubeApi
-from kubelab.kube.errors import DEFAULT_RETRY, RetryPolicy, translate
-from kubelab.kube.notebook_env import NotebookEnv
-from kubelab.kube.watcher import Watcher
+from kubelab.home import default_home
 from kubelab.logfiles import byte_range, file_text
 from kubelab.records import FAILED, RunDirectory, Status, new_id
 from kubelab.spec import ExperimentSpec
 
 log = logging.getLogger(__name__)
-EVENTS_FILE = "k8s-events.jsonl"
 SUBMIT_GRACE = 30.0  # seconds a just-submitted run's Job may take to show up in a watch
 KUBEFLOW = {"pytorch": "PyTorchJob", "tensorflow": "TFJob"}
 Obj = dict[str, Any]
@@ -63,8 +73,7 @@ class KubernetesBackend(Backend):
         self._lock = threading.RLock()
         self._served: dict[str, bool] = {}
         self.watcher: Watcher | None = None
-        self._chores: queue.Queue[tuple[str, Path] | None] = queue.Queue()
-        self._chore_thread: threading.Thread | None = None
+        self._chores = Chores(self._finish)
 
     # -- construction ------------------------------------------------------------------------
     @classmethod
@@ -72,28 +81,15 @@ class KubernetesBackend(Backend):
         """In a pod: in-cluster config and the pod's namespace; else KUBECONFIG/~/.kube/config."""
         nb = NotebookEnv.from_environ()
         if os.environ.get("KUBERNETES_SERVICE_HOST"):
-            configuration = client.Configuration()
-            config.load_incluster_config(client_configuration=configuration)
-            return cls(client.ApiClient(configuration), nb)
+            return cls(in_cluster_client(), nb)
         return cls.from_kubeconfig(os.environ.get("KUBECONFIG") or None, nb)
 
     @classmethod
     def from_kubeconfig(
-        cls, path: str | os.PathLike | None, nb: NotebookEnv | None = None, **kwargs: Any
+        cls, path: str | os.PathLike[str] | None, nb: NotebookEnv | None = None, **kwargs: Any
     ) -> KubernetesBackend:
         """Use a kubeconfig file; its context's namespace applies unless `nb` names one."""
-        nb = nb or NotebookEnv.from_environ()
-        file = str(path) if path else None
-        try:
-            api_client = config.new_client_from_config(config_file=file)
-            _, active = config.list_kube_config_contexts(config_file=file)
-        except (config.ConfigException, OSError) as exc:
-            raise ValidationError(
-                "no Kubernetes configuration", [FieldError("KUBECONFIG", f"cannot load a kubeconfig: {exc}")]
-            ) from exc
-        if not nb.namespace:
-            namespace = (active or {}).get("context", {}).get("namespace") or "default"
-            nb = _replace(nb, namespace=namespace)
+        api_client, nb = kubeconfig_client(path, nb or NotebookEnv.from_environ())
         return cls(api_client, nb, **kwargs)
 
     @classmethod
@@ -174,7 +170,7 @@ class KubernetesBackend(Backend):
             existing = self.api.get(obj["kind"], obj["metadata"]["name"])
             labels = ((existing or {}).get("metadata") or {}).get("labels") or {}
             if labels.get(names.EXPERIMENT) == run_id:
-                return dict(existing, kind=obj["kind"])
+                return dict(existing or {}, kind=obj["kind"])
             raise
 
     def _undo(self, created: list[Obj]) -> None:
@@ -220,7 +216,7 @@ class KubernetesBackend(Backend):
             pods = [
                 dict(p, kind="Pod") for p in self.api.list("Pod", label_selector=selector).get("items") or []
             ]
-            events = self._fetch_events(mains, pods) if mains else []
+            events = fetch_events(self.api, mains + pods) if mains else []
         main = next((o for o in mains if _role(o) != "ps"), None)
         return main, pods, events
 
@@ -235,12 +231,6 @@ class KubernetesBackend(Backend):
                 return [KUBEFLOW[spec["framework"]]]
             return kinds
         return kinds + [k for k in KUBEFLOW.values() if self._served.get(k)]
-
-    def _fetch_events(self, mains: list[Obj], pods: list[Obj]) -> list[Obj]:
-        wanted = {o["metadata"]["name"] for o in mains + pods}
-        items = self.api.list("Event").get("items") or []
-        found = [e for e in items if (e.get("involvedObject") or {}).get("name") in wanted]
-        return sorted(found, key=_event_time)
 
     # -- states ----------------------------------------------------------------------------
     def _apply(self, run: RunDirectory, obs: states.Observation) -> Status:
@@ -262,8 +252,7 @@ class KubernetesBackend(Backend):
             status.replicas, status.attempt = obs.replicas, obs.attempt
             run.write_status(status)
         if status.terminal:
-            self._chores.put(("finish", run.path))
-            self._ensure_chores()
+            self._chores.add(run)
         return status
 
     def _missing(self, run: RunDirectory, status: Status) -> Status:
@@ -320,16 +309,13 @@ class KubernetesBackend(Backend):
             self.watch_timeout,
         )
         self.watcher.start()
-        self._ensure_chores()
+        self._chores.ensure()
 
     def close(self) -> None:
         if self.watcher is not None:
             self.watcher.stop()
             self.watcher = None
-        if self._chore_thread is not None:
-            self._chores.put(None)
-            self._chore_thread.join(timeout=5)
-            self._chore_thread = None
+        self._chores.close()
 
     def _find_run(self, run_id: str) -> RunDirectory | None:
         for root in list(self._roots):
@@ -358,53 +344,20 @@ class KubernetesBackend(Backend):
     def _on_event(self, run_id: str, event: Obj) -> None:
         run = self._find_run(run_id)
         if run is not None:
-            with open(run.path / EVENTS_FILE, "a") as handle:
-                handle.write(json.dumps(event_record(event)) + "\n")
+            append_event(run.path, event)
 
-    # -- chores after a run ends: archive logs, remove helpers ------------------------------
-    def _ensure_chores(self) -> None:
-        if self._chore_thread is None or not self._chore_thread.is_alive():
-            self._chore_thread = threading.Thread(
-                target=self._do_chores, daemon=True, name="kubelab-kube-chores"
-            )
-            self._chore_thread.start()
-
-    def _do_chores(self) -> None:
-        while True:
-            item = self._chores.get()
-            if item is None:
-                return
-            try:
-                self._finish(RunDirectory(item[1]))
-            except Exception as exc:
-                log.warning("cleanup of %s failed: %s", item[1], exc)
-
+    # -- after a run ends (on the chores thread): keep the logs, remove helpers ---------------
     def _finish(self, run: RunDirectory) -> None:
         """Keep the logs in the run directory and delete what outlives its use (ps, Service)."""
         if self._client is None:
             return
-        self.archive_logs(run)
+        archive_logs(self.api, self.nb.user, run)
         spec = ExperimentSpec.parse(run.spec())
         target = self.target(run, spec)
         if spec.parameter_servers and spec.engine == "job":
             self.api.delete("Job", target.ps_job)
         if builders.is_distributed(spec) and spec.engine == "job":
             self.api.delete("Service", target.service)
-
-    def archive_logs(self, run: RunDirectory) -> None:
-        # Ask the API, not the watch cache: a pod that just started may not be in the cache yet,
-        # and its log is about to go with it.
-        selector = names.run_selector(self.nb.user, run.id)
-        pods = [dict(p, kind="Pod") for p in self.api.list("Pod", label_selector=selector).get("items") or []]
-        for view in states.latest_per_replica(pods):
-            if view.role != "worker" or view.phase == "Pending":
-                continue
-            try:
-                text = "".join(self.api.pod_log(view.name, _container(run), follow=False))
-            except (ApiException, KubelabError):
-                continue
-            run.logs_dir.mkdir(exist_ok=True)
-            run.log_file(view.index).write_text(text)
 
     # -- stopping and deleting ---------------------------------------------------------------
     def stop(self, run: RunDirectory, pruned: bool = False) -> None:
@@ -413,7 +366,7 @@ class KubernetesBackend(Backend):
         if status.terminal:
             return
         try:
-            self.archive_logs(run)
+            archive_logs(self.api, self.nb.user, run)
         except (ApiException, KubelabError) as exc:
             log.warning("could not keep the logs of %s: %s", run.id, exc)
         self._delete_objects(run)
@@ -452,51 +405,7 @@ class KubernetesBackend(Backend):
             # pod that the API has already deleted.
             yield from file_text(archived, start)
             return
-        yield from byte_range(self._live_logs(run, replica, follow), start)
-
-    def _live_logs(self, run: RunDirectory, replica: int, follow: bool) -> Iterator[str]:
-        seen: set[str] = set()
-        while True:
-            pod = self._replica_pod(run, replica)
-            if pod is not None and pod.name not in seen:
-                if pod.phase == "Pending":
-                    if not follow:
-                        return
-                    time.sleep(0.2)
-                    continue
-                seen.add(pod.name)
-                try:
-                    yield from self.api.pod_log(
-                        pod.name,
-                        _container(run),
-                        follow=follow,
-                        ended=lambda name=pod.name: self._log_ended(run, replica, name),
-                    )
-                except ApiException as exc:
-                    if exc.status not in (400, 404):
-                        raise translate(exc, f"read the log of pod {pod.name}") from exc
-                    if exc.status == 404 and run.log_file(replica).exists():
-                        yield from file_text(run.log_file(replica))  # the pod is gone: archived
-                        return
-                if not follow:
-                    return
-            elif pod is None and not seen:
-                path = run.log_file(replica)
-                if path.exists():
-                    yield from file_text(path)
-                    return
-                if not follow or run.status().terminal:
-                    return
-            if run.status().terminal:
-                return
-            time.sleep(0.2)
-
-    def _log_ended(self, run: RunDirectory, replica: int, pod_name: str) -> bool:
-        """Whether a followed pod's log can have no more lines (its container is done)."""
-        if run.status().terminal:
-            return True
-        pod = self._replica_pod(run, replica)
-        return pod is None or pod.name != pod_name or pod.phase in ("Succeeded", "Failed")
+        yield from byte_range(live_logs(self.api, run, replica, follow, self._replica_pod), start)
 
     def _replica_pod(self, run: RunDirectory, replica: int) -> states.PodView | None:
         _, pods, _ = self._run_objects(run)
@@ -507,99 +416,20 @@ class KubernetesBackend(Backend):
 
     def events(self, run: RunDirectory) -> list[dict[str, Any]]:
         """Kubernetes events about the run's Job and pods, oldest first."""
-        path = run.path / EVENTS_FILE
-        if self.watcher is not None and path.exists():
-            records = [json.loads(line) for line in path.read_text().splitlines() if line]
-            return _dedupe(records)
+        if self.watcher is not None and (run.path / EVENTS_FILE).exists():
+            return read_events(run.path)
         main, pods, events = self._run_objects(run)
-        return _dedupe([event_record(e) for e in events])
+        return dedupe([event_record(e) for e in events])
 
     # -- capacity ------------------------------------------------------------------------------
     def resources(self) -> dict[str, Any]:
         """GPUs by the namespace's ResourceQuota (nodes are cluster-scoped, out of reach)."""
-        key = f"requests.{self.nb.gpu_resource}"
-        try:
-            quotas = self.api.list("ResourceQuota").get("items") or []
-            jobs = self.api.list("Job", label_selector=names.user_selector(self.nb.user))
-        except ApiException as exc:
-            raise translate(exc, "read the namespace's quota") from exc
-        total = used = None
-        for quota in quotas:
-            hard = (quota.get("status") or {}).get("hard") or quota["spec"].get("hard") or {}
-            if key in hard or self.nb.gpu_resource in hard:
-                limit = hard.get(key, hard.get(self.nb.gpu_resource))
-                spent = ((quota.get("status") or {}).get("used") or {}).get(
-                    key, ((quota.get("status") or {}).get("used") or {}).get(self.nb.gpu_resource, "0")
-                )
-                total, used = int(float(limit)), int(float(spent))
-        waiting = [
-            j["metadata"]["labels"].get(names.EXPERIMENT)
-            for j in jobs.get("items") or []
-            if states.observe(dict(j, kind="Job"), []).state in ("Queued",)
-        ]
-        return {
-            "backend": self.name,
-            "namespace": self.nb.namespace,
-            "gpus": {
-                "total": total or 0,
-                "free": (total - used) if total is not None else 0,
-                "limited": total is not None,
-                "resource": self.nb.gpu_resource,
-                "types": [],
-                "devices": [],
-                "queue": waiting,
-            },
-        }
-
-
-def event_record(event: Obj) -> dict[str, Any]:
-    involved = event.get("involvedObject") or {}
-    return {
-        "time": _event_time(event),
-        "type": event.get("type"),
-        "reason": event.get("reason"),
-        "message": event.get("message"),
-        "count": event.get("count") or 1,
-        "object": f"{involved.get('kind')}/{involved.get('name')}",
-        "uid": (event.get("metadata") or {}).get("uid"),
-    }
-
-
-def _dedupe(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    latest: dict[Any, dict[str, Any]] = {}
-    for record in records:
-        latest[record.get("uid") or id(record)] = record
-    return sorted(latest.values(), key=lambda r: r.get("time") or "")
-
-
-def _event_time(event: Obj) -> str:
-    return (
-        event.get("lastTimestamp")
-        or event.get("eventTime")
-        or event.get("firstTimestamp")
-        or (event.get("metadata") or {}).get("creationTimestamp")
-        or ""
-    )
+        return {"backend": self.name, **quota_resources(self.api, self.nb)}
 
 
 def _role(obj: Obj) -> str | None:
     return ((obj.get("metadata") or {}).get("labels") or {}).get(names.ROLE)
 
 
-def _container(run: RunDirectory) -> str:
-    spec = run.spec()
-    if spec.get("engine") == "kubeflow":
-        return builders.KUBEFLOW_CONTAINER.get(spec.get("framework"), builders.CONTAINER)
-    return builders.CONTAINER
-
-
 def _default_runs_root() -> Path:
-    from kubelab.lab import default_home
-
     return default_home() / "runs"
-
-
-def _replace(nb: NotebookEnv, **changes: Any) -> NotebookEnv:
-    from dataclasses import replace
-
-    return replace(nb, **changes)

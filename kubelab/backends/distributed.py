@@ -1,4 +1,4 @@
-"""The distributed-training environment of DESIGN.md, shared by every backend.
+"""The distributed-training environment (docs/kubernetes.md), shared by every backend.
 
 Ranks are the stable replica indices a backend assigns (a process number locally, the
 Job completion index on Kubernetes), never something derived from sorting addresses.

@@ -21,8 +21,8 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
-from kubelab.kube import names
-from kubelab.kube.api import KubeApi
+from kubelab.backends.kubernetes import names
+from kubelab.backends.kubernetes.api import KubeApi
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -184,7 +184,8 @@ class Watcher:
                 self.on_change(run, kind)
         self.relists += 1
         self.synced[kind].set()
-        return listed["metadata"]["resourceVersion"]
+        version: str = listed["metadata"]["resourceVersion"]
+        return version
 
     def _stream(self, kind: str, version: str) -> str:
         try:
@@ -197,7 +198,7 @@ class Watcher:
         with self._counter_lock:
             self.open_watches += 1
         try:
-            for line in iter_resp_lines(response):
+            for line in iter_resp_lines(response):  # type: ignore[no-untyped-call]
                 if self._stop.is_set():
                     break
                 if not line:

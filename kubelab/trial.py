@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kubelab.nni_compat._kubelab_numbers import number
+
 _state: dict[str, Any] = {"step": 0, "warned": False}
 
 
@@ -77,11 +79,10 @@ def report_final(value: float | dict[str, float]) -> None:
 def _numbers(metrics: dict[str, Any]) -> dict[str, Any]:
     result = {}
     for name, value in metrics.items():
-        if hasattr(value, "item"):  # numpy scalars and 0-d tensors
-            value = value.item()
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        found = number(value)
+        if found is None:
             raise TypeError(f"kubelab.report: metric '{name}' must be a number, not {value!r}")
-        result[name] = value
+        result[name] = found
     return result
 
 

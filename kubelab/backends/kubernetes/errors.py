@@ -55,7 +55,7 @@ class RetryPolicy:
         """Seconds before retry `attempt` (1-based): Retry-After if given, else backoff."""
         if retry_after and retry_after.strip().isdigit():
             return min(float(retry_after), self.max_delay)
-        backoff = self.base_delay * 2 ** (attempt - 1)
+        backoff: float = self.base_delay * 2 ** (attempt - 1)
         return min(self.max_delay, backoff * (0.5 + random.random() / 2))
 
 
@@ -100,8 +100,8 @@ def call(
 
 def unreachable(exc: BaseException, host: str) -> Unavailable:
     cause = exc
-    while getattr(cause, "reason", None) is not None and isinstance(cause.reason, BaseException):
-        cause = cause.reason
+    while isinstance(reason := getattr(cause, "reason", None), BaseException):
+        cause = reason
     text = str(cause)
     if "refused" in text.lower():
         text = "connection refused"

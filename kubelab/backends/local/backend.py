@@ -1,6 +1,6 @@
 """The local backend: experiments as processes on this machine.
 
-Each experiment gets a detached runner (`kubelab.runner`); this class starts runners,
+Each experiment gets a detached runner (`kubelab.backends.local.runner`); this class starts runners,
 signals them, and re-attaches after restarts. GPUs are shared through the
 machine-wide `GpuAllocator`, so the CLI, servers and users never hand one out twice.
 """
@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from kubelab.backends.base import Backend
-from kubelab.detached import start_module
-from kubelab.gpus import GpuAllocator, pid_alive
+from kubelab.backends.local.gpus import GpuAllocator, pid_alive
+from kubelab.backends.local.processes import process_start_time, signal_group
+from kubelab.backends.local.runner import stop_grace
+from kubelab.backends.local.warm import WarmPool, pool_size
+from kubelab.daemon import start_module
 from kubelab.logfiles import LOG_CHUNK, decoder, read_bytes
 from kubelab.records import FAILED, RunDirectory, Status
-from kubelab.runner import process_start_time, signal_group, stop_grace
 from kubelab.spec import ExperimentSpec
-from kubelab.warm import WarmPool, pool_size
 
 STARTUP_GRACE = 30.0  # seconds a new runner may take to record its pid
 
@@ -39,18 +40,18 @@ class LocalBackend(Backend):
         return self._allocator
 
     def submit(self, run: RunDirectory, spec: ExperimentSpec) -> None:
-        """Hand the run to a warm runner (`kubelab.warm`), else start a cold one and top the
+        """Hand the run to a warm runner (`kubelab.backends.local.warm`), else start a cold one and top the
         pool up (detached, not waited for: the next submit finds it warm).
 
         No top-up after a hand-over: runners come back to the pool when their run ends, so
         a sweep keeps reusing the same few instead of starting new ones beside its trials.
         """
         if not pool_size():
-            start_module("kubelab.runner", str(run.path), run.logs_dir / "runner.log")
+            start_module("kubelab.backends.local.runner", str(run.path), run.logs_dir / "runner.log")
             return
         pool = WarmPool(run.path.parent.parent)  # <home>/runs/<id>
         if pool.hand_over(run.path) is None:
-            start_module("kubelab.runner", str(run.path), run.logs_dir / "runner.log")
+            start_module("kubelab.backends.local.runner", str(run.path), run.logs_dir / "runner.log")
             pool.top_up()
 
     def warm_up(self, home: Path) -> None:
@@ -137,7 +138,7 @@ class LocalBackend(Backend):
 
     def render(self, spec: ExperimentSpec, run_id: str) -> list[dict[str, Any]]:
         """The processes the runner would start, one entry per replica."""
-        from kubelab.distributed import Topology, replica_env
+        from kubelab.backends.distributed import Topology, replica_env
 
         workers = [f"127.0.0.1:<port{i}>" for i in range(spec.replicas)]
         topology = Topology(spec.framework, workers, "127.0.0.1", 0, ())
@@ -159,7 +160,7 @@ class LocalBackend(Backend):
         ]
 
 
-def read_from(path: os.PathLike, offset: int, limit: int = 8 * LOG_CHUNK) -> tuple[str, int]:
+def read_from(path: os.PathLike[str], offset: int, limit: int = 8 * LOG_CHUNK) -> tuple[str, int]:
     """Text appended to `path` since `offset` (at most `limit` bytes), and the new offset."""
     data = read_bytes(path, offset, limit)
     return data.decode(errors="replace"), offset + len(data)

@@ -1,7 +1,7 @@
 """Warm processes: pre-started, pre-imported kubelab helpers waiting for work.
 
 A cold helper pays an interpreter start and its imports before it does anything: ~75 ms
-for a runner (`kubelab.runner`), ~350 ms for a sweep driver (Optuna). Sweeps of short
+for a runner (`kubelab.backends.local.runner`), ~350 ms for a sweep driver (Optuna). Sweeps of short
 trials paid the runner's cost on every trial and the driver's before the first. So a
 `$KUBELAB_HOME` keeps a few idle helpers per role and Python interpreter, in
 `$KUBELAB_HOME/warm/<role>/<interpreter key>/`:
@@ -16,7 +16,7 @@ trials paid the runner's cost on every trial and the driver's before the first. 
   notebook server leaves no idle driver behind); a CLI never starts one.
 
 Each helper is detached in its own session, exactly like a cold one, and a role module
-(`kubelab.runner`, `kubelab.sweeps.driver`) gives three functions: `preload()` (the
+(`kubelab.backends.local.runner`, `kubelab.sweeps.driver`) gives three functions: `preload()` (the
 imports to pay ahead), `log_of(path)` and `serve(path) -> bool` (True: may serve again).
 
 The claim protocol (one winner, no locks):
@@ -52,6 +52,8 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 MESSAGE_WAIT = 5.0  # seconds a claimed helper waits for the rest of its message
 LOOK_EVERY = 1.0  # seconds between an idle helper's checks that its FIFO still exists
@@ -82,7 +84,9 @@ class Role:
             return self.idle_default
 
 
-RUNNER = Role("runner", "kubelab.runner", "KUBELAB_WARM_RUNNERS", 2, "KUBELAB_WARM_RUNNER_IDLE", 60.0)
+RUNNER = Role(
+    "runner", "kubelab.backends.local.runner", "KUBELAB_WARM_RUNNERS", 2, "KUBELAB_WARM_RUNNER_IDLE", 60.0
+)
 DRIVER = Role("driver", "kubelab.sweeps.driver", "KUBELAB_WARM_DRIVERS", 1, "KUBELAB_WARM_DRIVER_IDLE", 600.0)
 ROLES = {role.name: role for role in (RUNNER, DRIVER)}
 
@@ -124,10 +128,12 @@ class WarmPool:
         self.path.mkdir(parents=True, exist_ok=True)
         have = self.count()
         for _ in range(wanted - have):
-            from kubelab.detached import start_module
+            from kubelab.daemon import start_module
 
             role = f"{self.role.name}@{keeper}" if keeper else self.role.name
-            process = start_module("kubelab.warm", f"{role}:{self.path}", self.path / "pool.log")
+            process = start_module(
+                "kubelab.backends.local.warm", f"{role}:{self.path}", self.path / "pool.log"
+            )
             with contextlib.suppress(OSError):
                 (self.path / f"starting-{process.pid}").touch()
 
@@ -236,7 +242,7 @@ class IdleHelper:
             (self.folder / f"starting-{self.pid}").unlink()
         return fd
 
-    def wait(self, fd: int) -> dict | None:
+    def wait(self, fd: int) -> dict[str, Any] | None:
         """The claim message, or None after the idle timeout (or when the pool was removed)."""
         deadline = time.monotonic() + self.role.idle_timeout()
         claimed = False
@@ -258,7 +264,7 @@ class IdleHelper:
                 except FileNotFoundError:
                     claimed, deadline = True, time.monotonic() + MESSAGE_WAIT  # serve it
 
-    def read(self, fd: int) -> dict | None:
+    def read(self, fd: int) -> dict[str, Any] | None:
         data = b""
         deadline = time.monotonic() + MESSAGE_WAIT
         while not data.endswith(b"\n"):
@@ -275,7 +281,7 @@ class IdleHelper:
             return None
         return message if isinstance(message, dict) and isinstance(message.get("path"), str) else None
 
-    def serve(self, module, message: dict) -> bool:
+    def serve(self, module: ModuleType, message: dict[str, Any]) -> bool:
         """Serve one claim in the submitter's environment and working directory."""
         os.environ.clear()
         os.environ.update({str(k): str(v) for k, v in (message.get("env") or {}).items()})
@@ -315,7 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     role, _, keeper = head.partition("@")
     if role not in ROLES or not folder or not (keeper.isdigit() or keeper == ""):
         print(
-            "usage: python -m kubelab.warm ROLE[@KEEPER_PID]:POOL_DIR (ROLE: runner or driver)",
+            "usage: python -m kubelab.backends.local.warm ROLE[@KEEPER_PID]:POOL_DIR "
+            "(ROLE: runner or driver)",
             file=sys.stderr,
         )
         return 2

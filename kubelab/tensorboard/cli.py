@@ -19,9 +19,9 @@ from kubelab.options import add_tensorboard_options, tensorboard_request
 
 
 def _client() -> Any:
-    from kubelab.client import Client
+    from kubelab.rest_client import RestClient
 
-    return Client()
+    return RestClient()
 
 
 def _print(session: dict[str, Any], output: str | None, url: str) -> None:
@@ -32,18 +32,18 @@ def _print(session: dict[str, Any], output: str | None, url: str) -> None:
 
 
 def cmd_start(args: argparse.Namespace) -> int:
-    from kubelab.client import Client
+    from kubelab.rest_client import RestClient
 
     request = tensorboard_request(args)
-    if Client.available():
+    if RestClient.available():
         client = _client()
         session = client.tensorboard(request)
         _print(session, args.output, client.page_url(session["url"]))
         return 0
-    from kubelab.lab import Lab
-    from kubelab.tensorboard import RUNNING, TensorBoardSupervisor
+    from kubelab.experiments import Experiments
+    from kubelab.tensorboard.supervisor import RUNNING, TensorBoardSupervisor
 
-    supervisor = TensorBoardSupervisor(Lab())
+    supervisor = TensorBoardSupervisor(Experiments())
     session = supervisor.start(request)
     if not supervisor.wait_ready(session, timeout=60):
         print(f"kubelab: TensorBoard did not start: {supervisor.log_tail(session)}", file=sys.stderr)
@@ -68,9 +68,9 @@ def _interrupt(signum: int, frame: Any) -> None:
 
 
 def _needs_server() -> None:
-    from kubelab.client import Client
+    from kubelab.rest_client import RestClient
 
-    if not Client.available():
+    if not RestClient.available():
         raise ValidationError(
             "no Jupyter server",
             [

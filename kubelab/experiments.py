@@ -1,4 +1,4 @@
-"""The Lab: one user's experiments, whatever the entry point.
+"""The experiments service: one user's experiments, whatever the entry point.
 
 REST handlers, the CLI and the magics all call this class, so validation, path rules
 and records are the same everywhere. It owns the run directories under
@@ -18,6 +18,7 @@ from typing import Any
 
 from kubelab.backends.base import Backend
 from kubelab.errors import FieldError, KubelabError, NotFound, ValidationError
+from kubelab.home import default_home
 from kubelab.index import Changes, RunIndex
 from kubelab.logfiles import byte_range
 from kubelab.records import PENDING, TERMINAL, RunDirectory, Status, summary
@@ -30,27 +31,23 @@ SNAPSHOT_IGNORE = shutil.ignore_patterns(
 )
 
 
-def default_home() -> Path:
-    return Path(os.environ.get("KUBELAB_HOME") or Path.home() / ".kubelab").expanduser()
-
-
 def default_backend() -> Backend:
     """`KUBELAB_BACKEND=kubernetes` on a cluster; the local backend otherwise."""
     name = os.environ.get("KUBELAB_BACKEND", "local")
     if name == "kubernetes":
-        from kubelab.kube.backend import KubernetesBackend
+        from kubelab.backends.kubernetes.backend import KubernetesBackend
 
         return KubernetesBackend.from_environment()
     if name != "local":
         raise ValidationError(
             "unknown backend", [FieldError("KUBELAB_BACKEND", f"must be local or kubernetes, not {name!r}")]
         )
-    from kubelab.backends.local import LocalBackend
+    from kubelab.backends.local.backend import LocalBackend
 
     return LocalBackend()
 
 
-class Lab:
+class Experiments:
     def __init__(self, home: Path | None = None, backend: Backend | None = None, user: str | None = None):
         self.home = Path(home) if home else default_home()
         self.runs_root = self.home / "runs"
@@ -185,9 +182,9 @@ class Lab:
             "replica_status": status.replicas,
             "run_dir": str(run.path),
         }
-        events = getattr(self.backend, "events", None)  # Kubernetes events, where the backend has them
+        events = self.backend.events(run)  # Kubernetes events, where the backend has them
         if events is not None:
-            detail["events"] = events(run)
+            detail["events"] = events
         return detail
 
     def refresh(self) -> Changes:

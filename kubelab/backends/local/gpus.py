@@ -47,9 +47,10 @@ def detect_gpus(nvml: Any = None) -> list[Gpu]:
         return parse_fake_gpus(fake)
     if nvml is None:
         try:
-            import pynvml as nvml  # nvidia-ml-py
+            import pynvml  # nvidia-ml-py
         except ImportError:
             return []
+        nvml = pynvml
     try:
         nvml.nvmlInit()
     except nvml.NVMLError:  # no driver, no library, no device: a CPU machine

@@ -17,7 +17,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import ProtocolError
 
-from kubelab.kube.errors import DEFAULT_RETRY, RetryPolicy, call
+from kubelab.backends.kubernetes.errors import DEFAULT_RETRY, RetryPolicy, call
 
 Obj = dict[str, Any]
 
@@ -49,7 +49,8 @@ KINDS = {
 
 
 def _json(response: Any) -> Obj:
-    return json.loads(response.data)
+    body: Obj = json.loads(response.data)
+    return body
 
 
 class KubeApi:

@@ -9,12 +9,13 @@ No TensorBoard may outlive the process that started it. Three layers see to it:
 `PR_SET_PDEATHSIG` in the child (Linux; the kernel signals it when its parent dies, even by
 SIGKILL), and a watchdog thread in the child that exits once its parent pid is gone (for
 systems without pdeathsig, and for the race where the parent died before the prctl).
-The child is `python -m kubelab.tensorboard --parent PID -- <tensorboard flags>`.
+The child is `python -m kubelab.tensorboard.supervisor --parent PID -- <tensorboard flags>`.
 """
 
 from __future__ import annotations
 
 import atexit
+import builtins
 import contextlib
 import hashlib
 import os
@@ -54,7 +55,7 @@ class TensorBoardSession:
     pid: int | None = None
     started_at: float = field(default_factory=time.time)
     last_access: float = field(default_factory=time.time)
-    process: subprocess.Popen | None = field(default=None, repr=False)
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     log_path: Path | None = None
     # Stopped by a user (sidebar, closed tab, `%tensorboard --stop`): a page that comes back
     # must not start it again behind their back, unlike after an idle stop.
@@ -108,7 +109,8 @@ def logdir_spec(logdirs: dict[str, str]) -> str:
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 DEFAULT_MAX_SESSIONS = 4
@@ -120,7 +122,7 @@ def _env_limit(name: str, default: int) -> int:
 
 
 class TensorBoardSupervisor:
-    """Starts, reuses, watches and stops the sessions of one `Lab`."""
+    """Starts, reuses, watches and stops the sessions of one `Experiments`."""
 
     def __init__(
         self,
@@ -261,7 +263,7 @@ class TensorBoardSupervisor:
         command = [
             sys.executable,
             "-m",
-            "kubelab.tensorboard",
+            "kubelab.tensorboard.supervisor",
             "--parent",
             str(os.getpid()),
             *(["--pdeathsig"] if threading.current_thread() is threading.main_thread() else []),
@@ -336,7 +338,7 @@ class TensorBoardSupervisor:
         if session:
             session.last_access = time.time()
 
-    def reap_idle(self, now: float | None = None) -> list[TensorBoardSession]:
+    def reap_idle(self, now: float | None = None) -> builtins.list[TensorBoardSession]:
         """Stop sessions nobody has looked at for `idle_timeout` seconds."""
         now = time.time() if now is None else now
         idle = [
@@ -368,16 +370,16 @@ class TensorBoardSupervisor:
     def stop_all(self) -> None:
         """End every TensorBoard: TERM to all groups at once, then KILL what lingers."""
         with self._lock:
-            running = [s for s in self.sessions.values() if s.alive]
-            for session in running:
-                _signal_group(session.process.pid, signal.SIGTERM)
+            running = [(s, s.process) for s in self.sessions.values() if s.alive and s.process is not None]
+            for _, process in running:
+                _signal_group(process.pid, signal.SIGTERM)
             deadline = time.monotonic() + STOP_GRACE
-            for session in running:
+            for session, process in running:
                 with contextlib.suppress(subprocess.TimeoutExpired):
-                    session.process.wait(max(0.0, deadline - time.monotonic()))
-                _signal_group(session.process.pid, signal.SIGKILL)
+                    process.wait(max(0.0, deadline - time.monotonic()))
+                _signal_group(process.pid, signal.SIGKILL)
                 with contextlib.suppress(subprocess.TimeoutExpired):
-                    session.process.wait(1.0)
+                    process.wait(1.0)
                 session.state, session.reason = STOPPED, "the server stopped"
 
 
@@ -389,7 +391,7 @@ def listening(port: int | None) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-def stop_group(process: subprocess.Popen, grace: float = STOP_GRACE) -> None:
+def stop_group(process: subprocess.Popen[bytes], grace: float = STOP_GRACE) -> None:
     _signal_group(process.pid, signal.SIGTERM)
     try:
         process.wait(grace)
@@ -427,7 +429,7 @@ def _die_with_parent(parent: int, pdeathsig: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m kubelab.tensorboard --parent PID [--pdeathsig] -- <tensorboard flags>`."""
+    """`python -m kubelab.tensorboard.supervisor --parent PID [--pdeathsig] -- <tensorboard flags>`."""
     args = list(sys.argv[1:] if argv is None else argv)
     split = args.index("--") if "--" in args else len(args)
     own, flags = args[:split], args[split + 1 :]

@@ -1,4 +1,4 @@
-"""A small REST client for the kubelab API, with the same verbs as `Lab`.
+"""A small REST client for the kubelab API, with the same verbs as `Experiments`.
 
 Kernels use it (the server exports `KUBELAB_API_URL` and `KUBELAB_API_TOKEN` to them), so a
 `%%train` cell goes through the same server, index and event stream as the sidebar. Errors
@@ -8,6 +8,7 @@ fields}`, so callers handle REST and direct calls alike.
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 from collections.abc import Iterator
@@ -55,8 +56,8 @@ def error_from(response: requests.Response) -> KubelabError:
     return error
 
 
-class Client:
-    """`Client()` reads the environment; `Client(url, token)` for anything else."""
+class RestClient:
+    """`RestClient()` reads the environment; `RestClient(url, token)` for anything else."""
 
     def __init__(
         self,
@@ -72,7 +73,8 @@ class Client:
                 [
                     FieldError(
                         "KUBELAB_API_URL",
-                        "is set by the Jupyter server for its kernels; outside one, use the Lab",
+                        "is set by the Jupyter server for its kernels; outside one, use the experiments "
+                        "service",
                     )
                 ],
             )
@@ -103,6 +105,16 @@ class Client:
         response = self.request(method, path, **kwargs)
         return response.json() if response.content else None
 
+    def record(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        """A call the API answers with one JSON object (a record, a session, a body)."""
+        body: dict[str, Any] = self.json(method, path, **kwargs)
+        return body
+
+    def items(self, path: str, key: str = "items") -> builtins.list[dict[str, Any]]:
+        """`GET path`'s list of records."""
+        found: builtins.list[dict[str, Any]] = self.json("GET", path)[key]
+        return found
+
     def cwd_param(self, base_dir: str | os.PathLike[str] | None) -> dict[str, str]:
         """`?cwd=` for relative paths in a spec: `base_dir` as the server sees it (under its root)."""
         if base_dir is None or not self.server_root:
@@ -112,24 +124,24 @@ class Client:
             return {}
         return {"cwd": str(base.relative_to(root))}
 
-    # -- experiments (the Lab's verbs) ----------------------------------------------------
+    # -- experiments (the experiments service's verbs) ----------------------------------------------------
     def submit(self, spec: dict[str, Any], base_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-        return self.json("POST", "experiments", json=spec, params=self.cwd_param(base_dir))
+        return self.record("POST", "experiments", json=spec, params=self.cwd_param(base_dir))
 
     def list(
         self, query: str = "", sort: str = "", limit: int | None = None, offset: int = 0
-    ) -> tuple[list[dict[str, Any]], int]:
+    ) -> tuple[builtins.list[dict[str, Any]], int]:
         params: dict[str, Any] = {"query": query, "sort": sort, "offset": offset}
         if limit is not None:
             params["limit"] = limit
-        body = self.json("GET", "experiments", params=params)
+        body = self.record("GET", "experiments", params=params)
         return body["items"], body["total"]
 
     def get(self, run_id: str) -> dict[str, Any]:
-        return self.json("GET", f"experiments/{_id(run_id)}")
+        return self.record("GET", f"experiments/{_id(run_id)}")
 
     def stop(self, run_id: str) -> dict[str, Any]:
-        return self.json("POST", f"experiments/{_id(run_id)}/stop")
+        return self.record("POST", f"experiments/{_id(run_id)}/stop")
 
     def delete(self, run_id: str) -> None:
         self.request("DELETE", f"experiments/{_id(run_id)}")
@@ -147,29 +159,29 @@ class Client:
         with response:
             yield from response.iter_content(chunk_size=None, decode_unicode=True)
 
-    def metrics(self, run_id: str) -> list[dict[str, Any]]:
-        return self.json("GET", f"experiments/{_id(run_id)}/metrics")["points"]
+    def metrics(self, run_id: str) -> builtins.list[dict[str, Any]]:
+        return self.items(f"experiments/{_id(run_id)}/metrics", "points")
 
     def resources(self) -> dict[str, Any]:
-        return self.json("GET", "resources")
+        return self.record("GET", "resources")
 
     # -- sweeps ---------------------------------------------------------------------------
     def submit_sweep(
         self, spec: dict[str, Any], base_dir: str | os.PathLike[str] | None = None
     ) -> dict[str, Any]:
-        return self.json("POST", "sweeps", json=spec, params=self.cwd_param(base_dir))
+        return self.record("POST", "sweeps", json=spec, params=self.cwd_param(base_dir))
 
-    def sweeps(self) -> list[dict[str, Any]]:
-        return self.json("GET", "sweeps")["items"]
+    def sweeps(self) -> builtins.list[dict[str, Any]]:
+        return self.items("sweeps")
 
     def sweep(self, sweep_id: str) -> dict[str, Any]:
-        return self.json("GET", f"sweeps/{_id(sweep_id)}")
+        return self.record("GET", f"sweeps/{_id(sweep_id)}")
 
     def stop_sweep(self, sweep_id: str) -> dict[str, Any]:
-        return self.json("POST", f"sweeps/{_id(sweep_id)}/stop")
+        return self.record("POST", f"sweeps/{_id(sweep_id)}/stop")
 
     def resume_sweep(self, sweep_id: str) -> dict[str, Any]:
-        return self.json("POST", f"sweeps/{_id(sweep_id)}/resume")
+        return self.record("POST", f"sweeps/{_id(sweep_id)}/resume")
 
     # -- pipelines and schedules -------------------------------------------------------------
     def submit_pipeline(
@@ -179,19 +191,19 @@ class Client:
         params: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         body = {"spec": spec, "params": params or {}}
-        return self.json("POST", "pipelines", json=body, params=self.cwd_param(base_dir))
+        return self.record("POST", "pipelines", json=body, params=self.cwd_param(base_dir))
 
-    def pipelines(self) -> list[dict[str, Any]]:
-        return self.json("GET", "pipelines")["items"]
+    def pipelines(self) -> builtins.list[dict[str, Any]]:
+        return self.items("pipelines")
 
     def pipeline(self, pipeline_id: str) -> dict[str, Any]:
-        return self.json("GET", f"pipelines/{_id(pipeline_id)}")
+        return self.record("GET", f"pipelines/{_id(pipeline_id)}")
 
     def stop_pipeline(self, pipeline_id: str) -> dict[str, Any]:
-        return self.json("POST", f"pipelines/{_id(pipeline_id)}/stop")
+        return self.record("POST", f"pipelines/{_id(pipeline_id)}/stop")
 
     def resume_pipeline(self, pipeline_id: str) -> dict[str, Any]:
-        return self.json("POST", f"pipelines/{_id(pipeline_id)}/resume")
+        return self.record("POST", f"pipelines/{_id(pipeline_id)}/resume")
 
     def submit_schedule(
         self,
@@ -200,18 +212,18 @@ class Client:
         params: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         body = {"spec": spec, "params": params or {}}
-        return self.json("POST", "schedules", json=body, params=self.cwd_param(base_dir))
+        return self.record("POST", "schedules", json=body, params=self.cwd_param(base_dir))
 
     # -- TensorBoard ----------------------------------------------------------------------
     def tensorboard(self, request: dict[str, Any]) -> dict[str, Any]:
         """Start or reuse a session: `{"experiments": [...]}`, `{"sweep": id}`, `{"query": q}`..."""
-        return self.json("POST", "tensorboards", json=request)
+        return self.record("POST", "tensorboards", json=request)
 
-    def tensorboards(self) -> list[dict[str, Any]]:
-        return self.json("GET", "tensorboards")["items"]
+    def tensorboards(self) -> builtins.list[dict[str, Any]]:
+        return self.items("tensorboards")
 
     def stop_tensorboard(self, session_id: str) -> dict[str, Any]:
-        return self.json("DELETE", f"tensorboards/{_id(session_id)}")
+        return self.record("DELETE", f"tensorboards/{_id(session_id)}")
 
     def page_url(self, path: str) -> str:
         """An absolute URL for a server path such as a session's `url`."""
@@ -224,6 +236,7 @@ class Client:
         """Server-sent events as `(kind, data)`; `("connected", None)` first, so a reader knows
         when it is safe to read current state without missing a change."""
         response = self.request("GET", "events", stream=True)
+        data: list[str]
         with response:
             kind, data = "message", []
             for raw in response.iter_lines(decode_unicode=True):

@@ -1,0 +1,99 @@
+"""Reading a run's logs from its pods: the newest pod of a replica, followed across retries,
+and the copy kept in the run directory when the run ends.
+
+The Kubernetes backend hands in how to find a replica's pod (its watch cache, or the API),
+so this module holds only the reading rules: what a Pending pod, a vanished pod (404) or an
+ended run means for a reader.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from functools import partial
+
+from kubernetes.client.exceptions import ApiException
+
+from kubelab.backends.kubernetes import builders, names, states
+from kubelab.backends.kubernetes.api import KubeApi
+from kubelab.backends.kubernetes.errors import translate
+from kubelab.backends.kubernetes.states import PodView
+from kubelab.errors import KubelabError
+from kubelab.logfiles import file_text
+from kubelab.records import RunDirectory
+
+FindPod = Callable[[RunDirectory, int], "PodView | None"]
+
+
+def container(run: RunDirectory) -> str:
+    spec = run.spec()
+    if spec.get("engine") == "kubeflow":
+        return builders.KUBEFLOW_CONTAINER.get(spec.get("framework") or "", builders.CONTAINER)
+    return builders.CONTAINER
+
+
+def live_logs(
+    api: KubeApi, run: RunDirectory, replica: int, follow: bool, find_pod: FindPod
+) -> Iterator[str]:
+    """The replica's pods' logs in turn (a retry is a new pod), from the API while the pods
+    exist, else from the copy archived in the run directory."""
+    seen: set[str] = set()
+    while True:
+        pod = find_pod(run, replica)
+        if pod is not None and pod.name not in seen:
+            if pod.phase == "Pending":
+                if not follow:
+                    return
+                time.sleep(0.2)
+                continue
+            seen.add(pod.name)
+            try:
+                yield from api.pod_log(
+                    pod.name,
+                    container(run),
+                    follow=follow,
+                    ended=partial(_log_ended, run, replica, pod.name, find_pod),
+                )
+            except ApiException as exc:
+                if exc.status not in (400, 404):
+                    raise translate(exc, f"read the log of pod {pod.name}") from exc
+                if exc.status == 404 and run.log_file(replica).exists():
+                    yield from file_text(run.log_file(replica))  # the pod is gone: archived
+                    return
+            if not follow:
+                return
+        elif pod is None and not seen:
+            path = run.log_file(replica)
+            if path.exists():
+                yield from file_text(path)
+                return
+            if not follow or run.status().terminal:
+                return
+        if run.status().terminal:
+            return
+        time.sleep(0.2)
+
+
+def _log_ended(run: RunDirectory, replica: int, pod_name: str, find_pod: FindPod) -> bool:
+    """Whether a followed pod's log can have no more lines (its container is done)."""
+    if run.status().terminal:
+        return True
+    pod = find_pod(run, replica)
+    return pod is None or pod.name != pod_name or pod.phase in ("Succeeded", "Failed")
+
+
+def archive_logs(api: KubeApi, user: str, run: RunDirectory) -> None:
+    """Copy each replica's newest started pod's log into the run directory, before the pods go."""
+    # Ask the API, not the watch cache: a pod that just started may not be in the cache yet,
+    # and its log is about to go with it.
+    selector = names.run_selector(user, run.id)
+    pods = [dict(p, kind="Pod") for p in api.list("Pod", label_selector=selector).get("items") or []]
+    for view in states.latest_per_replica(pods):
+        if view.role != "worker" or view.phase == "Pending":
+            continue
+        try:
+            text = "".join(api.pod_log(view.name, container(run), follow=False))
+        except (ApiException, KubelabError):
+            continue
+        run.logs_dir.mkdir(exist_ok=True)
+        run.log_file(view.index).write_text(text)

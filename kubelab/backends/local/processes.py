@@ -1,0 +1,89 @@
+"""The local runner's process tree: its replicas' groups, their descendants, and the pids it
+must tell apart.
+
+Each replica runs in its own process group, and the runner is a child subreaper, so a stop
+reaches everything a training script forks (data-loader workers, torchrun children) even
+once their parent has exited. Linux's /proc and pidfds, with fallbacks where there are none.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Collection
+
+REAP_POLL = 0.05  # seconds between signalling a dying tree's stragglers again (the runner's POLL)
+
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> None:
+    """Orphaned descendants (a daemon whose parent exited) become this process's children
+    rather than init's, so they stay findable; Linux only, a no-op elsewhere."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def descendants(root: int) -> list[int]:
+    """Every process below `root` in the process tree, from /proc (parents before children)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as handle:
+                parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(parent, []).append(int(entry.name))
+    found, frontier = [], [root]
+    while frontier:
+        below = children.get(frontier.pop(), [])
+        found += below
+        frontier += below
+    return found
+
+
+def end_descendants(signum: int, keep: Collection[int] = frozenset(), rounds: int = 5) -> None:
+    """Signal every descendant of this runner (but `keep`: the replicas, which Popen reaps);
+    again while new ones appear (a process forking as it dies), then reap the orphans."""
+    for _ in range(rounds):
+        pids = [pid for pid in descendants(os.getpid()) if pid not in keep]
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signum)
+        if signum != signal.SIGKILL:
+            return
+        time.sleep(REAP_POLL)
+        for pid in pids:  # orphans adopted by this subreaper are its children to reap
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, os.WNOHANG)
+
+
+def signal_group(pgid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+
+
+def open_pidfd(pid: int) -> int | None:
+    """A pidfd for `pid` (Linux 5.3+), or None where there is none: then the watch polls."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def process_start_time(pid: int) -> float | None:
+    """The kernel's start time of `pid` (clock ticks since boot), to tell a reused pid apart."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return float(handle.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
