@@ -254,3 +254,11 @@ class Applier:
                 if (kind, name) not in keep and await self.delete(kind, namespace, name):
                     outcome.deleted.append(f"{kind}/{name}")
         return outcome
+
+
+def api_message(exc: ApiException) -> str:
+    """The API server's own sentence from an error answer (its Status `message`)."""
+    try:
+        return str(json.loads(exc.body)["message"])
+    except (TypeError, ValueError, KeyError):
+        return str(exc.reason)

@@ -27,7 +27,7 @@ from kubelab.quantity import parse_quantity
 
 from . import metrics, objects
 from .admission import admit
-from .apply import Applier, Outcome
+from .apply import Applier, Outcome, api_message
 from .availability import ClusterAvailability
 from .choice import choose, hub_memberships, public_properties
 from .form import admin_error, render_form
@@ -353,7 +353,7 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, KubeSpawner):
         except ApiException as exc:
             if exc.status not in (400, 403, 409, 422):
                 raise
-            raise refusal(KubelabError(f"the cluster refused this server: {_api_message(exc)}")) from exc
+            raise refusal(KubelabError(f"the cluster refused this server: {api_message(exc)}")) from exc
 
     async def _ensure_namespace(self) -> None:
         await super()._ensure_namespace()
@@ -433,14 +433,6 @@ def _metrics_snapshot() -> tuple[list, list, Catalog] | None:
     if not (watch.nodes.loaded.is_set() and watch.pods.loaded.is_set()):
         return None
     return list(watch.nodes.items.values()), list(watch.pods.items.values()), watch.catalog
-
-
-def _api_message(exc: ApiException) -> str:
-    """The API server's own sentence from an error answer (its Status `message`)."""
-    try:
-        return str(json.loads(exc.body)["message"])
-    except (TypeError, ValueError, KeyError):
-        return str(exc.reason)
 
 
 async def _start_quietly(watch: ClusterAvailability) -> None:

@@ -201,7 +201,8 @@ class Pipelines:
                     "argo: a Workflow is not resumed by kubelab; run the pipeline again (steps with "
                     "`cache: true` reuse their earlier results), or use `argo retry` on the Workflow"
                 )
-                raise ValidationError(f"cannot resume pipeline '{pipeline_id}'", [FieldError("engine", reason)])
+                problem = FieldError("engine", reason)
+                raise ValidationError(f"cannot resume pipeline '{pipeline_id}'", [problem])
             if state.status == RUNNING:
                 raise Conflict(f"pipeline '{pipeline_id}' is already running")
             if all(e.state == DONE for e in state.steps.values()):
