@@ -151,7 +151,7 @@ class Sweeps:
         record["spec"] = spec_of(sweep)
         return record
 
-    def metrics(self, sweep_id: str) -> list[dict[str, Any]]:
+    def metrics(self, sweep_id: str) -> builtins.list[dict[str, Any]]:
         """Every trial's reported points (one read for the sweep view's overlaid curves),
         with the sweep's verdict on the trial (`result`: complete, pruned, failed...)."""
         sweep = self.sweep(sweep_id)
