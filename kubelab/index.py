@@ -13,6 +13,7 @@ import json
 import marshal
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,10 @@ from typing import Any
 from kubelab.records import TERMINAL, RunDirectory, summary
 
 CACHE_VERSION = 3  # entries: (file stamps, summary, metrics bytes folded)
+# A directory's mtime moves in the kernel's coarse ticks (and whole seconds on some file
+# systems): a listing taken this close to the stamp may have missed an entry made in the
+# same tick, so it is not trusted and the next refresh lists again (git's "racy" rule).
+RACY_NS = 2_000_000_000
 
 
 @dataclass
@@ -37,6 +42,9 @@ class RunIndex:
         self.cache_file = cache_file or self.runs_root.parent / "index.marshal"
         self.entries: dict[str, tuple[tuple[Any, ...], dict[str, Any], int]] = {}
         self.listing_stamp: int | None = None
+        # Listed directories that were not runs yet (made, but no status written): looked at
+        # again on every refresh, since the listing's stamp will not move when they become runs.
+        self.pending: set[str] = set()
         self.loaded = False
         self.dirty = False
         # A server refreshes from its event hub's thread and from request threads at once.
@@ -81,18 +89,27 @@ class RunIndex:
             stamp = None
         if full or stamp != self.listing_stamp or self.listing_stamp is None:
             names = set(os.listdir(self.runs_root)) if stamp is not None else set()
-            self.listing_stamp = stamp
+            racy = stamp is not None and time.time_ns() - stamp < RACY_NS
+            self.listing_stamp = None if racy else stamp
             for gone in set(self.entries) - names:
                 del self.entries[gone]
                 changes.deleted.append(gone)
+            self.pending &= names
             candidates = [n for n in names if n not in self.entries or not self._finished(n)]
         else:
             candidates = [n for n in self.entries if not self._finished(n)]
+            candidates += [n for n in self.pending if n not in self.entries]
         for name in candidates:
             record = self._reread(name)
             if record is not None:
                 changes.updated.append(record)
-            elif name in self.entries and not (self.runs_root / name).exists():
+                self.pending.discard(name)
+            elif name not in self.entries:
+                if (self.runs_root / name).is_dir():
+                    self.pending.add(name)
+                else:
+                    self.pending.discard(name)
+            elif not (self.runs_root / name).exists():
                 del self.entries[name]
                 changes.deleted.append(name)
         if changes:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from kubelab.index import RunIndex
 from kubelab.records import SUCCEEDED, RunDirectory, Status, summary
 
@@ -65,3 +67,37 @@ def test_metrics_are_folded_incrementally_and_torn_lines_wait(tmp_path):
     assert index.get(run.id)["metrics"] == {"loss": 0.25, "acc": 0.1} and index.get(run.id)["step"] == 2
     assert index.entries[run.id][2] == run.metrics_file.stat().st_size > folded
     assert index.get(run.id)["metrics"] == summary(run)["metrics"]  # same as a full read
+
+
+def test_a_run_listed_before_its_status_was_written_is_found_once_it_is(tmp_path):
+    """A refresh between a run's mkdir and its status file (code being copied) sees a folder that
+    is not a run yet; the listing's stamp does not move when the status appears, so the index
+    must look at that folder again rather than wait for another run to change the listing."""
+    root = tmp_path / "runs"
+    make_run(root, "before")
+    index = RunIndex(root)
+    index.refresh()
+    (root / "20991231-000000-late").mkdir()  # made, its status not written yet
+    index.refresh()
+    index.listing_stamp = root.stat().st_mtime_ns  # as a listing trusted after the racy window
+    status = Status()
+    status.move(SUCCEEDED, "done", 0)
+    late = RunDirectory(root / "20991231-000000-late")
+    late.write_spec({"name": "late", "command": ["true"]})
+    late.write_status(status)
+    assert [r["name"] for r in index.refresh().updated] == ["late"]
+    assert sorted(r["name"] for r in index.records()) == ["before", "late"]
+
+
+def test_a_listing_taken_in_the_same_tick_as_its_stamp_is_listed_again(tmp_path):
+    """Directory mtimes move in coarse ticks: a run made in the tick of the last listing leaves
+    the stamp as it was, so a listing that recent is not trusted."""
+    root = tmp_path / "runs"
+    make_run(root, "first")
+    index = RunIndex(root)
+    stamp = root.stat().st_mtime_ns
+    index.refresh()
+    assert index.listing_stamp is None  # listed within the racy window of the folder's change
+    second = make_run(root, "second")
+    os.utime(root, ns=(stamp, stamp))  # made in the same tick: the folder's stamp did not move
+    assert [r["id"] for r in index.refresh().updated] == [second.id]
