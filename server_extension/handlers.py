@@ -158,7 +158,7 @@ class ExperimentsHandler(KubelabHandler):
     def spec_file(self, body: dict[str, Any], cwd: Path) -> tuple[Any, Path]:
         """The spec a file holds (YAML, JSON or a polyaxonfile), read where the sidebar's "Run
         spec" points; its relative paths start from the file's folder, as with `kubelab run -f`."""
-        from kubelab.specfile import load_spec_file
+        from kubelab.formats import load_spec_file
 
         name = body["file"]
         if len(body) > 1:
