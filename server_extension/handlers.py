@@ -343,17 +343,6 @@ class EventsHandler(KubelabHandler):
             hub.unsubscribe(queue)
 
 
-class OpenAPIHandler(KubelabHandler):
-    auth_resource = "kubelab.api"
-
-    @api("read")
-    async def get(self) -> None:
-        from kubelab.server_extension.openapi import document
-        from kubelab.server_extension.routes import API_ROUTES
-
-        self.reply(document(API_ROUTES))
-
-
 ID = r"(?P<run_id>[^/]+)"
 ROUTES: list[tuple[str, type[KubelabHandler]]] = [
     (r"experiments", ExperimentsHandler),
@@ -364,5 +353,4 @@ ROUTES: list[tuple[str, type[KubelabHandler]]] = [
     (rf"experiments/{ID}/outputs/(?P<path>.+)", OutputHandler),
     (r"resources", ResourcesHandler),
     (r"events", EventsHandler),
-    (r"openapi.json", OpenAPIHandler),
 ]
