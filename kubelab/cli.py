@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from kubelab.cli_output import emit, table
 from kubelab.errors import FieldError, KubelabError, ValidationError
 from kubelab.options import add_experiment_options, apply_options, option_error
 from kubelab.records import TERMINAL
@@ -48,7 +49,7 @@ def add_spec_flags(parser: argparse.ArgumentParser) -> None:
 
 def spec_from_args(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
     """The spec mapping the flags describe, and the folder its relative paths start from."""
-    from kubelab.specfile import load_spec_file
+    from kubelab.formats import load_spec_file
 
     base = Path.cwd()
     spec: dict[str, Any] = {}
@@ -75,33 +76,6 @@ def spec_from_args(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
 
 
 # -- output -------------------------------------------------------------------------------
-
-
-def emit(data: Any, output: str | None) -> None:
-    if output == "yaml":
-        import yaml
-
-        print(yaml.safe_dump(data, sort_keys=False).rstrip())
-    else:
-        print(json.dumps(data, indent=2, default=str))
-
-
-def table(records: list[dict[str, Any]]) -> str:
-    columns = ("ID", "NAME", "STATUS", "STARTED", "DURATION", "METRICS")
-    rows = [columns]
-    for r in records:
-        metrics = ", ".join(f"{k}={_short(v)}" for k, v in list((r.get("metrics") or {}).items())[:3])
-        started = (r.get("started_at") or "")[:19].replace("T", " ")
-        duration = f"{r['duration']:.1f}s" if r.get("duration") is not None else ""
-        rows.append((r["id"], r["name"][:30], r["status"], started, duration, metrics))
-    widths = [max(len(str(row[i])) for row in rows) for i in range(len(columns))]
-    return "\n".join(
-        "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
-    )
-
-
-def _short(value: Any) -> str:
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 # -- commands -----------------------------------------------------------------------------

@@ -140,3 +140,11 @@ def sweep_mapping(data: Any, base: Path) -> Any:
 
         return polyaxon_v1.sweep(data, base)
     return data
+
+
+def load_spec_file(path: str | Path) -> dict[str, Any]:
+    """An experiment spec mapping from a kubelab spec file or a polyaxonfile (v0 or v1)."""
+    from kubelab.specfile import load_document
+
+    data = load_document(path)
+    return experiment_mapping(data, Path(path).resolve().parent, path)

@@ -90,24 +90,7 @@ UNSUPPORTED = {
     "skipOnUpstreamSkip": "belongs to pipelines",
 }
 HARMLESS = ("version", "kind", "name", "description", "tags", "isApproved", "cost", "patchStrategy")
-RUN_KINDS_REFUSED = {
-    "dag": "a DAG is a pipeline: run it with `kubelab pipeline run -f` (kubelab run reads jobs)",
-    "mpijob": "MPI jobs need an MPI launcher, which kubelab does not provide; use pytorchjob",
-    "service": "services (long-running servers) are not experiments; run them in JupyterHub",
-    "notebook": "notebooks run in JupyterHub here",
-    "tensorboard": "start TensorBoard with `kubelab tensorboard start ID`",
-    "daskjob": "Dask jobs are not supported",
-    "rayjob": "Ray jobs are not supported",
-    "xgbjob": "XGBoost jobs are not supported",
-    "mxjob": "MXNet jobs are not supported",
-    "paddlejob": "write it as a kubelab spec with framework paddle",
-    "cleaner": "not an experiment",
-    "notifier": "not an experiment",
-    "tuner": "not an experiment",
-    "watchdaemon": "not an experiment",
-}
 INPUT_TYPES = {"int": "int", "float": "float", "str": "str", "bool": "bool"}
-SCALAR_GLOBALS_UPLOADS = "{{ globals.run_artifacts_path }}/uploads"
 MATRIX_KINDS = ("grid", "random", "hyperband", "bayes", "hyperopt", "mapping")
 MATRIX_NAMES = {
     "numRuns": "n_experiments",

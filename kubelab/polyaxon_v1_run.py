@@ -12,7 +12,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kubelab.polyaxon_v1 import RUN_KINDS_REFUSED, SCALAR_GLOBALS_UPLOADS
+RUN_KINDS_REFUSED = {
+    "dag": "a DAG is a pipeline: run it with `kubelab pipeline run -f` (kubelab run reads jobs)",
+    "mpijob": "MPI jobs need an MPI launcher, which kubelab does not provide; use pytorchjob",
+    "service": "services (long-running servers) are not experiments; run them in JupyterHub",
+    "notebook": "notebooks run in JupyterHub here",
+    "tensorboard": "start TensorBoard with `kubelab tensorboard start ID`",
+    "daskjob": "Dask jobs are not supported",
+    "rayjob": "Ray jobs are not supported",
+    "xgbjob": "XGBoost jobs are not supported",
+    "mxjob": "MXNet jobs are not supported",
+    "paddlejob": "write it as a kubelab spec with framework paddle",
+    "cleaner": "not an experiment",
+    "notifier": "not an experiment",
+    "tuner": "not an experiment",
+    "watchdaemon": "not an experiment",
+}
+SCALAR_GLOBALS_UPLOADS = "{{ globals.run_artifacts_path }}/uploads"
+
 
 Fail = Callable[[str, str], None]
 JOB = ("kind", "container", "environment", "init", "sidecars", "connections", "volumes")

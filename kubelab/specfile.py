@@ -1,4 +1,5 @@
-"""Reading spec files: kubelab YAML/JSON, or a polyaxonfile, with clear errors (see `formats`)."""
+"""Reading a YAML or JSON document from a file, with errors that name the field and the line
+(what the document is, kubelab spec or another project's file, is `formats`' business)."""
 
 from __future__ import annotations
 
@@ -29,11 +30,3 @@ def load_document(path: str | Path, field: str = "file") -> Any:
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)  # RefusedYaml: its own sentence
         raise ValidationError(f"{path} is not valid YAML", [FieldError(field, f"{where}{problem}")]) from None
-
-
-def load_spec_file(path: str | Path) -> dict[str, Any]:
-    """An experiment spec mapping from a kubelab spec file or a polyaxonfile (v0 or v1)."""
-    from kubelab.formats import experiment_mapping
-
-    data = load_document(path)
-    return experiment_mapping(data, Path(path).resolve().parent, path)

@@ -35,7 +35,7 @@ def experiment_from_cell(args: argparse.Namespace, cell: str, cwd: Path) -> dict
 
 
 def experiment_from_file(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
-    from kubelab.specfile import load_spec_file
+    from kubelab.formats import load_spec_file
 
     spec = overrides(args, load_spec_file(args.file))
     return checked(spec), Path(args.file).resolve().parent

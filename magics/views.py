@@ -116,7 +116,7 @@ class ExperimentsView:
         self.items, self.total = items, total
 
     def __repr__(self) -> str:
-        from kubelab.cli import table
+        from kubelab.cli_output import table
 
         text = table(self.items) if self.items else "no experiments"
         if self.total > len(self.items):

@@ -22,6 +22,7 @@ from typing import Any
 from kubelab.backends.local.backend import read_from
 from kubelab.experiments import Experiments
 from kubelab.pipelines.service import PipelineWatcher
+from kubelab.schedules.scheduler import SchedulerKeeper
 from kubelab.sweeps.watcher import SweepWatcher
 
 log = logging.getLogger(__name__)
@@ -54,13 +55,15 @@ class EventHub:
         self.executor: ThreadPoolExecutor | None = None
         # Sweeps: `sweep` events, and restarting drivers that died (kubelab/sweeps/service.py).
         self.sweeps = SweepWatcher(lab)
-        self.pipelines = PipelineWatcher(lab)  # `pipeline` events; dead drivers; the scheduler
+        self.pipelines = PipelineWatcher(lab)  # `pipeline` events; dead drivers
+        self.scheduler = SchedulerKeeper(lab)  # the per-user scheduler while a schedule fires here
 
     def start(self) -> None:
         if self.task is None:
             self.executor = ThreadPoolExecutor(1, thread_name_prefix="kubelab-events")
             self.sweeps.start()
             self.pipelines.start()
+            self.scheduler.keep_alive()
             self.task = asyncio.get_running_loop().create_task(self._run())
 
     def baseline(self) -> None:
@@ -149,6 +152,7 @@ class EventHub:
             events.append(Event.of("sweep", record))
         for record in self.pipelines.poll():
             events.append(Event.of("pipeline", record))
+        self.scheduler.poll()
         return events
 
     def _metrics_size(self, run_id: str) -> int:

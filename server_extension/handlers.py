@@ -158,7 +158,7 @@ class ExperimentsHandler(KubelabHandler):
     def spec_file(self, body: dict[str, Any], cwd: Path) -> tuple[Any, Path]:
         """The spec a file holds (YAML, JSON or a polyaxonfile), read where the sidebar's "Run
         spec" points; its relative paths start from the file's folder, as with `kubelab run -f`."""
-        from kubelab.specfile import load_spec_file
+        from kubelab.formats import load_spec_file
 
         name = body["file"]
         if len(body) > 1:
@@ -343,17 +343,6 @@ class EventsHandler(KubelabHandler):
             hub.unsubscribe(queue)
 
 
-class OpenAPIHandler(KubelabHandler):
-    auth_resource = "kubelab.api"
-
-    @api("read")
-    async def get(self) -> None:
-        from kubelab.server_extension.openapi import document
-        from kubelab.server_extension.routes import API_ROUTES
-
-        self.reply(document(API_ROUTES))
-
-
 ID = r"(?P<run_id>[^/]+)"
 ROUTES: list[tuple[str, type[KubelabHandler]]] = [
     (r"experiments", ExperimentsHandler),
@@ -364,5 +353,4 @@ ROUTES: list[tuple[str, type[KubelabHandler]]] = [
     (rf"experiments/{ID}/outputs/(?P<path>.+)", OutputHandler),
     (r"resources", ResourcesHandler),
     (r"events", EventsHandler),
-    (r"openapi.json", OpenAPIHandler),
 ]

@@ -1,16 +1,27 @@
 """The one route table of `/kubelab/api/`: experiments, sweeps, pipelines,
-schedules and TensorBoard sessions.
-
-`openapi.json` is generated from this table, so every served resource is described.
+schedules and TensorBoard sessions, and `openapi.json`, the API described from this table
+(so every served resource is described).
 """
 
 from __future__ import annotations
 
 from kubelab.server_extension import handlers, pipelines, sweeps, tensorboard
+from kubelab.server_extension.handlers import KubelabHandler, api
+from kubelab.server_extension.openapi import document
+
+
+class OpenAPIHandler(KubelabHandler):
+    auth_resource = "kubelab.api"
+
+    @api("read")
+    async def get(self) -> None:
+        self.reply(document(API_ROUTES))
+
 
 API_ROUTES: list[tuple[str, type]] = [
     *handlers.ROUTES,
     *sweeps.ROUTES,
     *pipelines.ROUTES,
     *tensorboard.ROUTES,
+    (r"openapi.json", OpenAPIHandler),
 ]

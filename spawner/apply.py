@@ -24,7 +24,7 @@ from typing import Any
 
 from kubernetes_asyncio.client.rest import ApiException
 
-from .objects import MANAGED_BY
+from .labels import MANAGED_BY
 
 FIELD_MANAGER = "kubelab"
 APPLY = "application/apply-patch+yaml"

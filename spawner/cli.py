@@ -16,11 +16,12 @@ import secrets
 import shutil
 import sys
 import tempfile
-import types
 from pathlib import Path
 from typing import Any
 
 from kubelab.errors import FieldError, KubelabError, ValidationError
+
+from .offline import offline_spawner
 
 HUB_CONFIG_DIR = Path(__file__).resolve().parent.parent / "hub_config"
 _RENDER_KUBECONFIG = """apiVersion: v1
@@ -59,29 +60,8 @@ def load_config(path: Path) -> Any:
             os.environ["KUBELAB_HUB_MODE"] = previous
 
 
-def _group_properties(config: Any, names: list[str]) -> list[tuple[str, dict[str, Any]]]:
-    """The hub's memberships for `names` (and `public`) with their configured properties."""
-    declared = dict(config.JupyterHub.get("load_groups", {}) or {})
-    memberships = []
-    for name in [*names, "public"]:
-        if name not in declared and name != "public":
-            raise ValidationError(
-                "invalid server options",
-                [
-                    FieldError(
-                        "group",
-                        f"group '{name}' is not declared in JupyterHub.load_groups of the config "
-                        f"(groups: {', '.join(sorted(declared)) or 'none'})",
-                    )
-                ],
-            )
-        entry = declared.get(name) or {}
-        memberships.append((name, entry.get("properties", {}) if isinstance(entry, dict) else {}))
-    return memberships
-
-
 async def _render(config: Any, user: str, groups: list[str], options: dict[str, Any]) -> list[dict[str, Any]]:
-    spawner = await _spawner(config, user, groups)
+    spawner = await offline_spawner(config, user, groups)
     spawner.user_options = options
     try:
         return await spawner.render()
@@ -161,31 +141,9 @@ def render_all(
     result = [*install.hub_rbac(hub_ns), install.notebook_role_configmap(hub_ns, role_file)]
     if config.KubeLabSpawner.get("trusted_lab"):  # the shared namespace and its shared objects
         with _OfflineKube():
-            spawner = asyncio.run(_spawner(config, "-", []))
+            spawner = asyncio.run(offline_spawner(config, "-", []))
         result += [objects.namespace(spawner.namespace), *spawner.namespace_objects(spawner.plan()[1])]
     return result
-
-
-def _declared_users(entry: Any) -> list[str] | None:
-    """A load_groups entry's members (a dict's `users`, or the older plain list), None if unknown."""
-    if isinstance(entry, dict) and isinstance(entry.get("users"), list):
-        return list(entry["users"])
-    return list(entry) if isinstance(entry, list) else None
-
-
-async def _spawner(config: Any, user: str, groups: list[str]) -> Any:
-    from .kube import KubeLabSpawner
-
-    hub = types.SimpleNamespace(
-        public_host="", url="http://hub:8081/hub/", base_url="/hub/", api_url="http://hub:8081/hub/api"
-    )
-    declared = dict(config.JupyterHub.get("load_groups", {}) or {})
-    member = [
-        types.SimpleNamespace(name=n, properties=p, users=_declared_users(declared.get(n)))
-        for n, p in _group_properties(config, groups)
-    ]
-    account = types.SimpleNamespace(name=user, id=0, url=f"/user/{user}/", escaped_name=user, groups=member)
-    return KubeLabSpawner(config=config, user=account, hub=hub)
 
 
 def _print(objects: list[dict[str, Any]], output: str) -> None:

@@ -17,7 +17,8 @@ from typing import Any
 
 import yaml
 
-from .objects import DEFAULT_ROLE_FILE, MANAGED_BY
+from .labels import MANAGED_BY
+from .objects import DEFAULT_ROLE_FILE
 
 HUB_CLUSTER_ROLE_FILE = DEFAULT_ROLE_FILE.parent / "hub-clusterrole.yaml"
 ROLE_CONFIGMAP = "kubelab-notebook-role"

@@ -34,6 +34,7 @@ from .form import admin_error, render_form
 from .group_quota import members_of, namespace_quota
 from .groups import ProjectGroup
 from .kube_settings import KubeLabSettings
+from .labels import MANAGED_BY
 from .network import HUB_ACCESS_LABEL, ApiServer, Isolation, extra_egress_rules
 from .objects import Storage
 from .pod_settings import PodSettings, pod_settings
@@ -107,7 +108,7 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, KubeSpawner):
             return {}
         return {
             "kubelab.io/user": "{username}",
-            **objects.MANAGED_BY,
+            **MANAGED_BY,
             **objects.pod_security_labels(self.pod_security),
         }
 

@@ -18,6 +18,8 @@ from typing import Any
 
 from kubelab.errors import FieldError, ValidationError
 
+from .labels import MANAGED_BY
+
 METADATA_ENDPOINT = "169.254.169.254/32"
 PRIVATE_RANGES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
 LINK_LOCAL = "169.254.0.0/16"
@@ -126,8 +128,6 @@ def extra_egress_rules(rules: list[Any], field_name: str) -> tuple[dict[str, Any
 
 
 def _policy(ns: str, name: str, selector: dict[str, str], spec: dict[str, Any]) -> dict[str, Any]:
-    from .objects import MANAGED_BY
-
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",

@@ -19,9 +19,9 @@ from typing import Any
 import yaml
 
 from .groups import Quota
+from .labels import MANAGED_BY
 from .network import Isolation, network_policies
 
-MANAGED_BY = {"app.kubernetes.io/managed-by": "kubelab"}
 DEFAULT_ROLE_FILE = Path(__file__).resolve().parent.parent / "hub_config" / "rbac" / "notebook-role.yaml"
 
 

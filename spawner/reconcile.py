@@ -15,15 +15,16 @@ from typing import Any
 from kubelab.errors import KubelabError
 
 from .apply import Applier
-from .cli import _spawner
-from .objects import GROUP_ANNOTATION, MANAGED_BY
+from .labels import MANAGED_BY
+from .objects import GROUP_ANNOTATION
+from .offline import offline_spawner
 
 USER_LABEL = "kubelab.io/user"
 
 
 async def reconcile_all(config: Any, users: list[str] | None = None) -> list[dict[str, Any]]:
     """One report per namespace: applied, migrated, created and deleted objects, or the error."""
-    probe = await _spawner(config, "-", [])
+    probe = await offline_spawner(config, "-", [])
     if probe.trusted_lab:
         raise KubelabError("trusted-lab mode has no user namespaces; a spawn keeps the shared one current")
     applier = Applier(probe.api.api_client, probe.k8s_api_request_timeout)
@@ -44,7 +45,7 @@ async def reconcile_all(config: Any, users: list[str] | None = None) -> list[dic
             reports.append({**report, "skipped": "the namespace is being deleted"})
             continue
         try:
-            spawner = await _spawner(config, user, [g for g in [group_name] if g != "public"])
+            spawner = await offline_spawner(config, user, [g for g in [group_name] if g != "public"])
             spawner.namespace = meta["name"]
             _, group = spawner._choose({"group": group_name})
             wanted = spawner.namespace_objects(group, api_server)

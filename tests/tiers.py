@@ -25,6 +25,7 @@ FAST_MODULES = frozenset(
         "core/test_options.py",
         "kube/test_kube_builders.py",
         "test_module_size.py",
+        "test_import_cycles.py",
         "sweeps/test_space.py",
         "sweeps/test_sweep_spec.py",
         "sweeps/test_nni.py",

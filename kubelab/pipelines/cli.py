@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kubelab.cli import emit
+from kubelab.cli_output import emit
 from kubelab.command_group import CommandGroup
 from kubelab.options import param
 

@@ -273,8 +273,7 @@ class PipelineWatcher:
     """For the server's event stream: which pipelines changed since the last look.
 
     Every `liveness` seconds it also restarts the driver of any Running pipeline whose
-    driver died, and the per-user scheduler if a schedule is active (after a reboot, the
-    first server to start catches the schedules up).
+    driver died (the scheduler has its keeper: `kubelab.schedules.scheduler.SchedulerKeeper`).
     """
 
     def __init__(self, lab: Experiments, liveness: float = 5.0):
@@ -289,20 +288,12 @@ class PipelineWatcher:
         self.keep_alive()
 
     def keep_alive(self) -> None:
-        from kubelab.schedules.scheduler import ensure_running
-        from kubelab.schedules.service import Schedules
-
         self.checked = time.monotonic()
         for pipeline in self.pipelines.store.all():
             try:
                 self.pipelines.ensure_driver(pipeline)
             except (OSError, ValueError):
                 continue
-        try:
-            if any(s.fired_here() for s in Schedules(self.pipelines.lab).all()):
-                ensure_running(self.pipelines.lab.home)
-        except (OSError, ValueError):
-            pass
 
     def poll(self) -> list[dict[str, Any]]:
         """Records of the pipelines whose state changed (new ones included)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from kubelab.cli import emit
+from kubelab.cli_output import emit
 from kubelab.command_group import CommandGroup
 from kubelab.errors import FieldError
 from kubelab.options import param
@@ -77,7 +77,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     from kubelab.pipelines.cli import table
 
     schedules = _schedules()
-    from kubelab.schedules.scheduler import ensure_running
+    from kubelab.schedules.process import ensure_running
 
     records = schedules.list()
     if any(not r["paused"] and r["fired_by"] == "scheduler" for r in records):

@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from kubelab.driver_store import flock
+from kubelab.experiments import Experiments
 from kubelab.records import iso, utcnow
+from kubelab.schedules.process import ensure_running
 from kubelab.schedules.service import HISTORY, ScheduleDirectory, Schedules
 
 CATCH_UP = 10  # missed fires started after downtime with concurrency: allow
@@ -153,17 +155,24 @@ def fire_once(home: Path, schedule_id: str, clock: Callable[[], float] = time.ti
     return fire
 
 
-def ensure_running(home: Path) -> bool:
-    """Start the scheduler for `home` unless one runs; True when one was started."""
-    from kubelab.daemon import start_module
+class SchedulerKeeper:
+    """For the server: every `liveness` seconds, start the scheduler again if a schedule fires
+    here and none runs (after a reboot, the first server to start catches the schedules up)."""
 
-    root = Path(home) / "schedules"
-    root.mkdir(parents=True, exist_ok=True)
-    with flock(root / "scheduler.lock", blocking=False) as free:
-        if not free:
-            return False
-    start_module("kubelab.schedules.scheduler", str(home), root / "scheduler.log")
-    return True
+    def __init__(self, lab: Experiments, liveness: float = 5.0) -> None:
+        self.lab = lab
+        self.liveness = liveness
+        self.checked = 0.0
+
+    def poll(self) -> None:
+        if time.monotonic() - self.checked > self.liveness:
+            self.keep_alive()
+
+    def keep_alive(self) -> None:
+        self.checked = time.monotonic()
+        with contextlib.suppress(OSError, ValueError):
+            if any(s.fired_here() for s in Schedules(self.lab).all()):
+                ensure_running(self.lab.home)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -189,7 +189,7 @@ class Schedules:
                 raise
             return self.record(ScheduleDirectory(self.root / schedule_id))
         if start_scheduler:
-            from kubelab.schedules.scheduler import ensure_running
+            from kubelab.schedules.process import ensure_running
 
             ensure_running(self.lab.home)
         return self.record(ScheduleDirectory(self.root / schedule_id))
@@ -268,7 +268,7 @@ class Schedules:
                 state["considered"] = time.time()
             folder.write_state(state)
         if not paused and not folder.cronjob():
-            from kubelab.schedules.scheduler import ensure_running
+            from kubelab.schedules.process import ensure_running
 
             ensure_running(self.lab.home)
         return self.record(folder)

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kubelab.cli import emit
+from kubelab.cli_output import emit
 from kubelab.command_group import CommandGroup
 
 
