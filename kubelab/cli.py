@@ -196,7 +196,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    for chunk in _lab().logs(args.id, args.replica, follow=args.follow):
+    for chunk in _lab().logs(args.id, args.replica, follow=args.follow, timestamps=args.timestamps):
         sys.stdout.write(chunk)
         sys.stdout.flush()
     return 0
@@ -286,6 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("id")
     p.add_argument("-f", "--follow", action="store_true")
     p.add_argument("--replica", type=int, default=0)
+    p.add_argument("--timestamps", action="store_true", help="start each line with its time (ISO 8601 UTC)")
     p = command("stop", cmd_stop, "stop an experiment")
     p.add_argument("id")
     p = command("rm", cmd_rm, "stop and delete an experiment and its run directory", ())

@@ -228,8 +228,10 @@ class Experiments:
         start: int = 0,
         length: int | None = None,
         idle: bool = False,
+        timestamps: bool = False,
     ) -> Iterator[str]:
-        """A replica's output from byte `start` (`length` bytes, or to the end), in bounded chunks."""
+        """A replica's output from byte `start` (`length` bytes, or to the end), in bounded chunks;
+        with `timestamps`, each line prefixed by its time (the bytes counted are then of that text)."""
         run = self.run(run_id)
         replicas = run.spec().get("replicas", 1)
         if not 0 <= replica < replicas:
@@ -237,7 +239,7 @@ class Experiments:
                 "invalid replica",
                 [FieldError("replica", f"must be between 0 and {replicas - 1} for this experiment")],
             )
-        chunks = self.backend.logs(run, replica, follow, start=start, idle=idle)
+        chunks = self.backend.logs(run, replica, follow, start=start, idle=idle, timestamps=timestamps)
         return chunks if length is None else byte_range(chunks, 0, length)
 
     def resources(self) -> dict[str, Any]:

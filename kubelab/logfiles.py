@@ -40,10 +40,14 @@ def file_text(path: os.PathLike[str], start: int = 0) -> Iterator[str]:
 
 
 def byte_range(chunks: Iterator[str], start: int = 0, length: int | None = None) -> Iterator[str]:
-    """Bytes `start` to `start + length` of a text stream (for sources that cannot seek)."""
+    """Bytes `start` to `start + length` of a text stream (for sources that cannot seek).
+    Empty chunks (a follower's "nothing new") pass through: the caller waits its own way."""
     position, end = 0, None if length is None else start + length
     text = decoder()
     for chunk in chunks:
+        if not chunk:
+            yield chunk
+            continue
         data = chunk.encode()
         low = max(start - position, 0)
         high = len(data) if end is None else max(min(end - position, len(data)), 0)

@@ -146,12 +146,14 @@ class RestClient:
     def delete(self, run_id: str) -> None:
         self.request("DELETE", f"experiments/{_id(run_id)}")
 
-    def logs(self, run_id: str, replica: int = 0, follow: bool = False) -> Iterator[str]:
+    def logs(
+        self, run_id: str, replica: int = 0, follow: bool = False, timestamps: bool = False
+    ) -> Iterator[str]:
         response = self.request(
             "GET",
             f"experiments/{_id(run_id)}/logs",
             stream=follow,
-            params={"replica": replica, "follow": int(follow)},
+            params={"replica": replica, "follow": int(follow), "timestamps": int(timestamps)},
         )
         if not follow:
             yield response.text

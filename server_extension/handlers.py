@@ -117,6 +117,14 @@ class KubelabHandler(APIHandler):
             raise ValidationError(f"invalid {name}", [FieldError(name, "must be 0 or more")])
         return value
 
+    def bool_argument(self, name: str) -> bool:
+        """`1`/`true`/`yes` or `0`/`false`/`no` (or absent: false); anything else is refused."""
+        raw = (self.get_argument(name, None) or "0").lower()
+        if raw not in TRUE + FALSE:
+            reason = f"must be one of 1, true, yes, 0, false, no, not {raw!r}"
+            raise ValidationError(f"invalid {name}", [FieldError(name, reason)])
+        return raw in TRUE
+
     def workspace_dir(self) -> Path:
         """The folder a request's relative paths start from: `?cwd=` inside the server's root."""
         root = Path(self.kubelab.root_dir).resolve()
@@ -127,6 +135,9 @@ class KubelabHandler(APIHandler):
         if not target.is_dir():
             raise ValidationError("invalid cwd", [FieldError("cwd", f"'{cwd}' is not a directory")])
         return target
+
+
+TRUE, FALSE = ("1", "true", "yes"), ("0", "false", "no")
 
 
 class ExperimentsHandler(KubelabHandler):
@@ -266,9 +277,11 @@ class LogsHandler(KubelabHandler):
     @api("read")
     async def get(self, run_id: str) -> None:
         """A replica's output as text; `?follow=1` streams until the experiment ends;
-        `?offset=N&length=M` is a byte range. Reads are bounded chunks, on the log streams'
-        own threads (at most KUBELAB_MAX_LOG_STREAMS at once)."""
+        `?offset=N&length=M` is a byte range; `?timestamps=1` starts each line with its time
+        (ISO 8601 UTC) and a space, and the range then counts bytes of that text. Reads are
+        bounded chunks, on the log streams' own threads (at most KUBELAB_MAX_LOG_STREAMS)."""
         follow = self.get_argument("follow", "0") in ("1", "true", "yes")
+        timestamps = self.bool_argument("timestamps")
         start, length = self.int_argument("offset", 0) or 0, self.int_argument("length", None)
         streams = self.kubelab.log_streams
         with streams.slot():
@@ -276,7 +289,9 @@ class LogsHandler(KubelabHandler):
             loop, done = asyncio.get_running_loop(), object()
             chunks = await loop.run_in_executor(
                 streams.pool,
-                lambda: self.lab.logs(run_id, replica, follow, start=start, length=length, idle=True),
+                lambda: self.lab.logs(
+                    run_id, replica, follow, start=start, length=length, idle=True, timestamps=timestamps
+                ),
             )
             self.set_header("Content-Type", "text/plain; charset=utf-8")
             self.set_header("X-Accel-Buffering", "no")

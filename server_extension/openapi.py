@@ -60,6 +60,12 @@ PARAMETERS = {
     "sort": {"in": "query", "name": "sort", "schema": {"type": "string"}, "description": "e.g. -created_at"},
     "follow": {"in": "query", "name": "follow", "schema": {"type": "boolean"}},
     "replica": {"in": "query", "name": "replica", "schema": {"type": "integer", "minimum": 0}},
+    "timestamps": {
+        "in": "query",
+        "name": "timestamps",
+        "schema": {"type": "boolean"},
+        "description": "logs: each line led by its time (ISO 8601 UTC) and a space",
+    },
     "limit": {"in": "query", "name": "limit", "schema": {"type": "integer", "minimum": 0}},
     "offset": {
         "in": "query",

@@ -34,11 +34,19 @@ class Backend(ABC):
 
     @abstractmethod
     def logs(
-        self, run: RunDirectory, replica: int = 0, follow: bool = False, start: int = 0, idle: bool = False
+        self,
+        run: RunDirectory,
+        replica: int = 0,
+        follow: bool = False,
+        start: int = 0,
+        idle: bool = False,
+        timestamps: bool = False,
     ) -> Iterator[str]:
         """The replica's output from byte `start`, in chunks of at most `LOG_CHUNK` bytes read;
         with `follow`, until the run ends. With `idle`, a backend that can (local) yields "" when
-        there is nothing new instead of waiting, so an async caller holds no thread meanwhile."""
+        there is nothing new instead of waiting, so an async caller holds no thread meanwhile.
+        With `timestamps`, each line starts with its arrival time (ISO 8601 UTC) and a space,
+        and `start` counts bytes of that text."""
 
     @abstractmethod
     def resources(self) -> dict[str, Any]:

@@ -350,16 +350,18 @@ export class KubelabApi {
 
   /**
    * A replica's log; with `follow`, text keeps arriving until the run ends or `signal`
-   * aborts. Each decoded chunk goes to `onText`.
+   * aborts. Each decoded chunk goes to `onText`. With `timestamps`, each line starts with
+   * its time (ISO 8601 UTC) and a space.
    */
   async logs(
     id: string,
     replica: number,
     follow: boolean,
     onText: (text: string) => void,
-    signal?: AbortSignal
+    signal?: AbortSignal,
+    timestamps = false
   ): Promise<void> {
-    const path = `experiments/${encodeURIComponent(id)}/logs?replica=${replica}${follow ? '&follow=1' : ''}`;
+    const path = `experiments/${encodeURIComponent(id)}/logs?replica=${replica}${follow ? '&follow=1' : ''}${timestamps ? '&timestamps=1' : ''}`;
     const response = await this.send('GET', path, undefined, signal);
     if (!response.body) {
       onText(await response.text());

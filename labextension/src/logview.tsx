@@ -1,14 +1,16 @@
 /**
  * A run's log in the experiment view: streamed while the run lives, one tab per replica
  * (the active one marked with `aria-selected` and a style), search with every match
- * highlighted and next/previous (Enter, Shift+Enter), a wrap toggle, and a download of
- * the whole log (the page keeps only its tail).
+ * highlighted and next/previous (Enter, Shift+Enter), a wrap toggle, a timestamps toggle
+ * (the log read again with `timestamps=1`, the times shown as a muted column), and a
+ * download of the whole log (the page keeps only its tail).
  */
 import { TranslationBundle } from '@jupyterlab/translation';
 import React, { useEffect, useMemo, useRef, useState } from 'react';
 
 import { KubelabApi } from './api';
 import { findMatches, segments, stepMatch } from './logsearch';
+import { timePieces } from './logtimes';
 
 const LOG_LIMIT = 1_000_000; // characters of log kept in the page (the tail)
 
@@ -27,6 +29,7 @@ export function LogView(props: {
   const [query, setQuery] = useState('');
   const [active, setActive] = useState(-1);
   const [wrap, setWrap] = useState(true);
+  const [timestamps, setTimestamps] = useState(false);
   const pre = useRef<HTMLPreElement>(null);
   useEffect(() => {
     const controller = new AbortController();
@@ -53,7 +56,8 @@ export function LogView(props: {
             frame = requestAnimationFrame(flush);
           }
         },
-        controller.signal
+        controller.signal,
+        timestamps
       )
       .then(flush, reason => {
         if (!controller.signal.aborted) {
@@ -64,7 +68,7 @@ export function LogView(props: {
       controller.abort();
       cancelAnimationFrame(frame);
     };
-  }, [id, replica, follow]);
+  }, [id, replica, follow, timestamps]);
 
   const matches = useMemo(() => findMatches(text, query), [text, query]);
   const current = active < matches.length ? active : matches.length - 1;
@@ -160,6 +164,14 @@ export function LogView(props: {
           />
           {trans.__('Wrap lines')}
         </label>
+        <label className="jp-kubelab-Logs-wrap jp-kubelab-Logs-timestamps">
+          <input
+            type="checkbox"
+            checked={timestamps}
+            onChange={e => setTimestamps(e.target.checked)}
+          />
+          {trans.__('Timestamps')}
+        </label>
         <button
           className="jp-Button jp-mod-styled jp-kubelab-Logs-download"
           onClick={() => void download()}
@@ -175,9 +187,26 @@ export function LogView(props: {
         tabIndex={0}
       >
         {text
-          ? segments(text, matches).map((piece, i) =>
+          ? segments(text, matches).map((piece, i, all) =>
               piece.match === null ? (
-                piece.text
+                timestamps ? (
+                  <React.Fragment key={i}>
+                    {timePieces(
+                      piece.text,
+                      i === 0 || all[i - 1].text.endsWith('\n')
+                    ).map((part, j) =>
+                      part.time ? (
+                        <span key={j} className="jp-kubelab-Logs-time">
+                          {part.text}
+                        </span>
+                      ) : (
+                        part.text
+                      )
+                    )}
+                  </React.Fragment>
+                ) : (
+                  piece.text
+                )
               ) : (
                 <mark
                   key={i}

@@ -178,16 +178,23 @@ class KubeApi:
 
     # -- pods ------------------------------------------------------------------------------
     def pod_log(
-        self, name: str, container: str, follow: bool = False, ended: Callable[[], bool] | None = None
+        self,
+        name: str,
+        container: str,
+        follow: bool = False,
+        ended: Callable[[], bool] | None = None,
+        timestamps: bool = False,
     ) -> Iterator[str]:
-        """A container's log. A followed stream also ends once `ended()` has been true for a
-        second: a kubelet that dies, or a node that goes away, leaves the stream open."""
+        """A container's log (`timestamps`: each line led by the kubelet's RFC 3339 time). A
+        followed stream also ends once `ended()` has been true for a second: a kubelet that
+        dies, or a node that goes away, leaves the stream open."""
         response = self.call(
             self.core.read_namespaced_pod_log,
             name,
             self.namespace,
             container=container,
             follow=follow,
+            timestamps=timestamps,
             _preload_content=False,
         )
         done = threading.Event()

@@ -34,7 +34,7 @@ from kubelab.backends.kubernetes.events import (
     read_events,
 )
 from kubelab.backends.kubernetes.notebook_env import NotebookEnv
-from kubelab.backends.kubernetes.pod_logs import archive_logs, live_logs
+from kubelab.backends.kubernetes.pod_logs import archive_logs, archived_text, live_logs
 from kubelab.backends.kubernetes.quota import quota_resources
 from kubelab.backends.kubernetes.watcher import Watcher
 from kubelab.errors import FieldError, KubelabError, ValidationError
@@ -395,7 +395,13 @@ class KubernetesBackend(Backend):
 
     # -- logs and events ---------------------------------------------------------------------
     def logs(
-        self, run: RunDirectory, replica: int = 0, follow: bool = False, start: int = 0, idle: bool = False
+        self,
+        run: RunDirectory,
+        replica: int = 0,
+        follow: bool = False,
+        start: int = 0,
+        idle: bool = False,
+        timestamps: bool = False,
     ) -> Iterator[str]:
         """The replica's newest pod's log (with `follow`, across retries until the run ends);
         the archived copy in the run directory once the pods are gone."""
@@ -403,9 +409,13 @@ class KubernetesBackend(Backend):
         if run.status().terminal and archived.exists():
             # Ended and archived: the copy is complete, while the watch cache may still show a
             # pod that the API has already deleted.
-            yield from file_text(archived, start)
+            if timestamps:
+                yield from byte_range(archived_text(archived, True), start)
+            else:
+                yield from file_text(archived, start)  # seeks, reads no more than asked
             return
-        yield from byte_range(live_logs(self.api, run, replica, follow, self._replica_pod), start)
+        live = live_logs(self.api, run, replica, follow, self._replica_pod, timestamps)
+        yield from byte_range(live, start)
 
     def _replica_pod(self, run: RunDirectory, replica: int) -> states.PodView | None:
         _, pods, _ = self._run_objects(run)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from functools import partial
+from pathlib import Path
 
 from kubernetes.client.exceptions import ApiException
 
@@ -19,6 +20,7 @@ from kubelab.backends.kubernetes.api import KubeApi
 from kubelab.backends.kubernetes.errors import translate
 from kubelab.backends.kubernetes.states import PodView
 from kubelab.errors import KubelabError
+from kubelab.log_times import Times, split_stamped, stamped, write_index
 from kubelab.logfiles import file_text
 from kubelab.records import RunDirectory
 
@@ -33,10 +35,11 @@ def container(run: RunDirectory) -> str:
 
 
 def live_logs(
-    api: KubeApi, run: RunDirectory, replica: int, follow: bool, find_pod: FindPod
+    api: KubeApi, run: RunDirectory, replica: int, follow: bool, find_pod: FindPod, timestamps: bool = False
 ) -> Iterator[str]:
     """The replica's pods' logs in turn (a retry is a new pod), from the API while the pods
-    exist, else from the copy archived in the run directory."""
+    exist, else from the copy archived in the run directory. With `timestamps`, lines carry
+    the API's own times (`timestamps=true`)."""
     seen: set[str] = set()
     while True:
         pod = find_pod(run, replica)
@@ -53,19 +56,20 @@ def live_logs(
                     container(run),
                     follow=follow,
                     ended=partial(_log_ended, run, replica, pod.name, find_pod),
+                    timestamps=timestamps,
                 )
             except ApiException as exc:
                 if exc.status not in (400, 404):
                     raise translate(exc, f"read the log of pod {pod.name}") from exc
                 if exc.status == 404 and run.log_file(replica).exists():
-                    yield from file_text(run.log_file(replica))  # the pod is gone: archived
+                    yield from archived_text(run.log_file(replica), timestamps)  # the pod is gone
                     return
             if not follow:
                 return
         elif pod is None and not seen:
             path = run.log_file(replica)
             if path.exists():
-                yield from file_text(path)
+                yield from archived_text(path, timestamps)
                 return
             if not follow or run.status().terminal:
                 return
@@ -92,8 +96,16 @@ def archive_logs(api: KubeApi, user: str, run: RunDirectory) -> None:
         if view.role != "worker" or view.phase == "Pending":
             continue
         try:
-            text = "".join(api.pod_log(view.name, container(run), follow=False))
+            text, times = split_stamped("".join(api.pod_log(view.name, container(run), timestamps=True)))
         except (ApiException, KubelabError):
             continue
         run.logs_dir.mkdir(exist_ok=True)
         run.log_file(view.index).write_text(text)
+        write_index(run.log_file(view.index), times)  # the times, for `timestamps` readers
+
+
+def archived_text(path: Path, timestamps: bool) -> Iterator[str]:
+    """An archived log, its lines prefixed with the times archived beside it when asked."""
+    if not timestamps:
+        return file_text(path)
+    return stamped(file_text(path), Times(path).at)

@@ -20,7 +20,8 @@ from kubelab.backends.local.processes import process_start_time, signal_group
 from kubelab.backends.local.runner import stop_grace
 from kubelab.backends.local.warm import WarmPool, pool_size
 from kubelab.daemon import start_module
-from kubelab.logfiles import LOG_CHUNK, decoder, read_bytes
+from kubelab.log_times import Times, stamped
+from kubelab.logfiles import LOG_CHUNK, byte_range, decoder, read_bytes
 from kubelab.records import FAILED, RunDirectory, Status
 from kubelab.spec import ExperimentSpec
 
@@ -112,8 +113,20 @@ class LocalBackend(Backend):
         return status
 
     def logs(
-        self, run: RunDirectory, replica: int = 0, follow: bool = False, start: int = 0, idle: bool = False
+        self,
+        run: RunDirectory,
+        replica: int = 0,
+        follow: bool = False,
+        start: int = 0,
+        idle: bool = False,
+        timestamps: bool = False,
     ) -> Iterator[str]:
+        if timestamps:
+            times = Times(run.log_file(replica))
+            return byte_range(stamped(self._logs(run, replica, follow, 0, idle), times.at), start)
+        return self._logs(run, replica, follow, start, idle)
+
+    def _logs(self, run: RunDirectory, replica: int, follow: bool, start: int, idle: bool) -> Iterator[str]:
         path, offset, text = run.log_file(replica), start, decoder()
         while True:
             # Look at the state before reading: a run that had ended has all its output on disk.

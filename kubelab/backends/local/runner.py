@@ -33,6 +33,7 @@ from kubelab.backends.local.processes import (
     process_start_time,
     signal_group,
 )
+from kubelab.log_times import LogClock
 from kubelab.records import FAILED, QUEUED, RUNNING, STOPPED, SUCCEEDED, TERMINAL, RunDirectory, parse_iso
 from kubelab.shims import SHIMS
 from kubelab.spec import ExperimentSpec
@@ -102,7 +103,10 @@ class Runner:
                 return 0
             self.status.gpu_ids = gpu_ids
             # Reported metrics become TensorBoard scalars beside the user's own event files.
-            with MirrorThread(ScalarMirror(self.run.path, self.run.tensorboard_dir)):
+            with (
+                MirrorThread(ScalarMirror(self.run.path, self.run.tensorboard_dir)),
+                LogClock([self.run.logs_dir / name for name in self.log_names()]),  # lines' times
+            ):
                 self.execute(gpu_ids)
         except Exception as exc:  # the runner must always leave a final status
             self.move(FAILED, f"kubelab runner error: {exc}")
@@ -209,6 +213,10 @@ class Runner:
             for r in replicas
         ]
         return replicas
+
+    def log_names(self) -> list[str]:
+        workers = [self.log_name("worker", i) for i in range(self.spec.replicas)]
+        return workers + [self.log_name("ps", i) for i in range(self.spec.parameter_servers)]
 
     @staticmethod
     def log_name(role: str, index: int) -> str:
