@@ -26,6 +26,7 @@ FAST_MODULES = frozenset(
         "kube/test_kube_builders.py",
         "test_module_size.py",
         "test_import_cycles.py",
+        "test_import_contracts.py",
         "sweeps/test_space.py",
         "sweeps/test_sweep_spec.py",
         "sweeps/test_nni.py",
