@@ -248,14 +248,15 @@ def test_the_guides_install_and_uninstall_commands(lab: Lab, control_plane: Any)
 def spawn(config: Path, kubeconfig: Path, users: list[str], options: dict[str, Any]) -> list[str]:
     """KubeLabSpawner.start() (then stop()) for each user with the hub's credentials, in one
     event loop as in a hub (KubeSpawner's pod reflector is per loop); their namespaces."""
-    from kubelab.spawner.cli import _OfflineKube, _spawner, load_config
+    from kubelab.spawner.cli import _OfflineKube, load_config
     from kubelab.spawner.kube import KubeLabSpawner
+    from kubelab.spawner.offline import offline_spawner
 
     async def go() -> list[str]:
         namespaces = []
         try:
             for user in users:
-                spawner = await _spawner(load_config(config), user, [])
+                spawner = await offline_spawner(load_config(config), user, [])
                 spawner.user_options = options
                 spawner.api_token = secrets.token_hex(8)
                 await spawner.start()
@@ -290,10 +291,11 @@ def objects_in(admin: k8s.ApiClient, namespace: str) -> dict[str, dict[str, Any]
 
 
 def expected_objects(lab: Lab, config: Path, user: str, api_server: Any) -> dict[str, dict[str, Any]]:
-    from kubelab.spawner.cli import _OfflineKube, _spawner, load_config
+    from kubelab.spawner.cli import _OfflineKube, load_config
+    from kubelab.spawner.offline import offline_spawner
 
     async def go() -> list[dict[str, Any]]:
-        spawner = await _spawner(load_config(config), user, [])
+        spawner = await offline_spawner(load_config(config), user, [])
         return spawner.namespace_objects(spawner.plan()[1], api_server)
 
     with _OfflineKube():
