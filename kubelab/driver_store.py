@@ -129,6 +129,22 @@ class DriverStore(Generic[D]):
         return [d for d in (self.item(n) for n in names if not n.startswith(".")) if d.exists()]
 
 
+def ledger_to_dict(state: Any, entries: str) -> dict[str, Any]:
+    """A driver's state dataclass as JSON data, its `entries` field (name -> entry dataclass) as
+    plain dicts. Shallow copies, not `asdict`'s deep walk: a driver writes this at every turn."""
+    data = {name: getattr(state, name) for name in state.__dataclass_fields__}
+    data[entries] = {k: dict(vars(v)) for k, v in getattr(state, entries).items()}
+    return data
+
+
+def ledger_fields(cls: type, data: dict[str, Any], entries: str, entry: type) -> dict[str, Any]:
+    """The keyword arguments of a state dataclass `cls` from JSON data: unknown keys (a newer
+    kubelab's) dropped, the `entries` field's items built as `entry`."""
+    known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}  # type: ignore[attr-defined]
+    known[entries] = {k: entry(**v) for k, v in (data.get(entries) or {}).items()}
+    return known
+
+
 def write_json(path: Path, data: Any, indent: int | None = 1) -> None:
     """Atomically: readers see the old file or the new one, never a part."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")

@@ -192,8 +192,7 @@ class RestClient:
         base_dir: str | os.PathLike[str] | None = None,
         params: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        body = {"spec": spec, "params": params or {}}
-        return self.record("POST", "pipelines", json=body, params=self.cwd_param(base_dir))
+        return self._submit_with_params("pipelines", spec, base_dir, params)
 
     def pipelines(self) -> builtins.list[dict[str, Any]]:
         return self.items("pipelines")
@@ -213,8 +212,18 @@ class RestClient:
         base_dir: str | os.PathLike[str] | None = None,
         params: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
+        return self._submit_with_params("schedules", spec, base_dir, params)
+
+    def _submit_with_params(
+        self,
+        collection: str,
+        spec: dict[str, Any],
+        base_dir: str | os.PathLike[str] | None,
+        params: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        """A pipeline or schedule: its spec with `-P` values, files relative to `base_dir`."""
         body = {"spec": spec, "params": params or {}}
-        return self.record("POST", "schedules", json=body, params=self.cwd_param(base_dir))
+        return self.record("POST", collection, json=body, params=self.cwd_param(base_dir))
 
     # -- TensorBoard ----------------------------------------------------------------------
     def tensorboard(self, request: dict[str, Any]) -> dict[str, Any]:

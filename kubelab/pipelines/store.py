@@ -22,7 +22,7 @@ from kubelab.driver_store import FAILED as FAILED
 from kubelab.driver_store import RUNNING as RUNNING
 from kubelab.driver_store import STOPPED as STOPPED
 from kubelab.driver_store import SUCCEEDED as SUCCEEDED
-from kubelab.driver_store import DriverDirectory, DriverStore, write_json
+from kubelab.driver_store import DriverDirectory, DriverStore, ledger_fields, ledger_to_dict, write_json
 from kubelab.records import utcnow
 
 # A step's place in the ledger. `submitting` is written before the step's run exists.
@@ -69,15 +69,11 @@ class PipelineState:
         self.status, self.reason, self.finished_at, self.driver_pid = status, reason, utcnow(), None
 
     def to_dict(self) -> dict[str, Any]:
-        data = {name: getattr(self, name) for name in self.__dataclass_fields__}
-        data["steps"] = {k: dict(vars(v)) for k, v in self.steps.items()}
-        return data
+        return ledger_to_dict(self, "steps")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PipelineState:
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        known["steps"] = {k: StepEntry(**v) for k, v in (data.get("steps") or {}).items()}
-        return cls(**known)
+        return cls(**ledger_fields(cls, data, "steps", StepEntry))
 
 
 class PipelineDirectory(DriverDirectory):

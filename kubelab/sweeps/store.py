@@ -29,7 +29,7 @@ from kubelab.driver_store import FAILED as FAILED
 from kubelab.driver_store import RUNNING as RUNNING
 from kubelab.driver_store import STOPPED as STOPPED
 from kubelab.driver_store import SUCCEEDED as SUCCEEDED
-from kubelab.driver_store import DriverDirectory, DriverStore, write_json
+from kubelab.driver_store import DriverDirectory, DriverStore, ledger_fields, ledger_to_dict, write_json
 from kubelab.records import utcnow
 
 SWEEP_STATES = (RUNNING, SUCCEEDED, FAILED, STOPPED)
@@ -103,16 +103,11 @@ class SweepState:
         self.running_since = time.time()
 
     def to_dict(self) -> dict[str, Any]:
-        # Shallow copies, not `asdict`'s deep walk: the driver writes this once per trial turn.
-        data = {name: getattr(self, name) for name in self.__dataclass_fields__}
-        data["trials"] = {k: dict(vars(v)) for k, v in self.trials.items()}
-        return data
+        return ledger_to_dict(self, "trials")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SweepState:
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        known["trials"] = {k: TrialEntry(**v) for k, v in (data.get("trials") or {}).items()}
-        return cls(**known)
+        return cls(**ledger_fields(cls, data, "trials", TrialEntry))
 
 
 class SweepDirectory(DriverDirectory):
