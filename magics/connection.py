@@ -144,7 +144,7 @@ class LocalService:
         session = supervisor.start(request)
         supervisor.wait_ready(session)
         data: dict[str, Any] = session.to_json()
-        data["url"] = f"http://127.0.0.1:{session.port}{session.url}"
+        data["url"] = session.direct_url
         return data
 
     def page_url(self, path: str) -> str:

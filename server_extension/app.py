@@ -51,7 +51,7 @@ class KubeLabApp(ExtensionApp):
     def initialize_handlers(self) -> None:
         for pattern, handler in API_ROUTES:  # ExtensionApp prefixes the server's base_url
             self.handlers.append((url_path_join("kubelab", "api", pattern), handler))
-        self.handlers.append(tensorboard_ext.PROXY_ROUTE)
+        self.handlers.extend(tensorboard_ext.PROXY_ROUTES)
 
     async def _start_jupyter_server_extension(self, serverapp) -> None:
         """Jupyter's hook for once the loop runs and the server listens (after its bind)."""

@@ -1,10 +1,11 @@
-"""TensorBoard through the Jupyter server: the sessions API and the authenticated proxy.
+"""TensorBoard through the Jupyter server: the sessions API and the sandboxed proxy.
 
-`/kubelab/api/tensorboards` starts, lists and stops sessions; `/kubelab/tensorboard/<id>/…`
-forwards to that session's TensorBoard on loopback. The proxy knows only the supervisor's
-sessions, so it cannot be pointed at another port, and it sits behind the server's own
-authentication (a browser without a login is sent to the login page), so TensorBoard works
-through JupyterHub from any browser.
+`/kubelab/api/tensorboards` starts, lists and stops sessions. A session's `url`,
+`/kubelab/tensorboard/<id>/…`, sits behind the server's own login (a browser without one is
+sent to the login page, so TensorBoard works through JupyterHub from any browser) and
+redirects to its capability URL `/kubelab/tensorboard-view/<secret>/…`, which forwards to that
+session's TensorBoard on loopback with every answer sandboxed (`kubelab.tensorboard.sandbox`).
+The proxy knows only the supervisor's sessions, so it cannot be pointed at another port.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 from typing import Any
+from urllib.parse import parse_qsl, urlencode
 
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import JupyterHandler
@@ -20,6 +22,7 @@ from tornado.ioloop import PeriodicCallback
 
 from kubelab.errors import KubelabError
 from kubelab.server_extension.handlers import KubelabHandler, api
+from kubelab.tensorboard.sandbox import page_policy, with_storage_shim
 from kubelab.tensorboard.supervisor import (
     FAILED,
     RUNNING,
@@ -130,51 +133,86 @@ def _stop_process(session: TensorBoardSession) -> None:
         stop_group(session.process)
 
 
-class TensorBoardProxy(JupyterHandler):
-    """`/kubelab/tensorboard/<session>/…` → that session's TensorBoard on 127.0.0.1.
-
-    Reading a session's pages (TensorBoard's POSTs are data queries) is a `read`."""
+class TensorBoardEntry(JupyterHandler):
+    """`/kubelab/tensorboard/<session>/…`: behind Jupyter's login, a redirect to the session's
+    capability URL (the same path below it). Reading a session's pages is a `read`."""
 
     auth_resource = "kubelab.tensorboards"
+
+    @web.authenticated
+    @authorized("read")
+    async def get(self, session_id: str, path: str | None = None) -> None:
+        self.enter(session_id, path)
+
+    @web.authenticated
+    @authorized("read")
+    async def head(self, session_id: str, path: str | None = None) -> None:
+        self.enter(session_id, path)
+
+    def enter(self, session_id: str, path: str | None) -> None:
+        try:
+            session = self.settings["kubelab"].tensorboards.get(session_id)
+        except KubelabError as exc:
+            self.set_status(exc.status)
+            self.finish(exc.to_json())
+            return
+        kept = [(k, v) for k, v in parse_qsl(self.request.query, keep_blank_values=True) if k != "token"]
+        query = f"?{urlencode(kept)}" if kept else ""  # Jupyter's token stays with Jupyter
+        self.set_header("Cache-Control", "no-store")  # the Location holds the capability
+        self.set_header("Referrer-Policy", "no-referrer")
+        self.redirect(session.view_prefix + (path or "/") + query)
+
+
+class TensorBoardView(web.RequestHandler):
+    """`/kubelab/tensorboard-view/<capability>/…` → that session's TensorBoard on 127.0.0.1,
+    every answer in a sandbox (`kubelab.tensorboard.sandbox`).
+
+    The capability in the URL is the credential: it is issued only by `TensorBoardEntry`, to a
+    user Jupyter authorized to `read` TensorBoards. Cookies and Authorization headers are never
+    forwarded nor honoured here, so a request forged from another site borrows nothing."""
 
     @property
     def supervisor(self) -> TensorBoardSupervisor:
         return self.settings["kubelab"].tensorboards
 
+    def set_default_headers(self) -> None:
+        self.set_header("Content-Security-Policy", page_policy(None))
+        self.set_header("Access-Control-Allow-Origin", "*")  # the sandbox's origin is `null`
+        self.set_header("Referrer-Policy", "no-referrer")  # links out must not carry the capability
+        self.set_header("X-Content-Type-Options", "nosniff")
+
     def check_xsrf_cookie(self) -> None:
-        """TensorBoard's page posts its data queries without Jupyter's XSRF token; a same-origin
-        Referer stands in for it (a cross-site form post has a foreign or no Referer)."""
-        if not hasattr(self, "_jupyter_current_user") or self.token_authenticated:
-            return
-        if self.request.method in ("GET", "HEAD") or (self.check_origin() and self.check_referer()):
-            return
-        raise web.HTTPError(403, "cross-site request refused")
+        """No ambient credential is accepted on this route: there is nothing to forge."""
 
-    @web.authenticated
-    @authorized("read")
-    async def get(self, session_id: str, path: str = "") -> None:
-        await self.forward(session_id)
+    async def get(self, capability: str, path: str | None = None) -> None:
+        await self.forward(capability)
 
-    @web.authenticated
-    @authorized("read")
-    async def head(self, session_id: str, path: str = "") -> None:
-        await self.forward(session_id)
+    async def head(self, capability: str, path: str | None = None) -> None:
+        await self.forward(capability)
 
-    @web.authenticated
-    @authorized("read")
-    async def post(self, session_id: str, path: str = "") -> None:
-        await self.forward(session_id)
+    async def post(self, capability: str, path: str | None = None) -> None:
+        await self.forward(capability)
 
-    def fail(self, error: KubelabError) -> None:
-        self.set_status(error.status)
+    def options(self, capability: str, path: str | None = None) -> None:
+        """The CORS preflight of TensorBoard's data queries (they carry `X-XSRF-Protected`)."""
+        self.set_status(204)
+        self.set_header("Access-Control-Allow-Methods", "GET, HEAD, POST")
+        asked = self.request.headers.get("Access-Control-Request-Headers", "")
+        if asked:
+            self.set_header("Access-Control-Allow-Headers", asked)
+        self.set_header("Access-Control-Max-Age", "600")
+        self.finish()
+
+    def fail(self, status: int, body: dict[str, Any]) -> None:
+        self.set_status(status)
         self.set_header("Content-Type", "application/json")
-        self.finish(json.dumps(error.to_json()))
+        self.finish(json.dumps(body))
 
-    async def ready(self, session_id: str) -> TensorBoardSession | None:
+    async def ready(self, capability: str) -> TensorBoardSession | None:
         try:
-            session = self.supervisor.get(session_id)
+            session = self.supervisor.by_capability(capability)
         except KubelabError as exc:
-            self.fail(exc)
+            self.fail(exc.status, exc.to_json())
             return None
         if session.stopped_on_request and not session.alive:
             self.set_status(410)
@@ -182,27 +220,26 @@ class TensorBoardProxy(JupyterHandler):
             self.finish(STOPPED_PAGE)
             return None
         if not session.alive:  # stopped when idle (or crashed): a returning page starts it again
-            session = self.supervisor.restart(session_id)
+            session = self.supervisor.restart(session.id)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + READY_TIMEOUT
         while self.supervisor.check(session) == STARTING and loop.time() < deadline:
-            self.supervisor.touch(session_id)
+            self.supervisor.touch(session.id)
             await asyncio.sleep(0.05)
         if session.state != RUNNING:
             reason = session.reason if session.state == FAILED else "TensorBoard did not start in time"
-            self.set_status(502)
-            self.set_header("Content-Type", "application/json")
-            self.finish(json.dumps({"error": "backend", "detail": reason, "fields": []}))
+            self.fail(502, {"error": "backend", "detail": reason, "fields": []})
             return None
         return session
 
-    async def forward(self, session_id: str) -> None:
-        session = await self.ready(session_id)
+    async def forward(self, capability: str) -> None:
+        session = await self.ready(capability)
         if session is None:
             return
-        self.supervisor.touch(session_id)
+        self.supervisor.touch(session.id)
         upstream = f"http://127.0.0.1:{session.port}"
         headers = {k: v for k, v in self.request.headers.get_all() if k.lower() not in NOT_FORWARDED}
+        headers["Accept-Encoding"] = "gzip"  # the one encoding `with_storage_shim` can open
         request = httpclient.HTTPRequest(
             upstream + self.request.uri,
             method=self.request.method,
@@ -215,23 +252,27 @@ class TensorBoardProxy(JupyterHandler):
         )
         response = await httpclient.AsyncHTTPClient().fetch(request, raise_error=False)
         if response.code == 599:  # no HTTP answer at all
-            self.set_status(502)
-            self.finish(
-                {"error": "backend", "detail": f"TensorBoard did not answer: {response.error}", "fields": []}
-            )
+            detail = f"TensorBoard did not answer: {response.error}"
+            self.fail(502, {"error": "backend", "detail": detail, "fields": []})
             return
         self.set_status(response.code, response.reason)
+        body = response.body or b""
+        html = response.headers.get("Content-Type", "").startswith("text/html")
         for name, value in response.headers.get_all():
             lower = name.lower()
-            if lower in HOP_BY_HOP:
+            if lower in HOP_BY_HOP or (html and lower == "content-encoding"):
                 continue
             if lower == "location" and value.startswith(upstream):
                 value = value[len(upstream) :]
             if lower == "content-security-policy":
-                value = value.rstrip("; ") + "; frame-ancestors 'self'"  # inline in JupyterLab only
+                continue
             self.set_header(name, value)
-        if response.body and self.request.method != "HEAD":
-            self.write(response.body)
+        policy = page_policy(response.headers.get("Content-Security-Policy"))
+        self.set_header("Content-Security-Policy", policy)
+        if html and body:
+            body = with_storage_shim(body, response.headers.get("Content-Encoding"))
+        if body and self.request.method != "HEAD":
+            self.write(body)
         self.finish()
 
 
@@ -240,4 +281,7 @@ ROUTES = [
     (r"tensorboards", TensorBoardsHandler),
     (rf"tensorboards/{SESSION}", TensorBoardHandler),
 ]
-PROXY_ROUTE = (r"kubelab/tensorboard/(?P<session_id>[^/]+)(?P<path>/.*)?", TensorBoardProxy)
+PROXY_ROUTES = [
+    (r"kubelab/tensorboard/(?P<session_id>[^/]+)(?P<path>/.*)?", TensorBoardEntry),
+    (r"kubelab/tensorboard-view/(?P<capability>[A-Za-z0-9_-]+)(?P<path>/.*)?", TensorBoardView),
+]

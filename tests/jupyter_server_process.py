@@ -125,9 +125,8 @@ class JupyterServer:
     def page(self, path: str, token: bool = True, **kwargs) -> requests.Response:
         """A browser-side path (not under /kubelab/api), with or without the token."""
         headers = self.headers if token else {}
-        return requests.get(
-            self.url + path.lstrip("/"), headers=headers, timeout=60, allow_redirects=False, **kwargs
-        )
+        kwargs.setdefault("allow_redirects", False)
+        return requests.get(self.url + path.lstrip("/"), headers=headers, timeout=60, **kwargs)
 
     def get(self, path: str, **kwargs) -> requests.Response:
         return requests.get(self.api + path, headers=self.headers, timeout=30, **kwargs)

@@ -41,7 +41,8 @@ def cmd_start(args: argparse.Namespace) -> int:
         _print(session, args.output, client.page_url(session["url"]))
         return 0
     from kubelab.experiments import Experiments
-    from kubelab.tensorboard.supervisor import RUNNING, TensorBoardSupervisor
+    from kubelab.tensorboard.session import RUNNING
+    from kubelab.tensorboard.supervisor import TensorBoardSupervisor
 
     supervisor = TensorBoardSupervisor(Experiments())
     session = supervisor.start(request)
@@ -49,7 +50,8 @@ def cmd_start(args: argparse.Namespace) -> int:
         print(f"kubelab: TensorBoard did not start: {supervisor.log_tail(session)}", file=sys.stderr)
         supervisor.stop_all()
         return 1
-    _print(session.to_json(), args.output, f"http://127.0.0.1:{session.port}{session.url}")
+    served = {**session.to_json(), "url": session.direct_url}
+    _print(served, args.output, served["url"])
     print("(no Jupyter server: serving here until Ctrl-C)", file=sys.stderr, flush=True)
     signal.signal(signal.SIGTERM, _interrupt)
     try:

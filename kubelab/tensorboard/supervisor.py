@@ -17,9 +17,8 @@ from __future__ import annotations
 import atexit
 import builtins
 import contextlib
-import hashlib
 import os
-import re
+import secrets
 import signal
 import socket
 import subprocess
@@ -27,83 +26,25 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kubelab.errors import FieldError, NotFound, TooMany, ValidationError
 from kubelab.options import TENSORBOARD_SOURCES, tensorboard_source
+from kubelab.tensorboard.session import (
+    FAILED,
+    RUNNING,
+    STARTING,
+    STOPPED,
+    TensorBoardSession,
+    logdir_spec,
+    run_label,
+    session_id,
+)
 
-STARTING, RUNNING, STOPPED, FAILED = "starting", "running", "stopped", "failed"
 SOURCES = TENSORBOARD_SOURCES
 DEFAULT_IDLE_TIMEOUT = 30 * 60.0  # seconds without a proxied request before a session stops
 STOP_GRACE = 3.0
-_UNSAFE = re.compile(r"[:,\s/\\]+")  # logdir_spec splits on ',' and the first ':'
-
-
-@dataclass
-class TensorBoardSession:
-    """One TensorBoard process and the runs it shows."""
-
-    id: str
-    logdirs: dict[str, str]
-    source: dict[str, Any]
-    prefix: str  # the URL path TensorBoard serves under, e.g. /kubelab/tensorboard/<id>
-    state: str = STARTING
-    reason: str = ""
-    port: int | None = None
-    pid: int | None = None
-    started_at: float = field(default_factory=time.time)
-    last_access: float = field(default_factory=time.time)
-    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
-    log_path: Path | None = None
-    # Stopped by a user (sidebar, closed tab, `%tensorboard --stop`): a page that comes back
-    # must not start it again behind their back, unlike after an idle stop.
-    stopped_on_request: bool = False
-
-    @property
-    def url(self) -> str:
-        return self.prefix + "/"
-
-    @property
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "url": self.url,
-            "logdirs": dict(self.logdirs),
-            "state": self.state,
-            "reason": self.reason,
-            "source": self.source,
-            "pid": self.pid,
-            "started_at": self.started_at,
-            "last_access": self.last_access,
-        }
-
-
-def session_id(logdirs: dict[str, str]) -> str:
-    """The same set of directories always names the same session (names do not count)."""
-    digest = hashlib.sha256("\0".join(sorted(logdirs.values())).encode()).hexdigest()
-    return digest[:12]
-
-
-def run_label(record: dict[str, Any]) -> str:
-    """A readable run name: `trial-3-lr=0.01-batch=32` for trials, the experiment name otherwise."""
-    if record.get("sweep") and record.get("trial") is not None:
-        parts = [f"trial-{record['trial']}"]
-        for key, value in sorted((record.get("params") or {}).items()):
-            text = f"{value:.4g}" if isinstance(value, float) else str(value)
-            parts.append(f"{key}={text[:24]}")
-        label = "-".join(parts)
-    else:
-        label = record.get("name") or record["id"]
-    return _UNSAFE.sub("_", label).strip("_")[:120] or record["id"]
-
-
-def logdir_spec(logdirs: dict[str, str]) -> str:
-    return ",".join(f"{name}:{path}" for name, path in logdirs.items())
 
 
 def free_port() -> int:
@@ -133,7 +74,9 @@ class TensorBoardSupervisor:
         max_sessions: int | None = None,
     ):
         self.lab = lab
-        self.prefix_root = "/" + "/".join(p for p in (base_url.strip("/"), "kubelab/tensorboard") if p)
+        base = "/" + "/".join(p for p in (base_url.strip("/"),) if p)
+        self.prefix_root = base.rstrip("/") + "/kubelab/tensorboard"
+        self.view_root = base.rstrip("/") + "/kubelab/tensorboard-view"
         self.idle_timeout = idle_timeout
         self.max_sessions = max_sessions or _env_limit("KUBELAB_MAX_TENSORBOARDS", DEFAULT_MAX_SESSIONS)
         self.on_change = on_change or (lambda session: None)
@@ -228,7 +171,7 @@ class TensorBoardSupervisor:
                 if other.source == source and other.id != sid and other.alive:
                     self._terminate(other, "replaced by a session with the sweep's newer trials")
             self._check_room()
-            session = TensorBoardSession(sid, logdirs, source, f"{self.prefix_root}/{sid}")
+            session = TensorBoardSession(sid, logdirs, source, f"{self.prefix_root}/{sid}", self.view_root)
             self.sessions[sid] = session
             self._spawn(session)
         self.on_change(session)
@@ -271,7 +214,7 @@ class TensorBoardSupervisor:
             "--logdir_spec",
             logdir_spec(session.logdirs),
             "--path_prefix",
-            session.prefix,
+            session.view_prefix,
             "--host",
             "127.0.0.1",
             "--port",
@@ -299,6 +242,13 @@ class TensorBoardSupervisor:
                 f"no TensorBoard session '{sid}'", [FieldError("id", "is not a session of this server")]
             )
         return session
+
+    def by_capability(self, capability: str) -> TensorBoardSession:
+        """The session whose pages' URL holds `capability` (compared in constant time)."""
+        for session in list(self.sessions.values()):
+            if secrets.compare_digest(session.capability.encode(), capability.encode()):
+                return session
+        raise NotFound("no such TensorBoard page", [FieldError("url", "names no session of this server")])
 
     def list(self) -> list[TensorBoardSession]:
         for session in list(self.sessions.values()):

@@ -61,23 +61,23 @@ def test_train_runs_to_success_with_metrics_and_tensorboard(server):
     url = sessions[0]["url"]
     assert f'src="{url}"' in shown["text/html"]
 
-    page = server.page(url)
+    page = server.page(url, allow_redirects=True)  # through its capability URL
     assert page.status_code == 200 and "tensorboard" in page.text.lower()
-    runs = server.page(url + "data/runs")
+    runs = server.page(url + "data/runs", allow_redirects=True)
     assert runs.status_code == 200 and any(r.startswith("nb-train") for r in runs.json())
-    plugins = server.page(url + "data/plugins_listing")
+    plugins = server.page(url + "data/plugins_listing", allow_redirects=True)
     assert plugins.status_code == 200 and plugins.json()["scalars"]["enabled"] is True
     for path in ("", "data/runs", "data/plugins_listing"):
         refused = server.page(url + path, token=False)
         assert refused.status_code in (302, 403), (path, refused.status_code)
-        assert refused.status_code != 200
+        assert "tensorboard-view" not in refused.headers.get("Location", "")  # to the login, not in
     bad = requests.get(
         server.url + url.lstrip("/") + "data/runs",
         headers={"Authorization": "token wrong"},
         allow_redirects=False,
         timeout=30,
     )
-    assert bad.status_code != 200
+    assert bad.status_code != 200 and "tensorboard-view" not in bad.headers.get("Location", "")
 
 
 def test_train_returns_at_once_with_a_live_widget_and_stop_ends_it(server):

@@ -26,7 +26,8 @@ def experiment(home) -> str:
 def started_session(server) -> dict:
     run_id = experiment(server.home)
     session = server.post("tensorboards", {"experiments": [run_id]}).json()
-    assert server.page(session["url"]).status_code == 200  # it serves: the process is really up
+    served = server.page(session["url"], allow_redirects=True)  # through its capability URL
+    assert served.status_code == 200  # it serves: the process is really up
     assert pid_alive(session["pid"])
     return session
 
@@ -65,13 +66,13 @@ def test_idle_session_restarts_for_a_returning_page_but_not_after_a_stop(workspa
             time.sleep(0.2)
         assert listed["state"] == "stopped" and listed["reason"].startswith("idle for"), listed
         assert wait_gone(session["pid"])
-        page = server.page(session["url"] + "data/runs")  # an iframe coming back
+        page = server.page(session["url"] + "data/runs", allow_redirects=True)  # an iframe coming back
         assert page.status_code == 200 and isinstance(page.json(), list)
         assert server.get(f"tensorboards/{session['id']}").json()["state"] == "running"
         stopped = server.delete(f"tensorboards/{session['id']}")
         assert stopped.status_code == 200 and stopped.json()["state"] == "stopped"
         assert stopped.json()["reason"] == "stopped on request"
-        gone = server.page(session["url"])  # its tab reloaded after the user stopped it
+        gone = server.page(session["url"], allow_redirects=True)  # its tab reloaded after the user stopped it
         assert gone.status_code == 410 and "was stopped" in gone.text
         assert server.get(f"tensorboards/{session['id']}").json()["state"] == "stopped"
     finally:
@@ -167,3 +168,26 @@ def test_run_labels_are_readable_and_safe_for_logdir_spec():
     trial = {"id": "a", "sweep": "s1", "trial": 3, "params": {"lr": 0.01, "opt": "adam,w:1"}}
     assert run_label(trial) == "trial-3-lr=0.01-opt=adam_w_1"
     assert run_label({"id": "b", "name": "my run: v2"}) == "my_run_v2"
+
+
+def test_without_a_server_the_cli_prints_tensorboards_own_url_and_serves_there(lab_home):
+    run_id = experiment(lab_home)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBELAB_API_")}
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "kubelab.cli", "tensorboard", "start", run_id],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**env, "KUBELAB_HOME": str(lab_home)},
+    )
+    try:
+        line = cli.stdout.readline()
+        url = next(word for word in line.split() if word.startswith("http://127.0.0.1:"))
+        assert "/kubelab/tensorboard-view/" in url, line
+        served = requests.get(url, timeout=30)
+        assert served.status_code == 200 and "<tb-webapp>" in served.text
+        runs = requests.get(url + "data/runs", timeout=30)
+        assert runs.status_code == 200 and runs.json() == []  # TensorBoard answers (the run wrote no events)
+    finally:
+        cli.send_signal(signal.SIGINT)
+        assert cli.wait(30) == 0, cli.stderr.read()
