@@ -22,6 +22,7 @@ module.exports = {
     'labextension/src/form.ts',
     'labextension/src/query.ts',
     'labextension/src/settings.ts',
+    'labextension/src/submitform.ts',
     'labextension/src/sweeps.ts',
     'labextension/src/virtual.ts'
   ],
