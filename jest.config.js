@@ -20,6 +20,7 @@ module.exports = {
     'labextension/src/api.ts',
     'labextension/src/charts.ts',
     'labextension/src/form.ts',
+    'labextension/src/logdownload.ts',
     'labextension/src/query.ts',
     'labextension/src/settings.ts',
     'labextension/src/submitform.ts',
