@@ -20,8 +20,10 @@ module.exports = {
     'labextension/src/api.ts',
     'labextension/src/charts.ts',
     'labextension/src/form.ts',
+    'labextension/src/logdownload.ts',
     'labextension/src/query.ts',
     'labextension/src/settings.ts',
+    'labextension/src/submitform.ts',
     'labextension/src/sweeps.ts',
     'labextension/src/virtual.ts'
   ],

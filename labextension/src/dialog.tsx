@@ -4,83 +4,29 @@
  * refuses, the dialog comes back with the values kept and each reason next to its
  * field (`resources.memory: 'lots' is not a Kubernetes quantity …`).
  */
-import { Dialog, showDialog } from '@jupyterlab/apputils';
 import { TranslationBundle } from '@jupyterlab/translation';
-import React, { useState } from 'react';
+import React from 'react';
 
-import { IResources, KubelabApi, KubelabApiError } from './api';
-import {
-  buildSpec,
-  errorsByField,
-  FieldErrors,
-  FormField,
-  FRAMEWORKS,
-  IRunForm,
-  pendingErrors
-} from './form';
-import { FormBody, useErrorsSignal } from './formbody';
+import { IResources, KubelabApi } from './api';
+import { buildSpec, fieldForPath, FRAMEWORKS, IRunForm } from './form';
+import { showForm } from './formbody';
+import { IFormFieldsProps, useFormFields } from './formfields';
 import { IExperimentRecord } from './model';
+import { FormRefused, submitForm } from './submitform';
 
 const PARAMS_EXAMPLE = 'lr=0.01\nbatch_size=64';
 
-type Errors = FieldErrors;
-
-function RunFormView(props: {
-  initial: IRunForm;
-  errors: Errors;
-  resources: IResources | null;
-  subject: string;
-  trans: TranslationBundle;
-  onChange(value: IRunForm): void;
-}): JSX.Element {
+function RunFormView(
+  props: IFormFieldsProps<IRunForm> & {
+    resources: IResources | null;
+    subject: string;
+    trans: TranslationBundle;
+  }
+): JSX.Element {
   const { resources, trans } = props;
-  const [form, setForm] = useState(props.initial);
-  // A reason stays next to its field only while the field holds the refused value: once
-  // the user edits it, the reason (and JupyterLab's `.jp-mod-error`, which keeps the
-  // dialog's accept button disabled) goes, so the corrected form can be sent again.
-  const errors = pendingErrors(props.errors, props.initial, form);
-  const body = useErrorsSignal(Object.keys(errors).join(','));
-  const update =
-    (key: FormField) =>
-    (
-      event: React.ChangeEvent<
-        HTMLInputElement | HTMLSelectElement | HTMLTextAreaElement
-      >
-    ) => {
-      const next = { ...form, [key]: event.target.value };
-      setForm(next);
-      props.onChange(next);
-    };
-  const field = (
-    key: FormField,
-    label: string,
-    input: JSX.Element,
-    hint?: string
-  ) => (
-    <div
-      className={`jp-kubelab-Field${errors[key] ? ' jp-mod-error' : ''}`}
-      data-field={key}
-    >
-      <label htmlFor={`kubelab-run-${key}`}>{label}</label>
-      {input}
-      {hint ? <div className="jp-kubelab-Field-hint">{hint}</div> : null}
-      {(errors[key] ?? []).map(message => (
-        <div key={message} className="jp-kubelab-Field-error" role="alert">
-          {message}
-        </div>
-      ))}
-    </div>
-  );
-  const text = (key: FormField, placeholder = '') => (
-    <input
-      id={`kubelab-run-${key}`}
-      name={key}
-      className="jp-mod-styled"
-      value={form[key]}
-      placeholder={placeholder}
-      aria-invalid={errors[key] ? true : undefined}
-      onChange={update(key)}
-    />
+  const { form, body, update, field, text, general } = useFormFields(
+    props,
+    'kubelab-run'
   );
   const types = resources?.gpus.types ?? [];
   const availability = resources
@@ -105,15 +51,7 @@ function RunFormView(props: {
       <p className="jp-kubelab-RunForm-subject">
         <code>{props.subject}</code>
       </p>
-      {(errors.general ?? []).map(message => (
-        <div
-          key={message}
-          className="jp-kubelab-Field-error jp-kubelab-RunForm-general"
-          role="alert"
-        >
-          {message}
-        </div>
-      ))}
+      {general}
       {field('name', trans.__('Name'), text('name'))}
       <div className="jp-kubelab-RunForm-row">
         {field(
@@ -235,57 +173,43 @@ export async function runDialog(
   options: IRunDialogOptions
 ): Promise<IExperimentRecord | null> {
   const { api, trans } = options;
-  let form = drafts.get(options.subject) ?? options.initial;
-  let errors: Errors = {};
   let resources = options.resources;
-  for (;;) {
-    const refused = errors;
-    const shownResources = resources;
-    const body = new FormBody<IRunForm>(
-      form,
-      props => (
-        <RunFormView
-          {...props}
-          errors={refused}
-          resources={shownResources}
-          subject={options.subject}
-          trans={trans}
-        />
-      ),
-      'jp-kubelab-RunForm'
-    );
-    const result = await showDialog({
-      title: options.title,
-      body,
-      buttons: [
-        Dialog.cancelButton({ label: trans.__('Cancel') }),
-        Dialog.okButton({ label: trans.__('Run') })
-      ],
-      focusNodeSelector: 'input[name="name"]'
-    });
-    form = body.getValue();
-    if (!result.button.accept) {
-      drafts.set(options.subject, form);
-      return null;
-    }
-    const built = buildSpec(form, options.base);
-    if ('errors' in built) {
-      errors = errorsByField(built.errors);
-      continue;
-    }
-    try {
-      const record = await api.submit(built.spec, options.cwd);
-      drafts.delete(options.subject);
-      return record;
-    } catch (error) {
-      if (error instanceof KubelabApiError && error.fields.length) {
-        errors = errorsByField(error.fields);
-      } else {
-        errors = {
-          general: [error instanceof Error ? error.message : String(error)]
-        };
+  return submitForm({
+    subject: options.subject,
+    initial: options.initial,
+    drafts,
+    fieldFor: fieldForPath,
+    ask: (value, refusal) => {
+      const shownResources = resources;
+      return showForm({
+        title: options.title,
+        value,
+        view: props => (
+          <RunFormView
+            {...props}
+            errors={refusal}
+            resources={shownResources}
+            subject={options.subject}
+            trans={trans}
+          />
+        ),
+        className: 'jp-kubelab-RunForm',
+        cancel: trans.__('Cancel'),
+        accept: trans.__('Run')
+      });
+    },
+    send: async form => {
+      const built = buildSpec(form, options.base);
+      if ('errors' in built) {
+        throw new FormRefused(built.errors);
       }
-      resources = await api.resources().catch(() => resources);
+      try {
+        return await api.submit(built.spec, options.cwd);
+      } catch (error) {
+        // The dialog comes back showing what is free now.
+        resources = await api.resources().catch(() => resources);
+        throw error;
+      }
     }
-  }
+  });
 }

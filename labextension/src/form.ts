@@ -7,6 +7,7 @@
  */
 import type { IFieldError } from './api';
 import { formatNumber } from './model';
+import type { Refusal } from './submitform';
 
 export const FRAMEWORKS = ['none', 'pytorch', 'tensorflow', 'paddle'] as const;
 
@@ -269,38 +270,8 @@ export function fieldForPath(path: string): FormField | 'general' {
   return 'general';
 }
 
-/** The server's field errors grouped by input, each shown as `path: reason`. */
-export function errorsByField(
-  fields: readonly IFieldError[]
-): Partial<Record<FormField | 'general', string[]>> {
-  const grouped: Partial<Record<FormField | 'general', string[]>> = {};
-  for (const field of fields) {
-    const key = fieldForPath(field.path);
-    (grouped[key] ??= []).push(`${field.path}: ${field.reason}`);
-  }
-  return grouped;
-}
-
 /** Reasons per form field (and `general` for the rest), as the dialog shows them. */
-export type FieldErrors = Partial<Record<FormField | 'general', string[]>>;
-
-/** The errors that still apply: those of fields whose value is the one refused. */
-export function pendingErrors<F extends object>(
-  errors: Partial<Record<keyof F | 'general', string[]>>,
-  refused: F,
-  now: F
-): Partial<Record<keyof F | 'general', string[]>> {
-  const pending: Partial<Record<keyof F | 'general', string[]>> = {};
-  for (const [key, messages] of Object.entries(errors) as [
-    keyof F | 'general',
-    string[]
-  ][]) {
-    if (key === 'general' || refused[key] === now[key]) {
-      pending[key] = messages;
-    }
-  }
-  return pending;
-}
+export type FieldErrors = Refusal<FormField>;
 
 const PYTHON_ASSIGNMENT =
   /^([A-Za-z_]\w*)\s*=\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|[^#]+?)\s*(?:#.*)?$/;

@@ -2,10 +2,12 @@
  * A dialog body holding a React form (the run and sweep dialogs): `getValue()` gives what
  * was typed, and the dialog focuses its first field once React has put the form in the page.
  */
-import { Dialog } from '@jupyterlab/apputils';
+import { Dialog, showDialog } from '@jupyterlab/apputils';
 import { ReactWidget } from '@jupyterlab/ui-components';
 import { Message } from '@lumino/messaging';
 import React, { useLayoutEffect, useRef } from 'react';
+
+import type { IFormAnswer } from './submitform';
 
 /** What a form view gets: the starting value, and where to report changes. */
 export interface IFormViewProps<T> {
@@ -74,4 +76,29 @@ export function useErrorsSignal(
     body.current?.dispatchEvent(new Event('input', { bubbles: true }));
   }, [errorKeys]);
   return body;
+}
+
+/**
+ * Show a form in a dialog with Cancel and `accept`, its name field focused; resolves to
+ * the button pressed and what was typed.
+ */
+export async function showForm<T>(options: {
+  title: string;
+  value: T;
+  view: (props: IFormViewProps<T>) => JSX.Element;
+  className: string;
+  cancel: string;
+  accept: string;
+}): Promise<IFormAnswer<T>> {
+  const body = new FormBody<T>(options.value, options.view, options.className);
+  const result = await showDialog({
+    title: options.title,
+    body,
+    buttons: [
+      Dialog.cancelButton({ label: options.cancel }),
+      Dialog.okButton({ label: options.accept })
+    ],
+    focusNodeSelector: 'input[name="name"]'
+  });
+  return { accept: result.button.accept, value: body.getValue() };
 }

@@ -3,12 +3,14 @@
  * (the active one marked with `aria-selected` and a style), search with every match
  * highlighted and next/previous (Enter, Shift+Enter), a wrap toggle, a timestamps toggle
  * (the log read again with `timestamps=1`, the times shown as a muted column), and a
- * download of the whole log (the page keeps only its tail).
+ * download of the whole log as shown, times included when they are (the page keeps only
+ * its tail).
  */
 import { TranslationBundle } from '@jupyterlab/translation';
 import React, { useEffect, useMemo, useRef, useState } from 'react';
 
 import { KubelabApi } from './api';
+import { ILogFile, logFile } from './logdownload';
 import { findMatches, segments, stepMatch } from './logsearch';
 import { timePieces } from './logtimes';
 
@@ -80,18 +82,18 @@ export function LogView(props: {
   const step = (direction: 1 | -1) =>
     setActive(stepMatch(current, matches.length, direction));
   const download = async () => {
-    let whole = '';
+    let file: ILogFile;
     try {
-      await api.logs(id, replica, false, chunk => (whole += chunk));
+      file = await logFile(api, props, replica, timestamps);
     } catch (reason) {
       setError(String((reason as Error)?.message ?? reason));
       return;
     }
     const link = document.createElement('a');
     link.href = URL.createObjectURL(
-      new Blob([whole], { type: 'text/plain;charset=utf-8' })
+      new Blob([file.text], { type: 'text/plain;charset=utf-8' })
     );
-    link.download = `${props.name}-${id}-replica${replica}.log`;
+    link.download = file.filename;
     link.click();
     URL.revokeObjectURL(link.href);
   };

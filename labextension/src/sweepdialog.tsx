@@ -4,80 +4,35 @@
  * server validates; when it refuses, the dialog comes back with the values kept and each
  * reason next to its field (`space.lr._value: …`), and editing the field clears it.
  */
-import { Dialog, showDialog } from '@jupyterlab/apputils';
 import { TranslationBundle } from '@jupyterlab/translation';
-import React, { useState } from 'react';
+import React from 'react';
 
-import { KubelabApi, KubelabApiError } from './api';
-import { pendingErrors } from './form';
-import { FormBody, useErrorsSignal } from './formbody';
+import { KubelabApi } from './api';
+import { showForm } from './formbody';
+import { IFormFieldsProps, useFormFields } from './formfields';
+import { submitForm } from './submitform';
 import { ISweepRecord } from './sweeps';
 import {
   buildSweepSpec,
   EARLY_STOPPING,
   ISweepForm,
-  SweepErrors,
-  sweepErrorsByField,
   SweepField,
+  sweepFieldForPath,
   TUNERS
 } from './sweepform';
 
-function SweepFormView(props: {
-  initial: ISweepForm;
-  errors: SweepErrors;
-  subject: string;
-  trans: TranslationBundle;
-  onChange(value: ISweepForm): void;
-}): JSX.Element {
+function SweepFormView(
+  props: IFormFieldsProps<ISweepForm> & {
+    subject: string;
+    trans: TranslationBundle;
+  }
+): JSX.Element {
   const { trans } = props;
-  const [form, setForm] = useState(props.initial);
-  const errors = pendingErrors(props.errors, props.initial, form);
-  const body = useErrorsSignal(Object.keys(errors).join(','));
-  const update =
-    (key: SweepField) =>
-    (
-      event: React.ChangeEvent<
-        HTMLInputElement | HTMLSelectElement | HTMLTextAreaElement
-      >
-    ) => {
-      const next = { ...form, [key]: event.target.value };
-      setForm(next);
-      props.onChange(next);
-    };
-  const field = (
-    key: SweepField,
-    label: string,
-    input: JSX.Element,
-    hint?: string
-  ) => (
-    <div
-      className={`jp-kubelab-Field${errors[key] ? ' jp-mod-error' : ''}`}
-      data-field={key}
-    >
-      <label htmlFor={`kubelab-sweep-${key}`}>{label}</label>
-      {input}
-      {hint ? <div className="jp-kubelab-Field-hint">{hint}</div> : null}
-      {(errors[key] ?? []).map(message => (
-        <div key={message} className="jp-kubelab-Field-error" role="alert">
-          {message}
-        </div>
-      ))}
-    </div>
-  );
-  const text = (key: SweepField, placeholder = '') => (
-    <input
-      id={`kubelab-sweep-${key}`}
-      name={key}
-      className="jp-mod-styled"
-      value={form[key]}
-      placeholder={placeholder}
-      aria-invalid={errors[key] ? true : undefined}
-      onChange={update(key)}
-    />
-  );
+  const { form, errors, body, id, update, field, text, general } =
+    useFormFields(props, 'kubelab-sweep');
   const select = (key: SweepField, options: readonly string[]) => (
     <select
-      id={`kubelab-sweep-${key}`}
+      id={id(key)}
       name={key}
       className="jp-mod-styled"
       value={form[key]}
@@ -97,15 +52,7 @@ function SweepFormView(props: {
           <code>{props.subject}</code>
         </p>
       ) : null}
-      {(errors.general ?? []).map(message => (
-        <div
-          key={message}
-          className="jp-kubelab-Field-error jp-kubelab-RunForm-general"
-          role="alert"
-        >
-          {message}
-        </div>
-      ))}
+      {general}
       {field('name', trans.__('Name'), text('name'))}
       {field(
         'command',
@@ -172,47 +119,27 @@ export async function sweepDialog(options: {
   cwd: string;
 }): Promise<ISweepRecord | null> {
   const { api, trans } = options;
-  let form = drafts.get(options.subject) ?? options.initial;
-  let errors: SweepErrors = {};
-  for (;;) {
-    const refused = errors;
-    const body = new FormBody<ISweepForm>(
-      form,
-      props => (
-        <SweepFormView
-          {...props}
-          errors={refused}
-          subject={options.subject}
-          trans={trans}
-        />
-      ),
-      'jp-kubelab-SweepForm'
-    );
-    const result = await showDialog({
-      title: trans.__('Run as sweep'),
-      body,
-      buttons: [
-        Dialog.cancelButton({ label: trans.__('Cancel') }),
-        Dialog.okButton({ label: trans.__('Start sweep') })
-      ],
-      focusNodeSelector: 'input[name="name"]'
-    });
-    form = body.getValue();
-    if (!result.button.accept) {
-      drafts.set(options.subject, form);
-      return null;
-    }
-    try {
-      const record = await api.createSweep(buildSweepSpec(form), options.cwd);
-      drafts.delete(options.subject);
-      return record;
-    } catch (error) {
-      errors =
-        error instanceof KubelabApiError && error.fields.length
-          ? sweepErrorsByField(error.fields)
-          : {
-              general: [error instanceof Error ? error.message : String(error)]
-            };
-    }
-  }
+  return submitForm({
+    subject: options.subject,
+    initial: options.initial,
+    drafts,
+    fieldFor: sweepFieldForPath,
+    ask: (value, refusal) =>
+      showForm({
+        title: trans.__('Run as sweep'),
+        value,
+        view: props => (
+          <SweepFormView
+            {...props}
+            errors={refusal}
+            subject={options.subject}
+            trans={trans}
+          />
+        ),
+        className: 'jp-kubelab-SweepForm',
+        cancel: trans.__('Cancel'),
+        accept: trans.__('Start sweep')
+      }),
+    send: form => api.createSweep(buildSweepSpec(form), options.cwd)
+  });
 }

@@ -3,7 +3,7 @@
  * search space goes to the server as typed, JSON or YAML, and the server validates it
  * all), and the server's `field.path: reason` errors put next to the form's fields.
  */
-import { IFieldError } from './api';
+import type { Refusal } from './submitform';
 
 export const TUNERS = [
   'tpe',
@@ -34,7 +34,7 @@ export interface ISweepForm {
 
 export type SweepField = keyof ISweepForm;
 
-export type SweepErrors = Partial<Record<SweepField | 'general', string[]>>;
+export type SweepErrors = Refusal<SweepField>;
 
 export const SPACE_EXAMPLE = `lr:
   _type: loguniform
@@ -118,16 +118,4 @@ export function sweepFieldForPath(path: string): SweepField | 'general' {
     trial: 'command'
   };
   return fields[head] ?? 'general';
-}
-
-export function sweepErrorsByField(
-  fields: readonly IFieldError[]
-): SweepErrors {
-  const grouped: SweepErrors = {};
-  for (const field of fields) {
-    (grouped[sweepFieldForPath(field.path)] ??= []).push(
-      `${field.path}: ${field.reason}`
-    );
-  }
-  return grouped;
 }

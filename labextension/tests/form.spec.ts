@@ -2,17 +2,17 @@ import {
   buildSpec,
   commandFor,
   defaultForm,
-  errorsByField,
   formatParamsText,
+  fieldForPath,
   formFromSpec,
   NO_DEFAULTS,
   parametersCellSource,
   paramsFromParametersCell,
   parseParams,
-  pendingErrors,
   toDnsName
 } from '../src/form';
 import { readSettings } from '../src/settings';
+import { groupByField, pendingErrors } from '../src/submitform';
 
 describe('commandFor', () => {
   it('runs a script with Python and a notebook through papermill, in its folder', () => {
@@ -213,18 +213,21 @@ describe('formFromSpec', () => {
   });
 });
 
-describe('errorsByField', () => {
+describe("the run form's field errors", () => {
   it('puts each server reason next to its input, the rest on top', () => {
     expect(
-      errorsByField([
-        {
-          path: 'resources.memory',
-          reason: "'lots' is not a Kubernetes quantity"
-        },
-        { path: 'params.lr', reason: 'must be a number' },
-        { path: 'workdir', reason: 'is outside the workspace' },
-        { path: 'resources.memory', reason: 'second' }
-      ])
+      groupByField(
+        [
+          {
+            path: 'resources.memory',
+            reason: "'lots' is not a Kubernetes quantity"
+          },
+          { path: 'params.lr', reason: 'must be a number' },
+          { path: 'workdir', reason: 'is outside the workspace' },
+          { path: 'resources.memory', reason: 'second' }
+        ],
+        fieldForPath
+      )
     ).toEqual({
       memory: [
         "resources.memory: 'lots' is not a Kubernetes quantity",

@@ -1,9 +1,9 @@
 import {
   buildSweepSpec,
   defaultSweepForm,
-  sweepErrorsByField,
   sweepFieldForPath
 } from '../src/sweepform';
+import { groupByField } from '../src/submitform';
 import { choiceValues, sortTrials, ITrialRow } from '../src/sweeps';
 
 describe('the sweep form', () => {
@@ -47,7 +47,10 @@ describe('the sweep form', () => {
     expect(sweepFieldForPath('tuner.args.seed')).toBe('tuner');
     expect(sweepFieldForPath('body')).toBe('general');
     expect(
-      sweepErrorsByField([{ path: 'space.x', reason: 'unknown _type' }])
+      groupByField(
+        [{ path: 'space.x', reason: 'unknown _type' }],
+        sweepFieldForPath
+      )
     ).toEqual({ space: ['space.x: unknown _type'] });
   });
 });

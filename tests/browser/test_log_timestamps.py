@@ -1,10 +1,11 @@
 """The log view's timestamps toggle in a real JupyterLab: a run prints lines some time apart,
 its log shows each line's time (to the second, in a muted column) when the toggle is on, and
-the plain log again when it is off."""
+Download saves it so, and the plain log again when it is off."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from playwright.sync_api import Page, expect
 from test_sidebar import WAIT_MS, open_panel, sidebar
@@ -48,6 +49,12 @@ def test_timestamps_toggle_shows_and_hides_each_lines_time(lab_server, page: Pag
     ]
     muted = times.first.evaluate("n => getComputedStyle(n).color")
     assert muted != text.evaluate("n => getComputedStyle(n).color")  # a column apart from the text
+    with page.expect_download() as download:
+        logs.get_by_role("button", name="Download").click()
+    saved = download.value.path()
+    assert saved is not None
+    assert Path(saved).read_text(encoding="utf-8") == "".join(f"{line}\n" for line in lines)  # as shown
+    assert download.value.suggested_filename == f"timed-lines-{run_id}-replica0-timestamps.log"
 
     logs.get_by_label("Timestamps").uncheck()
     expect(times).to_have_count(0, timeout=WAIT_MS)

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from sweeps.sweep_support import stop_leftovers
+from driver_support import stop_leftovers
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
+from driver_support import stop_leftovers
 from jupyter_server_process import JupyterServer
-from sweeps.sweep_support import stop_leftovers
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

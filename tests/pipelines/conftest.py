@@ -4,7 +4,7 @@ workspace per test, the `Pipelines` service, and cleanup of every process a test
 from __future__ import annotations
 
 import pytest
-from pipeline_support import stop_pipeline_leftovers
+from driver_support import stop_leftovers
 
 from kubelab.experiments import Experiments
 from kubelab.pipelines.service import Pipelines
@@ -28,7 +28,7 @@ def pipeline_env(tmp_path, monkeypatch):
     work.mkdir()
     monkeypatch.chdir(work)
     yield work
-    stop_pipeline_leftovers(tmp_path / "home")
+    stop_leftovers(tmp_path / "home")
 
 
 @pytest.fixture

@@ -25,6 +25,53 @@ EVAL = """
     model = json.load(open(sys.argv[1] + "/model.json"))
     kubelab.report(score=float(sys.argv[2]), lr=model["lr"])
 """
+WAITS = """
+    import os, time
+    open("started", "w").close()
+    while not os.path.exists("go"):
+        time.sleep(0.05)
+"""
+
+
+def grid_sweep(values: list, command: list[str], **more) -> dict:
+    """A sweep step's body: every value of `x` in turn, each trial reporting the metric `m`."""
+    space = {"x": {"_type": "choice", "_value": values}}
+    trial = {"command": command}
+    return {
+        "space": space,
+        "tuner": "grid",
+        "max_trials": len(values),
+        "objective": {"metric": "m"},
+        **more,
+        "trial": trial,
+    }
+
+
+def killed_then_restarted(pipelines, monkeypatch, crash: str, spec: dict) -> dict:
+    """Run `spec` with its driver made to die at `crash`, start it again once it died, and
+    wait for the pipeline to succeed."""
+    monkeypatch.setenv("KUBELAB_PIPELINE_CRASH", crash)
+    record = pipelines.create(spec)
+    wait_driver_gone(pipelines, record["id"])
+    assert pipelines.record(pipelines.pipeline(record["id"]))["status"] == "Running"  # died, not finished
+    monkeypatch.delenv("KUBELAB_PIPELINE_CRASH")
+    pipelines.list()  # `kubelab pipeline ls` (and the server) restart a dead driver
+    done = wait_pipeline(pipelines, record["id"])
+    assert done["status"] == "Succeeded", done
+    home = pipelines.lab.home
+    ran = {**step_runs(home, record["id"]), **step_sweeps(home, record["id"])}
+    assert ran == {s["name"]: [s["id"]] for s in done["steps"]}  # each step ran exactly once
+    return done
+
+
+def stopped_once_started(pipelines, pipeline_env, steps: list[dict]) -> dict:
+    """Create the pipeline, and stop it once a step running `waits.py` has started."""
+    write_script(pipeline_env, "waits.py", WAITS)
+    record = pipelines.create({"steps": steps})
+    wait_pipeline(pipelines, record["id"], until=lambda r: (pipeline_env / "started").exists())
+    stopped = pipelines.stop(record["id"])
+    assert stopped["status"] == "Stopped", stopped
+    return stopped
 
 
 def worked_example() -> dict:
@@ -153,101 +200,47 @@ def chain() -> dict:
 @pytest.mark.parametrize("point", ["before-submit", "after-submit", "after-end"])
 @pytest.mark.parametrize("count", [1, 2, 3])
 def test_driver_killed_at_each_step_boundary_loses_and_repeats_nothing(pipelines, monkeypatch, point, count):
-    monkeypatch.setenv("KUBELAB_PIPELINE_CRASH", f"{point}:{count}")
-    record = pipelines.create(chain())
-    wait_driver_gone(pipelines, record["id"])
-    assert pipelines.record(pipelines.pipeline(record["id"]))["status"] == "Running"  # died, not finished
-    monkeypatch.delenv("KUBELAB_PIPELINE_CRASH")
-    pipelines.list()  # `kubelab pipeline ls` (and the server) restart a dead driver
-    done = wait_pipeline(pipelines, record["id"])
-    assert done["status"] == "Succeeded", done
-    runs = step_runs(pipelines.lab.home, record["id"])
-    assert runs == {s["name"]: [s["id"]] for s in done["steps"]}  # each step ran exactly once
-    assert pipelines.lab.get(runs["b"][0])["metrics"] == {"v": 2.0}
+    done = killed_then_restarted(pipelines, monkeypatch, f"{point}:{count}", chain())
+    assert pipelines.lab.get(done["steps"][1]["id"])["metrics"] == {"v": 2.0}
 
 
 @pytest.mark.parametrize("point", ["before-submit", "after-submit", "after-end"])
 def test_a_sweep_step_is_adopted_after_a_kill_not_started_again(pipelines, monkeypatch, point):
-    monkeypatch.setenv("KUBELAB_PIPELINE_CRASH", f"{point}:1")
-    record = pipelines.create(
-        {
-            "steps": [
-                {
-                    "name": "tune",
-                    "sweep": {
-                        "space": {"x": {"_type": "choice", "_value": [1, 2]}},
-                        "tuner": "grid",
-                        "max_trials": 2,
-                        "objective": {"metric": "m"},
-                        "parameter_style": "env",
-                        "trial": {
-                            "command": [
-                                "python",
-                                "-c",
-                                "import kubelab; kubelab.report(m=kubelab.params()['x'])",
-                            ]
-                        },
-                    },
-                },
-                {
-                    "name": "use",
-                    "depends_on": ["tune"],
-                    "experiment": {
-                        "command": [
-                            "python",
-                            "-c",
-                            "import sys; assert sys.argv[1] == '1'",
-                            "{{ steps.tune.best.params.x }}",
-                        ]
-                    },
-                },
-            ]
-        }
-    )
-    wait_driver_gone(pipelines, record["id"])
-    monkeypatch.delenv("KUBELAB_PIPELINE_CRASH")
-    pipelines.list()
-    done = wait_pipeline(pipelines, record["id"])
-    assert done["status"] == "Succeeded", done
-    assert step_sweeps(pipelines.lab.home, record["id"]) == {"tune": [done["steps"][0]["id"]]}
-    assert step_runs(pipelines.lab.home, record["id"]) == {"use": [done["steps"][1]["id"]]}
+    report_x = ["python", "-c", "import kubelab; kubelab.report(m=kubelab.params()['x'])"]
+    use_best = ["python", "-c", "import sys; assert sys.argv[1] == '1'", "{{ steps.tune.best.params.x }}"]
+    spec = {
+        "steps": [
+            {"name": "tune", "sweep": grid_sweep([1, 2], report_x, parameter_style="env")},
+            {"name": "use", "depends_on": ["tune"], "experiment": {"command": use_best}},
+        ]
+    }
+    killed_then_restarted(pipelines, monkeypatch, f"{point}:1", spec)
 
 
 def test_stop_then_resume_restarts_only_what_did_not_finish(pipelines, pipeline_env):
-    write_script(
+    noop = {"command": ["python", "-c", "pass"]}
+    stopped = stopped_once_started(
+        pipelines,
         pipeline_env,
-        "waits.py",
-        """
-        import os, time
-        open("started", "w").close()
-        while not os.path.exists("go"):
-            time.sleep(0.05)
-    """,
+        [
+            {"name": "first", "experiment": noop},
+            {"name": "slow", "depends_on": ["first"], "experiment": {"command": ["python", "waits.py"]}},
+            {"name": "last", "depends_on": ["slow"], "experiment": noop},
+        ],
     )
-    record = pipelines.create(
-        {
-            "steps": [
-                {"name": "first", "experiment": {"command": ["python", "-c", "pass"]}},
-                {"name": "slow", "depends_on": ["first"], "experiment": {"command": ["python", "waits.py"]}},
-                {"name": "last", "depends_on": ["slow"], "experiment": {"command": ["python", "-c", "pass"]}},
-            ]
-        }
-    )
-    wait_pipeline(pipelines, record["id"], until=lambda r: (pipeline_env / "started").exists())
-    stopped = pipelines.stop(record["id"])
-    assert stopped["status"] == "Stopped", stopped
+    pipeline_id = stopped["id"]
     states = {s["name"]: s["state"] for s in stopped["steps"]}
     assert states == {"first": "succeeded", "slow": "stopped", "last": "stopped"}
     with pytest.raises(Conflict):
-        pipelines.stop(record["id"])
+        pipelines.stop(pipeline_id)
     (pipeline_env / "go").touch()
-    pipelines.resume(record["id"])
-    done = wait_pipeline(pipelines, record["id"])
+    pipelines.resume(pipeline_id)
+    done = wait_pipeline(pipelines, pipeline_id)
     assert done["status"] == "Succeeded", done
-    runs = step_runs(pipelines.lab.home, record["id"])
+    runs = step_runs(pipelines.lab.home, pipeline_id)
     assert {k: len(v) for k, v in runs.items()} == {"first": 1, "slow": 2, "last": 1}
     with pytest.raises(Conflict, match="every step succeeded"):
-        pipelines.resume(record["id"])
+        pipelines.resume(pipeline_id)
 
 
 def test_cache_reuses_a_step_whose_inputs_did_not_change(pipelines, pipeline_env):
@@ -403,17 +396,8 @@ def test_unknown_params_are_refused(pipelines):
 
 def test_steps_from_files(pipelines, pipeline_env):
     (pipeline_env / "step.yml").write_text(json.dumps({"command": ["python", "-c", "pass"]}))
-    (pipeline_env / "sweep.yml").write_text(
-        json.dumps(
-            {
-                "space": {"x": {"_type": "choice", "_value": [1]}},
-                "tuner": "grid",
-                "max_trials": 1,
-                "objective": {"metric": "m"},
-                "trial": {"command": ["python", "-c", "import kubelab; kubelab.report(m=1)"]},
-            }
-        )
-    )
+    sweep = grid_sweep([1], ["python", "-c", "import kubelab; kubelab.report(m=1)"])
+    (pipeline_env / "sweep.yml").write_text(json.dumps(sweep))
     record = pipelines.create(
         {
             "steps": [
@@ -428,35 +412,8 @@ def test_steps_from_files(pipelines, pipeline_env):
 
 
 def test_stopping_a_pipeline_stops_its_running_sweep(pipelines, pipeline_env):
-    write_script(
-        pipeline_env,
-        "trial.py",
-        """
-        import os, time
-        open("trial-started", "w").close()
-        while not os.path.exists("go"):
-            time.sleep(0.05)
-    """,
-    )
-    record = pipelines.create(
-        {
-            "steps": [
-                {
-                    "name": "tune",
-                    "sweep": {
-                        "space": {"x": {"_type": "choice", "_value": [1, 2]}},
-                        "tuner": "grid",
-                        "max_trials": 2,
-                        "objective": {"metric": "m"},
-                        "trial": {"command": ["python", "trial.py"]},
-                    },
-                }
-            ]
-        }
-    )
-    wait_pipeline(pipelines, record["id"], until=lambda r: (pipeline_env / "trial-started").exists())
-    stopped = pipelines.stop(record["id"])
-    assert stopped["status"] == "Stopped", stopped
+    tune = grid_sweep([1, 2], ["python", "waits.py"])
+    stopped = stopped_once_started(pipelines, pipeline_env, [{"name": "tune", "sweep": tune}])
     step = stopped["steps"][0]
     assert step["state"] == "stopped" and step["reason"].startswith(f"sweep {step['id']} stopped")
     from kubelab.sweeps.service import Sweeps

@@ -11,8 +11,9 @@ import time
 
 import pytest
 import requests
+from driver_support import stop_leftovers
 from jupyter_server_process import JupyterServer
-from pipeline_support import step_runs, stop_pipeline_leftovers, wait_driver_gone
+from pipeline_support import step_runs, wait_driver_gone
 
 from kubelab.experiments import Experiments
 from kubelab.pipelines.service import Pipelines
@@ -55,7 +56,7 @@ def server(tmp_path_factory):
         with JupyterServer(base / "workspace", base / "home", env=env) as running:
             yield running
     finally:
-        stop_pipeline_leftovers(base / "home")
+        stop_leftovers(base / "home")
 
 
 def wait_done(server: JupyterServer, pipeline_id: str, timeout: float = 90.0) -> dict:
@@ -187,7 +188,7 @@ def test_a_server_restarts_a_dead_pipeline_driver(tmp_path):
         with JupyterServer(root, home, env=env) as second:
             done = wait_done(second, pipeline_id)
     finally:
-        stop_pipeline_leftovers(home)
+        stop_leftovers(home)
     assert done["status"] == "Succeeded", done
     runs = step_runs(home, pipeline_id)
     assert {k: len(v) for k, v in runs.items()} == {"train": 1, "eval": 1}

@@ -1,10 +1,11 @@
 """Fixtures for the sweep-running suites (driver, NNI, REST, CLI): a private kubelab home,
-GPU ledger and workspace per test, the `Sweeps` service, and waiting helpers."""
+GPU ledger and workspace per test, and the `Sweeps` service (the waiting helpers are in
+sweep_support.py)."""
 
 from __future__ import annotations
 
 import pytest
-from sweep_support import _kill, stop_leftovers, trial_runs, wait_driver_gone, wait_sweep  # noqa: F401
+from driver_support import stop_leftovers
 
 from kubelab.experiments import Experiments
 from kubelab.sweeps.service import Sweeps

@@ -10,8 +10,9 @@ import time
 
 import pytest
 import requests
+from driver_support import stop_leftovers
 from jupyter_server_process import JupyterServer
-from sweep_support import stop_leftovers, trial_runs, wait_driver_gone
+from sweep_support import trial_runs, wait_driver_gone
 
 from kubelab.experiments import Experiments
 from kubelab.sweeps.service import Sweeps
