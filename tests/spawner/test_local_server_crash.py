@@ -16,6 +16,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -40,7 +41,7 @@ def open_folder() -> Iterator[Path]:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def local_hub(folder: Path, overrides: str = "", python: str = sys.executable) -> Hub:
+def local_hub(folder: Path, overrides: str = "", python: str = sys.executable, account: Any = None) -> Hub:
     return Hub(
         folder / "hub",
         PENDING + overrides,
@@ -51,6 +52,7 @@ def local_hub(folder: Path, overrides: str = "", python: str = sys.executable) -
             "KUBELAB_FAKE_GPUS": "Tesla T4",
         },
         python=python,
+        account=account,
     )
 
 
@@ -133,3 +135,21 @@ def test_a_system_users_crash_is_named_from_a_log_they_own(open_folder: Path) ->
         message = failed_message(hub, user)
         assert "exited with status 1" in message and "RootSecret" not in message, message
         assert secret.read_text().startswith("Traceback")  # and not truncated through the link
+
+
+@needs_root
+def test_a_hub_without_root_names_its_own_accounts_crash(open_folder: Path) -> None:
+    """A hub run by an ordinary account (servers as that account, `only_own_user`) says the same."""
+    python = world_python(open_folder / "python-own")
+    with system_user() as account:
+        folder = open_folder / "own-account"
+        config = folder / "root" / "workspaces" / account.pw_name / ".jupyter"
+        config.mkdir(parents=True)
+        (config / "jupyter_server_config.py").write_text(BROKEN_CONFIG)
+        for path in [folder, *folder.rglob("*")]:
+            os.chown(path, account.pw_uid, account.pw_gid)
+        with local_hub(folder, python=str(python), account=account) as hub:
+            message = failed_message(hub, account.pw_name)
+        assert f"the notebook server for {account.pw_name} stopped before it answered" in message, message
+        assert "exited with status 1" in message and "could not be imported" in message, message
+        assert (config.parent / ".kubelab" / "server.log").stat().st_uid == account.pw_uid
