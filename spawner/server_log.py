@@ -101,6 +101,10 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
     return _LONG_HEX.sub(REDACTED, text)
 
 
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
 def _clean(line: str) -> str:
     return _CONTROL.sub("", _ANSI.sub("", line)).strip()
 
@@ -110,7 +114,8 @@ def crash_cause(log: str, secrets: Iterable[str] = ()) -> str:
     characters; "" for an empty log.
 
     The latest of: the exception line closing the last Python traceback (`ModuleNotFoundError:
-    No module named 'x'`), the last critical or error line of Jupyter's log (its prefix dropped);
+    No module named 'x'`, also one Jupyter's log indents), the last critical or error line of
+    Jupyter's log (its prefix dropped);
     failing both, the last line written (`raise SystemExit("...")`, a `kubelab:` refusal).
     """
     lines = [_clean(line) for line in log.splitlines()]
@@ -120,9 +125,10 @@ def crash_cause(log: str, secrets: Iterable[str] = ()) -> str:
     chosen = written[-1]
     candidates = []
     tracebacks = [i for i in written if lines[i].startswith("Traceback (most recent call last)")]
-    if tracebacks:
-        raw = log.splitlines()
-        after = [i for i in written if i > tracebacks[-1] and not raw[i][:1].isspace()]
+    if tracebacks:  # its frames are indented deeper than it; its exception line is not
+        raw = [_ANSI.sub("", line) for line in log.splitlines()]
+        depth = _indent(raw[tracebacks[-1]])
+        after = [i for i in written if i > tracebacks[-1] and _indent(raw[i]) <= depth]
         candidates += after[:1]
     levels = [i for i in written if (found := _JUPYTER_LOG.match(lines[i])) and found.group(1) in "CE"]
     candidates += levels[-1:]

@@ -44,6 +44,18 @@ def test_the_last_of_chained_tracebacks_wins_and_later_info_lines_do_not() -> No
     assert crash_cause(chained) == "RuntimeError: no kernel spec"
 
 
+def test_a_traceback_jupyter_logged_indented_is_named_by_its_exception_line() -> None:
+    logged = (
+        "[W 2026-11-24 02:50:31.100 ServerApp] foo_ext | error linking extension: No module named 'foo'\n"
+        "    Traceback (most recent call last):\n"
+        '      File "/opt/lib/jupyter_server/extension/manager.py", line 346, in link_point\n'
+        "        point.link(self.serverapp)\n"
+        "    ModuleNotFoundError: No module named 'foo'\n"
+        "[I 2026-11-24 02:50:31.200 ServerApp] Serving notebooks from local directory: /srv\n"
+    )
+    assert crash_cause(logged) == "ModuleNotFoundError: No module named 'foo'"
+
+
 def test_a_critical_jupyter_line_is_named_without_its_prefix() -> None:
     assert crash_cause(BAD_CONFIG) == (
         "Bad config encountered during initialization: The 'port' trait of a ServerApp instance "
