@@ -114,9 +114,9 @@ def crash_cause(log: str, secrets: Iterable[str] = ()) -> str:
     characters; "" for an empty log.
 
     The latest of: the exception line closing the last Python traceback (`ModuleNotFoundError:
-    No module named 'x'`, also one Jupyter's log indents), the last critical or error line of
-    Jupyter's log (its prefix dropped);
-    failing both, the last line written (`raise SystemExit("...")`, a `kubelab:` refusal).
+    No module named 'x'`, also one Jupyter's log indents) and the last critical or error line
+    of Jupyter's log (its prefix dropped); failing both, the last line written (`raise
+    SystemExit("...")`, a `kubelab:` refusal).
     """
     lines = [_clean(line) for line in log.splitlines()]
     written = [index for index, line in enumerate(lines) if line]
