@@ -98,28 +98,31 @@ def folder_failure(path: Path, exc: OSError) -> KubelabError:
     )
 
 
-def exit_reason(user: str, status: int) -> KubelabError:
-    """The sentence for a server that exited before it listened."""
+def exit_reason(user: str, status: int, cause: str = "", log: Path | None = None) -> KubelabError:
+    """The sentence for a server that exited before it listened: how it ended, and the line of
+    its log that says why (`server_log.crash_cause`), with where the rest of its output is."""
     from .gpu_exec import GPUS_TAKEN
 
     if status == GPUS_TAKEN:
-        cause = "the GPUs it was given were taken by another run before it started; try again"
+        ended = "the GPUs it was given were taken by another run before it started; try again"
     elif status < 0:
-        cause = f"it was killed by signal {-status}"
+        ended = f"it was killed by signal {-status}"
     else:
-        cause = f"it exited with status {status}; the hub's log has its output"
-    return KubelabError(f"the notebook server for {user} stopped before it answered: {cause}")
+        ended = f"it exited with status {status}"
+    said = f": {cause}" if cause and status != GPUS_TAKEN else ""
+    where = f" (its output is in {log})" if log is not None else ""
+    return KubelabError(f"the notebook server for {user} stopped before it answered: {ended}{said}{where}")
 
 
-async def until_listening(process: Any, address: tuple[str, int], user: str, timeout: float) -> None:
-    """Return once the server accepts connections; raise naming why if its process ends first
+async def until_listening(process: Any, address: tuple[str, int], timeout: float) -> int | None:
+    """None once the server accepts connections; its exit status if its process ends first
     (JupyterHub would otherwise wait out its timeout and answer with a bare "failed to start")."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while loop.time() < deadline:
-        status = process.poll()
+        status: int | None = process.poll()
         if status is not None:
-            raise exit_reason(user, status)
+            return status
         try:
             _, writer = await asyncio.open_connection(*address)
         except OSError:
@@ -127,4 +130,5 @@ async def until_listening(process: Any, address: tuple[str, int], user: str, tim
             continue
         writer.close()
         await writer.wait_closed()
-        return
+        return None
+    return None

@@ -14,6 +14,7 @@ import contextlib
 import os
 import re
 import sys
+import time
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -32,11 +33,13 @@ from .groups import ProjectGroup, user_groups
 from .launch_checks import (
     check_port_free,
     check_runnable_by,
+    exit_reason,
     folder_failure,
     launch_failure,
     until_listening,
 )
 from .profiles import Catalog, NotebookOptions
+from .server_log import crash_cause, log_name, read_tail, redirect_stderr
 from .spawn_form import SpawnForm, refusal
 from .user_dirs import make_owned_dirs
 
@@ -173,8 +176,26 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
 
     def make_preexec_fn(self, name: str) -> Any:
         if self.run_as_users:
-            return as_user_with_group(name, self.shared_ledger(), self.workspace)
-        return super().make_preexec_fn(name)
+            become = as_user_with_group(name, self.shared_ledger(), self.workspace)
+        else:
+            become = super().make_preexec_fn(name)
+        return redirect_stderr(self.server_log, become)  # opened as the user, after `become`
+
+    @property
+    def server_log(self) -> Path:
+        """Where this server's stderr goes (see `kubelab.spawner.server_log`), in its `.kubelab`."""
+        return self.workspace / ".kubelab" / log_name(self.name)
+
+    def exit_failure(self, status: int, since: float) -> KubelabError:
+        """The sentence for a server that exited with `status` before it listened, quoting the
+        line of its log that says why: read without following links, only if the server's
+        account owns it and it was written since this start."""
+        import pwd
+
+        owner = pwd.getpwnam(self.user.name).pw_uid if self.run_as_users else os.geteuid()
+        parts = self.server_log.relative_to(self.root).parts
+        cause = crash_cause(read_tail(Path(self.root), parts, owner, since), [self.api_token or ""])
+        return exit_reason(self.user.name, status, cause, self.server_log)
 
     def shared_ledger(self) -> int:
         """The ledger's group id, after making the ledger folder that group's (root only)."""
@@ -296,16 +317,16 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
             launcher += ["--type", options.gpu_type]
         configured = list(self.cmd)
         self.cmd = [*launcher, "--", *configured]
+        since = time.time() - 1  # file times may lag the clock by a tick
         try:
             address = await super().start()
         except OSError as exc:  # the process could not even be created
             raise refusal(launch_failure(self.user.name, exc)) from None
         finally:
             self.cmd = configured
-        try:
-            await until_listening(self.proc, address, self.user.name, self.start_timeout)
-        except KubelabError as exc:
-            raise refusal(exc) from None
+        status = await until_listening(self.proc, address, self.start_timeout)
+        if status is not None:
+            raise refusal(self.exit_failure(status, since)) from None
         return address
 
     def get_args(self) -> list[str]:

@@ -47,10 +47,12 @@ class Hub:
         env: dict[str, str] | None = None,
         python: str = sys.executable,
         kubelab_hub: bool = False,
+        account: Any = None,
     ) -> None:
-        """`kubelab_hub`: start it as an admin would, `python -m kubelab.cli hub` (with its checks)."""
+        """`kubelab_hub`: start it as an admin would, `python -m kubelab.cli hub` (with its checks).
+        `account` (a `pwd` entry): run the hub as that system account instead of ours (root only)."""
         self.dir = Path(directory)
-        self.python, self.kubelab_hub = python, kubelab_hub
+        self.python, self.kubelab_hub, self.account = python, kubelab_hub, account
         self.dir.mkdir(parents=True, exist_ok=True)
         self.port, self.hub_port, self.proxy_port = free_port(), free_port(), free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -75,11 +77,15 @@ class Hub:
             "KUBELAB_HUB_PASSWORD": PASSWORD,
             **(env or {}),
         }
+        if account is not None:
+            self.env.update({"HOME": account.pw_dir, "USER": account.pw_name, "LOGNAME": account.pw_name})
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Hub:
         need_proxy()
         self.dir.mkdir(parents=True, exist_ok=True)
+        if self.account is not None:  # its database, cookie secret and proxy pid go here
+            os.chown(self.dir, self.account.pw_uid, self.account.pw_gid)
         if self.kubelab_hub:  # the root folder holds the database, cookie secret and proxy pid
             command = [
                 self.python,
@@ -111,9 +117,12 @@ class Hub:
         return self._wait(command)
 
     def _wait(self, command: list[str]) -> Hub:
+        as_account: dict[str, Any] = {}
+        if self.account is not None:
+            as_account = {"user": self.account.pw_uid, "group": self.account.pw_gid, "extra_groups": []}
         with open(self.log, "wb") as out:
             self.process = subprocess.Popen(
-                command, env=self.env, cwd=self.dir, stdout=out, stderr=subprocess.STDOUT
+                command, env=self.env, cwd=self.dir, stdout=out, stderr=subprocess.STDOUT, **as_account
             )
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:

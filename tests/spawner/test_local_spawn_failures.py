@@ -139,12 +139,17 @@ def test_a_server_command_that_does_not_exist_is_named(open_folder: Path) -> Non
             ), text[-1500:]
 
 
+CRASH = "import sys; print('starting', file=sys.stderr); print('no GPU driver here', file=sys.stderr); sys.exit(7)"
+
+
 def test_a_server_that_exits_before_it_answers_is_named(open_folder: Path) -> None:
     me = os.environ.get("USER") or __import__("getpass").getuser()
     overrides = (
-        f"c.LocalKubeLabSpawner.cmd = [{sys.executable!r}, '-c', 'raise SystemExit(7)']\n"
+        f"c.LocalKubeLabSpawner.cmd = [{sys.executable!r}, '-c', {CRASH!r}]\n"
         "c.LocalKubeLabSpawner.run_as_users = False\n"
     )
     with local_hub(open_folder / "exits", overrides) as hub:
         for text in refused_on_form_and_api(hub, me):
-            assert "stopped before it answered: it exited with status 7" in text, text[-1500:]
+            assert "stopped before it answered: it exited with status 7: no GPU driver here" in text, text[
+                -1500:
+            ]
