@@ -13,7 +13,8 @@ without credentials. What TensorBoard still needs in there is given to it explic
 - an in-memory `localStorage`, `sessionStorage` and `document.cookie`, injected before its own
   scripts, because it reads them at start and each throws in a sandbox (its settings then last
   as long as the page); and a `Worker` that starts from its script's text, because a sandboxed
-  page may not start a worker from a URL (`worker-src blob:` allows that). The shim is
+  page may not start a worker from a URL (`worker-src blob:` allows that); a script it cannot
+  fetch (its session was stopped meanwhile) is an `error` event, as for any worker. The shim is
   convenience, not protection: a script that reaches past it to the real accessors meets the
   sandbox.
 """
@@ -46,9 +47,11 @@ STORAGE_SHIM = (
     "if(i>0)jar.set(p.slice(0,i).trim(),p.slice(i+1).trim())}})}"
     "if(typeof Worker==='function'){var W=Worker;"
     "window.Worker=function(url,options){try{return new W(url,options)}catch(e){"
-    "if(e.name!=='SecurityError')throw e;var x=new XMLHttpRequest();"
-    "x.open('GET',new URL(url,document.baseURI).href,false);x.send();if(x.status!==200)throw e;"
-    "return new W(URL.createObjectURL(new Blob([x.responseText],{type:'text/javascript'})),options)}};"
+    "if(e.name!=='SecurityError')throw e;var x=new XMLHttpRequest(),ok=false;"
+    "try{x.open('GET',new URL(url,document.baseURI).href,false);x.send();ok=x.status===200}catch(_){}"
+    "var code=new Blob([ok?x.responseText:'close()'],{type:'text/javascript'});"
+    "var w=new W(URL.createObjectURL(code),options);"
+    "if(!ok)setTimeout(function(){w.dispatchEvent(new Event('error'))});return w}};"
     "window.Worker.prototype=W.prototype}"
     "})();"
 )

@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -103,3 +104,15 @@ def page(lab_server) -> Iterator[Page]:
         finally:
             context.close()
             browser.close()
+
+
+def runs_after_submit(server: JupyterServer, page: Page, timeout: float = 30.0) -> list[dict]:
+    """The runs the server lists once a dialog's submit reached it. The dialog closes before
+    its request is answered (so an immediate listing can be empty); a refused submit opens it
+    again, and then this returns at once with what is listed."""
+    deadline = time.monotonic() + timeout
+    while True:
+        items: list[dict] = server.get("experiments").json()["items"]
+        if items or time.monotonic() > deadline or page.locator(".jp-Dialog").count():
+            return items
+        time.sleep(0.2)

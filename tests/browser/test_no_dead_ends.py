@@ -14,6 +14,7 @@ import sys
 import time
 
 import pytest
+from browser.conftest import runs_after_submit
 from playwright.sync_api import Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from test_sidebar import (
@@ -63,7 +64,7 @@ def test_the_run_dialog_recovers_after_an_error_and_keeps_values_on_cancel(lab_s
     expect(dialog.locator('input[name="cpu"]')).to_have_value("1")
     run.click()
     expect(dialog).to_have_count(0, timeout=10_000)
-    items = lab_server.get("experiments").json()["items"]
+    items = runs_after_submit(lab_server, page)
     assert [item["name"] for item in items] == ["fixed-run"]
     detail = lab_server.get(f"experiments/{items[0]['id']}").json()
     assert detail["spec"]["resources"]["memory"] == "1Gi", detail["spec"]

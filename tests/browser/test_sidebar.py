@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from browser.conftest import runs_after_submit
 from playwright.sync_api import Locator, Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
@@ -151,7 +152,7 @@ def test_run_a_script_from_the_file_browser(lab_server, page: Page) -> None:
     dialog.get_by_role("button", name="Run").click()
     expect(dialog).to_have_count(0, timeout=10_000)
 
-    items = lab_server.get("experiments").json()["items"]
+    items = runs_after_submit(lab_server, page)
     assert [item["name"] for item in items] == ["train-ok"]
     run_id = items[0]["id"]
     assert items[0]["params"] == {"lr": 0.01, "layers": 3}

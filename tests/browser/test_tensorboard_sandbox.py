@@ -152,3 +152,17 @@ def test_every_answer_of_the_view_is_sandboxed_and_reachable_only_by_its_capabil
     entered = server.page(started["url"] + "data/runs?x=1")
     assert entered.status_code == 302 and entered.headers["Cache-Control"] == "no-store"
     assert entered.headers["Location"].endswith(f"/kubelab/tensorboard-view/{capability}/data/runs?x=1")
+
+
+def test_a_worker_whose_script_cannot_be_fetched_fails_as_any_worker_does(opened) -> None:
+    """(As when a session is stopped while its page starts a chart: no exception, an event.)"""
+    page, _ = opened
+    outcome = page.evaluate(
+        """() => new Promise(resolve => {
+            let worker;
+            try { worker = new Worker('no-such-worker.js') } catch (e) { return resolve('threw ' + e.name) }
+            worker.addEventListener('error', () => resolve('error event'));
+            setTimeout(() => resolve('nothing'), 10000);
+        })"""
+    )
+    assert outcome == "error event"
