@@ -20,8 +20,9 @@ import fcntl
 import json
 import os
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from kubelab.records import utcnow
 
@@ -129,20 +130,39 @@ class DriverStore(Generic[D]):
         return [d for d in (self.item(n) for n in names if not n.startswith(".")) if d.exists()]
 
 
-def ledger_to_dict(state: Any, entries: str) -> dict[str, Any]:
-    """A driver's state dataclass as JSON data, its `entries` field (name -> entry dataclass) as
-    plain dicts. Shallow copies, not `asdict`'s deep walk: a driver writes this at every turn."""
-    data = {name: getattr(state, name) for name in state.__dataclass_fields__}
-    data[entries] = {k: dict(vars(v)) for k, v in getattr(state, entries).items()}
-    return data
+L = TypeVar("L", bound="DriverLedger")
 
 
-def ledger_fields(cls: type, data: dict[str, Any], entries: str, entry: type) -> dict[str, Any]:
-    """The keyword arguments of a state dataclass `cls` from JSON data: unknown keys (a newer
-    kubelab's) dropped, the `entries` field's items built as `entry`."""
-    known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}  # type: ignore[attr-defined]
-    known[entries] = {k: entry(**v) for k, v in (data.get(entries) or {}).items()}
-    return known
+@dataclass
+class DriverLedger:
+    """What every driver's `state.json` holds besides its entries (trials, steps): its status
+    and whose folder it is. Subclasses add their own fields and name their entries."""
+
+    ENTRIES: ClassVar[str]  # the field holding the ledger: name -> entry dataclass
+    ENTRY: ClassVar[type]
+
+    status: str = RUNNING
+    reason: str = "starting"
+    created_at: str = field(default_factory=utcnow)
+    finished_at: str | None = None
+    user: str | None = None
+    base_dir: str = ""
+    confine: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """As JSON data, entries as plain dicts. Shallow copies, not `asdict`'s deep walk: a
+        driver writes this at every turn."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data[self.ENTRIES] = {k: dict(vars(v)) for k, v in getattr(self, self.ENTRIES).items()}
+        return data
+
+    @classmethod
+    def from_dict(cls: type[L], data: dict[str, Any]) -> L:
+        """From JSON data: unknown keys (a newer kubelab's) dropped, entries built as `ENTRY`."""
+        names = {f.name for f in fields(cls)}
+        known = {k: v for k, v in data.items() if k in names}
+        known[cls.ENTRIES] = {k: cls.ENTRY(**v) for k, v in (data.get(cls.ENTRIES) or {}).items()}
+        return cls(**known)
 
 
 def write_json(path: Path, data: Any, indent: int | None = 1) -> None:

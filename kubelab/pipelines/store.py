@@ -16,13 +16,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from kubelab.driver_store import FAILED as FAILED
 from kubelab.driver_store import RUNNING as RUNNING
 from kubelab.driver_store import STOPPED as STOPPED
 from kubelab.driver_store import SUCCEEDED as SUCCEEDED
-from kubelab.driver_store import DriverDirectory, DriverStore, ledger_fields, ledger_to_dict, write_json
+from kubelab.driver_store import DriverDirectory, DriverLedger, DriverStore, write_json
 from kubelab.records import utcnow
 
 # A step's place in the ledger. `submitting` is written before the step's run exists.
@@ -51,14 +51,10 @@ class StepEntry:
 
 
 @dataclass
-class PipelineState:
-    status: str = RUNNING
-    reason: str = "starting"
-    created_at: str = field(default_factory=utcnow)
-    finished_at: str | None = None
-    user: str | None = None
-    base_dir: str = ""
-    confine: bool = False
+class PipelineState(DriverLedger):
+    ENTRIES: ClassVar[str] = "steps"
+    ENTRY: ClassVar[type] = StepEntry
+
     schedule: str | None = None  # the schedule that started it, if any
     engine: str = "driver"  # or "argo": its steps are the tasks of the Workflow `workflow`
     workflow: str | None = None
@@ -67,13 +63,6 @@ class PipelineState:
 
     def finish(self, status: str, reason: str) -> None:
         self.status, self.reason, self.finished_at, self.driver_pid = status, reason, utcnow(), None
-
-    def to_dict(self) -> dict[str, Any]:
-        return ledger_to_dict(self, "steps")
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PipelineState:
-        return cls(**ledger_fields(cls, data, "steps", StepEntry))
 
 
 class PipelineDirectory(DriverDirectory):

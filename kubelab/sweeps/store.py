@@ -23,13 +23,13 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from kubelab.driver_store import FAILED as FAILED
 from kubelab.driver_store import RUNNING as RUNNING
 from kubelab.driver_store import STOPPED as STOPPED
 from kubelab.driver_store import SUCCEEDED as SUCCEEDED
-from kubelab.driver_store import DriverDirectory, DriverStore, ledger_fields, ledger_to_dict, write_json
+from kubelab.driver_store import DriverDirectory, DriverLedger, DriverStore, write_json
 from kubelab.records import utcnow
 
 SWEEP_STATES = (RUNNING, SUCCEEDED, FAILED, STOPPED)
@@ -58,14 +58,10 @@ class TrialEntry:
 
 
 @dataclass
-class SweepState:
-    status: str = RUNNING
-    reason: str = "starting"
-    created_at: str = field(default_factory=utcnow)
-    finished_at: str | None = None
-    user: str | None = None
-    base_dir: str = ""
-    confine: bool = False
+class SweepState(DriverLedger):
+    ENTRIES: ClassVar[str] = "trials"
+    ENTRY: ClassVar[type] = TrialEntry
+
     max_trials: int | None = None
     max_duration: float | None = None
     max_failed_trials: int | None = None
@@ -101,13 +97,6 @@ class SweepState:
     def restart(self, reason: str) -> None:
         self.status, self.reason, self.finished_at = RUNNING, reason, None
         self.running_since = time.time()
-
-    def to_dict(self) -> dict[str, Any]:
-        return ledger_to_dict(self, "trials")
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SweepState:
-        return cls(**ledger_fields(cls, data, "trials", TrialEntry))
 
 
 class SweepDirectory(DriverDirectory):
