@@ -37,6 +37,7 @@ from kubelab.log_times import LogClock
 from kubelab.records import FAILED, QUEUED, RUNNING, STOPPED, SUCCEEDED, TERMINAL, RunDirectory, parse_iso
 from kubelab.shims import SHIMS
 from kubelab.spec import ExperimentSpec
+from kubelab.tensorboard import tfevents
 from kubelab.tensorboard.tfevents import MirrorThread, ScalarMirror
 
 POLL = 0.05
@@ -371,7 +372,8 @@ def free_ports(count: int) -> list[int]:
 
 # -- as a warm helper (kubelab.backends.local.warm) ------------------------------------------------------
 def preload() -> None:
-    """Importing this module is all a runner needs ahead of its run."""
+    """What a runner needs ahead of its run: this module, and the event-file writer."""
+    tfevents.preload()
 
 
 def log_of(path: Path) -> Path:
