@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 def emit(name: str, samples: list[float], baseline: list[float] | None = None, **extra) -> None:
     median = statistics.median(samples) * 1000
-    line = {"name": name, "median_ms": round(median, 2), "n": len(samples)}
+    line = {"bench": name, "median_ms": round(median, 2), "n": len(samples)}
     if baseline is not None:
         base = statistics.median(baseline) * 1000
         line.update(baseline_median_ms=round(base, 2), ratio=round(median / base, 2) if base else None)

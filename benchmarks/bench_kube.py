@@ -51,7 +51,7 @@ BIND_NODES = ("cpu-0", "cpu-1")
 def emit(name: str, samples: list[float], baseline: list[float] | None = None, **extra) -> None:
     ms = sorted(s * 1000 for s in samples)
     line = {
-        "name": name,
+        "bench": name,
         "median_ms": round(statistics.median(ms), 2),
         "n": len(ms),
         "p95_ms": round(ms[max(0, int(len(ms) * 0.95) - 1)], 2),

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import requests
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "notebook"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 
 def emit(**data: object) -> None:
@@ -129,13 +129,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=15)
     args = parser.parse_args()
-    from nbserver import KubelabServer
+    from jupyter_server_process import JupyterServer
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         os.environ["KUBELAB_MACHINE_DIR"] = str(tmp_path / "machine")
         (tmp_path / "root").mkdir()
-        server = KubelabServer(tmp_path / "root", tmp_path / "home").start()
+        server = JupyterServer(tmp_path / "root", tmp_path / "home").start()
         try:
             bench_train(server, args.runs)
             bench_tensorboard(server, tmp_path)

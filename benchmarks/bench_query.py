@@ -66,7 +66,7 @@ def main(count: int = 10_000, repeats: int = 31) -> dict:
     compiled = median_ms(lambda: query.filter(records), repeats)
     baseline = median_ms(lambda: by_hand(records), repeats)
     return {
-        "name": "query_10k",
+        "bench": "query_10k",
         "median_ms": round(compiled, 3),
         "baseline_median_ms": round(baseline, 3),
         "ratio": round(compiled / baseline, 2),

@@ -72,7 +72,7 @@ def make(cls: type, name: str, config: Config) -> Any:
     return cls(config=config, user=user, hub=hub)
 
 
-def configs() -> tuple[Config, Config, Config]:
+def configs(api_port: int) -> tuple[Config, Config, Config]:
     """Plain KubeSpawner (no volumes), the same with a home claim of its own (KubeSpawner's
     `storage_pvc_ensure`), and KubeLabSpawner (a workspace and an archive claim)."""
     plain = Config()
@@ -93,6 +93,9 @@ def configs() -> tuple[Config, Config, Config]:
     lab.KubeLabSpawner.events_enabled = False
     lab.KubeLabSpawner.cmd = ["jupyterhub-singleuser"]
     lab.KubeLabSpawner.gpu_catalog = CATALOG
+    # a loopback API server has no `kubernetes` endpoints for the notebooks' egress rule
+    lab.KubeLabSpawner.api_server_cidrs = ["127.0.0.1/32"]
+    lab.KubeLabSpawner.api_server_ports = [api_port]
     return plain, storage, lab
 
 
@@ -124,13 +127,13 @@ async def timed_start(spawner: Any, options: dict[str, Any]) -> float:
     return elapsed
 
 
-async def bench(rounds: int, users: int) -> list[dict[str, Any]]:
+async def bench(rounds: int, users: int, api_port: int) -> list[dict[str, Any]]:
     from kubernetes_asyncio import client, config
     from kubespawner import KubeSpawner
 
     from kubelab.spawner import KubeLabSpawner
 
-    plain_config, storage_config, lab_config = configs()
+    plain_config, storage_config, lab_config = configs(api_port)
     results = []
     # -- one start, alternating so drift hits all alike -------------------------------------
     plain_times, storage_times, lab_times = [], [], []
@@ -253,7 +256,7 @@ def main() -> int:
     try:
         with ControlPlane(KUBECONFIG.parent / "cluster", nodes=NODES) as plane:
             shutil.copy(plane.kubeconfig, KUBECONFIG)
-            for line in asyncio.run(bench(args.rounds, args.users)):
+            for line in asyncio.run(bench(args.rounds, args.users, plane.port)):
                 print(json.dumps(line), flush=True)
     finally:
         shutil.rmtree(KUBECONFIG.parent, ignore_errors=True)

@@ -11,16 +11,16 @@ JSON lines, medians over `--repeats` runs:
   doing `--work` seconds of "training" (a sleep), with `ratio` = sweep / floor (target 1.5)
   and `cold_ratio` for the sweep started with nothing warm;
 - `tuner_suggest_at_1000`: TPE `ask()` time on a study with 1,000 finished trials;
-- `nni_local`: NNI 3.0's local mode on the same trial, or a line saying it was skipped
-  (NNI not importable).
+- `nni_local`: NNI 3.0's local mode on the same trial, space, TPE and concurrency (the
+  `--work` one), run from its own virtualenv (`peer_venv.py`, pinned in `peers/nni.txt`,
+  made once), with `ratio` = kubelab's sweep / NNI's.
 
-Run: `python benchmarks/bench_sweep.py [--repeats 3] [--work 0.5]`. Needs no server.
+Run: `python benchmarks/bench_sweep.py [--repeats 3] [--work 0.5] [--no-peers]`. Needs no server.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import shutil
@@ -127,7 +127,7 @@ def compare(work: float, repeats: int) -> dict:
                 shutil.rmtree(home / "warm", ignore_errors=True)  # idle helpers see it and exit
     floor_s, sweep_s, cold_s = (statistics.median(x) for x in (floors, sweeps, colds))
     return {
-        "benchmark": "sweep_vs_floor",
+        "bench": "sweep_vs_floor",
         "trials": TRIALS,
         "concurrency": CONCURRENCY,
         "tuner": "tpe",
@@ -182,7 +182,7 @@ def suggestion_time(finished: int = 1000, asks: int = 20) -> dict:
             times.append(time.perf_counter() - start)
             tuner.tell(suggestion.number, 1.0)
     return {
-        "benchmark": "tuner_suggest_at_1000",
+        "bench": "tuner_suggest_at_1000",
         "tuner": "tpe",
         "finished_trials": finished,
         "asks": asks,
@@ -191,25 +191,31 @@ def suggestion_time(finished: int = 1000, asks: int = 20) -> dict:
     }
 
 
-def nni_local(work: float) -> dict:
-    """NNI 3.0's local mode on the same trial, when NNI can be imported."""
-    if importlib.util.find_spec("nni") is None or importlib.util.find_spec("nni.experiment") is None:
-        reason = "nni is not importable (pip install nni==3.0 to compare)"
-        return {"benchmark": "nni_local", "skipped": reason}
-    from nni.experiment import Experiment  # pragma: no cover - needs the real NNI
+def nni_local(work: float, kubelab_s: float) -> dict:
+    """NNI 3.0's local mode on the same trial, space, tuner and concurrency, in its own venv."""
+    from peer_venv import peer_python
 
-    with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "trial.py").write_text(TRIAL)
-        experiment = Experiment("local")
-        config = experiment.config
-        config.trial_command, config.trial_code_directory = f"python trial.py {work}", tmp
-        config.search_space, config.max_trial_number, config.trial_concurrency = SPACE, TRIALS, CONCURRENCY
-        config.tuner.name, config.tuner.class_args = "TPE", {"optimize_mode": "minimize"}
-        start = time.perf_counter()
-        experiment.run(8745)
-        elapsed = time.perf_counter() - start
-        experiment.stop()
-    return {"benchmark": "nni_local", "trials": TRIALS, "work_s": work, "seconds": round(elapsed, 3)}
+    job = {"trial": TRIAL, "args": [str(work)], "space": SPACE, "trials": TRIALS}
+    job.update(concurrency=CONCURRENCY, tuner="TPE")
+    done = subprocess.run(
+        [str(peer_python("nni")), str(Path(__file__).with_name("nni_peer.py"))],
+        input=json.dumps(job),
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=True,
+    )
+    result = json.loads([line for line in done.stdout.splitlines() if line.startswith("{")][-1])
+    return {
+        "bench": "nni_local",
+        "trials": TRIALS,
+        "concurrency": CONCURRENCY,
+        "work_s": work,
+        "nni_s": round(result["seconds"], 3),
+        "nni_finished": result["finished"],
+        "kubelab_s": kubelab_s,
+        "ratio": round(kubelab_s / result["seconds"], 2),
+    }
 
 
 def main() -> None:
@@ -218,12 +224,17 @@ def main() -> None:
     parser.add_argument(
         "--work", type=float, default=0.5, help="seconds each trial 'trains' in the second comparison"
     )
+    parser.add_argument("--no-peers", action="store_true", help="skip NNI (its venv is made once)")
     args = parser.parse_args()
     os.environ.setdefault("KUBELAB_STOP_GRACE", "2")
     for work in (0.0, args.work):
-        print(json.dumps(compare(work, args.repeats)), flush=True)
+        result = compare(work, args.repeats)
+        print(json.dumps(result), flush=True)
     print(json.dumps(suggestion_time()), flush=True)
-    print(json.dumps(nni_local(args.work)), flush=True)
+    if args.no_peers:
+        print(json.dumps({"bench": "nni_local", "skipped": "--no-peers"}), flush=True)
+    else:
+        print(json.dumps(nni_local(args.work, result["sweep_s"])), flush=True)
 
 
 if __name__ == "__main__":
