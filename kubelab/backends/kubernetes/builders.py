@@ -21,6 +21,7 @@ from typing import Any
 from kubelab.backends.kubernetes import names
 from kubelab.backends.kubernetes.distributed_env import distributed_env, ports_for
 from kubelab.backends.kubernetes.notebook_env import NotebookEnv
+from kubelab.backends.kubernetes.pod_security import container_security, pod_security
 from kubelab.errors import FieldError, ValidationError
 from kubelab.shims import SHIMS_DIR
 from kubelab.spec import ExperimentSpec
@@ -249,11 +250,7 @@ def pod_template(
         "command": spec.rendered_command(),
         "env": env,
         "resources": container_resources(spec, nb, role),
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "runAsNonRoot": True,
-            "capabilities": {"drop": ["ALL"]},
-        },
+        "securityContext": container_security(),
     }
     if spec.workdir:
         container["workingDir"] = spec.workdir
@@ -263,13 +260,7 @@ def pod_template(
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,  # training code needs no API access
         "enableServiceLinks": False,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": nb.uid,
-            "runAsGroup": nb.gid,
-            "fsGroup": nb.gid,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": pod_security(nb),
         "containers": [container],
     }
     if nb.service_account:

@@ -21,6 +21,7 @@ from typing import Any
 
 from kubelab.backends.kubernetes import names
 from kubelab.backends.kubernetes.notebook_env import NotebookEnv
+from kubelab.backends.kubernetes.pod_security import container_security, pod_security
 from kubelab.errors import FieldError, ValidationError
 from kubelab.schedules.spec import Schedule
 
@@ -149,11 +150,7 @@ def pod_spec(nb: NotebookEnv, container: str, command: list[str], service_accoun
             "requests": {"cpu": "100m", "memory": "256Mi"},
             "limits": {"cpu": "1", "memory": "1Gi"},
         },
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "runAsNonRoot": True,
-            "capabilities": {"drop": ["ALL"]},
-        },
+        "securityContext": container_security(),
     }
     if nb.mounts:
         main["volumeMounts"] = list(nb.mounts)
@@ -162,13 +159,7 @@ def pod_spec(nb: NotebookEnv, container: str, command: list[str], service_accoun
         "serviceAccountName": service_account,
         "automountServiceAccountToken": True,  # it submits Jobs
         "enableServiceLinks": False,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": nb.uid,
-            "runAsGroup": nb.gid,
-            "fsGroup": nb.gid,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": pod_security(nb),
         "containers": [main],
     }
     if nb.volumes:
