@@ -1,6 +1,7 @@
-"""CustomResourceDefinitions of optional cluster add-ons kubelab discovers (the Kubeflow
-Training Operator's job kinds). Only the API surface is installed, never the operator: tests
-play the operator by writing the status an operator would."""
+"""CustomResourceDefinitions of optional cluster add-ons kubelab discovers: the Kubeflow
+Training Operator's job kinds and Argo Workflows' Workflow, written from their documented API
+group, version and kind. Only the API surface is installed, never the operator or controller:
+tests play it by writing the status it would."""
 
 from __future__ import annotations
 
@@ -9,32 +10,44 @@ from typing import Any
 TRAINING_OPERATOR = ("PyTorchJob", "TFJob")
 
 
-def training_operator_crd(kind: str) -> dict[str, Any]:
+def crd(group: str, version: str, kind: str, short_names: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A namespaced resource whose spec and status take any fields, with a status subresource."""
     plural = kind.lower() + "s"
+    names: dict[str, Any] = {
+        "kind": kind,
+        "plural": plural,
+        "singular": kind.lower(),
+        "listKind": f"{kind}List",
+    }
+    if short_names:
+        names["shortNames"] = list(short_names)
+    loose = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.kubeflow.org"},
+        "metadata": {"name": f"{plural}.{group}"},
         "spec": {
-            "group": "kubeflow.org",
+            "group": group,
             "scope": "Namespaced",
-            "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": f"{kind}List"},
+            "names": names,
             "versions": [
                 {
-                    "name": "v1",
+                    "name": version,
                     "served": True,
                     "storage": True,
                     "subresources": {"status": {}},
                     "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "properties": {
-                                "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                                "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                            },
-                        }
+                        "openAPIV3Schema": {"type": "object", "properties": {"spec": loose, "status": loose}}
                     },
                 }
             ],
         },
     }
+
+
+def training_operator_crd(kind: str) -> dict[str, Any]:
+    return crd("kubeflow.org", "v1", kind)
+
+
+# Argo Workflows: group argoproj.io, version v1alpha1, kind Workflow (short name wf).
+WORKFLOW_CRD = crd("argoproj.io", "v1alpha1", "Workflow", ("wf",))

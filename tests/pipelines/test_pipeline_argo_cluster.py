@@ -1,5 +1,5 @@
 """`engine: argo` on the real control plane (tests/controlplane), with the Workflow CRD written
-from Argo's documented API (test_pipeline_engines.WORKFLOW_CRD).
+from Argo's documented API (controlplane/crds.py).
 
 There is no Argo controller here, so nothing runs the Workflow: the test checks the object
 the notebook's token created (DAG, dependencies, retries, image), that its task pods pass the
@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 import test_pipeline_cluster as worked_example
 import yaml
+from controlplane.crds import WORKFLOW_CRD
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from test_pipeline_engines import WORKFLOW_CRD
 
 from kubelab.errors import ValidationError
 from kubelab.experiments import Experiments

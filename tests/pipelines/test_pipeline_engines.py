@@ -1,6 +1,6 @@
 """`engine: argo` is refused by name, with the reason API discovery gives on the cluster at
 hand (tests/controlplane): no Workflows served; on one machine, no Argo. Once Workflows are
-served (a Workflow CRD written here from Argo's documented API group and kind), a token whose
+served (a Workflow CRD written from Argo's documented API group and kind, controlplane/crds.py), a token whose
 Role does not allow them is refused naming the object, and nothing is left behind
 (test_pipeline_argo_cluster.py runs one with the notebook's Role)."""
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from controlplane.crds import WORKFLOW_CRD
 from kubernetes import client, config
 
 from kubelab.backends.kubernetes.backend import KubernetesBackend
@@ -21,41 +22,6 @@ SPEC = {
     "name": "flow",
     "engine": "argo",
     "steps": [{"name": "a", "experiment": {"command": ["python", "-c", "1"]}}],
-}
-# Argo Workflows' resource as its documentation names it: group argoproj.io, version v1alpha1,
-# kind Workflow (plural workflows, short name wf). Only the API surface, no controller.
-WORKFLOW_CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "workflows.argoproj.io"},
-    "spec": {
-        "group": "argoproj.io",
-        "scope": "Namespaced",
-        "names": {
-            "kind": "Workflow",
-            "plural": "workflows",
-            "singular": "workflow",
-            "listKind": "WorkflowList",
-            "shortNames": ["wf"],
-        },
-        "versions": [
-            {
-                "name": "v1alpha1",
-                "served": True,
-                "storage": True,
-                "subresources": {"status": {}},
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "properties": {
-                            "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                        },
-                    }
-                },
-            }
-        ],
-    },
 }
 
 
