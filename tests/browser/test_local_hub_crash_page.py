@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import getpass
 import os
-import shutil
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,15 +21,14 @@ from browser.conftest import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
 from playwright.sync_api import expect, sync_playwright
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spawner"))
-from hub_process import PASSWORD, Hub
+from hub_process import PASSWORD, Hub, local_hub_env
+from hub_process import open_folder as open_folder_at
 
 
 @pytest.fixture
 def open_folder() -> Iterator[Path]:
-    folder = Path(tempfile.mkdtemp(prefix="kubelab-crash-page-"))
-    folder.chmod(0o755)
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
+    with open_folder_at("kubelab-crash-page-") as folder:
+        yield folder
 
 
 def test_the_pending_page_names_why_the_server_died(open_folder: Path) -> None:
@@ -46,12 +43,7 @@ def test_the_pending_page_names_why_the_server_died(open_folder: Path) -> None:
         "c.LocalKubeLabSpawner.start_timeout = 60\n"
         "c.LocalKubeLabSpawner.run_as_users = False\n"
         "c.JupyterHub.tornado_settings = {'slow_spawn_timeout': 0}\n",
-        {
-            "KUBELAB_HUB_MODE": "local",
-            "KUBELAB_HUB_ROOT": str(open_folder / "root"),
-            "KUBELAB_MACHINE_DIR": str(open_folder / "machine"),
-            "KUBELAB_FAKE_GPUS": "Tesla T4",
-        },
+        local_hub_env(open_folder),
     )
     with hub, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)

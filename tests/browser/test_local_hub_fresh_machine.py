@@ -9,9 +9,7 @@ XSRF cookie; the experiment runs as that account and succeeds.
 
 from __future__ import annotations
 
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +22,8 @@ from system_users import needs_root, system_user
 from world_python import remove, world_python
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spawner"))
-from hub_process import Hub
+from hub_process import Hub, local_hub_env
+from hub_process import open_folder as open_folder_at
 
 pytestmark = needs_root
 PASSWORD = "fresh-machine-pw-7"
@@ -42,25 +41,20 @@ CALL = """async ([method, path, body]) => {
 
 @pytest.fixture(scope="module")
 def open_folder() -> Iterator[Path]:
-    """A folder every account may pass through (pytest's own are 0700)."""
-    folder = Path(tempfile.mkdtemp(prefix="kubelab-fresh-hub-"))
-    folder.chmod(0o755)
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
+    with open_folder_at("kubelab-fresh-hub-") as folder:
+        yield folder
 
 
 @pytest.fixture(scope="module")
 def root_hub(open_folder: Path) -> Iterator[Hub]:
     python = world_python(open_folder / "python")
     root = open_folder / "hub-root"
-    env = {
-        "KUBELAB_HUB_MODE": "local",
-        "KUBELAB_HUB_AUTH": "pam",  # the shipped default: system accounts, their own passwords
-        "KUBELAB_HUB_ROOT": str(root),
-        "KUBELAB_MACHINE_DIR": str(open_folder / "machine"),
-        "KUBELAB_FAKE_GPUS": "Tesla T4",
-        "KUBELAB_HUB_PASSWORD": "",
-    }
+    env = local_hub_env(
+        open_folder,
+        KUBELAB_HUB_AUTH="pam",  # the shipped default: system accounts, their own passwords
+        KUBELAB_HUB_ROOT=str(root),
+        KUBELAB_HUB_PASSWORD="",
+    )
     hub = Hub(
         open_folder / "hub",
         "c.LocalKubeLabSpawner.start_timeout = 120\n",

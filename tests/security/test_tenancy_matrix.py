@@ -34,7 +34,7 @@ from system_users import as_user, needs_root, system_user
 from world_python import remove, world_python
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spawner"))
-from hub_process import Hub
+from hub_process import Hub, local_hub_env
 
 RUN = "{run}"
 REST = [  # B's objects, as paths under B's /kubelab/api/; {run} is one of B's experiments
@@ -131,13 +131,7 @@ def local_lab() -> Iterator[LocalLab]:
     folder = Path(tempfile.mkdtemp(prefix="kubelab-tenancy-"))
     folder.chmod(0o755)
     python = world_python(folder / "python")
-    env = {
-        "KUBELAB_HUB_MODE": "local",
-        "KUBELAB_HUB_AUTH": "pam",
-        "KUBELAB_HUB_ROOT": str(folder / "root"),
-        "KUBELAB_MACHINE_DIR": str(folder / "machine"),
-        "KUBELAB_FAKE_GPUS": "Tesla T4",
-    }
+    env = local_hub_env(folder, KUBELAB_HUB_AUTH="pam")
     try:
         with (
             system_user("kla") as a,

@@ -6,13 +6,16 @@ service token and whatever the test overrides, so the shipped configuration is w
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,29 @@ import requests
 REPO = Path(__file__).resolve().parents[2]
 HUB_CONFIG = REPO / "hub_config" / "jupyterhub_config.py"
 PASSWORD = "lab-password-123"
+
+
+@contextlib.contextmanager
+def open_folder(prefix: str) -> Iterator[Path]:
+    """A folder every account may pass through to its workspace (pytest's own are 0700)."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    folder.chmod(0o755)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def local_hub_env(folder: Path, **extra: str) -> dict[str, str]:
+    """A local hub's environment with its workspaces (`root/`) and GPU ledger (`machine/`)
+    under `folder`, and one fake T4; `extra` adds or overrides variables."""
+    return {
+        "KUBELAB_HUB_MODE": "local",
+        "KUBELAB_HUB_ROOT": str(folder / "root"),
+        "KUBELAB_MACHINE_DIR": str(folder / "machine"),
+        "KUBELAB_FAKE_GPUS": "Tesla T4",
+        **extra,
+    }
 
 
 def free_port() -> int:

@@ -11,16 +11,15 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
-from hub_process import Hub
+from hub_process import Hub, local_hub_env
+from hub_process import open_folder as open_folder_at
 from system_users import needs_root, system_user
 from world_python import world_python
 
@@ -35,22 +34,15 @@ GENERIC = "Spawner failed to start"
 
 @pytest.fixture(scope="module")
 def open_folder() -> Iterator[Path]:
-    folder = Path(tempfile.mkdtemp(prefix="kubelab-server-crash-"))
-    folder.chmod(0o755)  # users pass through to their workspaces (pytest's folders are 0700)
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
+    with open_folder_at("kubelab-server-crash-") as folder:
+        yield folder
 
 
 def local_hub(folder: Path, overrides: str = "", python: str = sys.executable, account: Any = None) -> Hub:
     return Hub(
         folder / "hub",
         PENDING + overrides,
-        {
-            "KUBELAB_HUB_MODE": "local",
-            "KUBELAB_HUB_ROOT": str(folder / "root"),
-            "KUBELAB_MACHINE_DIR": str(folder / "machine"),
-            "KUBELAB_FAKE_GPUS": "Tesla T4",
-        },
+        local_hub_env(folder),
         python=python,
         account=account,
     )

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 import socket
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from hub_process import Hub
+from hub_process import Hub, local_hub_env
+from hub_process import open_folder as open_folder_at
 from system_users import needs_root, system_user
 
 from kubelab.errors import KubelabError
@@ -31,22 +30,15 @@ LOCAL = "c.LocalKubeLabSpawner.start_timeout = 60\n"
 
 @pytest.fixture(scope="module")
 def open_folder() -> Iterator[Path]:
-    folder = Path(tempfile.mkdtemp(prefix="kubelab-spawn-failures-"))
-    folder.chmod(0o755)  # users pass through to their workspaces (pytest's folders are 0700)
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
+    with open_folder_at("kubelab-spawn-failures-") as folder:
+        yield folder
 
 
 def local_hub(folder: Path, overrides: str = "") -> Hub:
     return Hub(
         folder / "hub",
         LOCAL + overrides,
-        {
-            "KUBELAB_HUB_MODE": "local",
-            "KUBELAB_HUB_ROOT": str(folder / "root"),
-            "KUBELAB_MACHINE_DIR": str(folder / "machine"),
-            "KUBELAB_FAKE_GPUS": "Tesla T4",
-        },
+        local_hub_env(folder),
     )
 
 
