@@ -191,3 +191,19 @@ def test_without_a_server_the_cli_prints_tensorboards_own_url_and_serves_there(l
     finally:
         cli.send_signal(signal.SIGINT)
         assert cli.wait(30) == 0, cli.stderr.read()
+
+
+def test_a_tensorboard_that_cannot_start_answers_502_naming_why(workspace, tmp_path):
+    shadow = tmp_path / "shadow" / "tensorboard"  # first on the path of the server and its children
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text('raise ImportError("tensorboard is broken here (a test)")\n')
+    server = start_server(workspace, PYTHONPATH=str(shadow.parent))
+    try:
+        session = server.post("tensorboards", {"experiments": [experiment(server.home)]}).json()
+        page = server.page(session["url"], allow_redirects=True)  # the entry, then its capability URL
+        assert page.status_code == 502, page.text[:300]
+        assert page.json()["error"] == "backend" and "tensorboard is broken here" in page.json()["detail"]
+        assert "sandbox" in page.headers["Content-Security-Policy"]  # errors are sandboxed too
+        assert server.get(f"tensorboards/{session['id']}").json()["state"] == "failed"
+    finally:
+        server.stop()
