@@ -55,6 +55,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from kubelab.backends.local.gpus import pid_alive
+
 MESSAGE_WAIT = 5.0  # seconds a claimed helper waits for the rest of its message
 LOOK_EVERY = 1.0  # seconds between an idle helper's checks that its FIFO still exists
 STARTING_GRACE = 30.0  # seconds a starting marker counts without its helper appearing
@@ -116,7 +118,12 @@ class WarmPool:
             except FileNotFoundError:
                 continue  # another submitter won it, or it timed out
             if send(claimed, message + "\n"):
-                return pid
+                if pid_alive(pid):
+                    return pid
+                # Dying: SIGKILL made its main thread a zombie while another of its threads
+                # still held the FIFO open, so the message went in but nobody will serve it.
+                with contextlib.suppress(OSError):
+                    claimed.unlink()
         return None
 
     def top_up(self, keeper: int | None = None) -> None:
@@ -253,7 +260,7 @@ class IdleHelper:
                 return self.read(fd)
             if not self.idle.exists() and not self.claimed.exists():
                 return None  # the pool folder was removed (a test's home, say)
-            if not claimed and self.keeper and not alive(self.keeper):
+            if not claimed and self.keeper and not pid_alive(self.keeper):
                 deadline = time.monotonic()  # nobody keeps it warm any more: leave as at the timeout
             if time.monotonic() >= deadline:
                 if claimed:
@@ -295,16 +302,6 @@ class IdleHelper:
         redirect(log)
         os.close(log)
         return bool(module.serve(target))
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def redirect(fd: int) -> None:
