@@ -84,7 +84,7 @@ def spec_from_args(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
 def cmd_run(args: argparse.Namespace) -> int:
     if args.file:
         from kubelab.formats import is_sweep
-        from kubelab.specfile import load_document
+        from kubelab.formats.specfile import load_document
 
         data = load_document(args.file)
         if is_sweep(data):  # a Polyaxon group or matrix, an NNI config: many trials

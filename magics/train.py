@@ -103,14 +103,14 @@ def _space_source(text: str, cwd: Path) -> str:
 
 def sweep_from_file(path: str) -> tuple[dict[str, Any], Path]:
     """A kubelab sweep file, or an NNI `config.yml` (converted)."""
-    from kubelab.specfile import load_document
+    from kubelab.formats.specfile import load_document
 
     data = load_document(path, "file")
     base = Path(path).resolve().parent
     if isinstance(data, dict) and (
         "trialCommand" in data or "searchSpace" in data or "searchSpaceFile" in data
     ):
-        from kubelab.sweeps.nni_config import nni_to_sweep
+        from kubelab.formats.nni_config import nni_to_sweep
 
         data = nni_to_sweep(data, base_dir=base)
     if not isinstance(data, dict):

@@ -10,7 +10,7 @@ import pytest
 
 from kubelab.errors import ValidationError
 from kubelab.query import compile_query, compile_sort, select
-from kubelab.query_parser import QueryError
+from kubelab.query.parser import QueryError
 
 RECORDS = [
     {
@@ -529,7 +529,7 @@ def test_malformed_sort(sort: str, position: int, reason: str) -> None:
 def test_import_stays_light() -> None:
     """The query language sits on listing hot paths: no optuna, yaml or kubernetes."""
     code = (
-        "import sys, kubelab.query; print(sorted(m for m in ('optuna', 'yaml', 'kubernetes',"
+        "import sys, kubelab.query.compiler; print(sorted(m for m in ('optuna', 'yaml', 'kubernetes',"
         " 'torch', 'kubelab.records') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

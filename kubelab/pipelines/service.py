@@ -49,7 +49,7 @@ class Pipelines:
     ) -> PipelineSpec:
         """The PipelineSpec, each step's paths checked as its submit would check them."""
         from kubelab.pipelines.references import render
-        from kubelab.polyaxon_dag import translate
+        from kubelab.formats.polyaxon_dag import translate
         from kubelab.sweeps.service import Sweeps
 
         base = Path(base_dir or Path.cwd()).resolve()

@@ -218,7 +218,7 @@ class _Parser:
 
     def load(self, where: str, value: Any) -> tuple[Any, str]:
         """A step's spec from a file: a sweep (kubelab or NNI) or an experiment (kubelab or Polyaxon)."""
-        from kubelab import polyaxon
+        from kubelab.formats import polyaxon_v0 as polyaxon
         from kubelab.sweeps.config_files import read_document
 
         if not isinstance(value, str) or not value:

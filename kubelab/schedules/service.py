@@ -119,7 +119,7 @@ class Schedules:
         start_scheduler: bool = True,
     ) -> dict[str, Any]:
         """Validate the schedule and what it starts (as a run would be validated), then record it."""
-        from kubelab.polyaxon_dag import translate
+        from kubelab.formats.polyaxon_dag import translate
 
         base = Path(base_dir or Path.cwd()).resolve()
         data = translate(data, base)  # a Polyaxon DAG is a pipeline; its schedule: section ours

@@ -16,7 +16,7 @@ from sweeps.sweep_support import wait_sweep
 
 from kubelab.errors import ValidationError
 from kubelab.shims import SHIMS
-from kubelab.sweeps.nni_config import load_nni_config, nni_to_sweep
+from kubelab.formats.nni_config import load_nni_config, nni_to_sweep
 from kubelab.sweeps.sweep_spec import SweepSpec
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from kubelab.errors import ValidationError
-from kubelab.polyaxon_dag import pipeline, schedule, translate
+from kubelab.formats.polyaxon_dag import pipeline, schedule, translate
 from kubelab.schedules.spec import parse_schedule
-from kubelab.specfile import load_document
+from kubelab.formats.specfile import load_document
 
 POLYAXON = Path(__file__).parent / "fixtures" / "polyaxon"
 

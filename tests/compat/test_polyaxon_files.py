@@ -13,9 +13,9 @@ from sweeps.sweep_support import wait_sweep
 
 from kubelab.errors import ValidationError
 from kubelab.formats import experiment_mapping, load_spec_file, sweep_mapping
-from kubelab.polyaxon import sanitize_cmd
+from kubelab.formats.polyaxon_v0 import sanitize_cmd
 from kubelab.spec import ExperimentSpec
-from kubelab.specfile import load_document
+from kubelab.formats.specfile import load_document
 from kubelab.sweeps.sweep_spec import SweepSpec
 
 FIXTURES = Path(__file__).parent / "fixtures"

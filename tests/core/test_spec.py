@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kubelab.errors import ValidationError
-from kubelab.polyaxon import convert
+from kubelab.formats.polyaxon_v0 import convert
 from kubelab.quantity import parse_duration, parse_quantity
 from kubelab.spec import ExperimentSpec
 

@@ -313,7 +313,7 @@ def test_choice_values_keep_their_types():
 
 def test_importing_the_pure_modules_does_not_import_optuna():
     code = (
-        "import sys, kubelab, kubelab.sweeps.space, kubelab.sweeps.sweep_spec, kubelab.sweeps.nni_config; "
+        "import sys, kubelab, kubelab.sweeps.space, kubelab.sweeps.sweep_spec, kubelab.formats.nni_config; "
         "print('optuna' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -8,7 +8,7 @@ import shlex
 import pytest
 
 from kubelab.errors import ValidationError
-from kubelab.sweeps.nni_config import load_nni_config, nni_to_sweep
+from kubelab.formats.nni_config import load_nni_config, nni_to_sweep
 from kubelab.sweeps.sweep_spec import SweepSpec, trial_command
 
 SPACE = {

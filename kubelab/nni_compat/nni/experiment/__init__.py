@@ -3,7 +3,7 @@
 Configured with NNI's attribute names (`experiment.config.trial_command`,
 `config.search_space`, `config.tuner.name`, `config.tuner.class_args[...]`,
 `config.max_trial_number`, `config.training_service.use_active_gpu`...), converted by the
-same rules as an NNI config file (`kubelab.sweeps.nni_config`). `start()` creates the sweep
+same rules as an NNI config file (`kubelab.formats.nni_config`). `start()` creates the sweep
 and returns; `run()` also waits for it (Ctrl-C stops it, as NNI's does); `stop()` stops it.
 There is no NNI web UI: the port is accepted and unused; the sweep shows in the JupyterLab
 sidebar and in `kubelab sweep show ID`. This module imports kubelab (it runs in the

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubelab import polyaxon
+from kubelab.formats import polyaxon_v0 as polyaxon
 from kubelab.errors import ValidationError
-from kubelab.polyaxon_matrix import Matrix, search
+from kubelab.formats.polyaxon_matrix import Matrix, search
 
 HPTUNING = (
     "matrix",

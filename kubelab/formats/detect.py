@@ -28,7 +28,7 @@ REFUSED_KINDS = {
 
 
 def is_nni(data: Any) -> bool:
-    from kubelab.sweeps.nni_v1 import is_nni_v1
+    from kubelab.formats.nni_v1 import is_nni_v1
 
     if not isinstance(data, dict):
         return False
@@ -94,11 +94,11 @@ def experiment_mapping(data: Any, base: Path, path: str | Path | None = None) ->
         raise ValidationError(f"{where} {what}", [FieldError("file", reason)])
     version = polyaxon_version(data)
     if version == "v0":
-        from kubelab import polyaxon
+        from kubelab.formats import polyaxon_v0 as polyaxon
 
         return polyaxon.convert(data)
     if version == "v1":
-        from kubelab import polyaxon_v1
+        from kubelab.formats import polyaxon_v1
 
         return polyaxon_v1.experiment(data, base)
     if not isinstance(data, dict):
@@ -108,7 +108,7 @@ def experiment_mapping(data: Any, base: Path, path: str | Path | None = None) ->
 
 def sweep_mapping(data: Any, base: Path) -> Any:
     """The sweep spec mapping of a kubelab sweep spec, an NNI config or a Polyaxon search."""
-    from kubelab.sweeps.nni_config import nni_to_sweep
+    from kubelab.formats.nni_config import nni_to_sweep
 
     if isinstance(data, dict) and set(data) == {"nni"}:
         return nni_to_sweep(data["nni"], base_dir=base)
@@ -117,7 +117,7 @@ def sweep_mapping(data: Any, base: Path) -> Any:
     refuse_unknown(data)
     version = polyaxon_version(data)
     if version == "v1" and data["kind"] not in POLYAXON_V1_KINDS:
-        from kubelab import polyaxon_v1
+        from kubelab.formats import polyaxon_v1
 
         polyaxon_v1.experiment(data, base)  # refuses the kind (a dag points to pipelines)
     if version is not None and not is_sweep(data):
@@ -132,11 +132,11 @@ def sweep_mapping(data: Any, base: Path) -> Any:
             ],
         )
     if version == "v0":
-        from kubelab import polyaxon_group
+        from kubelab.formats import polyaxon_group
 
         return polyaxon_group.convert(data)
     if version == "v1":
-        from kubelab import polyaxon_v1
+        from kubelab.formats import polyaxon_v1
 
         return polyaxon_v1.sweep(data, base)
     return data
@@ -144,7 +144,7 @@ def sweep_mapping(data: Any, base: Path) -> Any:
 
 def load_spec_file(path: str | Path) -> dict[str, Any]:
     """An experiment spec mapping from a kubelab spec file or a polyaxonfile (v0 or v1)."""
-    from kubelab.specfile import load_document
+    from kubelab.formats.specfile import load_document
 
     data = load_document(path)
     return experiment_mapping(data, Path(path).resolve().parent, path)

@@ -4,7 +4,7 @@ One implementation for REST `?query=&sort=`, `kubelab ls`, the magics and the si
 
     select(records, "status:succeeded, metrics.loss:<=0.3", sort="-metrics.acc", limit=10)
 
-A query is parsed once (`kubelab.query_parser`) and compiled into plain closures, so matching a
+A query is parsed once (`kubelab.query.parser`) and compiled into plain closures, so matching a
 record is a few function calls, never a walk over a tree. Parsing raises `QueryError` (a
 `ValidationError`) with the position; evaluation never raises: a record with a missing field
 or a value of the wrong type simply does not match (except for `nil`).
@@ -19,11 +19,11 @@ from itertools import islice
 from typing import Any
 
 from kubelab.errors import FieldError, ValidationError, did_you_mean
-from kubelab.query_literals import DATE_FORMS, date_interval, duration, number
-from kubelab.query_parser import parse
-from kubelab.query_sort import Sort, compile_sort
-from kubelab.query_syntax import Atom, Condition, Junction, Node, Operation, QueryError, clip
-from kubelab.query_values import (
+from kubelab.query.literals import DATE_FORMS, date_interval, duration, number
+from kubelab.query.parser import parse
+from kubelab.query.sort import Sort, compile_sort
+from kubelab.query.syntax import Atom, Condition, Junction, Node, Operation, QueryError, clip
+from kubelab.query.values import (
     FIELDS,
     NUMBERS,
     SECTIONS,
@@ -42,7 +42,7 @@ from kubelab.query_values import (
 )
 from kubelab.run_record import LIST
 
-# compile_sort, Sort and FIELDS are part of the documented `kubelab.query` API (docs/query.md).
+# compile_sort, Sort and FIELDS are part of the documented `kubelab.query` API (re-exported by the package) (docs/query.md).
 __all__ = [
     "FIELDS",
     "SECTIONS",

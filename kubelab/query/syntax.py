@@ -1,6 +1,6 @@
 """PQL's syntax: the tree the parser builds and the error every query mistake raises.
 
-Apart from the parser so that reading a record's fields (`kubelab.query_values`) can raise
+Apart from the parser so that reading a record's fields (`kubelab.query.values`) can raise
 the same `QueryError` without importing the parser. Standard library only.
 """
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta, timezone
 
-from kubelab.query_syntax import Atom
+from kubelab.query.syntax import Atom
 
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _DURATION = re.compile(

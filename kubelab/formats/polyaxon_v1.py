@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from kubelab.errors import FieldError, ValidationError, did_you_mean
-from kubelab.polyaxon_matrix import Matrix, search
+from kubelab.formats.polyaxon_matrix import Matrix, search
 
 COMPONENT = (
     "version",
@@ -231,7 +231,7 @@ class _Converter:
                 return None
             return data["component"]
         if data.get("pathRef"):
-            from kubelab.specfile import load_document
+            from kubelab.formats.specfile import load_document
 
             path = (self.base / str(data["pathRef"])).resolve()
             if path != self.base.resolve() and self.base.resolve() not in path.parents:
@@ -283,7 +283,7 @@ class _Converter:
             spec["inputs"] = inputs
         self.outputs(data.get("outputs"), f"{prefix}outputs")
         self.common(data, spec, prefix)
-        from kubelab.polyaxon_v1_run import convert_run
+        from kubelab.formats.polyaxon_v1_run import convert_run
 
         convert_run(data.get("run"), f"{prefix}run", spec, self.fail)
         return spec

@@ -1,6 +1,6 @@
 """PQL's sort: `-metrics.loss, created_at`, records missing a key last in both directions.
 
-Compiled once per text (cached) into key functions over `kubelab.query_values`.
+Compiled once per text (cached) into key functions over `kubelab.query.values`.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from kubelab.query_aliases import canonical_field
-from kubelab.query_syntax import QueryError
-from kubelab.query_values import (
+from kubelab.query.aliases import canonical_field
+from kubelab.query.syntax import QueryError
+from kubelab.query.values import (
     UTC,
     Record,
     checked_text,

@@ -72,7 +72,7 @@ def is_dag(data: Any, base: Path) -> bool:
         return False
     component = data if data.get("kind") == "component" else data.get("component")
     if data.get("kind") == "operation" and component is None and isinstance(data.get("pathRef"), str):
-        from kubelab.specfile import load_document
+        from kubelab.formats.specfile import load_document
 
         try:
             component = load_document((base / data["pathRef"]).resolve(), "pathRef")
@@ -149,7 +149,7 @@ def schedule(section: Any, path: str = "schedule") -> dict[str, Any]:
 
 def pipeline(data: dict[str, Any], base: Path) -> dict[str, Any]:
     """The pipeline spec mapping a DAG component or operation stands for (with its schedule)."""
-    from kubelab.polyaxon_v1 import OPERATION, UNSUPPORTED, _Converter
+    from kubelab.formats.polyaxon_v1 import OPERATION, UNSUPPORTED, _Converter
 
     p = _Converter(base)
     values: dict[str, Any] = {}
@@ -196,7 +196,7 @@ def pipeline(data: dict[str, Any], base: Path) -> dict[str, Any]:
 
 
 def _steps(p: Any, run: dict[str, Any], path: str, base: Path) -> list[dict[str, Any]]:
-    from kubelab import polyaxon_v1
+    from kubelab.formats import polyaxon_v1
 
     library = {c.get("name"): c for c in run.get("components") or [] if isinstance(c, dict)}
     operations = run.get("operations")
@@ -324,7 +324,7 @@ def _iso(moment: datetime) -> str:
 def translate(data: Any, base: Path) -> Any:
     """The kubelab mapping of a Polyaxon v1 DAG, or of a v1 operation with a schedule (the
     schedule mapped too); any other document unchanged, for its own reader."""
-    from kubelab.formats import experiment_mapping, is_sweep, polyaxon_version, sweep_mapping
+    from kubelab.formats.detect import experiment_mapping, is_sweep, polyaxon_version, sweep_mapping
 
     if polyaxon_version(data) != "v1":
         return data

@@ -1,6 +1,6 @@
 """Reading a record's fields as PQL sees them: field names and kinds, values as text,
 numbers and moments, and the nested `params.a.b` paths. Shared by the query compiler
-(`kubelab.query`) and the sort (`kubelab.query_sort`); evaluation never raises.
+(`kubelab.query.compiler`) and the sort (`kubelab.query.sort`); evaluation never raises.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from kubelab.errors import FieldError, ValidationError, did_you_mean
-from kubelab.query_syntax import QueryError, clip
+from kubelab.query.syntax import QueryError, clip
 from kubelab.run_record import DYNAMIC, field_kinds, sections, states
 
 Record = dict[str, Any]

@@ -1,4 +1,4 @@
-"""PQL text -> a small tree of conditions; `kubelab.query` turns the tree into closures.
+"""PQL text -> a small tree of conditions; `kubelab.query.compiler` turns the tree into closures.
 
 Parsing is kept apart from evaluation so every mistake is found once, up front, with its
 position, and filtering thousands of records never meets malformed input. Everything here is
@@ -20,12 +20,12 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from kubelab.query_aliases import canonical_field
-from kubelab.query_literals import number
-from kubelab.query_syntax import Atom, Condition, Junction, Node, Operation, QueryError, clip
-from kubelab.query_values import FIELDS, SECTIONS
+from kubelab.query.aliases import canonical_field
+from kubelab.query.literals import number
+from kubelab.query.syntax import Atom, Condition, Junction, Node, Operation, QueryError, clip
+from kubelab.query.values import FIELDS, SECTIONS
 
-# QueryError is where docs/query.md says it is (it is defined in kubelab.query_syntax).
+# QueryError is where docs/query.md says it is (it is defined in kubelab.query.syntax).
 __all__ = ["QueryError", "parse", "parse_operation", "tokenize"]
 
 # ---------------------------------------------------------------- Polyaxon's names
