@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from kubelab.errors import FieldError, ValidationError, did_you_mean
-from kubelab.sweeps.config_files import read_document
 from kubelab.formats.nni_v1 import is_nni_v1, v1_to_v2
+from kubelab.sweeps.config_files import read_document
 
 FIELDS = (
     "experimentName",

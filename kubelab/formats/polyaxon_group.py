@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubelab.formats import polyaxon_v0 as polyaxon
 from kubelab.errors import ValidationError
+from kubelab.formats import polyaxon_v0 as polyaxon
 from kubelab.formats.polyaxon_matrix import Matrix, search
 
 HPTUNING = (

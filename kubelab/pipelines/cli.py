@@ -72,8 +72,8 @@ def read_spec(path: str) -> tuple[Any, Path]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from kubelab.options import parse_params
     from kubelab.formats.polyaxon_dag import translate
+    from kubelab.options import parse_params
 
     data, base = read_spec(args.file)
     data = translate(data, base)  # a Polyaxon DAG (and its schedule) as a pipeline

@@ -48,8 +48,8 @@ class Pipelines:
         params: dict[str, Any] | None = None,
     ) -> PipelineSpec:
         """The PipelineSpec, each step's paths checked as its submit would check them."""
-        from kubelab.pipelines.references import render
         from kubelab.formats.polyaxon_dag import translate
+        from kubelab.pipelines.references import render
         from kubelab.sweeps.service import Sweeps
 
         base = Path(base_dir or Path.cwd()).resolve()

@@ -42,7 +42,7 @@ from kubelab.query.values import (
 )
 from kubelab.run_record import LIST
 
-# compile_sort, Sort and FIELDS are part of the documented `kubelab.query` API (re-exported by the package) (docs/query.md).
+# compile_sort, Sort and FIELDS are the documented `kubelab.query` API (docs/query.md), re-exported there.
 __all__ = [
     "FIELDS",
     "SECTIONS",

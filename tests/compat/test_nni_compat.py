@@ -15,8 +15,8 @@ import pytest
 from sweeps.sweep_support import wait_sweep
 
 from kubelab.errors import ValidationError
-from kubelab.shims import SHIMS
 from kubelab.formats.nni_config import load_nni_config, nni_to_sweep
+from kubelab.shims import SHIMS
 from kubelab.sweeps.sweep_spec import SweepSpec
 
 FIXTURES = Path(__file__).parent / "fixtures"

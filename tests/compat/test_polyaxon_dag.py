@@ -12,8 +12,8 @@ import pytest
 
 from kubelab.errors import ValidationError
 from kubelab.formats.polyaxon_dag import pipeline, schedule, translate
-from kubelab.schedules.spec import parse_schedule
 from kubelab.formats.specfile import load_document
+from kubelab.schedules.spec import parse_schedule
 
 POLYAXON = Path(__file__).parent / "fixtures" / "polyaxon"
 

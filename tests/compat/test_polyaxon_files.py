@@ -14,8 +14,8 @@ from sweeps.sweep_support import wait_sweep
 from kubelab.errors import ValidationError
 from kubelab.formats import experiment_mapping, load_spec_file, sweep_mapping
 from kubelab.formats.polyaxon_v0 import sanitize_cmd
-from kubelab.spec import ExperimentSpec
 from kubelab.formats.specfile import load_document
+from kubelab.spec import ExperimentSpec
 from kubelab.sweeps.sweep_spec import SweepSpec
 
 FIXTURES = Path(__file__).parent / "fixtures"
