@@ -3,7 +3,7 @@
 The floor is the same 20 trial processes started directly, two at a time, with nothing
 around them. The sweep adds the driver (tuner, ledger, polling) and the runners that
 start, watch and record each trial. It is measured as a server runs it: the server keeps
-a warm driver and warm runners (`kubelab.backends.local.warm`), so the timer starts at `create` on an
+a warm driver and warm runners (`kubelab.warm`), so the timer starts at `create` on an
 idle server, and again with nothing warm (a CLI on a quiet machine: `cold_s`). Printed as
 JSON lines, medians over `--repeats` runs:
 
@@ -73,7 +73,7 @@ def sweep(folder: Path, work: float, warm: bool) -> float:
     `warm`: first do what a server does at start (`SweepWatcher.start`) and wait until the
     warm driver and runners are idle, as they are on a server nobody is using.
     """
-    from kubelab.backends.local.warm import DRIVER, RUNNER, WarmPool
+    from kubelab.warm import DRIVER, RUNNER, WarmPool
     from kubelab.experiments import Experiments
     from kubelab.sweeps.service import Sweeps
     from kubelab.sweeps.watcher import SweepWatcher

@@ -137,17 +137,11 @@ def wait_for(lab: Any, run_id: str) -> dict[str, Any]:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
+    from kubelab.backends.registry import make_backend
     from kubelab.experiments import Experiments
 
     spec_data, base = spec_from_args(args)
-    if args.backend == "kubernetes":
-        from kubelab.backends.kubernetes.backend import KubernetesBackend
-
-        backend: Any = KubernetesBackend.for_render()
-    else:
-        from kubelab.backends.local.backend import LocalBackend
-
-        backend = LocalBackend()
+    backend = make_backend(args.backend, for_render=True, field="backend")
     lab = Experiments(backend=backend)
     spec = lab.prepare(spec_data, base_dir=base)
     objects = backend.render(spec, "<id>")
@@ -273,7 +267,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("render", cmd_render, "print what would be created, without creating it", ("json", "yaml"))
     add_spec_flags(p)
-    p.add_argument("--backend", choices=("local", "kubernetes"), default="local")
+    p.add_argument(
+        "--backend", default="local", help="local, kubernetes or an installed one (docs/architecture.md)"
+    )
 
     p = command("ls", cmd_ls, "list experiments, optionally filtered by a PQL query")
     p.add_argument("query", nargs="*", help="e.g. status:succeeded, metrics.loss:<0.3")
@@ -298,24 +294,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _extensions() -> list[Callable[[Any], None]]:
-    """Subcommands that live with their domain (sweeps, tensorboard, hub)."""
-    import importlib
-    import importlib.util
+    """Subcommands that live with their domain (sweeps, pipelines, schedules, tensorboard, hub)."""
+    from kubelab.pipelines import cli as pipelines
+    from kubelab.schedules import cli as schedules
+    from kubelab.sweeps import cli as sweeps
+    from kubelab.tensorboard import cli as tensorboard
 
-    found = []
-    for module in (
-        "kubelab.sweeps.cli",
-        "kubelab.pipelines.cli",
-        "kubelab.schedules.cli",
-        "kubelab.tensorboard.cli",
-        "kubelab.spawner.cli",
-    ):
-        try:
-            present = importlib.util.find_spec(module) is not None
-        except ModuleNotFoundError:  # the parent package is not there
-            present = False
-        if present:
-            found.append(importlib.import_module(module).register)
+    found: list[Callable[[Any], None]] = [
+        sweeps.register,
+        pipelines.register,
+        schedules.register,
+        tensorboard.register,
+    ]
+    try:  # the one adapter the core imports (pyproject's core contract names this import)
+        from kubelab.spawner import cli as hub
+    except ModuleNotFoundError as exc:  # a tree without the adapters' folders
+        if exc.name not in ("kubelab.spawner", "kubelab.spawner.cli"):
+            raise
+    else:
+        found.append(hub.register)
     return found
 
 

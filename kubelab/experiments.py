@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kubelab.backends.base import Backend
+from kubelab.backends.registry import make_backend
 from kubelab.errors import FieldError, KubelabError, NotFound, ValidationError
 from kubelab.home import default_home
 from kubelab.index import Changes, RunIndex
@@ -31,22 +32,6 @@ SNAPSHOT_IGNORE = shutil.ignore_patterns(
 )
 
 
-def default_backend() -> Backend:
-    """`KUBELAB_BACKEND=kubernetes` on a cluster; the local backend otherwise."""
-    name = os.environ.get("KUBELAB_BACKEND", "local")
-    if name == "kubernetes":
-        from kubelab.backends.kubernetes.backend import KubernetesBackend
-
-        return KubernetesBackend.from_environment()
-    if name != "local":
-        raise ValidationError(
-            "unknown backend", [FieldError("KUBELAB_BACKEND", f"must be local or kubernetes, not {name!r}")]
-        )
-    from kubelab.backends.local.backend import LocalBackend
-
-    return LocalBackend()
-
-
 class Experiments:
     def __init__(self, home: Path | None = None, backend: Backend | None = None, user: str | None = None):
         self.home = Path(home) if home else default_home()
@@ -59,7 +44,7 @@ class Experiments:
     @property
     def backend(self) -> Backend:
         if self._backend is None:
-            self._backend = default_backend()
+            self._backend = make_backend()  # $KUBELAB_BACKEND, else local
         return self._backend
 
     # -- submitting -------------------------------------------------------------------

@@ -23,6 +23,13 @@ def read_bytes(path: os.PathLike[str], offset: int, limit: int = LOG_CHUNK) -> b
         return b""
 
 
+def read_from(path: os.PathLike[str], offset: int, limit: int = 8 * LOG_CHUNK) -> tuple[str, int]:
+    """Text appended to `path` since `offset` (at most `limit` bytes), and the new offset: how the
+    sweep driver and the server's event hub follow a run's `metrics.jsonl`, whatever its backend."""
+    data = read_bytes(path, offset, limit)
+    return data.decode(errors="replace"), offset + len(data)
+
+
 def decoder() -> codecs.IncrementalDecoder:
     return codecs.getincrementaldecoder("utf-8")(errors="replace")
 

@@ -74,7 +74,7 @@ class KubeLabApp(ExtensionApp):
         self.log.info(
             "kubelab: recording runs in %s (backend: %s)",
             self.lab.runs_root,
-            os.environ.get("KUBELAB_BACKEND", "local"),
+            self.lab.backend.name,
         )
 
     async def stop_extension(self) -> None:

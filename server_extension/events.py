@@ -19,8 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubelab.backends.local.backend import read_from
 from kubelab.experiments import Experiments
+from kubelab.logfiles import read_from
 from kubelab.pipelines.service import PipelineWatcher
 from kubelab.schedules.scheduler import SchedulerKeeper
 from kubelab.sweeps.watcher import SweepWatcher

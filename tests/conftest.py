@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-# Warm helpers (kubelab.backends.local.warm) that tests start exit soon after the test that made them. Servers
+# Warm helpers (kubelab.warm) that tests start exit soon after the test that made them. Servers
 # keep no warm sweep driver here: each of the suite's many servers would import Optuna in one
 # beside the test (tests/core/test_warm_pool.py turns it on where it is the subject).
 os.environ.setdefault("KUBELAB_WARM_RUNNER_IDLE", "5")

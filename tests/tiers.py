@@ -27,6 +27,7 @@ FAST_MODULES = frozenset(
         "test_module_size.py",
         "test_import_cycles.py",
         "test_import_contracts.py",
+        "test_backend_seam.py",
         "sweeps/test_space.py",
         "sweeps/test_sweep_spec.py",
         "sweeps/test_nni.py",

@@ -1,22 +1,38 @@
 """What every backend does: turn a run directory's spec into work, and report on it.
 
 The run directory is already written when a backend is called; a backend only adds
-what it learns (states, reasons, exit codes, replicas) through `status.json`.
+what it learns (states, reasons, exit codes, replicas) through `status.json`. Services hold a
+`Backend` (from `kubelab.backends.registry.make_backend`) and never ask which one it is: what
+only some backends can do is a hook below with a default, overridden by those that can.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubelab.records import RunDirectory, Status
 from kubelab.spec import ExperimentSpec
 
+if TYPE_CHECKING:
+    from kubelab.backends.kubernetes.api import KubeApi
+    from kubelab.backends.kubernetes.notebook_env import NotebookEnv
+
+
+@dataclass(frozen=True)
+class ClusterAccess:
+    """A Kubernetes namespace and the notebook's own credentials for it: where services create
+    the objects they own beside a backend's runs (a pipeline's Argo Workflow, a schedule's CronJob)."""
+
+    api: KubeApi
+    nb: NotebookEnv
+
 
 class Backend(ABC):
-    name: str
+    name: str  # what a run's status.json records as its `backend`; the registry's name for it
 
     @abstractmethod
     def submit(self, run: RunDirectory, spec: ExperimentSpec) -> None:
@@ -78,4 +94,17 @@ class Backend(ABC):
 
     def close(self) -> None:
         """Stop watching and release connections."""
+        return None
+
+    def stop_grace(self) -> float:
+        """Seconds a stopped run may take to record its end (the local runner's SIGTERM-to-SIGKILL
+        grace); whoever waits for stopped runs (a sweep's driver) bounds its wait with it. 0, by
+        default: `stop` records the end itself."""
+        return 0.0
+
+    def cluster(self) -> ClusterAccess | None:
+        """The Kubernetes namespace the runs live in, for services that put objects of their own
+        beside them: pipelines with `engine: argo` (an Argo Workflow) and schedules (CronJobs,
+        which fire without the notebook server). None, by default: pipelines then run with
+        kubelab's driver and schedules with the per-home scheduler, on this machine."""
         return None

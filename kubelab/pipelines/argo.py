@@ -1,7 +1,7 @@
 """A pipeline's Workflow on the cluster: submit it, and stop it the way Argo documents.
 
 The thin adapter between the pipeline service and the API server, with the notebook's own
-credentials (the Kubernetes backend's client); the objects come from the pure builder
+credentials (the backend's `ClusterAccess`); the objects come from the pure builder
 `kubelab.pipelines.argo_workflow`. A refusal is reported naming the object and the reason.
 Stopping patches `spec.shutdown: Terminate` (Argo's documented stop: the controller kills
 the running pods and runs nothing more), which keeps the Workflow for `argo get` / the UI.
@@ -10,32 +10,30 @@ the running pods and runs nothing more), which keeps the Workflow for `argo get`
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from kubelab.backends.base import ClusterAccess
 from kubelab.errors import FieldError, ValidationError
 from kubelab.pipelines import argo_workflow
 from kubelab.pipelines.argo_workflow import GROUP, PLURAL, VERSION
-
-if TYPE_CHECKING:
-    from kubelab.backends.kubernetes.backend import KubernetesBackend
 
 Obj = dict[str, Any]
 ACCOUNT_KINDS = ("ServiceAccount", "Role", "RoleBinding")
 
 
-def submit(backend: KubernetesBackend, pipeline_id: str, name: str, steps: list[Obj]) -> str:
+def submit(cluster: ClusterAccess, pipeline_id: str, name: str, steps: list[Obj]) -> str:
     """Create the namespace's pipeline account (if missing) and the Workflow; its name."""
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
-    api = backend.api
+    api = cluster.api
     core, rbac = client.CoreV1Api(api.client), client.RbacAuthorizationV1Api(api.client)
     creators: dict[str, Callable[..., Any]] = {
         "ServiceAccount": core.create_namespaced_service_account,
         "Role": rbac.create_namespaced_role,
         "RoleBinding": rbac.create_namespaced_role_binding,
     }
-    objects = argo_workflow.build(pipeline_id, name, steps, backend.nb)
+    objects = argo_workflow.build(pipeline_id, name, steps, cluster.nb)
     for obj in objects:
         what = f"{obj['kind']}/{obj['metadata']['name']}"
         try:
@@ -60,11 +58,11 @@ def submit(backend: KubernetesBackend, pipeline_id: str, name: str, steps: list[
     return str(objects[-1]["metadata"]["name"])
 
 
-def terminate(backend: KubernetesBackend, workflow: str) -> bool:
+def terminate(cluster: ClusterAccess, workflow: str) -> bool:
     """Patch `spec.shutdown: Terminate`; False when the Workflow is gone already."""
     from kubernetes.client.exceptions import ApiException
 
-    api = backend.api
+    api = cluster.api
     try:
         api.call(
             api.custom.patch_namespaced_custom_object,

@@ -11,8 +11,9 @@ from __future__ import annotations
 import shutil
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from kubelab.backends.base import ClusterAccess
 from kubelab.driver_store import write_json
 from kubelab.errors import Conflict, FieldError, NotFound, ValidationError
 from kubelab.experiments import RUN_ID, Experiments
@@ -29,9 +30,6 @@ from kubelab.pipelines.store import (
     StepEntry,
 )
 from kubelab.records import new_id
-
-if TYPE_CHECKING:
-    from kubelab.backends.kubernetes.backend import KubernetesBackend
 
 
 class Pipelines:
@@ -102,7 +100,7 @@ class Pipelines:
             raise
         if spec.engine == "argo":
             try:  # the Workflow's pods read the folder, so it exists first; refused, it goes
-                argo.submit(self.kubernetes(), pipeline_id, spec.name or pipeline_id, spec.to_dict()["steps"])
+                argo.submit(self.cluster(), pipeline_id, spec.name or pipeline_id, spec.to_dict()["steps"])
             except BaseException:
                 shutil.rmtree(final.path, ignore_errors=True)
                 raise
@@ -110,12 +108,14 @@ class Pipelines:
             driver.launch(final)
         return self.record(final)
 
-    def kubernetes(self) -> KubernetesBackend:
-        from kubelab.backends.kubernetes.backend import KubernetesBackend
-
-        backend = self.lab.backend
-        assert isinstance(backend, KubernetesBackend)  # engines.require admitted argo
-        return backend
+    def cluster(self) -> ClusterAccess:
+        """Where an Argo pipeline's Workflow lives (`engines.require` admitted it: the backend has one)."""
+        cluster = self.lab.backend.cluster()
+        if cluster is None:  # a pipeline made on a cluster, stopped where the backend has none
+            raise Conflict(
+                f"an argo pipeline's Workflow needs a Kubernetes backend; this is {self.lab.backend.name}"
+            )
+        return cluster
 
     # -- reading --------------------------------------------------------------------------
     def pipeline(self, pipeline_id: str) -> PipelineDirectory:
@@ -181,7 +181,7 @@ class Pipelines:
         """Terminate an argo pipeline's Workflow, stop the steps it started and record it stopped.
 
         Under the state lock, so a step's pod writing its entry waits and then sees the stop."""
-        argo.terminate(self.kubernetes(), workflow)
+        argo.terminate(self.cluster(), workflow)
         with pipeline.state_lock():
             steps = driver.Driver(pipeline)
             steps.state = pipeline.read_state()

@@ -1,7 +1,7 @@
 """A schedule's objects on the cluster: create, suspend, read back and delete them.
 
 The thin adapter between the schedule service and the API server, with the notebook's own
-credentials (the Kubernetes backend's client): the objects come from the pure builder
+credentials (the backend's `ClusterAccess`): the objects come from the pure builder
 `kubelab.backends.kubernetes.cronjob`. A refusal (a notebook Role older than the CronJob rules, a quota)
 is reported naming the object and the reason, and whatever was created is deleted again.
 """
@@ -9,15 +9,13 @@ is reported naming the object and the reason, and whatever was created is delete
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from kubelab.backends.base import ClusterAccess
 from kubelab.backends.kubernetes import cronjob
 from kubelab.backends.kubernetes.api import KubeApi
 from kubelab.errors import FieldError, KubelabError, ValidationError
 from kubelab.schedules.spec import Schedule
-
-if TYPE_CHECKING:
-    from kubelab.backends.kubernetes.backend import KubernetesBackend
 
 Obj = dict[str, Any]
 RUNS_SHOWN = 10
@@ -26,11 +24,11 @@ RUNS_SHOWN = 10
 class ClusterSchedules:
     """The CronJobs of one user's namespace, through the notebook's ServiceAccount."""
 
-    def __init__(self, backend: KubernetesBackend) -> None:
+    def __init__(self, cluster: ClusterAccess) -> None:
         from kubernetes import client
 
-        self.nb = backend.nb
-        self.api: KubeApi = backend.api
+        self.nb = cluster.nb
+        self.api: KubeApi = cluster.api
         self.batch = client.BatchV1Api(self.api.client)
         self.core = client.CoreV1Api(self.api.client)
         self.rbac = client.RbacAuthorizationV1Api(self.api.client)

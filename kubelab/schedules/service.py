@@ -195,14 +195,13 @@ class Schedules:
         return self.record(ScheduleDirectory(self.root / schedule_id))
 
     def cluster(self) -> ClusterSchedules | None:
-        """On the Kubernetes backend a schedule is a CronJob; None on one machine."""
-        if self.lab.backend.name != "kubernetes":
+        """Where the backend has a Kubernetes namespace a schedule is a CronJob; None on one machine."""
+        cluster = self.lab.backend.cluster()
+        if cluster is None:
             return None
-        from kubelab.backends.kubernetes.backend import KubernetesBackend
         from kubelab.schedules.cluster import ClusterSchedules
 
-        assert isinstance(self.lab.backend, KubernetesBackend)
-        return ClusterSchedules(self.lab.backend)
+        return ClusterSchedules(cluster)
 
     def check(
         self, kind: str, body: dict[str, Any], base: Path, confine: bool, params: dict[str, Any]
@@ -290,7 +289,7 @@ class Schedules:
                 [
                     FieldError(
                         "KUBELAB_BACKEND",
-                        "must be kubernetes to change it (this process uses the local backend)",
+                        f"must be kubernetes to change it (this process uses {self.lab.backend.name})",
                     )
                 ],
             )

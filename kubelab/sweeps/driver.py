@@ -64,13 +64,13 @@ TUNER_STATE = {COMPLETE: "complete", TRIAL_FAILED: "failed", PRUNED: "pruned", T
 
 
 def launch(sweep: SweepDirectory) -> int:
-    """Hand `sweep` to a warm driver (`kubelab.backends.local.warm`), else start a detached cold one; its pid.
+    """Hand `sweep` to a warm driver (`kubelab.warm`), else start a detached cold one; its pid.
 
     A second driver for the same sweep exits at once. Only a server fills the pool
     (`SweepWatcher.keep_warm`, every few seconds): a replacement started here would import
     Optuna on the cores the new sweep's first trials need.
     """
-    from kubelab.backends.local.warm import DRIVER, WarmPool
+    from kubelab.warm import DRIVER, WarmPool
 
     pid = WarmPool(sweep.home, DRIVER).hand_over(sweep.path) if DRIVER.size() else None
     if pid is None:
@@ -78,19 +78,20 @@ def launch(sweep: SweepDirectory) -> int:
     return pid
 
 
-# -- as a warm helper (kubelab.backends.local.warm) ------------------------------------------------------
+# -- as a warm helper (kubelab.warm) ------------------------------------------------------------------
 def preload() -> None:
     """What a driver needs before its first trial: Optuna's import above all (~0.2 s), and a
     throwaway ask() for the imports Optuna defers to first use (numpy.random, samplers)."""
     import optuna
 
-    import kubelab.backends.local.backend
     import kubelab.experiments
     import kubelab.formats.nni_config
     import kubelab.sweeps.journal
     import kubelab.sweeps.sweep_spec
     import kubelab.sweeps.tuners  # noqa: F401
+    from kubelab.backends.registry import preload as preload_backend
 
+    preload_backend()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     optuna.create_study(sampler=optuna.samplers.TPESampler(seed=0)).ask().suggest_float("x", 0, 1)
 
@@ -124,7 +125,7 @@ class Driver:
                 self.state = self.sweep.read_state()
                 if self.state.status != RUNNING:
                     return 0
-                from kubelab.backends.local.processes import process_start_time
+                from kubelab.pids import process_start_time
 
                 self.state.driver_pid = os.getpid()
                 self.state.driver_started = process_start_time(os.getpid())
@@ -403,15 +404,13 @@ class Driver:
 
     def stop_all(self) -> None:
         """Stop every running trial and wait (bounded) to record how each ended."""
-        from kubelab.backends.local.runner import stop_grace
-
         for follow in list(self.follows.values()):
             try:
                 if follow.entry.run_id is not None:
                     self.lab.stop(follow.entry.run_id)
             except Exception:  # one trial's stop failing must not keep the others running
                 traceback.print_exc()
-        deadline = time.monotonic() + stop_grace() + STOP_WAIT
+        deadline = time.monotonic() + self.lab.backend.stop_grace() + STOP_WAIT
         while self.follows and time.monotonic() < deadline:
             for follow in list(self.follows.values()):
                 self.check(follow)

@@ -34,7 +34,7 @@ class Follow:
 def new_points(follow: Follow) -> list[dict[str, Any]]:
     """Rank 0's complete `metrics.jsonl` lines written since the last look (the objective is
     rank 0's); moves `follow`'s offset past them."""
-    from kubelab.backends.local.backend import read_from
+    from kubelab.logfiles import read_from
 
     try:
         size = follow.run.metrics_file.stat().st_size

@@ -20,7 +20,7 @@ class SweepWatcher:
     A look costs a directory listing and one `stat` per sweep. Every `liveness` seconds it
     also restarts the driver of any Running sweep whose driver died, so a server keeps its
     sweeps going even when nobody lists them, and keeps a warm driver and warm runners
-    (`kubelab.backends.local.warm`), so a sweep started from the server skips the helpers' imports.
+    (`kubelab.warm`), so a sweep started from the server skips the helpers' imports.
     """
 
     def __init__(self, lab: Experiments, liveness: float = 5.0):
@@ -35,7 +35,7 @@ class SweepWatcher:
         self.restart_dead_drivers()
 
     def keep_warm(self) -> None:
-        from kubelab.backends.local.warm import DRIVER, WarmPool
+        from kubelab.warm import DRIVER, WarmPool
 
         lab = self.sweeps.lab
         WarmPool(lab.home, DRIVER).top_up(keeper=os.getpid())

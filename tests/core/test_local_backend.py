@@ -12,7 +12,7 @@ import time
 import pytest
 from kubelab_testing import wait_until
 
-from kubelab.backends.local.gpus import pid_alive
+from kubelab.pids import pid_alive
 from kubelab.errors import NotFound, ValidationError
 from kubelab.experiments import Experiments
 

@@ -11,8 +11,8 @@ import time
 import pytest
 from kubelab_testing import wait_until
 
-from kubelab.backends.local.gpus import pid_alive
-from kubelab.backends.local.warm import DRIVER, RUNNER, WarmPool, idle_pid, main, pool_size
+from kubelab.pids import pid_alive
+from kubelab.warm import DRIVER, RUNNER, WarmPool, idle_pid, main, pool_size
 from kubelab.experiments import Experiments
 from kubelab.records import RunDirectory
 

@@ -228,9 +228,9 @@ def test_server_killed_mid_sweep_resumes_with_nothing_lost_or_repeated(tmp_path)
 
 
 def test_a_server_keeps_a_warm_driver_that_takes_the_next_sweep(tmp_path):
-    """The server's warm driver (kubelab.backends.local.warm) serves a REST-created sweep; the server replaces it."""
-    from kubelab.backends.local.gpus import pid_alive
-    from kubelab.backends.local.warm import DRIVER, WarmPool
+    """The server's warm driver (kubelab.warm) serves a REST-created sweep; the server replaces it."""
+    from kubelab.pids import pid_alive
+    from kubelab.warm import DRIVER, WarmPool
 
     home = tmp_path / "home"
     drivers = WarmPool(home, DRIVER)

@@ -19,7 +19,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from kubelab.backends.base import Backend
+from kubelab.backends.base import Backend, ClusterAccess
 from kubelab.backends.kubernetes import builders, names, states
 from kubelab.backends.kubernetes.api import KubeApi
 from kubelab.backends.kubernetes.chores import Chores
@@ -113,6 +113,9 @@ class KubernetesBackend(Backend):
     @property
     def namespace(self) -> str | None:
         return self.nb.namespace
+
+    def cluster(self) -> ClusterAccess:  # pipelines' Workflows and schedules' CronJobs go there
+        return ClusterAccess(self.api, self.nb)
 
     # -- building --------------------------------------------------------------------------
     def target(

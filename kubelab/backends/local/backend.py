@@ -7,7 +7,6 @@ machine-wide `GpuAllocator`, so the CLI, servers and users never hand one out tw
 
 from __future__ import annotations
 
-import os
 import signal
 import time
 from collections.abc import Iterator
@@ -15,15 +14,16 @@ from pathlib import Path
 from typing import Any
 
 from kubelab.backends.base import Backend
-from kubelab.backends.local.gpus import GpuAllocator, pid_alive
-from kubelab.backends.local.processes import process_start_time, signal_group
+from kubelab.backends.local.gpus import GpuAllocator
+from kubelab.backends.local.processes import signal_group
 from kubelab.backends.local.runner import stop_grace
-from kubelab.backends.local.warm import WarmPool, pool_size
 from kubelab.daemon import start_module
 from kubelab.log_times import Times, stamped
-from kubelab.logfiles import LOG_CHUNK, byte_range, decoder, read_bytes
+from kubelab.logfiles import byte_range, decoder, read_bytes
+from kubelab.pids import pid_alive, process_start_time
 from kubelab.records import FAILED, RunDirectory, Status
 from kubelab.spec import ExperimentSpec
+from kubelab.warm import WarmPool, pool_size
 
 STARTUP_GRACE = 30.0  # seconds a new runner may take to record its pid
 
@@ -41,7 +41,7 @@ class LocalBackend(Backend):
         return self._allocator
 
     def submit(self, run: RunDirectory, spec: ExperimentSpec) -> None:
-        """Hand the run to a warm runner (`kubelab.backends.local.warm`), else start a cold one and top the
+        """Hand the run to a warm runner (`kubelab.warm`), else start a cold one and top the
         pool up (detached, not waited for: the next submit finds it warm).
 
         No top-up after a hand-over: runners come back to the pool when their run ends, so
@@ -59,6 +59,10 @@ class LocalBackend(Backend):
         """Fill the warm-runner pool of `home` ahead of the first submit (servers and sweep drivers do)."""
         if pool_size():
             WarmPool(home).top_up()
+
+    def stop_grace(self) -> float:
+        """A stopped run's runner waits this long between SIGTERM and SIGKILL (`KUBELAB_STOP_GRACE`)."""
+        return stop_grace()
 
     def runner_alive(self, status: Status) -> bool:
         pid = status.runner_pid
@@ -171,9 +175,3 @@ class LocalBackend(Backend):
             }
             for rank in range(spec.replicas)
         ]
-
-
-def read_from(path: os.PathLike[str], offset: int, limit: int = 8 * LOG_CHUNK) -> tuple[str, int]:
-    """Text appended to `path` since `offset` (at most `limit` bytes), and the new offset."""
-    data = read_bytes(path, offset, limit)
-    return data.decode(errors="replace"), offset + len(data)

@@ -78,12 +78,3 @@ def open_pidfd(pid: int) -> int | None:
         return os.pidfd_open(pid)
     except (AttributeError, OSError):
         return None
-
-
-def process_start_time(pid: int) -> float | None:
-    """The kernel's start time of `pid` (clock ticks since boot), to tell a reused pid apart."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return float(handle.read().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None

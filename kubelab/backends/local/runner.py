@@ -1,7 +1,7 @@
 """The local runner: one small process per running experiment, in its own session.
 
 `python -m kubelab.backends.local.runner RUN_DIR` waits for GPUs, starts the replicas, watches them,
-and writes the final status. A warm runner (`kubelab.backends.local.warm`) does the same through
+and writes the final status. A warm runner (`kubelab.warm`) does the same through
 `serve()` and then waits for its next run. Because it is detached from whoever submitted it, an
 experiment outlives a restart of the Jupyter server or the CLI; anyone can re-attach
 by reading `status.json`. Each replica runs in its own process group so that a stop
@@ -30,10 +30,10 @@ from kubelab.backends.local.processes import (
     become_subreaper,
     end_descendants,
     open_pidfd,
-    process_start_time,
     signal_group,
 )
 from kubelab.log_times import LogClock
+from kubelab.pids import process_start_time
 from kubelab.records import FAILED, QUEUED, RUNNING, STOPPED, SUCCEEDED, TERMINAL, RunDirectory, parse_iso
 from kubelab.shims import SHIMS
 from kubelab.spec import ExperimentSpec
@@ -370,7 +370,7 @@ def free_ports(count: int) -> list[int]:
             sock.close()
 
 
-# -- as a warm helper (kubelab.backends.local.warm) ------------------------------------------------------
+# -- as a warm helper (kubelab.warm) ------------------------------------------------------------------
 def preload() -> None:
     """What a runner needs ahead of its run: this module, and the event-file writer."""
     tfevents.preload()

@@ -55,7 +55,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from kubelab.backends.local.gpus import pid_alive
+from kubelab.pids import pid_alive
 
 MESSAGE_WAIT = 5.0  # seconds a claimed helper waits for the rest of its message
 LOOK_EVERY = 1.0  # seconds between an idle helper's checks that its FIFO still exists
@@ -138,9 +138,7 @@ class WarmPool:
             from kubelab.daemon import start_module
 
             role = f"{self.role.name}@{keeper}" if keeper else self.role.name
-            process = start_module(
-                "kubelab.backends.local.warm", f"{role}:{self.path}", self.path / "pool.log"
-            )
+            process = start_module("kubelab.warm", f"{role}:{self.path}", self.path / "pool.log")
             with contextlib.suppress(OSError):
                 (self.path / f"starting-{process.pid}").touch()
 
@@ -318,8 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     role, _, keeper = head.partition("@")
     if role not in ROLES or not folder or not (keeper.isdigit() or keeper == ""):
         print(
-            "usage: python -m kubelab.backends.local.warm ROLE[@KEEPER_PID]:POOL_DIR "
-            "(ROLE: runner or driver)",
+            "usage: python -m kubelab.warm ROLE[@KEEPER_PID]:POOL_DIR (ROLE: runner or driver)",
             file=sys.stderr,
         )
         return 2
