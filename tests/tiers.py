@@ -28,6 +28,7 @@ FAST_MODULES = frozenset(
         "test_import_cycles.py",
         "test_import_contracts.py",
         "test_backend_seam.py",
+        "test_architecture_map.py",
         "sweeps/test_space.py",
         "sweeps/test_sweep_spec.py",
         "sweeps/test_nni.py",

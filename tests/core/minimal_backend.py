@@ -2,7 +2,7 @@
 group `kubelab.backends` (tests/core/test_minimal_backend.py installs it) naming `MinimalBackend`.
 
 Each replica is a plain subprocess of whoever submits, in its own session, with the trial's
-environment contract (docs/spec.md); a shell around it writes its exit code into the run directory,
+contract (docs/architecture.md, "Adding a backend"); a shell around it writes its exit code into the run directory,
 so any process that asks later (the CLI, a sweep's or pipeline's driver, the server) learns how it
 ended. No runner, no GPUs, no retries, no timeout, no line times: only the abstract methods of
 `Backend`, and none of its optional hooks.
