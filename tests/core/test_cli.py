@@ -117,6 +117,7 @@ def test_render_prints_without_creating(cli, lab_env):
         (("run", "--framework", "jax", "--", "true"), "framework: must be one of"),
         (("show", "000000000000"), "no experiment '000000000000'"),
         (("ls", "status:nope"), "query: position"),
+        (("render", "--backend", "slurm", "--", "true"), "backend: is not a backend: 'slurm'; choose one of"),
     ],
 )
 def test_bad_input_is_refused_with_the_field_and_nothing_created(cli, args, message):
