@@ -1,5 +1,8 @@
 """Warm processes: pre-started, pre-imported kubelab helpers waiting for work.
 
+Shared by the local backend (its runners) and sweeps (their drivers, which run on this machine
+whatever the backend), so it lives beside `daemon.py` rather than in either.
+
 A cold helper pays an interpreter start and its imports before it does anything: ~75 ms
 for a runner (`kubelab.backends.local.runner`), ~350 ms for a sweep driver (Optuna). Sweeps of short
 trials paid the runner's cost on every trial and the driver's before the first. So a

@@ -47,7 +47,8 @@ _registered: dict[str, Registration] = {}
 
 def register_backend(name: str, factory: Factory | str, *, for_render: Factory | str | None = None) -> None:
     """Make `name` a backend of this process; `for_render` builds one for `kubelab render`
-    (nothing to connect to) where `factory` would need more."""
+    (nothing to connect to) where `factory` would need more. Only this process sees it: the
+    detached drivers find a backend by an entry point or a module path."""
     _registered[name] = Registration(factory, for_render)
 
 
