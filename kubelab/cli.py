@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from kubelab.cli_output import emit, table
 from kubelab.errors import FieldError, KubelabError, ValidationError
 from kubelab.options import add_experiment_options, apply_options, option_error
-from kubelab.records import TERMINAL
+from kubelab.records import TERMINAL, RunDirectory
+from kubelab.system_metrics import describe, summarize_file
 
 if TYPE_CHECKING:
     from kubelab.experiments import Experiments
@@ -192,6 +193,10 @@ def cmd_show(args: argparse.Namespace) -> int:
         "run_dir",
     ):
         print(f"{key + ':':12} {record.get(key)}")
+    if record.get("run_dir"):
+        system = summarize_file(RunDirectory(Path(record["run_dir"])).system_file)
+        for line in describe(system):
+            print(f"{'system:':12} {line}")
     return 0
 
 

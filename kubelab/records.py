@@ -1,9 +1,9 @@
 """The run directory is the record of an experiment.
 
 `$KUBELAB_HOME/runs/<id>/` holds `spec.json`, `status.json`, `code/`, `logs/`,
-`metrics.jsonl`, `tensorboard/` and `outputs/`. Everything else (indexes, event
-streams, the sidebar) is derived from these files and can be rebuilt from them.
-Writes are atomic (write + rename) so a reader never sees half a status.
+`metrics.jsonl`, `system.jsonl` (GPU and process samples), `tensorboard/` and `outputs/`.
+Everything else (indexes, event streams, the sidebar) is derived from these files and can
+be rebuilt from them. Writes are atomic (write + rename) so a reader never sees half a status.
 """
 
 from __future__ import annotations
@@ -136,6 +136,11 @@ class RunDirectory:
     @property
     def metrics_file(self) -> Path:
         return self.path / "metrics.jsonl"
+
+    @property
+    def system_file(self) -> Path:
+        """GPU and process samples (kubelab/system_metrics.py), apart from the user's metrics."""
+        return self.path / "system.jsonl"
 
     @property
     def tracking_file(self) -> Path:

@@ -33,6 +33,7 @@ from kubelab.backends.local.processes import (
     process_start_time,
     signal_group,
 )
+from kubelab.backends.local.system_sampler import SystemSampler
 from kubelab.log_times import LogClock
 from kubelab.records import FAILED, QUEUED, RUNNING, STOPPED, SUCCEEDED, TERMINAL, RunDirectory, parse_iso
 from kubelab.shims import SHIMS
@@ -107,6 +108,7 @@ class Runner:
             with (
                 MirrorThread(ScalarMirror(self.run.path, self.run.tensorboard_dir)),
                 LogClock([self.run.logs_dir / name for name in self.log_names()]),  # lines' times
+                SystemSampler.for_run(self.run.system_file, gpu_ids),  # system.jsonl
             ):
                 self.execute(gpu_ids)
         except Exception as exc:  # the runner must always leave a final status
@@ -372,8 +374,9 @@ def free_ports(count: int) -> list[int]:
 
 # -- as a warm helper (kubelab.backends.local.warm) ------------------------------------------------------
 def preload() -> None:
-    """What a runner needs ahead of its run: this module, and the event-file writer."""
+    """What a runner needs ahead of its run: this module, the event-file writer, psutil."""
     tfevents.preload()
+    import psutil  # noqa: F401  (the system sampler's; ~10 ms paid while idle)
 
 
 def log_of(path: Path) -> Path:
