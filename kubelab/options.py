@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubelab.errors import FieldError, ValidationError, did_you_mean
+from kubelab.gpu_share import parse_gpus
 
 FRAMEWORKS = ("none", "pytorch", "tensorflow", "paddle")
 TENSORBOARD_SOURCES = ("experiments", "sweep", "query", "project")
@@ -48,6 +49,14 @@ def counted(minimum: int, what: str) -> Callable[[str], int]:
     return convert
 
 
+def gpu_amount(text: str) -> float:
+    """An argparse type for `--gpus`: whole GPUs, or 1/n of one to share it (`--gpus 0.5`)."""
+    amount, problem = parse_gpus(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return amount
+
+
 def one_of(choices: tuple[str, ...]) -> Callable[[str], str]:
     """An argparse type that names the choices in its error, as spec validation does."""
 
@@ -70,7 +79,7 @@ def param(text: str) -> tuple[str, str]:
 def add_experiment_options(parser: argparse.ArgumentParser | Any) -> None:
     """The flags that describe an experiment (a parser or an argument group)."""
     parser.add_argument("--name")
-    parser.add_argument("--gpus", type=counted(0, "GPUs"), help="GPUs per replica")
+    parser.add_argument("--gpus", type=gpu_amount, help="GPUs per replica (0.5: half of one, shared)")
     parser.add_argument("--gpu-type", dest="gpu_type")
     parser.add_argument("--cpu", help="CPU per replica, e.g. 2 or 500m")
     parser.add_argument("--memory", help="memory per replica, e.g. 8Gi")

@@ -14,8 +14,9 @@ from typing import Any
 from kubelab import templating
 from kubelab.errors import FieldError, ValidationError, did_you_mean, type_name
 from kubelab.field_reader import FieldReader
+from kubelab.gpu_share import is_fraction, parse_gpus
 from kubelab.quantity import parse_quantity
-from kubelab.spec_values import INPUT_TYPES, INVALID, as_int, convert_value
+from kubelab.spec_values import INPUT_TYPES, INVALID, convert_value
 
 FRAMEWORKS = ("none", "pytorch", "tensorflow", "paddle")
 ENGINES = ("job", "kubeflow")
@@ -43,7 +44,8 @@ class Input:
 class Resources:
     cpu: str | None = None
     memory: str | None = None
-    gpus: int = 0
+    gpus: float = 0
+    """Whole GPUs (an int), or 1/n of one GPU shared with other runs (kubelab/gpu_share.py)."""
     gpu_type: str | None = None
     shm: str | None = None
 
@@ -278,13 +280,11 @@ class _Parser(FieldReader):
             setattr(res, key, str(item))
         gpus = value.get("gpus")
         if gpus is not None:
-            number = as_int(gpus)
-            if number is None:
-                self.fail("resources.gpus", f"must be a whole number of GPUs, not {gpus!r}")
-            elif number < 0:
-                self.fail("resources.gpus", f"must be 0 or more, not {number}")
+            gpu_amount, problem = parse_gpus(gpus)
+            if problem:
+                self.fail("resources.gpus", problem)
             else:
-                res.gpus = number
+                res.gpus = gpu_amount
         gpu_type = value.get("gpu_type")
         if gpu_type is not None and (not isinstance(gpu_type, str) or not gpu_type.strip()):
             self.fail("resources.gpu_type", "must be a GPU type name such as 'A100'")
@@ -352,5 +352,7 @@ class _Parser(FieldReader):
             self.fail("parameter_servers", "parameter servers exist only for framework tensorflow")
         if spec.replicas > 1 and spec.framework == "none":
             self.fail("framework", "replicas > 1 needs a framework: pytorch, tensorflow or paddle")
+        if is_fraction(spec.resources.gpus) and (spec.replicas > 1 or spec.parameter_servers):
+            self.fail("resources.gpus", "a share of a GPU is for one-process runs; give replicas whole GPUs")
         if spec.resources.gpu_type and not spec.resources.gpus:
             self.fail("resources.gpu_type", "is set but resources.gpus is 0")

@@ -23,6 +23,7 @@ from kubelab.backends.kubernetes.distributed_env import distributed_env, ports_f
 from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 from kubelab.backends.kubernetes.pod_security import container_security, pod_security
 from kubelab.errors import FieldError, ValidationError
+from kubelab.gpu_share import is_fraction
 from kubelab.shims import SHIMS_DIR
 from kubelab.spec import ExperimentSpec
 
@@ -106,6 +107,14 @@ def check(spec: ExperimentSpec, nb: NotebookEnv) -> None:
             )
         elif key == nb.gpu_type_label and key in placed:
             problems.append(FieldError(f"node_selector.{key}", "is set by resources.gpu_type"))
+    if is_fraction(spec.resources.gpus):
+        problems.append(
+            FieldError(
+                "resources.gpus",
+                f"a share of a GPU ({spec.resources.gpus:g}) is for the local backend; on Kubernetes "
+                "ask for a whole GPU of a shared type (time-sliced or a MIG profile such as 1g.10gb)",
+            )
+        )
     for name in GPU_VISIBILITY:
         if name in spec.env:
             problems.append(FieldError(f"env.{name}", "is set by kubelab from resources.gpus"))

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from kubelab.errors import KubelabError
+from kubelab.gpu_share import is_fraction
 
 
 @dataclass(frozen=True)
@@ -250,16 +251,21 @@ class GpuAllocator:
             gpu: holder for gpu, holder in state["allocations"].items() if pid_alive(holder["pid"])
         }
         state["queue"] = [entry for entry in state["queue"] if pid_alive(entry["pid"])]
+        shares = {gpu: [h for h in holders if pid_alive(h["pid"])] for gpu, holders in _shares(state).items()}
+        state["shares"] = {gpu: holders for gpu, holders in shares.items() if holders}
 
     def try_acquire(
-        self, run: str, pid: int, count: int, gpu_type: str | None = None, submitted: float | None = None
+        self, run: str, pid: int, count: float, gpu_type: str | None = None, submitted: float | None = None
     ) -> list[int] | None:
         """GPU indices for `run` if its turn has come and enough are free; else queue it.
 
         Turns follow submission time (`submitted`), not the order runners happen to start in.
+        A `count` under 1 is a share of one GPU (1/n, kubelab/gpu_share.py).
         """
         if count > len([g for g in self.gpus if g.matches(gpu_type)]):
             raise ValueError(self.impossible(count, gpu_type))
+        if is_fraction(count):
+            return self._try_share(run, pid, count, gpu_type, submitted)
         with self._locked() as state:
             held = sorted(int(g) for g, h in state["allocations"].items() if h["run"] == run)
             if held:
@@ -271,17 +277,50 @@ class GpuAllocator:
                 state["queue"].sort(key=lambda entry: entry["since"])
             if state["queue"][0]["run"] != run:
                 return None
-            taken = state["allocations"]
+            taken = {**state["allocations"], **_shares(state)}  # a shared GPU is not free
             free = [g.index for g in self.gpus if g.matches(gpu_type) and str(g.index) not in taken]
             if len(free) < count:
                 return None
-            chosen = free[:count]
+            chosen = free[: int(count)]
             for index in chosen:
                 state["allocations"][str(index)] = {"run": run, "pid": pid, "since": time.time()}
             state["queue"].pop(0)
             return chosen
 
-    def impossible(self, count: int, gpu_type: str | None) -> str:
+    def _try_share(
+        self, run: str, pid: int, share: float, gpu_type: str | None, submitted: float | None
+    ) -> list[int] | None:
+        """A `share` (1/n) of one GPU: the fullest GPU that still has room, so shares pack
+        together and whole GPUs stay free for whole requests."""
+        with self._locked() as state:
+            shares = _shares(state)
+            for gpu, holders in shares.items():
+                if any(h["run"] == run for h in holders):
+                    return [int(gpu)]
+            if not any(entry["run"] == run for entry in state["queue"]):
+                since = time.time() if submitted is None else submitted
+                entry = {"run": run, "pid": pid, "gpus": share, "gpu_type": gpu_type, "since": since}
+                state["queue"].append(entry)
+                state["queue"].sort(key=lambda entry: entry["since"])
+            if state["queue"][0]["run"] != run:
+                return None
+            used = {gpu: sum(h["share"] for h in holders) for gpu, holders in shares.items()}
+            room = [
+                g.index
+                for g in self.gpus
+                if g.matches(gpu_type)
+                and str(g.index) not in state["allocations"]
+                and used.get(str(g.index), 0.0) + share <= 1 + 1e-9
+            ]
+            if not room:
+                return None
+            chosen = max(room, key=lambda index: (used.get(str(index), 0.0), -index))
+            holder = {"run": run, "pid": pid, "share": share, "since": time.time()}
+            state.setdefault("shares", {}).setdefault(str(chosen), []).append(holder)
+            state["queue"].pop(0)
+            return [chosen]
+
+    def impossible(self, count: float, gpu_type: str | None) -> str:
         kind = f" of type {gpu_type}" if gpu_type else ""
         have = len([g for g in self.gpus if g.matches(gpu_type)])
         return f"asked for {count} GPU(s){kind} but this machine has {have}"
@@ -298,23 +337,37 @@ class GpuAllocator:
         with self._locked() as state:
             state["allocations"] = {g: h for g, h in state["allocations"].items() if h["run"] != run}
             state["queue"] = [entry for entry in state["queue"] if entry["run"] != run]
+            shares = {g: [h for h in holders if h["run"] != run] for g, holders in _shares(state).items()}
+            state["shares"] = {g: holders for g, holders in shares.items() if holders}
 
     def snapshot(self) -> dict[str, Any]:
         """Totals, free counts per type, holders and the waiting queue."""
         with self._locked() as state:
             allocations = dict(state["allocations"])
+            shares = _shares(state)
             queue = list(state["queue"])
         types: dict[str, dict[str, int]] = {}
         for gpu in self.gpus:
             entry = types.setdefault(gpu.name, {"total": 0, "free": 0})
             entry["total"] += 1
-            entry["free"] += str(gpu.index) not in allocations
+            entry["free"] += str(gpu.index) not in allocations and str(gpu.index) not in shares
         return {
             "total": len(self.gpus),
             "free": sum(t["free"] for t in types.values()),
             "types": [{"type": name, **counts} for name, counts in types.items()],
             "devices": [
-                {**asdict(g), "holder": allocations.get(str(g.index), {}).get("run")} for g in self.gpus
+                {
+                    **asdict(g),
+                    "holder": allocations.get(str(g.index), {}).get("run"),
+                    "shares": [{"run": h["run"], "share": h["share"]} for h in shares.get(str(g.index), [])],
+                }
+                for g in self.gpus
             ],
             "queue": queue,
         }
+
+
+def _shares(state: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """GPU index -> the runs sharing it (a ledger from before sharing has none)."""
+    shares = state.get("shares")
+    return shares if isinstance(shares, dict) else {}

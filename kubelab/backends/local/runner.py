@@ -34,6 +34,7 @@ from kubelab.backends.local.processes import (
     signal_group,
 )
 from kubelab.backends.local.system_sampler import SystemSampler
+from kubelab.gpu_share import is_fraction
 from kubelab.log_times import LogClock
 from kubelab.records import FAILED, QUEUED, RUNNING, STOPPED, SUCCEEDED, TERMINAL, RunDirectory, parse_iso
 from kubelab.shims import SHIMS
@@ -141,7 +142,7 @@ class Runner:
             if got is not None:
                 return got
             position = self.allocator.position(str(self.run.path)) or 0
-            reason = f"waiting for {total} GPU(s): {position} experiment(s) ahead in this machine's queue"
+            reason = f"waiting for {total:g} GPU(s): {position} experiment(s) ahead in this machine's queue"
             if reason != waiting_reason:
                 self.move(QUEUED, reason)
                 waiting_reason = reason
@@ -187,7 +188,7 @@ class Runner:
         ps = tuple(f"127.0.0.1:{ports[spec.replicas + i]}" for i in range(spec.parameter_servers))
         topology = Topology(spec.framework, workers, "127.0.0.1", ports[0], ps)
         argv = spec.rendered_command()
-        per = spec.resources.gpus
+        per = int(spec.resources.gpus)  # whole GPUs per replica; a share (1/n) is one GPU
         replicas = []
         for role, index in roles:
             env = self.base_env()
@@ -197,6 +198,9 @@ class Runner:
                 else:
                     env["TF_CONFIG"] = tf_config(topology, "ps", index)
             mine = gpu_ids[index * per : (index + 1) * per] if role == "worker" else []
+            if is_fraction(spec.resources.gpus):
+                mine = gpu_ids
+                env["KUBELAB_GPU_FRACTION"] = f"{spec.resources.gpus:.6g}"
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, mine))
             log = self.run.logs_dir / self.log_name(role, index)
             mode = "a" if attempt > 1 else "w"
