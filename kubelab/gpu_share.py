@@ -56,3 +56,29 @@ def shares_of(amount: float) -> int | None:
 
 def is_fraction(amount: float) -> bool:
     return 0 < amount < 1
+
+
+def parse_gpu_indices(value: Any) -> tuple[list[int], str]:
+    """GPU indices as NNI writes them (`[0, 2]`, `"0,2"` or `1`), or ([], why)."""
+    items: list[Any]
+    if isinstance(value, str):
+        items = [part.strip() for part in value.split(",") if part.strip()]
+    elif isinstance(value, list):
+        items = value
+    else:
+        items = [value]
+    indices: list[int] = []
+    for item in items:
+        if isinstance(item, bool):
+            return [], f"must list GPU indices (0, 1, ...), not {item!r}"
+        try:
+            index = int(item)
+        except (TypeError, ValueError):
+            return [], f"must list GPU indices (0, 1, ...), not {item!r}"
+        if index < 0 or str(index) != str(item).strip():
+            return [], f"must list GPU indices (0, 1, ...), not {item!r}"
+        if index not in indices:
+            indices.append(index)
+    if not indices:
+        return [], "must list at least one GPU index"
+    return indices, ""

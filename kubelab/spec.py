@@ -14,7 +14,7 @@ from typing import Any
 from kubelab import templating
 from kubelab.errors import FieldError, ValidationError, did_you_mean, type_name
 from kubelab.field_reader import FieldReader
-from kubelab.gpu_share import is_fraction, parse_gpus
+from kubelab.gpu_share import is_fraction, parse_gpu_indices, parse_gpus
 from kubelab.quantity import parse_quantity
 from kubelab.spec_values import INPUT_TYPES, INVALID, convert_value
 
@@ -47,6 +47,8 @@ class Resources:
     gpus: float = 0
     """Whole GPUs (an int), or 1/n of one GPU shared with other runs (kubelab/gpu_share.py)."""
     gpu_type: str | None = None
+    gpu_indices: list[int] | None = None
+    """Only these GPUs of this machine (NNI's `gpuIndices`); the local backend alone honours it."""
     shm: str | None = None
 
 
@@ -285,6 +287,12 @@ class _Parser(FieldReader):
                 self.fail("resources.gpus", problem)
             else:
                 res.gpus = gpu_amount
+        if value.get("gpu_indices") is not None:
+            indices, problem = parse_gpu_indices(value["gpu_indices"])
+            if problem:
+                self.fail("resources.gpu_indices", problem)
+            else:
+                res.gpu_indices = indices
         gpu_type = value.get("gpu_type")
         if gpu_type is not None and (not isinstance(gpu_type, str) or not gpu_type.strip()):
             self.fail("resources.gpu_type", "must be a GPU type name such as 'A100'")

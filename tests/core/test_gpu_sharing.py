@@ -82,3 +82,39 @@ def test_a_share_that_is_not_one_nth_is_refused_naming_the_field(lab, gpus, reas
     [problem] = caught.value.fields
     assert problem.path == "resources.gpus" and reason in problem.reason
     assert lab.list()[0] == []  # nothing was created
+
+
+def test_gpu_indices_pick_the_machines_gpus_and_a_missing_one_is_refused(lab, lab_env, monkeypatch):
+    monkeypatch.setenv("KUBELAB_FAKE_GPUS", "3")
+    show = "import os; print('visible', os.environ['CUDA_VISIBLE_DEVICES'])"
+    record = lab.submit({"command": ["python", "-c", show], "resources": {"gpus": 1, "gpu_indices": [2]}})
+    assert wait_until(lab, record["id"])["status"] == "Succeeded"
+    assert "visible 2" in "".join(lab.logs(record["id"]))
+    with pytest.raises(ValidationError) as caught:
+        lab.submit({"command": "true", "resources": {"gpus": 1, "gpu_indices": [0, 5]}})
+    [problem] = caught.value.fields
+    assert (
+        problem.path == "resources.gpu_indices" and problem.reason == "this machine has GPUs 0, 1, 2, not 5"
+    )
+    assert [r["id"] for r in lab.list()[0]] == [record["id"]]  # nothing else was created
+
+
+@pytest.mark.parametrize(
+    ("sweep", "path", "reason"),
+    [
+        (
+            {"trials_per_gpu": 2, "trial": {"command": "x", "resources": {"gpus": 2}}},
+            "trials_per_gpu",
+            "must be 1",
+        ),
+        ({"trials_per_gpu": 0, "trial": {"command": "x"}}, "trials_per_gpu", "at least 1"),
+        ({"trials_per_gpu": 65, "trial": {"command": "x"}}, "trials_per_gpu", "at most 64"),
+    ],
+)
+def test_trials_per_gpu_is_checked_by_field(sweep, path, reason):
+    from kubelab.sweeps.sweep_spec import SweepSpec
+
+    data = {"space": {"x": {"type": "uniform", "low": 0, "high": 1}}, "max_trials": 2, **sweep}
+    with pytest.raises(ValidationError) as caught:
+        SweepSpec.parse(data)
+    assert any(f.path == path and reason in f.reason for f in caught.value.fields), caught.value.message()

@@ -115,6 +115,13 @@ def check(spec: ExperimentSpec, nb: NotebookEnv) -> None:
                 "ask for a whole GPU of a shared type (time-sliced or a MIG profile such as 1g.10gb)",
             )
         )
+    if spec.resources.gpu_indices is not None:
+        problems.append(
+            FieldError(
+                "resources.gpu_indices",
+                "picks GPUs of one machine; on Kubernetes the node's GPUs are given by its device plugin",
+            )
+        )
     for name in GPU_VISIBILITY:
         if name in spec.env:
             problems.append(FieldError(f"env.{name}", "is set by kubelab from resources.gpus"))

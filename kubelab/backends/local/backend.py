@@ -20,6 +20,7 @@ from kubelab.backends.local.processes import process_start_time, signal_group
 from kubelab.backends.local.runner import stop_grace
 from kubelab.backends.local.warm import WarmPool, pool_size
 from kubelab.daemon import start_module
+from kubelab.errors import FieldError, ValidationError
 from kubelab.log_times import Times, stamped
 from kubelab.logfiles import LOG_CHUNK, byte_range, decoder, read_bytes
 from kubelab.records import FAILED, RunDirectory, Status
@@ -47,6 +48,16 @@ class LocalBackend(Backend):
         No top-up after a hand-over: runners come back to the pool when their run ends, so
         a sweep keeps reusing the same few instead of starting new ones beside its trials.
         """
+        indices = spec.resources.gpu_indices
+        if indices is not None:
+            have = [gpu.index for gpu in self.allocator.gpus]
+            missing = [index for index in indices if index not in have]
+            if missing:
+                listed = f"GPUs {', '.join(map(str, have))}" if have else "no GPUs"
+                raise ValidationError(
+                    "cannot run this experiment on this machine",
+                    [FieldError("resources.gpu_indices", f"this machine has {listed}, not {missing[0]}")],
+                )
         if not pool_size():
             start_module("kubelab.backends.local.runner", str(run.path), run.logs_dir / "runner.log")
             return

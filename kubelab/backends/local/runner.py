@@ -126,6 +126,9 @@ class Runner:
             return []
         total = per_replica * self.spec.replicas
         self.allocator = GpuAllocator()
+        if self.spec.resources.gpu_indices is not None:  # NNI's gpuIndices: only these GPUs
+            only = set(self.spec.resources.gpu_indices)
+            self.allocator.gpus = [gpu for gpu in self.allocator.gpus if gpu.index in only]
         waiting_reason = ""
         while not self.stop_requested():
             try:
