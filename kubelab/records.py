@@ -77,6 +77,7 @@ class Status:
     pipeline: str | None = None  # the pipeline and step that started this run, if any
     pipeline_step: str | None = None
     attempt: int = 0
+    restarts: int = 0  # starts again after a preemption or resize (KUBELAB_RESTART_COUNT)
     gpu_ids: list[int] = field(default_factory=list)
     runner_pid: int | None = None
     runner_started: float | None = None
@@ -179,6 +180,11 @@ class RunDirectory:
     @property
     def tensorboard_dir(self) -> Path:
         return self.path / "tensorboard"
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        """`kubelab.save_checkpoint`'s folder: it outlives every restart of the run."""
+        return self.path / "checkpoints"
 
     @property
     def outputs_dir(self) -> Path:

@@ -318,6 +318,7 @@ def trial_env(spec: ExperimentSpec, target: Target, nb: NotebookEnv) -> list[Man
         KUBELAB_PARAMS=json.dumps(spec.resolved_params()),
         KUBELAB_TENSORBOARD_DIR=f"{run_dir}/tensorboard",
         KUBELAB_OUTPUTS_DIR=f"{run_dir}/outputs",
+        KUBELAB_CHECKPOINT_DIR=f"{run_dir}/checkpoints",  # on the workspace claim: survives restarts
         KUBELAB_USER=target.user,
         PYTHONUNBUFFERED="1",
     )

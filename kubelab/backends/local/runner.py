@@ -243,6 +243,8 @@ class Runner:
             KUBELAB_PARAMS=json.dumps(params),
             KUBELAB_TENSORBOARD_DIR=str(run.tensorboard_dir),
             KUBELAB_OUTPUTS_DIR=str(run.outputs_dir),
+            KUBELAB_CHECKPOINT_DIR=str(run.checkpoints_dir),
+            KUBELAB_RESTART_COUNT=str(self.status.restarts),
             PYTHONUNBUFFERED="1",
         )
         if self.status.sweep:
