@@ -63,7 +63,8 @@ def restart_count() -> int:
         return 0
 
 
-def _saved(folder: Path) -> list[tuple[int, Path]]:
+def saved_checkpoints(folder: Path) -> list[tuple[int, Path]]:
+    """(step, folder) of every complete checkpoint in `folder`, oldest first."""
     found = []
     for entry in folder.iterdir():
         match = _NAME.fullmatch(entry.name)
@@ -74,7 +75,7 @@ def _saved(folder: Path) -> list[tuple[int, Path]]:
 
 def latest_checkpoint() -> tuple[int, Path] | None:
     """(step, folder) of the newest complete checkpoint, or None before the first save."""
-    saved = _saved(checkpoint_dir())
+    saved = saved_checkpoints(checkpoint_dir())
     return saved[-1] if saved else None
 
 
@@ -108,7 +109,7 @@ def save_checkpoint(step: int, write: Callable[[Path], object], keep: int = 2) -
     else:
         os.replace(partial, final)
     _sync(folder)
-    for _, older in _saved(folder)[:-keep]:
+    for _, older in saved_checkpoints(folder)[:-keep]:
         shutil.rmtree(older, ignore_errors=True)
     return final
 

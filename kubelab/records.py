@@ -19,7 +19,8 @@ from typing import Any
 
 PENDING, QUEUED, RUNNING = "Pending", "Queued", "Running"
 SUCCEEDED, FAILED, STOPPED, PRUNED = "Succeeded", "Failed", "Stopped", "Pruned"
-STATES = (PENDING, QUEUED, RUNNING, SUCCEEDED, FAILED, STOPPED, PRUNED)
+PREEMPTED = "Preempted"  # gave its GPUs to a higher-priority run; waits to resume (not an end)
+STATES = (PENDING, QUEUED, RUNNING, PREEMPTED, SUCCEEDED, FAILED, STOPPED, PRUNED)
 TERMINAL = frozenset({SUCCEEDED, FAILED, STOPPED, PRUNED})
 
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower case
@@ -252,16 +253,23 @@ class RunDirectory:
     # -- metrics --------------------------------------------------------------------
     def metrics(self) -> Iterator[dict[str, Any]]:
         """Every metrics line, skipping a torn last line a trial is still writing."""
+        points: list[dict[str, Any]] = []
         try:
             with self.metrics_file.open() as handle:
                 for line in handle:
-                    if line.endswith("\n"):
-                        try:
-                            yield json.loads(line)
-                        except json.JSONDecodeError:
-                            continue
+                    if not line.endswith("\n"):
+                        continue
+                    try:
+                        entry = json.loads(line)
+                    except json.JSONDecodeError:
+                        continue
+                    if isinstance(entry, dict) and "resume" in entry:
+                        points = _before_resume(points, entry["resume"])
+                    else:
+                        points.append(entry)
         except FileNotFoundError:
             return
+        yield from points
 
     def latest_metrics(self) -> tuple[dict[str, Any], int | None]:
         """The last value of each metric and the last step, as the record shows them."""
@@ -290,10 +298,20 @@ class RunDirectory:
                 entry = json.loads(line)
             except json.JSONDecodeError:
                 continue
+            if "resume" in entry:  # a preempted run resumes after its checkpoint's step
+                resumed = entry["resume"]
+                step = resumed if isinstance(resumed, int) and resumed >= 0 else None
+                continue
             latest.update(entry.get("metrics", {}))
             if entry.get("step") is not None:
                 step = entry["step"]
         return latest, step, offset + len(complete)
+
+
+def _before_resume(points: list[dict[str, Any]], resumed: Any) -> list[dict[str, Any]]:
+    """The points a resumed run keeps: those up to the checkpoint's step (it reports the rest again)."""
+    last = resumed if isinstance(resumed, int) else -1
+    return [p for p in points if not isinstance(p.get("step"), int) or p["step"] <= last]
 
 
 def _write_json(path: Path, data: Any) -> None:

@@ -15,6 +15,7 @@ from kubelab import templating
 from kubelab.errors import FieldError, ValidationError, did_you_mean, type_name
 from kubelab.field_reader import FieldReader
 from kubelab.gpu_share import is_fraction, parse_gpu_indices, parse_gpus
+from kubelab.priorities import NORMAL_PRIORITY, default_preemptible, parse_priority
 from kubelab.quantity import parse_quantity
 from kubelab.spec_values import INPUT_TYPES, INVALID, convert_value
 
@@ -83,6 +84,12 @@ class ExperimentSpec:
     queue: str | None = None
     engine: str = "job"
     parameter_servers: int = 0
+    priority: int = NORMAL_PRIORITY
+    """low (100), normal (1000), high (10000) or an int: who waits and who is preempted."""
+    preemptible: bool = False
+    """May give its GPUs to a higher-priority run and resume later (default: true for low)."""
+    preemption_grace: float = 30.0
+    """Seconds between SIGTERM (save a checkpoint now) and SIGKILL when preempted."""
 
     @classmethod
     def parse(cls, data: Any) -> ExperimentSpec:
@@ -161,6 +168,7 @@ class _Parser(FieldReader):
         spec.timeout = self.duration(data, "timeout")
         spec.tags = self.tags(data.get("tags"))
         spec.queue = self.text(data, "queue", None) or None
+        self.preemption(data, spec)
         spec.params = self.params(data.get("params"), spec.inputs)
         self.cross_checks(spec)
         if self.errors:
@@ -168,6 +176,23 @@ class _Parser(FieldReader):
         return spec
 
     # -- structured fields ------------------------------------------------------------
+
+    def preemption(self, data: dict[str, Any], spec: ExperimentSpec) -> None:
+        if data.get("priority") is not None:
+            priority, problem = parse_priority(data["priority"])
+            if problem:
+                self.fail("priority", problem)
+            spec.priority = priority or spec.priority
+        preemptible = data.get("preemptible")
+        if preemptible is None:
+            spec.preemptible = default_preemptible(spec.priority)
+        elif not isinstance(preemptible, bool):
+            self.fail("preemptible", f"must be true or false, not {preemptible!r}")
+        else:
+            spec.preemptible = preemptible
+        grace = self.duration(data, "preemption_grace")
+        if grace is not None:
+            spec.preemption_grace = grace
 
     def command(self, value: Any) -> list[str] | str:
         if value is None or value == "" or value == []:

@@ -91,6 +91,11 @@ class ScalarMirror:
                 continue
             if not isinstance(entry, dict):
                 continue
+            if isinstance(entry.get("resume"), int):
+                # A preempted run resumes after its checkpoint; its next steps are lower than
+                # the last written, and TensorBoard purges the orphaned points on reading them.
+                self.last_step = max(entry["resume"], 0)
+                continue
             for tag, value, step, wall in scalars(entry, self.last_step):
                 if not self._open():
                     return written

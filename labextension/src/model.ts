@@ -11,6 +11,7 @@ export const STATES = [
   'Pending',
   'Queued',
   'Running',
+  'Preempted',
   'Succeeded',
   'Failed',
   'Stopped',
