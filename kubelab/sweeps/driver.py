@@ -86,8 +86,8 @@ def preload() -> None:
 
     import kubelab.backends.local.backend
     import kubelab.experiments
-    import kubelab.sweeps.journal
     import kubelab.formats.nni_config
+    import kubelab.sweeps.journal
     import kubelab.sweeps.sweep_spec
     import kubelab.sweeps.tuners  # noqa: F401
 
