@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from kubelab.cli_output import emit, table
 from kubelab.errors import FieldError, KubelabError, ValidationError
 from kubelab.options import add_experiment_options, apply_options, given_options, option_error
-from kubelab.records import TERMINAL
+from kubelab.records import SUCCEEDED, TERMINAL
 
 if TYPE_CHECKING:
     from kubelab.experiments import Experiments
@@ -109,7 +109,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         emit(final, "json")
     else:
         print(f"{final['id']} {final['status']}: {final['reason']}", file=sys.stderr)
-    return 0 if final["status"] == "Succeeded" else 1
+    return 0 if final["status"] == SUCCEEDED else 1
 
 
 def run_sweep_file(args: argparse.Namespace, data: Any) -> int:

@@ -48,7 +48,7 @@ from kubelab.pipelines.store import (
     PipelineStore,
     StepEntry,
 )
-from kubelab.records import utcnow
+from kubelab.records import PRUNED, utcnow
 
 POLL = 0.05  # seconds between looks at the running steps
 RECONCILE_EVERY = 1.0  # seconds between asking the backend (or the sweeps) about a quiet step
@@ -251,11 +251,11 @@ class Driver:
                 state, reason = sweep_state.status, sweep_state.reason
         except (OSError, ValueError):
             return STEP_FAILED, f"its {kind} {step_id} was deleted"
-        if state == "Succeeded":
+        if state == SUCCEEDED:
             return DONE, reason
-        if state in ("Failed", "Pruned"):
+        if state in (FAILED, PRUNED):
             return STEP_FAILED, f"{kind} {step_id} {state.lower()}: {reason}"
-        if state == "Stopped":
+        if state == STOPPED:
             return STEP_STOPPED, f"{kind} {step_id} stopped: {reason}"
         return None, ""
 
