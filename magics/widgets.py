@@ -19,7 +19,7 @@ import ipywidgets as w
 
 from kubelab.errors import KubelabError
 from kubelab.magics import views
-from kubelab.records import PENDING, TERMINAL
+from kubelab.records import PENDING, TERMINAL, RunDirectory
 from kubelab.sweeps.store import RUNNING as SWEEP_RUNNING
 from kubelab.sweeps.store import SWEEP_STATES
 
@@ -249,7 +249,7 @@ class ExperimentWidget(LiveWidget):
         an event file yet; False where this kernel cannot see the run directory."""
         if "run_dir" not in self.record:
             self.record.update(self.service.get(self.id))
-        folder = Path(self.record.get("run_dir") or "/nonexistent") / "tensorboard"
+        folder = RunDirectory(Path(self.record.get("run_dir") or "/nonexistent")).tensorboard_dir
         pattern = "events.out.tfevents*"
         return any(folder.glob(pattern)) or any(folder.glob(f"*/{pattern}"))
 
