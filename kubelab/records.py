@@ -118,7 +118,7 @@ class Status:
 
 
 # A run directory's files and folders: named here only. Code asks RunDirectory for paths;
-# the sidebar reads these names as generated TypeScript (labextension/src/generated/).
+# the sidebar reads these names as generated TypeScript (labextension/src/vocabulary.ts).
 RUN_FILES = {
     "spec": "spec.json",
     "status": "status.json",
