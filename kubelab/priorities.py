@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubelab.errors import FieldError
+
 LOW_PRIORITY, NORMAL_PRIORITY, HIGH_PRIORITY = 100, 1000, 10000
 PRIORITY_NAMES = {"low": LOW_PRIORITY, "normal": NORMAL_PRIORITY, "high": HIGH_PRIORITY}
 MAX_PRIORITY = 1_000_000_000  # Kubernetes reserves larger values for system classes
@@ -34,3 +36,21 @@ def priority_name(value: int) -> str:
 
 def default_preemptible(priority: int) -> bool:
     return priority <= LOW_PRIORITY
+
+
+def read_preemption(data: dict[str, Any]) -> tuple[int, bool, list[FieldError]]:
+    """A spec's `priority` and `preemptible` (defaulted from the priority), and what is wrong."""
+    problems: list[FieldError] = []
+    priority = NORMAL_PRIORITY
+    if data.get("priority") is not None:
+        priority, problem = parse_priority(data["priority"])
+        if problem:
+            problems.append(FieldError("priority", problem))
+            priority = NORMAL_PRIORITY
+    preemptible = data.get("preemptible")
+    if preemptible is None:
+        return priority, default_preemptible(priority), problems
+    if not isinstance(preemptible, bool):
+        problems.append(FieldError("preemptible", f"must be true or false, not {preemptible!r}"))
+        return priority, default_preemptible(priority), problems
+    return priority, preemptible, problems

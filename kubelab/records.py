@@ -119,6 +119,24 @@ class Status:
         return cls(**known)
 
 
+# A run directory's files and folders: named here only. Code asks RunDirectory for paths;
+# the sidebar reads these names as generated TypeScript (labextension/src/vocabulary.ts).
+RUN_FILES = {
+    "spec": "spec.json",
+    "status": "status.json",
+    "metrics": "metrics.jsonl",
+    "system": "system.jsonl",
+    "tracking": "tracking.json",
+    "stop": "stop-requested",
+    "code": "code",
+    "logs": "logs",
+    "tensorboard": "tensorboard",
+    "outputs": "outputs",
+    "checkpoints": "checkpoints",
+    "runner_log": "runner.log",  # in logs/
+}
+
+
 class RunDirectory:
     """One experiment's folder; every reader and writer goes through this class."""
 
@@ -129,25 +147,25 @@ class RunDirectory:
     # -- layout ---------------------------------------------------------------------
     @property
     def spec_file(self) -> Path:
-        return self.path / "spec.json"
+        return self.path / RUN_FILES["spec"]
 
     @property
     def status_file(self) -> Path:
-        return self.path / "status.json"
+        return self.path / RUN_FILES["status"]
 
     @property
     def metrics_file(self) -> Path:
-        return self.path / "metrics.jsonl"
+        return self.path / RUN_FILES["metrics"]
 
     @property
     def system_file(self) -> Path:
         """GPU and process samples (kubelab/system_metrics.py), apart from the user's metrics."""
-        return self.path / "system.jsonl"
+        return self.path / RUN_FILES["system"]
 
     @property
     def tracking_file(self) -> Path:
         """Params, tags and outputs a trial logged through Polyaxon's tracking client."""
-        return self.path / "tracking.json"
+        return self.path / RUN_FILES["tracking"]
 
     def tracking(self) -> dict[str, Any]:
         """`tracking.json`, checked: only scalar params/outputs and string tags are kept."""
@@ -172,32 +190,42 @@ class RunDirectory:
 
     @property
     def code_dir(self) -> Path:
-        return self.path / "code"
+        return self.path / RUN_FILES["code"]
 
     @property
     def logs_dir(self) -> Path:
-        return self.path / "logs"
+        return self.path / RUN_FILES["logs"]
 
     @property
     def tensorboard_dir(self) -> Path:
-        return self.path / "tensorboard"
+        return self.path / RUN_FILES["tensorboard"]
 
     @property
     def checkpoints_dir(self) -> Path:
         """`kubelab.save_checkpoint`'s folder: it outlives every restart of the run."""
-        return self.path / "checkpoints"
+        return self.path / RUN_FILES["checkpoints"]
 
     @property
     def outputs_dir(self) -> Path:
-        return self.path / "outputs"
+        return self.path / RUN_FILES["outputs"]
 
-    def log_file(self, replica: int = 0) -> Path:
-        return self.logs_dir / f"replica-{replica}.log"
+    def log_file(self, replica: int = 0, role: str = "worker") -> Path:
+        """A replica's output: `logs/replica-N.log` for workers, `logs/ps-N.log` for parameter servers."""
+        return self.logs_dir / self.log_name(role, replica)
+
+    @staticmethod
+    def log_name(role: str, index: int) -> str:
+        return f"replica-{index}.log" if role == "worker" else f"{role}-{index}.log"
+
+    @property
+    def runner_log(self) -> Path:
+        """What the runner process itself prints (its start-up, a crash)."""
+        return self.logs_dir / RUN_FILES["runner_log"]
 
     @property
     def stop_file(self) -> Path:
         """Present when a stop was asked for, so the runner reports Stopped (or Pruned), not Failed."""
-        return self.path / "stop-requested"
+        return self.path / RUN_FILES["stop"]
 
     def request_stop(self, pruned: bool = False) -> None:
         self.stop_file.write_text("pruned" if pruned else "user")

@@ -7,7 +7,9 @@ suggestion, because a typo silently ignored (`gpu: 2`) costs a researcher a day.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -15,7 +17,7 @@ from kubelab import templating
 from kubelab.errors import FieldError, ValidationError, did_you_mean, type_name
 from kubelab.field_reader import FieldReader
 from kubelab.gpu_share import is_fraction, parse_gpu_indices, parse_gpus
-from kubelab.priorities import NORMAL_PRIORITY, default_preemptible, parse_priority
+from kubelab.priorities import MAX_PRIORITY, NORMAL_PRIORITY, PRIORITY_NAMES, read_preemption
 from kubelab.quantity import parse_quantity
 from kubelab.spec_values import INPUT_TYPES, INVALID, convert_value
 
@@ -23,18 +25,42 @@ FRAMEWORKS = ("none", "pytorch", "tensorflow", "paddle")
 ENGINES = ("job", "kubeflow")
 Scalar = str | int | float | bool | None
 MAX_COMMAND = 100_000  # characters in all arguments: within what the kernel accepts (ARG_MAX)
+NUMBER = [{"type": "number"}]  # a quantity may be `4` or `0.5` as well as `500m`, `16Gi`
+STRING = [{"type": "string"}]  # NNI's gpuIndices may be "0,2"
+
+
+def about(description: str, also: list[dict[str, Any]] | None = None, **schema: Any) -> dict[str, Any]:
+    """A field's metadata, read by the parser, the options and `spec_schema` alike: what it
+    means (the OpenAPI description, the CLI's help), JSON Schema bounds (`minimum`, `enum`)
+    and `also`, the other spellings a file may use beside the field's Python type."""
+    return {"description": description, "also": also or [], "schema": schema}
+
+
+PRIORITY_FIELD = {
+    "description": "who waits and who is preempted: low (100), normal (1000), high (10000) or a number",
+    "also": [{"type": "string", "enum": list(PRIORITY_NAMES)}],
+    "schema": {"minimum": 0, "maximum": MAX_PRIORITY},
+}
+
+
+def bounds(model: type, name: str) -> dict[str, Any]:
+    """The `minimum`/`maximum` a field declares, as keyword arguments for the parser."""
+    schema = {f.name: f for f in dataclasses.fields(model)}[name].metadata["schema"]
+    return {k: schema[k] for k in ("minimum", "maximum") if k in schema}
 
 
 @dataclass
 class Input:
     """A declared parameter: typed, with an optional default and a closed set of choices."""
 
-    name: str
-    type: str = "str"
-    default: Scalar = None
-    optional: bool = False
-    choices: list[Scalar] | None = None
-    description: str = ""
+    name: str = field(
+        metadata=about("an identifier: the parameter's name", pattern="^[A-Za-z_][A-Za-z0-9_]*$")
+    )
+    type: str = field(default="str", metadata=about("how values are read", enum=list(INPUT_TYPES)))
+    default: Scalar = field(default=None, metadata=about("the value when none is given"))
+    optional: bool = field(default=False, metadata=about("true: the run starts without a value"))
+    choices: list[Scalar] | None = field(default=None, metadata=about("the only values allowed"))
+    description: str = field(default="", metadata=about("what the parameter means"))
 
     @property
     def required(self) -> bool:
@@ -43,53 +69,98 @@ class Input:
 
 @dataclass
 class Resources:
-    cpu: str | None = None
-    memory: str | None = None
-    gpus: float = 0
-    """Whole GPUs (an int), or 1/n of one GPU shared with other runs (kubelab/gpu_share.py)."""
-    gpu_type: str | None = None
-    gpu_indices: list[int] | None = None
-    """Only these GPUs of this machine (NNI's `gpuIndices`); the local backend alone honours it."""
-    shm: str | None = None
+    """What each replica asks for."""
+
+    cpu: str | None = field(default=None, metadata=about("CPU per replica, e.g. 2 or 500m", NUMBER))
+    memory: str | None = field(default=None, metadata=about("memory per replica, e.g. 8Gi", NUMBER))
+    gpus: float = field(default=0, metadata=about("GPUs per replica; 1/n (0.5) shares one", minimum=0))
+    gpu_type: str | None = field(default=None, metadata=about("a GPU type name such as A100"))
+    gpu_indices: list[int] | None = field(default=None, metadata=about("only these GPUs (local)", STRING))
+    shm: str | None = field(default=None, metadata=about("shared memory (/dev/shm), e.g. 1Gi", NUMBER))
 
 
 @dataclass
 class CodeSnapshot:
     """What to copy into the run's `code/`: a directory, or a cell's source as one file."""
 
-    path: str | None = None
-    source: str | None = None
-    filename: str = "main.py"
+    path: str | None = field(default=None, metadata=about("a directory to copy"))
+    source: str | None = field(default=None, metadata=about("a script's text"))
+    filename: str = field(default="main.py", metadata=about("the file `source` is saved as"))
 
 
 @dataclass
 class ExperimentSpec:
-    name: str = ""
-    command: list[str] | str = field(default_factory=list)
-    params: dict[str, Scalar] = field(default_factory=dict)
-    inputs: list[Input] = field(default_factory=list)
-    resources: Resources = field(default_factory=Resources)
-    replicas: int = 1
-    framework: str = "none"
-    env: dict[str, str] = field(default_factory=dict)
-    workdir: str | None = None
-    code: CodeSnapshot | None = None
-    image: str | None = None
-    node_selector: dict[str, str] = field(default_factory=dict)
-    tolerations: list[dict[str, Any]] = field(default_factory=list)
-    retries: int = 0
-    timeout: float | None = None
-    tags: list[str] = field(default_factory=list)
-    description: str = ""
-    queue: str | None = None
-    engine: str = "job"
-    parameter_servers: int = 0
-    priority: int = NORMAL_PRIORITY
-    """low (100), normal (1000), high (10000) or an int: who waits and who is preempted."""
-    preemptible: bool = False
-    """May give its GPUs to a higher-priority run and resume later (default: true for low)."""
-    preemption_grace: float = 30.0
-    """Seconds between SIGTERM (save a checkpoint now) and SIGKILL when preempted."""
+    """An experiment: what to run, with which parameters, where and on what."""
+
+    name: str = field(default="", metadata=about("a display name (default: from the command)", maxLength=200))
+    command: list[str] | str = field(
+        default_factory=list,
+        metadata=about(
+            "the argv to run, or one string run by sh -c with {{ name }} filled in",
+            [{"type": "array", "items": {"type": ["string", "number"]}}],
+        ),
+    )
+    params: dict[str, Scalar] = field(default_factory=dict, metadata=about("parameter values"))
+    inputs: list[Input] = field(default_factory=list, metadata=about("declared, typed parameters"))
+    resources: Resources = field(default_factory=Resources, metadata=about("what each replica asks for"))
+    replicas: int = field(default=1, metadata=about("processes that train together", minimum=1, maximum=1024))
+    framework: str = field(
+        default="none", metadata=about("the distributed framework replicas > 1 use", enum=list(FRAMEWORKS))
+    )
+    env: dict[str, str] = field(default_factory=dict, metadata=about("environment variables"))
+    workdir: str | None = field(default=None, metadata=about("the working directory"))
+    code: CodeSnapshot | None = field(
+        default=None,
+        metadata=about(
+            "what to copy into the run's code/: a directory, or a script's source",
+            [{"type": "string"}],
+        ),
+    )
+    image: str | None = field(default=None, metadata=about("the container image (Kubernetes)"))
+    node_selector: dict[str, str] = field(default_factory=dict, metadata=about("Kubernetes node labels"))
+    tolerations: list[dict[str, Any]] = field(default_factory=list, metadata=about("Kubernetes tolerations"))
+    retries: int = field(
+        default=0, metadata=about("times a failed run is started again", minimum=0, maximum=100)
+    )
+    timeout: float | None = field(
+        default=None,
+        metadata=about(
+            "stop the run after this long: seconds, or 30m, 2h",
+            [{"type": "string"}],
+        ),
+    )
+    tags: list[str] = field(
+        default_factory=list,
+        metadata=about(
+            "labels to find the run by",
+            [{"type": "string", "description": "comma-separated"}],
+        ),
+    )
+    description: str = field(default="", metadata=about("what the run is for", maxLength=10_000))
+    queue: str | None = field(default=None, metadata=about("the Kueue queue to wait in (Kubernetes)"))
+    engine: str = field(default="job", metadata=about("how Kubernetes runs it", enum=list(ENGINES)))
+    parameter_servers: int = field(
+        default=0, metadata=about("TensorFlow parameter servers", minimum=0, maximum=64)
+    )
+    priority: int = field(
+        default=NORMAL_PRIORITY,
+        metadata=about(
+            "who waits and who is preempted: low (100), normal (1000), high (10000) or a number",
+            [{"type": "string", "enum": list(PRIORITY_NAMES)}],
+            minimum=0,
+            maximum=MAX_PRIORITY,
+        ),
+    )
+    preemptible: bool = field(
+        default=False,
+        metadata=about("may give its GPUs to a higher-priority run and resume later (default: true for low)"),
+    )
+    preemption_grace: float = field(
+        default=30.0,
+        metadata=about(
+            "seconds between SIGTERM (save a checkpoint) and SIGKILL when preempted", [{"type": "string"}]
+        ),
+    )
 
     @classmethod
     def parse(cls, data: Any) -> ExperimentSpec:
@@ -154,17 +225,19 @@ class _Parser(FieldReader):
         spec.command = self.command(data.get("command"))
         spec.inputs = self.inputs(data.get("inputs"))
         spec.resources = self.resources(data.get("resources"))
-        spec.replicas = self.integer(data, "replicas", 1, minimum=1, maximum=1024)
+        spec.replicas = self.integer(data, "replicas", 1, **bounds(ExperimentSpec, "replicas"))
         spec.framework = self.choice(data, "framework", "none", FRAMEWORKS)
         spec.engine = self.choice(data, "engine", "job", ENGINES)
-        spec.parameter_servers = self.integer(data, "parameter_servers", 0, minimum=0, maximum=64)
+        spec.parameter_servers = self.integer(
+            data, "parameter_servers", 0, **bounds(ExperimentSpec, "parameter_servers")
+        )
         spec.env = self.string_map(data, "env")
         spec.workdir = self.text(data, "workdir", None) or None
         spec.code = self.code(data.get("code"))
         spec.image = self.text(data, "image", None) or None
         spec.node_selector = self.string_map(data, "node_selector")
         spec.tolerations = self.tolerations(data.get("tolerations"))
-        spec.retries = self.integer(data, "retries", 0, minimum=0, maximum=100)
+        spec.retries = self.integer(data, "retries", 0, **bounds(ExperimentSpec, "retries"))
         spec.timeout = self.duration(data, "timeout")
         spec.tags = self.tags(data.get("tags"))
         spec.queue = self.text(data, "queue", None) or None
@@ -178,21 +251,9 @@ class _Parser(FieldReader):
     # -- structured fields ------------------------------------------------------------
 
     def preemption(self, data: dict[str, Any], spec: ExperimentSpec) -> None:
-        if data.get("priority") is not None:
-            priority, problem = parse_priority(data["priority"])
-            if problem:
-                self.fail("priority", problem)
-            spec.priority = priority or spec.priority
-        preemptible = data.get("preemptible")
-        if preemptible is None:
-            spec.preemptible = default_preemptible(spec.priority)
-        elif not isinstance(preemptible, bool):
-            self.fail("preemptible", f"must be true or false, not {preemptible!r}")
-        else:
-            spec.preemptible = preemptible
-        grace = self.duration(data, "preemption_grace")
-        if grace is not None:
-            spec.preemption_grace = grace
+        spec.priority, spec.preemptible, problems = read_preemption(data)
+        self.errors += problems
+        spec.preemption_grace = self.duration(data, "preemption_grace") or spec.preemption_grace
 
     def command(self, value: Any) -> list[str] | str:
         if value is None or value == "" or value == []:
@@ -305,19 +366,17 @@ class _Parser(FieldReader):
                 self.fail(f"resources.{key}", "must be more than zero")
                 continue
             setattr(res, key, str(item))
-        gpus = value.get("gpus")
-        if gpus is not None:
-            gpu_amount, problem = parse_gpus(gpus)
-            if problem:
-                self.fail("resources.gpus", problem)
-            else:
-                res.gpus = gpu_amount
-        if value.get("gpu_indices") is not None:
-            indices, problem = parse_gpu_indices(value["gpu_indices"])
-            if problem:
-                self.fail("resources.gpu_indices", problem)
-            else:
-                res.gpu_indices = indices
+        readers: tuple[tuple[str, Callable[[Any], tuple[Any, str]]], ...] = (
+            ("gpus", parse_gpus),
+            ("gpu_indices", parse_gpu_indices),
+        )
+        for key, read in readers:
+            if value.get(key) is not None:
+                parsed, problem = read(value[key])
+                if problem:
+                    self.fail(f"resources.{key}", problem)
+                else:
+                    setattr(res, key, parsed)
         gpu_type = value.get("gpu_type")
         if gpu_type is not None and (not isinstance(gpu_type, str) or not gpu_type.strip()):
             self.fail("resources.gpu_type", "must be a GPU type name such as 'A100'")

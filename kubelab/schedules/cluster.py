@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from kubelab.backends.kubernetes import cronjob
 from kubelab.backends.kubernetes.api import KubeApi
 from kubelab.errors import FieldError, KubelabError, ValidationError
+from kubelab.records import FAILED, PENDING, RUNNING, SUCCEEDED
 from kubelab.schedules.spec import Schedule
 
 if TYPE_CHECKING:
@@ -146,8 +147,8 @@ class ClusterSchedules:
 def _job_state(status: Any) -> str:
     for condition in status.conditions or []:
         if condition.status == "True" and condition.type in ("Complete", "Failed"):
-            return "Succeeded" if condition.type == "Complete" else "Failed"
-    return "Running" if status.active else "Pending"
+            return SUCCEEDED if condition.type == "Complete" else FAILED
+    return RUNNING if status.active else PENDING
 
 
 def _reason(exc: Any) -> str:

@@ -151,7 +151,7 @@ class _Parser:
         spec.max_duration = self.duration(data.get("max_duration"))
         spec.parameter_style = self.style(data.get("parameter_style"))
         spec.space, spec.space_file = self.space(data, tuner)
-        if tuner.name == "batch":
+        if tuner.kind.walks == "batch":
             spec.batch, problems = check_batch(data.get("batch"))
             self.errors += problems
         elif data.get("batch") is not None:
@@ -265,7 +265,7 @@ class _Parser:
 
     def space(self, data: dict[str, Any], tuner: TunerChoice) -> tuple[SearchSpace, str | None]:
         inline, source = data.get("space"), data.get("space_file")
-        if tuner.name == "batch":
+        if tuner.kind.walks == "batch":
             for key in ("space", "space_file"):
                 if data.get(key) is not None:
                     self.fail(key, "the batch tuner runs the configurations listed in batch; leave it out")

@@ -59,11 +59,11 @@ class LocalBackend(Backend):
                     [FieldError("resources.gpu_indices", f"this machine has {listed}, not {missing[0]}")],
                 )
         if not pool_size():
-            start_module("kubelab.backends.local.runner", str(run.path), run.logs_dir / "runner.log")
+            start_module("kubelab.backends.local.runner", str(run.path), run.runner_log)
             return
         pool = WarmPool(run.path.parent.parent)  # <home>/runs/<id>
         if pool.hand_over(run.path) is None:
-            start_module("kubelab.backends.local.runner", str(run.path), run.logs_dir / "runner.log")
+            start_module("kubelab.backends.local.runner", str(run.path), run.runner_log)
             pool.top_up()
 
     def warm_up(self, home: Path) -> None:

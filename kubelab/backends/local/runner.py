@@ -273,9 +273,7 @@ class Runner:
         workers = [self.log_name("worker", i) for i in range(self.spec.replicas)]
         return workers + [self.log_name("ps", i) for i in range(self.spec.parameter_servers)]
 
-    @staticmethod
-    def log_name(role: str, index: int) -> str:
-        return f"replica-{index}.log" if role == "worker" else f"{role}-{index}.log"
+    log_name = staticmethod(RunDirectory.log_name)
 
     def base_env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -407,7 +405,7 @@ def preload() -> None:
 
 
 def log_of(path: Path) -> Path:
-    return RunDirectory(path).logs_dir / "runner.log"
+    return RunDirectory(path).runner_log
 
 
 def serve(path: Path) -> bool:
