@@ -73,10 +73,10 @@ def sweep(folder: Path, work: float, warm: bool) -> float:
     `warm`: first do what a server does at start (`SweepWatcher.start`) and wait until the
     warm driver and runners are idle, as they are on a server nobody is using.
     """
-    from kubelab.warm import DRIVER, RUNNER, WarmPool
     from kubelab.experiments import Experiments
     from kubelab.sweeps.service import Sweeps
     from kubelab.sweeps.watcher import SweepWatcher
+    from kubelab.warm import DRIVER, RUNNER, WarmPool
 
     home = folder / ("home-warm" if warm else "home-cold")
     lab = Experiments(home)

@@ -1,12 +1,26 @@
 """kubelab: a deep-learning training platform inside Jupyter.
 
 `import kubelab` stays cheap (standard library only) because training scripts do it:
-`kubelab.params()`, `kubelab.report(step=..., loss=...)`, `kubelab.report_final(value)`.
+`kubelab.params()`, `kubelab.report(step=..., loss=...)`, `kubelab.report_final(value)`, and
+checkpoints that survive a preemption (`kubelab.save_checkpoint`, `kubelab.latest_checkpoint`).
 """
 
+from kubelab.checkpoints import checkpoint_dir, latest_checkpoint, preempted, restart_count, save_checkpoint
 from kubelab.trial import in_run, params, report, report_final, run_dir, tensorboard_dir
 
-__all__ = ["in_run", "params", "report", "report_final", "run_dir", "tensorboard_dir"]
+__all__ = [
+    "checkpoint_dir",
+    "in_run",
+    "latest_checkpoint",
+    "params",
+    "preempted",
+    "report",
+    "report_final",
+    "restart_count",
+    "run_dir",
+    "save_checkpoint",
+    "tensorboard_dir",
+]
 __version__ = "0.1.0"
 
 

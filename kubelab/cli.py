@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from kubelab.cli_output import emit, table
 from kubelab.errors import FieldError, KubelabError, ValidationError
-from kubelab.options import add_experiment_options, apply_options, option_error
-from kubelab.records import TERMINAL
+from kubelab.options import add_experiment_options, apply_options, given_options, option_error
+from kubelab.records import SUCCEEDED, TERMINAL, RunDirectory
+from kubelab.system_metrics import describe, summarize_file
 
 if TYPE_CHECKING:
     from kubelab.experiments import Experiments
@@ -109,19 +110,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         emit(final, "json")
     else:
         print(f"{final['id']} {final['status']}: {final['reason']}", file=sys.stderr)
-    return 0 if final["status"] == "Succeeded" else 1
+    return 0 if final["status"] == SUCCEEDED else 1
 
 
 def run_sweep_file(args: argparse.Namespace, data: Any) -> int:
     """`kubelab run -f` of a sweep document does what `kubelab sweep -f` does."""
     from kubelab.sweeps.cli import create_and_follow
 
-    given = [
-        f"--{name.replace('_', '-')}"
-        for name in ("name", "gpus", "gpu_type", "cpu", "memory", "replicas", "framework", "image")
-        if getattr(args, name) is not None
-    ]
-    given += ["-P"] * bool(args.param) + ["--tag"] * bool(args.tag) + ["COMMAND"] * bool(args.command)
+    given = [o.short or o.flag for o in given_options(args)] + ["COMMAND"] * bool(args.command)
     if given:
         reason = f"{', '.join(given)} cannot be combined with a sweep file; edit the file instead"
         raise ValidationError("invalid arguments", [FieldError("file", reason)])
@@ -186,6 +182,10 @@ def cmd_show(args: argparse.Namespace) -> int:
         "run_dir",
     ):
         print(f"{key + ':':12} {record.get(key)}")
+    if record.get("run_dir"):
+        system = summarize_file(RunDirectory(Path(record["run_dir"])).system_file)
+        for line in describe(system):
+            print(f"{'system:':12} {line}")
     return 0
 
 

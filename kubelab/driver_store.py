@@ -24,9 +24,12 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
+# A folder's status is a run's state: the one vocabulary (kubelab.records), re-exported.
+from kubelab.records import FAILED as FAILED
+from kubelab.records import RUNNING as RUNNING
+from kubelab.records import STOPPED as STOPPED
+from kubelab.records import SUCCEEDED as SUCCEEDED
 from kubelab.records import utcnow
-
-RUNNING, SUCCEEDED, FAILED, STOPPED = "Running", "Succeeded", "Failed", "Stopped"  # a folder's status
 
 
 class DriverDirectory:

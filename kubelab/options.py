@@ -12,24 +12,142 @@ import argparse
 import json
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from kubelab.errors import FieldError, ValidationError, did_you_mean
+from kubelab.gpu_share import parse_gpus
+from kubelab.spec_schema import field_meta
 
-FRAMEWORKS = ("none", "pytorch", "tensorflow", "paddle")
 TENSORBOARD_SOURCES = ("experiments", "sweep", "query", "project")
-# The spec field each experiment option sets, so a bad option is reported as that field.
+
+
+@dataclass(frozen=True)
+class FormField:
+    """How the sidebar's "Run as experiment" dialog shows an option (`kind` says how it is
+    typed and sent: text, a whole number, a quantity, one of the field's `enum`, or params)."""
+
+    key: str
+    label: str
+    kind: Literal["text", "integer", "quantity", "choice", "params"] = "text"
+    placeholder: str = ""
+    default: str = ""
+
+
+@dataclass(frozen=True)
+class ExperimentOption:
+    """One experiment option: the spec field it sets and how each entry point spells it.
+
+    The spec field (`spec.about`) says what it means, its JSON type and bounds; this adds the
+    flag (`kubelab run`, `kubelab render`, `%%train`), the unit a whole number counts (for
+    the error), how a repeated flag merges, and the sidebar's form field. The REST API takes
+    the spec field itself, described by `spec_schema`.
+    """
+
+    path: str
+    flag: str
+    unit: str = ""
+    short: str = ""
+    metavar: str | None = None
+    merge: Literal["set", "append", "params"] = "set"
+    form: FormField | None = None
+    convert: Callable[[str], Any] | None = None
+    """An argparse type for a field its Python type does not describe (`--gpus 0.5`)."""
+
+    @property
+    def dest(self) -> str:
+        return self.flag.removeprefix("--").replace("-", "_")
+
+    def argument(self) -> tuple[list[str], dict[str, Any]]:
+        """`add_argument`'s names and keywords."""
+        tp, meta = field_meta(self.path)
+        schema = meta.get("schema", {})
+        kwargs: dict[str, Any] = {"dest": self.dest, "help": meta.get("description")}
+        if self.merge != "set":
+            kwargs.update(action="append", default=[])
+        if self.merge == "params":
+            kwargs.update(type=param, help="a parameter value (repeatable)")
+        elif self.merge == "append":
+            kwargs["help"] += " (repeatable)"
+        elif "enum" in schema:
+            choices = tuple(schema["enum"])
+            kwargs.update(type=one_of(choices), metavar="{" + ",".join(choices) + "}")
+        elif self.convert is not None:
+            kwargs["type"] = self.convert
+        elif tp is int:
+            kwargs["type"] = counted(schema.get("minimum", 0), self.unit)
+        if self.metavar:
+            kwargs["metavar"] = self.metavar
+        return [n for n in (self.short, self.flag) if n], kwargs
+
+    def lay(self, spec: dict[str, Any], value: Any) -> None:
+        """Put the option's value into `spec` (a mapping as a file gives it)."""
+        *outer, last = self.path.split(".")
+        target = spec
+        for name in outer:
+            target[name] = dict(target.get(name) or {})
+            target = target[name]
+        if self.merge == "params":
+            params = dict(spec.get("params") or {})
+            params.update(parse_params(value, typed=not spec.get("inputs")))
+            spec["params"] = params
+        elif self.merge == "append":
+            target[last] = [*(target.get(last) or []), *value]
+        else:
+            target[last] = value
+
+
+def text(key: str, label: str, placeholder: str = "") -> FormField:
+    return FormField(key, label, "text", placeholder)
+
+
+def gpu_amount(text: str) -> float:
+    """An argparse type for `--gpus`: whole GPUs, or 1/n of one to share it (`--gpus 0.5`)."""
+    amount, problem = parse_gpus(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return amount
+
+
+# The experiment options, in the order `--help` and the sidebar's dialog show them.
+EXPERIMENT_OPTIONS = (
+    ExperimentOption("name", "--name", form=text("name", "Name")),
+    ExperimentOption(
+        "resources.gpus",
+        "--gpus",
+        unit="GPUs",
+        form=FormField("gpus", "GPUs", "integer", default="0"),
+        convert=gpu_amount,
+    ),
+    ExperimentOption("resources.gpu_type", "--gpu-type", form=text("gpuType", "GPU type")),
+    ExperimentOption("resources.cpu", "--cpu", form=FormField("cpu", "CPU", "quantity", "4 or 500m")),
+    ExperimentOption("resources.memory", "--memory", form=FormField("memory", "Memory", "quantity", "16Gi")),
+    ExperimentOption("image", "--image", form=text("image", "Image", "the notebook image")),
+    ExperimentOption(
+        "replicas",
+        "--replicas",
+        unit="replicas",
+        form=FormField("replicas", "Replicas", "integer", default="1"),
+    ),
+    ExperimentOption(
+        "framework", "--framework", form=FormField("framework", "Framework", "choice", default="none")
+    ),
+    ExperimentOption(
+        "params",
+        "--param",
+        short="-P",
+        metavar="NAME=VALUE",
+        merge="params",
+        form=FormField("params", "Parameters", "params"),
+    ),
+    ExperimentOption("tags", "--tag", merge="append"),
+)
+# The spec field each option sets, so a bad option is reported as that field.
 OPTION_FIELDS = {
-    "--name": "name",
-    "--gpus": "resources.gpus",
-    "--gpu-type": "resources.gpu_type",
-    "--cpu": "resources.cpu",
-    "--memory": "resources.memory",
-    "--image": "image",
-    "--replicas": "replicas",
-    "--framework": "framework",
-    "--param": "param",
-    "--tag": "tags",
+    name: "param" if o.merge == "params" else o.path
+    for o in EXPERIMENT_OPTIONS
+    for name in (o.short, o.flag)
+    if name
 }
 
 
@@ -69,24 +187,14 @@ def param(text: str) -> tuple[str, str]:
 
 def add_experiment_options(parser: argparse.ArgumentParser | Any) -> None:
     """The flags that describe an experiment (a parser or an argument group)."""
-    parser.add_argument("--name")
-    parser.add_argument("--gpus", type=counted(0, "GPUs"), help="GPUs per replica")
-    parser.add_argument("--gpu-type", dest="gpu_type")
-    parser.add_argument("--cpu", help="CPU per replica, e.g. 2 or 500m")
-    parser.add_argument("--memory", help="memory per replica, e.g. 8Gi")
-    parser.add_argument("--image")
-    parser.add_argument("--replicas", type=counted(1, "replicas"))
-    parser.add_argument("--framework", type=one_of(FRAMEWORKS), metavar="{" + ",".join(FRAMEWORKS) + "}")
-    parser.add_argument(
-        "-P",
-        "--param",
-        action="append",
-        type=param,
-        default=[],
-        metavar="NAME=VALUE",
-        help="a parameter value (repeatable)",
-    )
-    parser.add_argument("--tag", action="append", default=[], help="a tag (repeatable)")
+    for option in EXPERIMENT_OPTIONS:
+        names, kwargs = option.argument()
+        parser.add_argument(*names, **kwargs)
+
+
+def given_options(args: argparse.Namespace) -> list[ExperimentOption]:
+    """The experiment options a command line set."""
+    return [o for o in EXPERIMENT_OPTIONS if getattr(args, o.dest) not in (None, [])]
 
 
 def option_error(message: str) -> ValidationError | None:
@@ -118,21 +226,8 @@ def parse_params(pairs: list[tuple[str, str]], typed: bool = True) -> dict[str, 
 def apply_options(spec: Mapping[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     """`spec` with the experiment options laid over it; options left as None keep the spec's value."""
     result = dict(spec)
-    if args.param:
-        params = dict(result.get("params") or {})
-        params.update(parse_params(args.param, typed=not result.get("inputs")))
-        result["params"] = params
-    resources = dict(result.get("resources") or {})
-    for flag in ("gpus", "gpu_type", "cpu", "memory"):
-        if getattr(args, flag) is not None:
-            resources[flag] = getattr(args, flag)
-    if resources:
-        result["resources"] = resources
-    for key in ("name", "replicas", "framework", "image"):
-        if getattr(args, key) is not None:
-            result[key] = getattr(args, key)
-    if args.tag:
-        result["tags"] = [*(result.get("tags") or []), *args.tag]
+    for option in given_options(args):
+        option.lay(result, getattr(args, option.dest))
     return result
 
 

@@ -1,9 +1,9 @@
 """The run directory is the record of an experiment.
 
 `$KUBELAB_HOME/runs/<id>/` holds `spec.json`, `status.json`, `code/`, `logs/`,
-`metrics.jsonl`, `tensorboard/` and `outputs/`. Everything else (indexes, event
-streams, the sidebar) is derived from these files and can be rebuilt from them.
-Writes are atomic (write + rename) so a reader never sees half a status.
+`metrics.jsonl`, `system.jsonl` (GPU and process samples), `tensorboard/` and `outputs/`.
+Everything else (indexes, event streams, the sidebar) is derived from these files and can
+be rebuilt from them. Writes are atomic (write + rename) so a reader never sees half a status.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from typing import Any
 
 PENDING, QUEUED, RUNNING = "Pending", "Queued", "Running"
 SUCCEEDED, FAILED, STOPPED, PRUNED = "Succeeded", "Failed", "Stopped", "Pruned"
-STATES = (PENDING, QUEUED, RUNNING, SUCCEEDED, FAILED, STOPPED, PRUNED)
+PREEMPTED = "Preempted"  # gave its GPUs to a higher-priority run; waits to resume (not an end)
+STATES = (PENDING, QUEUED, RUNNING, PREEMPTED, SUCCEEDED, FAILED, STOPPED, PRUNED)
 TERMINAL = frozenset({SUCCEEDED, FAILED, STOPPED, PRUNED})
 
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower case
@@ -77,6 +78,7 @@ class Status:
     pipeline: str | None = None  # the pipeline and step that started this run, if any
     pipeline_step: str | None = None
     attempt: int = 0
+    restarts: int = 0  # starts again after a preemption or resize (KUBELAB_RESTART_COUNT)
     gpu_ids: list[int] = field(default_factory=list)
     runner_pid: int | None = None
     runner_started: float | None = None
@@ -117,6 +119,24 @@ class Status:
         return cls(**known)
 
 
+# A run directory's files and folders: named here only. Code asks RunDirectory for paths;
+# the sidebar reads these names as generated TypeScript (labextension/src/vocabulary.ts).
+RUN_FILES = {
+    "spec": "spec.json",
+    "status": "status.json",
+    "metrics": "metrics.jsonl",
+    "system": "system.jsonl",
+    "tracking": "tracking.json",
+    "stop": "stop-requested",
+    "code": "code",
+    "logs": "logs",
+    "tensorboard": "tensorboard",
+    "outputs": "outputs",
+    "checkpoints": "checkpoints",
+    "runner_log": "runner.log",  # in logs/
+}
+
+
 class RunDirectory:
     """One experiment's folder; every reader and writer goes through this class."""
 
@@ -127,20 +147,25 @@ class RunDirectory:
     # -- layout ---------------------------------------------------------------------
     @property
     def spec_file(self) -> Path:
-        return self.path / "spec.json"
+        return self.path / RUN_FILES["spec"]
 
     @property
     def status_file(self) -> Path:
-        return self.path / "status.json"
+        return self.path / RUN_FILES["status"]
 
     @property
     def metrics_file(self) -> Path:
-        return self.path / "metrics.jsonl"
+        return self.path / RUN_FILES["metrics"]
+
+    @property
+    def system_file(self) -> Path:
+        """GPU and process samples (kubelab/system_metrics.py), apart from the user's metrics."""
+        return self.path / RUN_FILES["system"]
 
     @property
     def tracking_file(self) -> Path:
         """Params, tags and outputs a trial logged through Polyaxon's tracking client."""
-        return self.path / "tracking.json"
+        return self.path / RUN_FILES["tracking"]
 
     def tracking(self) -> dict[str, Any]:
         """`tracking.json`, checked: only scalar params/outputs and string tags are kept."""
@@ -165,27 +190,42 @@ class RunDirectory:
 
     @property
     def code_dir(self) -> Path:
-        return self.path / "code"
+        return self.path / RUN_FILES["code"]
 
     @property
     def logs_dir(self) -> Path:
-        return self.path / "logs"
+        return self.path / RUN_FILES["logs"]
 
     @property
     def tensorboard_dir(self) -> Path:
-        return self.path / "tensorboard"
+        return self.path / RUN_FILES["tensorboard"]
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        """`kubelab.save_checkpoint`'s folder: it outlives every restart of the run."""
+        return self.path / RUN_FILES["checkpoints"]
 
     @property
     def outputs_dir(self) -> Path:
-        return self.path / "outputs"
+        return self.path / RUN_FILES["outputs"]
 
-    def log_file(self, replica: int = 0) -> Path:
-        return self.logs_dir / f"replica-{replica}.log"
+    def log_file(self, replica: int = 0, role: str = "worker") -> Path:
+        """A replica's output: `logs/replica-N.log` for workers, `logs/ps-N.log` for parameter servers."""
+        return self.logs_dir / self.log_name(role, replica)
+
+    @staticmethod
+    def log_name(role: str, index: int) -> str:
+        return f"replica-{index}.log" if role == "worker" else f"{role}-{index}.log"
+
+    @property
+    def runner_log(self) -> Path:
+        """What the runner process itself prints (its start-up, a crash)."""
+        return self.logs_dir / RUN_FILES["runner_log"]
 
     @property
     def stop_file(self) -> Path:
         """Present when a stop was asked for, so the runner reports Stopped (or Pruned), not Failed."""
-        return self.path / "stop-requested"
+        return self.path / RUN_FILES["stop"]
 
     def request_stop(self, pruned: bool = False) -> None:
         self.stop_file.write_text("pruned" if pruned else "user")
@@ -241,16 +281,23 @@ class RunDirectory:
     # -- metrics --------------------------------------------------------------------
     def metrics(self) -> Iterator[dict[str, Any]]:
         """Every metrics line, skipping a torn last line a trial is still writing."""
+        points: list[dict[str, Any]] = []
         try:
             with self.metrics_file.open() as handle:
                 for line in handle:
-                    if line.endswith("\n"):
-                        try:
-                            yield json.loads(line)
-                        except json.JSONDecodeError:
-                            continue
+                    if not line.endswith("\n"):
+                        continue
+                    try:
+                        entry = json.loads(line)
+                    except json.JSONDecodeError:
+                        continue
+                    if isinstance(entry, dict) and "resume" in entry:
+                        points = _before_resume(points, entry["resume"])
+                    else:
+                        points.append(entry)
         except FileNotFoundError:
             return
+        yield from points
 
     def latest_metrics(self) -> tuple[dict[str, Any], int | None]:
         """The last value of each metric and the last step, as the record shows them."""
@@ -279,10 +326,20 @@ class RunDirectory:
                 entry = json.loads(line)
             except json.JSONDecodeError:
                 continue
+            if "resume" in entry:  # a preempted run resumes after its checkpoint's step
+                resumed = entry["resume"]
+                step = resumed if isinstance(resumed, int) and resumed >= 0 else None
+                continue
             latest.update(entry.get("metrics", {}))
             if entry.get("step") is not None:
                 step = entry["step"]
         return latest, step, offset + len(complete)
+
+
+def _before_resume(points: list[dict[str, Any]], resumed: Any) -> list[dict[str, Any]]:
+    """The points a resumed run keeps: those up to the checkpoint's step (it reports the rest again)."""
+    last = resumed if isinstance(resumed, int) else -1
+    return [p for p in points if not isinstance(p.get("step"), int) or p["step"] <= last]
 
 
 def _write_json(path: Path, data: Any) -> None:

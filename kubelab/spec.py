@@ -7,32 +7,60 @@ suggestion, because a typo silently ignored (`gpu: 2`) costs a researcher a day.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kubelab import templating
 from kubelab.errors import FieldError, ValidationError, did_you_mean, type_name
 from kubelab.field_reader import FieldReader
+from kubelab.gpu_share import is_fraction, parse_gpu_indices, parse_gpus
+from kubelab.priorities import MAX_PRIORITY, NORMAL_PRIORITY, PRIORITY_NAMES, read_preemption
 from kubelab.quantity import parse_quantity
-from kubelab.spec_values import INPUT_TYPES, INVALID, as_int, convert_value
+from kubelab.spec_values import INPUT_TYPES, INVALID, convert_value
 
 FRAMEWORKS = ("none", "pytorch", "tensorflow", "paddle")
 ENGINES = ("job", "kubeflow")
 Scalar = str | int | float | bool | None
 MAX_COMMAND = 100_000  # characters in all arguments: within what the kernel accepts (ARG_MAX)
+NUMBER = [{"type": "number"}]  # a quantity may be `4` or `0.5` as well as `500m`, `16Gi`
+STRING = [{"type": "string"}]  # NNI's gpuIndices may be "0,2"
+
+
+def about(description: str, also: list[dict[str, Any]] | None = None, **schema: Any) -> dict[str, Any]:
+    """A field's metadata, read by the parser, the options and `spec_schema` alike: what it
+    means (the OpenAPI description, the CLI's help), JSON Schema bounds (`minimum`, `enum`)
+    and `also`, the other spellings a file may use beside the field's Python type."""
+    return {"description": description, "also": also or [], "schema": schema}
+
+
+PRIORITY_FIELD = {
+    "description": "who waits and who is preempted: low (100), normal (1000), high (10000) or a number",
+    "also": [{"type": "string", "enum": list(PRIORITY_NAMES)}],
+    "schema": {"minimum": 0, "maximum": MAX_PRIORITY},
+}
+
+
+def bounds(model: type, name: str) -> dict[str, Any]:
+    """The `minimum`/`maximum` a field declares, as keyword arguments for the parser."""
+    schema = {f.name: f for f in dataclasses.fields(model)}[name].metadata["schema"]
+    return {k: schema[k] for k in ("minimum", "maximum") if k in schema}
 
 
 @dataclass
 class Input:
     """A declared parameter: typed, with an optional default and a closed set of choices."""
 
-    name: str
-    type: str = "str"
-    default: Scalar = None
-    optional: bool = False
-    choices: list[Scalar] | None = None
-    description: str = ""
+    name: str = field(
+        metadata=about("an identifier: the parameter's name", pattern="^[A-Za-z_][A-Za-z0-9_]*$")
+    )
+    type: str = field(default="str", metadata=about("how values are read", enum=list(INPUT_TYPES)))
+    default: Scalar = field(default=None, metadata=about("the value when none is given"))
+    optional: bool = field(default=False, metadata=about("true: the run starts without a value"))
+    choices: list[Scalar] | None = field(default=None, metadata=about("the only values allowed"))
+    description: str = field(default="", metadata=about("what the parameter means"))
 
     @property
     def required(self) -> bool:
@@ -41,44 +69,98 @@ class Input:
 
 @dataclass
 class Resources:
-    cpu: str | None = None
-    memory: str | None = None
-    gpus: int = 0
-    gpu_type: str | None = None
-    shm: str | None = None
+    """What each replica asks for."""
+
+    cpu: str | None = field(default=None, metadata=about("CPU per replica, e.g. 2 or 500m", NUMBER))
+    memory: str | None = field(default=None, metadata=about("memory per replica, e.g. 8Gi", NUMBER))
+    gpus: float = field(default=0, metadata=about("GPUs per replica; 1/n (0.5) shares one", minimum=0))
+    gpu_type: str | None = field(default=None, metadata=about("a GPU type name such as A100"))
+    gpu_indices: list[int] | None = field(default=None, metadata=about("only these GPUs (local)", STRING))
+    shm: str | None = field(default=None, metadata=about("shared memory (/dev/shm), e.g. 1Gi", NUMBER))
 
 
 @dataclass
 class CodeSnapshot:
     """What to copy into the run's `code/`: a directory, or a cell's source as one file."""
 
-    path: str | None = None
-    source: str | None = None
-    filename: str = "main.py"
+    path: str | None = field(default=None, metadata=about("a directory to copy"))
+    source: str | None = field(default=None, metadata=about("a script's text"))
+    filename: str = field(default="main.py", metadata=about("the file `source` is saved as"))
 
 
 @dataclass
 class ExperimentSpec:
-    name: str = ""
-    command: list[str] | str = field(default_factory=list)
-    params: dict[str, Scalar] = field(default_factory=dict)
-    inputs: list[Input] = field(default_factory=list)
-    resources: Resources = field(default_factory=Resources)
-    replicas: int = 1
-    framework: str = "none"
-    env: dict[str, str] = field(default_factory=dict)
-    workdir: str | None = None
-    code: CodeSnapshot | None = None
-    image: str | None = None
-    node_selector: dict[str, str] = field(default_factory=dict)
-    tolerations: list[dict[str, Any]] = field(default_factory=list)
-    retries: int = 0
-    timeout: float | None = None
-    tags: list[str] = field(default_factory=list)
-    description: str = ""
-    queue: str | None = None
-    engine: str = "job"
-    parameter_servers: int = 0
+    """An experiment: what to run, with which parameters, where and on what."""
+
+    name: str = field(default="", metadata=about("a display name (default: from the command)", maxLength=200))
+    command: list[str] | str = field(
+        default_factory=list,
+        metadata=about(
+            "the argv to run, or one string run by sh -c with {{ name }} filled in",
+            [{"type": "array", "items": {"type": ["string", "number"]}}],
+        ),
+    )
+    params: dict[str, Scalar] = field(default_factory=dict, metadata=about("parameter values"))
+    inputs: list[Input] = field(default_factory=list, metadata=about("declared, typed parameters"))
+    resources: Resources = field(default_factory=Resources, metadata=about("what each replica asks for"))
+    replicas: int = field(default=1, metadata=about("processes that train together", minimum=1, maximum=1024))
+    framework: str = field(
+        default="none", metadata=about("the distributed framework replicas > 1 use", enum=list(FRAMEWORKS))
+    )
+    env: dict[str, str] = field(default_factory=dict, metadata=about("environment variables"))
+    workdir: str | None = field(default=None, metadata=about("the working directory"))
+    code: CodeSnapshot | None = field(
+        default=None,
+        metadata=about(
+            "what to copy into the run's code/: a directory, or a script's source",
+            [{"type": "string"}],
+        ),
+    )
+    image: str | None = field(default=None, metadata=about("the container image (Kubernetes)"))
+    node_selector: dict[str, str] = field(default_factory=dict, metadata=about("Kubernetes node labels"))
+    tolerations: list[dict[str, Any]] = field(default_factory=list, metadata=about("Kubernetes tolerations"))
+    retries: int = field(
+        default=0, metadata=about("times a failed run is started again", minimum=0, maximum=100)
+    )
+    timeout: float | None = field(
+        default=None,
+        metadata=about(
+            "stop the run after this long: seconds, or 30m, 2h",
+            [{"type": "string"}],
+        ),
+    )
+    tags: list[str] = field(
+        default_factory=list,
+        metadata=about(
+            "labels to find the run by",
+            [{"type": "string", "description": "comma-separated"}],
+        ),
+    )
+    description: str = field(default="", metadata=about("what the run is for", maxLength=10_000))
+    queue: str | None = field(default=None, metadata=about("the Kueue queue to wait in (Kubernetes)"))
+    engine: str = field(default="job", metadata=about("how Kubernetes runs it", enum=list(ENGINES)))
+    parameter_servers: int = field(
+        default=0, metadata=about("TensorFlow parameter servers", minimum=0, maximum=64)
+    )
+    priority: int = field(
+        default=NORMAL_PRIORITY,
+        metadata=about(
+            "who waits and who is preempted: low (100), normal (1000), high (10000) or a number",
+            [{"type": "string", "enum": list(PRIORITY_NAMES)}],
+            minimum=0,
+            maximum=MAX_PRIORITY,
+        ),
+    )
+    preemptible: bool = field(
+        default=False,
+        metadata=about("may give its GPUs to a higher-priority run and resume later (default: true for low)"),
+    )
+    preemption_grace: float = field(
+        default=30.0,
+        metadata=about(
+            "seconds between SIGTERM (save a checkpoint) and SIGKILL when preempted", [{"type": "string"}]
+        ),
+    )
 
     @classmethod
     def parse(cls, data: Any) -> ExperimentSpec:
@@ -143,20 +225,23 @@ class _Parser(FieldReader):
         spec.command = self.command(data.get("command"))
         spec.inputs = self.inputs(data.get("inputs"))
         spec.resources = self.resources(data.get("resources"))
-        spec.replicas = self.integer(data, "replicas", 1, minimum=1, maximum=1024)
+        spec.replicas = self.integer(data, "replicas", 1, **bounds(ExperimentSpec, "replicas"))
         spec.framework = self.choice(data, "framework", "none", FRAMEWORKS)
         spec.engine = self.choice(data, "engine", "job", ENGINES)
-        spec.parameter_servers = self.integer(data, "parameter_servers", 0, minimum=0, maximum=64)
+        spec.parameter_servers = self.integer(
+            data, "parameter_servers", 0, **bounds(ExperimentSpec, "parameter_servers")
+        )
         spec.env = self.string_map(data, "env")
         spec.workdir = self.text(data, "workdir", None) or None
         spec.code = self.code(data.get("code"))
         spec.image = self.text(data, "image", None) or None
         spec.node_selector = self.string_map(data, "node_selector")
         spec.tolerations = self.tolerations(data.get("tolerations"))
-        spec.retries = self.integer(data, "retries", 0, minimum=0, maximum=100)
+        spec.retries = self.integer(data, "retries", 0, **bounds(ExperimentSpec, "retries"))
         spec.timeout = self.duration(data, "timeout")
         spec.tags = self.tags(data.get("tags"))
         spec.queue = self.text(data, "queue", None) or None
+        self.preemption(data, spec)
         spec.params = self.params(data.get("params"), spec.inputs)
         self.cross_checks(spec)
         if self.errors:
@@ -164,6 +249,11 @@ class _Parser(FieldReader):
         return spec
 
     # -- structured fields ------------------------------------------------------------
+
+    def preemption(self, data: dict[str, Any], spec: ExperimentSpec) -> None:
+        spec.priority, spec.preemptible, problems = read_preemption(data)
+        self.errors += problems
+        spec.preemption_grace = self.duration(data, "preemption_grace") or spec.preemption_grace
 
     def command(self, value: Any) -> list[str] | str:
         if value is None or value == "" or value == []:
@@ -276,15 +366,17 @@ class _Parser(FieldReader):
                 self.fail(f"resources.{key}", "must be more than zero")
                 continue
             setattr(res, key, str(item))
-        gpus = value.get("gpus")
-        if gpus is not None:
-            number = as_int(gpus)
-            if number is None:
-                self.fail("resources.gpus", f"must be a whole number of GPUs, not {gpus!r}")
-            elif number < 0:
-                self.fail("resources.gpus", f"must be 0 or more, not {number}")
-            else:
-                res.gpus = number
+        readers: tuple[tuple[str, Callable[[Any], tuple[Any, str]]], ...] = (
+            ("gpus", parse_gpus),
+            ("gpu_indices", parse_gpu_indices),
+        )
+        for key, read in readers:
+            if value.get(key) is not None:
+                parsed, problem = read(value[key])
+                if problem:
+                    self.fail(f"resources.{key}", problem)
+                else:
+                    setattr(res, key, parsed)
         gpu_type = value.get("gpu_type")
         if gpu_type is not None and (not isinstance(gpu_type, str) or not gpu_type.strip()):
             self.fail("resources.gpu_type", "must be a GPU type name such as 'A100'")
@@ -352,5 +444,7 @@ class _Parser(FieldReader):
             self.fail("parameter_servers", "parameter servers exist only for framework tensorflow")
         if spec.replicas > 1 and spec.framework == "none":
             self.fail("framework", "replicas > 1 needs a framework: pytorch, tensorflow or paddle")
+        if is_fraction(spec.resources.gpus) and (spec.replicas > 1 or spec.parameter_servers):
+            self.fail("resources.gpus", "a share of a GPU is for one-process runs; give replicas whole GPUs")
         if spec.resources.gpu_type and not spec.resources.gpus:
             self.fail("resources.gpu_type", "is set but resources.gpus is 0")

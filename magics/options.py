@@ -20,8 +20,10 @@ from kubelab.options import (
     counted,
 )
 from kubelab.options import tensorboard_request as shared_tensorboard_request
+from kubelab.sweeps.pruners import PRUNER_KINDS
+from kubelab.sweeps.tuner_catalog import TUNER_KINDS
 
-PRUNERS = ("median", "hyperband", "asha")
+PRUNERS = tuple(name for name in PRUNER_KINDS if name != "none")  # --early-stop is "on" already
 
 
 OptionError = UsageError  # IPython shows exactly UsageError (not subclasses) without a traceback
@@ -73,7 +75,7 @@ def train_parser(prog: str = "train") -> MagicParser:
     p.add_argument("--tensorboard", action="store_true", help="open TensorBoard under the cell")
     sweep = p.add_argument_group("sweep")
     sweep.add_argument("--sweep", metavar="SPACE", help="a search space: a file, or inline JSON/YAML")
-    sweep.add_argument("--tuner", help="tpe, random, grid, evolution, anneal, ... (default tpe)")
+    sweep.add_argument("--tuner", help=f"{', '.join(TUNER_KINDS)} (default tpe)")
     sweep.add_argument("--trials", type=counted(1, "trials"), help="the most trials to run")
     sweep.add_argument("--concurrency", type=counted(1, "trials"), help="trials at once")
     sweep.add_argument("--objective", help="the metric to optimize (default: the final value)")

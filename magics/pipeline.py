@@ -22,6 +22,7 @@ from kubelab.errors import FieldError, ValidationError
 from kubelab.magics.options import MagicParser
 from kubelab.magics.widgets import LiveWidget
 from kubelab.options import param
+from kubelab.records import FAILED, RUNNING, STOPPED, SUCCEEDED
 
 STEP_COLORS = {
     "succeeded": "#1a7f37",
@@ -31,7 +32,7 @@ STEP_COLORS = {
     "stopped": "#6e7781",
     "waiting": "#d0d7de",
 }
-DONE = ("Succeeded", "Failed", "Stopped")
+DONE = (SUCCEEDED, FAILED, STOPPED)  # a pipeline ends in one of these
 
 
 def pipeline_parser() -> MagicParser:
@@ -134,7 +135,7 @@ class PipelineWidget(LiveWidget):
     def render(self) -> None:
         from kubelab.magics import views
 
-        status = self.record.get("status") or "Running"
+        status = self.record.get("status") or RUNNING
         reason = html.escape(self.record.get("reason") or "")
         self.header.value = (
             f"<b>pipeline {html.escape(self.record.get('name') or '')}</b> "

@@ -12,16 +12,26 @@ import json
 import time
 from typing import Any
 
-from kubelab.records import TERMINAL, parse_iso
+from kubelab.records import (
+    FAILED,
+    PENDING,
+    PRUNED,
+    QUEUED,
+    RUNNING,
+    STOPPED,
+    SUCCEEDED,
+    TERMINAL,
+    parse_iso,
+)
 
 COLORS = {
-    "Succeeded": "#1a7f37",
-    "Failed": "#cf222e",
-    "Running": "#0969da",
-    "Stopped": "#6e7781",
-    "Pruned": "#9a6700",
-    "Queued": "#8250df",
-    "Pending": "#6e7781",
+    SUCCEEDED: "#1a7f37",
+    FAILED: "#cf222e",
+    RUNNING: "#0969da",
+    STOPPED: "#6e7781",
+    PRUNED: "#9a6700",
+    QUEUED: "#8250df",
+    PENDING: "#6e7781",
 }
 OPEN_TENSORBOARD = "kubelab:open-tensorboard"  # the labextension's command: a main-area tab
 
@@ -54,7 +64,7 @@ def experiment_text(record: dict[str, Any]) -> str:
     if record.get("exit_code") not in (None, 0):
         status += f" (exit {record['exit_code']})"
     line = f"{record['id']}  {record['name']}  {status}  {elapsed(record)}"
-    if record.get("reason") and record["status"] in ("Failed", "Stopped", "Pruned", "Queued"):
+    if record.get("reason") and record["status"] in (FAILED, STOPPED, PRUNED, QUEUED):
         line += f"  - {record['reason']}"
     metrics = metrics_text(record.get("metrics") or {})
     return line + (f"\n  metrics: {metrics}" if metrics else "")
@@ -204,7 +214,7 @@ def sweep_text(record: dict[str, Any]) -> str:
         f"({objective.get('direction', 'minimize')} {objective.get('metric', 'default')})",
         "  " + best_text(record),
     ]
-    if record.get("reason") and record.get("status") not in ("Running", None):
+    if record.get("reason") and record.get("status") not in (RUNNING, None):
         lines.append(f"  {record['reason']}")
     return "\n".join(lines)
 

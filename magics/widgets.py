@@ -19,7 +19,7 @@ import ipywidgets as w
 
 from kubelab.errors import KubelabError
 from kubelab.magics import views
-from kubelab.records import TERMINAL
+from kubelab.records import PENDING, TERMINAL, RunDirectory
 from kubelab.sweeps.store import RUNNING as SWEEP_RUNNING
 from kubelab.sweeps.store import SWEEP_STATES
 
@@ -249,7 +249,7 @@ class ExperimentWidget(LiveWidget):
         an event file yet; False where this kernel cannot see the run directory."""
         if "run_dir" not in self.record:
             self.record.update(self.service.get(self.id))
-        folder = Path(self.record.get("run_dir") or "/nonexistent") / "tensorboard"
+        folder = RunDirectory(Path(self.record.get("run_dir") or "/nonexistent")).tensorboard_dir
         pattern = "events.out.tfevents*"
         return any(folder.glob(pattern)) or any(folder.glob(f"*/{pattern}"))
 
@@ -311,7 +311,7 @@ class SweepWidget(LiveWidget):
         self.progress.max = max(1, most or len(self.trials) or 1)
         self.progress.value = min(finished, self.progress.max)
         self.progress.description = f"{finished}/{most if most is not None else '?'}"
-        status = self.record.get("status") or "Pending"
+        status = self.record.get("status") or PENDING
         self.header.value = (
             f"<b>sweep {html.escape(self.record.get('name') or '')}</b> "
             f"<code>{self.id}</code> {views.badge(status)}"

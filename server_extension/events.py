@@ -22,6 +22,7 @@ from typing import Any
 from kubelab.experiments import Experiments
 from kubelab.logfiles import read_from
 from kubelab.pipelines.service import PipelineWatcher
+from kubelab.records import RunDirectory
 from kubelab.schedules.scheduler import SchedulerKeeper
 from kubelab.sweeps.watcher import SweepWatcher
 
@@ -157,12 +158,12 @@ class EventHub:
 
     def _metrics_size(self, run_id: str) -> int:
         try:
-            return (self.lab.runs_root / run_id / "metrics.jsonl").stat().st_size
+            return RunDirectory(self.lab.runs_root / run_id).metrics_file.stat().st_size
         except FileNotFoundError:
             return 0
 
     def _new_metrics(self, run_id: str) -> list[dict[str, Any]]:
-        path = self.lab.runs_root / run_id / "metrics.jsonl"
+        path = RunDirectory(self.lab.runs_root / run_id).metrics_file
         text, offset = read_from(path, self.metric_offsets.get(run_id, 0))
         complete = text[: text.rfind("\n") + 1]  # a torn last line waits for the next poll
         self.metric_offsets[run_id] = offset - len(text.encode()) + len(complete.encode())

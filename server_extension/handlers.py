@@ -22,6 +22,7 @@ from tornado import web
 from tornado.iostream import StreamClosedError
 
 from kubelab.errors import FieldError, KubelabError, NotFound, ValidationError
+from kubelab.records import RunDirectory
 from kubelab.server_extension.streams import IDLE
 
 HEARTBEAT = 15.0
@@ -197,7 +198,7 @@ class ExperimentHandler(KubelabHandler):
         record = await asyncio.to_thread(self.lab.get, run_id)  # may ask the cluster
         run_dir = Path(record["run_dir"])
         record["run_dir_relative"] = self.relative_to_root(run_dir)
-        record["outputs"] = await asyncio.to_thread(list_outputs, run_dir / "outputs")
+        record["outputs"] = await asyncio.to_thread(list_outputs, RunDirectory(run_dir).outputs_dir)
         self.reply(record)
 
     def relative_to_root(self, path: Path) -> str | None:
@@ -247,7 +248,7 @@ class OutputHandler(KubelabHandler):
         self.finish(data)
 
     def _read_output(self, run_id: str, path: str) -> bytes:
-        folder = (Path(self.lab.get(run_id)["run_dir"]) / "outputs").resolve()
+        folder = RunDirectory(Path(self.lab.get(run_id)["run_dir"])).outputs_dir.resolve()
         target = (folder / path).resolve()
         if folder not in target.parents or not target.is_file():
             detail = f"no output '{path}' in experiment '{run_id}'"

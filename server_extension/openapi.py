@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from kubelab import __version__
+from kubelab import __version__, spec_schema
 from kubelab.run_record import json_schema
 
 METHODS = ("get", "post", "put", "patch", "delete")
@@ -32,28 +32,7 @@ ERROR = {
 
 RECORD = json_schema()  # from kubelab.run_record.RunRecord, the one definition
 
-SPEC = {
-    "type": "object",
-    "description": "An experiment spec; see docs/spec.md. Unknown fields are refused.",
-    "properties": {
-        "name": {"type": "string"},
-        "command": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
-        "params": {"type": "object"},
-        "inputs": {"type": "array", "items": {"type": "object"}},
-        "resources": {
-            "type": "object",
-            "properties": {
-                "cpu": {"type": ["string", "number"]},
-                "memory": {"type": ["string", "number"]},
-                "gpus": {"type": "integer", "minimum": 0},
-                "gpu_type": {"type": "string"},
-                "shm": {"type": "string"},
-            },
-        },
-        "replicas": {"type": "integer", "minimum": 1},
-        "framework": {"enum": ["none", "pytorch", "tensorflow", "paddle"]},
-    },
-}
+SPEC = spec_schema.json_schema()  # from kubelab.spec.ExperimentSpec, the one definition
 
 PARAMETERS = {
     "query": {"in": "query", "name": "query", "schema": {"type": "string"}, "description": "PQL filter"},

@@ -23,6 +23,7 @@ FAST_MODULES = frozenset(
         "core/test_index.py",
         "core/test_run_record.py",
         "core/test_options.py",
+        "core/test_vocabulary.py",
         "kube/test_kube_builders.py",
         "test_module_size.py",
         "test_import_cycles.py",

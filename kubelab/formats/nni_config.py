@@ -16,6 +16,7 @@ from typing import Any
 
 from kubelab.errors import FieldError, ValidationError, did_you_mean
 from kubelab.formats.nni_v1 import is_nni_v1, v1_to_v2
+from kubelab.gpu_share import parse_gpu_indices
 from kubelab.sweeps.config_files import read_document
 
 FIELDS = (
@@ -70,6 +71,8 @@ class _Converter:
         self.errors: list[FieldError] = []
         self.directions: dict[str, str] = {}
         self.budget: int | float | None = None  # Hyperband/BOHB's TRIAL_BUDGET
+        self.trials_per_gpu = 1  # the local training service's maxTrialNumberPerGpu
+        self.gpu_indices: list[int] | None = None  # and its gpuIndices
 
     def fail(self, path: str, reason: str) -> None:
         self.errors.append(FieldError(path, reason))
@@ -107,6 +110,16 @@ class _Converter:
         if config.get("maxTrialNumber") is None and config.get("maxExperimentDuration") is None:
             sweep["until_stopped"] = True  # NNI runs such an experiment until it is stopped
         sweep["trial"] = self.trial(config)
+        if self.trials_per_gpu > 1 and config.get("trialGpuNumber"):
+            # NNI places up to maxTrialNumberPerGpu trials on each GPU; trials without GPUs
+            # (trialGpuNumber 0) are not placed on GPUs at all, so the setting changes nothing.
+            if config["trialGpuNumber"] != 1:
+                self.fail(
+                    "trainingService.maxTrialNumberPerGpu",
+                    "shares one GPU among trials, so trialGpuNumber must be 1, "
+                    f"not {config['trialGpuNumber']!r}",
+                )
+            sweep["trials_per_gpu"] = self.trials_per_gpu
         if self.budget is not None:
             sweep["trial"].setdefault("env", {})["KUBELAB_NNI_TRIAL_BUDGET"] = str(self.budget)
         if self.errors:
@@ -148,19 +161,22 @@ class _Converter:
             if key == "reusemode":
                 self.fail(path, "trials always run in fresh processes here; remove reuseMode")
             elif key == "useactivegpu":
-                # kubelab's machine-wide ledger gives each GPU to one run at a time, whoever asks;
-                # a desktop's display does not make a GPU busy. Both values run as NNI's do.
+                # kubelab's machine-wide ledger hands GPUs to kubelab's runs; a GPU another
+                # program uses is not seen as busy, which is NNI's `useActiveGpu: true`. Both
+                # values run (docs/gpus.md says what false cannot promise).
                 if not isinstance(value, bool):
                     self.fail(path, f"must be true or false, not {value!r}")
             elif key == "maxtrialnumberpergpu":
-                if value != 1:
-                    self.fail(path, f"kubelab gives each trial whole GPUs (1 trial per GPU), not {value!r}")
+                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                    self.fail(path, f"must be a whole number of trials of at least 1, not {value!r}")
+                else:
+                    self.trials_per_gpu = value
             elif key == "gpuindices":
-                self.fail(
-                    path,
-                    "kubelab's allocator picks free GPUs on this machine; trials cannot be "
-                    "limited to given indices; remove gpuIndices",
-                )
+                indices, problem = parse_gpu_indices(value)
+                if problem:
+                    self.fail(path, problem)
+                else:
+                    self.gpu_indices = indices
             else:
                 known = ("platform", "useActiveGpu", "maxTrialNumberPerGpu", "gpuIndices", "reuseMode")
                 self.fail(path, "unknown local training service setting" + did_you_mean(str(raw), known))
@@ -278,6 +294,8 @@ class _Converter:
         gpus = config.get("trialGpuNumber")
         if gpus:
             trial["resources"] = {"gpus": gpus}
+            if self.gpu_indices is not None:
+                trial["resources"]["gpu_indices"] = self.gpu_indices
         if config.get("maxTrialDuration") is not None:
             trial["timeout"] = config["maxTrialDuration"]
         return trial

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubelab.errors import FieldError, ValidationError, did_you_mean
+from kubelab.spec import FRAMEWORKS as SPEC_FRAMEWORKS
 
 TOP = (
     "version",
@@ -38,7 +39,7 @@ ENVIRONMENT = (
     "max_restarts",
     "env_vars",
 )
-FRAMEWORKS = {"pytorch": "pytorch", "tensorflow": "tensorflow", "paddle": "paddle"}
+FRAMEWORKS = {name: name for name in SPEC_FRAMEWORKS if name != "none"}  # Polyaxon v0 names them alike
 REFUSED_FRAMEWORKS = {
     "horovod": "Horovod needs an MPI launcher, which kubelab does not provide; use framework pytorch "
     "(torchrun-style ranks) or tensorflow",

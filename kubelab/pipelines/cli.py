@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from kubelab.cli_output import emit
 from kubelab.command_group import CommandGroup
 from kubelab.options import param
+from kubelab.records import RUNNING, SUCCEEDED
 
 if TYPE_CHECKING:
     from kubelab.pipelines.service import Pipelines
@@ -129,7 +130,7 @@ def follow(pipelines: Any, pipeline_id: str, output: str | None) -> int:
                         f"step {step['name']}: {step['state']} {step['kind']} {step['id'] or ''}{why}",
                         file=sys.stderr,
                     )
-        if record["status"] != "Running":
+        if record["status"] != RUNNING:
             break
         pipelines.ensure_driver(pipeline)
         time.sleep(0.1)
@@ -138,7 +139,7 @@ def follow(pipelines: Any, pipeline_id: str, output: str | None) -> int:
         emit(record, "json")
     else:
         print(f"pipeline {pipeline_id} {record['status']}: {record['reason']}", file=sys.stderr)
-    return 0 if record["status"] == "Succeeded" else 1
+    return 0 if record["status"] == SUCCEEDED else 1
 
 
 def cmd_ls(args: argparse.Namespace) -> int:

@@ -48,7 +48,7 @@ from kubelab.pipelines.store import (
     PipelineStore,
     StepEntry,
 )
-from kubelab.records import utcnow
+from kubelab.records import PRUNED, RunDirectory, utcnow
 
 POLL = 0.05  # seconds between looks at the running steps
 RECONCILE_EVERY = 1.0  # seconds between asking the backend (or the sweeps) about a quiet step
@@ -133,7 +133,7 @@ class Driver:
         if entry.kind == "experiment":
             for path in sorted(self.lab.runs_root.iterdir(), reverse=True):
                 try:
-                    status = json.loads((path / "status.json").read_text())
+                    status = json.loads(RunDirectory(path).status_file.read_text())
                 except (OSError, ValueError):
                     continue
                 if (
@@ -251,11 +251,11 @@ class Driver:
                 state, reason = sweep_state.status, sweep_state.reason
         except (OSError, ValueError):
             return STEP_FAILED, f"its {kind} {step_id} was deleted"
-        if state == "Succeeded":
+        if state == SUCCEEDED:
             return DONE, reason
-        if state in ("Failed", "Pruned"):
+        if state in (FAILED, PRUNED):
             return STEP_FAILED, f"{kind} {step_id} {state.lower()}: {reason}"
-        if state == "Stopped":
+        if state == STOPPED:
             return STEP_STOPPED, f"{kind} {step_id} stopped: {reason}"
         return None, ""
 

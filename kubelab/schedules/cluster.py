@@ -15,6 +15,7 @@ from kubelab.backends.base import ClusterAccess
 from kubelab.backends.kubernetes import cronjob
 from kubelab.backends.kubernetes.api import KubeApi
 from kubelab.errors import FieldError, KubelabError, ValidationError
+from kubelab.records import FAILED, PENDING, RUNNING, SUCCEEDED
 from kubelab.schedules.spec import Schedule
 
 Obj = dict[str, Any]
@@ -144,8 +145,8 @@ class ClusterSchedules:
 def _job_state(status: Any) -> str:
     for condition in status.conditions or []:
         if condition.status == "True" and condition.type in ("Complete", "Failed"):
-            return "Succeeded" if condition.type == "Complete" else "Failed"
-    return "Running" if status.active else "Pending"
+            return SUCCEEDED if condition.type == "Complete" else FAILED
+    return RUNNING if status.active else PENDING
 
 
 def _reason(exc: Any) -> str:

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kubelab.driver_store import flock, write_json
+from kubelab.driver_store import RUNNING, flock, write_json
 from kubelab.errors import Conflict, FieldError, NotFound, ValidationError
 from kubelab.experiments import RUN_ID, Experiments
 from kubelab.records import iso, new_id, utcnow
@@ -319,11 +319,11 @@ class Schedules:
             if kind == "pipeline":
                 from kubelab.pipelines.service import Pipelines
 
-                return Pipelines(self.lab).pipeline(started_id).read_state().status == "Running"
+                return Pipelines(self.lab).pipeline(started_id).read_state().status == RUNNING
             if kind == "sweep":
                 from kubelab.sweeps.service import Sweeps
 
-                return Sweeps(self.lab).sweep(started_id).read_state().status == "Running"
+                return Sweeps(self.lab).sweep(started_id).read_state().status == RUNNING
             return not self.lab.run(started_id).status().terminal
         except (NotFound, OSError, ValueError):
             return False

@@ -22,6 +22,7 @@ from typing import Any
 
 from kubelab.cli_output import emit
 from kubelab.command_group import CommandGroup
+from kubelab.records import RUNNING, SUCCEEDED
 
 
 def register(subparsers: Any) -> None:
@@ -114,7 +115,7 @@ def follow(sweeps: Any, sweep_id: str, output: str | None) -> int:
                     value = "" if entry.value is None else f" {entry.value:.6g}"
                     why = f" ({entry.reason})" if entry.reason else ""
                     print(f"trial {entry.number}: {entry.state}{value}{why} {entry.params}", file=sys.stderr)
-        if state.status != "Running":
+        if state.status != RUNNING:
             break
         sweeps.ensure_driver(sweep)
         time.sleep(0.1)
@@ -124,7 +125,7 @@ def follow(sweeps: Any, sweep_id: str, output: str | None) -> int:
     else:
         print(f"sweep {sweep_id} {record['status']}: {record['reason']}", file=sys.stderr)
         describe_best(record)
-    return 0 if record["status"] == "Succeeded" else 1
+    return 0 if record["status"] == SUCCEEDED else 1
 
 
 def describe_best(record: dict[str, Any]) -> None:

@@ -220,7 +220,7 @@ class Driver:
         found: dict[int, str] = {}
         for path in self.lab.runs_root.iterdir():
             try:
-                status = json.loads((path / "status.json").read_text())
+                status = json.loads(RunDirectory(path).status_file.read_text())
             except (OSError, ValueError):
                 continue
             if status.get("sweep") == self.sweep.id and status.get("trial") is not None:

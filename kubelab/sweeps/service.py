@@ -17,7 +17,7 @@ from typing import Any
 from kubelab.driver_store import write_json
 from kubelab.errors import Conflict, FieldError, NotFound, ValidationError, did_you_mean
 from kubelab.experiments import RUN_ID, Experiments
-from kubelab.records import new_id
+from kubelab.records import FAILED, PENDING, new_id
 from kubelab.sweeps import driver
 from kubelab.sweeps.store import (
     BUDGET_FIELDS,
@@ -177,7 +177,7 @@ class Sweeps:
             # A trial that never got a run (its submit was refused) still has a row.
             missing = {
                 "id": entry.run_id,
-                "status": "Failed" if entry.final else "Pending",
+                "status": FAILED if entry.final else PENDING,
                 "params": entry.params,
                 "metrics": {},
             }

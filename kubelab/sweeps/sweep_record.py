@@ -31,7 +31,7 @@ def configurations(sweep: SweepDirectory) -> int | None:
     spec = SweepSpec.parse(spec_of(sweep))
     if spec.batch is not None:
         return len(spec.batch)
-    return spec.space.grid_size() if spec.tuner.name in ("grid", "bruteforce") else None
+    return spec.space.grid_size() if spec.tuner.kind.walks == "grid" else None
 
 
 def spec_of(sweep: SweepDirectory) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kubelab.errors import FieldError, ValidationError, did_you_mean
+from kubelab.gpu_share import MAX_SHARES, shares_of
 from kubelab.quantity import parse_duration
 from kubelab.spec import ExperimentSpec
 from kubelab.sweeps.pruners import PrunerChoice, check_pruner
@@ -43,6 +44,8 @@ class SweepSpec:
     objective: Objective = field(default_factory=Objective)
     max_trials: int | None = None
     concurrency: int = 1
+    trials_per_gpu: int = 1
+    """Trials that share one GPU (each gets 1/n of it; NNI's maxTrialNumberPerGpu)."""
     max_failed_trials: int | None = None
     max_duration: float | None = None
     parameter_style: str = "all"
@@ -68,6 +71,7 @@ class SweepSpec:
             "objective": {"metric": self.objective.metric, "direction": self.objective.direction},
             "max_trials": self.max_trials,
             "concurrency": self.concurrency,
+            "trials_per_gpu": self.trials_per_gpu,
             "max_failed_trials": self.max_failed_trials,
             "max_duration": self.max_duration,
             "parameter_style": self.parameter_style,
@@ -142,11 +146,12 @@ class _Parser:
         spec.objective = self.objective(data.get("objective"))
         spec.max_trials = self.count(data, "max_trials", minimum=1)
         spec.concurrency = self.count(data, "concurrency", minimum=1) or 1
+        spec.trials_per_gpu = self.count(data, "trials_per_gpu", minimum=1) or 1
         spec.max_failed_trials = self.count(data, "max_failed_trials", minimum=0)
         spec.max_duration = self.duration(data.get("max_duration"))
         spec.parameter_style = self.style(data.get("parameter_style"))
         spec.space, spec.space_file = self.space(data, tuner)
-        if tuner.name == "batch":
+        if tuner.kind.walks == "batch":
             spec.batch, problems = check_batch(data.get("batch"))
             self.errors += problems
         elif data.get("batch") is not None:
@@ -163,7 +168,7 @@ class _Parser:
                 f"set max_trials or max_duration: {tuner.name} never runs out of suggestions "
                 "(or until_stopped: true to run until `kubelab sweep stop`)",
             )
-        spec.trial = self.trial(data.get("trial"), spec)
+        spec.trial = self.shared_gpu(self.trial(data.get("trial"), spec), spec.trials_per_gpu)
         if self.errors:
             raise ValidationError("invalid sweep spec", self.errors)
         return spec
@@ -260,7 +265,7 @@ class _Parser:
 
     def space(self, data: dict[str, Any], tuner: TunerChoice) -> tuple[SearchSpace, str | None]:
         inline, source = data.get("space"), data.get("space_file")
-        if tuner.name == "batch":
+        if tuner.kind.walks == "batch":
             for key in ("space", "space_file"):
                 if data.get(key) is not None:
                     self.fail(key, "the batch tuner runs the configurations listed in batch; leave it out")
@@ -311,6 +316,26 @@ class _Parser:
                 else:
                     self.fail(f"trial.{problem.path}" if problem.path else "trial", problem.reason)
         return copy.deepcopy(value)
+
+    def shared_gpu(self, trial: dict[str, Any], shares: int) -> dict[str, Any]:
+        """With `trials_per_gpu: n` each trial asks for 1/n of a GPU (whole GPUs cannot be split)."""
+        if shares == 1:
+            return trial
+        if shares > MAX_SHARES:
+            self.fail("trials_per_gpu", f"must be at most {MAX_SHARES}, not {shares}")
+            return trial
+        resources = trial.get("resources")
+        resources = dict(resources) if isinstance(resources, dict) else {}
+        gpus = resources.get("gpus")
+        if gpus not in (None, 0, 1) and not (isinstance(gpus, float) and shares_of(gpus) == shares):
+            self.fail(
+                "trials_per_gpu",
+                f"shares one GPU among {shares} trials, so trial.resources.gpus must be 1 (or unset), "
+                f"not {gpus!r}",
+            )
+            return trial
+        resources["gpus"] = 1 / shares
+        return {**trial, "resources": resources}
 
 
 def problems_at(errors: list[FieldError], roots: tuple[str, ...]) -> bool:

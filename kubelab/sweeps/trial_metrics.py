@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from kubelab import records
 from kubelab.errors import did_you_mean
 from kubelab.records import RunDirectory
 from kubelab.sweeps.store import COMPLETE, PRUNED, TRIAL_FAILED, TRIAL_STOPPED, TrialEntry
@@ -62,16 +63,16 @@ def new_points(follow: Follow) -> list[dict[str, Any]]:
 def trial_result(follow: Follow, status: Any, metric: str) -> tuple[str, float | None, str]:
     """(trial state, objective value, reason) for a trial whose run ended with `status`."""
     entry, n = follow.entry, follow.entry.number
-    if status.state == "Succeeded":
+    if status.state == records.SUCCEEDED:
         value = follow.last_value
         if value is None:
             return TRIAL_FAILED, None, unreported(follow, metric)
         if not math.isfinite(value):
             return TRIAL_FAILED, None, f"trial {n} reported a non-finite '{metric}' ({value})"
         return COMPLETE, float(value), ""
-    if status.state == "Pruned":
+    if status.state == records.PRUNED:
         return PRUNED, None, entry.reason or f"trial {n} was pruned"
-    if status.state == "Stopped":
+    if status.state == records.STOPPED:
         return TRIAL_STOPPED, None, f"trial {n} was stopped: {status.reason}"
     return TRIAL_FAILED, None, f"trial {n} failed: {status.reason}"
 

@@ -6,7 +6,8 @@ same study name continues where the old one stopped: running trials are still kn
 (`running()`), an `ask()` interrupted half-way is finished on reopen, and the next
 suggestion is new. One driver should own a study at a time.
 
-Samplers are Optuna's (see `build_sampler`); only `anneal` is kubelab's own.
+Samplers are Optuna's (each tuner's entry in `tuner_catalog.TUNER_KINDS` builds its own);
+only `anneal` is kubelab's own.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ class Tuner:
         existing = len(self.study.get_trials(deepcopy=False))
         self.study.sampler = build_sampler(self.choice, seed, existing)
         self._handles: dict[int, optuna.trial.Trial] = {}
-        grid = self.choice.name in ("grid", "bruteforce")
+        grid = self.choice.kind.walks == "grid"
         # NNI's grid divides continuous ranges ever finer: its configurations are enqueued.
         self._progressive = ProgressiveGrid(space) if grid and needs_progressive(space) else None
         if self._progressive is not None:
@@ -169,7 +170,7 @@ class Tuner:
         """True when a grid or batch tuner has nothing left to hand out (others never run out)."""
         if self._batch is not None:
             return len(self._trials()) >= len(self._batch) and not self._trials(TrialState.WAITING)
-        if self.choice.name not in ("grid", "bruteforce"):
+        if self.choice.kind.walks != "grid":
             return False
         if self._progressive is not None:
             waiting = self._trials(TrialState.WAITING)
@@ -294,49 +295,9 @@ class Tuner:
 
 
 def build_sampler(choice: TunerChoice, seed: int, existing_trials: int = 0) -> optuna.samplers.BaseSampler:
-    """The Optuna sampler for a tuner.
-
-    A reopened study has the sampler reseeded with `seed + existing_trials`, so a resumed
-    sweep does not replay the random numbers of its first trials; QMC keeps its seed, since
-    its sequence position is stored in the study.
-    """
-    kwargs = {k: v for k, v in choice.kwargs.items() if k != "seed"}
-    if choice.name != "qmc":
-        seed = (seed + existing_trials) % 2**32
-    samplers = optuna.samplers
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        if choice.name == "tpe":
-            return samplers.TPESampler(seed=seed, **kwargs)
-        if choice.name in ("grid", "bruteforce"):
-            # BruteForceSampler walks conditional (nested) spaces as a tree; GridSampler would
-            # enumerate inactive parameters too and run the same configuration several times.
-            return _ExhaustiveSampler(seed=seed)
-        if choice.name == "evolution":
-            return samplers.NSGAIISampler(seed=seed, **kwargs)
-        if choice.name == "cmaes":
-            return samplers.CmaEsSampler(seed=seed, **kwargs)
-        if choice.name == "gp":
-            return samplers.GPSampler(seed=seed, **kwargs)
-        if choice.name == "qmc":
-            return samplers.QMCSampler(seed=seed, **kwargs)
-        if choice.name == "anneal":
-            from kubelab.sweeps.anneal import AnnealSampler
-
-            return AnnealSampler(seed=seed, **kwargs)
-        # random, and batch (whose trials are all enqueued with every value fixed)
-        return samplers.RandomSampler(seed=seed)
-
-
-class _ExhaustiveSampler(optuna.samplers.BruteForceSampler):
-    """BruteForceSampler without its end-of-search `study.stop()`.
-
-    That call is only legal inside `study.optimize`; an ask-and-tell driver gets a
-    RuntimeError at the last `tell` instead. `Tuner.exhausted()` counts configurations itself.
-    """
-
-    def after_trial(self, study: Any, trial: Any, state: TrialState, values: Any) -> None:
-        return None
+    """The Optuna sampler for a tuner: its registry entry builds it (`TunerKind.sampler`)."""
+    sampler: optuna.samplers.BaseSampler = choice.kind.sampler(seed, choice.kwargs, existing_trials)
+    return sampler
 
 
 def _validate(
@@ -353,7 +314,7 @@ def _validate(
     configs = None
     if not errors:
         errors += choice.check(space)
-        if choice.name == "batch":
+        if choice.kind.walks == "batch":
             if len(space):
                 errors.append(
                     FieldError("space", "the batch tuner runs the listed configurations; leave space out")

@@ -31,6 +31,7 @@ from typing import Any
 
 from kubelab.errors import FieldError, NotFound, TooMany, ValidationError
 from kubelab.options import TENSORBOARD_SOURCES, tensorboard_source
+from kubelab.records import RunDirectory
 from kubelab.tensorboard.session import (
     FAILED,
     RUNNING,
@@ -138,7 +139,7 @@ class TensorBoardSupervisor:
     def _logdirs(self, records: list[dict[str, Any]]) -> dict[str, str]:
         logdirs: dict[str, str] = {}
         for record in records:
-            path = str(self.lab.runs_root / record["id"] / "tensorboard")
+            path = str(RunDirectory(self.lab.runs_root / record["id"]).tensorboard_dir)
             if "," in path:
                 raise ValidationError(
                     "cannot start TensorBoard",

@@ -17,6 +17,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from kubelab.records import RunDirectory
+
 SUBDIR = "kubelab"  # the run's tensorboard/<SUBDIR>: a run of its own within the logdir
 INTERVAL = 1.0  # seconds between looks at metrics.jsonl while the trial runs
 
@@ -59,7 +61,7 @@ class ScalarMirror:
     """Follows one run's `metrics.jsonl` and appends its new complete lines as scalars."""
 
     def __init__(self, run_dir: Path, tensorboard_dir: Path):
-        self.source = run_dir / "metrics.jsonl"
+        self.source = RunDirectory(run_dir).metrics_file
         self.target = tensorboard_dir / SUBDIR
         self.offset = 0
         self.last_step = 0
@@ -90,6 +92,11 @@ class ScalarMirror:
             except ValueError:
                 continue
             if not isinstance(entry, dict):
+                continue
+            if isinstance(entry.get("resume"), int):
+                # A preempted run resumes after its checkpoint; its next steps are lower than
+                # the last written, and TensorBoard purges the orphaned points on reading them.
+                self.last_step = max(entry["resume"], 0)
                 continue
             for tag, value, step, wall in scalars(entry, self.last_step):
                 if not self._open():

@@ -8,13 +8,33 @@ import { TranslationBundle } from '@jupyterlab/translation';
 import React from 'react';
 
 import { IResources, KubelabApi } from './api';
-import { buildSpec, fieldForPath, FRAMEWORKS, IRunForm } from './form';
+import {
+  buildSpec,
+  fieldForPath,
+  FormField,
+  FRAMEWORKS,
+  IRunForm,
+  RUN_FORM_FIELDS
+} from './form';
 import { showForm } from './formbody';
 import { IFormFieldsProps, useFormFields } from './formfields';
 import { IExperimentRecord } from './model';
 import { FormRefused, submitForm } from './submitform';
 
 const PARAMS_EXAMPLE = 'lr=0.01\nbatch_size=64';
+
+/** The fields this dialog lays out itself; any other declared field follows them. */
+const LAID_OUT: ReadonlySet<FormField> = new Set([
+  'name',
+  'gpus',
+  'gpuType',
+  'cpu',
+  'memory',
+  'image',
+  'replicas',
+  'framework',
+  'params'
+]);
 
 function RunFormView(
   props: IFormFieldsProps<IRunForm> & {
@@ -123,6 +143,34 @@ function RunFormView(
           </select>
         )}
       </div>
+      {RUN_FORM_FIELDS.filter(declared => !LAID_OUT.has(declared.key)).map(
+        declared => (
+          <React.Fragment key={declared.key}>
+            {field(
+              declared.key,
+              declared.label, // declared in Python (kubelab/options.py), untranslated
+              declared.kind === 'choice' ? (
+                <select
+                  id={`kubelab-run-${declared.key}`}
+                  name={declared.key}
+                  className="jp-mod-styled"
+                  value={form[declared.key]}
+                  onChange={update(declared.key)}
+                >
+                  {declared.choices.map(name => (
+                    <option key={name} value={name}>
+                      {name}
+                    </option>
+                  ))}
+                </select>
+              ) : (
+                text(declared.key, declared.placeholder)
+              ),
+              declared.help
+            )}
+          </React.Fragment>
+        )
+      )}
       {field(
         'params',
         trans.__('Parameters'),

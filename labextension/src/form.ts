@@ -6,24 +6,17 @@
  * Kubernetes quantity …`) are the ones users see.
  */
 import type { IFieldError } from './api';
+import { RUN_FORM_FIELDS } from './vocabulary';
 import { formatNumber } from './model';
 import type { Refusal } from './submitform';
 
-export const FRAMEWORKS = ['none', 'pytorch', 'tensorflow', 'paddle'] as const;
+export { FRAMEWORKS, RUN_FORM_FIELDS } from './vocabulary';
 
-export interface IRunForm {
-  name: string;
-  gpus: string;
-  gpuType: string;
-  cpu: string;
-  memory: string;
-  image: string;
-  replicas: string;
-  framework: string;
-  params: string;
-}
+/** A form field's key (`gpuType`); the fields are declared in kubelab/options.py. */
+export type FormField = (typeof RUN_FORM_FIELDS)[number]['key'];
 
-export type FormField = keyof IRunForm;
+/** The dialog's values as typed, one string per declared field. */
+export type IRunForm = Record<FormField, string>;
 
 /** Defaults from the settings (`defaultResources`, `defaultImage`). */
 export interface IRunDefaults {
@@ -74,17 +67,31 @@ export function commandFor(
 
 /** A fresh form for a file, with the user's defaults. */
 export function defaultForm(name: string, defaults: IRunDefaults): IRunForm {
-  return {
-    name: toDnsName(name),
-    gpus: String(defaults.gpus ?? 0),
-    gpuType: defaults.gpuType ?? '',
-    cpu: defaults.cpu ?? '',
-    memory: defaults.memory ?? '',
-    image: defaults.image ?? '',
-    replicas: '1',
-    framework: 'none',
-    params: ''
-  };
+  const form = emptyForm(field => field.default);
+  form.name = toDnsName(name);
+  for (const [key, value] of Object.entries(defaults)) {
+    if (key in form && value !== null && value !== undefined) {
+      form[key as FormField] = String(value);
+    }
+  }
+  return form;
+}
+
+type RunFormField = (typeof RUN_FORM_FIELDS)[number];
+
+function emptyForm(value: (field: RunFormField) => string): IRunForm {
+  return Object.fromEntries(
+    RUN_FORM_FIELDS.map(field => [field.key, value(field)])
+  ) as IRunForm;
+}
+
+/** The value at a dotted spec path (`resources.gpus`), or undefined. */
+function atPath(spec: Record<string, unknown>, path: string): unknown {
+  let value: unknown = spec;
+  for (const name of path.split('.')) {
+    value = (value as Record<string, unknown> | null | undefined)?.[name];
+  }
+  return value;
 }
 
 /** Experiment names become Kubernetes labels: lower case, digits and dashes. */
@@ -98,20 +105,15 @@ export function toDnsName(text: string): string {
 
 /** The form for re-running `spec` with changes. */
 export function formFromSpec(spec: Record<string, unknown>): IRunForm {
-  const resources = (spec.resources ?? {}) as Record<string, unknown>;
-  const text = (value: unknown) =>
-    value === null || value === undefined ? '' : String(value);
-  return {
-    name: text(spec.name),
-    gpus: text(resources.gpus ?? 0),
-    gpuType: text(resources.gpu_type),
-    cpu: text(resources.cpu),
-    memory: text(resources.memory),
-    image: text(spec.image),
-    replicas: text(spec.replicas ?? 1),
-    framework: text(spec.framework ?? 'none'),
-    params: formatParamsText((spec.params ?? {}) as Record<string, unknown>)
-  };
+  return emptyForm(field => {
+    const value = atPath(spec, field.path);
+    if (field.kind === 'params') {
+      return formatParamsText((value ?? {}) as Record<string, unknown>);
+    }
+    return value === null || value === undefined
+      ? field.default
+      : String(value);
+  });
 }
 
 /** `name=value` lines: the way parameters are shown and typed in the dialog. */
@@ -233,16 +235,25 @@ export function buildSpec(
       target[key] = value;
     }
   };
-  set(spec, 'name', form.name.trim());
-  set(resources, 'gpus', form.gpus.trim() === '' ? 0 : numberOrText(form.gpus));
-  set(resources, 'gpu_type', form.gpuType.trim());
-  set(resources, 'cpu', quantity(form.cpu));
-  set(resources, 'memory', quantity(form.memory));
+  for (const field of RUN_FORM_FIELDS) {
+    const typed = form[field.key].trim() || field.default;
+    const [outer, inner] = field.path.split('.');
+    const target = inner === undefined ? spec : resources;
+    if (inner !== undefined && outer !== 'resources') {
+      throw new Error(`the form cannot set ${field.path}`);
+    }
+    const key = inner ?? outer;
+    if (field.kind === 'params') {
+      target[key] = parsed.params;
+    } else if (field.kind === 'integer') {
+      set(target, key, numberOrText(typed));
+    } else if (field.kind === 'quantity') {
+      set(target, key, quantity(typed));
+    } else {
+      set(target, key, typed);
+    }
+  }
   spec.resources = resources;
-  set(spec, 'image', form.image.trim());
-  set(spec, 'replicas', numberOrText(form.replicas || '1'));
-  set(spec, 'framework', form.framework || 'none');
-  spec.params = parsed.params;
   if (spec.code) {
     delete spec.workdir; // derived from the code snapshot; a new run takes its own
   }
@@ -251,21 +262,10 @@ export function buildSpec(
 
 /** Which input a server error belongs next to (`general` when none fits). */
 export function fieldForPath(path: string): FormField | 'general' {
-  const map: Record<string, FormField> = {
-    name: 'name',
-    'resources.gpus': 'gpus',
-    'resources.gpu_type': 'gpuType',
-    'resources.cpu': 'cpu',
-    'resources.memory': 'memory',
-    image: 'image',
-    replicas: 'replicas',
-    framework: 'framework'
-  };
-  if (path in map) {
-    return map[path];
-  }
-  if (path === 'params' || path.startsWith('params.')) {
-    return 'params';
+  for (const field of RUN_FORM_FIELDS) {
+    if (path === field.path || path.startsWith(`${field.path}.`)) {
+      return field.key;
+    }
   }
   return 'general';
 }

@@ -65,6 +65,7 @@ import { defaultSweepForm } from './sweepform';
 import { SweepView } from './sweepview';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- opened from the sidebar
 import { tensorBoardTab } from './tensorboardtab';
+import { RUN_FILES } from './vocabulary';
 
 export const OPEN_SIDEBAR_COMMAND = CommandIDs.openSidebar;
 const PLUGIN_ID = 'kubelab:plugin';
@@ -689,7 +690,7 @@ async function openOutput(
 ): Promise<void> {
   if (detail.run_dir_relative !== null) {
     await app.commands.execute('docmanager:open', {
-      path: `${detail.run_dir_relative}/outputs/${file.path}`
+      path: `${detail.run_dir_relative}/${RUN_FILES.outputs}/${file.path}`
     });
     return;
   }

@@ -6,26 +6,15 @@
  * jest test it directly and keeps the view a thin renderer of `IExperimentTable`.
  */
 
-/** The lifecycle states a backend reports (see `kubelab/records.py`). */
-export const STATES = [
-  'Pending',
-  'Queued',
-  'Running',
-  'Succeeded',
-  'Failed',
-  'Stopped',
-  'Pruned'
-] as const;
+import { STATES, TERMINAL_STATES as TERMINAL } from './vocabulary';
+
+/** The lifecycle states a backend reports (declared in `kubelab/records.py`). */
+export { STATES };
 
 export type ExperimentState = (typeof STATES)[number];
 
 /** States after which a run never changes again. */
-export const TERMINAL_STATES: ReadonlySet<ExperimentState> = new Set([
-  'Succeeded',
-  'Failed',
-  'Stopped',
-  'Pruned'
-]);
+export const TERMINAL_STATES: ReadonlySet<ExperimentState> = new Set(TERMINAL);
 
 /** One experiment as the server sends it (`GET kubelab/api/experiments`, `event: experiment`). */
 export interface IExperimentRecord {

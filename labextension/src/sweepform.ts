@@ -5,18 +5,7 @@
  */
 import type { Refusal } from './submitform';
 
-export const TUNERS = [
-  'tpe',
-  'random',
-  'grid',
-  'evolution',
-  'cmaes',
-  'gp',
-  'qmc',
-  'anneal'
-] as const;
-
-export const EARLY_STOPPING = ['none', 'median', 'hyperband', 'asha'] as const;
+export { EARLY_STOPPING, TUNERS } from './vocabulary';
 
 export interface ISweepForm {
   name: string;

@@ -88,8 +88,9 @@ def test_v1_remote_platforms_and_custom_tuners_are_refused_by_name():
 @pytest.mark.parametrize(
     ("settings", "path", "reason"),
     [
-        ({"maxTrialNumberPerGpu": 2}, "trainingService.maxTrialNumberPerGpu", "whole GPUs (1 trial per GPU)"),
-        ({"gpuIndices": [0, 1]}, "trainingService.gpuIndices", "cannot be limited to given indices"),
+        ({"maxTrialNumberPerGpu": 0}, "trainingService.maxTrialNumberPerGpu", "at least 1"),
+        ({"gpuIndices": "0,x"}, "trainingService.gpuIndices", "must list GPU indices (0, 1, ...), not 'x'"),
+        ({"gpuIndices": [-1]}, "trainingService.gpuIndices", "must list GPU indices"),
         ({"reuseMode": True}, "trainingService.reuseMode", "fresh processes"),
         ({"useActiveGpu": "no"}, "trainingService.useActiveGpu", "must be true or false"),
         ({"useActivGpu": True}, "trainingService.useActivGpu", "did you mean 'useActiveGpu'"),
@@ -107,10 +108,34 @@ def test_local_training_service_settings_are_refused_by_name(settings, path, rea
     assert any(f.path == path and reason in f.reason for f in refused.value.fields), refused.value.message()
 
 
+def test_trials_per_gpu_shares_a_gpu_and_gpu_indices_pick_the_gpus():
+    config = {
+        "searchSpace": {"x": {"_type": "uniform", "_value": [0, 1]}},
+        "trialCommand": "true",
+        "trialGpuNumber": 1,
+        "maxTrialNumber": 4,
+        "tuner": {"name": "TPE"},
+        "trainingService": {"platform": "local", "maxTrialNumberPerGpu": 2, "gpuIndices": "1,2"},
+    }
+    spec = SweepSpec.parse(nni_to_sweep(config))
+    assert spec.trials_per_gpu == 2
+    trial = spec.trial_spec({"x": 0.5})
+    assert trial.resources.gpus == 0.5 and trial.resources.gpu_indices == [1, 2]
+    assert SweepSpec.parse(spec.to_dict()).trial_spec({"x": 0.5}).resources.gpus == 0.5  # round trip
+    with pytest.raises(ValidationError) as refused:
+        nni_to_sweep({**config, "trialGpuNumber": 2})
+    [problem] = refused.value.fields
+    assert (
+        problem.path == "trainingService.maxTrialNumberPerGpu"
+        and "trialGpuNumber must be 1" in problem.reason
+    )
+
+
 def test_local_training_service_settings_kubelab_honours_are_accepted():
     for settings in (
         {"useActiveGpu": True},
         {"useActiveGpu": False, "maxTrialNumberPerGpu": 1},
+        {"maxTrialNumberPerGpu": 4, "gpuIndices": [0]},
         {"reuseMode": False},
     ):
         config = {

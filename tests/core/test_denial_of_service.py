@@ -13,8 +13,8 @@ import requests
 from jupyter_server_process import JupyterServer
 from kubelab_testing import wait_until
 
-from kubelab.pids import pid_alive
 from kubelab.logfiles import LOG_CHUNK
+from kubelab.pids import pid_alive
 
 STREAMS = 8  # the server's limit in this test (KUBELAB_MAX_LOG_STREAMS)
 

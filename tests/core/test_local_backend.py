@@ -12,9 +12,9 @@ import time
 import pytest
 from kubelab_testing import wait_until
 
-from kubelab.pids import pid_alive
 from kubelab.errors import NotFound, ValidationError
 from kubelab.experiments import Experiments
+from kubelab.pids import pid_alive
 
 PY = sys.executable
 

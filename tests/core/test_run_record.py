@@ -80,11 +80,11 @@ def test_typescript_record_declares_what_the_server_sends():
 
 
 def test_typescript_states_are_the_records_states():
-    source = (ROOT / "labextension" / "src" / "model.ts").read_text()
+    source = (ROOT / "labextension" / "src" / "vocabulary.ts").read_text()
 
     def quoted(name: str) -> list[str]:
         match = re.search(rf"export const {name}[^=]*=[^\[]*\[(.*?)\]", source, re.S)
-        assert match, f"model.ts declares no {name}"
+        assert match, f"vocabulary.ts declares no {name}"
         return re.findall(r"'(\w+)'", match.group(1))
 
     assert tuple(quoted("STATES")) == records.STATES

@@ -60,6 +60,12 @@ def test_template_values_are_shell_quoted():
         ({"command": "x", "nmae": "a"}, "nmae", "did you mean 'name'"),
         ({"command": "x", "resources": {"gpus": -1}}, "resources.gpus", "0 or more"),
         ({"command": "x", "resources": {"gpus": 1.5}}, "resources.gpus", "whole number"),
+        ({"command": "x", "resources": {"gpus": 0.3}}, "resources.gpus", "1/n of one GPU"),
+        (
+            {"command": "x", "resources": {"gpus": 0.5}, "replicas": 2, "framework": "pytorch"},
+            "resources.gpus",
+            "one-process runs",
+        ),
         ({"command": "x", "resources": {"memory": "4GG"}}, "resources.memory", "not a Kubernetes quantity"),
         ({"command": "x", "resources": {"cpu": 0}}, "resources.cpu", "more than zero"),
         ({"command": "x", "resources": {"gpu_typ": "A"}}, "resources.gpu_typ", "did you mean 'gpu_type'"),

@@ -11,10 +11,10 @@ import time
 import pytest
 from kubelab_testing import wait_until
 
-from kubelab.pids import pid_alive
-from kubelab.warm import DRIVER, RUNNER, WarmPool, idle_pid, main, pool_size
 from kubelab.experiments import Experiments
+from kubelab.pids import pid_alive
 from kubelab.records import RunDirectory
+from kubelab.warm import DRIVER, RUNNER, WarmPool, idle_pid, main, pool_size
 
 
 def wait_for(condition, timeout: float = 20.0):

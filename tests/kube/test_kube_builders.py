@@ -241,6 +241,14 @@ def test_what_the_cluster_cannot_run_is_refused_by_field() -> None:
     assert paths == {"image", "engine"}
 
 
+def test_a_share_of_a_gpu_is_refused_on_kubernetes_naming_what_to_ask_for() -> None:
+    spec = ExperimentSpec.parse({"command": ["x"], "image": "python:3.11", "resources": {"gpus": 0.5}})
+    with pytest.raises(ValidationError) as err:
+        builders.build(spec, target(spec), NB)
+    [problem] = err.value.fields
+    assert problem.path == "resources.gpus" and "time-sliced or a MIG profile" in problem.reason
+
+
 def test_names_are_short_valid_and_distinct() -> None:
     long_name = "My Very_Long experiment name with ÜNICODE and 123 digits" * 3
     a = names.job_name(long_name, "0123456789ab", names.owner_hash("alice", "/h"))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from kubelab.backends.kubernetes import names
@@ -23,6 +24,8 @@ from kubelab.backends.kubernetes.distributed_env import distributed_env, ports_f
 from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 from kubelab.backends.kubernetes.pod_security import container_security, pod_security
 from kubelab.errors import FieldError, ValidationError
+from kubelab.gpu_share import is_fraction
+from kubelab.records import RunDirectory
 from kubelab.shims import SHIMS_DIR
 from kubelab.spec import ExperimentSpec
 
@@ -106,6 +109,21 @@ def check(spec: ExperimentSpec, nb: NotebookEnv) -> None:
             )
         elif key == nb.gpu_type_label and key in placed:
             problems.append(FieldError(f"node_selector.{key}", "is set by resources.gpu_type"))
+    if is_fraction(spec.resources.gpus):
+        problems.append(
+            FieldError(
+                "resources.gpus",
+                f"a share of a GPU ({spec.resources.gpus:g}) is for the local backend; on Kubernetes "
+                "ask for a whole GPU of a shared type (time-sliced or a MIG profile such as 1g.10gb)",
+            )
+        )
+    if spec.resources.gpu_indices is not None:
+        problems.append(
+            FieldError(
+                "resources.gpu_indices",
+                "picks GPUs of one machine; on Kubernetes the node's GPUs are given by its device plugin",
+            )
+        )
     for name in GPU_VISIBILITY:
         if name in spec.env:
             problems.append(FieldError(f"env.{name}", "is set by kubelab from resources.gpus"))
@@ -295,20 +313,22 @@ def container_resources(spec: ExperimentSpec, nb: NotebookEnv, role: str) -> Man
 def trial_env(spec: ExperimentSpec, target: Target, nb: NotebookEnv) -> list[Manifest]:
     """The trial's environment contract (docs/spec.md); it wins over the spec's own `env`."""
     run_dir = target.run_dir.rstrip("/")
+    run = RunDirectory(Path(run_dir))  # the path inside the pods
     values = dict(spec.env)
     values.update(
         KUBELAB_RUN_ID=target.run_id,
         KUBELAB_RUN_DIR=run_dir,
         KUBELAB_PARAMS=json.dumps(spec.resolved_params()),
-        KUBELAB_TENSORBOARD_DIR=f"{run_dir}/tensorboard",
-        KUBELAB_OUTPUTS_DIR=f"{run_dir}/outputs",
+        KUBELAB_TENSORBOARD_DIR=str(run.tensorboard_dir),
+        KUBELAB_OUTPUTS_DIR=str(run.outputs_dir),
+        KUBELAB_CHECKPOINT_DIR=str(run.checkpoints_dir),  # on the workspace claim: survives restarts
         KUBELAB_USER=target.user,
         PYTHONUNBUFFERED="1",
     )
     if nb.home:
         values["KUBELAB_HOME"] = nb.home
     # `import nni` / `from polyaxon import tracking` find kubelab's shims, staged by submit
-    code = f"{run_dir}/code" if spec.code is not None else None
+    code = str(run.code_dir) if spec.code is not None else None
     values["PYTHONPATH"] = ":".join(
         p for p in (code, f"{run_dir}/{SHIMS_DIR}", spec.env.get("PYTHONPATH")) if p
     )

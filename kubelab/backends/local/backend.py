@@ -18,6 +18,7 @@ from kubelab.backends.local.gpus import GpuAllocator
 from kubelab.backends.local.processes import signal_group
 from kubelab.backends.local.runner import stop_grace
 from kubelab.daemon import start_module
+from kubelab.errors import FieldError, ValidationError
 from kubelab.log_times import Times, stamped
 from kubelab.logfiles import byte_range, decoder, read_bytes
 from kubelab.pids import pid_alive, process_start_time
@@ -47,12 +48,22 @@ class LocalBackend(Backend):
         No top-up after a hand-over: runners come back to the pool when their run ends, so
         a sweep keeps reusing the same few instead of starting new ones beside its trials.
         """
+        indices = spec.resources.gpu_indices
+        if indices is not None:
+            have = [gpu.index for gpu in self.allocator.gpus]
+            missing = [index for index in indices if index not in have]
+            if missing:
+                listed = f"GPUs {', '.join(map(str, have))}" if have else "no GPUs"
+                raise ValidationError(
+                    "cannot run this experiment on this machine",
+                    [FieldError("resources.gpu_indices", f"this machine has {listed}, not {missing[0]}")],
+                )
         if not pool_size():
-            start_module("kubelab.backends.local.runner", str(run.path), run.logs_dir / "runner.log")
+            start_module("kubelab.backends.local.runner", str(run.path), run.runner_log)
             return
         pool = WarmPool(run.path.parent.parent)  # <home>/runs/<id>
         if pool.hand_over(run.path) is None:
-            start_module("kubelab.backends.local.runner", str(run.path), run.logs_dir / "runner.log")
+            start_module("kubelab.backends.local.runner", str(run.path), run.runner_log)
             pool.top_up()
 
     def warm_up(self, home: Path) -> None:

@@ -22,8 +22,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from kubelab.backends.local import preemption
 from kubelab.errors import KubelabError
+from kubelab.gpu_share import is_fraction
 from kubelab.pids import pid_alive
+from kubelab.priorities import NORMAL_PRIORITY
 
 
 @dataclass(frozen=True)
@@ -231,38 +234,85 @@ class GpuAllocator:
             gpu: holder for gpu, holder in state["allocations"].items() if pid_alive(holder["pid"])
         }
         state["queue"] = [entry for entry in state["queue"] if pid_alive(entry["pid"])]
+        shares = {gpu: [h for h in holders if pid_alive(h["pid"])] for gpu, holders in _shares(state).items()}
+        state["shares"] = {gpu: holders for gpu, holders in shares.items() if holders}
+        preemption.reclaim(state)
 
     def try_acquire(
-        self, run: str, pid: int, count: int, gpu_type: str | None = None, submitted: float | None = None
+        self,
+        run: str,
+        pid: int,
+        count: float,
+        gpu_type: str | None = None,
+        submitted: float | None = None,
+        priority: int = NORMAL_PRIORITY,
+        preemptible: bool = False,
     ) -> list[int] | None:
         """GPU indices for `run` if its turn has come and enough are free; else queue it.
 
-        Turns follow submission time (`submitted`), not the order runners happen to start in.
+        Turns follow priority, then submission time (`submitted`), not the order runners
+        happen to start in. A `count` under 1 is a share of one GPU (1/n, kubelab/gpu_share.py).
+        The head of the queue that does not fit marks preemptible runs of lower priority to
+        make room (kubelab/backends/local/preemption.py); it gets their GPUs once they let go.
         """
         if count > len([g for g in self.gpus if g.matches(gpu_type)]):
             raise ValueError(self.impossible(count, gpu_type))
         with self._locked() as state:
-            held = sorted(int(g) for g, h in state["allocations"].items() if h["run"] == run)
+            held = sorted({int(gpu) for gpu, _ in preemption.holders(state).get(run, [])})
             if held:
                 return held
             if not any(entry["run"] == run for entry in state["queue"]):
                 since = time.time() if submitted is None else submitted
                 entry = {"run": run, "pid": pid, "gpus": count, "gpu_type": gpu_type, "since": since}
-                state["queue"].append(entry)
-                state["queue"].sort(key=lambda entry: entry["since"])
+                state["queue"].append({**entry, "priority": priority})
+                state["queue"].sort(
+                    key=lambda entry: (-entry.get("priority", NORMAL_PRIORITY), entry["since"])
+                )
             if state["queue"][0]["run"] != run:
                 return None
-            taken = state["allocations"]
-            free = [g.index for g in self.gpus if g.matches(gpu_type) and str(g.index) not in taken]
-            if len(free) < count:
+            chosen = self._fit(state, count, gpu_type)
+            if not chosen:
+                candidates = [g.index for g in self.gpus if g.matches(gpu_type)]
+                victims = preemption.plan(state, candidates, count, priority, run)
+                preemption.mark(state, victims, run, priority, time.time())
                 return None
-            chosen = free[:count]
-            for index in chosen:
-                state["allocations"][str(index)] = {"run": run, "pid": pid, "since": time.time()}
+            holder = {
+                "run": run,
+                "pid": pid,
+                "since": time.time(),
+                "priority": priority,
+                "preemptible": preemptible,
+            }
+            if is_fraction(count):
+                state.setdefault("shares", {}).setdefault(str(chosen[0]), []).append(
+                    {**holder, "share": count}
+                )
+            else:
+                for index in chosen:
+                    state["allocations"][str(index)] = holder
             state["queue"].pop(0)
             return chosen
 
-    def impossible(self, count: int, gpu_type: str | None) -> str:
+    def _fit(self, state: dict[str, Any], count: float, gpu_type: str | None) -> list[int]:
+        """Free GPUs for `count`; a share goes to the fullest GPU with room, so shares pack
+        together and whole GPUs stay free for whole requests."""
+        used = {gpu: sum(h["share"] for h in holders) for gpu, holders in _shares(state).items()}
+        fitting = [
+            g.index for g in self.gpus if g.matches(gpu_type) and str(g.index) not in state["allocations"]
+        ]
+        if is_fraction(count):
+            room = [index for index in fitting if used.get(str(index), 0.0) + count <= 1 + 1e-9]
+            return [max(room, key=lambda index: (used.get(str(index), 0.0), -index))] if room else []
+        free = [index for index in fitting if str(index) not in used]
+        return free[: int(count)] if len(free) >= count else []
+
+    def preemption(self, run: str) -> dict[str, Any] | None:
+        """The mark asking `run` to give its GPUs up (who for, at what priority), or None."""
+        with self._locked() as state:
+            mark = (state.get("preemptions") or {}).get(run)
+        return dict(mark) if isinstance(mark, dict) else None
+
+    def impossible(self, count: float, gpu_type: str | None) -> str:
         kind = f" of type {gpu_type}" if gpu_type else ""
         have = len([g for g in self.gpus if g.matches(gpu_type)])
         return f"asked for {count} GPU(s){kind} but this machine has {have}"
@@ -279,23 +329,43 @@ class GpuAllocator:
         with self._locked() as state:
             state["allocations"] = {g: h for g, h in state["allocations"].items() if h["run"] != run}
             state["queue"] = [entry for entry in state["queue"] if entry["run"] != run]
+            shares = {g: [h for h in holders if h["run"] != run] for g, holders in _shares(state).items()}
+            state["shares"] = {g: holders for g, holders in shares.items() if holders}
+            preemption.forget(state, run)
 
     def snapshot(self) -> dict[str, Any]:
         """Totals, free counts per type, holders and the waiting queue."""
         with self._locked() as state:
             allocations = dict(state["allocations"])
+            shares = _shares(state)
             queue = list(state["queue"])
         types: dict[str, dict[str, int]] = {}
         for gpu in self.gpus:
             entry = types.setdefault(gpu.name, {"total": 0, "free": 0})
             entry["total"] += 1
-            entry["free"] += str(gpu.index) not in allocations
+            entry["free"] += str(gpu.index) not in allocations and str(gpu.index) not in shares
         return {
             "total": len(self.gpus),
             "free": sum(t["free"] for t in types.values()),
             "types": [{"type": name, **counts} for name, counts in types.items()],
             "devices": [
-                {**asdict(g), "holder": allocations.get(str(g.index), {}).get("run")} for g in self.gpus
+                {
+                    **asdict(g),
+                    "holder": allocations.get(str(g.index), {}).get("run"),
+                    "shares": [{"run": h["run"], "share": h["share"]} for h in shares.get(str(g.index), [])],
+                }
+                for g in self.gpus
             ],
             "queue": queue,
         }
+
+
+def _shares(state: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """GPU index -> the runs sharing it (a ledger from before sharing has none)."""
+    shares = state.get("shares")
+    return shares if isinstance(shares, dict) else {}
+
+
+def _turn(entry: dict[str, Any]) -> tuple[int, float]:
+    """Queue order: higher priority first, then earlier submission."""
+    return (-int(entry.get("priority", NORMAL_PRIORITY)), float(entry["since"]))

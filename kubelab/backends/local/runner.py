@@ -23,8 +23,10 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kubelab.backends.distributed import Topology, replica_env, tf_config
+from kubelab.backends.local.exit_reasons import describe_exit, format_seconds, last_exception
 from kubelab.backends.local.gpus import GpuAllocator
 from kubelab.backends.local.processes import (
     become_subreaper,
@@ -32,15 +34,30 @@ from kubelab.backends.local.processes import (
     open_pidfd,
     signal_group,
 )
+from kubelab.backends.local.resume import describe_run, resume_point
+from kubelab.backends.local.system_sampler import SystemSampler
+from kubelab.gpu_share import is_fraction
 from kubelab.log_times import LogClock
 from kubelab.pids import process_start_time
-from kubelab.records import FAILED, QUEUED, RUNNING, STOPPED, SUCCEEDED, TERMINAL, RunDirectory, parse_iso
+from kubelab.priorities import priority_name
+from kubelab.records import (
+    FAILED,
+    PREEMPTED,
+    QUEUED,
+    RUNNING,
+    STOPPED,
+    SUCCEEDED,
+    TERMINAL,
+    RunDirectory,
+    parse_iso,
+)
 from kubelab.shims import SHIMS
 from kubelab.spec import ExperimentSpec
 from kubelab.tensorboard import tfevents
 from kubelab.tensorboard.tfevents import MirrorThread, ScalarMirror
 
 POLL = 0.05
+PREEMPTION_CHECK = 0.5  # seconds between looks at the ledger for a preemption mark
 FAST_POLL, FAST_FOR = 0.005, 1.0  # a short trial's end is seen within 5 ms, a long one's within 50
 
 
@@ -68,6 +85,7 @@ class Runner:
         self.status = run.status()
         self.stopping = False  # a SIGTERM or SIGINT reached this process
         self.allocator: GpuAllocator | None = None
+        self.preempted_by: dict[str, Any] | None = None  # the ledger's mark, once acted on
 
     # -- status ---------------------------------------------------------------------
     def move(self, state: str, reason: str, exit_code: int | None = None) -> None:
@@ -107,6 +125,7 @@ class Runner:
             with (
                 MirrorThread(ScalarMirror(self.run.path, self.run.tensorboard_dir)),
                 LogClock([self.run.logs_dir / name for name in self.log_names()]),  # lines' times
+                SystemSampler.for_run(self.run.system_file, gpu_ids),  # system.jsonl
             ):
                 self.execute(gpu_ids)
         except Exception as exc:  # the runner must always leave a final status
@@ -117,12 +136,15 @@ class Runner:
                 self.allocator.release(str(self.run.path))
         return 0
 
-    def acquire_gpus(self) -> list[int] | None:
+    def acquire_gpus(self, waiting: str = QUEUED, why: str = "") -> list[int] | None:
         per_replica = self.spec.resources.gpus
         if not per_replica:
             return []
         total = per_replica * self.spec.replicas
         self.allocator = GpuAllocator()
+        if self.spec.resources.gpu_indices is not None:  # NNI's gpuIndices: only these GPUs
+            only = set(self.spec.resources.gpu_indices)
+            self.allocator.gpus = [gpu for gpu in self.allocator.gpus if gpu.index in only]
         waiting_reason = ""
         while not self.stop_requested():
             try:
@@ -132,6 +154,8 @@ class Runner:
                     total,
                     self.spec.resources.gpu_type,
                     submitted=parse_iso(self.status.created_at),
+                    priority=self.spec.priority,
+                    preemptible=self.spec.preemptible,
                 )
             except ValueError as exc:
                 self.move(FAILED, f"cannot be scheduled: {exc}")
@@ -139,16 +163,18 @@ class Runner:
             if got is not None:
                 return got
             position = self.allocator.position(str(self.run.path)) or 0
-            reason = f"waiting for {total} GPU(s): {position} experiment(s) ahead in this machine's queue"
+            reason = f"waiting for {total:g} GPU(s): {position} experiment(s) ahead in this machine's queue"
+            reason = f"{why}; {reason}" if why else reason
             if reason != waiting_reason:
-                self.move(QUEUED, reason)
+                self.move(waiting, reason)
                 waiting_reason = reason
             time.sleep(0.25)
         return None
 
     def execute(self, gpu_ids: list[int]) -> None:
         attempts = self.spec.retries + 1
-        for attempt in range(1, attempts + 1):
+        attempt = 1
+        while attempt <= attempts:
             if self.status.terminal:
                 return
             self.status.attempt = attempt
@@ -163,6 +189,10 @@ class Runner:
                 for replica in replicas:
                     if replica.pidfd is not None:
                         os.close(replica.pidfd)
+            if self.preempted_by is not None:  # not a failure: the same attempt runs again
+                if not self.requeue(gpu_ids):
+                    return
+                continue
             if outcome is None:
                 self.move(SUCCEEDED, "exited 0" if count == 1 else f"all {count} processes exited 0", 0)
                 return
@@ -174,6 +204,27 @@ class Runner:
                 self.move(FAILED, reason, code)
                 return
             self.log_all(f"kubelab: {reason}; retrying (attempt {attempt + 1} of {attempts})\n")
+            attempt += 1
+
+    def requeue(self, gpu_ids: list[int]) -> bool:
+        """After a preemption: free the GPUs, wait for new ones as Preempted, resume (False: stopped)."""
+        mark, self.preempted_by = self.preempted_by or {}, None
+        assert self.allocator is not None
+        self.allocator.release(str(self.run.path))
+        self.status.restarts += 1
+        resume_from = resume_point(self.run, self.status.restarts)
+        taker = describe_run(str(mark.get("by", "")))
+        why = f"preempted for {taker} (priority {priority_name(int(mark.get('priority', 0)))})"
+        where = f"step {resume_from}" if resume_from >= 0 else "the start (no checkpoint)"
+        self.log_all(f"kubelab: {why}; it resumes from {where}\n")
+        self.move(PREEMPTED, why)
+        new = self.acquire_gpus(PREEMPTED, why)
+        if new is None:
+            state, reason = self.run.stop_outcome()
+            self.move(state, reason + " while preempted")
+            return False
+        gpu_ids[:] = new  # the system sampler reads the same list
+        return True
 
     # -- processes ------------------------------------------------------------------
     def start(self, gpu_ids: list[int], attempt: int) -> list[Replica]:
@@ -185,7 +236,7 @@ class Runner:
         ps = tuple(f"127.0.0.1:{ports[spec.replicas + i]}" for i in range(spec.parameter_servers))
         topology = Topology(spec.framework, workers, "127.0.0.1", ports[0], ps)
         argv = spec.rendered_command()
-        per = spec.resources.gpus
+        per = int(spec.resources.gpus)  # whole GPUs per replica; a share (1/n) is one GPU
         replicas = []
         for role, index in roles:
             env = self.base_env()
@@ -195,9 +246,12 @@ class Runner:
                 else:
                     env["TF_CONFIG"] = tf_config(topology, "ps", index)
             mine = gpu_ids[index * per : (index + 1) * per] if role == "worker" else []
+            if is_fraction(spec.resources.gpus):
+                mine = gpu_ids
+                env["KUBELAB_GPU_FRACTION"] = f"{spec.resources.gpus:.6g}"
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, mine))
             log = self.run.logs_dir / self.log_name(role, index)
-            mode = "a" if attempt > 1 else "w"
+            mode = "a" if attempt > 1 or self.status.restarts else "w"  # a resumed run keeps its log
             with open(log, mode) as out:
                 process = subprocess.Popen(
                     argv,
@@ -219,9 +273,7 @@ class Runner:
         workers = [self.log_name("worker", i) for i in range(self.spec.replicas)]
         return workers + [self.log_name("ps", i) for i in range(self.spec.parameter_servers)]
 
-    @staticmethod
-    def log_name(role: str, index: int) -> str:
-        return f"replica-{index}.log" if role == "worker" else f"{role}-{index}.log"
+    log_name = staticmethod(RunDirectory.log_name)
 
     def base_env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -234,6 +286,8 @@ class Runner:
             KUBELAB_PARAMS=json.dumps(params),
             KUBELAB_TENSORBOARD_DIR=str(run.tensorboard_dir),
             KUBELAB_OUTPUTS_DIR=str(run.outputs_dir),
+            KUBELAB_CHECKPOINT_DIR=str(run.checkpoints_dir),
+            KUBELAB_RESTART_COUNT=str(self.status.restarts),
             PYTHONUNBUFFERED="1",
         )
         if self.status.sweep:
@@ -254,10 +308,18 @@ class Runner:
         started = time.monotonic()
         deadline = started + self.spec.timeout if self.spec.timeout else None
         failure: tuple[str, int, bool] | None = None
+        next_check = started + PREEMPTION_CHECK
         while True:
             if self.stop_requested():
                 self.terminate(replicas)
                 return ("stopped by user", self.exit_code(replicas), False)
+            if self.spec.preemptible and self.allocator and time.monotonic() >= next_check:
+                next_check = time.monotonic() + PREEMPTION_CHECK
+                mark = self.allocator.preemption(str(self.run.path))
+                if mark is not None:  # SIGTERM: the trial saves a checkpoint within the grace
+                    self.preempted_by = mark
+                    self.terminate(replicas, self.spec.preemption_grace)
+                    return ("preempted", self.exit_code(replicas), False)
             if deadline and time.monotonic() > deadline:
                 self.terminate(replicas)
                 return (f"timed out after {format_seconds(self.spec.timeout or 0)}", -1, False)
@@ -289,13 +351,13 @@ class Runner:
             else:
                 time.sleep(FAST_POLL if time.monotonic() - started < FAST_FOR else POLL)
 
-    def terminate(self, replicas: list[Replica]) -> None:
+    def terminate(self, replicas: list[Replica], grace: float | None = None) -> None:
         """SIGTERM every replica's process group, SIGKILL what is left after the grace period."""
         for replica in replicas:
             if replica.process.poll() is None:
                 signal_group(replica.process.pid, signal.SIGTERM)
         end_descendants(signal.SIGTERM, keep={r.process.pid for r in replicas})
-        deadline = time.monotonic() + stop_grace()
+        deadline = time.monotonic() + (stop_grace() if grace is None else grace)
         while time.monotonic() < deadline and any(r.process.poll() is None for r in replicas):
             time.sleep(POLL)
         for replica in replicas:
@@ -306,7 +368,8 @@ class Runner:
         for replica, record in zip(replicas, self.status.replicas, strict=True):
             if record["exit_code"] is None:
                 code = replica.process.returncode
-                record.update(exit_code=code, state=STOPPED if self.stop_requested() else FAILED)
+                ended = PREEMPTED if self.preempted_by else STOPPED if self.stop_requested() else FAILED
+                record.update(exit_code=code, state=ended)
 
     @staticmethod
     def exit_code(replicas: list[Replica]) -> int:
@@ -317,42 +380,6 @@ class Runner:
         for path in self.run.logs_dir.glob("*.log"):
             with open(path, "a") as handle:
                 handle.write(text)
-
-
-TRACEBACK = "Traceback (most recent call last):"
-TAIL_BYTES = 16384
-
-
-def last_exception(log: Path, width: int = 300) -> str:
-    """The exception line of the last Python traceback in a replica's log (`ValueError: bad
-    shape`), so a failed run says why, not only its exit code; "" when there is none."""
-    try:
-        with open(log, "rb") as handle:
-            handle.seek(max(0, handle.seek(0, os.SEEK_END) - TAIL_BYTES))
-            tail = handle.read().decode(errors="replace")
-    except OSError:
-        return ""
-    if TRACEBACK not in tail:
-        return ""
-    after = tail[tail.rindex(TRACEBACK) + len(TRACEBACK) :].splitlines()
-    # The exception is the first unindented line after the frames (chained ones come later
-    # as a new traceback, which rindex already chose).
-    for line in after:
-        if line.strip() and not line.startswith((" ", "\t")):
-            return line.strip()[:width]
-    return ""
-
-
-def describe_exit(code: int) -> str:
-    if code < 0:
-        name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
-        hint = " (out of memory?)" if -code == signal.SIGKILL else ""
-        return f"was killed by {name}{hint}"
-    return f"exited with code {code}"
-
-
-def format_seconds(seconds: float) -> str:
-    return f"{seconds:g}s" if seconds < 120 else f"{seconds / 60:g}m"
 
 
 def free_ports(count: int) -> list[int]:
@@ -372,12 +399,13 @@ def free_ports(count: int) -> list[int]:
 
 # -- as a warm helper (kubelab.warm) ------------------------------------------------------------------
 def preload() -> None:
-    """What a runner needs ahead of its run: this module, and the event-file writer."""
+    """What a runner needs ahead of its run: this module, the event-file writer, psutil."""
     tfevents.preload()
+    import psutil  # noqa: F401  (the system sampler's; ~10 ms paid while idle)
 
 
 def log_of(path: Path) -> Path:
-    return RunDirectory(path).logs_dir / "runner.log"
+    return RunDirectory(path).runner_log
 
 
 def serve(path: Path) -> bool:

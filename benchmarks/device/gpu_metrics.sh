@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Device check (issue: GPUs you can see): on a machine with an NVIDIA GPU, a CUDA matrix loop
+# run by `kubelab run --gpus 1` records GPU utilisation above 50%, power and energy, shown by
+# `kubelab show`. Needs torch with CUDA and nvidia-ml-py where it runs; kubelab from this
+# checkout (PYTHONPATH or an install). Finishes in well under five minutes.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+export KUBELAB_HOME=${KUBELAB_HOME:-$(mktemp -d)}
+export KUBELAB_MACHINE_DIR=$KUBELAB_HOME/machine
+export KUBELAB_SYSTEM_METRICS_INTERVAL=${KUBELAB_SYSTEM_METRICS_INTERVAL:-1}
+unset KUBELAB_FAKE_GPUS
+python=${PYTHON:-python3}
+nvidia-smi --query-gpu=name,utilization.gpu,memory.used,power.draw --format=csv
+
+cat > "$KUBELAB_HOME/matmul.py" <<'PY'
+import time, torch
+a = torch.randn(8192, 8192, device="cuda", dtype=torch.float16)
+end = time.monotonic() + 20
+while time.monotonic() < end:
+    b = a @ a
+torch.cuda.synchronize()
+print("done", float(b[0, 0]))
+PY
+
+echo "==> one run, 20 s of fp16 matmuls on GPU 0"
+out=$("$python" -m kubelab.cli run --name gpu-metrics --gpus 1 --wait -o json -- python "$KUBELAB_HOME/matmul.py")
+id=$(printf '%s' "$out" | "$python" -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+"$python" -m kubelab.cli show "$id"
+"$python" - "$KUBELAB_HOME/runs/$id/system.jsonl" <<'PY'
+import sys
+from kubelab.system_metrics import summarize_file
+s = summarize_file(__import__("pathlib").Path(sys.argv[1]))
+print("summary:", s.as_json())
+assert s.gpu_util is not None and s.gpu_util > 50, "GPU utilisation should be above 50%"
+assert s.energy_wh is not None and s.energy_wh > 0, "energy should be measured"
+print("OK: utilisation", round(s.gpu_util), "% energy", round(s.energy_wh, 3), "Wh")
+PY
+
+echo "==> recorded NVML answers (for tests/core/fixtures)"
+"$python" benchmarks/device/record_nvml.py --samples 3 --every 0.5

@@ -1,0 +1,201 @@
+"""System metrics: NVML answers (recorded) and real processes into `system.jsonl`, and their sums."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from kubelab_testing import wait_until
+from recorded_nvml import RecordedNvml
+
+from kubelab.backends.local.system_sampler import NvmlReader, PsutilReader, SystemSampler, open_gpu_reader
+from kubelab.system_metrics import IDLE_WINDOW, read_lines, summarize, summarize_file
+
+
+def test_nvml_reader_reads_each_field_in_its_unit_and_leaves_out_what_a_gpu_lacks():
+    reader = NvmlReader(RecordedNvml())
+    h100, t4 = reader.read([0, 1])
+    assert (h100.index, h100.util, h100.memory_mib, h100.power_w, h100.temperature_c) == (
+        0,
+        0.0,
+        512.0,
+        70.25,
+        34.0,
+    )
+    assert t4.power_w is None and t4.util == 3.0  # power "Not Supported" on that board
+    assert "power_w" not in t4.as_json()
+    h100, _ = reader.read([0, 1])
+    assert (h100.util, h100.memory_mib, h100.power_w) == (87.0, 10240.0, 250.5)
+
+
+def test_no_nvml_and_fake_gpus_each_say_why_once(monkeypatch):
+    monkeypatch.delenv("KUBELAB_FAKE_GPUS", raising=False)
+    reader, why = open_gpu_reader(RecordedNvml(missing_library=True))
+    assert reader is None and "NVML is not available" in why and "Not Found" in why
+    monkeypatch.setenv("KUBELAB_FAKE_GPUS", "2")
+    reader, why = open_gpu_reader(RecordedNvml())
+    assert reader is None and "simulated" in why
+
+
+def test_sampler_writes_sources_then_samples_and_the_summary_integrates_them(tmp_path):
+    path = tmp_path / "system.jsonl"
+    clock = iter([100.0, 105.0, 110.0, 115.0]).__next__
+    sampler = SystemSampler(path, [0, 1], 5.0, NvmlReader(RecordedNvml()), process_reader=None, clock=clock)
+    with sampler:
+        pass  # the thread's first tick is an interval away; sample by hand for exact times
+    for _ in range(4):
+        sample = sampler.sample()
+        with open(path, "a") as handle:
+            handle.write(json.dumps(sample.as_json()) + "\n")
+    lines = list(read_lines(path))
+    assert lines[0] == {"sources": {"gpu": "nvml"}, "missing": {}}
+    assert lines[1]["gpus"][0] == {
+        "index": 0,
+        "util": 0.0,
+        "memory_mib": 512.0,
+        "power_w": 70.25,
+        "temperature_c": 34.0,
+    }
+    assert "cpu_percent" not in lines[1]  # no process reader: nothing, not zero
+    summary = summarize(lines)
+    assert summary.samples == 4
+    assert summary.gpu_hours == pytest.approx(2 * 15 / 3600)  # two GPUs for 15 s
+    # Only the H100 reports power: trapezoids over 70.25 -> 250.5 -> 290 -> 310 W, 5 s each.
+    joules = 5 * ((70.25 + 250.5) / 2 + (250.5 + 290) / 2 + (290 + 310) / 2)
+    assert summary.energy_wh == pytest.approx(joules / 3600)
+    utils = [0, 3, 87, 5, 91, 4, 95, 6]
+    assert summary.gpu_util == pytest.approx(sum(utils) / len(utils))
+    assert summary.gpu_util_p95 == 95.0
+    assert summary.gpu_memory_peak_mib == 12288.0
+    assert summary.notice is None
+
+
+def test_a_torn_last_line_and_odd_values_are_skipped_not_zeroed(tmp_path):
+    path = tmp_path / "system.jsonl"
+    path.write_text(
+        '{"sources": {"process": "psutil"}, "missing": {"gpu": "no NVML"}}\n'
+        '{"time": 1, "cpu_percent": 50, "rss_mib": 100}\n'
+        '{"time": 2, "cpu_percent": "NaN", "rss_mib": true}\n'
+        "not json\n"
+        '{"time": 3, "cpu_percent": 150, "rss_mib": 300}\n'
+        '{"time": 4, "cpu_per'
+    )
+    summary = summarize_file(path)
+    assert summary.samples == 3
+    assert summary.cpu_percent == 100.0 and summary.rss_peak_mib == 300.0
+    assert summary.gpu_hours is None and summary.energy_wh is None and summary.gpu_util is None
+    assert summary.missing == {"gpu": "no NVML"}
+    assert summary.as_json() == {
+        "samples": 3,
+        "cpu_percent": 100.0,
+        "rss_peak_mib": 300.0,
+        "missing": {"gpu": "no NVML"},
+    }
+
+
+def _idle_lines(util: float, cpu: float, seconds: float) -> list[dict]:
+    return [
+        {"time": t, "gpus": [{"index": 0, "util": util}], "cpu_percent": cpu}
+        for t in range(0, int(seconds) + 1, 5)
+    ]
+
+
+def test_a_gpu_idle_for_ten_minutes_gets_one_notice_naming_the_likely_cause():
+    summary = summarize(_idle_lines(6, 100, IDLE_WINDOW + 60))
+    assert summary.notice == "GPU 0 averaged 6% over 10 min while CPU was 100%: input-bound?"
+    assert summarize(_idle_lines(6, 100, IDLE_WINDOW - 60)).notice is None  # not ten minutes yet
+    assert summarize(_idle_lines(40, 100, IDLE_WINDOW * 2)).notice is None  # busy enough
+
+
+BUSY_CHILD = textwrap.dedent(
+    """
+    import subprocess, sys
+    child = subprocess.Popen([sys.executable, "-c", "x = bytearray(64 * 2**20)\\nwhile True: pass"])
+    sys.stdin.read()  # until the test closes stdin
+    child.kill()
+    """
+)
+
+
+def test_psutil_reader_sums_the_cpu_and_memory_of_a_process_tree():
+    parent = subprocess.Popen([sys.executable, "-c", BUSY_CHILD], stdin=subprocess.PIPE)
+    try:
+        reader = PsutilReader(parent.pid)
+        readings = []
+        for _ in range(200):  # until the child has spun for a while (cpu_percent needs two reads)
+            readings.append(reader.read())
+            cpu, rss = readings[-1]
+            if cpu is not None and cpu > 1 and rss is not None and rss > 64:
+                break
+            subprocess.run([sys.executable, "-c", "pass"], check=True)  # let time pass, no sleep
+        cpu, rss = readings[-1]
+        assert cpu is not None and cpu > 1, readings  # the spinning child (a shared machine: any share)
+        assert rss is not None and rss > 64, readings  # the child's 64 MiB buffer is counted
+    finally:
+        assert parent.stdin is not None
+        parent.stdin.close()
+        parent.wait(timeout=10)
+
+
+TRIAL = textwrap.dedent(
+    """
+    import json, os, time
+    path = os.path.join(os.environ["KUBELAB_RUN_DIR"], "system.jsonl")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # work until the runner has sampled this process
+        x = sum(i * i for i in range(20000))
+        if os.path.exists(path) and any('"cpu_percent"' in line for line in open(path)):
+            break
+    """
+)
+
+
+def test_a_local_run_on_simulated_gpus_records_its_processes_and_says_why_no_gpu_metrics(
+    lab, lab_env, monkeypatch
+):
+    monkeypatch.setenv("KUBELAB_FAKE_GPUS", "1")
+    monkeypatch.setenv("KUBELAB_SYSTEM_METRICS_INTERVAL", "0.05")
+    (lab_env / "trial.py").write_text(TRIAL)
+    record = lab.submit({"command": ["python", str(lab_env / "trial.py")], "resources": {"gpus": 1}})
+    final = wait_until(lab, record["id"])
+    assert final["status"] == "Succeeded", final
+    lines = list(read_lines(lab.runs_root / record["id"] / "system.jsonl"))
+    assert lines[0]["missing"] == {"gpu": "the GPUs are simulated (KUBELAB_FAKE_GPUS): no GPU metrics"}
+    assert lines[0]["sources"] == {"process": "psutil"}
+    samples = lines[1:]
+    assert samples and all("gpus" not in s for s in samples)  # never invented GPU numbers
+    assert any(s.get("rss_mib", 0) > 1 for s in samples)
+    metrics = lab.metrics(record["id"])
+    assert all("cpu_percent" not in (point.get("metrics") or {}) for point in metrics)
+
+
+def test_sampling_off_writes_nothing(lab, lab_env, monkeypatch):
+    monkeypatch.setenv("KUBELAB_SYSTEM_METRICS_INTERVAL", "0")
+    record = lab.submit({"command": ["python", "-c", "pass"]})
+    assert wait_until(lab, record["id"])["status"] == "Succeeded"
+    assert not (lab.runs_root / record["id"] / "system.jsonl").exists()
+
+
+def test_kubelab_show_prints_the_runs_use_of_the_machine(lab, lab_env, monkeypatch):
+    monkeypatch.setenv("KUBELAB_SYSTEM_METRICS_INTERVAL", "0")
+    record = lab.submit({"command": ["python", "-c", "pass"]})
+    assert wait_until(lab, record["id"])["status"] == "Succeeded"
+    run_dir = lab.runs_root / record["id"]
+    (run_dir / "system.jsonl").write_text(
+        '{"sources": {"gpu": "nvml", "process": "psutil"}, "missing": {}}\n'
+        + "".join(
+            json.dumps({"time": t, "gpus": [{"index": 0, "util": 80, "power_w": 200}], "cpu_percent": 95})
+            + "\n"
+            for t in (0, 1800, 3600)
+        )
+    )
+    shown = subprocess.run(
+        [sys.executable, "-m", "kubelab.cli", "show", record["id"]],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "system:      GPU 80% mean (p95 80%), 1 GPU-hours, 200 Wh, CPU 95%" in shown
