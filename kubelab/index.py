@@ -123,7 +123,12 @@ class RunIndex:
         """The run's summary if its files changed since it was cached, else None."""
         run = RunDirectory(self.runs_root / name)
         try:
-            stamp = (_stamp(run.status_file), _stamp(run.metrics_file), _stamp(run.tracking_file))
+            stamp = (
+                _stamp(run.status_file),
+                _stamp(run.metrics_file),
+                _stamp(run.tracking_file),
+                _stamp(run.system_file),  # the record's system.* sums (folded incrementally)
+            )
             if stamp[0] is None:
                 return None  # a directory being created, or not a run
             cached = self.entries.get(name)

@@ -17,6 +17,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from kubelab.priorities import NORMAL_PRIORITY
+from kubelab.system_metrics import summarize_file, system_fields
+
 PENDING, QUEUED, RUNNING = "Pending", "Queued", "Running"
 SUCCEEDED, FAILED, STOPPED, PRUNED = "Succeeded", "Failed", "Stopped", "Pruned"
 PREEMPTED = "Preempted"  # gave its GPUs to a higher-priority run; waits to resume (not an end)
@@ -399,4 +402,7 @@ def summary(
         "backend": status.backend,
         "user": status.user,
         "attempt": status.attempt,
+        "priority": spec.get("priority", NORMAL_PRIORITY),
+        "restarts": status.restarts,
+        "system": system_fields(summarize_file(run.system_file)),
     }

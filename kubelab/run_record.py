@@ -33,10 +33,23 @@ State = Literal["Pending", "Queued", "Running", "Preempted", "Succeeded", "Faile
 class Resources(TypedDict):
     """What the run asked for (`resources.*` in a query)."""
 
-    gpus: Annotated[int, NUMBER]
+    gpus: Annotated[int | float, NUMBER]
     gpu_type: Annotated[str | None, TEXT]
     cpu: Annotated[str | int | float | None, DYNAMIC]
     memory: Annotated[str | int | float | None, DYNAMIC]
+
+
+class System(TypedDict):
+    """What the run used of the machine (`system.*` in a query; kubelab/system_metrics.py);
+    None where nothing was measured, never 0."""
+
+    gpu_hours: Annotated[float | None, NUMBER]
+    energy_wh: Annotated[float | None, NUMBER]
+    gpu_util: Annotated[float | None, NUMBER]
+    gpu_util_p95: Annotated[float | None, NUMBER]
+    gpu_memory_peak_mib: Annotated[float | None, NUMBER]
+    cpu_percent: Annotated[float | None, NUMBER]
+    rss_peak_mib: Annotated[float | None, NUMBER]
 
 
 class RunRecord(TypedDict):
@@ -68,6 +81,9 @@ class RunRecord(TypedDict):
     backend: Annotated[str, TEXT]
     user: Annotated[str | None, TEXT]
     attempt: Annotated[int, NUMBER]
+    priority: Annotated[int, NUMBER]
+    restarts: Annotated[int, NUMBER]
+    system: Annotated[System, NESTED]
 
 
 def states() -> tuple[str, ...]:

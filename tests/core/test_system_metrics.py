@@ -199,3 +199,42 @@ def test_kubelab_show_prints_the_runs_use_of_the_machine(lab, lab_env, monkeypat
         check=True,
     ).stdout
     assert "system:      GPU 80% mean (p95 80%), 1 GPU-hours, 200 Wh, CPU 95%" in shown
+
+
+def test_the_file_is_folded_incrementally_and_agrees_with_a_full_read(tmp_path):
+    path = tmp_path / "system.jsonl"
+    lines = [
+        {"time": t, "gpus": [{"index": 0, "util": t % 100, "power_w": 100 + t}]} for t in range(0, 600, 5)
+    ]
+    with open(path, "w") as handle:
+        for line in lines[:60]:
+            handle.write(json.dumps(line) + "\n")
+    first = summarize_file(path)
+    assert first.samples == 60
+    with open(path, "a") as handle:
+        for line in lines[60:]:
+            handle.write(json.dumps(line) + "\n")
+        handle.write('{"time": 9999, "gp')  # torn: waits for its end
+    assert summarize_file(path) == summarize(lines)
+    path.write_text(json.dumps(lines[0]) + "\n")  # replaced by a shorter file: read again
+    assert summarize_file(path).samples == 1
+
+
+def test_the_record_carries_system_sums_priority_and_restarts_and_pql_queries_them(lab, lab_env, monkeypatch):
+    monkeypatch.setenv("KUBELAB_SYSTEM_METRICS_INTERVAL", "0")
+    idle = lab.submit({"command": ["python", "-c", "pass"], "name": "idle", "priority": "low"})
+    busy = lab.submit({"command": ["python", "-c", "pass"], "name": "busy"})
+    for record, util in ((idle, 6), (busy, 90)):
+        assert wait_until(lab, record["id"])["status"] == "Succeeded"
+        samples = [{"time": t, "gpus": [{"index": 0, "util": util, "power_w": 200}]} for t in (0, 1800, 3600)]
+        (lab.runs_root / record["id"] / "system.jsonl").write_text(
+            "".join(json.dumps(s) + "\n" for s in samples)
+        )
+    shown = lab.get(idle["id"])
+    assert shown["system"]["gpu_util"] == 6.0 and shown["system"]["energy_wh"] == 200.0
+    assert shown["system"]["gpu_hours"] == 1.0 and shown["system"]["cpu_percent"] is None
+    assert shown["priority"] == 100 and shown["restarts"] == 0
+    found, _ = lab.list("system.gpu_util:<20")
+    assert [r["name"] for r in found] == ["idle"]
+    found, _ = lab.list("system.energy_wh:>100, priority:>=1000")
+    assert [r["name"] for r in found] == ["busy"]
