@@ -17,6 +17,9 @@ SMALLEST = [
     pytest.param("bench_query.py", [], id="query"),
     pytest.param("bench_tuner.py", ["--history", "20", "--asks", "2"], id="tuner"),
     pytest.param("bench_core.py", [], id="core"),
+    pytest.param(
+        "bench_system_metrics.py", ["--samples", "5", "--lines", "100", "--repeats", "1"], id="system"
+    ),
     pytest.param("bench_notebook.py", ["--runs", "1"], id="notebook"),
     pytest.param("bench_sweep.py", ["--repeats", "1"], id="sweep"),
     pytest.param("bench_kube.py", ["--live", "5", "--samples", "5"], id="kube", marks=pytest.mark.cluster),

@@ -1,0 +1,150 @@
+"""System metrics: what sampling costs a run, and how fast a day of samples is read.
+
+Two JSON lines, each against a baseline measured in the same run:
+
+- `system_sampling`: the CPU the sampler's thread spends per sample (psutil over a real
+  process tree: a parent and a spinning child) against the same thread waking on the same
+  interval without sampling, and that cost as a fraction of one core at the default 5 s
+  interval (target: at most 1%).
+- `system_read_day`: `summarize_file` on 24 h of 5 s samples (17,280 lines, one GPU), read
+  cold, against the floor of decoding the same file with `json.loads` line by line; the
+  target is 50 ms on a quiet machine.
+
+Run: `python benchmarks/bench_system_metrics.py [--samples 200] [--lines 17280]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from kubelab import system_metrics
+from kubelab.backends.local.system_sampler import PsutilReader, SystemSampler
+from kubelab.system_metrics import DEFAULT_INTERVAL, summarize_file
+
+SPIN = (
+    "import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', 'while True: pass'])\nsys.stdin.read()"
+)
+
+
+def sampling_cost(samples: int) -> dict[str, float]:
+    """Per-sample CPU seconds of the sampler thread, against the same loop without sampling."""
+    parent = subprocess.Popen([sys.executable, "-c", SPIN], stdin=subprocess.PIPE)
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            sampler = SystemSampler(
+                Path(folder) / "system.jsonl", [], 0.0, process_reader=PsutilReader(parent.pid)
+            )
+            results: dict[str, float] = {}
+
+            def sampled() -> None:
+                start = time.thread_time()
+                for _ in range(samples):
+                    system_metrics.append(sampler.path, sampler.sample().as_json())
+                results["sampled"] = time.thread_time() - start
+
+            def idle() -> None:
+                start = time.thread_time()
+                event = threading.Event()
+                for _ in range(samples):
+                    event.wait(0)
+                results["idle"] = time.thread_time() - start
+
+            for work in (sampled, idle):
+                thread = threading.Thread(target=work)
+                thread.start()
+                thread.join()
+    finally:
+        assert parent.stdin is not None
+        parent.stdin.close()
+        parent.kill()
+        parent.wait()
+    per_sample = max(results["sampled"] - results["idle"], 0.0) / samples
+    return {"per_sample_ms": per_sample * 1000, "idle_ms": results["idle"] / samples * 1000}
+
+
+def day_file(folder: Path, lines: int) -> Path:
+    path = folder / "system.jsonl"
+    with open(path, "w") as handle:
+        handle.write(json.dumps({"sources": {"gpu": "nvml", "process": "psutil"}, "missing": {}}) + "\n")
+        for i in range(lines):
+            gpu = {
+                "index": 0,
+                "util": 40.0 + i % 50,
+                "memory_mib": 10240.0,
+                "power_w": 250.5,
+                "temperature_c": 61.0,
+            }
+            sample = {"time": 1.7e9 + 5 * i, "gpus": [gpu], "cpu_percent": 97.5, "rss_mib": 812.0}
+            handle.write(json.dumps(sample, separators=(",", ":")) + "\n")
+    return path
+
+
+def median_ms(run: Callable[[], object], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def read_day(lines: int, repeats: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as folder:
+        path = day_file(Path(folder), lines)
+
+        def cold() -> None:
+            system_metrics._FOLDS.clear()  # as a new process reads it
+            summarize_file(path)
+
+        def floor() -> None:
+            with open(path, "rb") as handle:
+                for raw in handle:
+                    json.loads(raw)
+
+        return {"summarize_ms": median_ms(cold, repeats), "floor_ms": median_ms(floor, repeats)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--samples", type=int, default=200)
+    parser.add_argument("--lines", type=int, default=17_280)
+    parser.add_argument("--repeats", type=int, default=7)
+    args = parser.parse_args()
+    cost = sampling_cost(args.samples)
+    fraction = cost["per_sample_ms"] / 1000 / DEFAULT_INTERVAL
+    print(
+        json.dumps(
+            {
+                "bench": "system_sampling",
+                "samples": args.samples,
+                "per_sample_ms": round(cost["per_sample_ms"], 3),
+                "baseline_idle_ms": round(cost["idle_ms"], 4),
+                "ratio_core_fraction_at_5s": round(fraction, 5),
+            }
+        )
+    )
+    read = read_day(args.lines, args.repeats)
+    print(
+        json.dumps(
+            {
+                "bench": "system_read_day",
+                "lines": args.lines,
+                "median_ms": round(read["summarize_ms"], 2),
+                "baseline_median_ms": round(read["floor_ms"], 2),
+                "ratio": round(read["summarize_ms"] / read["floor_ms"], 2),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
