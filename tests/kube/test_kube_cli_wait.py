@@ -23,6 +23,7 @@ from kubelab.backends.kubernetes.cronjob import notebook_environ
 from kubelab.records import RunDirectory
 
 pytestmark = pytest.mark.cluster
+Report = Callable[[RunDirectory], None]
 DEADLINE = 120.0  # seconds a CLI may take after its Job ended (a loaded machine); it never returned
 
 
@@ -189,11 +190,30 @@ def test_run_wait_returns_the_failure(simulated_cluster, admin, namespace, kubel
         assert f"{run_id} Failed: replica 0 exited with code 3" in err
 
 
+def end_each_pod(cluster: Any, admin: Any, namespace: str, cli: Cli, count: int, report: Report) -> None:
+    """Play the containers of the runs a driver submits: once a pod runs, `report` into its
+    run directory what its script would, then end it; until `count` pods ended."""
+    ended: set[str] = set()
+
+    def play() -> bool:
+        assert cli.process.poll() is None, cli.finish()
+        for spec_file in cli.runs():
+            for pod in pods_of(admin, namespace, spec_file.parent.name):
+                name = pod["metadata"]["name"]
+                if name in ended or pod["status"].get("phase") != "Running":
+                    continue
+                report(RunDirectory(spec_file.parent))
+                cluster.end_pod(namespace, name, "Succeeded")
+                ended.add(name)
+        return len(ended) == count
+
+    wait_for(play, timeout=DEADLINE, what=f"{count} pods running")
+
+
 def test_sweep_wait_returns_when_its_trial_jobs_end(
     simulated_cluster, admin, namespace, kubelab, work
 ) -> None:
-    """The sweep's driver (a process the CLI starts) follows the trials' Jobs; each trial
-    reports its metric into its run directory, as its script on the shared volume would."""
+    """The sweep's driver (a process the CLI starts) follows the trials' Jobs."""
     spec = {
         "name": "lr",
         "space": {"lr": {"_type": "choice", "_value": [0.1, 0.3]}},
@@ -205,27 +225,37 @@ def test_sweep_wait_returns_when_its_trial_jobs_end(
     }
     (work / "sweep.json").write_text(json.dumps(spec))
     cli = kubelab("sweep", "-f", "sweep.json", "--wait", "-o", "json")
-    ended: set[str] = set()
 
-    def play() -> bool:
-        """End each trial's pod once it runs, after writing the trial's metric."""
-        assert cli.process.poll() is None, cli.finish()
-        for spec_file in cli.runs():
-            run = spec_file.parent
-            for pod in pods_of(admin, namespace, run.name):
-                name = pod["metadata"]["name"]
-                if name in ended or pod["status"].get("phase") != "Running":
-                    continue
-                lr = json.loads(spec_file.read_text())["params"]["lr"]
-                point = {"step": 0, "metrics": {"loss": lr}, "time": time.time()}
-                (run / "metrics.jsonl").write_text(json.dumps(point) + "\n")
-                simulated_cluster.end_pod(namespace, name, "Succeeded")
-                ended.add(name)
-        return len(ended) == 2
+    def report(run: RunDirectory) -> None:
+        point = {"step": 0, "metrics": {"loss": run.spec()["params"]["lr"]}, "time": time.time()}
+        (run.path / "metrics.jsonl").write_text(json.dumps(point) + "\n")
 
-    wait_for(play, timeout=DEADLINE, what="both trials' pods running")
+    end_each_pod(simulated_cluster, admin, namespace, cli, 2, report)
     code, out, err = cli.finish()
     assert code == 0, err
     record = json.loads(out)
     assert record["status"] == "Succeeded", record
     assert record["best"]["params"] == {"lr": 0.1}, record
+
+
+def test_pipeline_wait_returns_when_its_step_jobs_end(
+    simulated_cluster, admin, namespace, kubelab, work
+) -> None:
+    """The pipeline's driver submits step b's Job once step a's ended, and `--wait` returns
+    when b's ends."""
+    step = {"command": "python -c pass"}
+    spec = {
+        "name": "ab",
+        "steps": [
+            {"name": "a", "experiment": step},
+            {"name": "b", "depends_on": ["a"], "experiment": step},
+        ],
+    }
+    (work / "pipeline.json").write_text(json.dumps(spec))
+    cli = kubelab("pipeline", "run", "-f", "pipeline.json", "--wait", "-o", "json")
+    end_each_pod(simulated_cluster, admin, namespace, cli, 2, lambda run: None)
+    code, out, err = cli.finish()
+    assert code == 0, err
+    record = json.loads(out)
+    assert record["status"] == "Succeeded", record
+    assert [s["state"] for s in record["steps"]] == ["succeeded", "succeeded"], record
