@@ -106,6 +106,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             sys.stdout.write(chunk)
             sys.stdout.flush()
     final = wait_for(lab, record["id"])
+    lab.backend.close()  # what follows a run's end (keeping its logs) finishes before we exit
     if args.output == "json":
         emit(final, "json")
     else:

@@ -200,3 +200,37 @@ def test_watch_410_gone_relists_and_keeps_tracking(
     simulated_cluster.end_pod(namespace, pod)
     wait_for(lambda: proxied_lab.get(record["id"])["status"] == "Succeeded", what="Succeeded after 410")
     assert backend.watcher.open_watches <= len(backend.watcher.kinds)
+
+
+def test_events_listed_before_their_job_reach_the_run(
+    simulated_cluster, proxy, make_backend, lab: Experiments, namespace: str, home: Path, tmp_path: Path
+) -> None:
+    """A server starting while a run is live lists Jobs and Events at once. Here the Job list
+    fails until the Event list is done, so the Job's events come before anything names their
+    run; they must still reach the run once the Job list answers."""
+    lab.backend.close()  # the run is submitted by a process that watches nothing (the CLI)
+    record = lab.submit(SPEC, base_dir=home)
+    core = client.CoreV1Api(lab.backend.api.client)
+    wait_for(
+        lambda: any(
+            e.reason == "SuccessfulCreate" and e.involved_object.kind == "Job"
+            for e in core.list_namespaced_event(namespace).items
+        ),
+        what="the Job controller's event",
+    )
+    kubeconfig = simulated_cluster.write_kubeconfig(
+        tmp_path / "server",
+        token=simulated_cluster.token_for(namespace, "notebook"),
+        namespace=namespace,
+        server=proxy.url,
+    )
+    proxy.fail_next("list", "jobs", 503, times=10**6)
+    server = make_backend(start=False, kubeconfig=kubeconfig)
+    server.start()
+    assert server.watcher is not None
+    wait_for(server.watcher.synced["Event"].is_set, what="the Event list")
+    proxy.clear_faults()
+    wait_for(lambda: server.watcher is not None and server.watcher.is_synced, what="the Job list")
+    run = lab.run(record["id"])
+    reasons = [e["reason"] for e in server.events(run)]
+    assert "SuccessfulCreate" in reasons, reasons

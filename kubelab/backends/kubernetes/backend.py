@@ -34,7 +34,7 @@ from kubelab.backends.kubernetes.events import (
     read_events,
 )
 from kubelab.backends.kubernetes.notebook_env import NotebookEnv
-from kubelab.backends.kubernetes.pod_logs import archive_logs, archived_text, live_logs
+from kubelab.backends.kubernetes.pod_logs import Sight, archive_logs, archived_text, live_logs
 from kubelab.backends.kubernetes.quota import quota_resources
 from kubelab.backends.kubernetes.watcher import Watcher
 from kubelab.errors import FieldError, KubelabError, ValidationError
@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 SUBMIT_GRACE = 30.0  # seconds a just-submitted run's Job may take to show up in a watch
 KUBEFLOW = {"pytorch": "PyTorchJob", "tensorflow": "TFJob"}
 Obj = dict[str, Any]
+Read = tuple[Obj | None, list[Obj], list[Obj]]  # a run's main object (Job...), pods and events
 
 
 class KubernetesBackend(Backend):
@@ -203,7 +204,7 @@ class KubernetesBackend(Backend):
             )
 
     # -- the objects of a run --------------------------------------------------------------
-    def _run_objects(self, run: RunDirectory) -> tuple[Obj | None, list[Obj], list[Obj]]:
+    def _run_objects(self, run: RunDirectory) -> Read:
         """The run's main object (Job or Kubeflow job), its pods and its events."""
         selector = names.run_selector(self.nb.user, run.id)
         if self.watcher is not None and self.watcher.is_synced:
@@ -278,12 +279,13 @@ class KubernetesBackend(Backend):
             run.write_status(status)
             return status
 
-    def reconcile(self, run: RunDirectory, status: Status) -> Status:
+    def reconcile(self, run: RunDirectory, status: Status, read: Read | None = None) -> Status:
+        """`read`: the run's objects, when the caller has just read them (`_run_objects`)."""
         if status.terminal or status.backend != self.name:
             return status
         self._roots.add(run.path.parent)
         try:
-            main, pods, events = self._run_objects(run)
+            main, pods, events = read or self._run_objects(run)
         except (ApiException, KubelabError) as exc:
             log.warning("cannot reconcile %s: %s", run.id, exc)
             return status  # keep the last known state; the API may be back soon
@@ -417,15 +419,17 @@ class KubernetesBackend(Backend):
             else:
                 yield from file_text(archived, start)  # seeks, reads no more than asked
             return
-        live = live_logs(self.api, run, replica, follow, self._replica_pod, timestamps)
+        live = live_logs(self.api, run, replica, follow, self._look, timestamps)
         yield from byte_range(live, start)
 
-    def _replica_pod(self, run: RunDirectory, replica: int) -> states.PodView | None:
-        _, pods, _ = self._run_objects(run)
-        for view in states.latest_per_replica(pods):
-            if view.role == "worker" and view.index == replica:
-                return view
-        return None
+    def _look(self, run: RunDirectory, replica: int) -> Sight:
+        """The replica's newest pod and whether the run is over, from one read of its objects,
+        whose state is settled first: a reader in a process that watches nothing (`run --wait`,
+        `logs -f`) is the only one there to see the run end."""
+        main, pods, events = self._run_objects(run)
+        status = self.reconcile(run, run.status(), (main, pods, events))
+        views = [v for v in states.latest_per_replica(pods) if v.role == "worker" and v.index == replica]
+        return Sight(next(iter(views), None), status.terminal)
 
     def events(self, run: RunDirectory) -> list[dict[str, Any]]:
         """Kubernetes events about the run's Job and pods, oldest first."""

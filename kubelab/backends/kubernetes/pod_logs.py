@@ -1,9 +1,11 @@
 """Reading a run's logs from its pods: the newest pod of a replica, followed across retries,
 and the copy kept in the run directory when the run ends.
 
-The Kubernetes backend hands in how to find a replica's pod (its watch cache, or the API),
-so this module holds only the reading rules: what a Pending pod, a vanished pod (404) or an
-ended run means for a reader.
+The Kubernetes backend hands in how to look at a run (its watch cache, or the API): the
+replica's newest pod and whether the run is over, from the same objects. So this module holds
+only the reading rules: what a Pending pod, a vanished pod (404) or an ended run means for a
+reader. It never decides that a run is over from `status.json`: in a process that watches
+nothing (the CLI, a kernel without a server) nobody else brings that file up to date.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 from kubernetes.client.exceptions import ApiException
 
@@ -24,7 +27,15 @@ from kubelab.log_times import Times, split_stamped, stamped, write_index
 from kubelab.logfiles import file_text
 from kubelab.records import RunDirectory
 
-FindPod = Callable[[RunDirectory, int], "PodView | None"]
+
+class Sight(NamedTuple):
+    """One look at a run: its replica's newest pod, and whether the run is over."""
+
+    pod: PodView | None
+    over: bool
+
+
+Look = Callable[[RunDirectory, int], Sight]
 
 
 def container(run: RunDirectory) -> str:
@@ -35,17 +46,17 @@ def container(run: RunDirectory) -> str:
 
 
 def live_logs(
-    api: KubeApi, run: RunDirectory, replica: int, follow: bool, find_pod: FindPod, timestamps: bool = False
+    api: KubeApi, run: RunDirectory, replica: int, follow: bool, look: Look, timestamps: bool = False
 ) -> Iterator[str]:
     """The replica's pods' logs in turn (a retry is a new pod), from the API while the pods
     exist, else from the copy archived in the run directory. With `timestamps`, lines carry
     the API's own times (`timestamps=true`)."""
     seen: set[str] = set()
     while True:
-        pod = find_pod(run, replica)
+        pod, over = look(run, replica)
         if pod is not None and pod.name not in seen:
             if pod.phase == "Pending":
-                if not follow:
+                if not follow or over:
                     return
                 time.sleep(0.2)
                 continue
@@ -55,7 +66,7 @@ def live_logs(
                     pod.name,
                     container(run),
                     follow=follow,
-                    ended=partial(_log_ended, run, replica, pod.name, find_pod),
+                    ended=partial(_log_ended, run, replica, pod.name, look),
                     timestamps=timestamps,
                 )
             except ApiException as exc:
@@ -71,19 +82,17 @@ def live_logs(
             if path.exists():
                 yield from archived_text(path, timestamps)
                 return
-            if not follow or run.status().terminal:
+            if not follow or over:
                 return
-        if run.status().terminal:
+        if over:
             return
         time.sleep(0.2)
 
 
-def _log_ended(run: RunDirectory, replica: int, pod_name: str, find_pod: FindPod) -> bool:
+def _log_ended(run: RunDirectory, replica: int, pod_name: str, look: Look) -> bool:
     """Whether a followed pod's log can have no more lines (its container is done)."""
-    if run.status().terminal:
-        return True
-    pod = find_pod(run, replica)
-    return pod is None or pod.name != pod_name or pod.phase in ("Succeeded", "Failed")
+    pod, over = look(run, replica)
+    return over or pod is None or pod.name != pod_name or pod.phase in ("Succeeded", "Failed")
 
 
 def archive_logs(api: KubeApi, user: str, run: RunDirectory) -> None:

@@ -180,7 +180,11 @@ class Watcher:
             for event in items:
                 self._event(event)
         else:
-            for run in self.cache.replace(kind, items):
+            runs = self.cache.replace(kind, items)
+            for obj in items:  # events the Event list met before this one (the lists race)
+                for event in self.cache.adopt(obj["metadata"]["name"]):
+                    self._event(event)
+            for run in runs:
                 self.on_change(run, kind)
         self.relists += 1
         self.synced[kind].set()
