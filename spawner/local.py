@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ from traitlets import Bool, Dict, Unicode, default
 from kubelab.backends.local.gpus import Gpu, GpuAllocator, detect_gpus
 from kubelab.errors import KubelabError
 
+from .accounts import hub_account
 from .admission import admit
 from .availability import Availability, group_label, local_availability, notebook_run
 from .choice import choose, hub_memberships, public_properties
@@ -44,7 +44,6 @@ from .spawn_form import SpawnForm, refusal
 from .user_dirs import make_owned_dirs
 
 EXTENSION = "kubelab.server_extension"
-SYSTEM_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 
 
 def as_user_with_group(name: str, extra_gid: int, cwd: Path) -> Any:
@@ -64,24 +63,6 @@ def as_user_with_group(name: str, extra_gid: int, cwd: Path) -> Any:
     return preexec
 
 
-def create_system_user(name: str) -> Any:
-    """A system account for a hub user the authenticator vouched for (`useradd`)."""
-    import pwd
-    import subprocess
-
-    if not SYSTEM_NAME.fullmatch(name):
-        raise KubelabError(
-            f"'{name}' cannot be a system account name (lowercase letters, digits, _ "
-            "and -, at most 32); ask the admin to create an account for you"
-        )
-    done = subprocess.run(
-        ["useradd", "--create-home", "--shell", "/bin/bash", "--", name], capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        raise KubelabError(f"could not create the system account '{name}': {done.stderr.strip()}")
-    return pwd.getpwnam(name)
-
-
 class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
     """Single-user servers as local processes, with kubelab's GPU profiles and groups."""
 
@@ -94,7 +75,9 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
         config=True,
         help=(
             "Create a missing system account at the first spawn (for authenticators without system "
-            "accounts, such as NativeAuthenticator with admin approval); needs root."
+            "accounts, such as NativeAuthenticator with admin approval); needs root. A hub name then "
+            "runs only as an account this hub created (recorded in <root>/system-accounts.json), "
+            "never as an existing one."
         ),
     )
     ledger_group = Unicode(
@@ -236,16 +219,16 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
         import pwd
 
         try:
-            entry = pwd.getpwnam(self.user.name)
-        except KeyError:
-            if self.create_system_users:
-                entry = create_system_user(self.user.name)
+            if self.create_system_users:  # only an account this hub made: `kubelab.spawner.accounts`
+                entry = hub_account(self.user.name, Path(self.root))
             else:
-                raise KubelabError(
-                    f"there is no system account named '{self.user.name}' on this machine, and the "
-                    "hub runs each notebook as its user's account (create it, e.g. `useradd "
-                    f"{self.user.name}`, or use an authenticator that creates accounts)"
-                ) from None
+                entry = pwd.getpwnam(self.user.name)
+        except KeyError:
+            raise KubelabError(
+                f"there is no system account named '{self.user.name}' on this machine, and the "
+                "hub runs each notebook as its user's account (create it, e.g. `useradd "
+                f"{self.user.name}`, or use an authenticator that creates accounts)"
+            ) from None
         root, owner = Path(self.root), (entry.pw_uid, entry.pw_gid)
         for parts in (["workspaces", slug, ".kubelab"], ["archives", slug]):
             try:
