@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import sys
 import time
 from pathlib import Path
@@ -39,6 +40,7 @@ from .launch_checks import (
     until_listening,
 )
 from .profiles import Catalog, NotebookOptions
+from .reserved_port import LISTEN_FD, reserve
 from .server_log import crash_cause, log_name, read_tail, redirect_stderr
 from .spawn_form import SpawnForm, refusal
 from .user_dirs import make_owned_dirs
@@ -281,9 +283,12 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
         except KubelabError as exc:
             raise refusal(exc) from None
         self._group, self._options = group, options
+        if self.port and self.port == self._reserved_port:
+            self.port = 0  # the last server's root-only port: reserve one afresh
         try:
             self.prepare_folders()
             self.check_launch()
+            listener = self.reserve_port()
         except KubelabError as exc:
             raise refusal(exc) from None
         self.notebook_dir = str(self.workspace)
@@ -301,16 +306,40 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
         configured = list(self.cmd)
         self.cmd = [*launcher, "--", *configured]
         since = time.time() - 1  # file times may lag the clock by a tick
+        popen = dict(self.popen_kwargs)
+        if listener is not None:  # the server inherits its socket (`kubelab.spawner.reserved_port`)
+            self._listen_fd = listener.fileno()
+            self.popen_kwargs = {**popen, "pass_fds": (self._listen_fd,)}
         try:
             address = await super().start()
         except OSError as exc:  # the process could not even be created
             raise refusal(launch_failure(self.user.name, exc)) from None
         finally:
-            self.cmd = configured
+            self.cmd, self.popen_kwargs, self._listen_fd = configured, popen, None
+            if listener is not None:
+                listener.close()  # the server holds it now
         status = await until_listening(self.proc, address, self.start_timeout)
         if status is not None:
             raise refusal(self.exit_failure(status, since)) from None
         return address
+
+    _reserved_port = 0
+    _listen_fd: int | None = None
+
+    def reserve_port(self) -> socket.socket | None:
+        """As root, with no port configured: a root-only port bound for the server, so that once
+        it is gone no other account can take the port and the requests still routed there."""
+        if not self.run_as_users or os.geteuid() != 0 or self.port:
+            return None
+        listener = reserve(self.ip or "127.0.0.1")
+        if listener is None:
+            self.log.warning(
+                "every account may bind ports below 1024 on this machine (net.ipv4."
+                "ip_unprivileged_port_start): another account can take a stopped server's port"
+            )
+            return None
+        self.port = self._reserved_port = listener.getsockname()[1]
+        return listener
 
     def get_args(self) -> list[str]:
         args = [
@@ -336,6 +365,8 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
         )
         if group is not None:
             env["KUBELAB_PROJECT"] = group.name
+        if self._listen_fd is not None:
+            env[LISTEN_FD] = str(self._listen_fd)
         for name in ("KUBELAB_MACHINE_DIR", "KUBELAB_FAKE_GPUS"):  # the ledger the local backend shares
             if os.environ.get(name) is not None:
                 env[name] = os.environ[name]
