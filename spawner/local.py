@@ -130,6 +130,8 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
         """The machine ledger; GPUs are discovered once per hub (NVML is slow to open per page view)."""
         if LocalKubeLabSpawner._gpus is None:
             LocalKubeLabSpawner._gpus = detect_gpus()
+        if self.run_as_users and os.geteuid() == 0:  # shared (and repaired) before any file is made
+            self.shared_ledger()
         return GpuAllocator(list(LocalKubeLabSpawner._gpus))
 
     def availability(self) -> Availability:
@@ -187,14 +189,16 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
         import grp
         import subprocess
 
-        from kubelab.backends.local.gpus import machine_dir, share_with_group
+        from kubelab.backends.local.gpus import machine_dir
+        from kubelab.backends.local.ledger_folder import share_with_group
 
         try:
             gid = grp.getgrnam(self.ledger_group).gr_gid
         except KeyError:
             subprocess.run(["groupadd", "--system", "--", self.ledger_group], check=True, capture_output=True)
             gid = grp.getgrnam(self.ledger_group).gr_gid
-        share_with_group(machine_dir(), gid)
+        for repaired in share_with_group(machine_dir(), gid):
+            self.log.warning("GPU ledger: %s", repaired)
         return gid
 
     def user_env(self, env: dict[str, str]) -> dict[str, str]:
