@@ -27,58 +27,14 @@ from typing import Any
 import pytest
 import requests
 from jupyter_server_process import JupyterServer
+from other_account import ASK, OTHER_PYTHON, SNOOP, listening_ports
 from system_users import as_user, needs_root, system_user
 from world_python import remove, world_python
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spawner"))
 from hub_process import Hub, local_hub_env
 
-OTHER_PYTHON = "/usr/bin/python3"  # the attacker's own: the test virtualenv may be closed to it
 REPORT = "import kubelab\nfor s in range(3):\n    kubelab.report(step=s, secret_loss=1.0 / (s + 1))\n"
-
-# Run as the other account: everything it can read of every process and of TensorBoard's records.
-SNOOP = textwrap.dedent(
-    """
-    import glob, json, sys
-    seen = []
-    for pattern in ("/proc/*/cmdline", "/proc/*/environ", "/tmp/.tensorboard-info/*"):
-        for path in glob.glob(pattern):
-            try:
-                with open(path, "rb") as f:
-                    seen.append(f.read().decode(errors="replace"))
-            except OSError:
-                pass
-    print(json.dumps(seen))
-    """
-)
-
-# Run as the other account: TensorBoard's port, asked directly with the right path.
-ASK = textwrap.dedent(
-    """
-    import sys, urllib.error, urllib.request
-    url = sys.argv[1]
-    try:
-        with urllib.request.urlopen(url, timeout=20) as reply:
-            print(reply.status, reply.read().decode(errors="replace"))
-    except urllib.error.HTTPError as exc:
-        print(exc.code, exc.read().decode(errors="replace"))
-    """
-)
-
-
-def listening_ports(pid: int) -> set[int]:
-    """The TCP ports process `pid` listens on (its socket inodes in /proc/net/tcp, state 0A)."""
-    inodes = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        target = os.readlink(fd) if fd.is_symlink() else ""
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    ports = set()
-    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        fields = line.split()
-        if fields[3] == "0A" and fields[9] in inodes:
-            ports.add(int(fields[1].rsplit(":", 1)[1], 16))
-    return ports
 
 
 @pytest.fixture(scope="module")
