@@ -128,3 +128,18 @@ def test_a_planted_ledger_entry_is_repaired_and_its_owner_named(lab, monkeypatch
     assert f"gpus.lock was a special file of {alice}" in logged, logged
     used = as_member(lab, "bob", [str(lab["python"]), "-c", SNAPSHOT, str(machine)])
     assert used.returncode == 0 and used.stdout.split() == ["[0]", "0"], used.stderr[-2000:]
+
+
+def test_a_ledger_file_closed_to_a_member_is_a_sentence_then_repaired(lab, monkeypatch, caplog):
+    machine = lab["base"] / "closed" / "machine"
+    spawner = hub_spawner(lab, machine, monkeypatch)
+    hub_looks(spawner)
+    os.chmod(machine / "gpus.lock", 0o600)  # as an older hub's first look left it
+    closed = as_member(lab, "alice", [str(lab["python"]), "-c", SNAPSHOT, str(machine)])
+    assert closed.returncode != 0
+    assert "gpus.lock is closed to this account (root's, mode 600)" in closed.stderr, closed.stderr[-2000:]
+    with caplog.at_level(logging.WARNING):
+        hub_looks(spawner)
+    assert "gpus.lock was a file of root" in caplog.text, caplog.text
+    used = as_member(lab, "alice", [str(lab["python"]), "-c", SNAPSHOT, str(machine)])
+    assert used.returncode == 0 and used.stdout.split() == ["[0]", "0"], used.stderr[-2000:]
