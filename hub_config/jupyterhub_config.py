@@ -73,7 +73,9 @@ if AUTH == "pam":
     else:
         c.Authenticator.allow_all = True  # any system account, with its own password
 elif AUTH == "native":
-    c.JupyterHub.authenticator_class = "native"  # pip install jupyterhub-nativeauthenticator
+    # pip install jupyterhub-nativeauthenticator (or kubelab[native]); kubelab's subclass gives its
+    # login the timer JupyterHub 6 no longer has (kubelab/spawner/native_login.py)
+    c.JupyterHub.authenticator_class = "kubelab.spawner.native_login.KubeLabNativeAuthenticator"
     c.NativeAuthenticator.open_signup = False  # an admin approves each sign-up
     c.Authenticator.allow_all = True
     c.LocalKubeLabSpawner.create_system_users = True

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from kubelab.cli_output import emit, table
+from kubelab.cli_output import emit, say, table
 from kubelab.errors import FieldError, KubelabError, ValidationError
 from kubelab.options import add_experiment_options, apply_options, given_options, option_error
 from kubelab.records import SUCCEEDED, TERMINAL, RunDirectory
@@ -97,9 +97,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         emit(record, "json")
         return 0
     if args.output != "json":
-        print(f"submitted {record['id']} ({record['name']})", file=sys.stderr)
+        say(f"submitted {record['id']} ({record['name']})", file=sys.stderr)
     if not args.wait:
-        print(record["id"])
+        say(record["id"])
         return 0
     if args.output != "json":
         for chunk in lab.logs(record["id"], 0, follow=True):
@@ -110,7 +110,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.output == "json":
         emit(final, "json")
     else:
-        print(f"{final['id']} {final['status']}: {final['reason']}", file=sys.stderr)
+        say(f"{final['id']} {final['status']}: {final['reason']}", file=sys.stderr)
     return 0 if final["status"] == SUCCEEDED else 1
 
 
@@ -145,7 +145,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     if args.output == "yaml":
         import yaml
 
-        print(yaml.safe_dump_all(objects, sort_keys=False).rstrip())
+        say(yaml.safe_dump_all(objects, sort_keys=False).rstrip())
     else:
         emit(objects, "json")
     return 0
@@ -156,9 +156,9 @@ def cmd_ls(args: argparse.Namespace) -> int:
     if args.output == "json":
         emit({"items": items, "total": total}, "json")
     else:
-        print(table(items))
+        say(table(items))
         if total > len(items):
-            print(f"({len(items)} of {total} shown)")
+            say(f"({len(items)} of {total} shown)")
     return 0
 
 
@@ -182,11 +182,11 @@ def cmd_show(args: argparse.Namespace) -> int:
         "gpu_ids",
         "run_dir",
     ):
-        print(f"{key + ':':12} {record.get(key)}")
+        say(f"{key + ':':12} {record.get(key)}")
     if record.get("run_dir"):
         system = summarize_file(RunDirectory(Path(record["run_dir"])).system_file)
         for line in describe(system):
-            print(f"{'system:':12} {line}")
+            say(f"{'system:':12} {line}")
     return 0
 
 
@@ -202,13 +202,13 @@ def cmd_stop(args: argparse.Namespace) -> int:
     if args.output == "json":
         emit(record, "json")
     else:
-        print(f"stopping {args.id}")
+        say(f"stopping {args.id}")
     return 0
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
     _lab().delete(args.id)
-    print(f"deleted {args.id}")
+    say(f"deleted {args.id}")
     return 0
 
 
@@ -218,12 +218,12 @@ def cmd_resources(args: argparse.Namespace) -> int:
         emit(info, "json")
         return 0
     gpus = info["gpus"]
-    print(f"backend: {info['backend']}")
-    print(f"GPUs: {gpus['free']} free of {gpus['total']}")
+    say(f"backend: {info['backend']}")
+    say(f"GPUs: {gpus['free']} free of {gpus['total']}")
     for kind in gpus.get("types", []):
-        print(f"  {kind['type']}: {kind['free']}/{kind['total']} free")
+        say(f"  {kind['type']}: {kind['free']}/{kind['total']} free")
     if gpus.get("queue"):
-        print(f"waiting: {len(gpus['queue'])} experiment(s)")
+        say(f"waiting: {len(gpus['queue'])} experiment(s)")
     return 0
 
 
@@ -338,9 +338,9 @@ def main(argv: list[str] | None = None) -> int:
     except KubelabError as exc:
         json_out = getattr(args, "output", None) == "json" if args else _asks_for_json(words)
         if json_out:
-            print(json.dumps(exc.to_json(), indent=2), file=sys.stderr)
+            say(json.dumps(exc.to_json(), indent=2), file=sys.stderr)
         else:
-            print(f"kubelab: {exc.message()}", file=sys.stderr)
+            say(f"kubelab: {exc.message()}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -12,6 +12,7 @@ import getpass
 import os
 import re
 import shutil
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -139,7 +140,7 @@ class Experiments:
             ignore = SNAPSHOT_IGNORE
 
             def skip(folder: str, names: list[str]) -> set[str]:
-                skipped = set(ignore(folder, names))
+                skipped = set(ignore(folder, names)) | {n for n in names if _special(Path(folder) / n)}
                 return skipped | {n for n in names if (Path(folder) / n).resolve() == home}
 
             shutil.copytree(source, run.code_dir, ignore=skip, symlinks=True)
@@ -243,6 +244,15 @@ class Experiments:
             self.backend.stop(run)
         self.backend.delete(run)
         run.delete()
+
+
+def _special(path: Path) -> bool:
+    """A FIFO, socket or device: not code, and copying one would block or fail the submit."""
+    try:
+        mode = path.lstat().st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode))
 
 
 def _tree_size(root: Path, skip: Path) -> int:

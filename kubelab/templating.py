@@ -1,6 +1,10 @@
 """`{{ name }}` templating for commands, with every value shell-quoted.
 
-A parameter is data, never shell code: `lr="0.1; rm -rf ~"` arrives as one argument.
+A parameter is data, never shell code: `lr="0.1; rm -rf ~"` arrives as one argument. Nor is it
+ever a template: a command may be rendered twice (a pipeline fills in its references, then the
+step's experiment its own params), so a quoted value never holds `{{` for the later render to
+read (`shell_word`): `{{ note }}` inside a value would otherwise be replaced, within the first
+quotes, by note's own quoted value, and the shell would run what note holds.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 _VARIABLE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_.]*)\s*\}\}")
+_OPENING = re.compile(r"\{(?=\{)")  # a brace that opens a template with the next one
 
 
 def variables(template: str) -> list[str]:
@@ -29,10 +34,16 @@ def format_value(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def shell_word(text: str) -> str:
+    """`text` as one shell word that no later render reads as a template: quoted, and each `{{`
+    inside the quotes spelled `{''{` (the shell joins the two quoted pieces back)."""
+    return _OPENING.sub("{''", shlex.quote(text))
+
+
 def render(template: str, values: Mapping[str, Any], quote: bool = True) -> str:
     def substitute(match: re.Match[str]) -> str:
         text = format_value(values[match.group(1)])
-        return shlex.quote(text) if quote else text
+        return shell_word(text) if quote else text
 
     return _VARIABLE.sub(substitute, template)
 

@@ -17,6 +17,7 @@ from traitlets import Float, Unicode
 from kubelab.experiments import Experiments
 from kubelab.server_extension import tensorboard as tensorboard_ext
 from kubelab.server_extension.events import EventHub
+from kubelab.server_extension.listen import adopt_inherited_socket
 from kubelab.server_extension.routes import API_ROUTES
 from kubelab.server_extension.streams import StreamSlots, limit_from_env
 
@@ -38,6 +39,7 @@ class KubeLabApp(ExtensionApp):
     )
 
     def initialize_settings(self) -> None:
+        adopt_inherited_socket(self.serverapp)  # before the server binds: see listen.py
         self.lab = Experiments(Path(self.home) if self.home else None)
         self.root_dir = self.serverapp.root_dir
         self.kernel_token = secrets.token_urlsafe(32)

@@ -23,6 +23,7 @@ from tornado.iostream import StreamClosedError
 
 from kubelab.errors import FieldError, KubelabError, NotFound, ValidationError
 from kubelab.records import RunDirectory
+from kubelab.server_extension.openapi import MAX_INT_ARGUMENT
 from kubelab.server_extension.streams import IDLE
 
 HEARTBEAT = 15.0
@@ -116,6 +117,9 @@ class KubelabHandler(APIHandler):
             raise ValidationError(f"invalid {name}", [FieldError(name, reason)]) from None
         if value < 0:
             raise ValidationError(f"invalid {name}", [FieldError(name, "must be 0 or more")])
+        if value > MAX_INT_ARGUMENT:  # a file offset or count beyond any file: refused, not a 500
+            reason = f"must be at most {MAX_INT_ARGUMENT}"
+            raise ValidationError(f"invalid {name}", [FieldError(name, reason)])
         return value
 
     def bool_argument(self, name: str) -> bool:

@@ -34,28 +34,30 @@ RECORD = json_schema()  # from kubelab.run_record.RunRecord, the one definition
 
 SPEC = spec_schema.json_schema()  # from kubelab.spec.ExperimentSpec, the one definition
 
+MAX_INT_ARGUMENT = 2**53 - 1  # what JSON clients count exactly; far past any log's size
+WHOLE = {"type": "integer", "minimum": 0, "maximum": MAX_INT_ARGUMENT}
 PARAMETERS = {
     "query": {"in": "query", "name": "query", "schema": {"type": "string"}, "description": "PQL filter"},
     "sort": {"in": "query", "name": "sort", "schema": {"type": "string"}, "description": "e.g. -created_at"},
     "follow": {"in": "query", "name": "follow", "schema": {"type": "boolean"}},
-    "replica": {"in": "query", "name": "replica", "schema": {"type": "integer", "minimum": 0}},
+    "replica": {"in": "query", "name": "replica", "schema": WHOLE},
     "timestamps": {
         "in": "query",
         "name": "timestamps",
         "schema": {"type": "boolean"},
         "description": "logs: each line led by its time (ISO 8601 UTC) and a space",
     },
-    "limit": {"in": "query", "name": "limit", "schema": {"type": "integer", "minimum": 0}},
+    "limit": {"in": "query", "name": "limit", "schema": WHOLE},
     "offset": {
         "in": "query",
         "name": "offset",
-        "schema": {"type": "integer", "minimum": 0},
+        "schema": WHOLE,
         "description": "listings: records to skip; logs: the first byte",
     },
     "length": {
         "in": "query",
         "name": "length",
-        "schema": {"type": "integer", "minimum": 0},
+        "schema": WHOLE,
         "description": "logs: bytes to return from offset",
     },
 }

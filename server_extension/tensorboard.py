@@ -22,6 +22,7 @@ from tornado.ioloop import PeriodicCallback
 
 from kubelab.errors import KubelabError
 from kubelab.server_extension.handlers import KubelabHandler, api
+from kubelab.tensorboard.private import TOKEN_HEADER
 from kubelab.tensorboard.sandbox import page_policy, with_storage_shim
 from kubelab.tensorboard.supervisor import (
     FAILED,
@@ -50,7 +51,8 @@ HOP_BY_HOP = {
     "server",
     "date",
 }
-NOT_FORWARDED = HOP_BY_HOP | {"host", "cookie", "authorization"}  # Jupyter's credentials stay here
+# Jupyter's credentials stay here; the proxy's token is the proxy's to set
+NOT_FORWARDED = HOP_BY_HOP | {"host", "cookie", "authorization", TOKEN_HEADER.lower()}
 
 
 def install(app: Any, idle_timeout: float) -> TensorBoardSupervisor:
@@ -60,6 +62,7 @@ def install(app: Any, idle_timeout: float) -> TensorBoardSupervisor:
         base_url=app.serverapp.base_url,
         idle_timeout=idle_timeout,
         on_change=lambda session: app.events.publish("tensorboard", session.to_json()),
+        guard=True,  # TensorBoard answers only this proxy (its token header), not the machine
     )
     every = max(1.0, min(60.0, idle_timeout / 4))
     app._tensorboard_reaper = PeriodicCallback(supervisor.reap_idle, every * 1000)
@@ -240,6 +243,8 @@ class TensorBoardView(web.RequestHandler):
         upstream = f"http://127.0.0.1:{session.port}"
         headers = {k: v for k, v in self.request.headers.get_all() if k.lower() not in NOT_FORWARDED}
         headers["Accept-Encoding"] = "gzip"  # the one encoding `with_storage_shim` can open
+        if session.proxy_token:
+            headers[TOKEN_HEADER] = session.proxy_token
         request = httpclient.HTTPRequest(
             upstream + self.request.uri,
             method=self.request.method,

@@ -9,6 +9,7 @@ started some other way, or a Python changed since, is caught here for the one us
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import stat
@@ -115,8 +116,10 @@ def exit_reason(user: str, status: int, cause: str = "", log: Path | None = None
 
 
 async def until_listening(process: Any, address: tuple[str, int], timeout: float) -> int | None:
-    """None once the server accepts connections; its exit status if its process ends first
-    (JupyterHub would otherwise wait out its timeout and answer with a bare "failed to start")."""
+    """None once the server answers HTTP; its exit status if its process ends first
+    (JupyterHub would otherwise wait out its timeout and answer with a bare "failed to start").
+    A connection alone proves nothing when the hub bound the server's socket for it
+    (`reserved_port`): the kernel accepts into that socket's backlog before the server runs."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while loop.time() < deadline:
@@ -124,11 +127,21 @@ async def until_listening(process: Any, address: tuple[str, int], timeout: float
         if status is not None:
             return status
         try:
-            _, writer = await asyncio.open_connection(*address)
+            reader, writer = await asyncio.open_connection(*address)
         except OSError:
             await asyncio.sleep(0.1)
             continue
-        writer.close()
-        await writer.wait_closed()
-        return None
+        try:
+            writer.write(b"HEAD / HTTP/1.0\r\n\r\n")
+            await writer.drain()
+            answered = await asyncio.wait_for(reader.read(1), 0.5)
+        except (OSError, asyncio.TimeoutError):
+            answered = b""
+        finally:
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+        if answered:
+            return None
+        await asyncio.sleep(0.1)
     return None

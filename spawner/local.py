@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
+import socket
 import sys
 import time
 from pathlib import Path
@@ -25,6 +25,7 @@ from traitlets import Bool, Dict, Unicode, default
 from kubelab.backends.local.gpus import Gpu, GpuAllocator, detect_gpus
 from kubelab.errors import KubelabError
 
+from .accounts import hub_account
 from .admission import admit
 from .availability import Availability, group_label, local_availability, notebook_run
 from .choice import choose, hub_memberships, public_properties
@@ -39,12 +40,12 @@ from .launch_checks import (
     until_listening,
 )
 from .profiles import Catalog, NotebookOptions
+from .reserved_port import LISTEN_FD, reserve
 from .server_log import crash_cause, log_name, read_tail, redirect_stderr
 from .spawn_form import SpawnForm, refusal
 from .user_dirs import make_owned_dirs
 
 EXTENSION = "kubelab.server_extension"
-SYSTEM_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 
 
 def as_user_with_group(name: str, extra_gid: int, cwd: Path) -> Any:
@@ -64,24 +65,6 @@ def as_user_with_group(name: str, extra_gid: int, cwd: Path) -> Any:
     return preexec
 
 
-def create_system_user(name: str) -> Any:
-    """A system account for a hub user the authenticator vouched for (`useradd`)."""
-    import pwd
-    import subprocess
-
-    if not SYSTEM_NAME.fullmatch(name):
-        raise KubelabError(
-            f"'{name}' cannot be a system account name (lowercase letters, digits, _ "
-            "and -, at most 32); ask the admin to create an account for you"
-        )
-    done = subprocess.run(
-        ["useradd", "--create-home", "--shell", "/bin/bash", "--", name], capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        raise KubelabError(f"could not create the system account '{name}': {done.stderr.strip()}")
-    return pwd.getpwnam(name)
-
-
 class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
     """Single-user servers as local processes, with kubelab's GPU profiles and groups."""
 
@@ -94,7 +77,9 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
         config=True,
         help=(
             "Create a missing system account at the first spawn (for authenticators without system "
-            "accounts, such as NativeAuthenticator with admin approval); needs root."
+            "accounts, such as NativeAuthenticator with admin approval); needs root. A hub name then "
+            "runs only as an account this hub created (recorded in <root>/system-accounts.json), "
+            "never as an existing one."
         ),
     )
     ledger_group = Unicode(
@@ -145,6 +130,8 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
         """The machine ledger; GPUs are discovered once per hub (NVML is slow to open per page view)."""
         if LocalKubeLabSpawner._gpus is None:
             LocalKubeLabSpawner._gpus = detect_gpus()
+        if self.run_as_users and os.geteuid() == 0:  # shared (and repaired) before any file is made
+            self.shared_ledger()
         return GpuAllocator(list(LocalKubeLabSpawner._gpus))
 
     def availability(self) -> Availability:
@@ -202,14 +189,16 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
         import grp
         import subprocess
 
-        from kubelab.backends.local.gpus import machine_dir, share_with_group
+        from kubelab.backends.local.gpus import machine_dir
+        from kubelab.backends.local.ledger_folder import share_with_group
 
         try:
             gid = grp.getgrnam(self.ledger_group).gr_gid
         except KeyError:
             subprocess.run(["groupadd", "--system", "--", self.ledger_group], check=True, capture_output=True)
             gid = grp.getgrnam(self.ledger_group).gr_gid
-        share_with_group(machine_dir(), gid)
+        for repaired in share_with_group(machine_dir(), gid):
+            self.log.warning("GPU ledger: %s", repaired)
         return gid
 
     def user_env(self, env: dict[str, str]) -> dict[str, str]:
@@ -236,16 +225,16 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
         import pwd
 
         try:
-            entry = pwd.getpwnam(self.user.name)
-        except KeyError:
-            if self.create_system_users:
-                entry = create_system_user(self.user.name)
+            if self.create_system_users:  # only an account this hub made: `kubelab.spawner.accounts`
+                entry = hub_account(self.user.name, Path(self.root))
             else:
-                raise KubelabError(
-                    f"there is no system account named '{self.user.name}' on this machine, and the "
-                    "hub runs each notebook as its user's account (create it, e.g. `useradd "
-                    f"{self.user.name}`, or use an authenticator that creates accounts)"
-                ) from None
+                entry = pwd.getpwnam(self.user.name)
+        except KeyError:
+            raise KubelabError(
+                f"there is no system account named '{self.user.name}' on this machine, and the "
+                "hub runs each notebook as its user's account (create it, e.g. `useradd "
+                f"{self.user.name}`, or use an authenticator that creates accounts)"
+            ) from None
         root, owner = Path(self.root), (entry.pw_uid, entry.pw_gid)
         for parts in (["workspaces", slug, ".kubelab"], ["archives", slug]):
             try:
@@ -298,9 +287,12 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
         except KubelabError as exc:
             raise refusal(exc) from None
         self._group, self._options = group, options
+        if self.port and self.port == self._reserved_port:
+            self.port = 0  # the last server's root-only port: reserve one afresh
         try:
             self.prepare_folders()
             self.check_launch()
+            listener = self.reserve_port()
         except KubelabError as exc:
             raise refusal(exc) from None
         self.notebook_dir = str(self.workspace)
@@ -318,16 +310,40 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
         configured = list(self.cmd)
         self.cmd = [*launcher, "--", *configured]
         since = time.time() - 1  # file times may lag the clock by a tick
+        popen = dict(self.popen_kwargs)
+        if listener is not None:  # the server inherits its socket (`kubelab.spawner.reserved_port`)
+            self._listen_fd = listener.fileno()
+            self.popen_kwargs = {**popen, "pass_fds": (self._listen_fd,)}
         try:
             address = await super().start()
         except OSError as exc:  # the process could not even be created
             raise refusal(launch_failure(self.user.name, exc)) from None
         finally:
-            self.cmd = configured
+            self.cmd, self.popen_kwargs, self._listen_fd = configured, popen, None
+            if listener is not None:
+                listener.close()  # the server holds it now
         status = await until_listening(self.proc, address, self.start_timeout)
         if status is not None:
             raise refusal(self.exit_failure(status, since)) from None
         return address
+
+    _reserved_port = 0
+    _listen_fd: int | None = None
+
+    def reserve_port(self) -> socket.socket | None:
+        """As root, with no port configured: a root-only port bound for the server, so that once
+        it is gone no other account can take the port and the requests still routed there."""
+        if not self.run_as_users or os.geteuid() != 0 or self.port:
+            return None
+        listener = reserve(self.ip or "127.0.0.1")
+        if listener is None:
+            self.log.warning(
+                "every account may bind ports below 1024 on this machine (net.ipv4."
+                "ip_unprivileged_port_start): another account can take a stopped server's port"
+            )
+            return None
+        self.port = self._reserved_port = listener.getsockname()[1]
+        return listener
 
     def get_args(self) -> list[str]:
         args = [
@@ -353,6 +369,8 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
         )
         if group is not None:
             env["KUBELAB_PROJECT"] = group.name
+        if self._listen_fd is not None:
+            env[LISTEN_FD] = str(self._listen_fd)
         for name in ("KUBELAB_MACHINE_DIR", "KUBELAB_FAKE_GPUS"):  # the ledger the local backend shares
             if os.environ.get(name) is not None:
                 env[name] = os.environ[name]

@@ -42,11 +42,5 @@ def as_user(entry: pwd.struct_passwd, argv: list[str], **kwargs) -> subprocess.C
         os.initgroups(entry.pw_name, entry.pw_gid)
         os.setuid(entry.pw_uid)
 
-    return subprocess.run(
-        argv,
-        preexec_fn=drop,
-        capture_output=True,
-        text=True,
-        env={"HOME": entry.pw_dir, "PATH": "/usr/bin:/bin"},
-        **kwargs,
-    )
+    kwargs.setdefault("env", {"HOME": entry.pw_dir, "PATH": "/usr/bin:/bin"})
+    return subprocess.run(argv, preexec_fn=drop, capture_output=True, text=True, **kwargs)

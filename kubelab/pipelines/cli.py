@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kubelab.cli_output import emit
+from kubelab.cli_output import emit, grid, say
 from kubelab.command_group import CommandGroup
 from kubelab.options import param
 from kubelab.records import RUNNING, SUCCEEDED
@@ -94,12 +94,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.output == "json":
             emit(record, "json")
         else:
-            print(
+            say(
                 f"scheduled pipeline {record['name']} ({record['cron']} {record['timezone']}): "
                 f"schedule {record['id']}, next at {record['next_at']}",
                 file=sys.stderr,
             )
-            print(record["id"])
+            say(record["id"])
         return 0
     pipelines = _pipelines()
     record = pipelines.create(data, base_dir=base, params=params)
@@ -107,8 +107,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.output == "json":
             emit(record, "json")
         else:
-            print(f"started pipeline {record['id']} ({record['name']})", file=sys.stderr)
-            print(record["id"])
+            say(f"started pipeline {record['id']} ({record['name']})", file=sys.stderr)
+            say(record["id"])
         return 0
     return follow(pipelines, record["id"], args.output)
 
@@ -126,7 +126,7 @@ def follow(pipelines: Any, pipeline_id: str, output: str | None) -> int:
                 seen[step["name"]] = now
                 if not quiet:
                     why = f" ({step['reason']})" if step["reason"] else ""
-                    print(
+                    say(
                         f"step {step['name']}: {step['state']} {step['kind']} {step['id'] or ''}{why}",
                         file=sys.stderr,
                     )
@@ -138,7 +138,7 @@ def follow(pipelines: Any, pipeline_id: str, output: str | None) -> int:
     if quiet:
         emit(record, "json")
     else:
-        print(f"pipeline {pipeline_id} {record['status']}: {record['reason']}", file=sys.stderr)
+        say(f"pipeline {pipeline_id} {record['status']}: {record['reason']}", file=sys.stderr)
     return 0 if record["status"] == SUCCEEDED else 1
 
 
@@ -151,7 +151,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     for r in records:
         done = r["counts"].get("succeeded", 0)
         rows.append((r["id"], r["name"][:30], r["status"], f"{done}/{len(r['steps'])}", r["created_at"]))
-    print(table(rows))
+    say(grid(rows))
     return 0
 
 
@@ -161,7 +161,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         emit(record, "json")
         return 0
     for key in ("id", "name", "status", "reason", "params", "created_at", "finished_at", "schedule"):
-        print(f"{key + ':':13} {record.get(key)}")
+        say(f"{key + ':':13} {record.get(key)}")
     rows = [("STEP", "KIND", "STATE", "ID", "ATTEMPT", "DEPENDS ON", "REASON")]
     for s in record["steps"]:
         rows.append(
@@ -175,13 +175,13 @@ def cmd_show(args: argparse.Namespace) -> int:
                 s["reason"],
             )
         )
-    print(table(rows))
+    say(grid(rows))
     return 0
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
     record = _pipelines().stop(args.id)
-    emit(record, "json") if args.output == "json" else print(
+    emit(record, "json") if args.output == "json" else say(
         f"pipeline {record['id']} {record['status']}: {record['reason']}"
     )
     return 0
@@ -192,7 +192,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     record = pipelines.resume(args.id)
     if args.wait:
         return follow(pipelines, record["id"], args.output)
-    emit(record, "json") if args.output == "json" else print(
+    emit(record, "json") if args.output == "json" else say(
         f"pipeline {record['id']} {record['status']}: {record['reason']}"
     )
     return 0
@@ -202,9 +202,3 @@ def cmd_step(args: argparse.Namespace) -> int:
     from kubelab.pipelines.step import StepRunner
 
     return StepRunner(_pipelines().pipeline(args.id), args.step).run()
-
-
-def table(rows: list[tuple[Any, ...]]) -> str:
-    text = [[str(c) for c in row] for row in rows]
-    widths = [max(len(row[i]) for row in text) for i in range(len(text[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in text)

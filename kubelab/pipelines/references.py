@@ -3,17 +3,17 @@
 They are the pipeline's, not the experiment's: `{{ lr }}` in a command is left for the
 experiment spec (its own params), while `{{ steps.tune.best.params.lr }}` is filled in by
 the pipeline driver when the step starts. Inside a command string a value is shell-quoted,
-like every other template value; anywhere else it is the plain text.
+like every other template value, and holds no template for the step's own render to read
+(`kubelab.templating.shell_word`); anywhere else it is the plain text.
 """
 
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from kubelab.templating import format_value
+from kubelab.templating import format_value, shell_word
 
 REFERENCE = re.compile(r"\{\{\s*((?:steps|params)\.[A-Za-z0-9_.\-]*)\s*\}\}")
 
@@ -41,7 +41,7 @@ def render(data: Any, values: Mapping[str, Any], key: str = "") -> Any:
 
         def one(match: re.Match[str]) -> str:
             text = format_value(values[match.group(1)])
-            return shlex.quote(text) if key == "command" else text
+            return shell_word(text) if key == "command" else text
 
         return REFERENCE.sub(one, data)
     if isinstance(data, dict):

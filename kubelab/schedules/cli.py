@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from kubelab.cli_output import emit
+from kubelab.cli_output import emit, grid, say
 from kubelab.command_group import CommandGroup
 from kubelab.errors import FieldError
 from kubelab.options import param
@@ -69,13 +69,11 @@ def cmd_add(args: argparse.Namespace) -> int:
     if args.output == "json":
         emit(record, "json")
     else:
-        print(record["id"])
+        say(record["id"])
     return 0
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    from kubelab.pipelines.cli import table
-
     schedules = _schedules()
     from kubelab.schedules.process import ensure_running
 
@@ -105,7 +103,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
                 text,
             )
         )
-    print(table(rows))
+    say(grid(rows))
     return 0
 
 
@@ -114,7 +112,7 @@ def _show(args: argparse.Namespace, record: dict[str, Any]) -> int:
         emit(record, "json")
     else:
         state = "paused" if record["paused"] else "active"
-        print(f"schedule {record['id']} {state}; next at {record['next_at']}")
+        say(f"schedule {record['id']} {state}; next at {record['next_at']}")
     return 0
 
 
@@ -131,7 +129,7 @@ def cmd_rm(args: argparse.Namespace) -> int:
     if args.output == "json":
         emit({"id": args.id, "removed": True}, "json")
     else:
-        print(f"removed schedule {args.id}")
+        say(f"removed schedule {args.id}")
     return 0
 
 
@@ -144,7 +142,7 @@ def cmd_fire(args: argparse.Namespace) -> int:
 
     schedules = _schedules()
     fire = fire_once(schedules.lab.home, args.id)
-    print(
+    say(
         f"schedule {args.id}: {fire['state']} {fire.get('id') or ''} {fire.get('reason') or ''}".rstrip(),
         file=sys.stderr,
     )
@@ -189,7 +187,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     if args.yaml:
         import yaml
 
-        print(yaml.safe_dump_all(objects, sort_keys=False).rstrip())
+        say(yaml.safe_dump_all(objects, sort_keys=False).rstrip())
     else:
-        print(json.dumps(objects, indent=2))
+        say(json.dumps(objects, indent=2))
     return 0

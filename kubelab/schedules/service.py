@@ -324,7 +324,8 @@ class Schedules:
                 from kubelab.sweeps.service import Sweeps
 
                 return Sweeps(self.lab).sweep(started_id).read_state().status == RUNNING
-            return not self.lab.run(started_id).status().terminal
+            run = self.lab.run(started_id)  # asked of the backend: a Job may have ended unseen
+            return not self.lab.backend.reconcile(run, run.status()).terminal
         except (NotFound, OSError, ValueError):
             return False
 

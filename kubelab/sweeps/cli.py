@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kubelab.cli_output import emit
+from kubelab.cli_output import emit, grid, say
 from kubelab.command_group import CommandGroup
 from kubelab.records import RUNNING, SUCCEEDED
 
@@ -93,8 +93,8 @@ def create_and_follow(data: Any, base: Path, wait: bool, output: str | None) -> 
         if output == "json":
             emit(record, "json")
         else:
-            print(f"started sweep {record['id']} ({record['name']})", file=sys.stderr)
-            print(record["id"])
+            say(f"started sweep {record['id']} ({record['name']})", file=sys.stderr)
+            say(record["id"])
         return 0
     return follow(sweeps, record["id"], output)
 
@@ -103,7 +103,7 @@ def follow(sweeps: Any, sweep_id: str, output: str | None) -> int:
     """Print each trial as it ends, then the best trial; exit 0 only if the sweep succeeded."""
     quiet = output == "json"
     if not quiet:
-        print(f"sweep {sweep_id}: following (Ctrl-C stops following, not the sweep)", file=sys.stderr)
+        say(f"sweep {sweep_id}: following (Ctrl-C stops following, not the sweep)", file=sys.stderr)
     told = {e.number for e in sweeps.sweep(sweep_id).read_state().entries() if e.final}
     while True:
         sweep = sweeps.sweep(sweep_id)
@@ -114,7 +114,7 @@ def follow(sweeps: Any, sweep_id: str, output: str | None) -> int:
                 if not quiet:
                     value = "" if entry.value is None else f" {entry.value:.6g}"
                     why = f" ({entry.reason})" if entry.reason else ""
-                    print(f"trial {entry.number}: {entry.state}{value}{why} {entry.params}", file=sys.stderr)
+                    say(f"trial {entry.number}: {entry.state}{value}{why} {entry.params}", file=sys.stderr)
         if state.status != RUNNING:
             break
         sweeps.ensure_driver(sweep)
@@ -123,7 +123,7 @@ def follow(sweeps: Any, sweep_id: str, output: str | None) -> int:
     if quiet:
         emit(record, "json")
     else:
-        print(f"sweep {sweep_id} {record['status']}: {record['reason']}", file=sys.stderr)
+        say(f"sweep {sweep_id} {record['status']}: {record['reason']}", file=sys.stderr)
         describe_best(record)
     return 0 if record["status"] == SUCCEEDED else 1
 
@@ -132,9 +132,9 @@ def describe_best(record: dict[str, Any]) -> None:
     best = record.get("best")
     metric = record["objective"]["metric"]
     if best:
-        print(f"best: trial {best['trial']} ({best['id']}) {metric}={best['value']:.6g} {best['params']}")
+        say(f"best: trial {best['trial']} ({best['id']}) {metric}={best['value']:.6g} {best['params']}")
     else:
-        print("best: none yet")
+        say("best: none yet")
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
@@ -151,7 +151,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
         best = r["best"]
         shown = f"{r['objective']['metric']}={best['value']:.4g} (#{best['trial']})" if best else ""
         rows.append((r["id"], r["name"][:30], r["status"], r["tuner"], trials, shown))
-    print(_table(rows))
+    say(grid(rows))
     return 0
 
 
@@ -173,18 +173,18 @@ def cmd_show(args: argparse.Namespace) -> int:
         "created_at",
         "finished_at",
     ):
-        print(f"{key + ':':16} {record.get(key)}")
-    print(f"{'objective:':16} {record['objective']['direction']} {metric}")
-    print(f"{'counts:':16} " + ", ".join(f"{k} {v}" for k, v in record["counts"].items()))
+        say(f"{key + ':':16} {record.get(key)}")
+    say(f"{'objective:':16} {record['objective']['direction']} {metric}")
+    say(f"{'counts:':16} " + ", ".join(f"{k} {v}" for k, v in record["counts"].items()))
     describe_best(record)
     if record["importance"]:
         ranked = sorted(record["importance"].items(), key=lambda kv: -kv[1])
-        print("importance: " + ", ".join(f"{name} {score:.2f}" for name, score in ranked))
+        say("importance: " + ", ".join(f"{name} {score:.2f}" for name, score in ranked))
     rows = [("TRIAL", "ID", "RESULT", metric.upper(), "PARAMS", "REASON")]
     for t in record["trials"]:
         value = "" if t["objective"] is None else f"{t['objective']:.6g}"
         rows.append((t["trial"], t["id"] or "-", t["result"], value, t.get("params"), t["result_reason"]))
-    print(_table(rows))
+    say(grid(rows))
     return 0
 
 
@@ -193,7 +193,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
     if args.output == "json":
         emit(record, "json")
     else:
-        print(f"sweep {record['id']} {record['status']}: {record['reason']}")
+        say(f"sweep {record['id']} {record['status']}: {record['reason']}")
     return 0
 
 
@@ -210,11 +210,5 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if args.output == "json":
         emit(record, "json")
     else:
-        print(f"sweep {record['id']} {record['status']}: {record['reason']}")
+        say(f"sweep {record['id']} {record['status']}: {record['reason']}")
     return 0
-
-
-def _table(rows: list[tuple[Any, ...]]) -> str:
-    text = [[str(c) for c in row] for row in rows]
-    widths = [max(len(row[i]) for row in text) for i in range(len(text[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in text)

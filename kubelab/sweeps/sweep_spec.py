@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import math
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from kubelab.spec import ExperimentSpec
 from kubelab.sweeps.pruners import PrunerChoice, check_pruner
 from kubelab.sweeps.space import Scalar, SearchSpace, load_space
 from kubelab.sweeps.tuner_catalog import TunerChoice, check_batch, check_tuner
-from kubelab.templating import format_value
+from kubelab.templating import format_value, shell_word
 
 PARAMETER_STYLES = ("all", "env")
 DIRECTIONS = ("minimize", "maximize")
@@ -114,7 +113,7 @@ def trial_command(command: list[str] | str, params: dict[str, Scalar]) -> list[s
     """`command` with `--name=value` per parameter: list items, or shell-quoted words for a string."""
     args = [f"--{name}={format_value(value)}" for name, value in params.items()]
     if isinstance(command, str):
-        return " ".join([command, *(shlex.quote(arg) for arg in args)]) if args else command
+        return " ".join([command, *(shell_word(arg) for arg in args)]) if args else command
     return [*command, *args]
 
 

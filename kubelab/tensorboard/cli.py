@@ -14,6 +14,7 @@ import sys
 import time
 from typing import Any
 
+from kubelab.cli_output import say
 from kubelab.errors import FieldError, ValidationError
 from kubelab.options import add_tensorboard_options, tensorboard_request
 
@@ -26,9 +27,9 @@ def _client() -> Any:
 
 def _print(session: dict[str, Any], output: str | None, url: str) -> None:
     if output == "json":
-        print(json.dumps(session, indent=2))
+        say(json.dumps(session, indent=2))
         return
-    print(f"{session['id']}  {session['state']:9} {url}  runs: {', '.join(session['logdirs'])}")
+    say(f"{session['id']}  {session['state']:9} {url}  runs: {', '.join(session['logdirs'])}")
 
 
 def cmd_start(args: argparse.Namespace) -> int:
@@ -47,17 +48,17 @@ def cmd_start(args: argparse.Namespace) -> int:
     supervisor = TensorBoardSupervisor(Experiments())
     session = supervisor.start(request)
     if not supervisor.wait_ready(session, timeout=60):
-        print(f"kubelab: TensorBoard did not start: {supervisor.log_tail(session)}", file=sys.stderr)
+        say(f"kubelab: TensorBoard did not start: {supervisor.log_tail(session)}", file=sys.stderr)
         supervisor.stop_all()
         return 1
     served = {**session.to_json(), "url": session.direct_url}
     _print(served, args.output, served["url"])
-    print("(no Jupyter server: serving here until Ctrl-C)", file=sys.stderr, flush=True)
+    say("(no Jupyter server: serving here until Ctrl-C)", file=sys.stderr, flush=True)
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         while supervisor.check(session) == RUNNING:
             time.sleep(0.5)
-        print(f"kubelab: TensorBoard ended: {session.reason}", file=sys.stderr)
+        say(f"kubelab: TensorBoard ended: {session.reason}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 0
@@ -90,7 +91,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     client = _client()
     items = client.tensorboards()
     if args.output == "json":
-        print(json.dumps({"items": items}, indent=2))
+        say(json.dumps({"items": items}, indent=2))
     for session in [] if args.output == "json" else items:
         _print(session, None, client.page_url(session["url"]))
     return 0
@@ -100,9 +101,9 @@ def cmd_stop(args: argparse.Namespace) -> int:
     _needs_server()
     session = _client().stop_tensorboard(args.id)
     if args.output == "json":
-        print(json.dumps(session, indent=2))
+        say(json.dumps(session, indent=2))
     else:
-        print(f"stopped {session['id']}")
+        say(f"stopped {session['id']}")
     return 0
 
 

@@ -33,6 +33,8 @@ class TensorBoardSession:
     view_root: str  # where capability URLs live, e.g. /kubelab/tensorboard-view
     # The secret in the pages' URL: whoever holds it reads this TensorBoard, nothing else.
     capability: str = field(default_factory=lambda: secrets.token_urlsafe(32), repr=False)
+    # The header value the Jupyter server's proxy adds; TensorBoard refuses requests without it.
+    proxy_token: str | None = field(default=None, repr=False)
     state: str = STARTING
     reason: str = ""
     port: int | None = None

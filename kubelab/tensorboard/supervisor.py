@@ -9,7 +9,9 @@ No TensorBoard may outlive the process that started it. Three layers see to it:
 `PR_SET_PDEATHSIG` in the child (Linux; the kernel signals it when its parent dies, even by
 SIGKILL), and a watchdog thread in the child that exits once its parent pid is gone (for
 systems without pdeathsig, and for the race where the parent died before the prctl).
-The child is `python -m kubelab.tensorboard.supervisor --parent PID -- <tensorboard flags>`.
+The child is `python -m kubelab.tensorboard.supervisor --parent PID -- <tensorboard flags>`;
+its secrets (the capability in its path prefix, the proxy's token) come on its stdin, never
+its command line (`kubelab.tensorboard.private`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import Any
 from kubelab.errors import FieldError, NotFound, TooMany, ValidationError
 from kubelab.options import TENSORBOARD_SOURCES, tensorboard_source
 from kubelab.records import RunDirectory
+from kubelab.tensorboard.private import read_secrets, secrets_message, serve
 from kubelab.tensorboard.session import (
     FAILED,
     RUNNING,
@@ -73,7 +76,10 @@ class TensorBoardSupervisor:
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         on_change: Callable[[TensorBoardSession], None] | None = None,
         max_sessions: int | None = None,
+        guard: bool = False,
     ):
+        """`guard`: a Jupyter server proxies the sessions, so each TensorBoard answers only
+        requests carrying its session's proxy token (without one, a browser reaches it directly)."""
         self.lab = lab
         base = "/" + "/".join(p for p in (base_url.strip("/"),) if p)
         self.prefix_root = base.rstrip("/") + "/kubelab/tensorboard"
@@ -81,6 +87,7 @@ class TensorBoardSupervisor:
         self.idle_timeout = idle_timeout
         self.max_sessions = max_sessions or _env_limit("KUBELAB_MAX_TENSORBOARDS", DEFAULT_MAX_SESSIONS)
         self.on_change = on_change or (lambda session: None)
+        self.guard = guard
         self.sessions: dict[str, TensorBoardSession] = {}
         self.log_dir = Path(lab.home) / "tensorboard-sessions"
         self._lock = threading.RLock()
@@ -214,8 +221,6 @@ class TensorBoardSupervisor:
             "--",
             "--logdir_spec",
             logdir_spec(session.logdirs),
-            "--path_prefix",
-            session.view_prefix,
             "--host",
             "127.0.0.1",
             "--port",
@@ -223,15 +228,19 @@ class TensorBoardSupervisor:
             "--reload_interval",
             "5",
         ]
+        session.proxy_token = secrets.token_urlsafe(32) if self.guard else None
         with open(session.log_path, "ab") as log:
             session.process = subprocess.Popen(
                 command,
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.PIPE,  # the secrets: any account may read a command line
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: stop() ends all of it
                 close_fds=True,
             )
+        assert session.process.stdin is not None
+        with contextlib.suppress(BrokenPipeError), session.process.stdin as pipe:
+            pipe.write(secrets_message(session.view_prefix, session.proxy_token))
         session.pid = session.process.pid
         session.state, session.reason = STARTING, "starting TensorBoard"
 
@@ -386,10 +395,8 @@ def main(argv: list[str] | None = None) -> None:
     own, flags = args[:split], args[split + 1 :]
     parent = int(own[own.index("--parent") + 1]) if "--parent" in own else os.getppid()
     _die_with_parent(parent, "--pdeathsig" in own)
-    from tensorboard.main import run_main
-
-    sys.argv = ["tensorboard", *flags]
-    run_main()
+    path_prefix, token = read_secrets(sys.stdin.buffer)
+    serve(flags, path_prefix, token)
 
 
 if __name__ == "__main__":

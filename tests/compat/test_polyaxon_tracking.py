@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import json
+import shutil
+import stat
+import tempfile
 import textwrap
+from pathlib import Path
+
+from system_users import as_user, needs_root, system_user
 
 V1_SCRIPT = textwrap.dedent("""
     import os
@@ -71,3 +77,41 @@ def test_v0_experiment_client_records_into_the_run(cli, compat_env):
     assert shown["params"] == {"lr": 0.1, "batch_size": 64}  # what the spec set wins over logged names
     assert shown["tags"] == ["v0"]
     assert "declarations {'lr': 0.1}" in cli("logs", record["id"]).stdout
+
+
+OUTSIDE_A_RUN = textwrap.dedent("""
+    from polyaxon import tracking
+    with open("model.txt", "w") as handle:
+        handle.write("private weights")
+    tracking.init(project="mine")
+    print(tracking.log_artifact("model.txt") or tracking.get_outputs_path())
+""")
+
+
+@needs_root
+def test_outside_a_run_outputs_go_to_a_folder_no_other_account_can_read(tmp_path):
+    shims = Path(__file__).resolve().parents[2] / "kubelab" / "nni_compat"
+    shared = Path(tempfile.gettempdir()) / "polyaxon-outputs"
+    with system_user("klpa") as user, system_user("klpb") as other:
+        made_by_other = not shared.exists()
+        if made_by_other:  # another account got there first, open to all
+            assert as_user(other, ["mkdir", "-m", "777", str(shared)]).returncode == 0
+        try:
+            script = Path(user.pw_dir) / "track.py"
+            script.write_text(OUTSIDE_A_RUN)
+            done = as_user(
+                user,
+                ["/usr/bin/python3", str(script)],
+                cwd=user.pw_dir,
+                env={"HOME": user.pw_dir, "PATH": "/usr/bin:/bin", "PYTHONPATH": str(shims)},
+            )
+            assert done.returncode == 0, done.stderr
+            read = as_user(other, ["sh", "-c", f"cat {shared}/model.txt {done.stdout.strip()}/model.txt"])
+            assert "private weights" not in read.stdout, (done.stdout, read.stdout)
+            folder = Path(user.pw_dir) / "polyaxon-outputs"
+            info = folder.stat()
+            assert (info.st_uid, stat.S_IMODE(info.st_mode)) == (user.pw_uid, 0o700)
+            assert (folder / "model.txt").read_text() == "private weights"
+        finally:
+            if made_by_other:
+                shutil.rmtree(shared, ignore_errors=True)

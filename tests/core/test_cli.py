@@ -168,3 +168,16 @@ def test_kubelab_lab_starts_jupyterlab_and_prints_a_working_url(lab_env):
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+HOSTILE = "\x1b]0;pwned\x07\x1b[2J\u202eyp.live\u2066x\x9b"
+
+
+def test_terminal_escapes_in_names_and_params_are_shown_not_obeyed(cli):
+    cli("run", "--name", HOSTILE, "-P", f"note={HOSTILE}", "--wait", "--", "true")
+    (run_id,) = [r["id"] for r in json.loads(cli("ls", "-o", "json").stdout)["items"] if "pwned" in r["name"]]
+    for args in (("ls",), ("show", run_id), ("ls", "-o", "json"), ("show", run_id, "-o", "yaml")):
+        shown = cli(*args).stdout
+        for raw in ("\x1b", "\x07", "\u202e", "\u2066", "\x9b"):
+            assert raw not in shown, (args, repr(shown[:400]))
+    assert "\\x1b]0;pwned\\x07\\x1b[2J\\u202eyp.live" in cli("show", run_id).stdout

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import marshal
+import os
+from pathlib import Path
 
 import pytest
 import requests
@@ -116,3 +118,27 @@ def test_a_malformed_index_entry_does_not_break_listings(server):
     listed = server.get("experiments")
     assert listed.status_code == 200, listed.text[:300]
     assert run in [item["id"] for item in listed.json()["items"]]
+
+
+@pytest.mark.parametrize("name", ["offset", "length", "replica"])
+def test_a_log_range_beyond_any_file_names_the_field(server, name):
+    run = server.post("experiments", {"command": ["python", "-c", "print('a log to read')"]}).json()["id"]
+    server.wait_for(run)  # its log exists: seeking in it is what failed
+    for value in ("9223372036854775807", str(10**30)):
+        response = server.get(f"experiments/{run}/logs", params={"length": "1", name: value})
+        assert response.status_code == 422, (name, value, response.status_code, response.text[:300])
+        assert name in fields(response)
+
+
+def test_a_fifo_in_a_code_folder_is_left_out_of_the_snapshot(server):
+    code = server.root / "with-fifo"
+    code.mkdir()
+    (code / "train.py").write_text("print('trained')\n")
+    os.mkfifo(code / "pipe")
+    before = total(server)
+    response = server.post("experiments", {"command": ["python", "train.py"], "code": str(code)})
+    assert response.status_code == 201, response.text[:500]
+    record = server.wait_for(response.json()["id"])
+    snapshot = Path(server.get(f"experiments/{record['id']}").json()["run_dir"]) / "code"
+    assert sorted(p.name for p in snapshot.iterdir()) == ["train.py"]
+    assert record["status"] == "Succeeded" and total(server) == before + 1

@@ -420,3 +420,29 @@ def test_stopping_a_pipeline_stops_its_running_sweep(pipelines, pipeline_env):
 
     assert Sweeps(pipelines.lab).sweep(step["id"]).read_state().status == "Stopped"
     assert all(r["status"] == "Stopped" for r in pipelines.lab.list(f"sweep:{step['id']}")[0])
+
+
+def test_a_value_is_rendered_once_so_its_quoting_holds(pipelines, pipeline_env):
+    """A pipeline value inside a command string is quoted for the shell; the step's own render
+    must not read a template in it, or `{{ note }}` would be replaced by note's value inside the
+    first quotes and the shell would run what note holds."""
+    planted = pipeline_env.parent / "INJECTED"
+    record = pipelines.create(
+        {
+            "params": {"label": "{{ note }}"},
+            "steps": [
+                {
+                    "name": "say",
+                    "experiment": {
+                        "command": "echo {{ params.label }}",
+                        "params": {"note": f"$(touch {planted})"},
+                    },
+                }
+            ],
+        }
+    )
+    done = wait_pipeline(pipelines, record["id"])
+    assert done["status"] == "Succeeded", done
+    assert not planted.exists(), "the param's command substitution ran"
+    said = "".join(pipelines.lab.logs(done["steps"][0]["id"], 0))
+    assert said.strip() == "{{ note }}", said

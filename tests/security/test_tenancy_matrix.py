@@ -6,6 +6,7 @@ that runs here, and each must be refused.
 | single user (`kubelab lab`) | A's server token | B's server: experiments, a run, its logs, sweeps, pipelines, schedules, TensorBoards | Jupyter's token check |
 | local hub, as root | A's hub token | B's server (same REST paths); the hub API on B (server, tokens, model) | JupyterHub's scopes |
 | local hub, as root | A's uid | B's workspace, its `.kubelab` (runs, logs), B's archive | the kernel (`0700`) |
+| local hub, as root | A's uid | B's TensorBoard: its capability (`ps`, `/proc`, `/tmp/.tensorboard-info`), its loopback port | no secret outside B's process; the proxy's token |
 | per-user namespaces | A's notebook ServiceAccount token | B's namespace: pods, jobs, logs, secrets, claims, quota | RBAC in the API server |
 
 What other modules already prove is not repeated here: the read-only Authorizer
@@ -30,6 +31,7 @@ from typing import Any
 import pytest
 import requests
 from jupyter_server_process import JupyterServer
+from other_account import ASK, OTHER_PYTHON, SNOOP, listening_ports
 from system_users import as_user, needs_root, system_user
 from world_python import remove, world_python
 
@@ -223,6 +225,27 @@ def test_local_hub_a_uid_cannot_touch_b_folders(local_lab: LocalLab, which: str,
     done = as_user(a, argv)
     assert done.returncode != 0 and "Permission denied" in done.stderr, (attempt, folder, done)
     assert "b-secret" not in done.stdout and not (folder / "planted-by-a").exists()
+
+
+@needs_root
+def test_local_hub_a_uid_cannot_read_b_tensorboard(local_lab: LocalLab) -> None:
+    a, b = local_lab.users["a"], local_lab.users["b"].pw_name
+    api, headers, hub = local_lab.api(b), local_lab.headers(b), local_lab.hub.url
+    started = requests.post(
+        api + "tensorboards", json={"experiments": [local_lab.run]}, headers=headers, timeout=60
+    )
+    assert started.status_code in (200, 201), started.text[:300]
+    session = started.json()
+    entry = requests.get(hub + session["url"], headers=headers, allow_redirects=False, timeout=60)
+    assert entry.status_code == 302, entry.text[:300]
+    view = entry.headers["Location"]
+    assert requests.get(hub + view + "data/runs", timeout=90).status_code == 200  # B's own way in
+    capability = view.rstrip("/").rsplit("/", 1)[1]
+    seen = as_user(a, [OTHER_PYTHON, "-c", SNOOP])
+    assert seen.returncode == 0 and capability not in seen.stdout
+    for port in listening_ports(session["pid"]):
+        asked = as_user(a, [OTHER_PYTHON, "-c", ASK, f"http://127.0.0.1:{port}{view}data/runs"])
+        assert asked.stdout.startswith("403"), asked.stdout[:300]
 
 
 # -- per-user namespaces: A's notebook token against B's namespace --------------------------------

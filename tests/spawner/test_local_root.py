@@ -119,7 +119,7 @@ def test_servers_of_every_user_share_one_ledger_through_a_group(monkeypatch) -> 
             preexec = spawner.make_preexec_fn(alice.pw_name)
             gid = grp.getgrnam(group).gr_gid
             info = machine.stat()
-            assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) == (0, gid, 0o2770)
+            assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) == (0, gid, 0o3770)
             assert GpuAllocator([Gpu(0, "T4")], machine).try_acquire("root-run", os.getpid(), 1) == [0]
             ledger = machine / "gpus.json"
             seen = subprocess.run(

@@ -435,10 +435,8 @@ class KubernetesBackend(Backend):
         """Kubernetes events about the run's Job and pods, oldest first."""
         if self.watcher is not None and (run.path / EVENTS_FILE).exists():
             return read_events(run.path)
-        main, pods, events = self._run_objects(run)
-        return dedupe([event_record(e) for e in events])
+        return dedupe([event_record(e) for e in self._run_objects(run)[2]])
 
-    # -- capacity ------------------------------------------------------------------------------
     def resources(self) -> dict[str, Any]:
         """GPUs by the namespace's ResourceQuota (nodes are cluster-scoped, out of reach)."""
         return {"backend": self.name, **quota_resources(self.api, self.nb)}

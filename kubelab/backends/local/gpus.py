@@ -87,6 +87,7 @@ def _text(value: Any) -> str:
 
 SHARED_MACHINE_DIR = Path("/var/lib/kubelab/machine")
 OPEN_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC
+LEDGER, LOCK = "gpus.json", "gpus.lock"
 
 
 def machine_dir() -> Path:
@@ -118,7 +119,7 @@ def checked_dir(path: Path) -> Path:
         raise KubelabError(f"the GPU ledger folder {path} is not a folder")
     if info.st_uid not in (0, os.geteuid()):
         raise KubelabError(
-            f"the GPU ledger folder {path} belongs to {_user_name(info.st_uid)}, not to root or "
+            f"the GPU ledger folder {path} belongs to {account_name(info.st_uid)}, not to root or "
             "this user; kubelab will not use it (set KUBELAB_MACHINE_DIR to a folder of yours)"
         )
     if info.st_mode & stat.S_IWOTH:
@@ -129,20 +130,18 @@ def checked_dir(path: Path) -> Path:
     return path
 
 
-def share_with_group(path: Path, gid: int) -> None:
-    """Let one group (the lab's users) use a root-owned ledger folder: `root:gid`, mode 2770.
+ASK_ADMIN = "a root hub repairs the GPU ledger's files at its next spawn, or ask the admin"
 
-    New files inherit the group (setgid) and are made `0660`; members can rewrite the ledger,
-    as they could use any GPU directly: it is cooperation among them, not a boundary."""
-    fd = os.open(checked_dir(path), os.O_RDONLY | os.O_DIRECTORY | OPEN_FLAGS)
+
+def _owner(path: Path) -> str:
     try:
-        os.fchown(fd, 0, gid)
-        os.fchmod(fd, 0o2770)
-    finally:
-        os.close(fd)
+        info = path.lstat()
+    except OSError:
+        return "not readable"
+    return f"{account_name(info.st_uid)}'s, mode {stat.S_IMODE(info.st_mode):o}"
 
 
-def _user_name(uid: int) -> str:
+def account_name(uid: int) -> str:
     import pwd
 
     try:
@@ -157,8 +156,8 @@ class GpuAllocator:
     def __init__(self, gpus: list[Gpu] | None = None, directory: Path | None = None):
         self.gpus = detect_gpus() if gpus is None else gpus
         self.directory = directory or machine_dir()
-        self.ledger = self.directory / "gpus.json"
-        self.lockfile = self.directory / "gpus.lock"
+        self.ledger = self.directory / LEDGER
+        self.lockfile = self.directory / LOCK
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[dict[str, Any]]:
@@ -189,6 +188,9 @@ class GpuAllocator:
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise KubelabError(f"{path} is a symbolic link; kubelab will not use it") from None
+            if exc.errno == errno.EACCES:
+                closed = f"{path} is closed to this account ({_owner(path)}); {ASK_ADMIN}"
+                raise KubelabError(closed) from None
             raise
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
@@ -216,7 +218,15 @@ class GpuAllocator:
         return state
 
     def _write(self, state: dict[str, Any]) -> None:
-        """A fresh temporary file (`mkstemp`: O_EXCL, no link followed), then an atomic rename."""
+        """A fresh temporary file (`mkstemp`: O_EXCL, no link followed), then an atomic rename;
+        in a group's sticky folder, where root's ledger cannot be renamed over
+        (`ledger_folder`), rewritten in place under the lock instead."""
+        if self._group_shared():
+            fd = self._open(self.ledger, os.O_WRONLY, create=True)
+            with os.fdopen(fd, "w") as handle:
+                handle.truncate(0)
+                json.dump(state, handle)
+            return
         fd, tmp = tempfile.mkstemp(prefix=".gpus.", suffix=".tmp", dir=self.directory)
         try:
             os.fchmod(fd, 0o660 if self._group_shared() else 0o600)

@@ -18,6 +18,7 @@ naming the call, never fail silently.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -104,14 +105,34 @@ def params() -> dict[str, Any]:
 
 
 def outputs_path() -> str:
+    """The run's outputs; outside a run a folder of this account's own (`polyaxon-outputs` in
+    `$XDG_RUNTIME_DIR`, else the home), `0700`: never a shared name such as /tmp's, which
+    another account could create first and read."""
     path = os.environ.get("KUBELAB_OUTPUTS_DIR")
     if path:
         return path
-    import tempfile
-
-    path = os.path.join(tempfile.gettempdir(), "polyaxon-outputs")
-    os.makedirs(path, exist_ok=True)
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+    base = runtime if runtime and _own_folder(runtime) else os.path.expanduser("~")
+    path = os.path.join(base, "polyaxon-outputs")
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    if not _own_folder(path):
+        raise RuntimeError(
+            f"{path} is not a folder of this account's own (a link, or another account's); "
+            "polyaxon outputs outside a kubelab run will not go there: remove it"
+        )
+    os.chmod(path, 0o700)
     return path
+
+
+def _own_folder(path: str) -> bool:
+    import stat
+
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid()
 
 
 def copy_artifact(path: str, name: str | None = None) -> str:
