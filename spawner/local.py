@@ -16,7 +16,7 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from jupyterhub.spawner import LocalProcessSpawner, SimpleLocalProcessSpawner
 from kubespawner.slugs import safe_slug
@@ -82,7 +82,7 @@ def create_system_user(name: str) -> Any:
     return pwd.getpwnam(name)
 
 
-class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
+class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):  # type: ignore[misc]  # untyped base
     """Single-user servers as local processes, with kubelab's GPU profiles and groups."""
 
     gpu_catalog = Dict(config=True, help="GPU types, images and profiles; images are ignored locally.")
@@ -106,6 +106,7 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
         ),
     )
     only_own_user = Bool(config=True, help="Start servers only for the hub's account (default without root).")
+    cmd: list[str]  # Spawner's trait (an untyped base), which start() wraps in the GPU launcher
 
     @default("only_own_user")
     def _default_only_own_user(self) -> bool:
@@ -129,7 +130,7 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
 
     @property
     def user_slug(self) -> str:
-        return safe_slug(self.user.name, max_length=48)
+        return cast(str, safe_slug(self.user.name, max_length=48))
 
     @property
     def workspace(self) -> Path:
@@ -340,7 +341,7 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
         return args
 
     def get_env(self) -> dict[str, str]:
-        env = super().get_env()
+        env: dict[str, str] = super().get_env()
         group = getattr(self, "_group", None)
         env.update(
             {
