@@ -33,14 +33,15 @@ sys.path[:0] = [str(ROOT / "tests" / "kube"), str(ROOT / "tests")]
 from controlplane.cluster import ControlPlane  # noqa: E402
 from controlplane.crds import TRAINING_OPERATOR, training_operator_crd  # noqa: E402
 from kube_support import role_documents  # noqa: E402
-# The kubernetes client's annotations name only its models: the calls below that pass dict bodies
-# or read unparsed answers (_preload_content=False), as the backend does, ignore that by code.
 from kubernetes import client, config, watch  # noqa: E402
 
 from kubelab.backends.kubernetes.backend import KubernetesBackend  # noqa: E402
 from kubelab.backends.kubernetes.notebook_env import NotebookEnv  # noqa: E402
 from kubelab.records import RunDirectory, Status  # noqa: E402
 from kubelab.spec import ExperimentSpec  # noqa: E402
+
+# The kubernetes client's annotations name only its models: the calls below that pass dict bodies
+# or read unparsed answers (_preload_content=False), as the backend does, ignore that by code.
 
 SPEC = {
     "command": ["python", "train.py"],
