@@ -18,11 +18,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 
-def emit(name: str, samples: list[float], baseline: list[float] | None = None, **extra) -> None:
+def emit(name: str, samples: list[float], baseline: list[float] | None = None, **extra: Any) -> None:
     median = statistics.median(samples) * 1000
     line = {"bench": name, "median_ms": round(median, 2), "n": len(samples)}
     if baseline is not None:
@@ -121,7 +122,7 @@ def _bench_list(home: Path, count: int, repeat: int) -> None:
     query = "status:succeeded, metrics.loss:<0.5, tags:bench"
     Experiments(home).list(query)  # builds the cache once, as the first `kubelab ls` would
 
-    def cold():
+    def cold() -> tuple[float, int]:
         start = time.perf_counter()
         items, total = Experiments(home).list(query, limit=50)
         return time.perf_counter() - start, total

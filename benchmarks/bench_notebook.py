@@ -23,18 +23,23 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+if TYPE_CHECKING:
+    from jupyter_server_process import JupyterServer
 
 
 def emit(**data: object) -> None:
     print(json.dumps(data), flush=True)
 
 
-def timed(action, runs: int) -> list[float]:
+def timed(action: Callable[[], object], runs: int) -> list[float]:
     samples = []
     for _ in range(runs):
         start = time.perf_counter()
@@ -55,13 +60,13 @@ def wait_200(url: str, headers: dict[str, str], timeout: float = 60.0) -> None:
     raise RuntimeError(f"{url} never answered 200")
 
 
-def bench_train(server, runs: int) -> None:
+def bench_train(server: JupyterServer, runs: int) -> None:
     from IPython.core.interactiveshell import InteractiveShell
 
     os.environ.update(
         KUBELAB_API_URL=server.api.rstrip("/"), KUBELAB_API_TOKEN=server.token, KUBELAB_WIDGETS="0"
     )
-    shell = InteractiveShell.instance()
+    shell: Any = InteractiveShell.instance()  # IPython leaves run_cell unannotated
     shell.run_cell("%load_ext kubelab")
     cell = "%%train --detach --name bench\nimport time\ntime.sleep(0.1)\n"
     shell.run_cell(cell)  # warm: imports, connection
@@ -82,7 +87,7 @@ def bench_train(server, runs: int) -> None:
     )
 
 
-def bench_tensorboard(server, tmp: Path) -> None:
+def bench_tensorboard(server: JupyterServer, tmp: Path) -> None:
     from kubelab.experiments import Experiments
     from kubelab.tensorboard.supervisor import free_port
 

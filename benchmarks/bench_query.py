@@ -10,6 +10,8 @@ import json
 import random
 import statistics
 import time
+from collections.abc import Callable
+from typing import Any
 
 from kubelab.query import compile_query
 
@@ -17,7 +19,7 @@ QUERY = "status:succeeded, params.activation:relu|sigmoid, metrics.loss:<=0.3"
 STATUSES = ("Succeeded", "Failed", "Running", "Stopped")
 
 
-def make_records(count: int, seed: int = 0) -> list[dict]:
+def make_records(count: int, seed: int = 0) -> list[dict[str, Any]]:
     rng = random.Random(seed)
     records = []
     for i in range(count):
@@ -37,7 +39,7 @@ def make_records(count: int, seed: int = 0) -> list[dict]:
     return records
 
 
-def by_hand(records: list[dict]) -> list[dict]:
+def by_hand(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [
         r
         for r in records
@@ -48,7 +50,7 @@ def by_hand(records: list[dict]) -> list[dict]:
     ]
 
 
-def median_ms(run, repeats: int) -> float:
+def median_ms(run: Callable[[], object], repeats: int) -> float:
     samples = []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -57,7 +59,7 @@ def median_ms(run, repeats: int) -> float:
     return statistics.median(samples)
 
 
-def main(count: int = 10_000, repeats: int = 31) -> dict:
+def main(count: int = 10_000, repeats: int = 31) -> dict[str, Any]:
     records = make_records(count)
     query = compile_query(QUERY)
     got = [r for r in records if query.matches(r)]

@@ -164,8 +164,9 @@ async def bench(rounds: int, users: int, api_port: int) -> list[dict[str, Any]]:
         from kubelab.spawner.availability import cluster_availability
         from kubelab.spawner.profiles import Catalog
 
-        nodes = await core.list_node(_preload_content=False)
-        pods = await core.list_pod_for_all_namespaces(_preload_content=False)
+        # unparsed answers (_preload_content=False), which the client's annotations do not name
+        nodes: Any = await core.list_node(_preload_content=False)
+        pods: Any = await core.list_pod_for_all_namespaces(_preload_content=False)
         cluster_availability(
             json.loads(await nodes.read())["items"],
             json.loads(await pods.read())["items"],

@@ -31,6 +31,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 TRIALS, CONCURRENCY = 20, 2
 SPACE = {
@@ -113,7 +114,7 @@ def sweep(folder: Path, work: float, warm: bool) -> float:
     return elapsed
 
 
-def compare(work: float, repeats: int) -> dict:
+def compare(work: float, repeats: int) -> dict[str, Any]:
     floors, sweeps, colds = [], [], []
     for _ in range(repeats):
         with tempfile.TemporaryDirectory() as tmp:
@@ -143,7 +144,7 @@ def compare(work: float, repeats: int) -> dict:
     }
 
 
-def suggestion_time(finished: int = 1000, asks: int = 20) -> dict:
+def suggestion_time(finished: int = 1000, asks: int = 20) -> dict[str, Any]:
     """TPE ask() on a study (journal storage, as sweeps use) holding `finished` completed trials."""
     import math
     import random
@@ -191,7 +192,7 @@ def suggestion_time(finished: int = 1000, asks: int = 20) -> dict:
     }
 
 
-def nni_local(work: float, kubelab_s: float) -> dict:
+def nni_local(work: float, kubelab_s: float) -> dict[str, Any]:
     """NNI 3.0's local mode on the same trial, space, tuner and concurrency, in its own venv."""
     from peer_venv import peer_python
 

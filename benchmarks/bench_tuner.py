@@ -16,6 +16,7 @@ import json
 import math
 import statistics
 import time
+from typing import Any
 
 import optuna
 
@@ -34,11 +35,12 @@ SPACE = SearchSpace.parse(
 )
 
 
-def score(flat: dict) -> float:
+def score(flat: dict[str, Any]) -> float:
     penalty = {"sgd": 0.3, "adam": 0.0, "adamw": 0.1}[flat["opt"]]
-    return (
+    value: float = (
         (math.log10(flat["lr"]) + 3) ** 2 + (flat["dropout"] - 0.2) ** 2 + abs(flat["layers"] - 4) + penalty
     )
+    return value
 
 
 def timed_asks(tuner: Tuner, asks: int) -> list[float]:

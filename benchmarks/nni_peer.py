@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from nni.experiment import Experiment
+from nni.experiment import Experiment  # type: ignore[import-not-found]  # NNI itself, in its own venv
 
 
 def free_port() -> int:

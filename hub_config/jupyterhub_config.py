@@ -9,8 +9,15 @@ vision --options '{"gpus": "1(V100)"}'` prints what a spawn would create with th
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
-c = get_config()  # noqa: F821 - provided by JupyterHub when it loads this file
+if TYPE_CHECKING:  # JupyterHub provides get_config in the namespace it runs this file in
+    from traitlets.config import Config
+
+    def get_config() -> Config: ...
+
+
+c = get_config()
 
 MODE = os.environ.get("KUBELAB_HUB_MODE", "local")
 if MODE not in ("local", "kubernetes"):

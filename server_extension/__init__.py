@@ -5,7 +5,7 @@ Enabled by `etc/jupyter/jupyter_server_config.d/kubelab.json` (shipped in the wh
 """
 
 
-def _jupyter_server_extension_points() -> list[dict]:
+def _jupyter_server_extension_points() -> list[dict[str, object]]:
     from kubelab.server_extension.app import KubeLabApp
 
     return [{"module": "kubelab.server_extension", "app": KubeLabApp}]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import secrets
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from jupyter_server.extension.application import ExtensionApp
 from jupyter_server.utils import url_path_join
@@ -20,6 +21,9 @@ from kubelab.server_extension.events import EventHub
 from kubelab.server_extension.listen import adopt_inherited_socket
 from kubelab.server_extension.routes import API_ROUTES
 from kubelab.server_extension.streams import StreamSlots, limit_from_env
+
+if TYPE_CHECKING:
+    from jupyter_server.serverapp import ServerApp
 
 
 class KubeLabApp(ExtensionApp):
@@ -39,6 +43,7 @@ class KubeLabApp(ExtensionApp):
     )
 
     def initialize_settings(self) -> None:
+        assert self.serverapp is not None  # linked to its server before settings are made
         adopt_inherited_socket(self.serverapp)  # before the server binds: see listen.py
         self.lab = Experiments(Path(self.home) if self.home else None)
         self.root_dir = self.serverapp.root_dir
@@ -55,11 +60,12 @@ class KubeLabApp(ExtensionApp):
             self.handlers.append((url_path_join("kubelab", "api", pattern), handler))
         self.handlers.extend(tensorboard_ext.PROXY_ROUTES)
 
-    async def _start_jupyter_server_extension(self, serverapp) -> None:
+    async def _start_jupyter_server_extension(self, serverapp: ServerApp) -> None:
         """Jupyter's hook for once the loop runs and the server listens (after its bind)."""
         self._started()
 
     def _started(self) -> None:
+        assert self.serverapp is not None
         api = url_path_join(self.serverapp.connection_url, "kubelab", "api")
         os.environ["KUBELAB_API_URL"] = api.replace("://localhost:", "://127.0.0.1:")
         os.environ["KUBELAB_API_TOKEN"] = self.kernel_token

@@ -51,7 +51,7 @@ class EventHub:
         # re-reads a run, so `is not` finds every change, whoever refreshed the index (a
         # `GET experiments` refreshes it too, and must not swallow the change).
         self.seen: dict[str, dict[str, Any]] = {}
-        self.task: asyncio.Task | None = None
+        self.task: asyncio.Task[None] | None = None
         # One thread, so looks never overlap and the metric offsets need no lock.
         self.executor: ThreadPoolExecutor | None = None
         # Sweeps: `sweep` events, and restarting drivers that died (kubelab/sweeps/service.py).
@@ -91,7 +91,7 @@ class EventHub:
         self.subscribers.add(queue)
         return queue
 
-    def unsubscribe(self, queue: asyncio.Queue) -> None:
+    def unsubscribe(self, queue: asyncio.Queue[Event | None]) -> None:
         self.subscribers.discard(queue)
 
     def publish(self, kind: str, data: dict[str, Any]) -> None:

@@ -10,15 +10,16 @@ import asyncio
 import functools
 import hmac
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.auth.identity import User
 from jupyter_server.base.call_context import CallContext
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
+from tornado.http1connection import HTTP1Connection
 from tornado.iostream import StreamClosedError
 
 from kubelab.errors import FieldError, KubelabError, NotFound, ValidationError
@@ -26,13 +27,17 @@ from kubelab.records import RunDirectory
 from kubelab.server_extension.openapi import MAX_INT_ARGUMENT
 from kubelab.server_extension.streams import IDLE
 
+if TYPE_CHECKING:
+    from kubelab.experiments import Experiments
+    from kubelab.server_extension.app import KubeLabApp
+
 HEARTBEAT = 15.0
 
 
 ACTIONS = ("read", "write", "execute")
 
 
-def api(action: str) -> Callable[[Callable[..., Awaitable[None]]], Callable[..., Awaitable[None]]]:
+def api(action: str) -> Callable[[Callable[..., Awaitable[None]]], Callable[..., Awaitable[None] | None]]:
     """Authentication, authorization and the JSON error shape, for every endpoint.
 
     `action` is what Jupyter's `Authorizer` is asked about, on the handler's `auth_resource`:
@@ -41,9 +46,11 @@ def api(action: str) -> Callable[[Callable[..., Awaitable[None]]], Callable[...,
     if action not in ACTIONS:
         raise ValueError(f"action must be one of {ACTIONS}, not {action!r}")
 
-    def decorate(method: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
+    def decorate(method: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None] | None]:
         @web.authenticated
-        @authorized(action)
+        # jupyter_server types `authorized` as returning a type variable that only a decorated
+        # function (not an action string) binds, so mypy sees its result as untyped.
+        @authorized(action)  # type: ignore[untyped-decorator]
         @functools.wraps(method)
         async def wrapper(self: KubelabHandler, *args: Any, **kwargs: Any) -> None:
             try:
@@ -62,11 +69,11 @@ class KubelabHandler(APIHandler):
     auth_resource = "kubelab"
 
     @property
-    def kubelab(self):  # the KubeLabApp
-        return self.settings["kubelab"]
+    def kubelab(self) -> KubeLabApp:
+        return cast("KubeLabApp", self.settings["kubelab"])
 
     @property
-    def lab(self):
+    def lab(self) -> Experiments:
         return self.kubelab.lab
 
     async def prepare(self) -> None:  # type: ignore[override]
@@ -305,17 +312,17 @@ class LogsHandler(KubelabHandler):
                     await self.flush()  # headers now: a follower knows it is connected
                 while True:
                     chunk = await loop.run_in_executor(streams.pool, next, chunks, done)
-                    if chunk is done or self.request.connection.stream.closed():
+                    if chunk is done or cast(HTTP1Connection, self.request.connection).stream.closed():
                         break
                     if chunk == "":
                         await asyncio.sleep(IDLE)  # waiting holds no thread
                         continue
-                    self.write(chunk)
+                    self.write(cast(str, chunk))
                     await self.flush()
             except StreamClosedError:
                 pass
             finally:
-                chunks.close()
+                cast(Generator[str, None, None], chunks).close()
         self.finish()
 
 

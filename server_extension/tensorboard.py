@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qsl, urlencode
 
 from jupyter_server.auth.decorator import authorized
@@ -24,13 +24,8 @@ from kubelab.errors import KubelabError
 from kubelab.server_extension.handlers import KubelabHandler, api
 from kubelab.tensorboard.private import TOKEN_HEADER
 from kubelab.tensorboard.sandbox import page_policy, with_storage_shim
-from kubelab.tensorboard.supervisor import (
-    FAILED,
-    RUNNING,
-    STARTING,
-    TensorBoardSession,
-    TensorBoardSupervisor,
-)
+from kubelab.tensorboard.session import FAILED, RUNNING, STARTING, TensorBoardSession
+from kubelab.tensorboard.supervisor import TensorBoardSupervisor
 
 STOPPED_PAGE = (
     "<!doctype html><title>TensorBoard stopped</title>"
@@ -65,7 +60,11 @@ def install(app: Any, idle_timeout: float) -> TensorBoardSupervisor:
         guard=True,  # TensorBoard answers only this proxy (its token header), not the machine
     )
     every = max(1.0, min(60.0, idle_timeout / 4))
-    app._tensorboard_reaper = PeriodicCallback(supervisor.reap_idle, every * 1000)
+
+    def reap() -> None:  # what PeriodicCallback calls: no argument, nothing returned
+        supervisor.reap_idle()
+
+    app._tensorboard_reaper = PeriodicCallback(reap, every * 1000)
     return supervisor
 
 
@@ -143,12 +142,12 @@ class TensorBoardEntry(JupyterHandler):
     auth_resource = "kubelab.tensorboards"
 
     @web.authenticated
-    @authorized("read")
+    @authorized("read")  # type: ignore[untyped-decorator]  # see handlers.api
     async def get(self, session_id: str, path: str | None = None) -> None:
         self.enter(session_id, path)
 
     @web.authenticated
-    @authorized("read")
+    @authorized("read")  # type: ignore[untyped-decorator]
     async def head(self, session_id: str, path: str | None = None) -> None:
         self.enter(session_id, path)
 
@@ -176,7 +175,7 @@ class TensorBoardView(web.RequestHandler):
 
     @property
     def supervisor(self) -> TensorBoardSupervisor:
-        return self.settings["kubelab"].tensorboards
+        return cast(TensorBoardSupervisor, self.settings["kubelab"].tensorboards)
 
     def set_default_headers(self) -> None:
         self.set_header("Content-Security-Policy", page_policy(None))

@@ -137,7 +137,7 @@ class Applier:
         method: str,
         url: str,
         body: Any = None,
-        query: list | None = None,
+        query: list[tuple[str, str]] | None = None,
         content_type: str = "application/json",
     ) -> Any:
         headers = {"Accept": "application/json", "Content-Type": content_type}
@@ -161,13 +161,14 @@ class Applier:
         query = [("fieldManager", FIELD_MANAGER), ("force", "true")]
         if dry_run:
             query.append(("dryRun", "All"))
-        return await self.request(
+        applied: dict[str, Any] = await self.request(
             "PATCH",
             path(obj["kind"], meta.get("namespace"), meta["name"]),
             json.loads(json.dumps(obj)),
             query,
             APPLY,
         )
+        return applied
 
     async def migrate(self, current: dict[str, Any], wanted: dict[str, Any]) -> dict[str, Any]:
         """Hand every field of `current` to kubelab's apply (see `take_ownership`), then apply
@@ -259,6 +260,6 @@ class Applier:
 def api_message(exc: ApiException) -> str:
     """The API server's own sentence from an error answer (its Status `message`)."""
     try:
-        return str(json.loads(exc.body)["message"])
+        return str(json.loads(exc.body or b"")["message"])
     except (TypeError, ValueError, KeyError):
         return str(exc.reason)

@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from kubelab.quantity import parse_quantity
 
@@ -33,7 +33,7 @@ def group_label(name: str) -> str:
     """A group name as a label value (hub group names may hold spaces or capitals)."""
     from kubespawner.slugs import safe_slug
 
-    return safe_slug(name, max_length=63)
+    return cast(str, safe_slug(name, max_length=63))
 
 
 @dataclass
@@ -101,8 +101,8 @@ def cluster_availability(
     """Per catalog type: sum of nodes' allocatable GPUs minus GPUs requested by live pods."""
     result = Availability()
     by_label = {t.label_value: t for t in catalog.gpu_types}
-    for gpu_type in catalog.gpu_types:
-        result.types[gpu_type.name] = TypeCount()
+    for listed in catalog.gpu_types:
+        result.types[listed.name] = TypeCount()
     node_type: dict[str, str] = {}
     for node in nodes:
         meta = node.get("metadata") or {}

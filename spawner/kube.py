@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import copy
 import json
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from kubernetes_asyncio.client.rest import ApiException
 from kubespawner import KubeSpawner
@@ -28,7 +28,7 @@ from kubelab.quantity import parse_quantity
 from . import metrics, objects
 from .admission import admit
 from .apply import Applier, Outcome, api_message
-from .availability import ClusterAvailability
+from .availability import Availability, ClusterAvailability
 from .choice import choose, hub_memberships, public_properties
 from .form import admin_error, render_form
 from .group_quota import members_of, namespace_quota
@@ -60,7 +60,7 @@ _TOUCHED = (
 )
 
 
-class KubeLabSpawner(SpawnForm, KubeLabSettings, KubeSpawner):
+class KubeLabSpawner(SpawnForm, KubeLabSettings, KubeSpawner):  # type: ignore[misc]  # untyped base
     """GPU notebooks on Kubernetes for every user of a lab."""
 
     _watches: ClassVar[dict[Any, ClusterAvailability]] = {}
@@ -100,7 +100,7 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, KubeSpawner):
 
     @default("hub_namespace")
     def _default_hub_namespace(self) -> str:
-        return self._namespace_default()
+        return cast(str, self._namespace_default())
 
     @default("user_namespace_labels")
     def _default_namespace_labels(self) -> dict[str, str]:
@@ -136,11 +136,11 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, KubeSpawner):
 
     @property
     def user_slug(self) -> str:
-        return self._expand_user_properties("{username}")
+        return cast(str, self._expand_user_properties("{username}"))
 
     # -- availability ---------------------------------------------------------------------
 
-    async def availability(self):
+    async def availability(self) -> Availability:
         """The shared watch's current numbers (started on first use, one per hub)."""
         key = asyncio.get_running_loop()
         watch = self._watches.get(key)
@@ -206,7 +206,7 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, KubeSpawner):
             )
         return options, group
 
-    async def _availability_for(self, group: ProjectGroup):
+    async def _availability_for(self, group: ProjectGroup) -> Availability:
         return await self.availability()
 
     # -- spawning -------------------------------------------------------------------------
@@ -290,7 +290,7 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, KubeSpawner):
         return pod
 
     def get_env(self) -> dict[str, str]:
-        env = super().get_env()
+        env: dict[str, str] = super().get_env()
         env.update(getattr(self, "_kubelab_env", {}))
         return env
 
@@ -415,7 +415,7 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, KubeSpawner):
         return [*self.namespace_objects(group, api_server), manifest]
 
 
-def _metrics_snapshot() -> tuple[list, list, Catalog] | None:
+def _metrics_snapshot() -> metrics.Snapshot | None:
     """The current nodes and pods of this hub's availability watch, for /hub/metrics. The hub
     serves a scrape on its event loop; the first scrape after a catalog is known starts the
     watch if no spawn form did yet, so the numbers come from the next scrape on."""

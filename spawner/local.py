@@ -16,7 +16,7 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from jupyterhub.spawner import LocalProcessSpawner, SimpleLocalProcessSpawner
 from kubespawner.slugs import safe_slug
@@ -65,7 +65,7 @@ def as_user_with_group(name: str, extra_gid: int, cwd: Path) -> Any:
     return preexec
 
 
-class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
+class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):  # type: ignore[misc]  # untyped base
     """Single-user servers as local processes, with kubelab's GPU profiles and groups."""
 
     gpu_catalog = Dict(config=True, help="GPU types, images and profiles; images are ignored locally.")
@@ -91,6 +91,9 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
         ),
     )
     only_own_user = Bool(config=True, help="Start servers only for the hub's account (default without root).")
+    cmd: list[str]  # Spawner's trait (an untyped base), which start() wraps in the GPU launcher
+    port: int  # Spawner's trait: 0 until a port is chosen
+    popen_kwargs: dict[str, Any]  # LocalProcessSpawner's trait, given to Popen
 
     @default("only_own_user")
     def _default_only_own_user(self) -> bool:
@@ -114,7 +117,7 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
 
     @property
     def user_slug(self) -> str:
-        return safe_slug(self.user.name, max_length=48)
+        return cast(str, safe_slug(self.user.name, max_length=48))
 
     @property
     def workspace(self) -> Path:
@@ -356,7 +359,7 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):
         return args
 
     def get_env(self) -> dict[str, str]:
-        env = super().get_env()
+        env: dict[str, str] = super().get_env()
         group = getattr(self, "_group", None)
         env.update(
             {

@@ -28,6 +28,9 @@ from prometheus_client.registry import Collector
 from .availability import _DONE, GROUP_LABEL, USER_LABEL, Availability, cluster_availability, pod_requests
 from .profiles import Catalog
 
+# What a collector reads: the nodes and pods an availability watch mirrors, and its catalog.
+Snapshot = tuple[list[dict[str, Any]], list[dict[str, Any]], Catalog]
+
 PREFIX = os.getenv("JUPYTERHUB_METRICS_PREFIX", "jupyterhub")
 EXPERIMENT_NAME = ("app.kubernetes.io/name", "kubelab-experiment")
 EXPERIMENT_LABEL = "kubelab.io/experiment"
@@ -88,9 +91,9 @@ def families(
         f"{PREFIX}_kubelab_gpus_total", "Allocatable GPUs of schedulable nodes", labels=["gpu_type"]
     )
     free = GaugeMetricFamily(f"{PREFIX}_kubelab_gpus_free", "GPUs no live pod requests", labels=["gpu_type"])
-    for name, count in availability.types.items():
-        total.add_metric([name], count.total)
-        free.add_metric([name], count.free)
+    for name, counts in availability.types.items():
+        total.add_metric([name], counts.total)
+        free.add_metric([name], counts.free)
     running = GaugeMetricFamily(
         f"{PREFIX}_kubelab_experiments",
         "kubelab experiments with a running pod, or queued for scheduling",
@@ -104,7 +107,7 @@ def families(
 class LabCollector(Collector):
     """Reads the snapshot of whatever availability watch `source` returns (None: nothing yet)."""
 
-    def __init__(self, source: Callable[[], tuple[list, list, Catalog] | None]) -> None:
+    def __init__(self, source: Callable[[], Snapshot | None]) -> None:
         self.source = source
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
@@ -119,7 +122,7 @@ class LabCollector(Collector):
 _registered: list[LabCollector] = []
 
 
-def register(source: Callable[[], tuple[list, list, Catalog] | None]) -> LabCollector:
+def register(source: Callable[[], Snapshot | None]) -> LabCollector:
     """Register once per process in the registry /hub/metrics exports."""
     if not _registered:
         collector = LabCollector(source)

@@ -39,7 +39,7 @@ class Storage:
 
     @classmethod
     def trusted_lab(cls, **overrides: Any) -> Storage:
-        values = {
+        values: dict[str, Any] = {
             "trusted": True,
             "workspace_claim": "kubeflow-user-workspace",
             "archive_claim": "kubeflow-archives",

@@ -4,9 +4,12 @@ groups it would see, from `load_groups`. What `kubelab hub render` and `reconcil
 from __future__ import annotations
 
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubelab.errors import FieldError, ValidationError
+
+if TYPE_CHECKING:
+    from .kube import KubeLabSpawner
 
 
 def group_properties(config: Any, names: list[str]) -> list[tuple[str, dict[str, Any]]]:
@@ -37,7 +40,7 @@ def declared_users(entry: Any) -> list[str] | None:
     return list(entry) if isinstance(entry, list) else None
 
 
-async def offline_spawner(config: Any, user: str, groups: list[str]) -> Any:
+async def offline_spawner(config: Any, user: str, groups: list[str]) -> KubeLabSpawner:
     """The spawner `user` would get, with stand-ins for the hub and the user's memberships."""
     from .kube import KubeLabSpawner
 

@@ -10,7 +10,7 @@ the same KubeLabSpawner code a spawn uses, from the same configuration file.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from kubelab.errors import KubelabError
 
@@ -39,7 +39,7 @@ async def reconcile_all(config: Any, users: list[str] | None = None) -> list[dic
         if users and user not in users:
             continue
         recorded = (meta.get("annotations") or {}).get(GROUP_ANNOTATION)
-        group_name = recorded if recorded in declared else "public"
+        group_name = cast(str, recorded) if recorded in declared else "public"
         report: dict[str, Any] = {"namespace": meta["name"], "user": user, "group": group_name}
         if meta.get("deletionTimestamp"):  # Terminating: nothing can be created in it any more
             reports.append({**report, "skipped": "the namespace is being deleted"})
