@@ -93,9 +93,10 @@ class Runner:
         signal.signal(signal.SIGTERM, self.on_term)
         signal.signal(signal.SIGINT, self.on_term)
         become_subreaper()
+        # Written with the first move (Queued, Running or the end), a few milliseconds from
+        # now: one status write less before the run's processes start.
         self.status.runner_pid = os.getpid()
         self.status.runner_started = process_start_time(os.getpid())
-        self.run.write_status(self.status)
         try:
             gpu_ids = self.acquire_gpus()
             if gpu_ids is None:
@@ -261,7 +262,7 @@ class Runner:
             if deadline and time.monotonic() > deadline:
                 self.terminate(replicas)
                 return (f"timed out after {format_seconds(self.spec.timeout or 0)}", -1, False)
-            done = True
+            done, exited = True, False
             for replica, record in zip(replicas, self.status.replicas, strict=True):
                 code = replica.process.poll()
                 if code is None:
@@ -269,17 +270,19 @@ class Runner:
                     continue
                 if record["exit_code"] is None:
                     record.update(exit_code=code, state=SUCCEEDED if code == 0 else FAILED)
-                    self.run.write_status(self.status)
+                    exited = True
                 if code != 0 and failure is None:
                     reason = f"{replica.label} {describe_exit(code)}"
                     exception = last_exception(self.run.logs_dir / self.log_name(replica.role, replica.index))
                     failure = (f"{reason}: {exception}" if exception else reason, code, True)
+            if done and failure is None:
+                return None  # the caller's move() writes the exit codes with the final state
+            if exited:
+                self.run.write_status(self.status)
             if failure is not None:
                 # One failed replica dooms a distributed job: stop the others, as torchrun does.
                 self.terminate(replicas)
                 return failure
-            if done:
-                return None
             records = zip(replicas, self.status.replicas, strict=True)
             running = [replica for replica, record in records if record["exit_code"] is None]
             if all(r.pidfd is not None for r in running):
