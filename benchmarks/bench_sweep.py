@@ -1,9 +1,10 @@
 """Benchmark: a 20-trial TPE sweep at concurrency 2 on the local backend, against its floor.
 
 The floor is the same 20 trial processes started directly, two at a time, with nothing
-around them. Measured pairwise in each repeat (the machine's load moves both alike), with
-and without scikit-learn installed in kubelab's environment, and printed as JSON lines
-(medians over `--repeats`; each ratio is the median of the repeats' own ratios):
+around them, each in a session of its own as kubelab's runner starts them. Measured pairwise
+in each repeat (the machine's load moves both alike), with and without scikit-learn installed
+in kubelab's environment, and printed as JSON lines (medians over `--repeats`; each ratio is
+the median of the repeats' own ratios):
 
 - `sweep_cold_cli`: `kubelab sweep -f config.yml --wait -o json` in a fresh home, nothing
   warm: the CLI starts the driver, the driver its runners (target: 2x the floor);
@@ -81,7 +82,11 @@ def floor(folder: Path, env: dict[str, str], trials: int, work: float) -> float:
             "KUBELAB_RUN_DIR": str(run),
             "KUBELAB_NNI_PARAMS": json.dumps({"lr": 0.01, "units": 32}),
         }
-        subprocess.run([sys.executable, "trial.py", str(work)], cwd=folder, env=trial_env, check=True)
+        # A session of its own, as the runner starts a trial: with the kernel's autogroup
+        # scheduling each session gets its own share of the CPUs, so on a busy machine trials
+        # left in the benchmark's session would run slower than kubelab's.
+        command = [sys.executable, "trial.py", str(work)]
+        subprocess.run(command, cwd=folder, env=trial_env, check=True, start_new_session=True)
 
     start = time.perf_counter()
     with ThreadPoolExecutor(CONCURRENCY) as pool:
