@@ -1,21 +1,28 @@
 """Benchmark: a 20-trial TPE sweep at concurrency 2 on the local backend, against its floor.
 
 The floor is the same 20 trial processes started directly, two at a time, with nothing
-around them. The sweep adds the driver (tuner, ledger, polling) and the runners that
-start, watch and record each trial. It is measured as a server runs it: the server keeps
-a warm driver and warm runners (`kubelab.warm`), so the timer starts at `create` on an
-idle server, and again with nothing warm (a CLI on a quiet machine: `cold_s`). Printed as
-JSON lines, medians over `--repeats` runs:
+around them, each in a session of its own as kubelab's runner starts them. Measured pairwise
+in each repeat (the machine's load moves both alike), with and without scikit-learn installed
+in kubelab's environment, and printed as JSON lines (medians over `--repeats`; each ratio is
+the median of the repeats' own ratios):
 
-- `sweep_vs_floor` for a trivial trial (`work_s` 0: fixed costs dominate) and for a trial
-  doing `--work` seconds of "training" (a sleep), with `ratio` = sweep / floor (target 1.5)
-  and `cold_ratio` for the sweep started with nothing warm;
-- `tuner_suggest_at_1000`: TPE `ask()` time on a study with 1,000 finished trials;
-- `nni_local`: NNI 3.0's local mode on the same trial, space, TPE and concurrency (the
-  `--work` one), run from its own virtualenv (`peer_venv.py`, pinned in `peers/nni.txt`,
-  made once), with `ratio` = kubelab's sweep / NNI's.
+- `sweep_cold_cli`: `kubelab sweep -f config.yml --wait -o json` in a fresh home, nothing
+  warm: the CLI starts the driver, the driver its runners (target: 2x the floor);
+- `sweep_warm_rest`: the same sweep POSTed to a running Jupyter server's REST API, which
+  keeps a warm driver and warm runners; timed from the POST until the sweep's state file
+  says it ended (target: 1.3x the floor);
+- `sweep_per_trial`: what each trial costs once the sweep runs (ask/tell, hand-over, end
+  detection): the warm sweep and the floor at `--overhead-trials` (200) and at 20 trials,
+  `((sweep_200 - floor_200) - (sweep_20 - floor_20)) / 180 * concurrency` (target 10 ms);
+- `nni_local`: NNI 3.0's local mode on the same trial, space, TPE and concurrency, from its
+  own virtualenv (`peer_venv.py`, pinned in `peers/nni.txt`, made once; `--no-peers` skips it);
+- `tuner_suggest_at_1000`: TPE `ask()` on a study with 1,000 finished trials.
 
-Run: `python benchmarks/bench_sweep.py [--repeats 3] [--work 0.5] [--no-peers]`. Needs no server.
+"With scikit-learn" puts `peers/sklearn.txt` (installed once into an overlay folder,
+`peer_venv.overlay`) on PYTHONPATH for everything of that environment: the CLI, the server,
+the drivers and runners they start, the trials, and the floor's trials alike.
+
+Run: `python benchmarks/bench_sweep.py [--repeats 3] [--overhead-trials 200] [--no-peers]`.
 """
 
 from __future__ import annotations
@@ -29,9 +36,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 TRIALS, CONCURRENCY = 20, 2
 SPACE = {
@@ -47,101 +57,191 @@ nni.report_final_result(abs(math.log10(params["lr"]) + 2) + params["units"] / 64
 """
 
 
-def floor(folder: Path, work: float) -> float:
-    """20 bare `python trial.py` runs, two at a time, each with parameters in its environment."""
-    from kubelab.shims import SHIMS
-
-    def one(index: int) -> None:
-        run = folder / f"floor-{index}"
-        run.mkdir(exist_ok=True)
-        env = {
-            **os.environ,
-            "PYTHONPATH": str(SHIMS),
-            "KUBELAB_RUN_DIR": str(run),
-            "KUBELAB_NNI_PARAMS": json.dumps({"lr": 0.01, "units": 32}),
-        }
-        subprocess.run([sys.executable, "trial.py", str(work)], cwd=folder, env=env, check=True)
-
-    start = time.perf_counter()
-    with ThreadPoolExecutor(CONCURRENCY) as pool:
-        list(pool.map(one, range(TRIALS)))
-    return time.perf_counter() - start
-
-
-def sweep(folder: Path, work: float, warm: bool) -> float:
-    """Create the sweep and wait until its driver records the end.
-
-    `warm`: first do what a server does at start (`SweepWatcher.start`) and wait until the
-    warm driver and runners are idle, as they are on a server nobody is using.
-    """
-    from kubelab.experiments import Experiments
-    from kubelab.sweeps.service import Sweeps
-    from kubelab.sweeps.watcher import SweepWatcher
-    from kubelab.warm import DRIVER, RUNNER, WarmPool
-
-    home = folder / ("home-warm" if warm else "home-cold")
-    lab = Experiments(home)
-    sweeps = Sweeps(lab)
-    if warm:
-        SweepWatcher(lab).start()
-        deadline = time.monotonic() + 30
-        while not (WarmPool(home, DRIVER).idle() and len(WarmPool(home, RUNNER).idle()) >= RUNNER.size()):
-            if time.monotonic() > deadline:
-                raise SystemExit("the warm driver and runners did not start within 30 s")
-            time.sleep(0.01)
-    spec = {
+def spec(trials: int, work: float) -> dict[str, Any]:
+    return {
         "space": SPACE,
         "tuner": "tpe",
-        "max_trials": TRIALS,
+        "max_trials": trials,
         "concurrency": CONCURRENCY,
         "parameter_style": "env",
         "trial": {"command": ["python", "trial.py", str(work)]},
     }
+
+
+def floor(folder: Path, env: dict[str, str], trials: int, work: float) -> float:
+    """`trials` bare `python trial.py` runs, two at a time, each with parameters in its environment."""
+    from kubelab.shims import SHIMS
+
+    def one(index: int) -> None:
+        run = folder / f"floor-{index % CONCURRENCY}"
+        run.mkdir(exist_ok=True)
+        paths = [str(SHIMS)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+        trial_env = {
+            **env,
+            "PYTHONPATH": os.pathsep.join(paths),
+            "KUBELAB_RUN_DIR": str(run),
+            "KUBELAB_NNI_PARAMS": json.dumps({"lr": 0.01, "units": 32}),
+        }
+        # A session of its own, as the runner starts a trial: with the kernel's autogroup
+        # scheduling each session gets its own share of the CPUs, so on a busy machine trials
+        # left in the benchmark's session would run slower than kubelab's.
+        command = [sys.executable, "trial.py", str(work)]
+        subprocess.run(command, cwd=folder, env=trial_env, check=True, start_new_session=True)
+
     start = time.perf_counter()
-    record = sweeps.create(spec, base_dir=folder)
-    target = sweeps.sweep(record["id"])
-    stamp = None
-    while True:  # a stat every 2 ms; the state is read only when it changed
-        if target.state_mtime() != stamp:
-            stamp = target.state_mtime()
-            if target.read_state().status != "Running":
-                break
-        time.sleep(0.002)
+    with ThreadPoolExecutor(CONCURRENCY) as pool:
+        list(pool.map(one, range(trials)))
+    return time.perf_counter() - start
+
+
+def kubelab_command() -> list[str]:
+    script = Path(sys.executable).with_name("kubelab")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "kubelab.cli"]
+
+
+def cold_cli(folder: Path, env: dict[str, str], home: Path, work: float) -> float:
+    """`kubelab sweep -f config.yml --wait -o json` with nothing warm (a fresh home)."""
+    (folder / "config.yml").write_text(json.dumps(spec(TRIALS, work)))  # YAML is a superset of JSON
+    start = time.perf_counter()
+    done = subprocess.run(
+        [*kubelab_command(), "sweep", "-f", "config.yml", "--wait", "-o", "json"],
+        cwd=folder,
+        env={**env, "KUBELAB_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     elapsed = time.perf_counter() - start
-    final = sweeps.record(target)
-    if final["status"] != "Succeeded" or final["counts"]["succeeded"] != TRIALS:
-        raise SystemExit(f"benchmark sweep did not succeed: {final}")
+    record = json.loads(done.stdout) if done.stdout.startswith("{") else {}
+    if done.returncode or record.get("counts", {}).get("succeeded") != TRIALS:
+        raise SystemExit(f"the CLI's sweep did not succeed: {done.stderr[-2000:]}")
+    shutil.rmtree(home / "warm", ignore_errors=True)  # its idle runners see it and exit
     return elapsed
 
 
-def compare(work: float, repeats: int) -> dict[str, Any]:
-    floors, sweeps, colds = [], [], []
-    for _ in range(repeats):
-        with tempfile.TemporaryDirectory() as tmp:
-            folder = Path(tmp)
-            (folder / "trial.py").write_text(TRIAL)
-            os.environ["KUBELAB_MACHINE_DIR"] = str(folder / "machine")
-            floors.append(floor(folder, work))
-            sweeps.append(sweep(folder, work, warm=True))
-            colds.append(sweep(folder, work, warm=False))
-            for home in folder.glob("home-*"):
-                shutil.rmtree(home / "warm", ignore_errors=True)  # idle helpers see it and exit
-    floor_s, sweep_s, cold_s = (statistics.median(x) for x in (floors, sweeps, colds))
-    return {
-        "bench": "sweep_vs_floor",
-        "trials": TRIALS,
-        "concurrency": CONCURRENCY,
-        "tuner": "tpe",
-        "work_s": work,
-        "repeats": repeats,
-        "floor_s": round(floor_s, 3),
-        "sweep_s": round(sweep_s, 3),
-        "overhead_per_trial_s": round((sweep_s - floor_s) / TRIALS * CONCURRENCY, 3),
-        "ratio": round(sweep_s / floor_s, 2),
-        "target_ratio": 1.5,
-        "cold_s": round(cold_s, 3),
-        "cold_ratio": round(cold_s / floor_s, 2),
-    }
+def cpu_ticks(pids: list[int]) -> int:
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime + stime
+    return total
+
+
+def wait_warm(home: Path, deadline_s: float = 90.0) -> None:
+    """Until the server's warm driver and runners are idle and done importing (their CPU time
+    stops growing), as on a server nobody is using."""
+    from kubelab.warm import DRIVER, RUNNER, WarmPool
+
+    deadline = time.monotonic() + deadline_s
+    last = -1
+    while time.monotonic() < deadline:
+        drivers, runners = WarmPool(home, DRIVER).idle(), WarmPool(home, RUNNER).idle()
+        if drivers and len(runners) >= RUNNER.size():
+            ticks = cpu_ticks(drivers + runners)
+            if ticks == last:
+                return
+            last = ticks
+        time.sleep(0.1)
+    raise SystemExit(f"the server's warm driver and runners were not ready within {deadline_s:.0f} s")
+
+
+def warm_rest(server: Any, home: Path, trials: int, work: float) -> float:
+    """POST the sweep to the server; until its state file says it ended."""
+    from kubelab.sweeps.store import SweepStore
+
+    wait_warm(home)
+    start = time.perf_counter()
+    response = server.post("sweeps", spec(trials, work))
+    response.raise_for_status()
+    sweep = SweepStore(home).sweep(response.json()["id"])
+    stamp = None
+    while True:  # a stat every 2 ms; the state is read only when it changed
+        look = sweep.state_mtime()
+        if look != stamp:
+            stamp = look
+            if sweep.read_state().status != "Running":
+                break
+        time.sleep(0.002)
+    elapsed = time.perf_counter() - start
+    counts = server.get("sweeps").json()["items"][0]["counts"]
+    if counts["succeeded"] != trials:
+        raise SystemExit(f"the server's sweep did not succeed: {counts}")
+    return elapsed
+
+
+def measure(
+    label: str, env: dict[str, str], repeats: int, overhead_trials: int, work: float
+) -> list[dict[str, Any]]:
+    """Every kubelab measurement in one environment, pairwise with its floor in each repeat."""
+    from jupyter_server_process import JupyterServer
+
+    rows: dict[str, list[float]] = {}
+
+    def add(key: str, value: float) -> None:
+        rows.setdefault(key, []).append(value)
+
+    with tempfile.TemporaryDirectory(prefix="kubelab-bench-sweep-") as tmp:
+        base = Path(tmp)
+        root = base / "root"
+        root.mkdir()
+        (root / "trial.py").write_text(TRIAL)
+        machine = {"KUBELAB_MACHINE_DIR": str(base / "machine")}
+        env = {**env, **machine}
+        with JupyterServer(root, base / "server-home", env=env) as server:
+            for repeat in range(repeats):
+                f20 = floor(root, env, TRIALS, work)
+                cli = cold_cli(root, env, base / f"cli-home-{repeat}", work)
+                warm20 = warm_rest(server, base / "server-home", TRIALS, work)
+                f_many = floor(root, env, overhead_trials, work)
+                warm_many = warm_rest(server, base / "server-home", overhead_trials, work)
+                add("floor_s", f20)
+                add("cold_s", cli)
+                add("warm_s", warm20)
+                add("cold_ratio", cli / f20)
+                add("warm_ratio", warm20 / f20)
+                add("floor_many_s", f_many)
+                add("warm_many_s", warm_many)
+                extra = (warm_many - f_many) - (warm20 - f20)
+                add("per_trial_ms", extra / (overhead_trials - TRIALS) * CONCURRENCY * 1000)
+                add("per_trial_all_ms", (warm_many - f_many) / overhead_trials * CONCURRENCY * 1000)
+
+    def med(key: str, digits: int = 3) -> float:
+        return round(statistics.median(rows[key]), digits)
+
+    common = {"sklearn": label, "trials": TRIALS, "concurrency": CONCURRENCY, "work_s": work}
+    common["repeats"] = repeats
+    return [
+        {"bench": "sweep_cold_cli", **common, "floor_s": med("floor_s"), "sweep_s": med("cold_s")}
+        | {"ratio": med("cold_ratio", 2), "ratios": [round(x, 2) for x in rows["cold_ratio"]]}
+        | {"target_ratio": 2.0},
+        {"bench": "sweep_warm_rest", **common, "floor_s": med("floor_s"), "sweep_s": med("warm_s")}
+        | {"ratio": med("warm_ratio", 2), "ratios": [round(x, 2) for x in rows["warm_ratio"]]}
+        | {"target_ratio": 1.3},
+        {"bench": "sweep_per_trial", **common, "overhead_trials": overhead_trials}
+        | {"floor_s": med("floor_many_s"), "sweep_s": med("warm_many_s")}
+        | {"ratio": round(med("warm_many_s") / med("floor_many_s"), 2)}
+        | {"per_trial_ms": med("per_trial_ms", 1)}
+        | {"per_trials_ms": [round(x, 1) for x in rows["per_trial_ms"]]}
+        | {"per_trial_with_start_and_end_ms": med("per_trial_all_ms", 1), "target_per_trial_ms": 10},
+    ]
+
+
+def environments(skip_sklearn: bool) -> list[tuple[str, dict[str, str] | None, str]]:
+    """(label, environment or None when unavailable, why) for without and with scikit-learn."""
+    plain = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    found = [("without", plain, "")]
+    if skip_sklearn:
+        return [*found, ("with", None, "--no-sklearn")]
+    try:
+        from peer_venv import overlay
+
+        folder = overlay("sklearn")
+    except (OSError, subprocess.CalledProcessError) as exc:
+        return [*found, ("with", None, f"scikit-learn could not be installed: {exc}")]
+    return [*found, ("with", {**plain, "PYTHONPATH": str(folder)}, "")]
 
 
 def suggestion_time(finished: int = 1000, asks: int = 20) -> dict[str, Any]:
@@ -192,7 +292,7 @@ def suggestion_time(finished: int = 1000, asks: int = 20) -> dict[str, Any]:
     }
 
 
-def nni_local(work: float, kubelab_s: float) -> dict[str, Any]:
+def nni_local(work: float, kubelab_s: float, floor_s: float) -> dict[str, Any]:
     """NNI 3.0's local mode on the same trial, space, tuner and concurrency, in its own venv."""
     from peer_venv import peer_python
 
@@ -214,28 +314,45 @@ def nni_local(work: float, kubelab_s: float) -> dict[str, Any]:
         "work_s": work,
         "nni_s": round(result["seconds"], 3),
         "nni_finished": result["finished"],
-        "kubelab_s": kubelab_s,
+        "nni_ratio_to_floor": round(result["seconds"] / floor_s, 2),
+        "kubelab_cold_s": kubelab_s,
         "ratio": round(kubelab_s / result["seconds"], 2),
     }
 
 
+def load() -> dict[str, Any]:
+    one, five, _ = os.getloadavg()
+    return {"load_1m": round(one, 2), "load_5m": round(five, 2), "cpus": os.cpu_count()}
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument(
-        "--work", type=float, default=0.5, help="seconds each trial 'trains' in the second comparison"
-    )
+    parser.add_argument("--overhead-trials", type=int, default=200, help="the long sweep (> 20 trials)")
+    parser.add_argument("--work", type=float, default=0.0, help="seconds each trial 'trains'")
     parser.add_argument("--no-peers", action="store_true", help="skip NNI (its venv is made once)")
+    parser.add_argument("--no-sklearn", action="store_true", help="measure without scikit-learn only")
     args = parser.parse_args()
+    if args.overhead_trials <= TRIALS:
+        parser.error(f"--overhead-trials must be more than {TRIALS}")
     os.environ.setdefault("KUBELAB_STOP_GRACE", "2")
-    for work in (0.0, args.work):
-        result = compare(work, args.repeats)
-        print(json.dumps(result), flush=True)
-    print(json.dumps(suggestion_time()), flush=True)
+    emit: Callable[[dict[str, Any]], None] = lambda line: print(json.dumps(line), flush=True)  # noqa: E731
+    emit({"bench": "sweep_machine", "at": "start", **load()})
+    first: list[dict[str, Any]] = []
+    for label, env, why in environments(args.no_sklearn):
+        if env is None:
+            emit({"bench": "sweep_cold_cli", "sklearn": label, "skipped": why})
+            continue
+        lines = measure(label, env, args.repeats, args.overhead_trials, args.work)
+        first = first or lines
+        for line in lines:
+            emit(line)
+    emit({"bench": "sweep_machine", "at": "end", **load()})
+    emit(suggestion_time())
     if args.no_peers:
-        print(json.dumps({"bench": "nni_local", "skipped": "--no-peers"}), flush=True)
+        emit({"bench": "nni_local", "skipped": "--no-peers"})
     else:
-        print(json.dumps(nni_local(args.work, result["sweep_s"])), flush=True)
+        emit(nni_local(args.work, first[0]["sweep_s"], first[0]["floor_s"]))
 
 
 if __name__ == "__main__":

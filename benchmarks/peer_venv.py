@@ -38,3 +38,29 @@ def peer_python(name: str) -> Path:
     )
     stamp.write_text(digest)
     return python
+
+
+def overlay(name: str) -> Path:
+    """A folder holding the pinned `benchmarks/peers/<name>.txt` alone (`pip install --target
+    --no-deps`), made once: on PYTHONPATH, kubelab's own environment plus those packages.
+
+    For what depends on a package merely being installed beside kubelab (scikit-learn:
+    Optuna imports it whenever `optuna.importance` is imported), without a second copy of
+    kubelab's environment.
+    """
+    requirements = PEERS / f"{name}.txt"
+    digest = hashlib.sha256(requirements.read_bytes()).hexdigest()[:16]
+    target = CACHE / f"{name}-overlay"
+    stamp = target / ".installed-from"
+    if stamp.exists() and stamp.read_text() == digest:
+        print(f"# overlay {name}: {target} (cached)", file=sys.stderr, flush=True)
+        return target
+    print(f"# overlay {name}: installing {requirements.name} into {target} (once)", file=sys.stderr)
+    shutil.rmtree(target, ignore_errors=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps"]
+        + ["--target", str(target), "-r", str(requirements)],
+        check=True,
+    )
+    stamp.write_text(digest)
+    return target

@@ -99,33 +99,68 @@ def create_and_follow(data: Any, base: Path, wait: bool, output: str | None) -> 
     return follow(sweeps, record["id"], output)
 
 
+FAST_POLL, FAST_FOR = 0.005, 1.0  # a stat this often for a second after the state changed
+SLOW_POLL = 0.1  # else; the state is read at least this often in any case
+DRIVER_CHECK = 1.0  # seconds between checks that the sweep still has a live driver
+
+
 def follow(sweeps: Any, sweep_id: str, output: str | None) -> int:
-    """Print each trial as it ends, then the best trial; exit 0 only if the sweep succeeded."""
+    """Print each trial as it ends, then the best trial; exit 0 only if the sweep succeeded.
+
+    Between changes of the sweep's state a look is one `stat`; the final record has no
+    parameter importance (`kubelab sweep show` computes it): following a sweep imports
+    neither Optuna nor what its importance evaluators would.
+    """
     quiet = output == "json"
     if not quiet:
         say(f"sweep {sweep_id}: following (Ctrl-C stops following, not the sweep)", file=sys.stderr)
-    told = {e.number for e in sweeps.sweep(sweep_id).read_state().entries() if e.final}
+    sweep = sweeps.sweep(sweep_id)
+    told = {e.number for e in sweep.read_state().entries() if e.final}
+    stamp: tuple[int, int] | None = None
+    changed = read = checked = time.monotonic()
     while True:
-        sweep = sweeps.sweep(sweep_id)
-        state = sweep.read_state()
-        for entry in state.entries():
-            if entry.final and entry.number not in told:
-                told.add(entry.number)
-                if not quiet:
-                    value = "" if entry.value is None else f" {entry.value:.6g}"
-                    why = f" ({entry.reason})" if entry.reason else ""
-                    say(f"trial {entry.number}: {entry.state}{value}{why} {entry.params}", file=sys.stderr)
-        if state.status != RUNNING:
-            break
-        sweeps.ensure_driver(sweep)
-        time.sleep(0.1)
-    record = sweeps.get(sweep_id)
+        now = time.monotonic()
+        look = state_stamp(sweep.state_file)
+        if look is None:
+            sweeps.sweep(sweep_id)  # deleted meanwhile: NotFound
+        if look != stamp or now - read >= SLOW_POLL:
+            if look != stamp:
+                stamp, changed = look, now
+            read = now
+            state = sweep.read_state()
+            for entry in state.entries():
+                if entry.final and entry.number not in told:
+                    told.add(entry.number)
+                    if not quiet:
+                        print_trial(entry)
+            if state.status != RUNNING:
+                break
+        if now - checked >= DRIVER_CHECK:
+            checked = now
+            sweeps.ensure_driver(sweeps.sweep(sweep_id))
+        time.sleep(FAST_POLL if now - changed < FAST_FOR else SLOW_POLL)
+    record = sweeps.get(sweep_id, with_importance=False)
     if quiet:
         emit(record, "json")
     else:
         say(f"sweep {sweep_id} {record['status']}: {record['reason']}", file=sys.stderr)
         describe_best(record)
     return 0 if record["status"] == SUCCEEDED else 1
+
+
+def print_trial(entry: Any) -> None:
+    value = "" if entry.value is None else f" {entry.value:.6g}"
+    why = f" ({entry.reason})" if entry.reason else ""
+    say(f"trial {entry.number}: {entry.state}{value}{why} {entry.params}", file=sys.stderr)
+
+
+def state_stamp(path: Path) -> tuple[int, int] | None:
+    """Changes whenever the state file is replaced (a new inode), even within one clock tick."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return None
+    return info.st_ino, info.st_mtime_ns
 
 
 def describe_best(record: dict[str, Any]) -> None:
@@ -179,7 +214,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     describe_best(record)
     if record["importance"]:
         ranked = sorted(record["importance"].items(), key=lambda kv: -kv[1])
-        say("importance: " + ", ".join(f"{name} {score:.2f}" for name, score in ranked))
+        scores = ", ".join(f"{name} {score:.2f}" for name, score in ranked)
+        print(f"importance ({record['importance_evaluator']}): {scores}")
     rows = [("TRIAL", "ID", "RESULT", metric.upper(), "PARAMS", "REASON")]
     for t in record["trials"]:
         value = "" if t["objective"] is None else f"{t['objective']:.6g}"

@@ -19,6 +19,7 @@ from kubelab.errors import Conflict, FieldError, NotFound, ValidationError, did_
 from kubelab.experiments import RUN_ID, Experiments
 from kubelab.records import FAILED, PENDING, new_id
 from kubelab.sweeps import driver
+from kubelab.sweeps.importance import EVALUATOR, importance
 from kubelab.sweeps.store import (
     BUDGET_FIELDS,
     RUNNING,
@@ -27,7 +28,7 @@ from kubelab.sweeps.store import (
     SweepState,
     SweepStore,
 )
-from kubelab.sweeps.sweep_record import configurations, importance, spec_of, sweep_record
+from kubelab.sweeps.sweep_record import configurations, spec_of, sweep_record
 
 
 class Sweeps:
@@ -140,14 +141,19 @@ class Sweeps:
                 continue  # a folder being deleted
         return records
 
-    def get(self, sweep_id: str) -> dict[str, Any]:
-        """The record with its trials table, parameter importance and spec, computed now."""
+    def get(self, sweep_id: str, with_importance: bool = True) -> dict[str, Any]:
+        """The record with its trials table, parameter importance and spec.
+
+        Importance is for viewers (`importance.py`); without `with_importance` (a CLI
+        following its sweep to the end) it is None and nothing computes it.
+        """
         sweep = self.sweep(sweep_id)
         self.ensure_driver(sweep)
         state = sweep.read_state()
         record = self.record(sweep, state)
         record["trials"] = self.trials(sweep, state)
-        record["importance"] = importance(sweep)
+        record["importance"] = importance(sweep, state) if with_importance else None
+        record["importance_evaluator"] = EVALUATOR if with_importance else None
         record["spec"] = spec_of(sweep)
         return record
 

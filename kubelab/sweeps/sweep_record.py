@@ -1,4 +1,4 @@
-"""A sweep as clients see it: counts, budget, best trial and parameter importance.
+"""A sweep as clients see it: counts, budget and best trial (importance: `importance.py`).
 
 The REST API, the CLI, the event stream and the sidebar all show this one record
 (`sweep_record`); a pipeline step reads a sweep's best trial from it too.
@@ -6,7 +6,6 @@ The REST API, the CLI, the event stream and the sidebar all show this one record
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from kubelab.sweeps.store import (
@@ -81,35 +80,3 @@ def best_trial(state: SweepState, direction: str) -> dict[str, Any] | None:
     sign = 1 if direction == "minimize" else -1
     _, best = min(done, key=lambda pair: (sign * pair[0], pair[1].number))
     return {"trial": best.number, "id": best.run_id, "value": best.value, "params": best.params}
-
-
-_STORAGES: dict[str, Any] = {}
-
-
-def importance(sweep: SweepDirectory) -> dict[str, float]:
-    """Parameter importance (Optuna's PED-ANOVA, as `Tuner.importance`) from the study on disk.
-
-    Read-only: opening a `Tuner` here could race the live driver's writes to its study.
-    Empty until two trials have completed.
-    """
-    if not sweep.study_file.exists():
-        return {}
-    import warnings
-
-    import optuna
-    from optuna.importance import PedAnovaImportanceEvaluator, get_param_importances
-    from optuna.trial import TrialState
-
-    key = str(sweep.path)
-    if key not in _STORAGES:
-        _STORAGES[key] = sweep.storage()
-    try:
-        study = optuna.load_study(study_name=sweep.id, storage=_STORAGES[key])
-        if len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))) < 2:
-            return {}
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            scores = get_param_importances(study, evaluator=PedAnovaImportanceEvaluator())
-    except (KeyError, ValueError, RuntimeError):  # no study yet, or nothing varied
-        return {}
-    return {name: float(score) for name, score in scores.items() if math.isfinite(score)}

@@ -30,3 +30,23 @@ def test_writes_reach_other_readers_before_sync_and_sync_fsyncs_once(tmp_path, m
     backend.sync()
     backend.sync()  # nothing new: no second fsync
     assert len(synced) == 1 and not backend.unsynced
+
+
+def test_the_one_writer_reads_from_memory_what_the_file_holds(tmp_path, monkeypatch):
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    path = str(tmp_path / "study.journal")
+    first = optuna.create_study(storage=JournalStorage(GroupCommitBackend(path)), study_name="s")
+    first.tell(first.ask({"x": optuna.distributions.FloatDistribution(0, 1)}), 0.25)
+
+    backend = GroupCommitBackend(path)  # a restarted driver: reads the file once, here
+    monkeypatch.setattr(JournalFileBackend, "read_logs", lambda *_: (_ for _ in ()).throw(AssertionError))
+    study = optuna.load_study(study_name="s", storage=JournalStorage(backend))
+    trial = study.ask({"x": optuna.distributions.FloatDistribution(0, 1)})
+    study.tell(trial, 0.75)
+    assert [t.value for t in study.get_trials()] == [0.25, 0.75]
+    monkeypatch.undo()
+    # The file holds what the writer's memory does, for the server and later drivers.
+    again = optuna.load_study(study_name="s", storage=JournalStorage(JournalFileBackend(path)))
+    assert [(t.number, t.value, t.params) for t in again.trials] == [
+        (t.number, t.value, t.params) for t in study.trials
+    ]

@@ -58,7 +58,7 @@ def test_wait_ls_show_and_resume(cli, sweep_env):
     assert table[0].split() == ["ID", "NAME", "STATUS", "TUNER", "TRIALS", "BEST"]
     assert table[1].split()[:4] == [sweep_id, "cli-sweep", "Succeeded", "grid"]
     shown = cli("show", sweep_id).stdout
-    assert "objective:       maximize loss" in shown and "importance: x 1.00" in shown
+    assert "objective:       maximize loss" in shown and "importance (ped-anova): x 1.00" in shown
     assert sorted(line.split()[2] for line in shown.splitlines()[-3:]) == ["complete"] * 3
     record = json.loads(cli("show", sweep_id, "-o", "json").stdout)
     assert sorted(t["objective"] for t in record["trials"]) == [0, 1, 2]
@@ -130,3 +130,42 @@ def test_bad_input_is_refused_with_the_field(cli, sweep_env):
     assert not (sweep_env.parent / "home" / "sweeps").exists() or not list(
         (sweep_env.parent / "home" / "sweeps").iterdir()
     )
+
+
+WATCHED = """\
+import atexit, runpy, sys
+loaded = lambda: sorted({name.split(".")[0] for name in sys.modules} & {"optuna", "sklearn"})
+atexit.register(lambda: print("imported:", loaded(), file=sys.stderr))
+sys.argv = ["kubelab", "sweep", *sys.argv[1:]]
+runpy.run_module("kubelab.cli", run_name="__main__")
+"""
+
+
+def test_importance_is_computed_by_show_not_by_wait_and_cached(cli, sweep_env):
+    space = {"x": {"_type": "uniform", "_value": [0, 1]}}  # three distinct values: x matters
+    spec = write_spec(sweep_env, tuner="random", max_trials=3, concurrency=2, space=space)
+    done = subprocess.run(
+        [sys.executable, "-c", WATCHED, "-f", spec, "--wait", "-o", "json"],
+        capture_output=True,
+        text=True,
+        cwd=sweep_env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    # Following the sweep imported no Optuna, so neither its fANOVA nor scikit-learn.
+    assert "imported: []" in done.stderr, done.stderr
+    record = json.loads(done.stdout)
+    assert record["counts"]["succeeded"] == 3 and record["importance"] is None
+    cache = sweep_env.parent / "home" / "sweeps" / record["id"] / "importance.json"
+    assert not cache.exists()
+
+    shown = json.loads(cli("show", record["id"], "-o", "json").stdout)
+    assert shown["importance"] == {"x": 1.0} and shown["importance_evaluator"] == "ped-anova"
+    assert json.loads(cache.read_text()) == {"finished": 3, "evaluator": "ped-anova", "scores": {"x": 1.0}}
+    # A second look reads the cache (a planted answer for the same 3 finished trials comes back)...
+    cache.write_text(json.dumps({"finished": 3, "evaluator": "ped-anova", "scores": {"x": 0.25}}))
+    assert json.loads(cli("show", record["id"], "-o", "json").stdout)["importance"] == {"x": 0.25}
+    # ...until more trials have finished.
+    cli("resume", record["id"], "--max-trials", "5", "--wait", "-o", "json")
+    again = json.loads(cli("show", record["id"], "-o", "json").stdout)
+    assert again["importance"] == {"x": 1.0} and json.loads(cache.read_text())["finished"] == 5
