@@ -265,7 +265,8 @@ class Applier:
         recorded = (meta.get("annotations") or {}).get(BUNDLE_HASH)
         if recorded == bundle_hash(wanted) and not meta.get("deletionTimestamp"):
             return Outcome([], [], [], [], current=True)
-        return await self.reconcile_namespace(namespace, wanted, prune)
+        # a namespace that did not exist holds nothing to prune
+        return await self.reconcile_namespace(namespace, wanted, prune and anchor is not None)
 
     async def reconcile_namespace(
         self, namespace: str, objects: Iterable[dict[str, Any]], prune: bool = True

@@ -309,7 +309,7 @@ class FaultProxy:
                 request.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                 request.wfile.flush()
             request.wfile.write(b"0\r\n\r\n")
-        except OSError:
+        except (OSError, http.client.HTTPException):  # a watch cut by `cut_watches` or `close`
             request.close_connection = True
         finally:
             upstream.close()
