@@ -128,3 +128,43 @@ def test_busy_answers_are_retried_and_the_last_one_is_named(monkeypatch: pytest.
     conflicts.append(ApiException(status=409, reason="Conflict"))
     with pytest.raises(ApiException):  # a create's 409 is an answer, not a hiccup
         asyncio.run(retry.retrying(conflict))
+
+
+def test_a_queued_spawns_progress_says_how_many_are_ahead() -> None:
+    from kubelab.spawner.cli import _OfflineKube
+    from kubelab.spawner.kube import KubeLabSpawner
+    from kubelab.spawner.spawn_queue import hub_queue
+
+    async def go() -> list[str]:
+        loop = asyncio.get_running_loop()
+        spawner = KubeLabSpawner(
+            _mock=True, events_enabled=False, gpu_catalog={"gpu_types": [{"name": "T4"}]}, spawn_concurrency=1
+        )
+        queue, hold = hub_queue(1), asyncio.Event()
+
+        async def occupy(ticket: asyncio.Future[None]) -> None:
+            async with queue.turn(ticket):
+                await hold.wait()
+
+        spawner._start_future = loop.create_future()
+        tickets = [loop.create_future(), loop.create_future()]
+        spawner._ticket = loop.create_future()
+        tasks = [asyncio.create_task(occupy(t)) for t in [*tickets, spawner._ticket]]
+        while queue.ahead(spawner._ticket) != 1:
+            await asyncio.sleep(0)
+        messages: list[str] = []
+
+        async def read() -> None:
+            async for event in spawner.progress():
+                messages.append(event["message"])
+                if len(messages) == 1:
+                    tickets[1].cancel()  # the spawn ahead gives up: one fewer ahead
+                if len(messages) == 2:
+                    hold.set()
+
+        await asyncio.wait_for(read(), 30)
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return messages
+
+    with _OfflineKube():
+        assert asyncio.run(go()) == ["starting, 1 ahead of you", "starting, 0 ahead of you"]
