@@ -22,10 +22,12 @@ A thin adapter over kubernetes_asyncio's ApiClient (raw paths: one code path for
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -255,18 +257,23 @@ class Applier:
         return True
 
     async def ensure_bundle(
-        self, namespace: str, objects: Iterable[dict[str, Any]], prune: bool = True
+        self,
+        namespace: str,
+        objects: Iterable[dict[str, Any]],
+        prune: bool = True,
+        turn: Callable[[], AbstractAsyncContextManager[Any]] = contextlib.nullcontext,
     ) -> Outcome:
-        """A spawn's check: one read of the bundle's first object; a reconcile only when its
-        recorded hash differs from what `objects` render to (or it is missing)."""
+        """A spawn's check: one read of the bundle's first object; a reconcile, inside `turn()`
+        (the hub's spawn queue), only when its recorded hash differs from what `objects` render
+        to (or it is missing). A returning user's check does not queue: it is one read."""
         wanted = list(objects)
         anchor = await self.read(wanted[0])
         meta = (anchor or {}).get("metadata") or {}
         recorded = (meta.get("annotations") or {}).get(BUNDLE_HASH)
         if recorded == bundle_hash(wanted) and not meta.get("deletionTimestamp"):
             return Outcome([], [], [], [], current=True)
-        # a namespace that did not exist holds nothing to prune
-        return await self.reconcile_namespace(namespace, wanted, prune and anchor is not None)
+        async with turn():  # a namespace that did not exist holds nothing to prune
+            return await self.reconcile_namespace(namespace, wanted, prune and anchor is not None)
 
     async def reconcile_namespace(
         self, namespace: str, objects: Iterable[dict[str, Any]], prune: bool = True

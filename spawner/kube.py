@@ -368,17 +368,23 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, BackPressure, KubeSpawner):
 
     async def _ensure_objects(self, group: ProjectGroup) -> Outcome:
         """Bring the namespace's objects up to date with the configuration (server-side apply;
-        see kubelab.spawner.apply), in the hub's queue: a returning user's spawn reads one object
-        and writes nothing; the next spawn after an upgrade reconciles the namespace. Then the
-        claims it created are given time to bind (kubelab.spawner.claims)."""
+        see kubelab.spawner.apply): a returning user's spawn reads one object and writes nothing;
+        a new namespace, or the next spawn after an upgrade, reconciles it in the hub's queue.
+        Then the claims it created are given time to bind (kubelab.spawner.claims)."""
         ticket = self._ticket = asyncio.get_running_loop().create_future()
-        async with hub_queue(self.spawn_concurrency).turn(ticket):
-            api_server = await self.api_server() if self.isolation(None) else None
-            wanted = self.namespace_objects(group, api_server)
-            if self.trusted_lab:  # a shared namespace: create what is missing, prune nothing
-                wanted = [o for o in wanted if o["kind"] != "Namespace"]
-            applier = Applier(self.api.api_client, self.k8s_api_request_timeout)
-            outcome = await applier.ensure_bundle(self.namespace, wanted, prune=not self.trusted_lab)
+        queue = hub_queue(self.spawn_concurrency)
+        api_server = await self.api_server() if self.isolation(None) else None
+        wanted = self.namespace_objects(group, api_server)
+        if self.trusted_lab:  # a shared namespace: create what is missing, prune nothing
+            wanted = [o for o in wanted if o["kind"] != "Namespace"]
+        applier = Applier(self.api.api_client, self.k8s_api_request_timeout)
+        try:
+            outcome = await applier.ensure_bundle(
+                self.namespace, wanted, prune=not self.trusted_lab, turn=lambda: queue.turn(ticket)
+            )
+        finally:
+            if not ticket.done():  # never queued (or cancelled first): the progress page moves on
+                ticket.cancel()
         claims = [c.split("/", 1)[1] for c in outcome.created if c.startswith("PersistentVolumeClaim/")]
         if claims and await binding_mode(applier, self.storage_class) == IMMEDIATE:
             await wait_bound(self.api.api_client, self.namespace, claims, self.claim_bind_timeout)
