@@ -224,6 +224,19 @@ def local_availability(snapshot: dict[str, Any], catalog: Catalog) -> Availabili
     return result
 
 
+def raw_watch() -> Any:
+    """kubernetes_asyncio's Watch, leaving each event's object as the API server's JSON: its
+    default builds a V1Pod model per event (~7 ms for a notebook pod), which in a spawn storm
+    held the hub's event loop for over a second; `raw_object` is all kubelab reads."""
+    from kubernetes_asyncio import watch
+
+    class RawWatch(watch.Watch):  # type: ignore[misc]
+        def get_return_type(self, func: object) -> Any:
+            return None
+
+    return RawWatch()
+
+
 class _Mirror:
     """A list-then-watch copy of one kind of object, restarted from a fresh list on any error."""
 
@@ -241,8 +254,6 @@ class _Mirror:
         return f"{meta.get('namespace', '')}/{meta['name']}"
 
     async def run(self) -> None:
-        from kubernetes_asyncio import watch
-
         delay = 0.1
         while True:
             try:
@@ -251,7 +262,7 @@ class _Mirror:
                 self.items = {self.key(o): o for o in listing["items"]}
                 self.loaded.set()
                 self.on_change(None, None)  # everything may have changed
-                stream = watch.Watch()
+                stream = raw_watch()
                 async with stream.stream(
                     self.list_method,
                     _preload_content=False,

@@ -21,6 +21,7 @@ from typing import Any
 from kubernetes_asyncio.client.rest import ApiException
 
 from .apply import Applier
+from .availability import raw_watch
 
 DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class"
 IMMEDIATE = "Immediate"
@@ -64,7 +65,7 @@ def _bound(claim: dict[str, Any]) -> bool:
 async def wait_bound(api_client: Any, namespace: str, names: list[str], timeout: float) -> bool:
     """Whether the claims `names` are all Bound within `timeout` seconds (False, not an error,
     otherwise: the pod is made anyway and the scheduler takes over)."""
-    from kubernetes_asyncio import client, watch
+    from kubernetes_asyncio import client
 
     core = client.CoreV1Api(api_client)
     waiting = set(names)
@@ -75,7 +76,7 @@ async def wait_bound(api_client: Any, namespace: str, names: list[str], timeout:
         waiting.difference_update(c["metadata"]["name"] for c in listing["items"] if _bound(c))
         if not waiting:
             return
-        stream = watch.Watch()
+        stream = raw_watch()
         async with stream.stream(
             core.list_namespaced_persistent_volume_claim,
             namespace,
