@@ -295,6 +295,7 @@ class ClusterAvailability:
     def __init__(self, core_api: Any, catalog: Catalog) -> None:
         self._catalog = catalog
         self._tally: Tally | None = None
+        self._node_seen: dict[str, str] = {}
         self.nodes = _Mirror(core_api.list_node, self._nodes_changed)
         self.pods = _Mirror(core_api.list_pod_for_all_namespaces, self._pod_changed)
         self._tasks: list[asyncio.Task[None]] = []
@@ -309,7 +310,23 @@ class ClusterAvailability:
             self._catalog, self._tally = catalog, None
 
     def _nodes_changed(self, key: str | None, node: dict[str, Any] | None) -> None:
-        self._tally = None
+        """Recount only when what the tally reads of a node changed (not its heartbeats)."""
+        if key is None:
+            self._node_seen, self._tally = {}, None
+            return
+        meta = (node or {}).get("metadata") or {}
+        seen = json.dumps(
+            [
+                (meta.get("labels") or {}).get(self._catalog.gpu_label),
+                ((node or {}).get("spec") or {}).get("unschedulable"),
+                ((node or {}).get("status") or {}).get("allocatable"),
+            ]
+            if node
+            else None
+        )
+        if self._node_seen.get(key) != seen:
+            self._node_seen[key] = seen
+            self._tally = None
 
     def _pod_changed(self, key: str | None, pod: dict[str, Any] | None) -> None:
         if key is None or self._tally is None:

@@ -168,3 +168,27 @@ def test_a_queued_spawns_progress_says_how_many_are_ahead() -> None:
 
     with _OfflineKube():
         assert asyncio.run(go()) == ["starting, 1 ahead of you", "starting, 0 ahead of you"]
+
+
+def test_a_nodes_heartbeat_does_not_recount_every_pod_but_a_capacity_change_does() -> None:
+    import types
+
+    from kubelab.spawner.availability import ClusterAvailability
+
+    api = types.SimpleNamespace(list_node=None, list_pod_for_all_namespaces=None)
+    watch = ClusterAvailability(api, CATALOG)
+    t4 = node("t4-a", "nvidia-t4", 4)
+    watch.nodes.items = {"/t4-a": t4}
+    watch.pods.items = {
+        "ns/p": {**pod("p", 1, node_name="t4-a"), "metadata": {"name": "p", "namespace": "ns"}}
+    }
+    watch._nodes_changed("/t4-a", t4)
+    before = watch.current()
+    assert before.types["T4"].free == 3
+    beat = {**t4, "status": {**t4["status"], "conditions": [{"type": "Ready", "lastHeartbeatTime": "now"}]}}
+    watch._nodes_changed("/t4-a", beat)
+    assert watch.current() is before  # the same tally: no recount
+    grown = {**t4, "status": {"allocatable": {"nvidia.com/gpu": "8"}}}
+    watch.nodes.items = {"/t4-a": grown}
+    watch._nodes_changed("/t4-a", grown)
+    assert watch.current().types["T4"].free == 7
