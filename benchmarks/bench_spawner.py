@@ -1,32 +1,40 @@
 """Benchmark: KubeLabSpawner against plain KubeSpawner on the same real Kubernetes API server.
 
-Prints JSON lines (medians in seconds, ratios = KubeLabSpawner over the baseline in the same
-run, so they read the same on any machine):
+Prints JSON lines (medians and percentiles in seconds; ratios = KubeLabSpawner over the baseline
+measured in the same run, so they read the same on any machine):
 
-- `spawner_start`: one `start()` to a Running pod, per-user namespace mode. KubeLabSpawner also
-  creates the ServiceAccount, Role, RoleBinding, ResourceQuota and two PVCs and runs admission.
-  On a real API server a pod that mounts a claim waits for it to be bound (provisioner, then the
-  scheduler's retry), so a second baseline is KubeSpawner with a home claim of its own.
+- `spawner_start`: one `start()` to a Running pod on a quiet cluster (median of `--rounds`),
+  per-user namespace mode, a fresh user each time. KubeLabSpawner also prepares the user's
+  namespace bundle (ServiceAccount, Role, RoleBinding, ResourceQuota, NetworkPolicies, two
+  claims) and runs admission. A pod that mounts a claim waits for it to be bound, so the fair
+  baseline is KubeSpawner with a home claim of its own (`storage_pvc_ensure`).
 - `form_availability`: rendering the spawn form. KubeLabSpawner reads GPU availability from its
   watch; the baselines are KubeSpawner's profile form and listing nodes and pods per page view.
-- `spawn_100_users`: 100 users' `start()` at once (asyncio.gather on one hub loop).
+- `spawn_storm`: `--users` users' `start()` at once on one hub loop (asyncio.gather), fresh
+  users and then the same users returning: failures, p50/p95 per spawn, total, and the p95 of
+  an HTTP endpoint served on the same event loop (what the hub's API answers with meanwhile),
+  side by side with KubeSpawner with a home claim.
+- `api_requests_per_spawn`: what one spawn asks of the API server, first and returning,
+  counted by a proxy in front of it (tests/controlplane/faults.py) on a hub already watching.
 
 The cluster is tests/controlplane's: etcd, kube-apiserver, kube-controller-manager and
 kube-scheduler on loopback, with KWOK nodes playing the kubelet (a scheduled pod starts at once
 with IP 127.0.0.1). Both spawners use the admin's kubeconfig. Run:
-`python benchmarks/bench_spawner.py [--rounds 15] [--users 100]`.
+`python benchmarks/bench_spawner.py [--rounds 10] [--users 50]`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import http.client
 import json
 import os
 import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import types
 from pathlib import Path
@@ -53,15 +61,17 @@ PROFILES = [
     for t in ("T4", "V100")
     for n in (0, 1, 2)
 ]
-# GPU nodes (tainted, as GPU pools are) for KubeLabSpawner's 1 x T4 pods and CPU nodes for plain
-# KubeSpawner's default profile; 110 pods a node, room for 100 users of each at once.
-NODES = (
-    NodeSpec("t4-0", cpu="512", memory="2Ti", gpus=128, gpu_type="T4"),
-    NodeSpec("t4-1", cpu="512", memory="2Ti", gpus=128, gpu_type="T4"),
-    NodeSpec("v100-0", cpu="512", memory="2Ti", gpus=128, gpu_type="V100"),
-    NodeSpec("cpu-0", cpu="512", memory="2Ti"),
-    NodeSpec("cpu-1", cpu="512", memory="2Ti"),
-)
+
+
+def nodes(users: int) -> tuple[NodeSpec, ...]:
+    """GPU nodes (tainted, as GPU pools are) for KubeLabSpawner's 1 x T4 pods and CPU nodes for
+    plain KubeSpawner's default profile; 110 pods a node, room for every user of each at once."""
+    per_kind = max(2, -(-users // 100) + 1)
+    return (
+        *(NodeSpec(f"t4-{i}", cpu="512", memory="2Ti", gpus=128, gpu_type="T4") for i in range(per_kind)),
+        NodeSpec("v100-0", cpu="512", memory="2Ti", gpus=128, gpu_type="V100"),
+        *(NodeSpec(f"cpu-{i}", cpu="512", memory="2Ti") for i in range(per_kind)),
+    )
 
 
 def make(cls: type, name: str, config: Config) -> Any:
@@ -127,6 +137,87 @@ async def timed_start(spawner: Any, options: dict[str, Any]) -> float:
     return elapsed
 
 
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else float("nan")
+
+
+class LoopProbe:
+    """An HTTP endpoint on the hub's event loop, asked every 50 ms from another thread: how long
+    a hub API request waits while the loop spawns (JupyterHub's handlers run on that loop)."""
+
+    def __init__(self) -> None:
+        self.latencies: list[float] = []
+        self._stop = threading.Event()
+
+    async def __aenter__(self) -> LoopProbe:
+        async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
+            await writer.drain()
+            writer.close()
+
+        self._server = await asyncio.start_server(answer, "127.0.0.1", 0)
+        port = self._server.sockets[0].getsockname()[1]
+        self._thread = threading.Thread(target=self._ask, args=(port,), daemon=True)
+        self._thread.start()
+        return self
+
+    def _ask(self, port: int) -> None:
+        while not self._stop.wait(0.05):
+            began = time.perf_counter()
+            try:
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+                connection.request("GET", "/hub/api/")
+                connection.getresponse().read()
+                connection.close()
+            except OSError:
+                continue
+            self.latencies.append(time.perf_counter() - began)
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._stop.set()
+        await asyncio.to_thread(self._thread.join)
+        self._server.close()
+
+
+async def storm(
+    cls: type, cfg: Config, prefix: str, users: int, options: dict[str, Any]
+) -> dict[str, dict[str, Any]]:
+    """`users` spawns at once (fresh), all stopped, then the same users at once again."""
+    spawners = [make(cls, f"{prefix}{i}", cfg) for i in range(users)]
+    report = {}
+    for phase in ("fresh", "returning"):
+
+        async def one(spawner: Any) -> tuple[float, str | None]:
+            spawner.user_options = dict(options)
+            began = time.perf_counter()
+            try:
+                await start_retrying(spawner, attempts=3)
+            except Exception as exc:
+                return time.perf_counter() - began, f"{type(exc).__name__}: {exc}"[:200]
+            return time.perf_counter() - began, None
+
+        FAILED_STARTS.clear()
+        async with LoopProbe() as probe:
+            began = time.perf_counter()
+            outcomes = await asyncio.gather(*(one(s) for s in spawners))
+            total = time.perf_counter() - began
+        await asyncio.gather(*(s.stop(now=True) for s in spawners))
+        starts = [elapsed for elapsed, _ in outcomes]
+        failures = [error for _, error in outcomes if error]
+        report[phase] = {
+            "failures": len(failures),
+            "failed_attempts_retried": sum(FAILED_STARTS.values()),
+            "p50_s": percentile(starts, 0.5),
+            "p95_s": percentile(starts, 0.95),
+            "total_s": total,
+            "hub_api_p95_s": percentile(probe.latencies, 0.95),
+            **({"first_failure": failures[0]} if failures else {}),
+        }
+    return report
+
+
 async def bench(rounds: int, users: int, api_port: int) -> list[dict[str, Any]]:
     from kubernetes_asyncio import client, config
     from kubespawner import KubeSpawner
@@ -135,22 +226,29 @@ async def bench(rounds: int, users: int, api_port: int) -> list[dict[str, Any]]:
 
     plain_config, storage_config, lab_config = configs(api_port)
     results = []
-    # -- one start, alternating so drift hits all alike -------------------------------------
-    plain_times, storage_times, lab_times = [], [], []
+    # -- one start on a quiet cluster, alternating so drift hits all alike -------------------
+    plain_times, storage_times, lab_times, back_times = [], [], [], []
     for i in range(rounds):
         plain_times.append(await timed_start(make(KubeSpawner, f"plain{i}", plain_config), {}))
         storage_times.append(await timed_start(make(KubeSpawner, f"pvc{i}", storage_config), {}))
         lab_times.append(await timed_start(make(KubeLabSpawner, f"lab{i}", lab_config), {"gpus": "1(T4)"}))
+        back_times.append(await timed_start(make(KubeLabSpawner, f"lab{i}", lab_config), {"gpus": "1(T4)"}))
+    med = {
+        k: statistics.median(v)
+        for k, v in (("plain", plain_times), ("pvc", storage_times), ("lab", lab_times), ("back", back_times))
+    }
     results.append(
         {
             "bench": "spawner_start",
             "rounds": rounds,
             "failed_starts_retried": dict(FAILED_STARTS),
-            "kubespawner_median_s": statistics.median(plain_times),
-            "kubespawner_with_home_pvc_median_s": statistics.median(storage_times),
-            "kubelabspawner_median_s": statistics.median(lab_times),
-            "ratio": statistics.median(lab_times) / statistics.median(plain_times),
-            "ratio_vs_home_pvc": statistics.median(lab_times) / statistics.median(storage_times),
+            "kubespawner_median_s": med["plain"],
+            "kubespawner_with_home_pvc_median_s": med["pvc"],
+            "kubelabspawner_median_s": med["lab"],
+            "kubelabspawner_returning_median_s": med["back"],
+            "ratio": med["lab"] / med["plain"],
+            "ratio_vs_home_pvc": med["lab"] / med["pvc"],
+            "ratio_returning_vs_home_pvc": med["back"] / med["pvc"],
         }
     )
 
@@ -197,68 +295,100 @@ async def bench(rounds: int, users: int, api_port: int) -> list[dict[str, Any]]:
         }
     )
 
-    # -- 100 users at once -----------------------------------------------------------------
+    # -- a storm: every user at once, fresh then returning -----------------------------------
     # kubernetes_asyncio pools 5 connections per CPU; with KubeSpawner's default 3 s request
-    # timeout, 100 simultaneous namespace creations time out waiting for a connection (for
-    # plain KubeSpawner too), so both get the 30 s a busy hub should configure.
+    # timeout, a storm's requests time out waiting for a connection (for plain KubeSpawner
+    # too), so both get the 30 s the shipped hub configuration sets.
     for cfg in (plain_config, storage_config, lab_config):
         cfg[next(iter(cfg))].k8s_api_request_timeout = 30
-
-    async def crowd(
-        cls: type, cfg: Config, prefix: str, options: dict[str, Any]
-    ) -> tuple[float, list[float]]:
-        spawners = [make(cls, f"{prefix}{i}", cfg) for i in range(users)]
-
-        async def one(spawner: Any) -> float:
-            spawner.user_options = dict(options)
-            began = time.perf_counter()
-            await start_retrying(spawner)
-            return time.perf_counter() - began
-
-        began = time.perf_counter()
-        starts = sorted(await asyncio.gather(*(one(s) for s in spawners)))
-        total = time.perf_counter() - began
-        await asyncio.gather(*(s.stop(now=True) for s in spawners))
-        return total, starts
-
-    FAILED_STARTS.clear()
-    plain_total, plain_starts = await crowd(KubeSpawner, plain_config, "pcrowd", {})
-    storage_total, storage_starts = await crowd(KubeSpawner, storage_config, "vcrowd", {})
-    lab_total, lab_starts = await crowd(KubeLabSpawner, lab_config, "crowd", {"gpus": "1(T4)"})
-    results.append(
-        {
-            "bench": "spawn_100_users",
-            "users": users,
-            "failed_starts_retried": dict(FAILED_STARTS),
-            "kubelabspawner_total_s": lab_total,
-            "kubelabspawner_median_start_s": statistics.median(lab_starts),
-            "kubelabspawner_p95_start_s": lab_starts[int(0.95 * (users - 1))],
-            "kubespawner_total_s": plain_total,
-            "kubespawner_median_start_s": statistics.median(plain_starts),
-            "kubespawner_with_home_pvc_total_s": storage_total,
-            "kubespawner_with_home_pvc_median_start_s": statistics.median(storage_starts),
-            "ratio": lab_total / plain_total,
-            "ratio_vs_home_pvc": lab_total / storage_total,
-        }
-    )
+    kube = await storm(KubeSpawner, storage_config, "vcrowd", users, {})
+    kubelab = await storm(KubeLabSpawner, lab_config, "crowd", users, {"gpus": "1(T4)"})
+    line: dict[str, Any] = {"bench": "spawn_storm", "users": users}
+    for phase in ("fresh", "returning"):
+        line[f"kubelabspawner_{phase}"] = kubelab[phase]
+        line[f"kubespawner_with_home_pvc_{phase}"] = kube[phase]
+        line[f"ratio_{phase}_p95"] = kubelab[phase]["p95_s"] / kube[phase]["p95_s"]
+        line[f"ratio_{phase}_total"] = kubelab[phase]["total_s"] / kube[phase]["total_s"]
+    results.append(line)
     await KubeLabSpawner.stop_watches()
     await KubeSpawner._stop_all_reflectors()
     return results
 
 
+async def count_requests(proxy: Any, api_port: int) -> dict[str, Any]:
+    """Requests of one spawn (start() to a Running pod) on a hub that already watches, first and
+    returning, by KubeLabSpawner and KubeSpawner with a home claim, as the proxy saw them."""
+    from kubespawner import KubeSpawner
+
+    from kubelab.spawner import KubeLabSpawner
+
+    _, storage_config, lab_config = configs(api_port)
+    line: dict[str, Any] = {"bench": "api_requests_per_spawn"}
+    for name, cls, cfg, options in (
+        ("kubelabspawner", KubeLabSpawner, lab_config, {"gpus": "1(T4)"}),
+        ("kubespawner_with_home_pvc", KubeSpawner, storage_config, {}),
+    ):
+        await timed_start(make(cls, f"{name[:4]}warm", cfg), options)  # the hub's watches start
+        for phase in ("first", "returning"):
+            spawner = make(cls, f"{name[:4]}count", cfg)
+            spawner.user_options = dict(options)
+            proxy.forget()
+            await start_retrying(spawner)
+            seen = proxy.seen()
+            await spawner.stop(now=True)
+            line[f"{name}_{phase}"] = len(seen)
+            line[f"{name}_{phase}_writes"] = sum(
+                r.verb in ("create", "patch", "update", "delete") for r in seen
+            )
+    line["ratio_first"] = line["kubelabspawner_first"] / line["kubespawner_with_home_pvc_first"]
+    line["ratio_returning"] = line["kubelabspawner_returning"] / line["kubespawner_with_home_pvc_returning"]
+    await KubeLabSpawner.stop_watches()
+    await KubeSpawner._stop_all_reflectors()
+    return line
+
+
+def proxied_kubeconfig(plane: ControlPlane, proxy: Any) -> Path:
+    """An admin's token (a ServiceAccount bound to cluster-admin) through the counting proxy:
+    the proxy forwards bearer tokens, not client certificates."""
+    plane.request("POST", "/api/v1/namespaces/default/serviceaccounts", {"metadata": {"name": "bench-hub"}})
+    binding = {
+        "metadata": {"name": "bench-hub"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"kind": "ServiceAccount", "name": "bench-hub", "namespace": "default"}],
+    }
+    plane.request("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding)
+    token = plane.token_for("default", "bench-hub")
+    return plane.write_kubeconfig(KUBECONFIG.parent / "proxied", token=token, server=proxy.url)
+
+
+def use_kubeconfig(path: Path) -> None:
+    """KubeSpawner loads the default kubeconfig once per process: point it at `path`."""
+    from kubernetes_asyncio.config import kube_config
+    from kubespawner.clients import load_config
+
+    kube_config.KUBE_CONFIG_DEFAULT_LOCATION = str(path)
+    load_config.cache_clear()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument("--users", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=10, help="quiet single spawns (median)")
+    parser.add_argument("--users", type=int, default=50, help="users spawning at once")
     args = parser.parse_args()
     import logging
 
     logging.disable(logging.WARNING)
     try:
-        with ControlPlane(KUBECONFIG.parent / "cluster", nodes=NODES) as plane:
+        with ControlPlane(KUBECONFIG.parent / "cluster", nodes=nodes(args.users)) as plane:
             shutil.copy(plane.kubeconfig, KUBECONFIG)
             for line in asyncio.run(bench(args.rounds, args.users, plane.port)):
                 print(json.dumps(line), flush=True)
+            proxy = plane.fault_proxy()
+            try:
+                use_kubeconfig(proxied_kubeconfig(plane, proxy))
+                print(json.dumps(asyncio.run(count_requests(proxy, plane.port))), flush=True)
+            finally:
+                proxy.close()
     finally:
         shutil.rmtree(KUBECONFIG.parent, ignore_errors=True)
     return 0

@@ -99,12 +99,15 @@ else:
     raise ValueError(f"KUBELAB_HUB_AUTH must be pam, native, oauth or shared-password, not {AUTH!r}")
 
 # -- idle culling: every server after an hour idle, GPU servers after 30 minutes -------------------
+# Both stop at once when the hub does (kubelab.spawner.hub_service restores the SIGINT a hub started
+# in the background hands its services ignored; JupyterHub would wait 30 s for each otherwise).
 c.JupyterHub.services = [
     {
         "name": "idle-culler",
         "command": [
             sys.executable,
             "-m",
+            "kubelab.spawner.hub_service",
             "jupyterhub_idle_culler",
             f"--timeout={os.environ.get('KUBELAB_IDLE_TIMEOUT', '3600')}",
             "--cull-every=300",
@@ -143,6 +146,14 @@ if MODE == "kubernetes":
     spawner.storage_class = os.environ.get("KUBELAB_STORAGE_CLASS") or None  # None: the default
     spawner.delete_grace_period = 5
     spawner.extra_annotations = {"kubelab.io/notebook": "true"}
+    # A class's first session: spawns queue rather than fail. JupyterHub refuses spawns past
+    # concurrent_spawn_limit with a 429 (its default, 100, turns users away in a storm), so that
+    # limit only guards the hub; the spawner lets 16 spawns prepare namespaces at once and queues
+    # the rest in order ("starting, N ahead of you"), and retries the API server's 429s and 5xx.
+    c.JupyterHub.concurrent_spawn_limit = 1000
+    spawner.spawn_concurrency = 16
+    spawner.k8s_api_request_timeout = 30  # a busy API server answers slowly; KubeSpawner's is 3 s
+    spawner.k8s_api_request_retry_timeout = 120
 else:
     c.JupyterHub.spawner_class = "kubelab.spawner.LocalKubeLabSpawner"
     spawner = c.LocalKubeLabSpawner

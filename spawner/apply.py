@@ -9,7 +9,12 @@ The spawner (on every spawn) and `kubelab hub reconcile` (for every user namespa
   `kubectl edit`): its fields are handed to kubelab's apply, which then drops what it no longer
   sets, and from then on `kubelab` alone owns the object;
 - deletes kubelab's policies, Roles, bindings and quotas the configuration no longer builds;
-- creates claims only if missing and never changes or deletes one: they hold users' data.
+- creates claims only if missing and never changes or deletes one: they hold users' data;
+- records a hash of what it applied on the bundle's first object (the namespace), last, so a
+  spawn (`ensure_bundle`) reads that one object and writes nothing while the configuration
+  renders the same bundle. A reconcile cut short leaves no hash: the next spawn redoes it.
+
+Busy answers (429, 5xx) are retried with jitter (kubelab.spawner.retry).
 
 A thin adapter over kubernetes_asyncio's ApiClient (raw paths: one code path for every kind).
 """
@@ -17,14 +22,19 @@ A thin adapter over kubernetes_asyncio's ApiClient (raw paths: one code path for
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import copy
+import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
 from kubernetes_asyncio.client.rest import ApiException
 
 from .labels import MANAGED_BY
+from .retry import retrying
 
 FIELD_MANAGER = "kubelab"
 APPLY = "application/apply-patch+yaml"
@@ -56,6 +66,19 @@ RESOURCES = {
 OWNED = ("Role", "RoleBinding", "ResourceQuota", "NetworkPolicy")
 # kinds only ever created: a claim is a user's data
 CREATE_ONLY = ("PersistentVolumeClaim",)
+BUNDLE_HASH = "kubelab.io/bundle-hash"
+
+
+def bundle_hash(objects: list[dict[str, Any]]) -> str:
+    """What a bundle renders to, in 32 hex digits: equal bundles, equal hashes."""
+    canonical = json.dumps(objects, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+def with_hash(obj: dict[str, Any], digest: str) -> dict[str, Any]:
+    marked = copy.deepcopy(obj)
+    marked["metadata"].setdefault("annotations", {})[BUNDLE_HASH] = digest
+    return marked
 
 
 def path(kind: str, namespace: str | None = None, name: str | None = None) -> str:
@@ -115,6 +138,7 @@ class Outcome:
     migrated: list[str]
     created: list[str]
     deleted: list[str]
+    current: bool = False  # the recorded hash matched: nothing was written
 
     def as_dict(self) -> dict[str, list[str]]:
         return {
@@ -141,20 +165,36 @@ class Applier:
         content_type: str = "application/json",
     ) -> Any:
         headers = {"Accept": "application/json", "Content-Type": content_type}
-        response = await asyncio.wait_for(
-            self.client.call_api(
-                url,
-                method,
-                query_params=query or [],
-                header_params=headers,
-                body=body,
-                auth_settings=["BearerToken"],
-                response_types_map={200: "object", 201: "object", 202: "object"},
-                _return_http_data_only=True,
-            ),
-            self.timeout,
-        )
-        return response
+
+        def call() -> Any:
+            return asyncio.wait_for(
+                self.client.call_api(
+                    url,
+                    method,
+                    query_params=query or [],
+                    header_params=headers,
+                    body=body,
+                    auth_settings=["BearerToken"],
+                    response_types_map={200: "object", 201: "object", 202: "object"},
+                    _return_http_data_only=True,
+                ),
+                self.timeout,
+            )
+
+        # an apply may meet a conflict another writer just caused; a create's 409 is an answer
+        return await retrying(call, conflicts=method == "PATCH")
+
+    async def read(self, obj: dict[str, Any]) -> dict[str, Any] | None:
+        meta = obj["metadata"]
+        try:
+            found: dict[str, Any] = await self.request(
+                "GET", path(obj["kind"], meta.get("namespace"), meta["name"])
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return found
 
     async def apply(self, obj: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
         meta = obj["metadata"]
@@ -217,13 +257,34 @@ class Applier:
             raise
         return True
 
+    async def ensure_bundle(
+        self,
+        namespace: str,
+        objects: Iterable[dict[str, Any]],
+        prune: bool = True,
+        turn: Callable[[], AbstractAsyncContextManager[Any]] = contextlib.nullcontext,
+    ) -> Outcome:
+        """A spawn's check: one read of the bundle's first object; a reconcile, inside `turn()`
+        (the hub's spawn queue), only when its recorded hash differs from what `objects` render
+        to (or it is missing). A returning user's check does not queue: it is one read."""
+        wanted = list(objects)
+        anchor = await self.read(wanted[0])
+        meta = (anchor or {}).get("metadata") or {}
+        recorded = (meta.get("annotations") or {}).get(BUNDLE_HASH)
+        if recorded == bundle_hash(wanted) and not meta.get("deletionTimestamp"):
+            return Outcome([], [], [], [], current=True)
+        async with turn():  # a namespace that did not exist holds nothing to prune
+            return await self.reconcile_namespace(namespace, wanted, prune and anchor is not None)
+
     async def reconcile_namespace(
         self, namespace: str, objects: Iterable[dict[str, Any]], prune: bool = True
     ) -> Outcome:
         """Bring `namespace` to `objects` (see the module docstring). RBAC goes in order: a
-        RoleBinding after its Role, whose rights the API server checks when binding. `prune`
-        is off for a namespace kubelab shares with others (trusted-lab mode)."""
+        RoleBinding after its Role, whose rights the API server checks when binding; the rest
+        in parallel. `prune` is off for a namespace kubelab shares (trusted-lab mode). The
+        bundle's hash goes on its first object last (its first apply drops the old one)."""
         wanted = list(objects)
+        digest = bundle_hash(wanted)
         outcome = Outcome([], [], [], [])
         rbac = [o for o in wanted if o["kind"] in ("Role", "RoleBinding")]
         rest = [o for o in wanted if o["kind"] not in ("Role", "RoleBinding", "Namespace")]
@@ -249,12 +310,17 @@ class Applier:
         for obj in spaces:  # the namespace first: everything else lives in it
             await one(obj)
         await asyncio.gather(in_order(), *(one(o) for o in rest))
-        keep = {(o["kind"], o["metadata"]["name"]) for o in wanted}
-        for kind in OWNED if prune else ():
-            for name in await self.owned_names(kind, namespace):
-                if (kind, name) not in keep and await self.delete(kind, namespace, name):
-                    outcome.deleted.append(f"{kind}/{name}")
+        if prune:
+            await self._prune(namespace, {(o["kind"], o["metadata"]["name"]) for o in wanted}, outcome)
+        if wanted:
+            await self.apply(with_hash(wanted[0], digest))
         return outcome
+
+    async def _prune(self, namespace: str, keep: set[tuple[str, str]], outcome: Outcome) -> None:
+        listed = await asyncio.gather(*(self.owned_names(kind, namespace) for kind in OWNED))
+        stale = [(k, n) for k, names in zip(OWNED, listed, strict=True) for n in names if (k, n) not in keep]
+        gone = await asyncio.gather(*(self.delete(k, namespace, n) for k, n in stale))
+        outcome.deleted.extend(f"{k}/{n}" for (k, n), deleted in zip(stale, gone, strict=True) if deleted)
 
 
 def api_message(exc: ApiException) -> str:

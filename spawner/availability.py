@@ -95,57 +95,105 @@ def pod_requests(pod: dict[str, Any], resource: str) -> tuple[int, Decimal, Deci
     return gpus, cpu, memory
 
 
+@dataclass(frozen=True)
+class PodShare:
+    """What one live pod holds, and whose: the unit the availability adds and takes away."""
+
+    gpus: int
+    cpu: Decimal
+    memory: Decimal
+    holders: tuple[tuple[str, str], ...]  # ("users" | "groups" | "namespaces", name)
+    gpu_type: str | None  # None with GPUs: asked for by a pending pod that names no type
+
+
+class Tally:
+    """The availability kept current one change at a time: a pod's change costs O(1), so a
+    spawn's admission reads the numbers without recounting every pod of the cluster. A change
+    of nodes (or of the catalog) recounts all."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self.by_label = {t.label_value: t for t in catalog.gpu_types}
+        self.resources = {t.resource for t in catalog.gpu_types} or {"nvidia.com/gpu"}
+        self.node_type: dict[str, str] = {}
+        self.used: dict[str, int] = {}
+        self.shares: dict[str, PodShare] = {}
+        self.result = Availability()
+
+    def rebuild(self, nodes: Iterable[dict[str, Any]], pods: Iterable[tuple[str, dict[str, Any]]]) -> None:
+        self.node_type, self.used, self.shares, self.result = {}, {}, {}, Availability()
+        for listed in self.catalog.gpu_types:
+            self.result.types[listed.name] = TypeCount()
+            self.used[listed.name] = 0
+        for node in nodes:
+            meta = node.get("metadata") or {}
+            gpu_type = self.by_label.get((meta.get("labels") or {}).get(self.catalog.gpu_label, ""))
+            if gpu_type is None or (node.get("spec") or {}).get("unschedulable"):
+                continue
+            allocatable = ((node.get("status") or {}).get("allocatable") or {}).get(gpu_type.resource, 0)
+            self.node_type[meta["name"]] = gpu_type.name
+            self.result.types[gpu_type.name].total += int(parse_quantity(allocatable))
+        for key, pod in pods:
+            self.pod(key, pod)
+        for name in self.used:
+            self._free(name)
+
+    def share(self, pod: dict[str, Any]) -> PodShare | None:
+        status, spec = pod.get("status") or {}, pod.get("spec") or {}
+        meta = pod.get("metadata") or {}
+        if status.get("phase") in _DONE or meta.get("deletionTimestamp"):
+            return None
+        gpus, cpu, memory = 0, Decimal(0), Decimal(0)
+        for resource in self.resources:
+            g, cpu, memory = pod_requests(pod, resource)
+            gpus += g
+        labels = meta.get("labels") or {}
+        tables = ((USER_LABEL, "users"), (GROUP_LABEL, "groups"))
+        holders = [(table, labels[k]) for k, table in tables if labels.get(k)]
+        if meta.get("namespace"):
+            holders.append(("namespaces", meta["namespace"]))
+        type_name = self.node_type.get(spec.get("nodeName") or "")
+        if type_name is None and not spec.get("nodeName"):
+            wanted = self.by_label.get((spec.get("nodeSelector") or {}).get(self.catalog.gpu_label, ""))
+            type_name = wanted.name if wanted else None
+        return PodShare(gpus, cpu, memory, tuple(holders), type_name)
+
+    def pod(self, key: str, pod: dict[str, Any] | None) -> None:
+        """Take away what the pod at `key` held, then add what it holds now (None: gone)."""
+        old = self.shares.pop(key, None)
+        if old is not None:
+            self._add(old, -1)
+        new = self.share(pod) if pod is not None else None
+        if new is not None:
+            self.shares[key] = new
+            self._add(new, 1)
+
+    def _add(self, share: PodShare, sign: int) -> None:
+        for table, name in share.holders:
+            usage = getattr(self.result, table)[name]
+            usage.gpus += sign * share.gpus
+            usage.cpu += sign * share.cpu
+            usage.memory += sign * share.memory
+        if not share.gpus:
+            return
+        if share.gpu_type is None:
+            self.result.unattributed += sign * share.gpus
+        else:
+            self.used[share.gpu_type] += sign * share.gpus
+            self._free(share.gpu_type)
+
+    def _free(self, name: str) -> None:
+        count = self.result.types[name]
+        count.free = max(0, count.total - self.used[name])
+
+
 def cluster_availability(
     nodes: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]], catalog: Catalog
 ) -> Availability:
     """Per catalog type: sum of nodes' allocatable GPUs minus GPUs requested by live pods."""
-    result = Availability()
-    by_label = {t.label_value: t for t in catalog.gpu_types}
-    for listed in catalog.gpu_types:
-        result.types[listed.name] = TypeCount()
-    node_type: dict[str, str] = {}
-    for node in nodes:
-        meta = node.get("metadata") or {}
-        gpu_type = by_label.get((meta.get("labels") or {}).get(catalog.gpu_label, ""))
-        if gpu_type is None or (node.get("spec") or {}).get("unschedulable"):
-            continue
-        count = int(
-            parse_quantity(((node.get("status") or {}).get("allocatable") or {}).get(gpu_type.resource, 0))
-        )
-        node_type[meta["name"]] = gpu_type.name
-        result.types[gpu_type.name].total += count
-        result.types[gpu_type.name].free += count
-    resources = {t.resource for t in catalog.gpu_types} or {"nvidia.com/gpu"}
-    for pod in pods:
-        status, spec = pod.get("status") or {}, pod.get("spec") or {}
-        if status.get("phase") in _DONE or (pod.get("metadata") or {}).get("deletionTimestamp"):
-            continue
-        gpus, cpu, memory = 0, Decimal(0), Decimal(0)
-        for resource in resources:
-            g, cpu, memory = pod_requests(pod, resource)
-            gpus += g
-        meta = pod.get("metadata") or {}
-        labels = meta.get("labels") or {}
-        tables = ((USER_LABEL, result.users), (GROUP_LABEL, result.groups))
-        held = [(table, labels[key]) for key, table in tables if labels.get(key)]
-        if meta.get("namespace"):
-            held.append((result.namespaces, meta["namespace"]))
-        for table, name in held:
-            usage = table[name]
-            usage.gpus += gpus
-            usage.cpu += cpu
-            usage.memory += memory
-        if not gpus:
-            continue
-        type_name = node_type.get(spec.get("nodeName") or "")
-        if type_name is None and not spec.get("nodeName"):
-            wanted = by_label.get((spec.get("nodeSelector") or {}).get(catalog.gpu_label, ""))
-            type_name = wanted.name if wanted else None
-        if type_name is None:
-            result.unattributed += gpus
-        else:
-            result.types[type_name].free = max(0, result.types[type_name].free - gpus)
-    return result
+    tally = Tally(catalog)
+    tally.rebuild(nodes, ((str(i), pod) for i, pod in enumerate(pods)))
+    return tally.result
 
 
 def notebook_run(user: str, group: str, server: str) -> str:
@@ -176,10 +224,25 @@ def local_availability(snapshot: dict[str, Any], catalog: Catalog) -> Availabili
     return result
 
 
+def raw_watch() -> Any:
+    """kubernetes_asyncio's Watch, leaving each event's object as the API server's JSON: its
+    default builds a V1Pod model per event (~7 ms for a notebook pod), which in a spawn storm
+    held the hub's event loop for over a second; `raw_object` is all kubelab reads."""
+    from kubernetes_asyncio import watch
+
+    class RawWatch(watch.Watch):
+        def get_return_type(self, func: object) -> Any:
+            return None
+
+    return RawWatch()
+
+
 class _Mirror:
     """A list-then-watch copy of one kind of object, restarted from a fresh list on any error."""
 
-    def __init__(self, list_method: Callable[..., Any], on_change: Callable[[], None]) -> None:
+    def __init__(
+        self, list_method: Callable[..., Any], on_change: Callable[[str | None, dict[str, Any] | None], None]
+    ) -> None:
         self.list_method = list_method
         self.on_change = on_change
         self.items: dict[str, dict[str, Any]] = {}
@@ -191,8 +254,6 @@ class _Mirror:
         return f"{meta.get('namespace', '')}/{meta['name']}"
 
     async def run(self) -> None:
-        from kubernetes_asyncio import watch
-
         delay = 0.1
         while True:
             try:
@@ -200,8 +261,8 @@ class _Mirror:
                 listing = json.loads(await response.read())
                 self.items = {self.key(o): o for o in listing["items"]}
                 self.loaded.set()
-                self.on_change()
-                stream = watch.Watch()
+                self.on_change(None, None)  # everything may have changed
+                stream = raw_watch()
                 async with stream.stream(
                     self.list_method,
                     _preload_content=False,
@@ -210,11 +271,14 @@ class _Mirror:
                 ) as events:
                     async for event in events:
                         obj = event["raw_object"]
+                        if event["type"] not in ("ADDED", "MODIFIED", "DELETED"):
+                            continue
+                        key = self.key(obj)
                         if event["type"] == "DELETED":
-                            self.items.pop(self.key(obj), None)
-                        elif event["type"] in ("ADDED", "MODIFIED"):
-                            self.items[self.key(obj)] = obj
-                        self.on_change()
+                            self.items.pop(key, None)
+                        else:
+                            self.items[key] = obj
+                        self.on_change(key, self.items.get(key))
                         delay = 0.1
             except asyncio.CancelledError:
                 raise
@@ -225,17 +289,50 @@ class _Mirror:
 
 
 class ClusterAvailability:
-    """Nodes and pods mirrored by watches; `current()` is cheap and recomputed only on change."""
+    """Nodes and pods mirrored by watches; `current()` is cheap: a pod's event updates the
+    tally in place, a node's event (or a fresh list) recounts on the next read."""
 
     def __init__(self, core_api: Any, catalog: Catalog) -> None:
-        self.catalog = catalog
-        self._cache: Availability | None = None
-        self.nodes = _Mirror(core_api.list_node, self._changed)
-        self.pods = _Mirror(core_api.list_pod_for_all_namespaces, self._changed)
+        self._catalog = catalog
+        self._tally: Tally | None = None
+        self._node_seen: dict[str, str] = {}
+        self.nodes = _Mirror(core_api.list_node, self._nodes_changed)
+        self.pods = _Mirror(core_api.list_pod_for_all_namespaces, self._pod_changed)
         self._tasks: list[asyncio.Task[None]] = []
 
-    def _changed(self) -> None:
-        self._cache = None
+    @property
+    def catalog(self) -> Catalog:
+        return self._catalog
+
+    @catalog.setter
+    def catalog(self, catalog: Catalog) -> None:
+        if catalog is not self._catalog:
+            self._catalog, self._tally = catalog, None
+
+    def _nodes_changed(self, key: str | None, node: dict[str, Any] | None) -> None:
+        """Recount only when what the tally reads of a node changed (not its heartbeats)."""
+        if key is None:
+            self._node_seen, self._tally = {}, None
+            return
+        meta = (node or {}).get("metadata") or {}
+        seen = json.dumps(
+            [
+                (meta.get("labels") or {}).get(self._catalog.gpu_label),
+                ((node or {}).get("spec") or {}).get("unschedulable"),
+                ((node or {}).get("status") or {}).get("allocatable"),
+            ]
+            if node
+            else None
+        )
+        if self._node_seen.get(key) != seen:
+            self._node_seen[key] = seen
+            self._tally = None
+
+    def _pod_changed(self, key: str | None, pod: dict[str, Any] | None) -> None:
+        if key is None or self._tally is None:
+            self._tally = None
+        else:
+            self._tally.pod(key, pod)
 
     async def start(self, timeout: float = 30) -> None:
         if not self._tasks:
@@ -243,11 +340,10 @@ class ClusterAvailability:
         await asyncio.wait_for(asyncio.gather(self.nodes.loaded.wait(), self.pods.loaded.wait()), timeout)
 
     def current(self) -> Availability:
-        if self._cache is None:
-            self._cache = cluster_availability(
-                self.nodes.items.values(), self.pods.items.values(), self.catalog
-            )
-        return self._cache
+        if self._tally is None:
+            self._tally = Tally(self._catalog)
+            self._tally.rebuild(self.nodes.items.values(), self.pods.items.items())
+        return self._tally.result
 
     async def stop(self) -> None:
         for task in self._tasks:

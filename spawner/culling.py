@@ -7,7 +7,10 @@ service runs beside it with a shorter timeout for servers whose `user_options` a
     python -m kubelab.spawner.culling --timeout 1800 --every 300
 
 It reads `JUPYTERHUB_API_URL` and `JUPYTERHUB_API_TOKEN` as every hub service does, and needs
-the scopes `list:users`, `read:users:activity`, `read:servers` and `delete:servers`.
+the scopes `list:users`, `read:users:activity`, `read:servers` and `delete:servers`. It stops at
+once on SIGINT (how JupyterHub stops a service) or SIGTERM, even when it inherited SIGINT
+ignored (a hub started in the background): JupyterHub would otherwise wait 30 s, then signal
+again and wait another 30 s, on every shutdown.
 """
 
 from __future__ import annotations
@@ -16,8 +19,9 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
-import time
+import threading
 import urllib.request
 from datetime import datetime, timezone
 from typing import Any
@@ -70,6 +74,18 @@ def cull_once(api_url: str, token: str, timeout: float) -> list[tuple[str, str]]
     return culled
 
 
+class Stopped(Exception):
+    """Raised by the signal handler wherever the culler is (waiting, or in a request)."""
+
+
+def stop_on_signals() -> None:
+    def stop(signum: int, frame: object) -> None:
+        raise Stopped(signal.Signals(signum).name)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):  # installed even over an inherited SIG_IGN
+        signal.signal(sig, stop)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m kubelab.spawner.culling", description=__doc__.split("\n")[0]
@@ -80,14 +96,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     api_url, token = os.environ["JUPYTERHUB_API_URL"], os.environ["JUPYTERHUB_API_TOKEN"]
-    while True:
-        try:
-            cull_once(api_url, token, args.timeout)
-        except OSError as exc:  # the hub restarting: try again next round
-            log.warning("could not reach the hub: %s", exc)
-        if args.once:
-            return 0
-        time.sleep(args.every)
+    stop_on_signals()
+    idle = threading.Event()  # never set: a wait that a signal interrupts at once
+    try:
+        while True:
+            try:
+                cull_once(api_url, token, args.timeout)
+            except OSError as exc:  # the hub restarting: try again next round
+                log.warning("could not reach the hub: %s", exc)
+            if args.once:
+                return 0
+            idle.wait(args.every)
+    except Stopped as signal_name:
+        log.info("stopping on %s", signal_name)
+        return 0
 
 
 if __name__ == "__main__":

@@ -12,24 +12,24 @@ KubeSpawner: `profile_list`, KubeSpawner's `options_from_form` and its namespace
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import json
+import time
 from typing import Any, ClassVar, cast
 
 from kubernetes_asyncio.client.rest import ApiException
 from kubespawner import KubeSpawner
-from kubespawner.clients import shared_client
 from traitlets import default
 
 from kubelab.errors import FieldError, KubelabError, ValidationError
 from kubelab.quantity import parse_quantity
 
-from . import metrics, objects
+from . import objects, shared_watch
 from .admission import admit
 from .apply import Applier, Outcome, api_message
-from .availability import Availability, ClusterAvailability
+from .availability import Availability
 from .choice import choose, hub_memberships, public_properties
+from .claims import IMMEDIATE, binding_mode, wait_bound
 from .form import admin_error, render_form
 from .group_quota import members_of, namespace_quota
 from .groups import ProjectGroup
@@ -39,32 +39,22 @@ from .network import HUB_ACCESS_LABEL, ApiServer, Isolation, extra_egress_rules
 from .objects import Storage
 from .pod_settings import PodSettings, pod_settings
 from .profiles import Catalog, NotebookOptions
+from .retry import BUSY, cause
 from .spawn_form import SpawnForm, refusal
+from .spawn_queue import BackPressure, hub_queue
 
-_TOUCHED = (
-    "image",
-    "cpu_limit",
-    "cpu_guarantee",
-    "mem_limit",
-    "mem_guarantee",
-    "extra_resource_limits",
-    "extra_resource_guarantees",
-    "node_selector",
-    "tolerations",
-    "volumes",
-    "volume_mounts",
-    "working_dir",
-    "notebook_dir",
-    "service_account",
-    "extra_labels",
+_TOUCHED = (  # KubeSpawner's settings that `apply` sets from the chosen options
+    *("image", "cpu_limit", "cpu_guarantee", "mem_limit", "mem_guarantee"),
+    *("extra_resource_limits", "extra_resource_guarantees", "node_selector", "tolerations"),
+    *("volumes", "volume_mounts", "working_dir", "notebook_dir", "service_account", "extra_labels"),
 )
 
 
-class KubeLabSpawner(SpawnForm, KubeLabSettings, KubeSpawner):  # type: ignore[misc]  # untyped base
+class KubeLabSpawner(SpawnForm, KubeLabSettings, BackPressure, KubeSpawner):  # type: ignore[misc]  # untyped base
     """GPU notebooks on Kubernetes for every user of a lab."""
 
-    _watches: ClassVar[dict[Any, ClusterAvailability]] = {}
     _catalogs: ClassVar[dict[str, Catalog]] = {}
+    _api_servers: ClassVar[dict[Any, tuple[float, ApiServer]]] = {}
 
     @property
     def kubelab_mode(self) -> bool:
@@ -121,6 +111,7 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, KubeSpawner):  # type: ignore[m
         cached = self._catalogs.get(key)
         if cached is None:
             cached = self._catalogs[key] = Catalog.parse(self.gpu_catalog, "KubeLabSpawner.gpu_catalog")
+            shared_watch.remember(cached)
         return cached
 
     @property
@@ -142,18 +133,13 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, KubeSpawner):  # type: ignore[m
 
     async def availability(self) -> Availability:
         """The shared watch's current numbers (started on first use, one per hub)."""
-        key = asyncio.get_running_loop()
-        watch = self._watches.get(key)
-        if watch is None:
-            watch = self._watches[key] = ClusterAvailability(shared_client("CoreV1Api"), self.catalog)
-        watch.catalog = self.catalog
+        watch = shared_watch.hub_watch(self.catalog)
         await watch.start()
         return watch.current()
 
     @classmethod
     async def stop_watches(cls) -> None:
-        for key in list(cls._watches):
-            await cls._watches.pop(key).stop()
+        await shared_watch.stop_watches()
 
     # -- the form -------------------------------------------------------------------------
 
@@ -290,7 +276,7 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, KubeSpawner):  # type: ignore[m
         return pod
 
     def get_env(self) -> dict[str, str]:
-        env: dict[str, str] = super().get_env()
+        env = cast(dict[str, str], super().get_env())
         env.update(getattr(self, "_kubelab_env", {}))
         return env
 
@@ -333,43 +319,76 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, KubeSpawner):  # type: ignore[m
             isolation=self.isolation(api_server),
         )
         result[0]["metadata"]["labels"].update(self._expand_all(self.user_namespace_labels))
+        annotations = self._expand_all(self.user_namespace_annotations)
+        if annotations:  # KubeSpawner's namespace setting, applied with the bundle
+            meta = result[0]["metadata"]
+            meta["annotations"] = {**annotations, **meta.get("annotations", {})}
         return result
 
     async def api_server(self) -> ApiServer:
-        """The configured API server addresses, else those of default/kubernetes's EndpointSlices."""
+        """The configured API server addresses, else those of default/kubernetes's EndpointSlices
+        (read once a minute per hub: they change when control-plane nodes do)."""
         if self.api_server_cidrs:
             return ApiServer.parse(
                 list(self.api_server_cidrs), list(self.api_server_ports), "KubeLabSpawner.api_server"
             )
+        loop = asyncio.get_running_loop()
+        cached = self._api_servers.get(loop)
+        if cached and cached[0] > time.monotonic():
+            return cached[1]
         applier = Applier(self.api.api_client, self.k8s_api_request_timeout)
-        return ApiServer.from_endpoint_slices(await applier.api_server_slices())
+        found = ApiServer.from_endpoint_slices(await applier.api_server_slices())
+        self._api_servers[loop] = (time.monotonic() + 60, found)
+        return found
 
     async def _start(self) -> Any:
         """KubeSpawner's start. A refusal by the API server (Pod Security, a quota, RBAC) reaches
         the form as the server's own sentence instead of a bare 500."""
         if not self.kubelab_mode:
             return await super()._start()
+        self._ticket: asyncio.Future[None] | None = None
+        self._busy: ApiException | None = None
         try:
             return await super()._start()
         except ApiException as exc:
-            if exc.status not in (400, 403, 409, 422):
+            if exc.status not in (400, 403, 409, 422, *BUSY):
                 raise
-            raise refusal(KubelabError(f"the cluster refused this server: {api_message(exc)}")) from exc
+            raise refusal(KubelabError(cause(exc, api_message(exc)))) from exc
+        except TimeoutError as exc:  # KubeSpawner's backoff gave up on a busy pod create
+            busy = getattr(self, "_busy", None)
+            if busy is None:
+                raise
+            raise refusal(KubelabError(cause(busy, api_message(busy)))) from exc
 
     async def _ensure_namespace(self) -> None:
-        await super()._ensure_namespace()
-        if self.kubelab_mode:
-            await self._ensure_objects(getattr(self, "_group", None) or self.plan()[1])
+        """kubelab's bundle holds the namespace: no create-then-409 on every spawn."""
+        if not self.kubelab_mode:
+            await super()._ensure_namespace()
+            return
+        await self._ensure_objects(getattr(self, "_group", None) or self.plan()[1])
 
     async def _ensure_objects(self, group: ProjectGroup) -> Outcome:
         """Bring the namespace's objects up to date with the configuration (server-side apply;
-        see kubelab.spawner.apply): the next spawn after an upgrade reconciles the namespace."""
+        see kubelab.spawner.apply): a returning user's spawn reads one object and writes nothing;
+        a new namespace, or the next spawn after an upgrade, reconciles it in the hub's queue.
+        Then the claims it created are given time to bind (kubelab.spawner.claims)."""
+        ticket = self._ticket = asyncio.get_running_loop().create_future()
+        queue = hub_queue(self.spawn_concurrency)
         api_server = await self.api_server() if self.isolation(None) else None
         wanted = self.namespace_objects(group, api_server)
         if self.trusted_lab:  # a shared namespace: create what is missing, prune nothing
             wanted = [o for o in wanted if o["kind"] != "Namespace"]
         applier = Applier(self.api.api_client, self.k8s_api_request_timeout)
-        outcome = await applier.reconcile_namespace(self.namespace, wanted, prune=not self.trusted_lab)
+        try:
+            outcome = await applier.ensure_bundle(
+                self.namespace, wanted, prune=not self.trusted_lab, turn=lambda: queue.turn(ticket)
+            )
+        finally:
+            if not ticket.done():  # never queued (or cancelled first): the progress page moves on
+                ticket.cancel()
+        claims = [c.split("/", 1)[1] for c in outcome.created if c.startswith("PersistentVolumeClaim/")]
+        if claims and await binding_mode(applier, self.storage_class) == IMMEDIATE:
+            await wait_bound(self.api.api_client, self.namespace, claims, self.claim_bind_timeout)
         changed = outcome.migrated + outcome.created + outcome.deleted
         if changed:
             self.log.info(
@@ -413,32 +432,3 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, KubeSpawner):  # type: ignore[m
                 list(self.api_server_cidrs), list(self.api_server_ports), "KubeLabSpawner.api_server"
             )
         return [*self.namespace_objects(group, api_server), manifest]
-
-
-def _metrics_snapshot() -> metrics.Snapshot | None:
-    """The current nodes and pods of this hub's availability watch, for /hub/metrics. The hub
-    serves a scrape on its event loop; the first scrape after a catalog is known starts the
-    watch if no spawn form did yet, so the numbers come from the next scrape on."""
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        return None
-    watch = KubeLabSpawner._watches.get(loop)
-    if watch is None:
-        if not KubeLabSpawner._catalogs:
-            return None
-        catalog = list(KubeLabSpawner._catalogs.values())[-1]
-        watch = KubeLabSpawner._watches[loop] = ClusterAvailability(shared_client("CoreV1Api"), catalog)
-        loop.create_task(_start_quietly(watch))
-        return None
-    if not (watch.nodes.loaded.is_set() and watch.pods.loaded.is_set()):
-        return None
-    return list(watch.nodes.items.values()), list(watch.pods.items.values()), watch.catalog
-
-
-async def _start_quietly(watch: ClusterAvailability) -> None:
-    with contextlib.suppress(Exception):  # the watch retries by itself; a scrape never fails
-        await watch.start()
-
-
-metrics.register(_metrics_snapshot)

@@ -6,7 +6,7 @@ A HasTraits mixin, so the settings are still set as `c.KubeLabSpawner.<name>` an
 
 from __future__ import annotations
 
-from traitlets import Bool, Dict, HasTraits, Int, List, Unicode
+from traitlets import Bool, Dict, Float, HasTraits, Int, List, Unicode
 
 
 class KubeLabSettings(HasTraits):
@@ -88,4 +88,16 @@ class KubeLabSettings(HasTraits):
             "Pod Security level enforced in users' namespaces: baseline (default: no privileged, host "
             "namespaces or hostPath), restricted, or privileged (only for groups that mount hostPath)."
         ),
+    )
+    spawn_concurrency = Int(
+        16,
+        config=True,
+        help="""How many spawns prepare their namespace at once per hub; the rest queue in arrival
+        order (their progress says how many are ahead) instead of flooding the API server.""",
+    )
+    claim_bind_timeout = Float(
+        20,
+        config=True,
+        help="""Seconds a first spawn waits for its new claims of an Immediate StorageClass to be
+        bound before it makes the pod anyway (the scheduler would otherwise back off).""",
     )

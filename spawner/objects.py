@@ -11,6 +11,7 @@ shared archive claim, each user on their own subPath — users there can reach e
 from __future__ import annotations
 
 import functools
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,7 +95,8 @@ def service_account(ns: str, name: str) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=8)
 def _role_rules(path: str) -> tuple[str, ...]:
-    """The rules of the notebook Role file, kept as YAML text so callers get fresh copies."""
+    """The rules of the notebook Role file, kept as JSON text so callers get fresh copies (read
+    on every spawn's render: JSON decodes some fifty times faster than YAML)."""
     try:
         documents = [d for d in yaml.safe_load_all(Path(path).read_text()) if d]
     except FileNotFoundError:
@@ -105,11 +107,11 @@ def _role_rules(path: str) -> tuple[str, ...]:
     roles = [d for d in documents if d.get("kind") in ("Role", "ClusterRole")]
     if len(roles) != 1 or not isinstance(roles[0].get("rules"), list):
         raise ValueError(f"{path} must hold exactly one Role with a list of rules")
-    return tuple(yaml.safe_dump(rule) for rule in roles[0]["rules"])
+    return tuple(json.dumps(rule) for rule in roles[0]["rules"])
 
 
 def role_rules(path: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
-    return [yaml.safe_load(rule) for rule in _role_rules(str(path or DEFAULT_ROLE_FILE))]
+    return [json.loads(rule) for rule in _role_rules(str(path or DEFAULT_ROLE_FILE))]
 
 
 def notebook_role(ns: str, name: str, role_file: str | os.PathLike[str] | None = None) -> dict[str, Any]:

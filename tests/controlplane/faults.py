@@ -1,9 +1,10 @@
 """A thin fault-injecting HTTPS proxy in front of the real API server.
 
-Some failures a client must survive never happen on demand: a 5xx, an unreachable server, a
-watch cut mid-stream, a watch resumed from history etcd has compacted (410 Gone). Requests pass
-through unchanged (the client's bearer token is forwarded; the proxy has no identity of its
-own) unless a test has asked for one of these.
+Some failures a client must survive never happen on demand: a 5xx or a 429 with Retry-After,
+an unreachable server, a watch cut mid-stream, a watch resumed from history etcd has compacted
+(410 Gone). Requests pass through unchanged (the client's bearer token is forwarded; the proxy
+has no identity of its own) unless a test has asked for one of these. The proxy also records
+every request it sees (`seen`), so a test can count what a client asked of the API server.
 """
 
 from __future__ import annotations
@@ -44,6 +45,18 @@ class _Fault:
     status: int
     times: int
     message: str
+    retry_after: int | None = None
+    where: str = ""
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One request as the API server's audit log would name it."""
+
+    verb: str
+    resource: str
+    path: str
+    status: int
 
 
 def _verb_and_resource(method: str, path: str) -> tuple[str, str]:
@@ -76,6 +89,7 @@ class FaultProxy:
         self._faults: list[_Fault] = []
         self._watches: set[socket.socket] = set()
         self._expire_next_watch = False
+        self._seen: list[Seen] = []
         self.port = 0
         self._httpd: ThreadingHTTPServer | None = None
         self._serve()
@@ -86,12 +100,43 @@ class FaultProxy:
 
     # -- what a test asks for -------------------------------------------------------------------
 
-    def fail_next(self, verb: str, resource: str, status: int, times: int = 1, message: str = "") -> None:
-        """The next `times` requests of `verb` (create, list, …) on `resource` answer `status`."""
+    def fail_next(
+        self,
+        verb: str,
+        resource: str,
+        status: int,
+        times: int = 1,
+        message: str = "",
+        retry_after: int | None = None,
+        where: str = "",
+    ) -> None:
+        """The next `times` requests of `verb` (create, list, …) on `resource` whose path holds
+        `where` answer `status` (with a `Retry-After` header if given, as a 429 carries)."""
         with self._lock:
             self._faults.append(
-                _Fault(verb, resource, status, times, message or http.client.responses.get(status, ""))
+                _Fault(
+                    verb,
+                    resource,
+                    status,
+                    times,
+                    message or http.client.responses.get(status, ""),
+                    retry_after,
+                    where,
+                )
             )
+
+    def seen(self) -> list[Seen]:
+        """Every request since the proxy started or `forget()`, in arrival order."""
+        with self._lock:
+            return list(self._seen)
+
+    def forget(self) -> None:
+        with self._lock:
+            self._seen.clear()
+
+    def _record(self, verb: str, resource: str, path: str, status: int) -> None:
+        with self._lock:
+            self._seen.append(Seen(verb, resource, urlsplit(path).path, status))
 
     def clear_faults(self) -> None:
         with self._lock:
@@ -150,10 +195,15 @@ class FaultProxy:
             self._httpd.server_close()
             self._httpd = None
 
-    def _take_fault(self, verb: str, resource: str) -> _Fault | None:
+    def _take_fault(self, verb: str, resource: str, path: str) -> _Fault | None:
         with self._lock:
             for fault in self._faults:
-                if fault.verb == verb and fault.resource == resource and fault.times > 0:
+                if (
+                    fault.verb == verb
+                    and fault.resource == resource
+                    and fault.where in path
+                    and fault.times > 0
+                ):
                     fault.times -= 1
                     return fault
         return None
@@ -162,8 +212,9 @@ class FaultProxy:
         length = int(request.headers.get("Content-Length") or 0)
         body = request.rfile.read(length) if length else None
         verb, resource = _verb_and_resource(request.command, request.path)
-        fault = self._take_fault(verb, resource)
+        fault = self._take_fault(verb, resource, request.path)
         if fault is not None:
+            self._record(verb, resource, request.path, fault.status)
             self._answer(
                 request,
                 fault.status,
@@ -176,6 +227,7 @@ class FaultProxy:
                     "reason": http.client.responses.get(fault.status, ""),
                     "code": fault.status,
                 },
+                {} if fault.retry_after is None else {"Retry-After": str(fault.retry_after)},
             )
             return
         query = parse_qs(urlsplit(request.path).query)
@@ -198,17 +250,31 @@ class FaultProxy:
                 }
                 self._answer(request, 200, event)
                 return
-        self._forward(request, body, watch=verb == "watch")
+        self._forward(request, body, watch=verb == "watch", seen=(verb, resource))
 
-    def _answer(self, request: BaseHTTPRequestHandler, status: int, document: object) -> None:
+    def _answer(
+        self,
+        request: BaseHTTPRequestHandler,
+        status: int,
+        document: object,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         data = json.dumps(document).encode() + b"\n"  # a watch event is one line
         request.send_response(status)
+        for key, value in (headers or {}).items():
+            request.send_header(key, value)
         request.send_header("Content-Type", "application/json")
         request.send_header("Content-Length", str(len(data)))
         request.end_headers()
         request.wfile.write(data)
 
-    def _forward(self, request: BaseHTTPRequestHandler, body: bytes | None, watch: bool) -> None:
+    def _forward(
+        self,
+        request: BaseHTTPRequestHandler,
+        body: bytes | None,
+        watch: bool,
+        seen: tuple[str, str] = ("", ""),
+    ) -> None:
         upstream = http.client.HTTPSConnection(
             self.upstream.hostname or "127.0.0.1",
             self.upstream.port,
@@ -225,6 +291,7 @@ class FaultProxy:
         try:
             upstream.request(request.command, request.path, body=body, headers=headers)
             answer = upstream.getresponse()
+            self._record(*seen, request.path, answer.status)
             request.send_response(answer.status)
             for key, value in answer.getheaders():
                 if key.lower() not in _HOP:
@@ -242,7 +309,7 @@ class FaultProxy:
                 request.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                 request.wfile.flush()
             request.wfile.write(b"0\r\n\r\n")
-        except OSError:
+        except (OSError, http.client.HTTPException):  # a watch cut by `cut_watches` or `close`
             request.close_connection = True
         finally:
             upstream.close()

@@ -1,0 +1,218 @@
+# ruff: noqa: F811 - pytest fixtures imported from test_deploy_cluster are named as parameters
+"""Spawns at scale on the real control plane: per-user setup paid once, claims that bind before
+their pod, and a storm of busy answers that leaves every user able to spawn.
+
+The hub talks to the API server through the fault proxy (tests/controlplane/faults.py), which
+sees every request: that is how a test counts what a spawn asked of the API server, and how it
+makes the API server answer 429 (with Retry-After) and 5xx. The hub runs with the rights of
+hub_config/rbac/hub-clusterrole.yaml only, as in test_deploy_cluster.py, whose fixtures it uses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+from test_deploy_cluster import (  # noqa: F401 - fixtures
+    Lab,
+    admin,
+    control_plane,
+    install,
+    lab,
+    objects_in,
+    reconcile,
+)
+
+pytestmark = pytest.mark.cluster
+BUNDLE = {
+    "namespaces",
+    "serviceaccounts",
+    "roles",
+    "rolebindings",
+    "resourcequotas",
+    "networkpolicies",
+    "persistentvolumeclaims",
+}
+WRITES = {"create", "update", "patch", "delete"}
+
+
+@pytest.fixture
+def proxy(control_plane: Any) -> Iterator[Any]:
+    if not hasattr(control_plane, "fault_proxy"):
+        pytest.skip("needs the loopback control plane's fault proxy")
+    faults = control_plane.fault_proxy()
+    yield faults
+    faults.close()
+
+
+def proxied_hub(lab: Lab, proxy: Any) -> Path:
+    """The hub's kubeconfig (its ServiceAccount's token), through the fault proxy."""
+    token = lab.control_plane.token_for(lab.hub_namespace, "hub")
+    return lab.control_plane.write_kubeconfig(
+        lab.dir / f"hub-proxied-{secrets.token_hex(2)}",
+        token=token,
+        namespace=lab.hub_namespace,
+        server=proxy.url,
+    )
+
+
+def spawn_all(config: Path, kubeconfig: Path, users: list[str], timeout: float = 180) -> list[Any]:
+    """Every user's start() at once on one hub loop, then stop(); per user, their namespace or
+    the exception their spawn ended with (stopped, as JupyterHub stops a failed spawn)."""
+    from kubelab.spawner.cli import _OfflineKube, load_config
+    from kubelab.spawner.kube import KubeLabSpawner
+    from kubelab.spawner.offline import offline_spawner
+
+    async def one(user: str) -> Any:
+        spawner = await offline_spawner(load_config(config), user, [])
+        spawner.user_options = {}
+        spawner.api_token = secrets.token_hex(8)
+        try:
+            await asyncio.wait_for(spawner.start(), timeout)
+        finally:
+            await spawner.stop(now=True)
+        return spawner.namespace
+
+    async def go() -> list[Any]:
+        try:
+            return await asyncio.gather(*(one(u) for u in users), return_exceptions=True)
+        finally:
+            await KubeLabSpawner._stop_all_reflectors()
+            await KubeLabSpawner.stop_watches()
+
+    with _OfflineKube(str(kubeconfig)):
+        return asyncio.run(go())
+
+
+def bundle_writes(seen: list[Any], namespace: str) -> list[Any]:
+    return [
+        r
+        for r in seen
+        if r.verb in WRITES
+        and r.resource in BUNDLE
+        and (f"/namespaces/{namespace}/" in r.path or r.path.endswith(f"/namespaces/{namespace}"))
+    ]
+
+
+def test_a_returning_users_spawn_reads_its_bundle_once_and_writes_nothing(lab: Lab, proxy: Any) -> None:
+    install(lab, lab.control_plane.kubeconfig)
+    config, hub = lab.config(), proxied_hub(lab, proxy)
+    namespace = lab.user_namespace("erin")
+    assert spawn_all(config, hub, ["erin"]) == [namespace]
+    first = bundle_writes(proxy.seen(), namespace)
+    assert {r.resource for r in first} == BUNDLE  # the first spawn wrote all of it
+    proxy.forget()
+
+    assert spawn_all(config, hub, ["erin"]) == [namespace]
+    seen = proxy.seen()
+    assert bundle_writes(seen, namespace) == []
+    reads = [r for r in seen if r.resource in BUNDLE and r.verb in ("get", "list")]
+    assert [(r.verb, r.path) for r in reads] == [("get", f"/api/v1/namespaces/{namespace}")]
+    assert [r.verb for r in seen if r.resource == "pods" and r.verb in WRITES] == ["create", "delete"]
+
+
+def test_a_changed_configuration_reaches_the_next_spawn_and_reconcile_records_it(
+    lab: Lab, proxy: Any
+) -> None:
+    install(lab, lab.control_plane.kubeconfig)
+    hub = proxied_hub(lab, proxy)
+    namespace = lab.user_namespace("finn")
+    assert spawn_all(lab.config(), hub, ["finn"]) == [namespace]
+    policies = k8s.NetworkingV1Api(lab.admin).list_namespaced_network_policy(namespace).items
+    assert policies
+
+    proxy.forget()  # an upgrade: this configuration builds no NetworkPolicies
+    closed = lab.config("c.KubeLabSpawner.network_policy = False\n")
+    assert spawn_all(closed, hub, ["finn"]) == [namespace]
+    deleted = {r.path.rsplit("/", 1)[1] for r in bundle_writes(proxy.seen(), namespace) if r.verb == "delete"}
+    assert deleted == {p.metadata.name for p in policies}
+    assert k8s.NetworkingV1Api(lab.admin).list_namespaced_network_policy(namespace).items == []
+
+    # `kubelab hub reconcile` with a third configuration; the spawn after it finds it done
+    quota = "c.JupyterHub.load_groups = {'public': {'users': [], 'properties': {'quota': {'user': {'gpus': 3}}}}}\n"
+    third = lab.config("c.KubeLabSpawner.network_policy = False\n" + quota)
+    report = reconcile(lab, third, lab.hub_kubeconfig())[namespace]
+    assert report["applied"] and "error" not in report
+    hard = k8s.CoreV1Api(lab.admin).read_namespaced_resource_quota("kubelab-quota", namespace).spec.hard
+    assert hard == {"requests.nvidia.com/gpu": "3"}
+    proxy.forget()
+    assert spawn_all(third, hub, ["finn"]) == [namespace]
+    assert bundle_writes(proxy.seen(), namespace) == []
+
+
+def scheduling_failures(admin: Any, namespace: str) -> list[str]:
+    events = k8s.CoreV1Api(admin).list_namespaced_event(namespace).items
+    return [e.message for e in events if e.reason == "FailedScheduling"]
+
+
+def test_a_first_spawn_makes_its_pod_once_immediate_claims_are_bound(lab: Lab, proxy: Any) -> None:
+    """The loopback cluster's default class binds Immediately (its provisioner polls): a pod made
+    before then is refused by the scheduler for unbound claims and retried after a backoff."""
+    install(lab, lab.control_plane.kubeconfig)
+    namespace = lab.user_namespace("gail")
+    assert spawn_all(lab.config(), proxied_hub(lab, proxy), ["gail"]) == [namespace]
+    claims = k8s.CoreV1Api(lab.admin).list_namespaced_persistent_volume_claim(namespace).items
+    assert {c.status.phase for c in claims} == {"Bound"}
+    assert scheduling_failures(lab.admin, namespace) == []
+
+
+def test_wait_for_first_consumer_claims_are_left_to_the_scheduler(lab: Lab, proxy: Any) -> None:
+    """Such a claim binds only once a pod that uses it is scheduled: waiting for it first would
+    never end (the wait is set longer than the spawn may take, so waiting fails the spawn)."""
+    name = f"wffc-{lab.suffix}"
+    storage = k8s.StorageV1Api(lab.admin)
+    storage.create_storage_class(
+        {
+            "metadata": {"name": name},
+            "provisioner": "kubelab.dev/loopback-provisioner",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        }
+    )
+    try:
+        install(lab, lab.control_plane.kubeconfig)
+        config = lab.config(
+            f"c.KubeLabSpawner.storage_class = {name!r}\nc.KubeLabSpawner.claim_bind_timeout = 600\n"
+        )
+        namespace = lab.user_namespace("hal")
+        assert spawn_all(config, proxied_hub(lab, proxy), ["hal"], timeout=60) == [namespace]
+        claims = k8s.CoreV1Api(lab.admin).list_namespaced_persistent_volume_claim(namespace).items
+        assert {c.spec.storage_class_name for c in claims} == {name}
+    finally:
+        storage.delete_storage_class(name)
+
+
+def test_a_storm_of_busy_answers_ends_each_spawn_started_or_named_and_blocks_no_next_spawn(
+    lab: Lab, proxy: Any
+) -> None:
+    install(lab, lab.control_plane.kubeconfig)
+    config, hub = lab.config(), proxied_hub(lab, proxy)
+    users = [f"u{i}" for i in range(6)]
+    # retried away: a few of each kind of busy answer on every step of a spawn
+    proxy.fail_next("get", "namespaces", 500, times=3)
+    proxy.fail_next("patch", "namespaces", 503, times=3)
+    proxy.fail_next("patch", "roles", 429, times=4, retry_after=1)
+    proxy.fail_next("create", "persistentvolumeclaims", 502, times=3)
+    proxy.fail_next("create", "pods", 429, times=4, retry_after=1)
+    # and for two users, a storm that outlasts every retry
+    for user in users[:2]:
+        where = f"/namespaces/{lab.user_namespace(user)}/"
+        proxy.fail_next(
+            "patch", "resourcequotas", 429, times=100, retry_after=1, message="storm", where=where
+        )
+    results = spawn_all(config, hub, users)
+    for result in results[:2]:
+        assert isinstance(result, Exception), result
+        message = getattr(result, "jupyterhub_message", None) or str(result)
+        assert "overloaded (429 Too Many Requests)" in message and "storm" in message, repr(result)
+    assert results[2:] == [lab.user_namespace(u) for u in users[2:]]
+
+    proxy.clear_faults()  # the storm is over: everyone's next spawn starts, with a whole bundle
+    assert spawn_all(config, hub, users) == [lab.user_namespace(u) for u in users]
+    complete = objects_in(lab.admin, lab.user_namespace(users[0]))
+    for user in users:
+        assert sorted(objects_in(lab.admin, lab.user_namespace(user))) == sorted(complete)
