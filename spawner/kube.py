@@ -27,8 +27,10 @@ from kubelab.quantity import parse_quantity
 
 from . import metrics, objects
 from .admission import admit
+from .admission_policy import placement
 from .apply import Applier, Outcome, api_message
 from .availability import ClusterAvailability
+from .bounds import group_bounds
 from .choice import choose, hub_memberships, public_properties
 from .form import admin_error, render_form
 from .group_quota import members_of, namespace_quota
@@ -321,6 +323,7 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, KubeSpawner):
         if self.trusted_lab:
             return objects.trusted_objects(self.namespace, account, self.storage, role_file)
         resources = [t.resource for t in self.catalog.gpu_types]
+        tolerations = [*self.catalog.gpu_tolerations, *self._sorted_dict_values(self.tolerations)]
         result = objects.user_namespace_objects(
             self.namespace,
             self.user_slug,
@@ -331,6 +334,8 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, KubeSpawner):
             role_file,
             group=group.name,
             isolation=self.isolation(api_server),
+            bounds=group_bounds(self.namespace_bounds, group.name, group.bounds),
+            placement=placement(self.hub_namespace, group.node_selector, tolerations, resources),
         )
         result[0]["metadata"]["labels"].update(self._expand_all(self.user_namespace_labels))
         return result
