@@ -1,10 +1,16 @@
 """Live GPU availability: free and total GPUs per type, and what each user and group holds.
 
 On a cluster the numbers come from nodes' allocatable GPUs minus the requests of pods that
-hold or are about to hold them (running or pending). A watch keeps a mirror of nodes and pods
-current, so a page view reads memory instead of listing the cluster. On one machine the
-same numbers come from `kubelab.backends.local.gpus.GpuAllocator.snapshot()`, the ledger the local backend
-and the local spawner share.
+hold or are about to hold them (running or pending). A watch keeps a mirror of nodes, pods and
+kubelab's user namespaces current, so a page view reads memory instead of listing the cluster.
+
+Whose a pod is comes from its namespace, never from its labels, which anyone who may create a
+Job sets as they like: a user namespace's user is its `kubelab.io/user` label and its group the
+`kubelab.io/group` annotation of its last spawn, both written by the hub, neither writable by
+the notebook. Only pods outside user namespaces (trusted-lab mode's shared one) count by label.
+
+On one machine the same numbers come from `kubelab.backends.local.gpus.GpuAllocator.snapshot()`,
+the ledger the local backend and the local spawner share.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from .profiles import Catalog
 
 USER_LABEL = "kubelab.io/user"
 GROUP_LABEL = "kubelab.io/group"
+USER_NAMESPACES = "app.kubernetes.io/managed-by=kubelab,kubelab.io/user"  # label selector
 _DONE = ("Succeeded", "Failed")
 log = logging.getLogger(__name__)
 
@@ -95,10 +102,35 @@ def pod_requests(pod: dict[str, Any], resource: str) -> tuple[int, Decimal, Deci
     return gpus, cpu, memory
 
 
+def namespace_owners(namespaces: Iterable[dict[str, Any]]) -> dict[str, tuple[str, str]]:
+    """User namespace -> (user, group as a label value), from what the hub wrote on it."""
+    owners = {}
+    for item in namespaces:
+        meta = item.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        if labels.get("app.kubernetes.io/managed-by") == "kubelab" and labels.get(USER_LABEL):
+            group = (meta.get("annotations") or {}).get(GROUP_LABEL) or ""
+            owners[meta["name"]] = (labels[USER_LABEL], group_label(group) if group else "")
+    return owners
+
+
+def pod_owner(pod: dict[str, Any], owners: dict[str, tuple[str, str]]) -> tuple[str, str]:
+    """(user, group) a pod counts against: its user namespace's, else its labels' ('' if none)."""
+    meta = pod.get("metadata") or {}
+    if meta.get("namespace") in owners:
+        return owners[meta["namespace"]]
+    labels = meta.get("labels") or {}
+    return labels.get(USER_LABEL, ""), labels.get(GROUP_LABEL, "")
+
+
 def cluster_availability(
-    nodes: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]], catalog: Catalog
+    nodes: Iterable[dict[str, Any]],
+    pods: Iterable[dict[str, Any]],
+    catalog: Catalog,
+    namespaces: Iterable[dict[str, Any]] = (),
 ) -> Availability:
-    """Per catalog type: sum of nodes' allocatable GPUs minus GPUs requested by live pods."""
+    """Per catalog type: sum of nodes' allocatable GPUs minus GPUs requested by live pods; what
+    each user, group and namespace holds."""
     result = Availability()
     by_label = {t.label_value: t for t in catalog.gpu_types}
     for gpu_type in catalog.gpu_types:
@@ -116,6 +148,7 @@ def cluster_availability(
         result.types[gpu_type.name].total += count
         result.types[gpu_type.name].free += count
     resources = {t.resource for t in catalog.gpu_types} or {"nvidia.com/gpu"}
+    owners = namespace_owners(namespaces)
     for pod in pods:
         status, spec = pod.get("status") or {}, pod.get("spec") or {}
         if status.get("phase") in _DONE or (pod.get("metadata") or {}).get("deletionTimestamp"):
@@ -125,9 +158,8 @@ def cluster_availability(
             g, cpu, memory = pod_requests(pod, resource)
             gpus += g
         meta = pod.get("metadata") or {}
-        labels = meta.get("labels") or {}
-        tables = ((USER_LABEL, result.users), (GROUP_LABEL, result.groups))
-        held = [(table, labels[key]) for key, table in tables if labels.get(key)]
+        user, group = pod_owner(pod, owners)
+        held = [(table, name) for table, name in ((result.users, user), (result.groups, group)) if name]
         if meta.get("namespace"):
             held.append((result.namespaces, meta["namespace"]))
         for table, name in held:
@@ -179,9 +211,10 @@ def local_availability(snapshot: dict[str, Any], catalog: Catalog) -> Availabili
 class _Mirror:
     """A list-then-watch copy of one kind of object, restarted from a fresh list on any error."""
 
-    def __init__(self, list_method: Callable[..., Any], on_change: Callable[[], None]) -> None:
+    def __init__(self, list_method: Callable[..., Any], on_change: Callable[[], None], **query: str) -> None:
         self.list_method = list_method
         self.on_change = on_change
+        self.query = query
         self.items: dict[str, dict[str, Any]] = {}
         self.loaded = asyncio.Event()
 
@@ -196,7 +229,7 @@ class _Mirror:
         delay = 0.1
         while True:
             try:
-                response = await self.list_method(_preload_content=False)
+                response = await self.list_method(_preload_content=False, **self.query)
                 listing = json.loads(await response.read())
                 self.items = {self.key(o): o for o in listing["items"]}
                 self.loaded.set()
@@ -207,6 +240,7 @@ class _Mirror:
                     _preload_content=False,
                     timeout_seconds=300,
                     resource_version=listing["metadata"]["resourceVersion"],
+                    **self.query,
                 ) as events:
                     async for event in events:
                         obj = event["raw_object"]
@@ -225,27 +259,41 @@ class _Mirror:
 
 
 class ClusterAvailability:
-    """Nodes and pods mirrored by watches; `current()` is cheap and recomputed only on change."""
+    """Nodes, pods and user namespaces mirrored by watches; `current()` is cheap and recomputed
+    only on change."""
 
     def __init__(self, core_api: Any, catalog: Catalog) -> None:
         self.catalog = catalog
         self._cache: Availability | None = None
         self.nodes = _Mirror(core_api.list_node, self._changed)
         self.pods = _Mirror(core_api.list_pod_for_all_namespaces, self._changed)
+        self.namespaces = _Mirror(core_api.list_namespace, self._changed, label_selector=USER_NAMESPACES)
         self._tasks: list[asyncio.Task[None]] = []
 
     def _changed(self) -> None:
         self._cache = None
 
     async def start(self, timeout: float = 30) -> None:
+        mirrors = (self.nodes, self.pods, self.namespaces)
         if not self._tasks:
-            self._tasks = [asyncio.create_task(self.nodes.run()), asyncio.create_task(self.pods.run())]
-        await asyncio.wait_for(asyncio.gather(self.nodes.loaded.wait(), self.pods.loaded.wait()), timeout)
+            self._tasks = [asyncio.create_task(m.run()) for m in mirrors]
+        await asyncio.wait_for(asyncio.gather(*(m.loaded.wait() for m in mirrors)), timeout)
+
+    def snapshot(self) -> tuple[list[Any], list[Any], Catalog, list[Any]] | None:
+        """Nodes, pods, catalog and user namespaces once all are listed (for /hub/metrics)."""
+        if not all(m.loaded.is_set() for m in (self.nodes, self.pods, self.namespaces)):
+            return None
+        listed = (list(m.items.values()) for m in (self.nodes, self.pods, self.namespaces))
+        nodes, pods, namespaces = listed
+        return nodes, pods, self.catalog, namespaces
 
     def current(self) -> Availability:
         if self._cache is None:
             self._cache = cluster_availability(
-                self.nodes.items.values(), self.pods.items.values(), self.catalog
+                self.nodes.items.values(),
+                self.pods.items.values(),
+                self.catalog,
+                self.namespaces.items.values(),
             )
         return self._cache
 

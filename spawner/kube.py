@@ -420,10 +420,10 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, KubeSpawner):
         return [*self.namespace_objects(group, api_server), manifest]
 
 
-def _metrics_snapshot() -> tuple[list, list, Catalog] | None:
-    """The current nodes and pods of this hub's availability watch, for /hub/metrics. The hub
-    serves a scrape on its event loop; the first scrape after a catalog is known starts the
-    watch if no spawn form did yet, so the numbers come from the next scrape on."""
+def _metrics_snapshot() -> tuple[list, list, Catalog, list] | None:
+    """The current nodes, pods and user namespaces of this hub's availability watch, for
+    /hub/metrics. The hub serves a scrape on its event loop; the first scrape after a catalog is
+    known starts the watch if no spawn form did yet, so the numbers come from the next scrape on."""
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
@@ -436,9 +436,7 @@ def _metrics_snapshot() -> tuple[list, list, Catalog] | None:
         watch = KubeLabSpawner._watches[loop] = ClusterAvailability(shared_client("CoreV1Api"), catalog)
         loop.create_task(_start_quietly(watch))
         return None
-    if not (watch.nodes.loaded.is_set() and watch.pods.loaded.is_set()):
-        return None
-    return list(watch.nodes.items.values()), list(watch.pods.items.values()), watch.catalog
+    return watch.snapshot()
 
 
 async def _start_quietly(watch: ClusterAvailability) -> None:

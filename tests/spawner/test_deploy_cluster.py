@@ -520,7 +520,9 @@ def test_reconcile_brings_a_previous_versions_namespace_up_to_date(lab: Lab, con
 
 def test_hub_metrics_count_the_clusters_gpus_and_experiments(lab: Lab, control_plane: Any) -> None:
     """A real JupyterHub (kubernetes mode, the hub's credentials) serves kubelab's families on
-    /hub/metrics once its availability watch runs; an experiment pod shows up in them."""
+    /hub/metrics once its availability watch runs; an experiment pod shows up in them, counted
+    against the user and group of its namespace, not those its labels claim (issue 27, finding 9:
+    any Job's pods may carry any labels)."""
     import time
 
     import requests
@@ -530,7 +532,16 @@ def test_hub_metrics_count_the_clusters_gpus_and_experiments(lab: Lab, control_p
     install(lab, control_plane.kubeconfig)
     namespace = lab.user_namespace("dora")
     core = k8s.CoreV1Api(lab.admin)
-    core.create_namespace({"metadata": {"name": namespace}})
+    core.create_namespace(
+        {
+            "metadata": {
+                "name": namespace,
+                "labels": {"app.kubernetes.io/managed-by": "kubelab", "kubelab.io/user": "dora"},
+                "annotations": {"kubelab.io/group": "public"},
+            }
+        }
+    )
+    forged = {"kubelab.io/user": "bob", "kubelab.io/group": "vision"}
     core.create_namespaced_pod(
         namespace,
         {
@@ -539,17 +550,22 @@ def test_hub_metrics_count_the_clusters_gpus_and_experiments(lab: Lab, control_p
                 "labels": {
                     "app.kubernetes.io/name": "kubelab-experiment",
                     "kubelab.io/experiment": "r1",
-                    "kubelab.io/user": "dora",
+                    **forged,
                 },
             },
             "spec": {
+                "nodeSelector": {"gpu-type": "T4"},
+                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
                 "containers": [
                     {
                         "name": "trial",
                         "image": "python:3.11-slim",
-                        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+                        "resources": {
+                            "requests": {"cpu": "10m", "memory": "16Mi", "nvidia.com/gpu": "1"},
+                            "limits": {"nvidia.com/gpu": "1"},
+                        },
                     }
-                ]
+                ],
             },
         },
     )
@@ -575,7 +591,7 @@ def test_hub_metrics_count_the_clusters_gpus_and_experiments(lab: Lab, control_p
                 if s.name.startswith("jupyterhub_kubelab_")
             }
             if any(
-                name == "jupyterhub_kubelab_experiments" and dict(labels).get("user") == "dora"
+                name == "jupyterhub_kubelab_gpus_allocated" and dict(labels).get("user") == "dora"
                 for name, labels in samples
             ):
                 break
@@ -589,6 +605,12 @@ def test_hub_metrics_count_the_clusters_gpus_and_experiments(lab: Lab, control_p
             if name == "jupyterhub_kubelab_experiments" and dict(labels).get("user") == "dora"
         }
         assert states and states <= {"running", "queued"}, samples
+        allocated = (("gpu_type", "T4"), ("group", "public"), ("user", "dora"))
+        assert samples[("jupyterhub_kubelab_gpus_allocated", allocated)] == 1, samples
+        claimed = [
+            labels for _, labels in samples if ("user", "bob") in labels or ("group", "vision") in labels
+        ]
+        assert claimed == [], claimed
 
 
 def test_the_next_spawn_brings_a_previous_versions_namespace_up_to_date(lab: Lab, control_plane: Any) -> None:
