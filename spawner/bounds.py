@@ -33,7 +33,7 @@ class NamespaceBounds:
     jobs: int = 500
     # claims' storage together; None: the workspace and archive plus two ephemeral volumes
     storage: str | None = None
-    ephemeral_storage: str = "200Gi"  # containers' scratch space together (requests and limits)
+    ephemeral_storage: str = "200Gi"  # containers' scratch space requested together
     ephemeral_volume: str = "100Gi"  # each generic ephemeral volume of a pod
     # LimitRange, per container: requests below the minimum and limits above the maximum are refused
     min_cpu: str = "50m"
@@ -44,7 +44,7 @@ class NamespaceBounds:
     default_memory: str = "4Gi"
     default_request_cpu: str = "500m"  # the request of a container that sets none
     default_request_memory: str = "1Gi"
-    default_ephemeral_storage: str = "10Gi"
+    default_ephemeral_storage: str = "20Gi"  # a container writing more is evicted by its kubelet
     default_request_ephemeral_storage: str = "1Gi"
     cpu_ratio: int = 10  # limit / request at most (kubelab's schedule pods use 10 for CPU)
     memory_ratio: int = 4

@@ -159,7 +159,6 @@ def resource_quota(
         if storage is not None:
             hard["requests.storage"] = storage
         hard["requests.ephemeral-storage"] = bounds.ephemeral_storage
-        hard["limits.ephemeral-storage"] = bounds.ephemeral_storage
     if not hard:
         return None
     return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": _meta(name, ns), "spec": {"hard": hard}}

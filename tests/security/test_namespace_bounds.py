@@ -276,7 +276,7 @@ def test_a_container_without_resources_gets_the_defaults(lab: Lab) -> None:
     assert message == "", message
     resources = pod.spec.containers[0].resources
     assert resources.requests == {"cpu": "500m", "memory": "1Gi", "ephemeral-storage": "1Gi"}
-    assert resources.limits == {"cpu": "2", "memory": "4Gi", "ephemeral-storage": "10Gi"}
+    assert resources.limits == {"cpu": "2", "memory": "4Gi", "ephemeral-storage": "20Gi"}
 
 
 # -- finding 10: generic ephemeral volumes ------------------------------------------------------
