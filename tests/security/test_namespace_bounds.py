@@ -7,6 +7,9 @@ are created by the Job controller, and refused by the same admission (`FailedCre
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -237,6 +240,42 @@ def test_the_spawners_own_notebook_pods_pass_the_policies(lab: Lab, tmp_path: Pa
             pod["metadata"]["namespace"] = lab.namespace
             pod["metadata"]["name"] = f"jupyter-{uuid.uuid4().hex[:6]}"
             core.create_namespaced_pod(lab.namespace, pod, dry_run="All")
+
+
+def test_kubelabs_own_experiments_pass_the_policies(lab: Lab, tmp_path: Path) -> None:
+    """`kubelab run` in the notebook, with the environment its spawn gives it and its token: the
+    Job's pod keeps the group's selector and the catalog's toleration, and is created."""
+    path = lab_config(tmp_path)
+    pod = next(o for o in render("alice", [], {"gpus": "1(T4)"}, path) if o["kind"] == "Pod")
+    env = {
+        e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"] if e["name"].startswith("KUBELAB_")
+    }
+    env.update(
+        KUBELAB_NAMESPACE=lab.namespace, KUBELAB_HOME=str(tmp_path / "home"), KUBECONFIG=str(lab.notebook)
+    )
+    command = [sys.executable, "-m", "kubelab.cli", "run", "--name", "own", "--gpus", "1", "--cpu", "100m"]
+    done = subprocess.run(
+        [*command, "--memory", "64Mi", "--", "python", "-c", "pass"],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    with lab.api() as api:
+        core = client.CoreV1Api(api)
+        deadline, pods = time.monotonic() + 60, []
+        while time.monotonic() < deadline and not pods:
+            pods = core.list_namespaced_pod(lab.namespace, label_selector="kubelab.io/experiment").items
+            time.sleep(0.2)
+        refusals = [
+            e.message for e in core.list_namespaced_event(lab.namespace).items if e.reason == "FailedCreate"
+        ]
+    assert pods, refusals
+    assert pods[0].spec.node_selector["org"] == "public"
+    assert "nvidia.com/gpu" in {t.key for t in pods[0].spec.tolerations}
+    for job in {p.metadata.labels["job-name"] for p in pods}:
+        drop_job(lab, job)
 
 
 # -- findings 3 and 12: pod slots, minimum requests, maxima and ratios ------------------------
