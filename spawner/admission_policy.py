@@ -84,7 +84,8 @@ def _from_namespace(*names: str) -> list[dict[str, str]]:
     ]
 
 
-_EPHEMERAL = "v.ephemeral.volumeClaimTemplate.spec.resources.requests"
+# dyn(): the API server's type checker does not resolve a claim template's `resources` that deep
+_EPHEMERAL = "dyn(v.ephemeral.volumeClaimTemplate.spec.resources).requests"
 _POD_RULES = [
     (
         "!has(object.spec.nodeName) || object.spec.nodeName == ''",

@@ -437,6 +437,21 @@ def test_the_notebook_role_cannot_be_handed_outside_the_namespace(lab: Lab, subj
         rbac.delete_namespaced_role_binding(name, lab.namespace)
 
 
+def test_each_policy_type_checks_against_its_kind(lab: Lab) -> None:
+    """The API server type-checks each expression against the kind it matches; a warning would
+    mean an expression naming a field its kind lacks (which fails, or refuses, at run time)."""
+    deadline = time.monotonic() + 30
+    with lab.api(admin=True) as api:
+        admission = client.AdmissionregistrationV1Api(api)
+        for policy in POLICIES:
+            status = admission.read_validating_admission_policy(lab.renamed[policy.name]).status
+            while status is None or status.type_checking is None:
+                assert time.monotonic() < deadline, f"{policy.name} was never type-checked"
+                time.sleep(0.2)
+                status = admission.read_validating_admission_policy(lab.renamed[policy.name]).status
+            assert not status.type_checking.expression_warnings, status.type_checking.expression_warnings
+
+
 # -- the notebook cannot loosen any of it --------------------------------------------------------
 
 
