@@ -236,6 +236,7 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, KubeSpawner):
         self._warn_profile_list()
         try:
             options, group, settings = self.plan()
+            group_bounds(self.namespace_bounds, group.name, group.bounds)  # an admin's mistake: said
             if self.check_availability:
                 admit(options, group, self.user_slug, *self._held(await self._availability_for(group)))
         except KubelabError as exc:

@@ -4,6 +4,9 @@ them is tests/security/test_namespace_bounds.py."""
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 import pytest
 
 from kubelab.errors import ValidationError
@@ -11,6 +14,8 @@ from kubelab.spawner.admission_policy import Placement, namespace_annotations, p
 from kubelab.spawner.bounds import NamespaceBounds, claims_storage, group_bounds, parse_bounds
 from kubelab.spawner.groups import Quota, parse_group
 from kubelab.spawner.objects import Storage, limit_range, user_namespace_objects
+
+HUB_CONFIG = Path(__file__).resolve().parents[2] / "hub_config" / "jupyterhub_config.py"
 
 
 def test_a_groups_bounds_override_the_labs() -> None:
@@ -74,3 +79,31 @@ def test_the_namespace_carries_its_bounds() -> None:
     assert hard["count/serviceaccounts"] == "20" and hard["count/cronjobs.batch"] == "10"
     assert by_kind["LimitRange"] == limit_range("user-alice", NamespaceBounds())
     assert claims_storage(NamespaceBounds(storage="1Ti"), ["10Gi"]) == "1Ti"
+
+
+@pytest.mark.slow  # imports JupyterHub and KubeSpawner
+def test_a_spawn_with_bad_lab_bounds_is_refused_naming_them(tmp_path: Path) -> None:
+    """An admin's mistake in `namespace_bounds` reaches the form as a sentence, before anything is
+    created (not a failed spawn halfway through its namespace)."""
+    from tornado.web import HTTPError
+
+    from kubelab.spawner.cli import _OfflineKube, load_config
+    from kubelab.spawner.offline import offline_spawner
+
+    config = tmp_path / "jupyterhub_config.py"
+    config.write_text(
+        f"load_subconfig({str(HUB_CONFIG)!r})\nc = get_config()\n"
+        "c.KubeLabSpawner.check_availability = False\n"
+        "c.KubeLabSpawner.namespace_bounds = {'default_cpu': '100'}\n"
+    )
+
+    async def spawn() -> None:
+        spawner = await offline_spawner(load_config(config), "alice", [])
+        spawner.user_options = {}
+        await spawner.load_user_options()
+
+    with _OfflineKube(), pytest.raises(HTTPError) as refused:
+        asyncio.run(spawn())
+    assert refused.value.status_code == 400
+    message = refused.value.jupyterhub_message  # type: ignore[attr-defined]
+    assert "KubeLabSpawner.namespace_bounds.default_cpu" in message and "<= max_cpu" in message, message
