@@ -28,8 +28,10 @@ def admit(
 ) -> None:
     """Raise ValidationError with one sentence per reason, or return when the request fits.
 
-    `held` is what the user holds when the caller can tell it without trusting a label the user
-    can set (their own namespace's pods); else the pods labelled with the user's name count."""
+    `held` is what the user holds when the caller can tell it by their own namespace's pods; else
+    the availability's count for the user. Both that and the group's count go by the user
+    namespace a pod is in (its user and group as the hub wrote them), never by the pod's labels,
+    except outside user namespaces (trusted-lab mode), where labels are all there is."""
     errors: list[FieldError] = []
     if options.gpus:
         free = availability.free(options.gpu_type)

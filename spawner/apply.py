@@ -54,6 +54,7 @@ RESOURCES = {
     "ResourceQuota": Resource("/api/v1", "resourcequotas"),
     "PersistentVolumeClaim": Resource("/api/v1", "persistentvolumeclaims"),
     "ConfigMap": Resource("/api/v1", "configmaps"),
+    "LimitRange": Resource("/api/v1", "limitranges"),
     "Role": Resource("/apis/rbac.authorization.k8s.io/v1", "roles"),
     "RoleBinding": Resource("/apis/rbac.authorization.k8s.io/v1", "rolebindings"),
     "NetworkPolicy": Resource("/apis/networking.k8s.io/v1", "networkpolicies"),
@@ -61,9 +62,15 @@ RESOURCES = {
     "ClusterRoleBinding": Resource(
         "/apis/rbac.authorization.k8s.io/v1", "clusterrolebindings", namespaced=False
     ),
+    "ValidatingAdmissionPolicy": Resource(
+        "/apis/admissionregistration.k8s.io/v1", "validatingadmissionpolicies", namespaced=False
+    ),
+    "ValidatingAdmissionPolicyBinding": Resource(
+        "/apis/admissionregistration.k8s.io/v1", "validatingadmissionpolicybindings", namespaced=False
+    ),
 }
 # kinds whose content kubelab owns whole: migrated from older writers, pruned when no longer built
-OWNED = ("Role", "RoleBinding", "ResourceQuota", "NetworkPolicy")
+OWNED = ("Role", "RoleBinding", "ResourceQuota", "NetworkPolicy", "LimitRange")
 # kinds only ever created: a claim is a user's data
 CREATE_ONLY = ("PersistentVolumeClaim",)
 BUNDLE_HASH = "kubelab.io/bundle-hash"

@@ -25,6 +25,7 @@ from .profiles import Catalog
 
 USER_LABEL = "kubelab.io/user"
 GROUP_LABEL = "kubelab.io/group"
+USER_NAMESPACES = "app.kubernetes.io/managed-by=kubelab,kubelab.io/user"  # label selector
 _DONE = ("Succeeded", "Failed")
 log = logging.getLogger(__name__)
 
@@ -95,6 +96,27 @@ def pod_requests(pod: dict[str, Any], resource: str) -> tuple[int, Decimal, Deci
     return gpus, cpu, memory
 
 
+def namespace_owners(namespaces: Iterable[dict[str, Any]]) -> dict[str, tuple[str, str]]:
+    """User namespace -> (user, group as a label value), from what the hub wrote on it."""
+    owners = {}
+    for item in namespaces:
+        meta = item.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        if labels.get("app.kubernetes.io/managed-by") == "kubelab" and labels.get(USER_LABEL):
+            group = (meta.get("annotations") or {}).get(GROUP_LABEL) or ""
+            owners[meta["name"]] = (labels[USER_LABEL], group_label(group) if group else "")
+    return owners
+
+
+def pod_owner(pod: dict[str, Any], owners: dict[str, tuple[str, str]]) -> tuple[str, str]:
+    """(user, group) a pod counts against: its user namespace's, else its labels' ('' if none)."""
+    meta = pod.get("metadata") or {}
+    if meta.get("namespace") in owners:
+        return owners[meta["namespace"]]
+    labels = meta.get("labels") or {}
+    return labels.get(USER_LABEL, ""), labels.get(GROUP_LABEL, "")
+
+
 @dataclass(frozen=True)
 class PodShare:
     """What one live pod holds, and whose: the unit the availability adds and takes away."""
@@ -118,6 +140,7 @@ class Tally:
         self.node_type: dict[str, str] = {}
         self.used: dict[str, int] = {}
         self.shares: dict[str, PodShare] = {}
+        self.owners: dict[str, tuple[str, str]] = {}  # user namespace -> (user, group), the hub's
         self.result = Availability()
 
     def rebuild(self, nodes: Iterable[dict[str, Any]], pods: Iterable[tuple[str, dict[str, Any]]]) -> None:
@@ -147,9 +170,8 @@ class Tally:
         for resource in self.resources:
             g, cpu, memory = pod_requests(pod, resource)
             gpus += g
-        labels = meta.get("labels") or {}
-        tables = ((USER_LABEL, "users"), (GROUP_LABEL, "groups"))
-        holders = [(table, labels[k]) for k, table in tables if labels.get(k)]
+        user, group = pod_owner(pod, self.owners)  # never the pod's own labels in a user namespace
+        holders = [(table, name) for table, name in (("users", user), ("groups", group)) if name]
         if meta.get("namespace"):
             holders.append(("namespaces", meta["namespace"]))
         type_name = self.node_type.get(spec.get("nodeName") or "")
@@ -188,10 +210,15 @@ class Tally:
 
 
 def cluster_availability(
-    nodes: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]], catalog: Catalog
+    nodes: Iterable[dict[str, Any]],
+    pods: Iterable[dict[str, Any]],
+    catalog: Catalog,
+    namespaces: Iterable[dict[str, Any]] = (),
 ) -> Availability:
-    """Per catalog type: sum of nodes' allocatable GPUs minus GPUs requested by live pods."""
+    """Per catalog type: sum of nodes' allocatable GPUs minus GPUs requested by live pods; what
+    each user, group and namespace holds (owners from the hub's namespaces, not pod labels)."""
     tally = Tally(catalog)
+    tally.owners = namespace_owners(namespaces)
     tally.rebuild(nodes, ((str(i), pod) for i, pod in enumerate(pods)))
     return tally.result
 
@@ -241,10 +268,14 @@ class _Mirror:
     """A list-then-watch copy of one kind of object, restarted from a fresh list on any error."""
 
     def __init__(
-        self, list_method: Callable[..., Any], on_change: Callable[[str | None, dict[str, Any] | None], None]
+        self,
+        list_method: Callable[..., Any],
+        on_change: Callable[[str | None, dict[str, Any] | None], None],
+        **query: str,
     ) -> None:
         self.list_method = list_method
         self.on_change = on_change
+        self.query = query
         self.items: dict[str, dict[str, Any]] = {}
         self.loaded = asyncio.Event()
 
@@ -257,7 +288,7 @@ class _Mirror:
         delay = 0.1
         while True:
             try:
-                response = await self.list_method(_preload_content=False)
+                response = await self.list_method(_preload_content=False, **self.query)
                 listing = json.loads(await response.read())
                 self.items = {self.key(o): o for o in listing["items"]}
                 self.loaded.set()
@@ -268,6 +299,7 @@ class _Mirror:
                     _preload_content=False,
                     timeout_seconds=300,
                     resource_version=listing["metadata"]["resourceVersion"],
+                    **self.query,
                 ) as events:
                     async for event in events:
                         obj = event["raw_object"]
@@ -298,6 +330,9 @@ class ClusterAvailability:
         self._node_seen: dict[str, str] = {}
         self.nodes = _Mirror(core_api.list_node, self._nodes_changed)
         self.pods = _Mirror(core_api.list_pod_for_all_namespaces, self._pod_changed)
+        self.namespaces = _Mirror(
+            core_api.list_namespace, self._namespace_changed, label_selector=USER_NAMESPACES
+        )
         self._tasks: list[asyncio.Task[None]] = []
 
     @property
@@ -328,6 +363,9 @@ class ClusterAvailability:
             self._node_seen[key] = seen
             self._tally = None
 
+    def _namespace_changed(self, key: str | None, namespace: dict[str, Any] | None) -> None:
+        self._tally = None  # a user namespace's owner changed (rare): recount with the new owners
+
     def _pod_changed(self, key: str | None, pod: dict[str, Any] | None) -> None:
         if key is None or self._tally is None:
             self._tally = None
@@ -335,13 +373,22 @@ class ClusterAvailability:
             self._tally.pod(key, pod)
 
     async def start(self, timeout: float = 30) -> None:
+        mirrors = (self.nodes, self.pods, self.namespaces)
         if not self._tasks:
-            self._tasks = [asyncio.create_task(self.nodes.run()), asyncio.create_task(self.pods.run())]
-        await asyncio.wait_for(asyncio.gather(self.nodes.loaded.wait(), self.pods.loaded.wait()), timeout)
+            self._tasks = [asyncio.create_task(m.run()) for m in mirrors]
+        await asyncio.wait_for(asyncio.gather(*(m.loaded.wait() for m in mirrors)), timeout)
+
+    def snapshot(self) -> tuple[list[Any], list[Any], Catalog, list[Any]] | None:
+        """Nodes, pods, catalog and user namespaces once all are listed (for /hub/metrics)."""
+        if not all(m.loaded.is_set() for m in (self.nodes, self.pods, self.namespaces)):
+            return None
+        nodes, pods, namespaces = (list(m.items.values()) for m in (self.nodes, self.pods, self.namespaces))
+        return nodes, pods, self._catalog, namespaces
 
     def current(self) -> Availability:
         if self._tally is None:
             self._tally = Tally(self._catalog)
+            self._tally.owners = namespace_owners(self.namespaces.items.values())
             self._tally.rebuild(self.nodes.items.values(), self.pods.items.items())
         return self._tally.result
 

@@ -134,7 +134,7 @@ def render_all(
     config_path: Path | None = None, hub_namespace: str | None = None, role_file: Path | None = None
 ) -> list[dict[str, Any]]:
     """Every object an admin applies besides the chart (see kubelab.spawner.install)."""
-    from . import install, objects
+    from . import admission_policy, install, objects
 
     config = load_config(config_path or default_config())
     hub_ns = hub_namespace_of(config, hub_namespace)
@@ -143,6 +143,8 @@ def render_all(
         with _OfflineKube():
             spawner = asyncio.run(offline_spawner(config, "-", []))
         result += [objects.namespace(spawner.namespace), *spawner.namespace_objects(spawner.plan()[1])]
+    else:  # what bounds the user namespaces this hub labels
+        result += admission_policy.admission_objects(hub_ns)
     return result
 
 
@@ -306,7 +308,8 @@ def register(subparsers: Any) -> None:
         "--all",
         action="store_true",
         help="the objects an admin applies besides the chart: hub ClusterRole and binding, the "
-        "notebook Role's ConfigMap (and the shared namespace's objects in trusted-lab mode)",
+        "notebook Role's ConfigMap, the admission policies bounding user namespaces and their "
+        "bindings (or the shared namespace's objects in trusted-lab mode)",
     )
     render_parser.add_argument("--hub-namespace", help="with --all: the hub's namespace (default jhub)")
     render_parser.add_argument(

@@ -7,7 +7,8 @@ Properties (all optional), as an admin sets them through the hub's API or admin 
      "quota": {"user": {"gpus": 2, "cpu": "16", "memory": "64Gi"},
                "group": {"gpus": 8}},
      "cluster": "kubeconfig-context",
-     "images": ["registry/lab/pytorch:2.4"]}
+     "images": ["registry/lab/pytorch:2.4"],
+     "namespace_bounds": {"pods": 100, "ephemeral_volume": "500Gi"}}
 
 Keys with a `.` or `/` (`example.org/x`) belong to other hub services and are left alone;
 any other unknown key is refused with a suggestion, since a typo would silently drop a quota.
@@ -24,10 +25,11 @@ from typing import Any
 from kubelab.errors import FieldError, ValidationError, did_you_mean
 from kubelab.quantity import parse_quantity
 
+from .bounds import parse_bounds
 from .volumes import VolumeMount, parse_volume_mount
 
 PUBLIC = "public"
-PROPERTY_KEYS = ("node_selector", "volume_mount", "quota", "cluster", "images")
+PROPERTY_KEYS = ("node_selector", "volume_mount", "quota", "cluster", "images", "namespace_bounds")
 QUOTA_KEYS = ("gpus", "cpu", "memory")
 
 
@@ -56,6 +58,7 @@ class ProjectGroup:
     group_quota: Quota = Quota()
     cluster: str | None = None
     images: tuple[str, ...] = ()
+    bounds: dict[str, Any] = field(default_factory=dict)  # over KubeLabSpawner.namespace_bounds
 
 
 def parse_group(name: str, properties: Mapping[str, Any] | None) -> ProjectGroup:
@@ -96,6 +99,12 @@ def parse_group(name: str, properties: Mapping[str, Any] | None) -> ProjectGroup
     if not isinstance(images, list) or not all(isinstance(i, str) and i for i in images):
         errors.append(FieldError(f"{where}.images", f"must be a list of image names, not {images!r}"))
         images = []
+    bounds = properties.get("namespace_bounds") or {}
+    try:
+        parse_bounds(bounds, f"{where}.namespace_bounds", whole=False)
+    except ValidationError as exc:
+        errors += exc.fields
+        bounds = {}
     if errors:
         raise ValidationError(f"invalid properties of group '{name}'", errors)
     return ProjectGroup(
@@ -106,6 +115,7 @@ def parse_group(name: str, properties: Mapping[str, Any] | None) -> ProjectGroup
         group_quota=group_quota,
         cluster=cluster or None,
         images=tuple(images),
+        bounds=dict(bounds),
     )
 
 

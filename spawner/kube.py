@@ -26,8 +26,10 @@ from kubelab.quantity import parse_quantity
 
 from . import objects, shared_watch
 from .admission import admit
+from .admission_policy import placement
 from .apply import Applier, Outcome, api_message
 from .availability import Availability
+from .bounds import group_bounds
 from .choice import choose, hub_memberships, public_properties
 from .claims import IMMEDIATE, binding_mode, wait_bound
 from .form import admin_error, render_form
@@ -220,6 +222,7 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, BackPressure, KubeSpawner):  # 
         self._warn_profile_list()
         try:
             options, group, settings = self.plan()
+            group_bounds(self.namespace_bounds, group.name, group.bounds)  # an admin's mistake: said
             if self.check_availability:
                 admit(options, group, self.user_slug, *self._held(await self._availability_for(group)))
         except KubelabError as exc:
@@ -307,6 +310,7 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, BackPressure, KubeSpawner):  # 
         if self.trusted_lab:
             return objects.trusted_objects(self.namespace, account, self.storage, role_file)
         resources = [t.resource for t in self.catalog.gpu_types]
+        tolerations = [*self.catalog.gpu_tolerations, *self._sorted_dict_values(self.tolerations)]
         result = objects.user_namespace_objects(
             self.namespace,
             self.user_slug,
@@ -317,6 +321,8 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, BackPressure, KubeSpawner):  # 
             role_file,
             group=group.name,
             isolation=self.isolation(api_server),
+            bounds=group_bounds(self.namespace_bounds, group.name, group.bounds),
+            placement=placement(self.hub_namespace, group.node_selector, tolerations, resources),
         )
         result[0]["metadata"]["labels"].update(self._expand_all(self.user_namespace_labels))
         annotations = self._expand_all(self.user_namespace_annotations)

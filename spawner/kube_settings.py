@@ -81,6 +81,13 @@ class KubeLabSettings(HasTraits):
     )
     api_server_ports = List(Int(), [443, 6443], config=True, help="Ports of api_server_cidrs.")
 
+    namespace_bounds = Dict(
+        config=True,
+        help="""Bounds of every user namespace beyond GPUs, CPU and memory (kubelab.spawner.bounds:
+        object counts, storage, per-container minimum, maximum and defaults, ephemeral volume
+        size, schedule interval), e.g. {"pods": 100}; a group's `namespace_bounds` property
+        overrides these for its members.""",
+    )
     pod_security = Unicode(
         "baseline",
         config=True,

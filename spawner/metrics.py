@@ -6,11 +6,13 @@ which that endpoint exports. The numbers are computed at scrape time from the po
 the spawn form's availability watch already mirrors: no extra API calls per scrape.
 
 - `jupyterhub_kubelab_gpus_allocated{gpu_type, group, user}`: GPUs held by pods bound to a node
-  (notebooks and experiments; `group`/`user` from the `kubelab.io/group`/`kubelab.io/user` labels,
-  empty when a pod carries none)
+  (notebooks and experiments; `user`/`group` those of the pod's user namespace, as the hub wrote
+  them on it, never the pod's labels, which its user sets; outside user namespaces (trusted-lab
+  mode) the `kubelab.io/user`/`kubelab.io/group` labels, empty when a pod carries none)
 - `jupyterhub_kubelab_gpus_total{gpu_type}` and `jupyterhub_kubelab_gpus_free{gpu_type}`
 - `jupyterhub_kubelab_experiments{state, user}`: experiments (pods labelled
-  `app.kubernetes.io/name=kubelab-experiment`, by `kubelab.io/experiment`) with a running pod
+  `app.kubernetes.io/name=kubelab-experiment`, by namespace and `kubelab.io/experiment`; `user` as
+  above) with a running pod
   (`running`), or whose pods all wait to be scheduled or started (`queued`). A Job that Kueue
   holds suspended has no pod yet and is not counted.
 """
@@ -25,11 +27,19 @@ from typing import Any
 from prometheus_client.core import REGISTRY, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from .availability import _DONE, GROUP_LABEL, USER_LABEL, Availability, cluster_availability, pod_requests
+from .availability import (
+    _DONE,
+    Availability,
+    cluster_availability,
+    namespace_owners,
+    pod_owner,
+    pod_requests,
+)
 from .profiles import Catalog
 
-# What a collector reads: the nodes and pods an availability watch mirrors, and its catalog.
-Snapshot = tuple[list[dict[str, Any]], list[dict[str, Any]], Catalog]
+# What a collector reads: the nodes, pods and user namespaces an availability watch mirrors,
+# and its catalog.
+Snapshot = tuple[list[dict[str, Any]], list[dict[str, Any]], Catalog, list[dict[str, Any]]]
 
 PREFIX = os.getenv("JUPYTERHUB_METRICS_PREFIX", "jupyterhub")
 EXPERIMENT_NAME = ("app.kubernetes.io/name", "kubelab-experiment")
@@ -37,9 +47,13 @@ EXPERIMENT_LABEL = "kubelab.io/experiment"
 
 
 def gpus_allocated(
-    nodes: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]], catalog: Catalog
+    nodes: Iterable[dict[str, Any]],
+    pods: Iterable[dict[str, Any]],
+    catalog: Catalog,
+    namespaces: Iterable[dict[str, Any]] = (),
 ) -> Counter[tuple[str, str, str]]:
     """GPUs of live pods bound to a catalog node, by (type, group, user)."""
+    owners = namespace_owners(namespaces)
     by_label = {t.label_value: t.name for t in catalog.gpu_types}
     node_type = {
         n["metadata"]["name"]: by_label[label]
@@ -56,27 +70,36 @@ def gpus_allocated(
             continue
         gpus = sum(pod_requests(pod, r)[0] for r in resources)
         if gpus:
-            labels = meta.get("labels") or {}
-            result[(gpu_type, labels.get(GROUP_LABEL, ""), labels.get(USER_LABEL, ""))] += gpus
+            user, group = pod_owner(pod, owners)
+            result[(gpu_type, group, user)] += gpus
     return result
 
 
-def experiments(pods: Iterable[dict[str, Any]]) -> Counter[tuple[str, str]]:
+def experiments(
+    pods: Iterable[dict[str, Any]], namespaces: Iterable[dict[str, Any]] = ()
+) -> Counter[tuple[str, str]]:
     """Experiments by (state, user): `running` if any of its live pods runs, else `queued`."""
-    phases: dict[tuple[str, str], set[str]] = {}
+    owners = namespace_owners(namespaces)
+    phases: dict[tuple[str, str, str], set[str]] = {}
     for pod in pods:
-        labels = (pod.get("metadata") or {}).get("labels") or {}
+        meta = pod.get("metadata") or {}
+        labels = meta.get("labels") or {}
         if labels.get(EXPERIMENT_NAME[0]) != EXPERIMENT_NAME[1] or not labels.get(EXPERIMENT_LABEL):
             continue
         phase = (pod.get("status") or {}).get("phase") or "Pending"
         if phase in _DONE:
             continue
-        phases.setdefault((labels[EXPERIMENT_LABEL], labels.get(USER_LABEL, "")), set()).add(phase)
-    return Counter(("running" if "Running" in seen else "queued", user) for (_, user), seen in phases.items())
+        key = (meta.get("namespace") or "", labels[EXPERIMENT_LABEL], pod_owner(pod, owners)[0])
+        phases.setdefault(key, set()).add(phase)
+    states = (("running" if "Running" in seen else "queued", user) for (_, _, user), seen in phases.items())
+    return Counter(states)
 
 
 def families(
-    nodes: list[dict[str, Any]], pods: list[dict[str, Any]], catalog: Catalog
+    nodes: list[dict[str, Any]],
+    pods: list[dict[str, Any]],
+    catalog: Catalog,
+    namespaces: list[dict[str, Any]] | None = None,
 ) -> list[GaugeMetricFamily]:
     """The metric families for one snapshot of the cluster (pure: what a scrape returns)."""
     allocated = GaugeMetricFamily(
@@ -84,9 +107,10 @@ def families(
         "GPUs held by pods bound to a node, by GPU type, group and user",
         labels=["gpu_type", "group", "user"],
     )
-    for (gpu_type, group, user), count in sorted(gpus_allocated(nodes, pods, catalog).items()):
+    namespaces = namespaces or []
+    for (gpu_type, group, user), count in sorted(gpus_allocated(nodes, pods, catalog, namespaces).items()):
         allocated.add_metric([gpu_type, group, user], count)
-    availability: Availability = cluster_availability(nodes, pods, catalog)
+    availability: Availability = cluster_availability(nodes, pods, catalog, namespaces)
     total = GaugeMetricFamily(
         f"{PREFIX}_kubelab_gpus_total", "Allocatable GPUs of schedulable nodes", labels=["gpu_type"]
     )
@@ -99,7 +123,7 @@ def families(
         "kubelab experiments with a running pod, or queued for scheduling",
         labels=["state", "user"],
     )
-    for (state, user), count in sorted(experiments(pods).items()):
+    for (state, user), count in sorted(experiments(pods, namespaces).items()):
         running.add_metric([state, user], count)
     return [allocated, total, free, running]
 

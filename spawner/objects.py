@@ -19,6 +19,8 @@ from typing import Any
 
 import yaml
 
+from .admission_policy import HUB_LABEL, Placement, namespace_annotations
+from .bounds import COUNTS, NamespaceBounds, claims_storage
 from .groups import Quota
 from .labels import MANAGED_BY
 from .network import Isolation, network_policies
@@ -133,9 +135,17 @@ def role_binding(ns: str, name: str, role: str, account: str) -> dict[str, Any]:
     }
 
 
-def resource_quota(ns: str, name: str, quota: Quota, gpu_resources: list[str]) -> dict[str, Any] | None:
-    """The group's per-user quota as Kubernetes enforces it, for notebooks and experiments alike.
-    None when the group sets no per-user quota."""
+def resource_quota(
+    ns: str,
+    name: str,
+    quota: Quota,
+    gpu_resources: list[str],
+    bounds: NamespaceBounds | None = None,
+    storage: str | None = None,
+) -> dict[str, Any] | None:
+    """The group's per-user quota as Kubernetes enforces it, for notebooks and experiments alike,
+    with the namespace's object counts, no NodePort or LoadBalancer Services, and its claims'
+    and containers' storage when `bounds` is given. None when there is nothing to limit."""
     hard: dict[str, str] = {}
     if quota.gpus is not None:
         for resource in sorted(set(gpu_resources)) or ["nvidia.com/gpu"]:
@@ -144,9 +154,47 @@ def resource_quota(ns: str, name: str, quota: Quota, gpu_resources: list[str]) -
         hard["requests.cpu"] = quota.cpu
     if quota.memory is not None:
         hard["requests.memory"] = quota.memory
+    if bounds is not None:
+        hard.update({name: str(getattr(bounds, key)) for key, name in COUNTS.items()})
+        hard["services.nodeports"] = "0"
+        hard["services.loadbalancers"] = "0"
+        if storage is not None:
+            hard["requests.storage"] = storage
+        hard["requests.ephemeral-storage"] = bounds.ephemeral_storage
     if not hard:
         return None
     return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": _meta(name, ns), "spec": {"hard": hard}}
+
+
+LIMIT_RANGE = "kubelab-limits"
+
+
+def limit_range(ns: str, bounds: NamespaceBounds) -> dict[str, Any]:
+    """Per container: a minimum request (so a namespace's pods cannot each ask for `1m` and fill
+    nodes' pod slots within its CPU quota), a maximum, defaults for containers that set nothing
+    (a quota on a resource refuses pods that do not ask for it) and a limit/request ratio."""
+    container = {
+        "type": "Container",
+        "min": {"cpu": bounds.min_cpu, "memory": bounds.min_memory},
+        "max": {"cpu": bounds.max_cpu, "memory": bounds.max_memory},
+        "default": {
+            "cpu": bounds.default_cpu,
+            "memory": bounds.default_memory,
+            "ephemeral-storage": bounds.default_ephemeral_storage,
+        },
+        "defaultRequest": {
+            "cpu": bounds.default_request_cpu,
+            "memory": bounds.default_request_memory,
+            "ephemeral-storage": bounds.default_request_ephemeral_storage,
+        },
+        "maxLimitRequestRatio": {"cpu": str(bounds.cpu_ratio), "memory": str(bounds.memory_ratio)},
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "LimitRange",
+        "metadata": _meta(LIMIT_RANGE, ns),
+        "spec": {"limits": [container]},
+    }
 
 
 def claim(ns: str, name: str, size: str, storage_class: str | None, access_mode: str) -> dict[str, Any]:
@@ -176,21 +224,35 @@ def user_namespace_objects(
     *,
     group: str | None = None,
     isolation: Isolation | None = None,
+    bounds: NamespaceBounds | None = None,
+    placement: Placement | None = None,
 ) -> list[dict[str, Any]]:
     """Everything prepared in a user's namespace on spawn, in creation order (namespace first);
-    NetworkPolicies when `isolation` is given."""
+    NetworkPolicies when `isolation` is given; with `bounds` and `placement` the object counts,
+    the LimitRange, and the label and annotations the admission policies read."""
+    labels = {"kubelab.io/user": user}
+    if placement is not None:
+        labels[HUB_LABEL] = placement.hub_namespace
+    space = namespace(ns, labels, group)
+    if placement is not None and bounds is not None:
+        space["metadata"].setdefault("annotations", {}).update(namespace_annotations(placement, bounds))
     objects = [
-        namespace(ns, {"kubelab.io/user": user}, group),
+        space,
         service_account(ns, account),
         notebook_role(ns, account, role_file),
         role_binding(ns, account, account, account),
     ]
-    limits = resource_quota(ns, "kubelab-quota", quota, gpu_resources)
+    claims = storage_claims(ns, storage)
+    sizes = [c["spec"]["resources"]["requests"]["storage"] for c in claims]
+    used = claims_storage(bounds, sizes) if bounds else None
+    limits = resource_quota(ns, "kubelab-quota", quota, gpu_resources, bounds, used)
     if limits:
         objects.append(limits)
+    if bounds is not None:
+        objects.append(limit_range(ns, bounds))
     if isolation is not None:
         objects.extend(network_policies(ns, isolation))
-    return objects + storage_claims(ns, storage)
+    return objects + claims
 
 
 def trusted_objects(

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
 
 from kubespawner.clients import shared_client
 
@@ -40,8 +39,9 @@ async def stop_watches() -> None:
         await _watches.pop(key).stop()
 
 
-def _metrics_snapshot() -> tuple[list[Any], list[Any], Catalog] | None:
-    """The current nodes and pods of this hub's availability watch, for /hub/metrics. The hub
+def _metrics_snapshot() -> metrics.Snapshot | None:
+    """The current nodes, pods and user namespaces of this hub's availability watch, for
+    /hub/metrics (owners from the namespaces the hub labelled, never pod labels). The hub
     serves a scrape on its event loop; the first scrape after a catalog is known starts the
     watch if no spawn form did yet, so the numbers come from the next scrape on."""
     try:
@@ -55,9 +55,7 @@ def _metrics_snapshot() -> tuple[list[Any], list[Any], Catalog] | None:
         watch = hub_watch(_catalogs[-1])
         loop.create_task(_start_quietly(watch))
         return None
-    if not (watch.nodes.loaded.is_set() and watch.pods.loaded.is_set()):
-        return None
-    return list(watch.nodes.items.values()), list(watch.pods.items.values()), watch.catalog
+    return watch.snapshot()
 
 
 async def _start_quietly(watch: ClusterAvailability) -> None:

@@ -99,3 +99,52 @@ def test_admission_counts_a_users_namespace_not_a_label_the_user_can_set():
     with pytest.raises(ValidationError, match="this server cannot start now"):
         admit(options, group, "alice", current, held=current.namespace("user-alice"))
     assert Decimal(0) == current.namespace("user-bob").cpu
+
+
+def test_a_pod_labelled_as_another_user_and_group_counts_against_its_namespace_only():
+    """Issue 27, finding 9: a Job's pods in Alice's namespace labelled as Bob's in group vision
+    count against Alice and her namespace's group, in admission and in the hub's metrics."""
+    from kubelab.spawner.admission import admit
+    from kubelab.spawner.availability import GROUP_LABEL, USER_LABEL, cluster_availability
+    from kubelab.spawner.groups import ProjectGroup, Quota
+    from kubelab.spawner.metrics import experiments, gpus_allocated
+    from kubelab.spawner.profiles import Catalog, NotebookOptions
+
+    catalog = Catalog.parse({"gpu_types": [{"name": "T4", "max_per_user": 4}]})
+    node = {
+        "metadata": {"name": "n1", "labels": {"gpu-type": "T4"}},
+        "status": {"allocatable": {"nvidia.com/gpu": "8"}},
+    }
+    alice = {
+        "metadata": {
+            "name": "user-alice",
+            "labels": {"app.kubernetes.io/managed-by": "kubelab", USER_LABEL: "alice"},
+            "annotations": {GROUP_LABEL: "public"},
+        }
+    }
+    forged = {
+        "metadata": {
+            "name": "job-1",
+            "namespace": "user-alice",
+            "labels": {
+                USER_LABEL: "bob",
+                GROUP_LABEL: "vision",
+                "app.kubernetes.io/name": "kubelab-experiment",
+                "kubelab.io/experiment": "r1",
+            },
+        },
+        "spec": {"nodeName": "n1", "containers": [{"resources": {"limits": {"nvidia.com/gpu": "2"}}}]},
+        "status": {"phase": "Running"},
+    }
+    current = cluster_availability([node], [forged], catalog, [alice])
+    assert (current.user("alice").gpus, current.group("public").gpus) == (2, 2)
+    assert (current.user("bob").gpus, current.group("vision").gpus) == (0, 0)
+    vision = ProjectGroup(name="vision", user_quota=Quota(gpus=2), group_quota=Quota(gpus=2))
+    options = NotebookOptions(
+        image="", cpu="1", memory="1Gi", gpus=2, gpu_type=None, group="vision", shm=None, profile=None
+    )
+    admit(options, vision, "bob", current)  # Bob and vision hold nothing: admitted
+    assert gpus_allocated([node], [forged], catalog, [alice]) == {("T4", "public", "alice"): 2}
+    assert experiments([forged], [alice]) == {("running", "alice"): 1}
+    # outside a user namespace (trusted-lab mode's shared one) only the labels say whose it is
+    assert gpus_allocated([node], [forged], catalog, []) == {("T4", "vision", "bob"): 2}

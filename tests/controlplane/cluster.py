@@ -47,6 +47,7 @@ class NodeSpec:
     name: str
     cpu: str = "32"
     memory: str = "256Gi"
+    ephemeral_storage: str = "500Gi"  # what a kubelet reports of its disk; pods may ask for it
     gpus: int = 0
     gpu_type: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
@@ -60,7 +61,12 @@ class NodeSpec:
             "type": "kwok",
             **self.labels,
         }
-        capacity = {"cpu": self.cpu, "memory": self.memory, "pods": "110"}
+        capacity = {
+            "cpu": self.cpu,
+            "memory": self.memory,
+            "ephemeral-storage": self.ephemeral_storage,
+            "pods": "110",
+        }
         taints = list(self.taints)
         if self.gpus:
             capacity[GPU] = str(self.gpus)

@@ -186,6 +186,24 @@ def test_gpu_quota_refusal_of_pods_is_the_pending_reason(
     assert lab.resources()["gpus"]["total"] == 1
 
 
+def test_an_admission_refusal_of_pods_is_the_pending_reason(
+    lab: Experiments, namespace: str, home: Path, admin
+) -> None:
+    """A pod the API server refuses for another reason than a quota (here a LimitRange's minimum,
+    as user namespaces have) is named too, rather than 'waiting for pods to be created'."""
+    core = client.CoreV1Api(admin)
+    minimum = {"limits": [{"type": "Container", "min": {"cpu": "50m"}}]}
+    core.create_namespaced_limit_range(namespace, {"metadata": {"name": "limits"}, "spec": minimum})
+    record = lab.submit({**SPEC, "resources": {"cpu": "10m", "memory": "64Mi"}}, base_dir=home)
+    reason = wait_for(
+        lambda: "minimum cpu" in (r := lab.get(record["id"]))["reason"] and r["reason"],
+        what="the LimitRange's refusal as the reason",
+    )
+    assert reason.startswith("minimum cpu usage per Container is 50m, but request is 10m"), reason
+    assert lab.get(record["id"])["status"] == "Pending"
+    core.delete_namespaced_limit_range("limits", namespace)
+
+
 def test_watch_410_gone_relists_and_keeps_tracking(
     simulated_cluster, proxy, proxied_lab: Experiments, project_node, admin, namespace: str, home: Path
 ) -> None:

@@ -279,6 +279,7 @@ def objects_in(admin: k8s.ApiClient, namespace: str) -> dict[str, dict[str, Any]
         ("Role", rbac.list_namespaced_role),
         ("RoleBinding", rbac.list_namespaced_role_binding),
         ("ResourceQuota", core.list_namespaced_resource_quota),
+        ("LimitRange", core.list_namespaced_limit_range),
         ("NetworkPolicy", net.list_namespaced_network_policy),
         ("PersistentVolumeClaim", core.list_namespaced_persistent_volume_claim),
     ):
@@ -362,7 +363,8 @@ def test_two_users_spawn_and_get_every_documented_object(lab: Lab, control_plane
             "-n",
             lab.user_namespace("alice"),
             "get",
-            "serviceaccounts,roles,rolebindings,resourcequotas,networkpolicies,persistentvolumeclaims",
+            "serviceaccounts,roles,rolebindings,resourcequotas,limitranges,networkpolicies,"
+            "persistentvolumeclaims",
             "-o",
             "name",
         )
@@ -468,6 +470,7 @@ def test_reconcile_brings_a_previous_versions_namespace_up_to_date(lab: Lab, con
         "Role/kubelab-notebook",
         "RoleBinding/kubelab-notebook",
     ]
+    assert "LimitRange/kubelab-limits" in first["applied"]
     assert first["created"] == [] and first["deleted"] == []  # the claims were there
     role_file = next(
         d
@@ -480,7 +483,11 @@ def test_reconcile_brings_a_previous_versions_namespace_up_to_date(lab: Lab, con
         ("kubelab", "Apply")
     ]
     quota = core.read_namespaced_resource_quota("kubelab-quota", namespace)
-    assert quota.spec.hard == {"requests.nvidia.com/gpu": "1"}  # public's quota; the CPU line is gone
+    assert quota.spec.hard["requests.nvidia.com/gpu"] == "1"  # public's quota
+    assert "requests.cpu" not in quota.spec.hard  # the CPU line is gone
+    assert quota.spec.hard["count/serviceaccounts"] == "20"  # the namespace's bounds came
+    assert core.read_namespace(namespace).metadata.labels["kubelab.io/hub"] == lab.hub_namespace
+    assert core.read_namespaced_limit_range("kubelab-limits", namespace).spec.limits[0].min["cpu"] == "50m"
     policies = k8s.NetworkingV1Api(lab.admin).list_namespaced_network_policy(namespace).items
     assert len(policies) == 5
     claims_after = {
@@ -492,14 +499,17 @@ def test_reconcile_brings_a_previous_versions_namespace_up_to_date(lab: Lab, con
     again = reconcile(lab, config, hub)[namespace]
     assert again["migrated"] == [] and again["deleted"] == [] and again["created"] == []
 
-    # a later configuration: no per-user quota, no NetworkPolicies: both go, the claims stay
+    # a later configuration: no per-user quota, no NetworkPolicies: the GPU line and the
+    # policies go, the namespace's bounds and the claims stay
     later = lab.config(
         "c.JupyterHub.load_groups = {'public': {'users': [], 'properties': {}}}\n"
         "c.KubeLabSpawner.network_policy = False\n"
     )
     last = reconcile(lab, later, hub)[namespace]
-    assert sorted(last["deleted"]) == sorted(
-        ["ResourceQuota/kubelab-quota"] + [f"NetworkPolicy/{p.metadata.name}" for p in policies]
+    assert sorted(last["deleted"]) == sorted(f"NetworkPolicy/{p.metadata.name}" for p in policies)
+    assert (
+        "requests.nvidia.com/gpu"
+        not in core.read_namespaced_resource_quota("kubelab-quota", namespace).spec.hard
     )
     assert k8s.NetworkingV1Api(lab.admin).list_namespaced_network_policy(namespace).items == []
     assert {c.metadata.name for c in core.list_namespaced_persistent_volume_claim(namespace).items} == {
@@ -510,7 +520,9 @@ def test_reconcile_brings_a_previous_versions_namespace_up_to_date(lab: Lab, con
 
 def test_hub_metrics_count_the_clusters_gpus_and_experiments(lab: Lab, control_plane: Any) -> None:
     """A real JupyterHub (kubernetes mode, the hub's credentials) serves kubelab's families on
-    /hub/metrics once its availability watch runs; an experiment pod shows up in them."""
+    /hub/metrics once its availability watch runs; an experiment pod shows up in them, counted
+    against the user and group of its namespace, not those its labels claim (issue 27, finding 9:
+    any Job's pods may carry any labels)."""
     import time
 
     import requests
@@ -520,7 +532,16 @@ def test_hub_metrics_count_the_clusters_gpus_and_experiments(lab: Lab, control_p
     install(lab, control_plane.kubeconfig)
     namespace = lab.user_namespace("dora")
     core = k8s.CoreV1Api(lab.admin)
-    core.create_namespace({"metadata": {"name": namespace}})
+    core.create_namespace(
+        {
+            "metadata": {
+                "name": namespace,
+                "labels": {"app.kubernetes.io/managed-by": "kubelab", "kubelab.io/user": "dora"},
+                "annotations": {"kubelab.io/group": "public"},
+            }
+        }
+    )
+    forged = {"kubelab.io/user": "bob", "kubelab.io/group": "vision"}
     core.create_namespaced_pod(
         namespace,
         {
@@ -529,17 +550,22 @@ def test_hub_metrics_count_the_clusters_gpus_and_experiments(lab: Lab, control_p
                 "labels": {
                     "app.kubernetes.io/name": "kubelab-experiment",
                     "kubelab.io/experiment": "r1",
-                    "kubelab.io/user": "dora",
+                    **forged,
                 },
             },
             "spec": {
+                "nodeSelector": {"gpu-type": "T4"},
+                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
                 "containers": [
                     {
                         "name": "trial",
                         "image": "python:3.11-slim",
-                        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+                        "resources": {
+                            "requests": {"cpu": "10m", "memory": "16Mi", "nvidia.com/gpu": "1"},
+                            "limits": {"nvidia.com/gpu": "1"},
+                        },
                     }
-                ]
+                ],
             },
         },
     )
@@ -565,7 +591,7 @@ def test_hub_metrics_count_the_clusters_gpus_and_experiments(lab: Lab, control_p
                 if s.name.startswith("jupyterhub_kubelab_")
             }
             if any(
-                name == "jupyterhub_kubelab_experiments" and dict(labels).get("user") == "dora"
+                name == "jupyterhub_kubelab_gpus_allocated" and dict(labels).get("user") == "dora"
                 for name, labels in samples
             ):
                 break
@@ -579,6 +605,12 @@ def test_hub_metrics_count_the_clusters_gpus_and_experiments(lab: Lab, control_p
             if name == "jupyterhub_kubelab_experiments" and dict(labels).get("user") == "dora"
         }
         assert states and states <= {"running", "queued"}, samples
+        allocated = (("gpu_type", "T4"), ("group", "public"), ("user", "dora"))
+        assert samples[("jupyterhub_kubelab_gpus_allocated", allocated)] == 1, samples
+        claimed = [
+            labels for _, labels in samples if ("user", "bob") in labels or ("group", "vision") in labels
+        ]
+        assert claimed == [], claimed
 
 
 def test_the_next_spawn_brings_a_previous_versions_namespace_up_to_date(lab: Lab, control_plane: Any) -> None:
@@ -601,9 +633,9 @@ def test_the_next_spawn_brings_a_previous_versions_namespace_up_to_date(lab: Lab
         ]
         == role_file["rules"]
     )
-    assert core.read_namespaced_resource_quota("kubelab-quota", namespace).spec.hard == {
-        "requests.nvidia.com/gpu": "1"
-    }
+    hard = core.read_namespaced_resource_quota("kubelab-quota", namespace).spec.hard
+    assert hard["requests.nvidia.com/gpu"] == "1" and "requests.cpu" not in hard
+    assert hard["pods"] == "50"  # and the namespace's bounds
     assert len(k8s.NetworkingV1Api(lab.admin).list_namespaced_network_policy(namespace).items) == 5
     assert core.read_namespace(namespace).metadata.annotations["kubelab.io/group"] == "public"
     assert {

@@ -56,8 +56,8 @@ COVERED = {
     "kubectl get namespaces -l app.kubernetes.io/managed-by=kubelab,kubelab.io/user": [
         "test_deploy_cluster.py::test_two_users_spawn_and_get_every_documented_object"
     ],
-    "kubectl -n jhub-alice get serviceaccounts,roles,rolebindings,resourcequotas,networkpolicies,"
-    "persistentvolumeclaims": [
+    "kubectl -n jhub-alice get serviceaccounts,roles,rolebindings,resourcequotas,limitranges,"
+    "networkpolicies,persistentvolumeclaims": [
         "test_deploy_cluster.py::test_two_users_spawn_and_get_every_documented_object"
     ],
     # needs a kubelet and a GPU: the test that the notebook pod asks for the GPU on its type's node

@@ -43,11 +43,22 @@ def test_render_all_prints_the_admins_objects() -> None:
     done = kubelab("render", "--all", "--hub-namespace", "lab-hub")
     assert done.returncode == 0, done.stderr
     objects = list(yaml.safe_load_all(done.stdout))
+    policies = [
+        "kubelab-user-pods",
+        "kubelab-user-cronjobs",
+        "kubelab-user-services",
+        "kubelab-user-rolebindings",
+    ]
     assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [
         ("ClusterRole", "kubelab-hub"),
         ("ClusterRoleBinding", "kubelab-hub"),
         ("ConfigMap", "kubelab-notebook-role"),
+        *(("ValidatingAdmissionPolicy", name) for name in policies),
+        *(("ValidatingAdmissionPolicyBinding", f"{name}-lab-hub") for name in policies),
     ]
+    for binding in objects[-4:]:  # each binds the namespaces this hub labelled, and only those
+        selector = binding["spec"]["matchResources"]["namespaceSelector"]["matchLabels"]
+        assert selector == {"app.kubernetes.io/managed-by": "kubelab", "kubelab.io/hub": "lab-hub"}
     assert objects[1]["subjects"] == [{"kind": "ServiceAccount", "name": "hub", "namespace": "lab-hub"}]
     configmap = objects[2]
     assert configmap["metadata"]["namespace"] == "lab-hub"
@@ -233,7 +244,8 @@ def test_a_spawn_renders_the_policies_its_settings_ask_for(tmp_path: Path) -> No
         "ports": [{"protocol": "TCP", "port": 6443}],
     }
     namespace, pod = objects[0], objects[-1]
-    assert namespace["metadata"]["annotations"] == {"kubelab.io/group": "public"}
+    assert namespace["metadata"]["annotations"]["kubelab.io/group"] == "public"
+    assert namespace["metadata"]["labels"]["kubelab.io/hub"] == "lab-hub"  # the hub's bindings select it
     assert pod["metadata"]["labels"][HUB_ACCESS_LABEL] == "true"
     # offline and without addresses, the API-server rule is left out (a spawn reads them)
     plain = list(yaml.safe_load_all(kubelab("render", "--user", "alice").stdout))

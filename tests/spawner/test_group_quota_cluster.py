@@ -55,10 +55,13 @@ def test_render_shows_each_members_share_as_its_resource_quota(tmp_path: Path, m
     monkeypatch.delenv("KUBELAB_HUB_AUTH", raising=False)
     objects = render("alice", ["vision"], {"group": "vision"}, vision_config(tmp_path))
     quota = next(o for o in objects if o["kind"] == "ResourceQuota")
-    assert quota["spec"]["hard"] == {
+    shares = {k: v for k, v in quota["spec"]["hard"].items() if k.split(".")[0] == "requests"}
+    assert shares == {
         "requests.nvidia.com/gpu": "1",
         "requests.cpu": "1500m",
         "requests.memory": "8589934592",
+        "requests.storage": "350Gi",  # the namespace's bounds (test_namespace_bounds.py)
+        "requests.ephemeral-storage": "200Gi",
     }
 
 

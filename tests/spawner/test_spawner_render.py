@@ -50,6 +50,7 @@ def test_render_prints_every_object_of_a_spawn(kubeconfig: Path) -> None:
         "Role",
         "RoleBinding",
         "ResourceQuota",
+        "LimitRange",  # the namespace's bounds (security/test_namespace_bounds.py)
         *["NetworkPolicy"] * 5,  # default deny, DNS, notebook, experiments, internet (deploy.md)
         "PersistentVolumeClaim",
         "PersistentVolumeClaim",
@@ -64,7 +65,7 @@ def test_render_prints_every_object_of_a_spawn(kubeconfig: Path) -> None:
     assert (
         objects[2]["rules"] == next(d for d in role_file if d["kind"] == "Role")["rules"]
     )  # loaded, not copied
-    assert objects[4]["spec"]["hard"] == {"requests.nvidia.com/gpu": "1"}  # public's per-user quota
+    assert objects[4]["spec"]["hard"]["requests.nvidia.com/gpu"] == "1"  # public's per-user quota
     created, names = create_renamed(kubeconfig, objects, ["user-alice"])
     try:
         with config.new_client_from_config(str(kubeconfig)) as api:

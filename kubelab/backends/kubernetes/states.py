@@ -168,12 +168,20 @@ def latest_per_replica(pods: list[Obj]) -> list[PodView]:
     return sorted(views.values(), key=lambda v: (v.role != "worker", v.role, v.index))
 
 
-def quota_refusal(events: Sequence[Obj]) -> str | None:
-    """The latest `exceeded quota` refusal of pod creation, as the API server worded it."""
+FORBIDDEN = " is forbidden: "
+
+
+def creation_refusal(events: Sequence[Obj]) -> str | None:
+    """The latest refusal of pod creation, as the API server worded it: `exceeded quota`, or
+    another admission's sentence (a LimitRange's minimum, an admission policy, Pod Security)."""
     for event in reversed(events):
         message = event.get("message") or ""
-        if event.get("reason") == "FailedCreate" and "exceeded quota" in message:
+        if event.get("reason") != "FailedCreate":
+            continue
+        if "exceeded quota" in message:
             return message[message.index("exceeded quota") :]
+        if FORBIDDEN in message:
+            return message[message.index(FORBIDDEN) + len(FORBIDDEN) :]
     return None
 
 
@@ -240,7 +248,7 @@ def _from_pods(
         retry = f"; retrying after {last.label} {last.reason}"
     pending = [v for v in active if v.phase == "Pending"]
     if not active and not done or (pending and len(active) + len(done) < expected):
-        refusal = quota_refusal(events)
+        refusal = creation_refusal(events)
         if refusal:
             return Observation(PENDING, refusal + retry, None, attempt, records)
     if pending:
