@@ -139,6 +139,14 @@ class ExperimentSpec:
     description: str = field(default="", metadata=about("what the run is for", maxLength=10_000))
     queue: str | None = field(default=None, metadata=about("the Kueue queue to wait in (Kubernetes)"))
     engine: str = field(default="job", metadata=about("how Kubernetes runs it", enum=list(ENGINES)))
+    seed: int | None = field(
+        default=None,
+        metadata=about(
+            "one number for the run's randomness: every replica gets it as KUBELAB_SEED and PYTHONHASHSEED",
+            minimum=0,
+            maximum=2**32 - 1,
+        ),
+    )
     parameter_servers: int = field(
         default=0, metadata=about("TensorFlow parameter servers", minimum=0, maximum=64)
     )
@@ -242,6 +250,8 @@ class _Parser(FieldReader):
         spec.tags = self.tags(data.get("tags"))
         spec.queue = self.text(data, "queue", None) or None
         self.preemption(data, spec)
+        if data.get("seed") is not None:
+            spec.seed = self.integer(data, "seed", 0, **bounds(ExperimentSpec, "seed"))
         spec.params = self.params(data.get("params"), spec.inputs)
         self.cross_checks(spec)
         if self.errors:
