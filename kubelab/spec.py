@@ -304,7 +304,7 @@ class _Parser(FieldReader):
                 continue
             seen.add(name)
             kind = item.get("type", "str")
-            if kind not in INPUT_TYPES:
+            if not isinstance(kind, str) or kind not in INPUT_TYPES:  # {} is not hashable
                 self.fail(f"{path}.type", f"must be one of int, float, str, bool, not {kind!r}")
                 continue
             decl = Input(name=name, type=kind, optional=bool(item.get("optional", False)))
