@@ -38,7 +38,7 @@ class FormField:
 class ExperimentOption:
     """One experiment option: the spec field it sets and how each entry point spells it.
 
-    The spec field (`spec.about`) says what it means, its JSON type and bounds; this adds the
+    The spec field (`field_reader.about`) says what it means, its JSON type and bounds; this adds the
     flag (`kubelab run`, `kubelab render`, `%%train`), the unit a whole number counts (for
     the error), how a repeated flag merges, and the sidebar's form field. The REST API takes
     the spec field itself, described by `spec_schema`.
