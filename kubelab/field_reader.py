@@ -6,6 +6,7 @@ records a `FieldError` naming the field and the reason, so a user sees all mista
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from kubelab.errors import FieldError, did_you_mean, type_name
@@ -13,6 +14,19 @@ from kubelab.quantity import clip, parse_duration
 from kubelab.spec_values import as_int
 
 MAX_VALUE = 32_768  # an environment variable or node selector value
+
+
+def about(description: str, also: list[dict[str, Any]] | None = None, **schema: Any) -> dict[str, Any]:
+    """A field's metadata, read by the parser, the options and `spec_schema` alike: what it
+    means (the OpenAPI description, the CLI's help), JSON Schema bounds (`minimum`, `enum`)
+    and `also`, the other spellings a file may use beside the field's Python type."""
+    return {"description": description, "also": also or [], "schema": schema}
+
+
+def bounds(model: type, name: str) -> dict[str, Any]:
+    """The `minimum`/`maximum` a field declares, as keyword arguments for the parser."""
+    schema = {f.name: f for f in dataclasses.fields(model)}[name].metadata["schema"]
+    return {k: schema[k] for k in ("minimum", "maximum") if k in schema}
 
 
 class FieldReader:

@@ -38,7 +38,7 @@ class FormField:
 class ExperimentOption:
     """One experiment option: the spec field it sets and how each entry point spells it.
 
-    The spec field (`spec.about`) says what it means, its JSON type and bounds; this adds the
+    The spec field (`field_reader.about`) says what it means, its JSON type and bounds; this adds the
     flag (`kubelab run`, `kubelab render`, `%%train`), the unit a whole number counts (for
     the error), how a repeated flag merges, and the sidebar's form field. The REST API takes
     the spec field itself, described by `spec_schema`.
@@ -74,7 +74,7 @@ class ExperimentOption:
             kwargs.update(type=one_of(choices), metavar="{" + ",".join(choices) + "}")
         elif self.convert is not None:
             kwargs["type"] = self.convert
-        elif tp is int:
+        elif tp in (int, int | None):  # a whole number, or none given
             kwargs["type"] = counted(schema.get("minimum", 0), self.unit)
         if self.metavar:
             kwargs["metavar"] = self.metavar
@@ -140,6 +140,7 @@ EXPERIMENT_OPTIONS = (
         merge="params",
         form=FormField("params", "Parameters", "params"),
     ),
+    ExperimentOption("seed", "--seed", unit="", form=FormField("seed", "Seed", "integer", "random")),
     ExperimentOption("tags", "--tag", merge="append"),
 )
 # The spec field each option sets, so a bad option is reported as that field.
@@ -158,7 +159,8 @@ def counted(minimum: int, what: str) -> Callable[[str], int]:
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"must be a whole number of {what}, not {text!r}") from None
+            of = f" of {what}" if what else ""
+            raise argparse.ArgumentTypeError(f"must be a whole number{of}, not {text!r}") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be {minimum} or more, not {value}")
         return value

@@ -26,6 +26,8 @@ WIDTH = 80  # prettier's print width: what fits stays on one line
 
 
 def _quote(value: Any) -> str:
+    if isinstance(value, str) and "'" in value and '"' not in value:
+        return json.dumps(value)  # prettier's choice: the quote that needs no escaping
     if isinstance(value, str):
         return "'" + json.dumps(value)[1:-1].replace("'", "\\'").replace('\\"', '"') + "'"
     return json.dumps(value)

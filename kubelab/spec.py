@@ -7,7 +7,6 @@ suggestion, because a typo silently ignored (`gpu: 2`) costs a researcher a day.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -15,7 +14,7 @@ from typing import Any
 
 from kubelab import templating
 from kubelab.errors import FieldError, ValidationError, did_you_mean, type_name
-from kubelab.field_reader import FieldReader
+from kubelab.field_reader import FieldReader, about, bounds
 from kubelab.gpu_share import is_fraction, parse_gpu_indices, parse_gpus
 from kubelab.priorities import MAX_PRIORITY, NORMAL_PRIORITY, PRIORITY_NAMES, read_preemption
 from kubelab.quantity import parse_quantity
@@ -29,24 +28,11 @@ NUMBER = [{"type": "number"}]  # a quantity may be `4` or `0.5` as well as `500m
 STRING = [{"type": "string"}]  # NNI's gpuIndices may be "0,2"
 
 
-def about(description: str, also: list[dict[str, Any]] | None = None, **schema: Any) -> dict[str, Any]:
-    """A field's metadata, read by the parser, the options and `spec_schema` alike: what it
-    means (the OpenAPI description, the CLI's help), JSON Schema bounds (`minimum`, `enum`)
-    and `also`, the other spellings a file may use beside the field's Python type."""
-    return {"description": description, "also": also or [], "schema": schema}
-
-
 PRIORITY_FIELD = {
     "description": "who waits and who is preempted: low (100), normal (1000), high (10000) or a number",
     "also": [{"type": "string", "enum": list(PRIORITY_NAMES)}],
     "schema": {"minimum": 0, "maximum": MAX_PRIORITY},
 }
-
-
-def bounds(model: type, name: str) -> dict[str, Any]:
-    """The `minimum`/`maximum` a field declares, as keyword arguments for the parser."""
-    schema = {f.name: f for f in dataclasses.fields(model)}[name].metadata["schema"]
-    return {k: schema[k] for k in ("minimum", "maximum") if k in schema}
 
 
 @dataclass
@@ -139,6 +125,14 @@ class ExperimentSpec:
     description: str = field(default="", metadata=about("what the run is for", maxLength=10_000))
     queue: str | None = field(default=None, metadata=about("the Kueue queue to wait in (Kubernetes)"))
     engine: str = field(default="job", metadata=about("how Kubernetes runs it", enum=list(ENGINES)))
+    seed: int | None = field(
+        default=None,
+        metadata=about(
+            "one number for the run's randomness: every replica gets it as KUBELAB_SEED and PYTHONHASHSEED",
+            minimum=0,
+            maximum=2**32 - 1,
+        ),
+    )
     parameter_servers: int = field(
         default=0, metadata=about("TensorFlow parameter servers", minimum=0, maximum=64)
     )
@@ -242,6 +236,8 @@ class _Parser(FieldReader):
         spec.tags = self.tags(data.get("tags"))
         spec.queue = self.text(data, "queue", None) or None
         self.preemption(data, spec)
+        if data.get("seed") is not None:
+            spec.seed = self.integer(data, "seed", 0, **bounds(ExperimentSpec, "seed"))
         spec.params = self.params(data.get("params"), spec.inputs)
         self.cross_checks(spec)
         if self.errors:
@@ -294,7 +290,7 @@ class _Parser(FieldReader):
                 continue
             seen.add(name)
             kind = item.get("type", "str")
-            if kind not in INPUT_TYPES:
+            if not isinstance(kind, str) or kind not in INPUT_TYPES:  # {} is not hashable
                 self.fail(f"{path}.type", f"must be one of int, float, str, bool, not {kind!r}")
                 continue
             decl = Input(name=name, type=kind, optional=bool(item.get("optional", False)))

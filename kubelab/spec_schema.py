@@ -1,6 +1,6 @@
 """The experiment spec as JSON Schema, derived from `ExperimentSpec` itself.
 
-Each field's Python type gives its shape, and its metadata (`spec.about`) its description,
+Each field's Python type gives its shape, and its metadata (`field_reader.about`) its description,
 bounds and the other spellings files may use, so the OpenAPI `Spec` schema, the CLI's help
 and the sidebar's form read the same declaration the parser checks against.
 """

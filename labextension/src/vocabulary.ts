@@ -156,5 +156,15 @@ export const RUN_FORM_FIELDS = [
     placeholder: '',
     default: '',
     choices: []
+  },
+  {
+    key: 'seed',
+    path: 'seed',
+    label: 'Seed',
+    kind: 'integer',
+    help: "one number for the run's randomness: every replica gets it as KUBELAB_SEED and PYTHONHASHSEED",
+    placeholder: 'random',
+    default: '',
+    choices: []
   }
 ] as const satisfies readonly IRunFormField[];

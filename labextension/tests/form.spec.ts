@@ -9,6 +9,7 @@ import {
   parametersCellSource,
   paramsFromParametersCell,
   parseParams,
+  RUN_FORM_FIELDS,
   toDnsName
 } from '../src/form';
 import { readSettings } from '../src/settings';
@@ -191,15 +192,16 @@ describe('buildSpec', () => {
 
 describe('formFromSpec', () => {
   it('shows a spec as the dialog fields', () => {
-    expect(
-      formFromSpec({
-        name: 'a',
-        resources: { gpus: 1, memory: '2Gi' },
-        replicas: 1,
-        framework: 'none',
-        params: { x: 'y' }
-      })
-    ).toEqual({
+    const form = formFromSpec({
+      name: 'a',
+      resources: { gpus: 1, memory: '2Gi' },
+      replicas: 1,
+      framework: 'none',
+      params: { x: 'y' }
+    });
+    // one value per declared field, in the declaration's order
+    expect(Object.keys(form)).toEqual(RUN_FORM_FIELDS.map(field => field.key));
+    expect(form).toMatchObject({
       name: 'a',
       gpus: '1',
       gpuType: '',

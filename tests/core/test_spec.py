@@ -96,6 +96,11 @@ def test_template_values_are_shell_quoted():
             "inputs[0].type",
             "int, float, str, bool",
         ),
+        (  # found by the REST fuzzer once the OpenAPI schema described inputs
+            {"command": "x", "inputs": [{"name": "a", "type": {}}]},
+            "inputs[0].type",
+            "int, float, str, bool",
+        ),
         ({"command": "x", "framework": "torch"}, "framework", "did you mean 'pytorch'"),
         ({"command": "x", "replicas": 0}, "replicas", "at least 1"),
         ({"command": "x", "replicas": 2}, "framework", "needs a framework"),

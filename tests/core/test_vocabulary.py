@@ -103,3 +103,16 @@ def test_a_tuner_is_one_registry_entry():
             resolve_tuner({"name": "sobol-only", "args": {"qmc_typ": "sobol"}})
     finally:
         del TUNER_KINDS["sobol-only"]
+
+
+def test_the_trial_side_writes_the_files_run_directory_names():
+    """The trial side imports nothing of kubelab's records (it runs in images without kubelab),
+    so it spells the metrics file itself; this holds its spelling to RUN_FILES."""
+    writers = [
+        ROOT / "kubelab" / "trial.py",
+        ROOT / "kubelab" / "nni_compat" / "nni" / "__init__.py",
+        ROOT / "kubelab" / "nni_compat" / "polyaxon" / "_kubelab.py",
+    ]
+    for path in writers:
+        assert f'"{records.RUN_FILES["metrics"]}"' in path.read_text(), path
+    assert f'"{records.RUN_FILES["tensorboard"]}"' in writers[0].read_text()

@@ -325,6 +325,8 @@ def trial_env(spec: ExperimentSpec, target: Target, nb: NotebookEnv) -> list[Man
         KUBELAB_USER=target.user,
         PYTHONUNBUFFERED="1",
     )
+    if spec.seed is not None:
+        values.update(KUBELAB_SEED=str(spec.seed), PYTHONHASHSEED=str(spec.seed))
     if nb.home:
         values["KUBELAB_HOME"] = nb.home
     # `import nni` / `from polyaxon import tracking` find kubelab's shims, staged by submit

@@ -292,6 +292,8 @@ class Runner:
             KUBELAB_RESTART_COUNT=str(self.status.restarts),
             PYTHONUNBUFFERED="1",
         )
+        if self.spec.seed is not None:
+            env.update(KUBELAB_SEED=str(self.spec.seed), PYTHONHASHSEED=str(self.spec.seed))
         if self.status.sweep:
             env["KUBELAB_SWEEP_ID"] = self.status.sweep
             env["KUBELAB_TRIAL"] = str(self.status.trial)
