@@ -60,6 +60,7 @@ import { DEFAULT_SETTINGS, IKubelabSettings, readSettings } from './settings';
 import { LiveStore } from './store';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
 import { sweepDialog } from './sweepdialog';
+// eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar's Sweep button is shown at startup
 import { defaultSweepForm } from './sweepform';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
 import { SweepView } from './sweepview';
