@@ -4,8 +4,9 @@
 write): the trial never imports TensorBoard and its report calls cost what they did. The
 runner that watches the trial mirrors those lines into `tensorboard/kubelab/` beside the
 user's own event files, so a TensorBoard session over the run shows the reported scalars
-with their steps and wall times. The writer is TensorBoard's own `tensorboard.summary.Writer`
-(numpy only, no TensorFlow).
+with their steps and wall times, and the run's GPU and process samples (`system.jsonl`) as
+`system/...` scalars stepped by sample, kept apart from the user's tags. The writer is
+TensorBoard's own `tensorboard.summary.Writer` (numpy only, no TensorFlow).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kubelab.records import RunDirectory
+from kubelab.system_metrics import decode_lines
 
 SUBDIR = "kubelab"  # the run's tensorboard/<SUBDIR>: a run of its own within the logdir
 INTERVAL = 1.0  # seconds between looks at metrics.jsonl while the trial runs
@@ -62,8 +64,11 @@ class ScalarMirror:
 
     def __init__(self, run_dir: Path, tensorboard_dir: Path):
         self.source = RunDirectory(run_dir).metrics_file
+        self.system = RunDirectory(run_dir).system_file
         self.target = tensorboard_dir / SUBDIR
         self.offset = 0
+        self.system_offset = 0
+        self.system_step = 0
         self.last_step = 0
         self.writer: Any = None
         self.unavailable = False
@@ -109,6 +114,34 @@ class ScalarMirror:
             self.writer.flush()
         return written
 
+    def sync_system(self) -> int:
+        """Write the system samples taken since the last call (`system/gpu0/util`, ...)."""
+        if self.unavailable:
+            return 0
+        try:
+            size = self.system.stat().st_size
+        except FileNotFoundError:
+            return 0
+        if size <= self.system_offset:
+            return 0
+        with open(self.system, "rb") as handle:
+            handle.seek(self.system_offset)
+            chunk = handle.read(size - self.system_offset)
+        complete = chunk[: chunk.rfind(b"\n") + 1]
+        self.system_offset += len(complete)
+        written = 0
+        for line in decode_lines(complete):
+            values = system_scalars(line)
+            if not values or not self._open():
+                continue
+            for tag, value in values:
+                self.writer.add_scalar(tag, value, self.system_step, wall_time=float(line["time"]))
+                written += 1
+            self.system_step += 1
+        if written:
+            self.writer.flush()
+        return written
+
     def _open(self) -> bool:
         if self.writer is None:
             try:
@@ -148,8 +181,29 @@ class MirrorThread:
         try:
             while not self.done.wait(self.interval):
                 self.mirror.sync()
+                self.mirror.sync_system()
             self.mirror.sync()  # what the trial reported last
+            self.mirror.sync_system()
         except OSError:
             pass  # a run directory that went away (deleted run): nothing left to mirror
         finally:
             self.mirror.close()
+
+
+def system_scalars(line: dict[str, Any]) -> list[tuple[str, float]]:
+    """(tag, value) for one `system.jsonl` sample; the sources line and odd values give none."""
+    if not isinstance(line.get("time"), (int, float)):
+        return []
+    out = []
+    for gpu in line.get("gpus") or []:
+        if not isinstance(gpu, dict) or not isinstance(gpu.get("index"), int):
+            continue
+        for field in ("util", "memory_mib", "power_w", "temperature_c"):
+            value = gpu.get(field)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                out.append((f"system/gpu{gpu['index']}/{field}", float(value)))
+    for field in ("cpu_percent", "rss_mib"):
+        value = line.get(field)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            out.append((f"system/{field}", float(value)))
+    return out

@@ -238,3 +238,52 @@ def test_the_record_carries_system_sums_priority_and_restarts_and_pql_queries_th
     assert [r["name"] for r in found] == ["idle"]
     found, _ = lab.list("system.energy_wh:>100, priority:>=1000")
     assert [r["name"] for r in found] == ["busy"]
+
+
+def test_usage_sums_gpu_hours_energy_and_weighted_utilisation_per_key(lab, lab_env, monkeypatch):
+    from kubelab.usage import usage
+
+    monkeypatch.setenv("KUBELAB_SYSTEM_METRICS_INTERVAL", "0")
+    runs = []
+    for name, util, hours, gpu_type in (("a", 80, 2, "A100"), ("b", 20, 1, "A100"), ("c", None, 0, "T4")):
+        record = lab.submit({"command": ["python", "-c", "pass"], "name": name})
+        assert wait_until(lab, record["id"])["status"] == "Succeeded"
+        if util is not None:
+            samples = [
+                {"time": t, "gpus": [{"index": 0, "util": util, "power_w": 100}]} for t in (0, hours * 3600)
+            ]
+            path = lab.runs_root / record["id"] / "system.jsonl"
+            path.write_text("".join(json.dumps(s) + "\n" for s in samples))
+        spec = lab.runs_root / record["id"] / "spec.json"
+        data = json.loads(spec.read_text())
+        data["resources"]["gpu_type"] = gpu_type
+        spec.write_text(json.dumps(data))
+        runs.append(record["id"])
+    records, _ = lab.list()
+    [mine] = usage(records, "user")
+    assert (mine.runs, mine.gpu_hours, mine.energy_wh) == (3, 3.0, 300.0)
+    assert mine.gpu_util == pytest.approx((80 * 2 + 20 * 1) / 3)  # weighted by GPU-hours
+    by_type = {u.key: u for u in usage(records, "type")}
+    assert by_type["T4"].runs == 1 and by_type["T4"].gpu_util is None  # nothing measured: not 0%
+    assert usage(records, "user", since=4_000_000_000.0) == []
+    shown = subprocess.run(
+        [sys.executable, "-m", "kubelab.cli", "usage", "--by", "type", "--since", "7d"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert shown.splitlines()[0].split() == [
+        "TYPE",
+        "RUNS",
+        "GPU-HOURS",
+        "ENERGY",
+        "(WH)",
+        "MEAN",
+        "GPU",
+        "UTIL",
+    ]
+    assert "A100  2     3.00       300.0        60%" in shown
+    refused = subprocess.run(
+        [sys.executable, "-m", "kubelab.cli", "usage", "--since", "soon"], capture_output=True, text=True
+    )
+    assert refused.returncode != 0 and "since" in refused.stderr

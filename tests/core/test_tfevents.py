@@ -93,3 +93,23 @@ def test_the_trial_side_never_imports_tensorboard(tmp_path):
     env = {"PATH": "/usr/bin:/bin", "KUBELAB_HOME": str(tmp_path)}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_system_samples_are_mirrored_apart_from_the_users_tags(tmp_path):
+    board = tmp_path / "tensorboard"
+    mirror = ScalarMirror(tmp_path, board)
+    with open(tmp_path / "system.jsonl", "w") as out:
+        out.write('{"sources": {"gpu": "nvml", "process": "psutil"}, "missing": {}}\n')
+        out.write(
+            '{"time": 100.0, "gpus": [{"index": 0, "util": 87.0, "power_w": 250.5}], "cpu_percent": 99.0}\n'
+        )
+        out.write('{"time": 105.0, "gpus": [{"index": 0, "util": 91.0}], "rss_mib": 812.0}\n{"time": 1')
+    assert mirror.sync_system() == 5
+    assert mirror.sync_system() == 0  # the torn line waits
+    mirror.close()
+    assert read_scalars(board / SUBDIR) == {
+        "system/gpu0/util": [(0, 87.0, 100.0), (1, 91.0, 105.0)],
+        "system/gpu0/power_w": [(0, 250.5, 100.0)],
+        "system/cpu_percent": [(0, 99.0, 100.0)],
+        "system/rss_mib": [(1, 812.0, 105.0)],
+    }

@@ -1,0 +1,106 @@
+"""`kubelab usage`: GPU-hours, energy and mean utilisation, summed from the run records.
+
+Each record carries its run's `system.*` sums (kubelab/system_metrics.py), so usage is a fold
+over records the user may already read: by user, by GPU type, or by status, since a time. The
+mean utilisation is weighted by GPU-hours, so a long run counts for what it held. Runs with
+nothing measured (no GPU, simulated GPUs) count as runs, not as zero utilisation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from kubelab.cli_output import emit, grid, say
+from kubelab.errors import FieldError, ValidationError
+from kubelab.quantity import parse_duration
+from kubelab.records import parse_iso
+
+BY = {
+    "user": lambda r: r.get("user") or "(unknown)",
+    "type": lambda r: (r.get("resources") or {}).get("gpu_type") or "(any)",
+    "status": lambda r: r.get("status") or "",
+}
+
+
+@dataclass
+class Usage:
+    key: str
+    runs: int = 0
+    gpu_hours: float = 0.0
+    energy_wh: float = 0.0
+    weighted_util: float = 0.0  # utilisation x GPU-hours, for the weighted mean
+    measured_hours: float = 0.0
+
+    @property
+    def gpu_util(self) -> float | None:
+        return self.weighted_util / self.measured_hours if self.measured_hours else None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "runs": self.runs,
+            "gpu_hours": round(self.gpu_hours, 4),
+            "energy_wh": round(self.energy_wh, 3),
+            "gpu_util": None if self.gpu_util is None else round(self.gpu_util, 1),
+        }
+
+
+def usage(records: list[dict[str, Any]], by: str = "user", since: float | None = None) -> list[Usage]:
+    """Sums per `by` value, largest GPU-hours first; `since` (epoch seconds) drops older runs."""
+    if by not in BY:
+        raise ValidationError("cannot sum usage", [FieldError("by", f"must be one of {', '.join(BY)}")])
+    key_of = BY[by]
+    table: dict[str, Usage] = {}
+    for record in records:
+        if since is not None and parse_iso(record.get("created_at") or "1970-01-01T00:00:00Z") < since:
+            continue
+        key = str(key_of(record))
+        entry = table.setdefault(key, Usage(key))
+        entry.runs += 1
+        system = record.get("system") or {}
+        hours = system.get("gpu_hours")
+        if isinstance(hours, (int, float)):
+            entry.gpu_hours += hours
+            if isinstance(system.get("gpu_util"), (int, float)):
+                entry.weighted_util += system["gpu_util"] * hours
+                entry.measured_hours += hours
+        if isinstance(system.get("energy_wh"), (int, float)):
+            entry.energy_wh += system["energy_wh"]
+    return sorted(table.values(), key=lambda u: (-u.gpu_hours, u.key))
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "usage",
+        help="GPU-hours, energy and mean GPU utilisation of your runs",
+        description="GPU-hours, energy and mean GPU utilisation, summed from the run records.",
+    )
+    p.set_defaults(handler=cmd_usage)
+    p.add_argument("--by", choices=tuple(BY), default="user")
+    p.add_argument("--since", help="only runs created in this past period, e.g. 7d, 12h")
+    p.add_argument("-o", "--output", choices=("json",))
+
+
+def cmd_usage(args: argparse.Namespace) -> int:
+    from kubelab.experiments import Experiments
+
+    since = None
+    if args.since:
+        try:
+            since = time.time() - parse_duration(args.since)
+        except ValueError as exc:
+            raise ValidationError("cannot sum usage", [FieldError("since", str(exc))]) from None
+    records, _ = Experiments().list("", "", None)
+    rows = usage(records, args.by, since)
+    if args.output == "json":
+        emit([row.as_json() for row in rows], "json")
+        return 0
+    table: list[tuple[Any, ...]] = [(args.by.upper(), "RUNS", "GPU-HOURS", "ENERGY (WH)", "MEAN GPU UTIL")]
+    for row in rows:
+        util = "" if row.gpu_util is None else f"{row.gpu_util:.0f}%"
+        table.append((row.key, row.runs, f"{row.gpu_hours:.2f}", f"{row.energy_wh:.1f}", util))
+    say(grid(table))
+    return 0
