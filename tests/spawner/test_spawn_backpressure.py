@@ -175,7 +175,7 @@ def test_a_nodes_heartbeat_does_not_recount_every_pod_but_a_capacity_change_does
 
     from kubelab.spawner.availability import ClusterAvailability
 
-    api = types.SimpleNamespace(list_node=None, list_pod_for_all_namespaces=None)
+    api = types.SimpleNamespace(list_node=None, list_pod_for_all_namespaces=None, list_namespace=None)
     watch = ClusterAvailability(api, CATALOG)
     t4 = node("t4-a", "nvidia-t4", 4)
     watch.nodes.items = {"/t4-a": t4}
