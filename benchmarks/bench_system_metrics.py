@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -30,14 +32,17 @@ from kubelab import system_metrics
 from kubelab.backends.local.system_sampler import PsutilReader, SystemSampler
 from kubelab.system_metrics import DEFAULT_INTERVAL, summarize_file
 
-SPIN = (
-    "import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', 'while True: pass'])\nsys.stdin.read()"
+SPIN = (  # a parent and a spinning child; the parent ends the child when its stdin closes
+    "import subprocess, sys\n"
+    "child = subprocess.Popen([sys.executable, '-c', 'while True: pass'])\n"
+    "sys.stdin.read()\n"
+    "child.kill()\n"
 )
 
 
 def sampling_cost(samples: int) -> dict[str, float]:
     """Per-sample CPU seconds of the sampler thread, against the same loop without sampling."""
-    parent = subprocess.Popen([sys.executable, "-c", SPIN], stdin=subprocess.PIPE)
+    parent = subprocess.Popen([sys.executable, "-c", SPIN], stdin=subprocess.PIPE, start_new_session=True)
     try:
         with tempfile.TemporaryDirectory() as folder:
             sampler = SystemSampler(
@@ -64,9 +69,12 @@ def sampling_cost(samples: int) -> dict[str, float]:
                 thread.join()
     finally:
         assert parent.stdin is not None
-        parent.stdin.close()
-        parent.kill()
-        parent.wait()
+        parent.stdin.close()  # the parent kills its child, then exits
+        try:
+            parent.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(parent.pid, signal.SIGKILL)  # its own session: the child goes too
+            parent.wait()
     per_sample = max(results["sampled"] - results["idle"], 0.0) / samples
     return {"per_sample_ms": per_sample * 1000, "idle_ms": results["idle"] / samples * 1000}
 
