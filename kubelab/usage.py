@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,11 +19,20 @@ from kubelab.errors import FieldError, ValidationError
 from kubelab.quantity import parse_duration
 from kubelab.records import parse_iso
 
-BY = {
-    "user": lambda r: r.get("user") or "(unknown)",
-    "type": lambda r: (r.get("resources") or {}).get("gpu_type") or "(any)",
-    "status": lambda r: r.get("status") or "",
-}
+
+def _user(record: dict[str, Any]) -> str:
+    return str(record.get("user") or "(unknown)")
+
+
+def _gpu_type(record: dict[str, Any]) -> str:
+    return str((record.get("resources") or {}).get("gpu_type") or "(any)")
+
+
+def _status(record: dict[str, Any]) -> str:
+    return str(record.get("status") or "")
+
+
+BY: dict[str, Callable[[dict[str, Any]], str]] = {"user": _user, "type": _gpu_type, "status": _status}
 
 
 @dataclass
@@ -57,7 +67,7 @@ def usage(records: list[dict[str, Any]], by: str = "user", since: float | None =
     for record in records:
         if since is not None and parse_iso(record.get("created_at") or "1970-01-01T00:00:00Z") < since:
             continue
-        key = str(key_of(record))
+        key = key_of(record)
         entry = table.setdefault(key, Usage(key))
         entry.runs += 1
         system = record.get("system") or {}
