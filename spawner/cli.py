@@ -245,6 +245,9 @@ def cmd_hub(args: argparse.Namespace) -> int:
         "KUBELAB_HUB_ROOT": str(root),
         "KUBELAB_HUB_AUTH": auth,
         "KUBELAB_HUB_PASSWORD": password,
+        # where the GPU culler reaches users' servers to warn them (through the hub's proxy)
+        "KUBELAB_HUB_PUBLIC_URL": f"http://{args.ip if args.ip not in ('', '0.0.0.0') else '127.0.0.1'}"
+        f":{args.port}",
     }
     if args.mode == "local":
         from .preflight import check_runnable_by_users, single_user_notice

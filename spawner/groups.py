@@ -8,7 +8,8 @@ Properties (all optional), as an admin sets them through the hub's API or admin 
                "group": {"gpus": 8}},
      "cluster": "kubeconfig-context",
      "images": ["registry/lab/pytorch:2.4"],
-     "namespace_bounds": {"pods": 100, "ephemeral_volume": "500Gi"}}
+     "namespace_bounds": {"pods": 100, "ephemeral_volume": "500Gi"},
+     "gpu_idle": {"threshold": 5, "minutes": 30, "warn_minutes": 5}}
 
 Keys with a `.` or `/` (`example.org/x`) belong to other hub services and are left alone;
 any other unknown key is refused with a suggestion, since a typo would silently drop a quota.
@@ -26,10 +27,19 @@ from kubelab.errors import FieldError, ValidationError, did_you_mean
 from kubelab.quantity import parse_quantity
 
 from .bounds import parse_bounds
+from .gpu_idleness import parse_idle_policy
 from .volumes import VolumeMount, parse_volume_mount
 
 PUBLIC = "public"
-PROPERTY_KEYS = ("node_selector", "volume_mount", "quota", "cluster", "images", "namespace_bounds")
+PROPERTY_KEYS = (
+    "node_selector",
+    "volume_mount",
+    "quota",
+    "cluster",
+    "images",
+    "namespace_bounds",
+    "gpu_idle",
+)
 QUOTA_KEYS = ("gpus", "cpu", "memory")
 
 
@@ -105,6 +115,10 @@ def parse_group(name: str, properties: Mapping[str, Any] | None) -> ProjectGroup
     except ValidationError as exc:
         errors += exc.fields
         bounds = {}
+    try:  # read by the GPU culler (a hub service); refused here so a typo is seen at once
+        parse_idle_policy(properties.get("gpu_idle"), f"{where}.gpu_idle")
+    except ValidationError as exc:
+        errors += exc.fields
     if errors:
         raise ValidationError(f"invalid properties of group '{name}'", errors)
     return ProjectGroup(
