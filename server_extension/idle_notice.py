@@ -39,7 +39,7 @@ class IdleNoticeHandler(KubelabHandler):
 
     @property
     def notice(self) -> dict[str, Any] | None:
-        return self.settings.get("kubelab_idle_notice")  # type: ignore[no-any-return]
+        return self.settings.get("kubelab_idle_notice")
 
     @api("read")
     async def get(self) -> None:

@@ -11,7 +11,7 @@ import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 
-import { IdleNoticeWatcher, INoticeDisplay, POLL_MS } from './idlenotice';
+import type { INoticeDisplay } from './idlenotice';
 
 export const idleNoticePlugin: JupyterFrontEndPlugin<void> = {
   id: 'kubelab:idle-notice',
@@ -41,12 +41,15 @@ export const idleNoticePlugin: JupyterFrontEndPlugin<void> = {
         });
       }
     };
-    const watcher = new IdleNoticeWatcher(
-      URLExt.join(settings.baseUrl, 'kubelab/api/'),
-      (url, init) => ServerConnection.makeRequest(url, init, settings),
-      display
-    );
-    void watcher.check();
-    window.setInterval(() => void watcher.check(), POLL_MS);
+    // the watcher loads after the application has started: the first warning is minutes away
+    void import('./idlenotice').then(({ IdleNoticeWatcher, POLL_MS }) => {
+      const watcher = new IdleNoticeWatcher(
+        URLExt.join(settings.baseUrl, 'kubelab/api/'),
+        (url, init) => ServerConnection.makeRequest(url, init, settings),
+        display
+      );
+      void watcher.check();
+      window.setInterval(() => void watcher.check(), POLL_MS);
+    });
   }
 };
