@@ -16,7 +16,7 @@ from kube_support import pods_of, wait_for
 from test_kube_states import settle
 
 from kubelab.backends.kubernetes.backend import KubernetesBackend
-from kubelab.backends.kubernetes.priority_classes import priority_classes
+from kubelab.backends.kubernetes.priority_classes import priority_cap_quota, priority_classes
 from kubelab.errors import ValidationError
 from kubelab.experiments import Experiments
 
@@ -86,3 +86,25 @@ def test_a_cluster_without_the_classes_refuses_a_named_priority_by_field(
     with pytest.raises(ValidationError, match="priority: on Kubernetes a priority is low, normal or high"):
         lab.submit({**SPEC, "priority": 500}, base_dir=home)
     assert lab.list()[0] == []  # nothing was created
+
+
+def test_a_groups_priority_cap_is_held_by_the_api_server(
+    simulated_cluster: Any,
+    project_node: Callable[..., str],
+    admin: Any,
+    prioritised: Experiments,
+    namespace: str,
+    home: Path,
+) -> None:
+    """A `max_priority: normal` group's namespace carries the cap quota (as the spawner's bundle
+    does): a high run's Job gets no pod, however it was submitted, and says why."""
+    cap = priority_cap_quota(namespace, "normal")
+    assert cap is not None
+    simulated_cluster.apply(cap, f"/api/v1/namespaces/{namespace}/resourcequotas")
+    project_node("gpu", gpus=2)
+    high = prioritised.submit({**SPEC, "priority": "high"}, base_dir=home)["id"]
+    record = settle(prioritised, high, "Pending", contains="exceeded quota: kubelab-priority-cap", timeout=90)
+    assert "pods=1" in record["reason"], record["reason"]
+    assert pods_of(admin, namespace, high) == []
+    normal = prioritised.submit(SPEC, base_dir=home)["id"]
+    settle(prioritised, normal, "Running", timeout=90)

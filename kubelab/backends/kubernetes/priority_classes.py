@@ -17,6 +17,8 @@ from kubelab.priorities import LOW_PRIORITY, PRIORITY_NAMES, priority_name
 
 Manifest = dict[str, Any]
 PREFIX = "kubelab-"
+NOTEBOOK_CLASS = "kubelab-notebook"
+NOTEBOOK_PRIORITY = 100_000  # above every run: a run never preempts a notebook
 KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 DESCRIPTIONS = {
     "low": "kubelab: preemptible work that yields its GPUs to normal and high runs",
@@ -49,18 +51,23 @@ def priority_problem(priority: int, classes: bool) -> FieldError | None:
 
 
 def priority_classes() -> list[Manifest]:
-    """The cluster's `kubelab-low/normal/high` (scheduling.k8s.io/v1). A low run never preempts."""
+    """The cluster's `kubelab-low/normal/high` and `kubelab-notebook` (scheduling.k8s.io/v1).
+    A low run never preempts; a notebook is preempted by no run and preempts none."""
+    classes = [(PREFIX + name, value, DESCRIPTIONS[name]) for name, value in PRIORITY_NAMES.items()]
+    classes.append((NOTEBOOK_CLASS, NOTEBOOK_PRIORITY, "kubelab: notebooks; runs never preempt them"))
     return [
         {
             "apiVersion": "scheduling.k8s.io/v1",
             "kind": "PriorityClass",
-            "metadata": {"name": PREFIX + name, "labels": {"app.kubernetes.io/managed-by": "kubelab"}},
+            "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "kubelab"}},
             "value": value,
             "globalDefault": False,
-            "preemptionPolicy": "Never" if value <= LOW_PRIORITY else "PreemptLowerPriority",
-            "description": DESCRIPTIONS[name],
+            "preemptionPolicy": (
+                "PreemptLowerPriority" if LOW_PRIORITY < value < NOTEBOOK_PRIORITY else "Never"
+            ),
+            "description": description,
         }
-        for name, value in PRIORITY_NAMES.items()
+        for name, value, description in classes
     ]
 
 
@@ -77,3 +84,24 @@ def workload_priority_classes() -> list[Manifest]:
         }
         for name, value in PRIORITY_NAMES.items()
     ]
+
+
+def priority_cap_quota(namespace: str, cap: str | None) -> Manifest | None:
+    """A ResourceQuota that lets no pod of a class above the group's cap into the namespace:
+    the API server, not kubelab, holds members to it (a Job asking for more gets no pod)."""
+    if cap is None or cap not in PRIORITY_NAMES:
+        return None
+    above = [PREFIX + name for name, value in PRIORITY_NAMES.items() if value > PRIORITY_NAMES[cap]]
+    if not above:
+        return None
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "kubelab-priority-cap", "namespace": namespace},
+        "spec": {
+            "hard": {"pods": "0"},
+            "scopeSelector": {
+                "matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": above}]
+            },
+        },
+    }
