@@ -11,6 +11,7 @@ from the environment (`parameter_style: env`), never from appended arguments.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,53 @@ def nni_to_sweep(data: Any, base_dir: str | os.PathLike[str] | None = None) -> d
     return _Converter(Path(base_dir) if base_dir is not None else Path.cwd()).convert(data)
 
 
+ADAPTDL_REFUSED = {
+    "namespace": "runs go to your own namespace (or this machine); remove namespace",
+    "imagepullsecrets": "pull secrets are your admin's (the hub's image settings); remove imagePullSecrets",
+    "nfs": "shared folders come from your project group's volume mounts; remove nfs",
+}
+
+
+def adaptdl_trial(service: dict[str, Any], where: str, fail: Callable[[str, str], None]) -> dict[str, Any]:
+    """What NNI's AdaptDL training service (`platform: adl`) means for each trial: a preemptible
+    run (priority low) that resumes from `kubelab.checkpoint_dir()` after a preemption, in the
+    given image with the given CPU and memory. The checkpoint claim's class and size are not
+    needed (checkpoints live in the run's folder). AdaptDL's adaptive resizing is refused: a
+    trial is preempted and resumed whole, never resized."""
+    trial: dict[str, Any] = {"priority": "low", "preemptible": True}
+    resources: dict[str, Any] = {}
+    for raw, value in service.items():
+        key, path = _key(raw), f"{where}.{raw}"
+        if key == "platform":
+            continue
+        if key == "adaptive":
+            if value is True:
+                fail(
+                    path,
+                    "kubelab resumes preempted trials from their checkpoints but does not "
+                    "resize them (elastic runs are not here yet): set adaptive: false",
+                )
+            elif value is not False:
+                fail(path, f"must be true or false, not {value!r}")
+        elif key == "checkpoint":
+            if not isinstance(value, dict) or set(map(_key, value)) - {"storageclass", "storagesize"}:
+                fail(path, "must be a mapping of storageClass and storageSize")
+        elif key == "image":
+            trial["image"] = value
+        elif key == "cpunum":
+            resources["cpu"] = str(value)
+        elif key == "memorysize":
+            resources["memory"] = str(value).replace("GB", "G").replace("MB", "M")
+        elif key in ADAPTDL_REFUSED:
+            fail(path, ADAPTDL_REFUSED[key])
+        else:
+            known = ("platform", "adaptive", "checkpoint", "image", "cpuNum", "memorySize")
+            fail(path, "unknown AdaptDL training service setting" + did_you_mean(str(raw), known))
+    if resources:
+        trial["resources"] = resources
+    return trial
+
+
 def _key(name: Any) -> str:
     return str(name).lower().replace("_", "")
 
@@ -73,6 +121,8 @@ class _Converter:
         self.budget: int | float | None = None  # Hyperband/BOHB's TRIAL_BUDGET
         self.trials_per_gpu = 1  # the local training service's maxTrialNumberPerGpu
         self.gpu_indices: list[int] | None = None  # and its gpuIndices
+        self.adaptdl: dict[str, Any] | None = None  # what AdaptDL's training service adds to a trial
+        self.v1 = False  # a v1 file: AdaptDL's settings were written in its `trial` section
 
     def fail(self, path: str, reason: str) -> None:
         self.errors.append(FieldError(path, reason))
@@ -82,6 +132,7 @@ class _Converter:
             raise ValidationError("invalid NNI experiment config", [FieldError("", "must be a mapping")])
         if is_nni_v1(data):
             data = v1_to_v2(data)  # as NNI 3.0 reads a v1 file
+            self.v1 = True
         config: dict[str, Any] = {}
         for raw, value in data.items():
             name = _CANONICAL.get(_key(raw))
@@ -142,10 +193,12 @@ class _Converter:
                 continue
             where = f"trainingService[{index}]" if isinstance(services, list) else "trainingService"
             platform = service.get("platform") if isinstance(service, dict) else None
-            if str(platform).lower() != "local":
+            if str(platform).lower() == "adl":
+                self.adaptdl = adaptdl_trial(service, "trial" if self.v1 else where, self.fail)
+            elif str(platform).lower() != "local":
                 self.fail(
                     f"{where}.platform",
-                    f"must be local, not {platform!r}: kubelab runs trials on its own "
+                    f"must be local or adl, not {platform!r}: kubelab runs trials on its own "
                     "backend (this machine or Kubernetes); remove trainingService",
                 )
             else:
@@ -298,6 +351,11 @@ class _Converter:
                 trial["resources"]["gpu_indices"] = self.gpu_indices
         if config.get("maxTrialDuration") is not None:
             trial["timeout"] = config["maxTrialDuration"]
+        if self.adaptdl is not None:
+            resources = {**trial.get("resources", {}), **self.adaptdl.pop("resources", {})}
+            trial.update(self.adaptdl)
+            if resources:
+                trial["resources"] = resources
         return trial
 
     def resolve(self, path: Any) -> Path:

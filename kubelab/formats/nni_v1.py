@@ -76,7 +76,7 @@ def v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
         elif key in ALGORITHM_NAMES:
             v2[key] = _algorithm(key, value, errors)
         elif key == "trial":
-            _trial(value, v2, errors)
+            _trial(value, v2, errors, service)
         elif key == "localConfig":
             _local(value, service, errors)
         elif key.endswith("Config") or key == "machineList":
@@ -116,13 +116,16 @@ def _algorithm(section: str, value: Any, errors: list[FieldError]) -> Any:
     return result
 
 
-def _trial(value: Any, v2: dict[str, Any], errors: list[FieldError]) -> None:
+def _trial(value: Any, v2: dict[str, Any], errors: list[FieldError], service: dict[str, Any]) -> None:
     if not isinstance(value, dict):
         errors.append(FieldError("trial", "must be a mapping with command and codeDir"))
         return
+    adl = str(service.get("platform")).lower() == "adl"
     for key, item in value.items():
         if key in TRIAL:
             v2[TRIAL[key]] = item
+        elif adl:  # AdaptDL keeps its settings in the trial section; v2 reads them from the service
+            service[key] = item
         else:
             errors.append(
                 FieldError(
