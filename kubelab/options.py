@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from kubelab.errors import FieldError, ValidationError, did_you_mean
 from kubelab.gpu_share import parse_gpus
+from kubelab.priorities import parse_priority
 from kubelab.spec_schema import field_meta
 
 TENSORBOARD_SOURCES = ("experiments", "sweep", "query", "project")
@@ -109,6 +110,15 @@ def gpu_amount(text: str) -> float:
     return amount
 
 
+def priority_value(text: str) -> str | int:
+    """An argparse type for `--priority`: a name as given, or a whole number."""
+    value: str | int = int(text) if text.strip().isdigit() else text
+    problem = parse_priority(value)[1]
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return value
+
+
 # The experiment options, in the order `--help` and the sidebar's dialog show them.
 EXPERIMENT_OPTIONS = (
     ExperimentOption("name", "--name", form=text("name", "Name")),
@@ -142,6 +152,13 @@ EXPERIMENT_OPTIONS = (
     ),
     ExperimentOption("seed", "--seed", unit="", form=FormField("seed", "Seed", "integer", "random")),
     ExperimentOption("tags", "--tag", merge="append"),
+    ExperimentOption(
+        "priority",
+        "--priority",
+        metavar="{low,normal,high,N}",
+        convert=priority_value,
+        form=FormField("priority", "Priority", "text", "normal (low is preemptible)"),
+    ),
 )
 # The spec field each option sets, so a bad option is reported as that field.
 OPTION_FIELDS = {

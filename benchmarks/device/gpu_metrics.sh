@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Device check (issue: GPUs you can see): on a machine with an NVIDIA GPU, a CUDA matrix loop
 # run by `kubelab run --gpus 1` records GPU utilisation above 50%, power and energy, shown by
-# `kubelab show`. Needs torch with CUDA and nvidia-ml-py where it runs; kubelab from this
+# `kubelab show`; two runs with `--gpus 0.5` share the GPU and both finish. Needs torch with CUDA and nvidia-ml-py where it runs; kubelab from this
 # checkout (PYTHONPATH or an install). Finishes in well under five minutes.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -34,6 +34,27 @@ print("summary:", s.as_json())
 assert s.gpu_util is not None and s.gpu_util > 50, "GPU utilisation should be above 50%"
 assert s.energy_wh is not None and s.energy_wh > 0, "energy should be measured"
 print("OK: utilisation", round(s.gpu_util), "% energy", round(s.energy_wh, 3), "Wh")
+PY
+
+echo "==> two runs with --gpus 0.5 share GPU 0 and both finish"
+a=$("$python" -m kubelab.cli run --name share-a --gpus 0.5 -o json -- python "$KUBELAB_HOME/matmul.py" | "$python" -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+b=$("$python" -m kubelab.cli run --name share-b --gpus 0.5 -o json -- python "$KUBELAB_HOME/matmul.py" | "$python" -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+sleep 5
+nvidia-smi --query-compute-apps=pid,used_memory --format=csv
+"$python" - "$a" "$b" <<'PY'
+import sys, time
+from kubelab.experiments import Experiments
+lab = Experiments()
+deadline = time.monotonic() + 180
+while time.monotonic() < deadline:
+    records = [lab.get(run) for run in sys.argv[1:]]
+    if all(r["status"] in ("Succeeded", "Failed", "Stopped") for r in records):
+        break
+    time.sleep(1)
+for r in records:
+    print(r["name"], r["status"], "GPU", r.get("gpus"), "started", r.get("started_at"))
+assert all(r["status"] == "Succeeded" for r in records), [r["reason"] for r in records]
+print("OK: both shared the GPU and finished")
 PY
 
 echo "==> recorded NVML answers (for tests/core/fixtures)"

@@ -166,5 +166,15 @@ export const RUN_FORM_FIELDS = [
     placeholder: 'random',
     default: '',
     choices: []
+  },
+  {
+    key: 'priority',
+    path: 'priority',
+    label: 'Priority',
+    kind: 'text',
+    help: 'who waits and who is preempted: low (100), normal (1000), high (10000) or a number',
+    placeholder: 'normal (low is preemptible)',
+    default: '',
+    choices: []
   }
 ] as const satisfies readonly IRunFormField[];

@@ -30,6 +30,7 @@ def experiment_flags(parser: argparse.ArgumentParser) -> dict[str, tuple]:
         "--image",
         "--replicas",
         "--framework",
+        "--priority",
         "--param",
         "--tag",
     }
@@ -45,7 +46,7 @@ def test_cli_and_train_magic_declare_the_same_options():
     run_parser = cli.build_parser()._subparsers._group_actions[0].choices["run"]
     cli_flags = experiment_flags(run_parser)
     magic_flags = experiment_flags(magic_options.train_parser())
-    assert len(cli_flags) == 10
+    assert len(cli_flags) == 11
 
     # the same dests, choices and actions; types are the same functions' closures, so compare by name
     def comparable(flags):
@@ -72,6 +73,8 @@ def test_the_same_line_gives_the_same_spec():
         "pytorch",
         "--memory",
         "8Gi",
+        "--priority",
+        "low",
     ]
     from_cli = options.apply_options({"command": ["python", "t.py"]}, cli_run(line))
     args = magic_options.train_parser().read(" ".join(line))
@@ -86,6 +89,7 @@ def test_the_same_line_gives_the_same_spec():
             "replicas": 3,
             "framework": "pytorch",
             "tags": ["x"],
+            "priority": "low",
         }
     )
 
@@ -106,6 +110,8 @@ def test_params_keep_text_for_declared_inputs():
         (["--gpus", "two"], "must be a whole number of GPUs"),
         (["-P", "lr"], "must be NAME=VALUE"),
         (["--framework", "jax"], "must be one of none, pytorch, tensorflow, paddle, not 'jax'"),
+        (["--priority", "urgent"], "must be low, normal, high or a whole number, not 'urgent'"),
+        (["--priority", "2000000000"], "must be between 0 and 1000000000"),
     ],
 )
 def test_a_bad_option_fails_the_same_way_in_both(words, message):
