@@ -334,6 +334,7 @@ class ClusterAvailability:
             core_api.list_namespace, self._namespace_changed, label_selector=USER_NAMESPACES
         )
         self._tasks: list[asyncio.Task[None]] = []
+        self._waiters: dict[str, list[asyncio.Future[None]]] = {}
 
     @property
     def catalog(self) -> Catalog:
@@ -364,13 +365,45 @@ class ClusterAvailability:
             self._tally = None
 
     def _namespace_changed(self, key: str | None, namespace: dict[str, Any] | None) -> None:
-        self._tally = None  # a user namespace's owner changed (rare): recount with the new owners
+        """Recount only when a user namespace's owner changed (rare), not on its other edits (a
+        spawn's bundle hash, a new user's labels arriving one apply after another)."""
+        if key is None or self._tally is None:
+            self._tally = None
+            return
+        name = key.lstrip("/")
+        if namespace_owners([namespace] if namespace else []).get(name) != self._tally.owners.get(name):
+            self._tally = None
+
+    def user_namespace(self, name: str) -> dict[str, Any] | None:
+        """The mirror's copy of a user namespace (None before the first list or if not there)."""
+        return self.namespaces.items.get(f"/{name}") if self.namespaces.loaded.is_set() else None
+
+    async def pod_changed(self, key: str) -> None:
+        """Returns at the next event for the pod `key` (`namespace/name`) or a fresh list."""
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.setdefault(key, []).append(waiter)
+        try:
+            await waiter
+        finally:
+            waiting = self._waiters.get(key, [])
+            if waiter in waiting:
+                waiting.remove(waiter)
+            if not waiting:
+                self._waiters.pop(key, None)
+
+    def _wake(self, key: str | None) -> None:
+        for waiting in [self._waiters.get(key, [])] if key else list(self._waiters.values()):
+            for waiter in waiting:
+                if not waiter.done():
+                    waiter.set_result(None)
 
     def _pod_changed(self, key: str | None, pod: dict[str, Any] | None) -> None:
         if key is None or self._tally is None:
             self._tally = None
         else:
             self._tally.pod(key, pod)
+        if self._waiters:
+            self._wake(key)
 
     async def start(self, timeout: float = 30) -> None:
         mirrors = (self.nodes, self.pods, self.namespaces)

@@ -29,6 +29,18 @@ def hub_watch(catalog: Catalog) -> ClusterAvailability:
     return watch
 
 
+def running_watch() -> ClusterAvailability | None:
+    """This hub's watch once it has listed pods and namespaces (None before: callers ask the
+    API server instead)."""
+    try:
+        watch = _watches.get(asyncio.get_running_loop())
+    except RuntimeError:
+        return None
+    if watch is None or not (watch.pods.loaded.is_set() and watch.namespaces.loaded.is_set()):
+        return None
+    return watch
+
+
 def remember(catalog: Catalog) -> None:
     """The hub's catalog, for a metrics scrape that comes before any form view."""
     _catalogs[:] = [catalog]
