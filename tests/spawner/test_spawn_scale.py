@@ -194,6 +194,9 @@ def test_a_first_spawn_makes_its_pod_once_immediate_claims_are_bound(lab: Lab, p
     claims = k8s.CoreV1Api(lab.admin).list_namespaced_persistent_volume_claim(namespace).items
     assert {c.status.phase for c in claims} == {"Bound"}
     assert scheduling_failures(lab.admin, namespace) == []
+    # waited on the hub's one watch of kubelab's claims, not a list and a watch of this namespace
+    reads = [r.path for r in proxy.seen() if r.resource == "persistentvolumeclaims" and r.verb != "create"]
+    assert reads and all(p == "/api/v1/persistentvolumeclaims" for p in reads), reads
 
 
 def test_wait_for_first_consumer_claims_are_left_to_the_scheduler(lab: Lab, proxy: Any) -> None:
