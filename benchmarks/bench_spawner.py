@@ -183,10 +183,32 @@ class LoopProbe:
         self._server.close()
 
 
+async def settle(timeout: float = 300) -> float:
+    """Seconds until the cluster has caught up with the stops: every ResourceQuota (kubelab's
+    users' have them; KubeSpawner's have none) counts no pods. Users come back the next day,
+    so the returning storm should time their spawns, not the stops' aftermath."""
+    from kubernetes_asyncio import client, config
+
+    began = time.perf_counter()
+    api_client = await config.new_client_from_config(str(KUBECONFIG))
+    try:
+        core = client.CoreV1Api(api_client)
+        while time.perf_counter() - began < timeout:
+            quotas: Any = await core.list_resource_quota_for_all_namespaces(_preload_content=False)
+            items = json.loads(await quotas.read())["items"]
+            if all(((q.get("status") or {}).get("used") or {}).get("pods", "0") == "0" for q in items):
+                break
+            await asyncio.sleep(0.5)
+    finally:
+        await api_client.close()
+    return time.perf_counter() - began
+
+
 async def storm(
     cls: type, cfg: Config, prefix: str, users: int, options: dict[str, Any]
 ) -> dict[str, dict[str, Any]]:
-    """`users` spawns at once (fresh), all stopped, then the same users at once again."""
+    """`users` spawns at once (fresh), all stopped, then the same users at once again once the
+    cluster has caught up with the stops (`settle`)."""
     spawners = [make(cls, f"{prefix}{i}", cfg) for i in range(users)]
     report = {}
     for phase in ("fresh", "returning"):
@@ -207,6 +229,7 @@ async def storm(
             outcomes = await asyncio.gather(*(one(s) for s in spawners))
             total = time.perf_counter() - began
         await asyncio.gather(*(s.stop(now=True) for s in spawners))
+        settled = await settle()
         starts = [elapsed for elapsed, _ in outcomes]
         failures = [error for _, error in outcomes if error]
         report[phase] = {
@@ -217,6 +240,7 @@ async def storm(
             "total_s": total,
             "hub_api_p95_s": percentile(probe.latencies, 0.95),
             "load_1min_before_after": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+            "settled_after_stop_s": settled,
             **({"first_failure": failures[0]} if failures else {}),
         }
     return report
