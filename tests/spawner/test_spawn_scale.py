@@ -139,6 +139,7 @@ def test_with_the_hubs_watch_a_returning_users_spawn_asks_only_for_its_pod(lab: 
 
     def record(spawner: Any, url: str) -> None:
         pod = k8s.CoreV1Api(lab.admin).read_namespaced_pod(spawner.pod_name, namespace)
+        assert pod.status is not None and pod.metadata is not None
         started.append((url, spawner.pod_id, f"http://{pod.status.pod_ip}:{spawner.port or 8888}"))
         assert pod.metadata.uid == spawner.pod_id and pod.status.phase == "Running"
 
