@@ -3,9 +3,10 @@
 A pod whose claim of an `Immediate` StorageClass is still unbound is marked unschedulable, and
 the scheduler tries it again only after a backoff (a second, then longer): a user's first spawn
 waited that long after the provisioner had already bound the claim. So with such a class the
-spawner waits for the claims it just created to be Bound, then makes the pod. With `WaitForFirstConsumer` it does not wait: Kubernetes binds those claims only once a
-pod using them is scheduled, so the pod must come first, as Kubernetes intends. A class the hub
-cannot read, or no class (`storage_class = ""`), is left to the scheduler as before.
+spawner waits for the claims it just created to be Bound, then makes the pod. With
+`WaitForFirstConsumer` it does not wait: Kubernetes binds those claims only once a pod using
+them is scheduled, so the pod must come first, as Kubernetes intends. A class the hub cannot
+read, or no class (`storage_class = ""`), is left to the scheduler as before.
 
 The wait reads one watch of kubelab's claims that the hub's spawns share: a list and a watch per
 spawn held one of the client's 100 pooled connections each while its claims waited their turn
