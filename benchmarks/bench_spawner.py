@@ -16,6 +16,8 @@ measured in the same run, so they read the same on any machine):
   side by side with KubeSpawner with a home claim.
 - `api_requests_per_spawn`: what one spawn asks of the API server, first and returning,
   counted by a proxy in front of it (tests/controlplane/faults.py) on a hub already watching.
+- `machine`: the CPUs and `uptime`'s load averages at the start and the end (each storm phase
+  also records the 1-minute load before and after it).
 
 The cluster is tests/controlplane's: etcd, kube-apiserver, kube-controller-manager and
 kube-scheduler on loopback, with KWOK nodes playing the kubelet (a scheduled pod starts at once
@@ -181,10 +183,32 @@ class LoopProbe:
         self._server.close()
 
 
+async def settle(timeout: float = 300) -> float:
+    """Seconds until the cluster has caught up with the stops: every ResourceQuota (kubelab's
+    users' have them; KubeSpawner's have none) counts no pods. Users come back the next day,
+    so the returning storm should time their spawns, not the stops' aftermath."""
+    from kubernetes_asyncio import client, config
+
+    began = time.perf_counter()
+    api_client = await config.new_client_from_config(str(KUBECONFIG))
+    try:
+        core = client.CoreV1Api(api_client)
+        while time.perf_counter() - began < timeout:
+            quotas: Any = await core.list_resource_quota_for_all_namespaces(_preload_content=False)
+            items = json.loads(await quotas.read())["items"]
+            if all(((q.get("status") or {}).get("used") or {}).get("pods", "0") == "0" for q in items):
+                break
+            await asyncio.sleep(0.5)
+    finally:
+        await api_client.close()
+    return time.perf_counter() - began
+
+
 async def storm(
     cls: type, cfg: Config, prefix: str, users: int, options: dict[str, Any]
 ) -> dict[str, dict[str, Any]]:
-    """`users` spawns at once (fresh), all stopped, then the same users at once again."""
+    """`users` spawns at once (fresh), all stopped, then the same users at once again once the
+    cluster has caught up with the stops (`settle`)."""
     spawners = [make(cls, f"{prefix}{i}", cfg) for i in range(users)]
     report = {}
     for phase in ("fresh", "returning"):
@@ -199,11 +223,13 @@ async def storm(
             return time.perf_counter() - began, None
 
         FAILED_STARTS.clear()
+        load_before = os.getloadavg()[0]
         async with LoopProbe() as probe:
             began = time.perf_counter()
             outcomes = await asyncio.gather(*(one(s) for s in spawners))
             total = time.perf_counter() - began
         await asyncio.gather(*(s.stop(now=True) for s in spawners))
+        settled = await settle()
         starts = [elapsed for elapsed, _ in outcomes]
         failures = [error for _, error in outcomes if error]
         report[phase] = {
@@ -213,6 +239,8 @@ async def storm(
             "p95_s": percentile(starts, 0.95),
             "total_s": total,
             "hub_api_p95_s": percentile(probe.latencies, 0.95),
+            "load_1min_before_after": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+            "settled_after_stop_s": settled,
             **({"first_failure": failures[0]} if failures else {}),
         }
     return report
@@ -298,9 +326,12 @@ async def bench(rounds: int, users: int, api_port: int) -> list[dict[str, Any]]:
     # -- a storm: every user at once, fresh then returning -----------------------------------
     # kubernetes_asyncio pools 5 connections per CPU; with KubeSpawner's default 3 s request
     # timeout, a storm's requests time out waiting for a connection (for plain KubeSpawner
-    # too), so both get the 30 s the shipped hub configuration sets.
+    # too), so both get the timeouts the shipped hub configuration sets (a pod that takes
+    # over KubeSpawner's default 60 s to run while hundreds of claims bind is not a failure).
     for cfg in (plain_config, storage_config, lab_config):
-        cfg[next(iter(cfg))].k8s_api_request_timeout = 30
+        side = cfg[next(iter(cfg))]
+        side.k8s_api_request_timeout, side.k8s_api_request_retry_timeout = 30, 120
+        side.start_timeout = 600
     kube = await storm(KubeSpawner, storage_config, "vcrowd", users, {})
     kubelab = await storm(KubeLabSpawner, lab_config, "crowd", users, {"gpus": "1(T4)"})
     line: dict[str, Any] = {"bench": "spawn_storm", "users": users}
@@ -378,6 +409,12 @@ def main() -> int:
     import logging
 
     logging.disable(logging.WARNING)
+
+    def machine(when: str) -> None:  # the load the numbers were taken under (`uptime`'s)
+        load = [round(x, 2) for x in os.getloadavg()]
+        print(json.dumps({"bench": "machine", "when": when, "cpus": os.cpu_count(), "load_1_5_15min": load}))
+
+    machine("start")
     try:
         with ControlPlane(KUBECONFIG.parent / "cluster", nodes=nodes(args.users)) as plane:
             shutil.copy(plane.kubeconfig, KUBECONFIG)
@@ -391,6 +428,7 @@ def main() -> int:
                 proxy.close()
     finally:
         shutil.rmtree(KUBECONFIG.parent, ignore_errors=True)
+    machine("end")
     return 0
 
 

@@ -270,15 +270,18 @@ class Applier:
         objects: Iterable[dict[str, Any]],
         prune: bool = True,
         turn: Callable[[], AbstractAsyncContextManager[Any]] = contextlib.nullcontext,
+        known: dict[str, Any] | None = None,
     ) -> Outcome:
-        """A spawn's check: one read of the bundle's first object; a reconcile, inside `turn()`
-        (the hub's spawn queue), only when its recorded hash differs from what `objects` render
-        to (or it is missing). A returning user's check does not queue: it is one read."""
+        """A spawn's check of the hash on the bundle's first object: `known` (a watch's copy of
+        it), else one read; a reconcile, inside `turn()` (the hub's spawn queue), only when the
+        object read from the API server is missing or its hash differs from what `objects`
+        render to. A returning user's check does not queue: it is one read, or none."""
         wanted = list(objects)
-        anchor = await self.read(wanted[0])
-        meta = (anchor or {}).get("metadata") or {}
-        recorded = (meta.get("annotations") or {}).get(BUNDLE_HASH)
-        if recorded == bundle_hash(wanted) and not meta.get("deletionTimestamp"):
+        digest = bundle_hash(wanted)
+        if known is not None and current(known, digest):
+            return Outcome([], [], [], [], current=True)
+        anchor = await self.read(wanted[0])  # what a watch had may be old: ask before writing
+        if anchor is not None and current(anchor, digest):
             return Outcome([], [], [], [], current=True)
         async with turn():  # a namespace that did not exist holds nothing to prune
             return await self.reconcile_namespace(namespace, wanted, prune and anchor is not None)
@@ -328,6 +331,12 @@ class Applier:
         stale = [(k, n) for k, names in zip(OWNED, listed, strict=True) for n in names if (k, n) not in keep]
         gone = await asyncio.gather(*(self.delete(k, namespace, n) for k, n in stale))
         outcome.deleted.extend(f"{k}/{n}" for (k, n), deleted in zip(stale, gone, strict=True) if deleted)
+
+
+def current(anchor: dict[str, Any], digest: str) -> bool:
+    """Whether the bundle's first object records `digest` and is not being deleted."""
+    meta = anchor.get("metadata") or {}
+    return (meta.get("annotations") or {}).get(BUNDLE_HASH) == digest and not meta.get("deletionTimestamp")
 
 
 def api_message(exc: ApiException) -> str:

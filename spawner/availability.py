@@ -264,7 +264,7 @@ def raw_watch() -> Any:
     return RawWatch()
 
 
-class _Mirror:
+class Mirror:
     """A list-then-watch copy of one kind of object, restarted from a fresh list on any error."""
 
     def __init__(
@@ -278,6 +278,28 @@ class _Mirror:
         self.query = query
         self.items: dict[str, dict[str, Any]] = {}
         self.loaded = asyncio.Event()
+        self._waiters: dict[str, list[asyncio.Future[None]]] = {}
+        self.failed = asyncio.Event()  # set when a list or watch failed (the mirror retries)
+
+    async def changed(self, key: str) -> None:
+        """Returns at the next event for `key` or the next fresh list (anything may have changed)."""
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.setdefault(key, []).append(waiter)
+        try:
+            await waiter
+        finally:
+            waiting = self._waiters.get(key, [])
+            if waiter in waiting:
+                waiting.remove(waiter)
+            if not waiting:
+                self._waiters.pop(key, None)
+
+    def _changed(self, key: str | None) -> None:
+        self.on_change(key, self.items.get(key) if key else None)
+        for waiting in [self._waiters.get(key, [])] if key else list(self._waiters.values()):
+            for waiter in waiting:
+                if not waiter.done():
+                    waiter.set_result(None)
 
     @staticmethod
     def key(obj: dict[str, Any]) -> str:
@@ -292,7 +314,7 @@ class _Mirror:
                 listing = json.loads(await response.read())
                 self.items = {self.key(o): o for o in listing["items"]}
                 self.loaded.set()
-                self.on_change(None, None)  # everything may have changed
+                self._changed(None)  # everything may have changed
                 stream = raw_watch()
                 async with stream.stream(
                     self.list_method,
@@ -310,12 +332,13 @@ class _Mirror:
                             self.items.pop(key, None)
                         else:
                             self.items[key] = obj
-                        self.on_change(key, self.items.get(key))
+                        self._changed(key)
                         delay = 0.1
             except asyncio.CancelledError:
                 raise
             except Exception:  # a dropped watch or an API hiccup: list again after a pause
-                log.warning("GPU availability watch failed; listing again", exc_info=True)
+                self.failed.set()
+                log.warning("watch of %s failed; listing again", self.list_method.__name__, exc_info=True)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30)
 
@@ -328,9 +351,9 @@ class ClusterAvailability:
         self._catalog = catalog
         self._tally: Tally | None = None
         self._node_seen: dict[str, str] = {}
-        self.nodes = _Mirror(core_api.list_node, self._nodes_changed)
-        self.pods = _Mirror(core_api.list_pod_for_all_namespaces, self._pod_changed)
-        self.namespaces = _Mirror(
+        self.nodes = Mirror(core_api.list_node, self._nodes_changed)
+        self.pods = Mirror(core_api.list_pod_for_all_namespaces, self._pod_changed)
+        self.namespaces = Mirror(
             core_api.list_namespace, self._namespace_changed, label_selector=USER_NAMESPACES
         )
         self._tasks: list[asyncio.Task[None]] = []
@@ -364,7 +387,22 @@ class ClusterAvailability:
             self._tally = None
 
     def _namespace_changed(self, key: str | None, namespace: dict[str, Any] | None) -> None:
-        self._tally = None  # a user namespace's owner changed (rare): recount with the new owners
+        """Recount only when a user namespace's owner changed (rare), not on its other edits (a
+        spawn's bundle hash, a new user's labels arriving one apply after another)."""
+        if key is None or self._tally is None:
+            self._tally = None
+            return
+        name = key.lstrip("/")
+        if namespace_owners([namespace] if namespace else []).get(name) != self._tally.owners.get(name):
+            self._tally = None
+
+    def user_namespace(self, name: str) -> dict[str, Any] | None:
+        """The mirror's copy of a user namespace (None before the first list or if not there)."""
+        return self.namespaces.items.get(f"/{name}") if self.namespaces.loaded.is_set() else None
+
+    async def pod_changed(self, key: str) -> None:
+        """Returns at the next event for the pod `key` (`namespace/name`) or a fresh list."""
+        await self.pods.changed(key)
 
     def _pod_changed(self, key: str | None, pod: dict[str, Any] | None) -> None:
         if key is None or self._tally is None:

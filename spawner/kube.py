@@ -45,6 +45,7 @@ from .profiles import Catalog, NotebookOptions
 from .retry import BUSY, cause
 from .spawn_form import SpawnForm, refusal
 from .spawn_queue import BackPressure, hub_queue
+from .watched_start import WatchedStart
 
 _TOUCHED = (  # KubeSpawner's settings that `apply` sets from the chosen options
     *("image", "cpu_limit", "cpu_guarantee", "mem_limit", "mem_guarantee"),
@@ -53,7 +54,7 @@ _TOUCHED = (  # KubeSpawner's settings that `apply` sets from the chosen options
 )
 
 
-class KubeLabSpawner(SpawnForm, KubeLabSettings, BackPressure, KubeSpawner):  # type: ignore[misc]  # untyped base
+class KubeLabSpawner(SpawnForm, KubeLabSettings, BackPressure, WatchedStart, KubeSpawner):  # type: ignore[misc]  # untyped base
     """GPU notebooks on Kubernetes for every user of a lab."""
 
     _catalogs: ClassVar[dict[str, Catalog]] = {}
@@ -380,7 +381,8 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, BackPressure, KubeSpawner):  # 
 
     async def _ensure_objects(self, group: ProjectGroup) -> Outcome:
         """Bring the namespace's objects up to date with the configuration (server-side apply;
-        see kubelab.spawner.apply): a returning user's spawn reads one object and writes nothing;
+        see kubelab.spawner.apply): a returning user's spawn finds the namespace's hash in the
+        hub's watch (or reads that one object) and writes nothing;
         a new namespace, or the next spawn after an upgrade, reconciles it in the hub's queue.
         Then the claims it created are given time to bind (kubelab.spawner.claims)."""
         ticket = self._ticket = asyncio.get_running_loop().create_future()
@@ -390,9 +392,14 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, BackPressure, KubeSpawner):  # 
         if self.trusted_lab:  # a shared namespace: create what is missing, prune nothing
             wanted = [o for o in wanted if o["kind"] != "Namespace"]
         applier = Applier(self.api.api_client, self.k8s_api_request_timeout)
+        watch = shared_watch.running_watch() if wanted[0]["kind"] == "Namespace" else None
         try:
             outcome = await applier.ensure_bundle(
-                self.namespace, wanted, prune=not self.trusted_lab, turn=lambda: queue.turn(ticket)
+                self.namespace,
+                wanted,
+                prune=not self.trusted_lab,
+                turn=lambda: queue.turn(ticket),
+                known=watch.user_namespace(self.namespace) if watch else None,
             )
         finally:
             if not ticket.done():  # never queued (or cancelled first): the progress page moves on

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,9 +61,16 @@ def proxied_hub(lab: Lab, proxy: Any) -> Path:
     )
 
 
-def spawn_all(config: Path, kubeconfig: Path, users: list[str], timeout: float = 180) -> list[Any]:
+def spawn_all(
+    config: Path,
+    kubeconfig: Path,
+    users: list[str],
+    timeout: float = 180,
+    started: Callable[[Any, str], None] | None = None,
+) -> list[Any]:
     """Every user's start() at once on one hub loop, then stop(); per user, their namespace or
-    the exception their spawn ended with (stopped, as JupyterHub stops a failed spawn)."""
+    the exception their spawn ended with (stopped, as JupyterHub stops a failed spawn).
+    `started(spawner, url)` is called after a start, before the stop."""
     from kubelab.spawner.cli import _OfflineKube, load_config
     from kubelab.spawner.kube import KubeLabSpawner
     from kubelab.spawner.offline import offline_spawner
@@ -73,7 +80,9 @@ def spawn_all(config: Path, kubeconfig: Path, users: list[str], timeout: float =
         spawner.user_options = {}
         spawner.api_token = secrets.token_hex(8)
         try:
-            await asyncio.wait_for(spawner.start(), timeout)
+            url = await asyncio.wait_for(spawner.start(), timeout)
+            if started:
+                await asyncio.to_thread(started, spawner, url)
         finally:
             await spawner.stop(now=True)
         return spawner.namespace
@@ -114,6 +123,33 @@ def test_a_returning_users_spawn_reads_its_bundle_once_and_writes_nothing(lab: L
     reads = [r for r in seen if r.resource in BUNDLE and r.verb in ("get", "list")]
     assert [(r.verb, r.path) for r in reads] == [("get", f"/api/v1/namespaces/{namespace}")]
     assert [r.verb for r in seen if r.resource == "pods" and r.verb in WRITES] == ["create", "delete"]
+
+
+def test_with_the_hubs_watch_a_returning_users_spawn_asks_only_for_its_pod(lab: Lab, proxy: Any) -> None:
+    """With availability on (the shipped default), the hub's namespace watch holds the bundle's
+    hash, so the spawn reads nothing of the bundle; it ends when that watch sees the pod run,
+    with the URL and uid of the pod the API server has, not KubeSpawner's next poll."""
+    install(lab, lab.control_plane.kubeconfig)
+    config, hub = lab.config("c.KubeLabSpawner.check_availability = True\n"), proxied_hub(lab, proxy)
+    namespace = lab.user_namespace("ida")
+    assert spawn_all(config, hub, ["ida"]) == [namespace]
+    proxy.forget()
+
+    started: list[tuple[str, str, str]] = []
+
+    def record(spawner: Any, url: str) -> None:
+        pod = k8s.CoreV1Api(lab.admin).read_namespaced_pod(spawner.pod_name, namespace)
+        assert pod.status is not None and pod.metadata is not None
+        started.append((url, spawner.pod_id, f"http://{pod.status.pod_ip}:{spawner.port or 8888}"))
+        assert pod.metadata.uid == spawner.pod_id and pod.status.phase == "Running"
+
+    assert spawn_all(config, hub, ["ida"], started=record) == [namespace]
+    seen = proxy.seen()
+    assert bundle_writes(seen, namespace) == []
+    assert [r for r in seen if r.verb == "get" and r.resource in BUNDLE] == []
+    assert [r.verb for r in seen if r.resource == "pods" and r.verb in WRITES] == ["create", "delete"]
+    [(url, _, expected)] = started
+    assert url == expected
 
 
 def test_a_changed_configuration_reaches_the_next_spawn_and_reconcile_records_it(
@@ -159,6 +195,9 @@ def test_a_first_spawn_makes_its_pod_once_immediate_claims_are_bound(lab: Lab, p
     claims = k8s.CoreV1Api(lab.admin).list_namespaced_persistent_volume_claim(namespace).items
     assert {c.status.phase for c in claims} == {"Bound"}
     assert scheduling_failures(lab.admin, namespace) == []
+    # waited on the hub's one watch of kubelab's claims, not a list and a watch of this namespace
+    reads = [r.path for r in proxy.seen() if r.resource == "persistentvolumeclaims" and r.verb != "create"]
+    assert reads and all(p == "/api/v1/persistentvolumeclaims" for p in reads), reads
 
 
 def test_wait_for_first_consumer_claims_are_left_to_the_scheduler(lab: Lab, proxy: Any) -> None:
