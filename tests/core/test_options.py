@@ -105,7 +105,10 @@ def test_params_keep_text_for_declared_inputs():
         (["--gpus", "-1"], "must be 0 or more"),
         (["--gpus", "two"], "must be a whole number of GPUs"),
         (["-P", "lr"], "must be NAME=VALUE"),
-        (["--framework", "jax"], "must be one of none, pytorch, tensorflow, paddle, not 'jax'"),
+        (
+            ["--framework", "jax"],
+            "must be one of none, pytorch, tensorflow, paddle, keras, scikit-learn, xgboost, pytorch-ignite, mxnet, not 'jax'",
+        ),
     ],
 )
 def test_a_bad_option_fails_the_same_way_in_both(words, message):
