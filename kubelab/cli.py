@@ -282,7 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("logs", cmd_logs, "print an experiment's output", ())
     p.add_argument("id")
     p.add_argument("-f", "--follow", action="store_true")
-    p.add_argument("--replica", type=int, default=0)
+    p.add_argument("--replica", type=lambda v: v if v == "build" else int(v), default=0, help="N or build")
     p.add_argument("--timestamps", action="store_true", help="start each line with its time (ISO 8601 UTC)")
     p = command("stop", cmd_stop, "stop an experiment")
     p.add_argument("id")

@@ -37,6 +37,7 @@ from kubelab.backends.local.processes import (
 )
 from kubelab.backends.local.resume import describe_run, resume_point
 from kubelab.backends.local.system_sampler import SystemSampler
+from kubelab.environments.prepare import BuildFailed, activate, prepare
 from kubelab.gpu_share import is_fraction
 from kubelab.log_times import LogClock
 from kubelab.pids import process_start_time
@@ -87,6 +88,7 @@ class Runner:
         self.stopping = False  # a SIGTERM or SIGINT reached this process
         self.allocator: GpuAllocator | None = None
         self.preempted_by: dict[str, Any] | None = None  # the ledger's mark, once acted on
+        self.environment: Path | None = None  # a built virtualenv's folder (kubelab.environments)
 
     # -- status ---------------------------------------------------------------------
     def move(self, state: str, reason: str, exit_code: int | None = None) -> None:
@@ -117,6 +119,7 @@ class Runner:
         self.status.runner_pid = os.getpid()
         self.status.runner_started = process_start_time(os.getpid())
         try:
+            self.environment = prepare(self.run, self.spec, self.move, self.stop_requested)
             gpu_ids = self.acquire_gpus()
             if gpu_ids is None:
                 state, reason = self.run.stop_outcome()
@@ -130,6 +133,8 @@ class Runner:
                 SystemSampler.for_run(self.run.system_file, gpu_ids),  # system.jsonl
             ):
                 self.execute(gpu_ids)
+        except BuildFailed as exc:  # the failing line of an init step or the environment's build
+            self.move(*(self.run.stop_outcome() if self.stop_requested() else (FAILED, str(exc))))
         except Exception as exc:  # the runner must always leave a final status
             self.move(FAILED, f"kubelab runner error: {exc}")
         finally:
@@ -305,6 +310,8 @@ class Runner:
         if env.get("PYTHONPATH"):
             paths.append(env["PYTHONPATH"])
         env["PYTHONPATH"] = os.pathsep.join(paths)
+        if self.environment:
+            activate(env, self.environment)
         return env
 
     def watch(self, replicas: list[Replica]) -> tuple[str, int, bool] | None:
