@@ -297,6 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _extensions() -> list[Callable[[Any], None]]:
     """Subcommands that live with their domain (sweeps, pipelines, schedules, tensorboard, hub)."""
     from kubelab import usage
+    from kubelab.environments import cli as environments
     from kubelab.pipelines import cli as pipelines
     from kubelab.schedules import cli as schedules
     from kubelab.sweeps import cli as sweeps
@@ -308,6 +309,7 @@ def _extensions() -> list[Callable[[Any], None]]:
         schedules.register,
         tensorboard.register,
         usage.register,
+        environments.register,
     ]
     try:  # the one adapter the core imports (pyproject's core contract names this import)
         from kubelab.spawner import cli as hub
