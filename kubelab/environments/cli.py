@@ -1,13 +1,14 @@
 """`kubelab env`: the built environments of this kubelab home, with their sizes.
 
-    kubelab env ls            # key, size, python, what defines it, runs that use it
-    kubelab env rm KEY...     # not while an unfinished run uses it (--force: even then)
+kubelab env ls            # key, size, python, what defines it, runs that use it
+kubelab env rm KEY...     # not while an unfinished run uses it (--force: even then)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from kubelab.cli_output import emit, grid, say
 from kubelab.command_group import CommandGroup
@@ -51,7 +52,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     if args.output == "json":
         emit({"items": entries}, "json")
         return 0
-    rows = [("KEY", "SIZE", "PYTHON", "BUILT", "DEFINED BY", "RUNS")]
+    rows: list[tuple[Any, ...]] = [("KEY", "SIZE", "PYTHON", "BUILT", "DEFINED BY", "RUNS")]
     for e in entries:
         defined = [*e["requirements"], *e["packages"], *([e["conda"]] if e["conda"] else [])]
         text = ", ".join(defined)
@@ -70,7 +71,9 @@ def cmd_rm(args: argparse.Namespace) -> int:
             raise NotFound(f"no environment {key}: `kubelab env ls` lists them")
         busy = sorted(run for run, finished in runs_using(key).items() if not finished)
         if busy and not args.force:
-            problems.append(FieldError("key", f"{key} is used by unfinished runs {', '.join(busy)} (--force)"))
+            problems.append(
+                FieldError("key", f"{key} is used by unfinished runs {', '.join(busy)} (--force)")
+            )
     if problems:
         raise ValidationError("environments in use", problems)
     freed = {key: cache.remove(key) for key in args.keys}

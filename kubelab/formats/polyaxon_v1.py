@@ -146,7 +146,11 @@ def sweep(data: dict[str, Any], base: Path) -> dict[str, Any]:
                 settings["utility_function"] = _snake(utility)
         if kind != "mapping":
             result["space"] = p.m.space(matrix.get("params"), "matrix.params", v1=True)
-        search(p.m, kind, settings, "matrix", result)
+        spelled = {v: k for k, v in MATRIX_NAMES.items()} | {
+            "max_iter": "maxIterations",
+            "n_iterations": "maxIterations",
+        }
+        search(p.m, kind, settings, "matrix", result, spelled)
         stop = p.m.stop_at(matrix.get("earlyStopping"), "matrix.earlyStopping", result["objective"])
         if stop is not None:
             result["stop_at"] = stop

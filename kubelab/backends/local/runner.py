@@ -53,7 +53,7 @@ from kubelab.records import (
     RunDirectory,
     parse_iso,
 )
-from kubelab.shims import SHIMS
+from kubelab.shims import SHIMS, sweep_trial_env
 from kubelab.spec import ExperimentSpec
 from kubelab.tensorboard import tfevents
 from kubelab.tensorboard.tfevents import MirrorThread, ScalarMirror
@@ -299,9 +299,9 @@ class Runner:
         )
         if self.spec.seed is not None:
             env.update(KUBELAB_SEED=str(self.spec.seed), PYTHONHASHSEED=str(self.spec.seed))
-        if self.status.sweep:
-            env["KUBELAB_SWEEP_ID"] = self.status.sweep
-            env["KUBELAB_TRIAL"] = str(self.status.trial)
+        env.update(
+            sweep_trial_env(run.id, str(run.outputs_dir), self.status.sweep, self.status.trial, "local")
+        )
         # "python" in a command means the interpreter kubelab runs under, with its packages.
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
         paths = [str(SHIMS)]  # `import nni` in a trial finds kubelab's NNI API first
