@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from wheels import make_wheel
+from local_wheels import make_wheel
 
 from kubelab.experiments import Experiments
 

@@ -8,10 +8,14 @@ import zipfile
 from pathlib import Path
 
 
-def make_wheel(folder: Path, name: str, version: str = "1.0", requires: tuple[str, ...] = ()) -> Path:
-    """`name-version-py3-none-any.whl` with one module `name` whose `VERSION` is `version`."""
-    module = name.replace("-", "_")
-    dist = f"{module}-{version}"
+def make_wheel(
+    folder: Path, name: str, version: str = "1.0", requires: tuple[str, ...] = (), module: str | None = None
+) -> Path:
+    """`name-version-py3-none-any.whl` with one module (`module`, else the name) whose `VERSION`
+    is `version`: a stand-in with a real package's name, for builds that must stay offline."""
+    module = module or name.replace("-", "_")
+    dist_name = name.replace("-", "_")
+    dist = f"{dist_name}-{version}"
     files = {
         f"{module}/__init__.py": f"VERSION = {version!r}\n",
         f"{dist}.dist-info/METADATA": "\n".join(
