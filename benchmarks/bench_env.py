@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
@@ -47,7 +48,7 @@ def wait_first_line(lab: Experiments, run_id: str) -> float:
     raise RuntimeError(f"{run_id} printed nothing: {lab.get(run_id)}")
 
 
-def start_delay(lab: Experiments, spec: dict[str, object]) -> float:
+def start_delay(lab: Experiments, spec: dict[str, Any]) -> float:
     submitted = time.time()
     record = lab.submit(spec)
     started = wait_first_line(lab, record["id"])
