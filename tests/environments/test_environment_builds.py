@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from kubelab_testing import wait_until
 
-from kubelab.environments.cache import EnvironmentCache
+from kubelab.environments.cache import EnvironmentCache, conda_binary
 from kubelab.errors import ValidationError
 from kubelab.experiments import Experiments
 
@@ -112,6 +112,15 @@ def test_a_missing_requirements_file_names_the_field_and_changes_nothing(
     assert problem.path == "environment.requirements" and "nowhere.txt" in problem.reason
     assert list(lab.runs_root.iterdir()) == []
     assert not (lab.home / "envs").exists()
+
+
+@pytest.mark.skipif(conda_binary() is not None, reason="micromamba or conda is installed here")
+def test_a_conda_environment_without_conda_is_refused_at_submit(lab: Experiments, tmp_path: Path) -> None:
+    (tmp_path / "environment.yml").write_text("name: x\ndependencies: [python=3.11]\n")
+    with pytest.raises(ValidationError) as caught:
+        lab.submit({"command": "true", "environment": {"conda": "environment.yml"}})
+    assert [f.path for f in caught.value.fields] == ["environment.conda"]
+    assert list(lab.runs_root.iterdir()) == []
 
 
 def test_a_stop_during_the_build_stops_the_run_and_its_build(
