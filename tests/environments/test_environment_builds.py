@@ -172,3 +172,20 @@ def test_env_ls_shows_sizes_and_rm_spares_environments_in_use(lab: Experiments, 
     removed = env_cli("rm", entry["key"])
     assert removed.returncode == 0 and f"removed environment {entry['key']}" in removed.stdout
     assert EnvironmentCache(lab.home).entries() == []
+
+
+def test_a_backend_that_makes_no_environments_refuses_them_by_name(tmp_path: Path) -> None:
+    """Kubernetes pods get neither yet: `kubelab render --backend kubernetes` says so, per field."""
+    (tmp_path / "spec.yml").write_text(
+        "command: python train.py\nimage: python:3.11\nenvironment: [numpy]\ninit: [{paths: [spec.yml]}]\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "kubelab.cli", "render", "--backend", "kubernetes", "-f", "spec.yml"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "environment: the kubernetes backend does not build environments" in done.stderr
+    assert "init: the kubernetes backend does not run init steps" in done.stderr
