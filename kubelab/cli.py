@@ -133,6 +133,12 @@ def wait_for(lab: Any, run_id: str) -> dict[str, Any]:
         time.sleep(0.2)
 
 
+def _replica(value: str) -> int | str:
+    if value == "build" or value.isdigit():
+        return value if value == "build" else int(value)
+    raise argparse.ArgumentTypeError(f"must be a replica's number or build, not {value!r}")
+
+
 def cmd_render(args: argparse.Namespace) -> int:
     from kubelab.backends.registry import make_backend
     from kubelab.experiments import Experiments
@@ -282,7 +288,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("logs", cmd_logs, "print an experiment's output", ())
     p.add_argument("id")
     p.add_argument("-f", "--follow", action="store_true")
-    p.add_argument("--replica", type=int, default=0)
+    p.add_argument(
+        "--replica", type=_replica, default=0, help="a replica's number, or build (init and environment)"
+    )
     p.add_argument("--timestamps", action="store_true", help="start each line with its time (ISO 8601 UTC)")
     p = command("stop", cmd_stop, "stop an experiment")
     p.add_argument("id")
@@ -297,6 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _extensions() -> list[Callable[[Any], None]]:
     """Subcommands that live with their domain (sweeps, pipelines, schedules, tensorboard, hub)."""
     from kubelab import usage
+    from kubelab.environments import cli as environments
     from kubelab.pipelines import cli as pipelines
     from kubelab.schedules import cli as schedules
     from kubelab.sweeps import cli as sweeps
@@ -308,6 +317,7 @@ def _extensions() -> list[Callable[[Any], None]]:
         schedules.register,
         tensorboard.register,
         usage.register,
+        environments.register,
     ]
     try:  # the one adapter the core imports (pyproject's core contract names this import)
         from kubelab.spawner import cli as hub

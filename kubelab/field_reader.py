@@ -103,3 +103,36 @@ class FieldReader:
             else:
                 result[name] = str(item).lower() if isinstance(item, bool) else str(item)
         return result
+
+    def known(self, path: str, data: dict[str, Any], allowed: tuple[str, ...]) -> None:
+        for key in data:
+            if key not in allowed:
+                where = f"{path}.{key}" if path else str(key)
+                self.fail(where, "unknown field" + did_you_mean(str(key), allowed))
+
+    def tolerations(self, value: Any) -> list[dict[str, Any]]:
+        if value is None:
+            return []
+        if not isinstance(value, list) or not all(isinstance(t, dict) for t in value):
+            self.fail("tolerations", "must be a list of Kubernetes tolerations (mappings)")
+            return []
+        allowed = ("key", "operator", "value", "effect", "tolerationSeconds")
+        for index, item in enumerate(value):
+            self.known(f"tolerations[{index}]", item, allowed)
+            op = item.get("operator", "Equal")
+            if op not in ("Equal", "Exists"):
+                self.fail(f"tolerations[{index}].operator", f"must be Equal or Exists, not {op!r}")
+        return value
+
+    def tags(self, value: Any) -> list[str]:
+        if value is None:
+            return []
+        if isinstance(value, str):
+            value = [t.strip() for t in value.split(",") if t.strip()]
+        if not isinstance(value, list) or not all(isinstance(t, str) and t for t in value):
+            self.fail("tags", "must be a list of non-empty strings")
+            return []
+        if len(value) > 100 or any(len(t) > 200 for t in value):
+            self.fail("tags", "may hold 100 tags of at most 200 characters each")
+            return []
+        return list(dict.fromkeys(value))

@@ -23,7 +23,8 @@ from kubelab.system_metrics import summarize_file, system_fields
 PENDING, QUEUED, RUNNING = "Pending", "Queued", "Running"
 SUCCEEDED, FAILED, STOPPED, PRUNED = "Succeeded", "Failed", "Stopped", "Pruned"
 PREEMPTED = "Preempted"  # gave its GPUs to a higher-priority run; waits to resume (not an end)
-STATES = (PENDING, QUEUED, RUNNING, PREEMPTED, SUCCEEDED, FAILED, STOPPED, PRUNED)
+BUILDING = "Building"  # its environment is being built (kubelab.environments), logged in logs/build.log
+STATES = (PENDING, QUEUED, BUILDING, RUNNING, PREEMPTED, SUCCEEDED, FAILED, STOPPED, PRUNED)
 TERMINAL = frozenset({SUCCEEDED, FAILED, STOPPED, PRUNED})
 
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower case

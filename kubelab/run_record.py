@@ -27,7 +27,9 @@ TEXT, STATUS, LIST, DATE, DURATION, NUMBER, DYNAMIC = (
 SECTION = "section"  # `params.NAME`, `metrics.NAME`: any NAME, compared by the value found
 NESTED = "nested"  # a fixed sub-record whose fields are queried as `resources.gpus`
 
-State = Literal["Pending", "Queued", "Running", "Preempted", "Succeeded", "Failed", "Stopped", "Pruned"]
+State = Literal[
+    "Pending", "Queued", "Building", "Running", "Preempted", "Succeeded", "Failed", "Stopped", "Pruned"
+]
 
 
 class Resources(TypedDict):

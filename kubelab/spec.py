@@ -13,14 +13,18 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kubelab import templating
+from kubelab.environments.spec import Environment, EnvironmentReader, InitStep
 from kubelab.errors import FieldError, ValidationError, did_you_mean, type_name
-from kubelab.field_reader import FieldReader, about, bounds
+from kubelab.field_reader import about, bounds
 from kubelab.gpu_share import is_fraction, parse_gpu_indices, parse_gpus
 from kubelab.priorities import MAX_PRIORITY, NORMAL_PRIORITY, PRIORITY_NAMES, read_preemption
 from kubelab.quantity import parse_quantity
 from kubelab.spec_values import INPUT_TYPES, INVALID, convert_value
 
-FRAMEWORKS = ("none", "pytorch", "tensorflow", "paddle")
+DISTRIBUTED = ("pytorch", "tensorflow", "paddle")  # replicas > 1 train together with one of these
+# Single-process frameworks (Polyaxon's names): the run is a plain experiment, the framework recorded.
+SINGLE_PROCESS = ("keras", "scikit-learn", "xgboost", "pytorch-ignite", "mxnet")
+FRAMEWORKS = ("none", *DISTRIBUTED, *SINGLE_PROCESS)
 ENGINES = ("job", "kubeflow")
 Scalar = str | int | float | bool | None
 MAX_COMMAND = 100_000  # characters in all arguments: within what the kernel accepts (ARG_MAX)
@@ -91,7 +95,13 @@ class ExperimentSpec:
     resources: Resources = field(default_factory=Resources, metadata=about("what each replica asks for"))
     replicas: int = field(default=1, metadata=about("processes that train together", minimum=1, maximum=1024))
     framework: str = field(
-        default="none", metadata=about("the distributed framework replicas > 1 use", enum=list(FRAMEWORKS))
+        default="none", metadata=about("the framework (replicas > 1: a distributed one)", enum=[*FRAMEWORKS])
+    )
+    environment: Environment | None = field(
+        default=None, metadata=about("a virtualenv to run in: requirements, packages, python (built once)")
+    )
+    init: list[InitStep] = field(
+        default_factory=list, metadata=about("done in the run's code folder before the command: git, file...")
     )
     env: dict[str, str] = field(default_factory=dict, metadata=about("environment variables"))
     workdir: str | None = field(default=None, metadata=about("the working directory"))
@@ -193,7 +203,7 @@ def _default_name(command: list[str] | str, code: CodeSnapshot | None) -> str:
     return os.path.basename(words[0]) if words else "experiment"
 
 
-class _Parser(FieldReader):
+class _Parser(EnvironmentReader):
     """Collects every problem instead of stopping at the first one."""
 
     def known(self, path: str, data: dict[str, Any], allowed: tuple[str, ...]) -> None:
@@ -222,6 +232,8 @@ class _Parser(FieldReader):
         spec.replicas = self.integer(data, "replicas", 1, **bounds(ExperimentSpec, "replicas"))
         spec.framework = self.choice(data, "framework", "none", FRAMEWORKS)
         spec.engine = self.choice(data, "engine", "job", ENGINES)
+        spec.environment = self.environment(data.get("environment"))
+        spec.init = self.init_steps(data.get("init"))
         spec.parameter_servers = self.integer(
             data, "parameter_servers", 0, **bounds(ExperimentSpec, "parameter_servers")
         )
@@ -402,33 +414,6 @@ class _Parser(FieldReader):
             self.fail("code.filename", "must be a plain file name such as 'train.py'")
         return snap
 
-    def tolerations(self, value: Any) -> list[dict[str, Any]]:
-        if value is None:
-            return []
-        if not isinstance(value, list) or not all(isinstance(t, dict) for t in value):
-            self.fail("tolerations", "must be a list of Kubernetes tolerations (mappings)")
-            return []
-        allowed = ("key", "operator", "value", "effect", "tolerationSeconds")
-        for index, item in enumerate(value):
-            self.known(f"tolerations[{index}]", item, allowed)
-            op = item.get("operator", "Equal")
-            if op not in ("Equal", "Exists"):
-                self.fail(f"tolerations[{index}].operator", f"must be Equal or Exists, not {op!r}")
-        return value
-
-    def tags(self, value: Any) -> list[str]:
-        if value is None:
-            return []
-        if isinstance(value, str):
-            value = [t.strip() for t in value.split(",") if t.strip()]
-        if not isinstance(value, list) or not all(isinstance(t, str) and t for t in value):
-            self.fail("tags", "must be a list of non-empty strings")
-            return []
-        if len(value) > 100 or any(len(t) > 200 for t in value):
-            self.fail("tags", "may hold 100 tags of at most 200 characters each")
-            return []
-        return list(dict.fromkeys(value))
-
     def cross_checks(self, spec: ExperimentSpec) -> None:
         command_refused = any(e.path == "command" for e in self.errors)
         if not spec.command and not command_refused and not (spec.code and spec.code.source is not None):
@@ -438,7 +423,7 @@ class _Parser(FieldReader):
                 self.fail("command", f"undefined template variable '{name}'")
         if spec.parameter_servers and spec.framework != "tensorflow":
             self.fail("parameter_servers", "parameter servers exist only for framework tensorflow")
-        if spec.replicas > 1 and spec.framework == "none":
+        if spec.replicas > 1 and spec.framework not in DISTRIBUTED:
             self.fail("framework", "replicas > 1 needs a framework: pytorch, tensorflow or paddle")
         if is_fraction(spec.resources.gpus) and (spec.replicas > 1 or spec.parameter_servers):
             self.fail("resources.gpus", "a share of a GPU is for one-process runs; give replicas whole GPUs")

@@ -1,7 +1,6 @@
-"""`KubeLabSpawner`: KubeSpawner with GPU profiles, project groups, admission and prepared
-user namespaces. A subclass, not a fork: it only sets KubeSpawner's own settings from the
-chosen options (in `load_user_options`, which KubeSpawner calls at the start of `_start`) and
-adds objects in `_ensure_namespace`, so every KubeSpawner option keeps working.
+"""`KubeLabSpawner`: KubeSpawner with GPU profiles, project groups, admission and prepared user
+namespaces. A subclass, not a fork: it sets KubeSpawner's own settings from the chosen options
+(in `load_user_options`, called first in `_start`) and adds objects in `_ensure_namespace`.
 
 A drop-in KubeSpawner: kubelab's behaviour (catalog form, per-user namespaces with Pod Security
 labels, quotas and NetworkPolicies, group placement) applies once the admin configures kubelab's
@@ -21,7 +20,6 @@ from kubernetes_asyncio.client.rest import ApiException
 from kubespawner import KubeSpawner
 from traitlets import default
 
-from kubelab.backends.kubernetes.priority_classes import NOTEBOOK_CLASS
 from kubelab.errors import FieldError, KubelabError, ValidationError
 from kubelab.quantity import parse_quantity
 
@@ -213,6 +211,7 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, BackPressure, WatchedStart, Kub
             self.catalog,
             self.storage,
             self.notebook_service_account,
+            self.priority_classes,
         )
         return options, group, settings
 
@@ -263,9 +262,8 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, BackPressure, WatchedStart, Kub
         if self.network_policy:  # z2jh's hub policy admits pods from other namespaces by this label
             self.extra_labels[HUB_ACCESS_LABEL] = "true"
         self._kubelab_env = settings.env
-        if self.priority_classes:  # runs never preempt notebooks, and notebooks never preempt runs
-            self.priority_class_name = NOTEBOOK_CLASS
-            self._kubelab_env = {**settings.env, "KUBELAB_PRIORITY_CLASSES": "1"}
+        if settings.priority_class:
+            self.priority_class_name = settings.priority_class
         self._settings = settings
 
     async def get_pod_manifest(self) -> Any:

@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubelab.backends.kubernetes.priority_classes import NOTEBOOK_CLASS
+
 from .availability import GROUP_LABEL, USER_LABEL, group_label
 from .groups import ProjectGroup
 from .objects import Storage
@@ -36,6 +38,7 @@ class PodSettings:
     env: dict[str, str] = field(default_factory=dict)
     working_dir: str = ""
     labels: dict[str, str] = field(default_factory=dict)
+    priority_class: str | None = None  # with kubelab's PriorityClasses: no run preempts a notebook
 
 
 def workspace_path(user: str) -> str:
@@ -51,8 +54,10 @@ def pod_settings(
     catalog: Catalog,
     storage: Storage,
     account: str,
+    priority_classes: bool = False,
 ) -> PodSettings:
-    """Settings for `user` (a safe slug: used in paths and subPaths, so two users never share)."""
+    """Settings for `user` (a safe slug: used in paths and subPaths, so two users never share).
+    With `priority_classes` the notebook runs at its own class and tells its runs they exist."""
     gpu_type = catalog.gpu_type(options.gpu_type) if options.gpu_type else None
     resource = (
         gpu_type.resource
@@ -110,6 +115,8 @@ def pod_settings(
     }
     if not options.gpus:
         env["NVIDIA_VISIBLE_DEVICES"] = "none"  # images with the NVIDIA runtime would expose all GPUs
+    if priority_classes:
+        env["KUBELAB_PRIORITY_CLASSES"] = "1"
     return PodSettings(
         image=options.image,
         cpu=options.cpu,
@@ -122,6 +129,7 @@ def pod_settings(
         env=env,
         working_dir=home,
         labels={USER_LABEL: user, GROUP_LABEL: group_label(group.name)},
+        priority_class=NOTEBOOK_CLASS if priority_classes else None,
     )
 
 

@@ -20,6 +20,7 @@ FAST_MODULES = frozenset(
     {
         "test_query.py",
         "core/test_spec.py",
+        "environments/test_environment_spec.py",
         "core/test_index.py",
         "core/test_run_record.py",
         "core/test_options.py",

@@ -4,7 +4,17 @@
 // The form's labels and help are the declarations' English (untranslated).
 /* eslint-disable jupyter/no-untranslated-string */
 
-export const FRAMEWORKS = ['none', 'pytorch', 'tensorflow', 'paddle'] as const;
+export const FRAMEWORKS = [
+  'none',
+  'pytorch',
+  'tensorflow',
+  'paddle',
+  'keras',
+  'scikit-learn',
+  'xgboost',
+  'pytorch-ignite',
+  'mxnet'
+] as const;
 
 /** The tuners the sweep dialog offers (the registry's entries marked `offered`). */
 export const TUNERS = [
@@ -23,6 +33,7 @@ export const EARLY_STOPPING = ['none', 'median', 'hyperband', 'asha'] as const;
 export const STATES = [
   'Pending',
   'Queued',
+  'Building',
   'Running',
   'Preempted',
   'Succeeded',
@@ -142,10 +153,20 @@ export const RUN_FORM_FIELDS = [
     path: 'framework',
     label: 'Framework',
     kind: 'choice',
-    help: 'the distributed framework replicas > 1 use',
+    help: 'the framework (replicas > 1: a distributed one)',
     placeholder: '',
     default: 'none',
-    choices: ['none', 'pytorch', 'tensorflow', 'paddle']
+    choices: [
+      'none',
+      'pytorch',
+      'tensorflow',
+      'paddle',
+      'keras',
+      'scikit-learn',
+      'xgboost',
+      'pytorch-ignite',
+      'mxnet'
+    ]
   },
   {
     key: 'params',

@@ -109,7 +109,10 @@ def test_params_keep_text_for_declared_inputs():
         (["--gpus", "-1"], "must be 0 or more"),
         (["--gpus", "two"], "must be a whole number of GPUs"),
         (["-P", "lr"], "must be NAME=VALUE"),
-        (["--framework", "jax"], "must be one of none, pytorch, tensorflow, paddle, not 'jax'"),
+        (
+            ["--framework", "jax"],
+            "must be one of none, pytorch, tensorflow, paddle, keras, scikit-learn, xgboost, pytorch-ignite, mxnet, not 'jax'",
+        ),
         (["--priority", "urgent"], "must be low, normal, high or a whole number, not 'urgent'"),
         (["--priority", "2000000000"], "must be between 0 and 1000000000"),
     ],
