@@ -26,6 +26,7 @@ from kubelab.home import default_home
 from kubelab.pids import pid_alive
 from kubelab.records import parse_iso, utcnow
 from kubelab.serving.replicas import port_in_use, runtime_problems, write_server_settings
+from kubelab.serving.spec import NAME as NAME_PATTERN
 from kubelab.serving.spec import ServiceSpec
 from kubelab.serving.store import (
     ENDED,
@@ -39,6 +40,7 @@ from kubelab.serving.store import (
 
 SERVICE_ID = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?-v[a-z0-9]([-a-z0-9]{0,14}[a-z0-9])?$")
 SUPERVISOR_START = 30.0  # seconds a new service may wait for its supervisor to take the folder
+NAME = re.compile(NAME_PATTERN)
 MAX_LOG = 1 << 20
 
 
@@ -133,6 +135,12 @@ class Services:
 
     # -- reading ----------------------------------------------------------------------
     def directory(self, sid: str) -> ServiceDirectory:
+        """A service by id (`iris-v2`), or by name alone: its newest version."""
+        if isinstance(sid, str) and NAME.match(sid) and not self.store.item(sid).exists():
+            versions = [d for d in self.store.all() if d.id.startswith(f"{sid}-v")]
+            named = [d for d in versions if d.spec_data()["spec"]["name"] == sid]
+            if named:
+                return max(named, key=lambda d: d.spec_data()["created_at"])
         if not isinstance(sid, str) or not SERVICE_ID.match(sid):
             raise NotFound(f"no service '{sid}'", [FieldError("id", "is not a service id, e.g. iris-v1")])
         directory = self.store.item(sid)

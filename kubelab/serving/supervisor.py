@@ -187,7 +187,8 @@ class Supervisor:
         if code is not None:
             replica.exit_code, replica.pid = code, None
             if replica.ready_at is None:
-                line = error_line(self.directory.replica_log(index)) or f"exit code {code}"
+                line = error_line(self.directory.replica_log(index))
+                line = line or f"replica {index} ended with exit code {code} before it answered"
                 self.end(FAILED, line)
             else:
                 replica.restarts += 1
