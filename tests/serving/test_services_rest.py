@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import requests
-from jupyter_server_process import JupyterServer
+from jupyter_server_process import JupyterServer, run_in_kernel
 from serving_support import IRIS_ROWS, infer_body, poll, write_model
 
 ECHO = """
@@ -115,3 +115,19 @@ def test_pages_render_sandboxed_behind_a_capability_without_jupyter_s_credential
     assert requests.get(server.url + "kubelab/service-view/not-a-capability/", timeout=30).status_code == 404
     server.delete("services/echo-v1")
     assert server.get("services/echo-v1").status_code == 404
+
+
+def test_serve_magic_in_a_kernel_goes_through_the_server(server: JupyterServer) -> None:
+    code = (
+        "%load_ext kubelab\n"
+        "import kubelab.magics.serve as serve\n"
+        "serve.display = print  # the view's text, on the kernel's stdout\n"
+        "%serve --name magic --model outputs/model.joblib\n"
+        "%serve --model outputs/none.joblib\n"
+    )
+    printed = run_in_kernel(server, code, timeout=120)
+    assert "service magic-v1: Running" in printed, printed
+    assert f"url: {server.url}kubelab/services/magic-v1/" in printed
+    assert "predict: POST" in printed and "v2/models/magic/infer" in printed
+    assert "model.path: no such file" in printed  # a refusal reads as a usage error, no traceback
+    assert server.post("services/magic-v1/stop").json()["state"] == "Stopped"
