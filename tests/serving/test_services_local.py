@@ -153,3 +153,8 @@ def test_a_command_that_exits_before_answering_fails_with_its_last_line(services
     assert "starting" in services.logs("oops-v1")
     services.delete("oops-v1")
     assert services.list() == []
+
+
+def test_an_environment_the_system_refuses_fails_naming_env(services: Services) -> None:
+    view = services.wait(services.start({"name": "badenv", "command": "true", "env": {"A=B": "c"}})["id"])
+    assert view["state"] == "Failed" and view["reason"].startswith("env: ")
