@@ -308,6 +308,7 @@ def _extensions() -> list[Callable[[Any], None]]:
     from kubelab.environments import cli as environments
     from kubelab.pipelines import cli as pipelines
     from kubelab.schedules import cli as schedules
+    from kubelab.serving import cli as serving
     from kubelab.sweeps import cli as sweeps
     from kubelab.tensorboard import cli as tensorboard
 
@@ -318,6 +319,7 @@ def _extensions() -> list[Callable[[Any], None]]:
         tensorboard.register,
         usage.register,
         environments.register,
+        serving.register,
     ]
     try:  # the one adapter the core imports (pyproject's core contract names this import)
         from kubelab.spawner import cli as hub
