@@ -33,7 +33,9 @@ class RecordedNvml:
     NVML_TEMPERATURE_GPU = NVML_TEMPERATURE_GPU
 
     def __init__(self, name: str = "nvml_two_gpus.json", missing_library: bool = False):
-        self.devices: list[dict[str, Any]] = json.loads((FIXTURES / name).read_text())["devices"]
+        recorded = json.loads((FIXTURES / name).read_text())
+        self.devices: list[dict[str, Any]] = recorded["devices"]
+        self.system: dict[str, Any] = recorded.get("system", {})
         self.calls: dict[tuple[int, str], int] = {}
         self.missing_library = missing_library
         self.initialised = 0
@@ -53,6 +55,12 @@ class RecordedNvml:
 
     def nvmlShutdown(self) -> None:
         self.initialised -= 1
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        return str(self.system["driver_version"])
+
+    def nvmlSystemGetCudaDriverVersion(self) -> int:
+        return int(self.system["cuda_driver_version"])
 
     def nvmlDeviceGetCount(self) -> int:
         return len(self.devices)

@@ -37,6 +37,7 @@ from kubelab.backends.local.processes import (
 )
 from kubelab.backends.local.resume import describe_run, resume_point
 from kubelab.backends.local.system_sampler import SystemSampler
+from kubelab.environment import RuntimeRecorder
 from kubelab.gpu_share import is_fraction
 from kubelab.log_times import LogClock
 from kubelab.pids import process_start_time
@@ -87,9 +88,12 @@ class Runner:
         self.stopping = False  # a SIGTERM or SIGINT reached this process
         self.allocator: GpuAllocator | None = None
         self.preempted_by: dict[str, Any] | None = None  # the ledger's mark, once acted on
+        self.recorder: RuntimeRecorder | None = None
 
     # -- status ---------------------------------------------------------------------
     def move(self, state: str, reason: str, exit_code: int | None = None) -> None:
+        if state in TERMINAL and self.recorder:  # a finished run's record is whole
+            self.recorder.join()
         if state in TERMINAL and self.allocator:
             # GPUs come back before anyone can read that the run ended.
             self.allocator.release(str(self.run.path))
@@ -123,6 +127,9 @@ class Runner:
                 self.move(state, reason + " while queued")
                 return 0
             self.status.gpu_ids = gpu_ids
+            # environment.json (packages, GPU driver): asked beside the run, joined before its end.
+            self.recorder = RuntimeRecorder(self.run, self.spec.rendered_command(), self.base_env(), gpu_ids)
+            self.recorder.start()
             # Reported metrics become TensorBoard scalars beside the user's own event files.
             with (
                 MirrorThread(ScalarMirror(self.run.path, self.run.tensorboard_dir)),
