@@ -11,7 +11,6 @@ import argparse
 import json
 import os
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -19,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from kubelab.cli_output import emit, say, table
 from kubelab.errors import FieldError, KubelabError, ValidationError
 from kubelab.options import add_experiment_options, apply_options, given_options, option_error
-from kubelab.records import SUCCEEDED, TERMINAL, RunDirectory
+from kubelab.records import SUCCEEDED, RunDirectory
 from kubelab.system_metrics import describe, summarize_file
 
 if TYPE_CHECKING:
@@ -102,11 +101,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.wait:
         say(record["id"])
         return 0
-    if args.output != "json":
-        for chunk in lab.logs(record["id"], 0, follow=True):
-            sys.stdout.write(chunk)
-            sys.stdout.flush()
-    final = wait_for(lab, record["id"])
+    from kubelab.progress import follow_run
+
+    final = follow_run(lab, record["id"], show=args.output != "json")
     lab.backend.close()  # what follows a run's end (keeping its logs) finishes before we exit
     if args.output == "json":
         emit(final, "json")
@@ -124,14 +121,6 @@ def run_sweep_file(args: argparse.Namespace, data: Any) -> int:
         reason = f"{', '.join(given)} cannot be combined with a sweep file; edit the file instead"
         raise ValidationError("invalid arguments", [FieldError("file", reason)])
     return create_and_follow(data, Path(args.file).resolve().parent, args.wait, args.output)
-
-
-def wait_for(lab: Any, run_id: str) -> dict[str, Any]:
-    while True:
-        record: dict[str, Any] = lab.get(run_id)
-        if record["status"] in TERMINAL:
-            return record
-        time.sleep(0.2)
 
 
 def cmd_render(args: argparse.Namespace) -> int:

@@ -143,7 +143,7 @@ def tag_words(argv: list[str]) -> list[str]:
 
 def register(sub: Any) -> None:
     def command(name: str, handler: Any, help: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help, description=help)
+        p: argparse.ArgumentParser = sub.add_parser(name, help=help, description=help)
         p.set_defaults(handler=handler)
         p.add_argument("-o", "--output", choices=("json",))
         return p
