@@ -13,6 +13,7 @@ backend adds the image digest the kubelet pulled (`record_image`).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -42,7 +43,7 @@ for d in m.distributions():
         packages.setdefault(name, d.version)
 packages = dict(sorted(packages.items(), key=lambda item: item[0].lower()))
 print(json.dumps({"version": platform.python_version(), "implementation": platform.python_implementation(),
-                  "executable": sys.executable, "packages": packages}))
+                  "executable": sys.executable, "packages": packages, "paths": sys.path[1:]}))
 """
 
 
@@ -134,20 +135,64 @@ def trial_interpreter(argv: list[str], env: dict[str, str]) -> str:
     return sys.executable
 
 
-def python_environment(python: str, env: dict[str, str]) -> dict[str, Any]:
-    """The interpreter's version and installed distributions, asked of that interpreter."""
+def python_environment(python: str, env: dict[str, str], cache: Path | None = None) -> dict[str, Any]:
+    """The interpreter's version and installed distributions, asked of that interpreter (with
+    `-I`: what is installed in it, not a run's PYTHONPATH). Asking takes a Python start and a
+    walk of site-packages (~0.3-0.6 s), so the answer is kept in `cache` (a folder) until the
+    interpreter or a folder on its path changes (an install or uninstall changes its folder)."""
+    cached = _cached(cache, python)
+    if cached is not None:
+        return cached
     try:
         done = subprocess.run(
             [python, "-I", "-c", PROBE],
             capture_output=True,
             timeout=PROBE_TIMEOUT,
-            env={**env, "PYTHONNOUSERSITE": env.get("PYTHONNOUSERSITE", "")},
+            env=env,
             stdin=subprocess.DEVNULL,
         )
         data = json.loads(done.stdout.decode().strip().splitlines()[-1])
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as exc:
         return {"executable": python, "error": f"could not ask {python} for its packages: {exc}"}
-    return data if isinstance(data, dict) else {"executable": python, "error": "no answer"}
+    if not isinstance(data, dict):
+        return {"executable": python, "error": "no answer"}
+    paths = [p for p in data.pop("paths", []) if isinstance(p, str)]
+    if cache is not None:
+        stamps = _stamps([python, *paths])
+        with contextlib.suppress(OSError):
+            cache.mkdir(parents=True, exist_ok=True)
+            tmp = cache / f".{os.getpid()}.{threading.get_ident()}.tmp"
+            tmp.write_text(json.dumps({"stamps": stamps, "python": data}))
+            os.replace(tmp, _cache_file(cache, python))
+    return data
+
+
+def _cache_file(cache: Path, python: str) -> Path:
+    # The path, not its target: each venv's python links to the same base interpreter.
+    return cache / (hashlib.sha256(os.path.abspath(python).encode()).hexdigest()[:24] + ".json")
+
+
+def _stamps(paths: list[str]) -> dict[str, int | None]:
+    stamps: dict[str, int | None] = {}
+    for path in paths:
+        try:
+            stamps[path] = os.stat(path).st_mtime_ns
+        except OSError:
+            stamps[path] = None
+    return stamps
+
+
+def _cached(cache: Path | None, python: str) -> dict[str, Any] | None:
+    if cache is None:
+        return None
+    try:
+        entry = json.loads(_cache_file(cache, python).read_text())
+        stamps, data = entry["stamps"], entry["python"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(stamps, dict) or not isinstance(data, dict) or _stamps(list(stamps)) != stamps:
+        return None
+    return data
 
 
 def gpu_environment(reader: Any, missing: str) -> dict[str, Any]:
@@ -165,7 +210,8 @@ def record_runtime(run: RunDirectory, argv: list[str], env: dict[str, str], gpu_
     environment = run.environment()
     if "python" in environment:  # a resumed run keeps what its first start found
         return
-    environment["python"] = python_environment(trial_interpreter(argv, env), env)
+    cache = run.path.parent.parent / "environments"  # beside runs/ in the kubelab home
+    environment["python"] = python_environment(trial_interpreter(argv, env), env, cache)
     if gpu_ids:
         from kubelab.backends.local.system_sampler import open_gpu_reader
 

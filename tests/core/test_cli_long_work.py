@@ -196,3 +196,12 @@ def test_show_lays_the_record_out_without_python_reprs_and_escapes_names(cli: Cl
     assert "\\x1b" in cli("ls").stdout and "\x1b" not in cli("ls").stdout
     assert json.loads(cli("show", run_id, "-o", "json").stdout)["name"].startswith("evil\x1b")
     assert 'name: "evil' in cli("show", run_id, "-o", "yaml").stdout
+
+
+def test_a_missing_script_fails_with_pythons_own_reason(cli: Cli) -> None:
+    failed = cli("run", "--wait", "--", "python", "no_such_script.py", check_rc=1)
+    final = failed.stderr.strip().splitlines()[-1]
+    assert "Failed: replica 0 exited with code 2: " in final
+    assert "can't open file" in final and "no_such_script.py" in final
+    reason = json.loads(cli("ls", "-o", "json").stdout)["items"][0]["reason"]
+    assert reason == final.split(" Failed: ", 1)[1]

@@ -128,6 +128,18 @@ def test_packages_are_asked_of_the_trials_own_interpreter(cli: Cli, lab_env: Pat
     assert Path(venv["executable"]).parent == other.parent
     assert "pytest" not in venv["packages"]  # a bare venv: not kubelab's packages
 
+    # An install into the venv (a new distribution's metadata) is seen by its next run, not the
+    # answer kept from the first.
+    site = next((lab_env / "venv" / "lib").glob("python3*/site-packages"))
+    (site / "tinypkg-1.2.dist-info").mkdir()
+    (site / "tinypkg-1.2.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: tinypkg\nVersion: 1.2\n"
+    )
+    again = submit(cli, "--", str(other), "-c", "print('again')")
+    assert json.loads((run_dir(lab_env, again["id"]) / "environment.json").read_text())["python"][
+        "packages"
+    ] == {"tinypkg": "1.2"}
+
     diff = json.loads(cli("diff", ours["id"], theirs["id"], "-o", "json").stdout)
     assert diff["environment"]["packages"]["removed"]["pytest"] == importlib.metadata.version("pytest")
     text = cli("diff", ours["id"], theirs["id"]).stdout
