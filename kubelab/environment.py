@@ -100,7 +100,9 @@ def _uncommitted(folder: Path, base: str) -> bytes:
         env = {**os.environ, "GIT_INDEX_FILE": str(Path(scratch) / "index")}
         _git(folder, "read-tree", base if base != EMPTY_TREE else "--empty", env=env).check_returncode()
         _git(folder, "add", "-A", "--", ".", env=env).check_returncode()
-        diff = _git(folder, "diff", "--cached", "--binary", "--no-color", base, "--", ".", env=env)
+        # No external diff program nor textconv filter: a repository's config cannot run one here.
+        flags = ("--cached", "--binary", "--no-color", "--no-ext-diff", "--no-textconv")
+        diff = _git(folder, "diff", *flags, base, "--", ".", env=env)
         diff.check_returncode()
         return diff.stdout
 

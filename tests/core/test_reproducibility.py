@@ -114,6 +114,39 @@ def test_a_clean_checkout_has_no_patch_and_a_folder_outside_git_has_no_git_secti
     assert "git" not in json.loads((run_dir(lab_env, plain["id"]) / "environment.json").read_text())
 
 
+def test_recording_a_repository_runs_none_of_its_configured_programs(cli: Cli, lab_env: Path) -> None:
+    repo = project(lab_env / "hostile")
+    marker = lab_env / "ran"
+    hook = lab_env / "hook.sh"
+    hook.write_text(f'#!/bin/sh\necho "$0 $*" >> {marker}\ncat "$1" 2>/dev/null\n')
+    hook.chmod(0o755)
+    git(repo, "init", "-q")
+    (repo / ".gitattributes").write_text("* diff=evil\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "first")
+    for key in ("core.fsmonitor", "diff.external", "diff.evil.textconv", "diff.evil.command"):
+        git(repo, "config", key, str(hook))
+    (repo / "train.py").write_text((repo / "train.py").read_text() + "# changed\n")
+
+    record = submit(cli, "-f", "hostile/kubelab.yaml")
+
+    assert not marker.exists(), marker.read_text()
+    patch = (run_dir(lab_env, record["id"]) / "uncommitted.patch").read_text()
+    assert "+# changed" in patch
+
+
+def test_diff_reads_no_file_outside_the_snapshots(cli: Cli, lab_env: Path) -> None:
+    secret = lab_env / "secret.txt"
+    secret.write_text("top secret words\n")
+    project(lab_env / "plain")
+    linked = project(lab_env / "linked")
+    (linked / "notes.txt").symlink_to(secret)
+    a, b = submit(cli, "-f", "plain/kubelab.yaml"), submit(cli, "-f", "linked/kubelab.yaml")
+    assert (run_dir(lab_env, b["id"]) / "code" / "notes.txt").is_symlink()
+    diff = cli("diff", a["id"], b["id"], "-o", "json").stdout
+    assert "top secret" not in diff
+
+
 def test_packages_are_asked_of_the_trials_own_interpreter(cli: Cli, lab_env: Path) -> None:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(lab_env / "venv")], check=True)
     other = lab_env / "venv" / "bin" / "python"
