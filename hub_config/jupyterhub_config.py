@@ -98,7 +98,7 @@ elif AUTH == "shared-password":
 else:
     raise ValueError(f"KUBELAB_HUB_AUTH must be pam, native, oauth or shared-password, not {AUTH!r}")
 
-# -- idle culling: every server after an hour idle, GPU servers after 30 minutes -------------------
+# -- idle culling: every server after an hour idle, GPU servers after 30 minutes of idle GPUs -------
 # Both stop at once when the hub does (kubelab.spawner.hub_service restores the SIGINT a hub started
 # in the background hands its services ignored; JupyterHub would wait 30 s for each otherwise).
 c.JupyterHub.services = [
@@ -120,7 +120,15 @@ c.JupyterHub.services = [
             "-m",
             "kubelab.spawner.culling",
             f"--timeout={os.environ.get('KUBELAB_GPU_IDLE_TIMEOUT', '1800')}",
-            "--every=300",
+            f"--minutes={os.environ.get('KUBELAB_GPU_IDLE_MINUTES', '30')}",
+            f"--threshold={os.environ.get('KUBELAB_GPU_IDLE_THRESHOLD', '5')}",
+            f"--every={os.environ.get('KUBELAB_GPU_CULL_EVERY', '60')}",
+            f"--servers-url={os.environ.get('KUBELAB_HUB_PUBLIC_URL', 'http://127.0.0.1:8000')}",
+            *(
+                [f"--prometheus-url={PROMETHEUS}"]
+                if (PROMETHEUS := os.environ.get("KUBELAB_PROMETHEUS_URL"))
+                else []
+            ),
         ],
     },
 ]
@@ -128,8 +136,21 @@ c.JupyterHub.load_roles = [
     {
         "name": "kubelab-culler",
         "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"],
-        "services": ["idle-culler", "gpu-culler"],
-    }
+        "services": ["idle-culler"],
+    },
+    {  # the GPU culler also reads the groups' `gpu_idle` and leaves its warning on the server
+        "name": "kubelab-gpu-culler",
+        "scopes": [
+            "list:users",
+            "read:users:activity",
+            "read:servers",
+            "delete:servers",
+            "list:groups",
+            "read:groups",
+            "access:servers",
+        ],
+        "services": ["gpu-culler"],
+    },
 ]
 
 if MODE == "kubernetes":

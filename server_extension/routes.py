@@ -5,7 +5,7 @@ schedules and TensorBoard sessions, and `openapi.json`, the API described from t
 
 from __future__ import annotations
 
-from kubelab.server_extension import handlers, pipelines, repro, sweeps, tensorboard
+from kubelab.server_extension import handlers, idle_notice, pipelines, repro, sweeps, tensorboard
 from kubelab.server_extension.handlers import KubelabHandler, api
 from kubelab.server_extension.openapi import document
 
@@ -24,5 +24,6 @@ API_ROUTES: list[tuple[str, type]] = [
     *sweeps.ROUTES,
     *pipelines.ROUTES,
     *tensorboard.ROUTES,
+    *idle_notice.ROUTES,
     (r"openapi.json", OpenAPIHandler),
 ]

@@ -134,11 +134,14 @@ def render_all(
     config_path: Path | None = None, hub_namespace: str | None = None, role_file: Path | None = None
 ) -> list[dict[str, Any]]:
     """Every object an admin applies besides the chart (see kubelab.spawner.install)."""
+    from kubelab.backends.kubernetes.priority_classes import priority_classes
+
     from . import admission_policy, install, objects
 
     config = load_config(config_path or default_config())
     hub_ns = hub_namespace_of(config, hub_namespace)
     result = [*install.hub_rbac(hub_ns), install.notebook_role_configmap(hub_ns, role_file)]
+    result += priority_classes()  # what `priority: low|normal|high` and notebooks run at
     if config.KubeLabSpawner.get("trusted_lab"):  # the shared namespace and its shared objects
         with _OfflineKube():
             spawner = asyncio.run(offline_spawner(config, "-", []))
@@ -179,7 +182,12 @@ def cmd_render(args: argparse.Namespace) -> int:
                 ],
             )
         role_file = Path(args.role_file) if args.role_file else None
-        _print(render_all(config, args.hub_namespace, role_file), args.output)
+        objects = render_all(config, args.hub_namespace, role_file)
+        if args.kueue:  # a cluster with Kueue orders queued runs by these (its CRD must exist)
+            from kubelab.backends.kubernetes.priority_classes import workload_priority_classes
+
+            objects += workload_priority_classes()
+        _print(objects, args.output)
         return 0
     if not args.user:
         raise ValidationError("invalid arguments", [FieldError("user", "is required (or pass --all)")])
@@ -245,6 +253,9 @@ def cmd_hub(args: argparse.Namespace) -> int:
         "KUBELAB_HUB_ROOT": str(root),
         "KUBELAB_HUB_AUTH": auth,
         "KUBELAB_HUB_PASSWORD": password,
+        # where the GPU culler reaches users' servers to warn them (through the hub's proxy)
+        "KUBELAB_HUB_PUBLIC_URL": f"http://{args.ip if args.ip not in ('', '0.0.0.0') else '127.0.0.1'}"
+        f":{args.port}",
     }
     if args.mode == "local":
         from .preflight import check_runnable_by_users, single_user_notice
@@ -308,8 +319,11 @@ def register(subparsers: Any) -> None:
         "--all",
         action="store_true",
         help="the objects an admin applies besides the chart: hub ClusterRole and binding, the "
-        "notebook Role's ConfigMap, the admission policies bounding user namespaces and their "
-        "bindings (or the shared namespace's objects in trusted-lab mode)",
+        "notebook Role's ConfigMap, kubelab's PriorityClasses, the admission policies bounding user "
+        "namespaces and their bindings (or the shared namespace's objects in trusted-lab mode)",
+    )
+    render_parser.add_argument(
+        "--kueue", action="store_true", help="with --all: also Kueue's WorkloadPriorityClasses"
     )
     render_parser.add_argument("--hub-namespace", help="with --all: the hub's namespace (default jhub)")
     render_parser.add_argument(

@@ -8,7 +8,9 @@ Properties (all optional), as an admin sets them through the hub's API or admin 
                "group": {"gpus": 8}},
      "cluster": "kubeconfig-context",
      "images": ["registry/lab/pytorch:2.4"],
-     "namespace_bounds": {"pods": 100, "ephemeral_volume": "500Gi"}}
+     "namespace_bounds": {"pods": 100, "ephemeral_volume": "500Gi"},
+     "gpu_idle": {"threshold": 5, "minutes": 30, "warn_minutes": 5},
+     "max_priority": "normal"}
 
 Keys with a `.` or `/` (`example.org/x`) belong to other hub services and are left alone;
 any other unknown key is refused with a suggestion, since a typo would silently drop a quota.
@@ -23,13 +25,24 @@ from decimal import Decimal
 from typing import Any
 
 from kubelab.errors import FieldError, ValidationError, did_you_mean
+from kubelab.priorities import PRIORITY_NAMES
 from kubelab.quantity import parse_quantity
 
 from .bounds import parse_bounds
+from .gpu_idleness import parse_idle_policy
 from .volumes import VolumeMount, parse_volume_mount
 
 PUBLIC = "public"
-PROPERTY_KEYS = ("node_selector", "volume_mount", "quota", "cluster", "images", "namespace_bounds")
+PROPERTY_KEYS = (
+    "node_selector",
+    "volume_mount",
+    "quota",
+    "cluster",
+    "images",
+    "namespace_bounds",
+    "gpu_idle",
+    "max_priority",
+)
 QUOTA_KEYS = ("gpus", "cpu", "memory")
 
 
@@ -59,6 +72,7 @@ class ProjectGroup:
     cluster: str | None = None
     images: tuple[str, ...] = ()
     bounds: dict[str, Any] = field(default_factory=dict)  # over KubeLabSpawner.namespace_bounds
+    max_priority: str | None = None  # the highest run priority members may ask for
 
 
 def parse_group(name: str, properties: Mapping[str, Any] | None) -> ProjectGroup:
@@ -105,6 +119,15 @@ def parse_group(name: str, properties: Mapping[str, Any] | None) -> ProjectGroup
     except ValidationError as exc:
         errors += exc.fields
         bounds = {}
+    try:  # read by the GPU culler (a hub service); refused here so a typo is seen at once
+        parse_idle_policy(properties.get("gpu_idle"), f"{where}.gpu_idle")
+    except ValidationError as exc:
+        errors += exc.fields
+    max_priority = properties.get("max_priority")
+    if max_priority is not None and max_priority not in PRIORITY_NAMES:
+        reason = f"must be low, normal or high, not {max_priority!r}"
+        errors.append(FieldError(f"{where}.max_priority", reason))
+        max_priority = None
     if errors:
         raise ValidationError(f"invalid properties of group '{name}'", errors)
     return ProjectGroup(
@@ -116,6 +139,7 @@ def parse_group(name: str, properties: Mapping[str, Any] | None) -> ProjectGroup
         cluster=cluster or None,
         images=tuple(images),
         bounds=dict(bounds),
+        max_priority=max_priority,
     )
 
 

@@ -21,6 +21,7 @@ from kubernetes_asyncio.client.rest import ApiException
 from kubespawner import KubeSpawner
 from traitlets import default
 
+from kubelab.backends.kubernetes.priority_classes import NOTEBOOK_CLASS
 from kubelab.errors import FieldError, KubelabError, ValidationError
 from kubelab.quantity import parse_quantity
 
@@ -261,6 +262,9 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, BackPressure, KubeSpawner):  # 
         if self.network_policy:  # z2jh's hub policy admits pods from other namespaces by this label
             self.extra_labels[HUB_ACCESS_LABEL] = "true"
         self._kubelab_env = settings.env
+        if self.priority_classes:  # runs never preempt notebooks, and notebooks never preempt runs
+            self.priority_class_name = NOTEBOOK_CLASS
+            self._kubelab_env = {**settings.env, "KUBELAB_PRIORITY_CLASSES": "1"}
         self._settings = settings
 
     async def get_pod_manifest(self) -> Any:
@@ -323,6 +327,7 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, BackPressure, KubeSpawner):  # 
             isolation=self.isolation(api_server),
             bounds=group_bounds(self.namespace_bounds, group.name, group.bounds),
             placement=placement(self.hub_namespace, group.node_selector, tolerations, resources),
+            max_priority=group.max_priority,
         )
         result[0]["metadata"]["labels"].update(self._expand_all(self.user_namespace_labels))
         annotations = self._expand_all(self.user_namespace_annotations)

@@ -96,6 +96,12 @@ class KubeLabSettings(HasTraits):
             "namespaces or hostPath), restricted, or privileged (only for groups that mount hostPath)."
         ),
     )
+    priority_classes = Bool(
+        False,
+        config=True,
+        help="""The cluster has kubelab's PriorityClasses (`kubelab hub render --all`): notebooks get
+        `kubelab-notebook` (runs never preempt them) and runs may ask for low, normal or high.""",
+    )
     spawn_concurrency = Int(
         16,
         config=True,

@@ -19,6 +19,8 @@ from typing import Any
 
 import yaml
 
+from kubelab.backends.kubernetes.priority_classes import priority_cap_quota
+
 from .admission_policy import HUB_LABEL, Placement, namespace_annotations
 from .bounds import COUNTS, NamespaceBounds, claims_storage
 from .groups import Quota
@@ -226,6 +228,7 @@ def user_namespace_objects(
     isolation: Isolation | None = None,
     bounds: NamespaceBounds | None = None,
     placement: Placement | None = None,
+    max_priority: str | None = None,
 ) -> list[dict[str, Any]]:
     """Everything prepared in a user's namespace on spawn, in creation order (namespace first);
     NetworkPolicies when `isolation` is given; with `bounds` and `placement` the object counts,
@@ -250,6 +253,9 @@ def user_namespace_objects(
         objects.append(limits)
     if bounds is not None:
         objects.append(limit_range(ns, bounds))
+    cap = priority_cap_quota(ns, max_priority)  # the group's highest run priority
+    if cap is not None:
+        objects.append(cap)
     if isolation is not None:
         objects.extend(network_policies(ns, isolation))
     return objects + claims

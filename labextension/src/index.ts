@@ -53,6 +53,7 @@ import {
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- isEnabled must answer synchronously
 import { TERMINAL_STATES } from './model';
 import { CommandIDs, createSidebar, ROW_ACTIONS, SIDEBAR_ID } from './panel';
+import { idleNoticePlugin } from './idlenoticeplugin';
 import { pipelinesPlugin } from './pipelines';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
 import { DEFAULT_SETTINGS, IKubelabSettings, readSettings } from './settings';
@@ -720,4 +721,4 @@ async function openOutput(
   URL.revokeObjectURL(link.href);
 }
 
-export default [plugin, pipelinesPlugin];
+export default [plugin, pipelinesPlugin, idleNoticePlugin];

@@ -28,14 +28,26 @@ class NVMLError_LibraryNotFound(NVMLError):
     pass
 
 
+class NVMLError_NotFound(NVMLError):
+    pass
+
+
 class RecordedNvml:
     NVMLError = NVMLError
     NVML_TEMPERATURE_GPU = NVML_TEMPERATURE_GPU
 
-    def __init__(self, name: str = "nvml_two_gpus.json", missing_library: bool = False):
+    NVMLError_NotFound = NVMLError_NotFound
+
+    def __init__(
+        self,
+        name: str = "nvml_two_gpus.json",
+        missing_library: bool = False,
+        pids: dict[str, int] | None = None,
+    ):
         recorded = json.loads((FIXTURES / name).read_text())
         self.devices: list[dict[str, Any]] = recorded["devices"]
         self.system: dict[str, Any] = recorded.get("system", {})
+        self.pids = pids or {}  # a recorded process's name -> the pid it has in this test
         self.calls: dict[tuple[int, str], int] = {}
         self.missing_library = missing_library
         self.initialised = 0
@@ -90,3 +102,16 @@ class RecordedNvml:
     def nvmlDeviceGetTemperature(self, handle: int, sensor: int) -> int:
         assert sensor == NVML_TEMPERATURE_GPU
         return int(self._next(handle, "temperature_c"))
+
+    def nvmlDeviceGetProcessUtilization(self, handle: int, last_seen: int) -> list[SimpleNamespace]:
+        """The samples newer than `last_seen` (µs), one recorded round per call; NVML answers
+        NotFound when no process ran a kernel since then."""
+        answer = self._next(handle, "process_utilization")
+        samples = [
+            SimpleNamespace(**{**sample, "pid": self.pids.get(sample["pid"], -1)})
+            for sample in answer
+            if sample["timeStamp"] > last_seen
+        ]
+        if not samples:
+            raise NVMLError_NotFound("Not Found")
+        return samples

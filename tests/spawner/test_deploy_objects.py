@@ -7,6 +7,7 @@ applies the same objects to a real API server.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -53,6 +54,7 @@ def test_render_all_prints_the_admins_objects() -> None:
         ("ClusterRole", "kubelab-hub"),
         ("ClusterRoleBinding", "kubelab-hub"),
         ("ConfigMap", "kubelab-notebook-role"),
+        *(("PriorityClass", f"kubelab-{name}") for name in ("low", "normal", "high", "notebook")),
         *(("ValidatingAdmissionPolicy", name) for name in policies),
         *(("ValidatingAdmissionPolicyBinding", f"{name}-lab-hub") for name in policies),
     ]
@@ -65,6 +67,17 @@ def test_render_all_prints_the_admins_objects() -> None:
     assert configmap["data"] == {
         "notebook-role.yaml": (REPO / "hub_config/rbac/notebook-role.yaml").read_text()
     }
+    classes = {o["metadata"]["name"]: o for o in objects if o["kind"] == "PriorityClass"}
+    assert [classes[f"kubelab-{n}"]["value"] for n in ("low", "normal", "high")] == [100, 1000, 10000]
+    assert classes["kubelab-low"]["preemptionPolicy"] == "Never"  # low runs take no one's GPUs
+    assert classes["kubelab-notebook"]["preemptionPolicy"] == "Never"
+    assert classes["kubelab-notebook"]["value"] > classes["kubelab-high"]["value"]  # no run preempts one
+    with_kueue = list(yaml.safe_load_all(kubelab("render", "--all", "--kueue").stdout))
+    assert [o["metadata"]["name"] for o in with_kueue if o["kind"] == "WorkloadPriorityClass"] == [
+        "kubelab-low",
+        "kubelab-normal",
+        "kubelab-high",
+    ]
     as_json = kubelab("render", "--all", "-o", "json")
     assert as_json.returncode == 0
     assert yaml.safe_load(as_json.stdout)[1]["subjects"][0]["namespace"] == "jhub"  # the docs' namespace
@@ -91,7 +104,7 @@ def test_render_all_in_trusted_lab_mode_adds_the_shared_namespace(tmp_path: Path
     done = kubelab("render", "--all", "--config", str(config))
     assert done.returncode == 0, done.stderr
     kinds = [(o["kind"], o["metadata"]["name"]) for o in yaml.safe_load_all(done.stdout)]
-    assert kinds[3:] == [
+    assert kinds[7:] == [  # after the hub RBAC, the role ConfigMap and the four PriorityClasses
         ("Namespace", "lab"),
         ("ServiceAccount", "kubelab-notebook"),
         ("Role", "kubelab-notebook"),
@@ -334,3 +347,17 @@ def test_taking_over_an_older_writers_fields() -> None:
         },
         status,
     ]
+
+
+def test_with_priority_classes_notebooks_get_theirs_and_tell_their_runs(tmp_path: Path) -> None:
+    config = tmp_path / "jupyterhub_config.py"
+    config.write_text(
+        f"load_subconfig({str(REPO / 'hub_config' / 'jupyterhub_config.py')!r})\n"
+        "c = get_config()\nc.KubeLabSpawner.priority_classes = True\n"
+    )
+    done = kubelab("render", "--user", "alice", "--config", str(config), "-o", "json")
+    assert done.returncode == 0, done.stderr
+    (pod,) = [o for o in json.loads(done.stdout) if o["kind"] == "Pod"]
+    assert pod["spec"]["priorityClassName"] == "kubelab-notebook"
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+    assert env["KUBELAB_PRIORITY_CLASSES"] == "1"  # its runs may ask for low, normal or high

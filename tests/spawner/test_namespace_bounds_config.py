@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -107,3 +108,29 @@ def test_a_spawn_with_bad_lab_bounds_is_refused_naming_them(tmp_path: Path) -> N
     assert refused.value.status_code == 400
     message = refused.value.jupyterhub_message  # type: ignore[attr-defined]
     assert "KubeLabSpawner.namespace_bounds.default_cpu" in message and "<= max_cpu" in message, message
+
+
+def test_a_groups_priority_cap_becomes_a_quota_on_the_classes_above_it() -> None:
+    def caps(max_priority: str | None) -> list[dict[str, Any]]:
+        built = user_namespace_objects(
+            "user-alice",
+            "alice",
+            "kubelab-notebook",
+            Quota(),
+            [],
+            Storage(),
+            max_priority=max_priority,
+        )
+        return [o for o in built if o["metadata"]["name"] == "kubelab-priority-cap"]
+
+    (cap,) = caps("low")
+    assert cap["spec"]["hard"] == {"pods": "0"}
+    expression = cap["spec"]["scopeSelector"]["matchExpressions"][0]
+    assert expression["scopeName"] == "PriorityClass" and expression["values"] == [
+        "kubelab-normal",
+        "kubelab-high",
+    ]
+    assert caps("high") == caps(None) == []
+    assert parse_group("interns", {"max_priority": "normal"}).max_priority == "normal"
+    with pytest.raises(ValidationError, match="groups.interns.max_priority: must be low, normal or high"):
+        parse_group("interns", {"max_priority": "urgent"})

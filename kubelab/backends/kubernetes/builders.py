@@ -23,8 +23,10 @@ from kubelab.backends.kubernetes import names
 from kubelab.backends.kubernetes.distributed_env import distributed_env, ports_for
 from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 from kubelab.backends.kubernetes.pod_security import container_security, pod_security
+from kubelab.backends.kubernetes.priority_classes import KUEUE_PRIORITY_LABEL, class_name, priority_problem
 from kubelab.errors import FieldError, ValidationError
 from kubelab.gpu_share import is_fraction
+from kubelab.priorities import LOW_PRIORITY, NORMAL_PRIORITY
 from kubelab.records import RunDirectory
 from kubelab.shims import SHIMS_DIR
 from kubelab.spec import ExperimentSpec
@@ -117,6 +119,12 @@ def check(spec: ExperimentSpec, nb: NotebookEnv) -> None:
                 "ask for a whole GPU of a shared type (time-sliced or a MIG profile such as 1g.10gb)",
             )
         )
+    problem = priority_problem(spec.priority, nb.priority_classes)
+    if problem is not None:
+        problems.append(problem)
+    elif spec.priority <= LOW_PRIORITY and not spec.preemptible:
+        why = "on Kubernetes the scheduler preempts any lower-priority pod; ask for normal to keep GPUs"
+        problems.append(FieldError("preemptible", why))
     if spec.resources.gpu_indices is not None:
         problems.append(
             FieldError(
@@ -174,6 +182,8 @@ def metadata(
         meta["namespace"] = target.namespace
     if queue and spec.queue:
         meta["labels"][names.QUEUE_LABEL] = spec.queue
+        if spec.priority != NORMAL_PRIORITY:  # Kueue orders and preempts workloads by this class
+            meta["labels"][KUEUE_PRIORITY_LABEL] = class_name(spec.priority)
     return meta
 
 
@@ -283,6 +293,8 @@ def pod_template(
     }
     if nb.service_account:
         pod["serviceAccountName"] = nb.service_account
+    if nb.priority_classes:
+        pod["priorityClassName"] = class_name(spec.priority)
     if volumes:
         pod["volumes"] = volumes
     selector = {**spec.node_selector, **nb.node_selector}  # the group's placement wins (check refuses)

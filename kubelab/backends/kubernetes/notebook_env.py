@@ -41,6 +41,7 @@ class NotebookEnv:
     service_account: str | None = None
     uid: int = DEFAULT_UID
     gid: int = 100
+    priority_classes: bool = False  # the cluster has kubelab-low/normal/high (the hub says so)
 
     @classmethod
     def from_environ(
@@ -96,6 +97,7 @@ class NotebookEnv:
             shm=shm,
             home=env.get("KUBELAB_HOME") or None,
             service_account=env.get("KUBELAB_SERVICE_ACCOUNT") or None,
+            priority_classes=(env.get("KUBELAB_PRIORITY_CLASSES") or "").lower() in ("1", "true", "yes"),
             uid=uid if uid else DEFAULT_UID,
             gid=gid if uid else 100,
         )

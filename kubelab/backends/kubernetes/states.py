@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubelab.backends.kubernetes.names import INDEX_ANNOTATION, QUEUE_LABEL, ROLE
-from kubelab.records import FAILED, PENDING, QUEUED, RUNNING, SUCCEEDED
+from kubelab.records import FAILED, PENDING, PREEMPTED, QUEUED, RUNNING, SUCCEEDED
 
 Obj = dict[str, Any]
 PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
@@ -185,6 +185,21 @@ def creation_refusal(events: Sequence[Obj]) -> str | None:
     return None
 
 
+def preemption(all_views: list[PodView], events: Sequence[Obj], live: set[str]) -> str | None:
+    """The latest preemption of a pod this run no longer runs, in the scheduler's words: from
+    the pod's DisruptionTarget condition while it is still there, else from the `Preempted`
+    event the scheduler left on it (the pod itself is gone by then)."""
+    found = [(v.created, v.reason) for v in all_views if v.disrupted and "preempted" in v.reason]
+    for event in events:
+        involved = event.get("involvedObject") or {}
+        mine = involved.get("kind") == "Pod" and involved.get("name") not in live
+        if event.get("reason") == "Preempted" and mine:
+            when = event.get("lastTimestamp") or event.get("eventTime") or ""
+            found.append((when, f"was preempted: {event.get('message') or 'by a higher-priority pod'}"))
+    found = [(when, why) for when, why in found if why]
+    return max(found)[1] if found else None
+
+
 def _failure_story(views: list[PodView]) -> PodView | None:
     failed = [v for v in views if v.phase == "Failed"]
     mine = [v for v in failed if not v.disrupted] or failed
@@ -251,17 +266,22 @@ def _from_pods(
         refusal = creation_refusal(events)
         if refusal:
             return Observation(PENDING, refusal + retry, None, attempt, records)
+    preempted = preemption(all_views, events, {v.name for v in active}) if not done else None
     if pending:
         worst = next(
             (v for v in pending if v.reason not in ("starting", "waiting to be scheduled")), pending[0]
         )
         prefix = f"{worst.label}: " if expected > 1 else ""
+        if preempted:  # not counted against retries (the Job's pod-failure policy): it waits for room
+            return Observation(PREEMPTED, f"{preempted}; {prefix}{worst.reason}", None, attempt, records)
         return Observation(PENDING, prefix + worst.reason + retry, None, attempt, records)
     if active:
         reason = "running" if expected == 1 else f"{len(active)}/{expected} replicas running"
         return Observation(RUNNING, reason + retry, None, attempt, records)
     if done:
         return Observation(RUNNING, f"{len(done)}/{expected} replicas finished", None, attempt, records)
+    if preempted:
+        return Observation(PREEMPTED, f"{preempted}; its next pod is being made", None, attempt, records)
     return Observation(PENDING, "waiting for pods to be created" + retry, None, attempt, records)
 
 

@@ -343,6 +343,15 @@ class GpuAllocator:
             state["shares"] = {g: holders for g, holders in shares.items() if holders}
             preemption.forget(state, run)
 
+    def holdings(self) -> dict[str, tuple[int, list[int]]]:
+        """run -> (the pid holding its GPUs, their indices): who to ask NVML about."""
+        with self._locked() as state:
+            held = preemption.holders(state)
+        return {
+            run: (int(entries[0][1]["pid"]), sorted({int(gpu) for gpu, _ in entries}))
+            for run, entries in held.items()
+        }
+
     def snapshot(self) -> dict[str, Any]:
         """Totals, free counts per type, holders and the waiting queue."""
         with self._locked() as state:
