@@ -11,7 +11,6 @@ import argparse
 import json
 import os
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -19,13 +18,14 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from kubelab.cli_output import emit, say, table
 from kubelab.errors import FieldError, KubelabError, ValidationError
 from kubelab.options import add_experiment_options, apply_options, given_options, option_error
-from kubelab.records import SUCCEEDED, TERMINAL, RunDirectory
+from kubelab.records import SUCCEEDED, RunDirectory
 from kubelab.system_metrics import describe, summarize_file
 
 if TYPE_CHECKING:
     from kubelab.experiments import Experiments
 
 Handler = Callable[[argparse.Namespace], int]
+LS_DEFAULT = 50  # `kubelab ls` rows unless --all or --limit
 
 
 def _lab() -> Experiments:
@@ -101,11 +101,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.wait:
         say(record["id"])
         return 0
-    if args.output != "json":
-        for chunk in lab.logs(record["id"], 0, follow=True):
-            sys.stdout.write(chunk)
-            sys.stdout.flush()
-    final = wait_for(lab, record["id"])
+    from kubelab.progress import follow_run
+
+    final = follow_run(lab, record["id"], show=args.output != "json")
     lab.backend.close()  # what follows a run's end (keeping its logs) finishes before we exit
     if args.output == "json":
         emit(final, "json")
@@ -123,14 +121,6 @@ def run_sweep_file(args: argparse.Namespace, data: Any) -> int:
         reason = f"{', '.join(given)} cannot be combined with a sweep file; edit the file instead"
         raise ValidationError("invalid arguments", [FieldError("file", reason)])
     return create_and_follow(data, Path(args.file).resolve().parent, args.wait, args.output)
-
-
-def wait_for(lab: Any, run_id: str) -> dict[str, Any]:
-    while True:
-        record: dict[str, Any] = lab.get(run_id)
-        if record["status"] in TERMINAL:
-            return record
-        time.sleep(0.2)
 
 
 def _replica(value: str) -> int | str:
@@ -158,41 +148,29 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    items, total = _lab().list(" ".join(args.query), args.sort or "", args.limit)
+    limit = None if args.all else args.limit if args.limit is not None else LS_DEFAULT
+    items, total = _lab().list(" ".join(args.query), args.sort or "", limit)
     if args.output == "json":
         emit({"items": items, "total": total}, "json")
     else:
-        say(table(items))
+        params = [p.strip() for p in (args.params or "").split(",") if p.strip()]
+        say(table(items, params))
         if total > len(items):
-            say(f"({len(items)} of {total} shown)")
+            say(f"({len(items)} of {total} shown, newest first; --all or --limit N for more)")
     return 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    record = _lab().get(args.id)
+    lab = _lab()
+    record = lab.get(args.id)
     if args.output in ("json", "yaml"):
         emit(record, args.output)
         return 0
-    for key in (
-        "id",
-        "name",
-        "status",
-        "reason",
-        "exit_code",
-        "created_at",
-        "started_at",
-        "finished_at",
-        "duration",
-        "params",
-        "metrics",
-        "gpu_ids",
-        "run_dir",
-    ):
-        say(f"{key + ':':12} {record.get(key)}")
-    if record.get("run_dir"):
-        system = summarize_file(RunDirectory(Path(record["run_dir"])).system_file)
-        for line in describe(system):
-            say(f"{'system:':12} {line}")
+    from kubelab.show_layout import print_layout
+
+    system = describe(summarize_file(RunDirectory(Path(record["run_dir"])).system_file))
+    children = lab.list(f"parent:{record['id']}", "created_at")[0]
+    print_layout(record, system, children)
     return 0
 
 
@@ -281,7 +259,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("ls", cmd_ls, "list experiments, optionally filtered by a PQL query")
     p.add_argument("query", nargs="*", help="e.g. status:succeeded, metrics.loss:<0.3")
     p.add_argument("--sort", help="e.g. -metrics.loss,created_at")
-    p.add_argument("--limit", type=int)
+    p.add_argument("--limit", type=int, help=f"show N (default {LS_DEFAULT}, the newest)")
+    p.add_argument("--all", action="store_true", help="show every match")
+    p.add_argument("--params", help="parameter columns, e.g. lr,batch")
 
     p = command("show", cmd_show, "show one experiment", ("json", "yaml"))
     p.add_argument("id")
@@ -304,7 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _extensions() -> list[Callable[[Any], None]]:
     """Subcommands that live with their domain (sweeps, pipelines, schedules, tensorboard, hub)."""
-    from kubelab import usage
+    from kubelab import repro_cli, usage
     from kubelab.environments import cli as environments
     from kubelab.pipelines import cli as pipelines
     from kubelab.schedules import cli as schedules
@@ -320,6 +300,7 @@ def _extensions() -> list[Callable[[Any], None]]:
         usage.register,
         environments.register,
         serving.register,
+        repro_cli.register,
     ]
     try:  # the one adapter the core imports (pyproject's core contract names this import)
         from kubelab.spawner import cli as hub
@@ -333,6 +314,10 @@ def _extensions() -> list[Callable[[Any], None]]:
 
 def dash_values(argv: list[str]) -> list[str]:
     """`--sort -metrics.loss` as `--sort=-metrics.loss`: argparse would read the value as an option."""
+    if argv[:1] == ["tag"]:  # `kubelab tag RUN -old`: its edits begin with dashes too
+        from kubelab.repro_cli import tag_words
+
+        return tag_words(argv)
     out: list[str] = []
     for index, word in enumerate(argv):
         after_sort = bool(out) and out[-1] == "--sort" and "--" not in argv[:index]

@@ -57,13 +57,19 @@ def grid(rows: list[tuple[Any, ...]]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in text)
 
 
-def table(records: list[dict[str, Any]]) -> str:
-    rows: list[tuple[Any, ...]] = [("ID", "NAME", "STATUS", "STARTED", "DURATION", "METRICS")]
+def table(records: list[dict[str, Any]], params: list[str] | None = None) -> str:
+    """The `kubelab ls` table; TAGS and NOTE when any run has them, a column per asked parameter."""
+    params = params or []
+    labels = any(r.get("tags") or r.get("note") for r in records)
+    header = ("ID", "NAME", "STATUS", "STARTED", "DURATION", *(p.upper() for p in params), "METRICS")
+    rows: list[tuple[Any, ...]] = [header + ("TAGS", "NOTE") * labels]
     for r in records:
         metrics = ", ".join(f"{k}={_short(v)}" for k, v in list((r.get("metrics") or {}).items())[:3])
         started = (r.get("started_at") or "")[:19].replace("T", " ")
         duration = f"{r['duration']:.1f}s" if r.get("duration") is not None else ""
-        rows.append((r["id"], clean(r["name"])[:30], r["status"], started, duration, metrics))
+        values = [_short((r.get("params") or {}).get(p, "")) for p in params]
+        row = (r["id"], clean(r["name"])[:30], r["status"], started, duration, *values, metrics)
+        rows.append(row + (",".join(r.get("tags") or []), clean(r.get("note") or "")[:40]) * labels)
     return grid(rows)
 
 

@@ -13,7 +13,7 @@ import os
 import re
 import shutil
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,10 @@ from kubelab.errors import FieldError, KubelabError, NotFound, ValidationError
 from kubelab.home import default_home
 from kubelab.index import Changes, RunIndex
 from kubelab.logfiles import byte_range, follow_file
+from kubelab.provenance import record_code
 from kubelab.records import PENDING, RUNNING, TERMINAL, RunDirectory, Status, summary
+from kubelab.reopen import parent_of
+from kubelab.run_notes import checked_note, edited_tags
 from kubelab.spec import ExperimentSpec
 
 RUN_ID = re.compile(r"^[0-9a-z]{12}$")
@@ -109,6 +112,8 @@ class Experiments:
     ) -> dict[str, Any]:
         """Validate, write the run directory, snapshot the code, and hand it to the backend."""
         spec = self.prepare(data, base_dir, confine)
+        folder = Path(spec.code.path) if spec.code and spec.code.path else None
+        folder = folder or (Path(spec.workdir) if spec.workdir else None)
         status = Status(
             state=PENDING,
             reason="submitted",
@@ -118,9 +123,12 @@ class Experiments:
             trial=trial,
             pipeline=pipeline,
             pipeline_step=pipeline_step,
+            parent=parent_of(folder),
         )
         run = RunDirectory.create(self.runs_root, spec.to_dict(), status)
         try:
+            if folder is not None:
+                record_code(run, folder)  # the git commit and uncommitted changes, before the copy
             self._snapshot(run, spec)
             environments.record(run, spec, base_dir or Path.cwd(), confine)
             self.backend.submit(run, spec)
@@ -255,6 +263,34 @@ class Experiments:
         run = self.run(run_id)
         self.backend.stop(run, pruned=pruned)
         return summary(run)
+
+    def annotate(
+        self, run_id: str, add: Sequence[str] = (), remove: Sequence[str] = (), note: str | None = None
+    ) -> dict[str, Any]:
+        """Edit a run's tags (`add`, `remove`) and note; they live in its `notes.json`."""
+        run = self.run(run_id)
+        record = summary(run)
+        notes = run.notes()
+        notes["tags"] = edited_tags(record["tags"], list(add), list(remove))
+        if note is not None:
+            notes["note"] = checked_note(note)
+        run.write_notes(notes)
+        self.index.touch(run.id)
+        return summary(run)
+
+    def diff(self, a: str, b: str) -> dict[str, Any]:
+        """What differs between two runs (kubelab/run_diff.py)."""
+        from kubelab.run_diff import diff_runs
+
+        run_a, run_b = self.run(a), self.run(b)
+        return diff_runs(run_a, run_b, summary(run_a), summary(run_b))
+
+    def reopen(self, run_id: str, dest: Path) -> dict[str, Any]:
+        """The run's snapshot as a new folder with its parameters (kubelab/reopen.py)."""
+        from kubelab.reopen import reopen
+
+        run = self.run(run_id)
+        return reopen(run, summary(run)["params"], dest)
 
     def delete(self, run_id: str) -> None:
         run = self.run(run_id)

@@ -25,6 +25,9 @@ CACHE_VERSION = 3  # entries: (file stamps, summary, metrics bytes folded)
 # systems): a listing taken this close to the stamp may have missed an entry made in the
 # same tick, so it is not trusted and the next refresh lists again (git's "racy" rule).
 RACY_NS = 2_000_000_000
+# Ids of runs whose record changed after they finished (tags, a note), one a line: a finished
+# run is otherwise never looked at again, and another process's index must hear of the edit.
+TOUCHED = "touched.log"
 
 
 @dataclass
@@ -45,6 +48,8 @@ class RunIndex:
         # Listed directories that were not runs yet (made, but no status written): looked at
         # again on every refresh, since the listing's stamp will not move when they become runs.
         self.pending: set[str] = set()
+        self.touched_file = self.runs_root.parent / TOUCHED
+        self.touched_offset = 0  # bytes of TOUCHED already acted on (saved with the cache)
         self.loaded = False
         self.dirty = False
         # A server refreshes from its event hub's thread and from request threads at once.
@@ -60,6 +65,8 @@ class RunIndex:
         if isinstance(entries, dict) and data.get("version") == CACHE_VERSION:
             # A cache is only a cache: an entry of the wrong shape is dropped and re-read from its run.
             self.entries = {name: entry for name, entry in entries.items() if _well_formed(name, entry)}
+            offset = data.get("touched")
+            self.touched_offset = offset if isinstance(offset, int) else 0
 
     def save(self) -> None:
         with self.lock:
@@ -70,7 +77,11 @@ class RunIndex:
             return
         tmp = self.cache_file.with_name(f".{self.cache_file.name}.{os.getpid()}.tmp")
         with contextlib.suppress(OSError):  # a read-only home just means no cache
-            tmp.write_bytes(marshal.dumps({"version": CACHE_VERSION, "entries": self.entries}))
+            tmp.write_bytes(
+                marshal.dumps(
+                    {"version": CACHE_VERSION, "entries": self.entries, "touched": self.touched_offset}
+                )
+            )
             os.replace(tmp, self.cache_file)
             self.dirty = False
 
@@ -99,6 +110,7 @@ class RunIndex:
         else:
             candidates = [n for n in self.entries if not self._finished(n)]
             candidates += [n for n in self.pending if n not in self.entries]
+        candidates += [n for n in self._touched() if n in self.entries and n not in candidates]
         for name in candidates:
             record = self._reread(name)
             if record is not None:
@@ -116,6 +128,29 @@ class RunIndex:
             self.dirty = True
         return changes
 
+    def touch(self, name: str) -> None:
+        """Say that a run's record changed though its status did not (every index re-reads it)."""
+        with open(self.touched_file, "a") as handle:
+            handle.write(name + "\n")
+
+    def _touched(self) -> list[str]:
+        """Runs named in TOUCHED since this index last looked (one stat when there are none)."""
+        try:
+            size = self.touched_file.stat().st_size
+        except FileNotFoundError:
+            return []
+        if size < self.touched_offset:  # the log was deleted and begun again
+            self.touched_offset = 0
+        if size == self.touched_offset:
+            return []
+        with open(self.touched_file, "rb") as handle:
+            handle.seek(self.touched_offset)
+            data = handle.read(size - self.touched_offset)
+        complete = data[: data.rfind(b"\n") + 1]
+        self.touched_offset += len(complete)
+        self.dirty = True
+        return list(dict.fromkeys(complete.decode(errors="replace").split()))
+
     def _finished(self, name: str) -> bool:
         return self.entries[name][1]["status"] in TERMINAL
 
@@ -128,6 +163,7 @@ class RunIndex:
                 _stamp(run.metrics_file),
                 _stamp(run.tracking_file),
                 _stamp(run.system_file),  # the record's system.* sums (folded incrementally)
+                _stamp(run.notes_file),  # tags and a note edited later
             )
             if stamp[0] is None:
                 return None  # a directory being created, or not a run

@@ -1,7 +1,9 @@
 """The run directory is the record of an experiment.
 
 `$KUBELAB_HOME/runs/<id>/` holds `spec.json`, `status.json`, `code/`, `logs/`,
-`metrics.jsonl`, `system.jsonl` (GPU and process samples), `tensorboard/` and `outputs/`.
+`metrics.jsonl`, `system.jsonl` (GPU and process samples), `environment.json` (what it ran
+with; kubelab/provenance.py), `notes.json` (tags and a note added later), `tensorboard/` and
+`outputs/`.
 Everything else (indexes, event streams, the sidebar) is derived from these files and can
 be rebuilt from them. Writes are atomic (write + rename) so a reader never sees half a status.
 """
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kubelab.priorities import NORMAL_PRIORITY
+from kubelab.run_notes import checked_notes, checked_tracking
 from kubelab.system_metrics import summarize_file, system_fields
 
 PENDING, QUEUED, RUNNING = "Pending", "Queued", "Running"
@@ -81,6 +84,7 @@ class Status:
     trial: int | None = None
     pipeline: str | None = None  # the pipeline and step that started this run, if any
     pipeline_step: str | None = None
+    parent: str | None = None  # the run whose snapshot this one's code was reopened from
     attempt: int = 0
     restarts: int = 0  # starts again after a preemption or resize (KUBELAB_RESTART_COUNT)
     gpu_ids: list[int] = field(default_factory=list)
@@ -131,6 +135,10 @@ RUN_FILES = {
     "metrics": "metrics.jsonl",
     "system": "system.jsonl",
     "tracking": "tracking.json",
+    "environment": "environment.json",  # Python, packages, GPU driver, image, git commit
+    "build": "build.json",  # the environment built for it: definition and key (kubelab.environments)
+    "patch": "uncommitted.patch",  # the code folder's changes since its git commit
+    "notes": "notes.json",  # tags and a note edited after the run started
     "stop": "stop-requested",
     "code": "code",
     "logs": "logs",
@@ -173,24 +181,34 @@ class RunDirectory:
 
     def tracking(self) -> dict[str, Any]:
         """`tracking.json`, checked: only scalar params/outputs and string tags are kept."""
-        try:
-            if self.tracking_file.stat().st_size > 1 << 20:
-                return {}
-            data = json.loads(self.tracking_file.read_text())
-        except (OSError, ValueError):
-            return {}
-        if not isinstance(data, dict):
-            return {}
-        scalar = (str, int, float, bool, type(None))
-        result: dict[str, Any] = {}
-        for section in ("params", "outputs"):
-            values = data.get(section)
-            if isinstance(values, dict):
-                result[section] = {str(k): v for k, v in values.items() if isinstance(v, scalar)}
-        tags = data.get("tags")
-        if isinstance(tags, list):
-            result["tags"] = [t for t in tags if isinstance(t, str) and t]
-        return result
+        return checked_tracking(_read_json(self.tracking_file, 1 << 20))
+
+    @property
+    def environment_file(self) -> Path:
+        return self.path / RUN_FILES["environment"]
+
+    def environment(self) -> dict[str, Any]:
+        """`environment.json`, or {} before anything was recorded."""
+        data = _read_json(self.environment_file)
+        return data if isinstance(data, dict) else {}
+
+    @property
+    def patch_file(self) -> Path:
+        return self.path / RUN_FILES["patch"]
+
+    @property
+    def notes_file(self) -> Path:
+        return self.path / RUN_FILES["notes"]
+
+    def notes(self) -> dict[str, Any]:
+        """`notes.json`: `tags` (the run's whole tag list, once edited) and `note`, checked."""
+        return checked_notes(_read_json(self.notes_file))
+
+    def write_notes(self, notes: dict[str, Any]) -> None:
+        _write_json(self.notes_file, notes)
+
+    def write_environment(self, environment: dict[str, Any]) -> None:
+        _write_json(self.environment_file, environment)
 
     @property
     def code_dir(self) -> Path:
@@ -346,6 +364,15 @@ def _before_resume(points: list[dict[str, Any]], resumed: Any) -> list[dict[str,
     return [p for p in points if not isinstance(p.get("step"), int) or p["step"] <= last]
 
 
+def _read_json(path: Path, limit: int = 16 << 20) -> Any:
+    try:
+        if path.stat().st_size > limit:
+            return None
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def _write_json(path: Path, data: Any) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data, indent=1, default=str))
@@ -371,6 +398,9 @@ def summary(
     for name, value in (tracked.get("params") or {}).items():
         params.setdefault(name, value)  # logged by the trial; what the spec set wins
     tags = list(dict.fromkeys([*(spec.get("tags") or []), *(tracked.get("tags") or [])]))
+    notes = run.notes()
+    if "tags" in notes:  # edited with `kubelab tag`: the whole list as the user left it
+        tags = notes["tags"]
     return {
         "id": run.id,
         "name": spec.get("name") or run.id,
@@ -385,6 +415,8 @@ def summary(
         "params": params,
         "tags": tags,
         "description": spec.get("description") or "",
+        "note": notes.get("note", ""),
+        "parent": status.parent,
         "sweep": status.sweep,
         "trial": status.trial,
         "pipeline": status.pipeline,

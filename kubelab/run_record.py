@@ -70,6 +70,8 @@ class RunRecord(TypedDict):
     params: Annotated[dict[str, Any], SECTION]
     tags: Annotated[list[str], LIST]
     description: Annotated[str, TEXT]
+    note: Annotated[str, TEXT]
+    parent: Annotated[str | None, TEXT]
     sweep: Annotated[str | None, TEXT]
     trial: Annotated[int | None, NUMBER]
     pipeline: Annotated[str | None, TEXT]

@@ -207,11 +207,12 @@ class ExperimentWidget(LiveWidget):
         self.render()
 
     def show_logs(self) -> None:
+        # The state before the logs: a run that had ended then has all its output on disk.
+        ended = self.service.get(self.id)["status"] in TERMINAL
         text = "".join(self.service.logs(self.id))
         tail = "\n".join(text.splitlines()[-200:])
-        self.panel.value = (
-            f"<pre style='max-height:300px;overflow:auto'>{html.escape(tail) or '(no output yet)'}</pre>"
-        )
+        empty = "(no output: the run printed nothing)" if ended else "(no output yet)"
+        self.panel.value = f"<pre style='max-height:300px;overflow:auto'>{html.escape(tail) or empty}</pre>"
 
     def show_tensorboard(self) -> None:
         session = self.service.tensorboard({"experiments": [self.id]})

@@ -52,6 +52,8 @@ PARAMETERS = {
         "description": "logs: each line led by its time (ISO 8601 UTC) and a space",
     },
     "limit": {"in": "query", "name": "limit", "schema": WHOLE},
+    "a": {"in": "query", "name": "a", "schema": {"type": "string"}, "description": "diff: the first run"},
+    "b": {"in": "query", "name": "b", "schema": {"type": "string"}, "description": "diff: the second run"},
     "offset": {
         "in": "query",
         "name": "offset",
@@ -74,6 +76,11 @@ def _path(pattern: str) -> tuple[str, list[dict[str, Any]]]:
     return path, params
 
 
+def _names(parameter: str, doc: str) -> bool:
+    """Does a handler's docstring name this query parameter (`?name=`, `&name=`)?"""
+    return re.search(rf"(?<![\w.-]){parameter}=|\?{parameter}\b", doc) is not None
+
+
 def document(routes: list[tuple[str, type]]) -> dict[str, Any]:
     paths: dict[str, Any] = {}
     for pattern, handler in routes:
@@ -84,7 +91,7 @@ def document(routes: list[tuple[str, type]]) -> dict[str, Any]:
             if func is None:
                 continue
             doc = (func.__doc__ or "").strip()
-            query = [PARAMETERS[name] for name in PARAMETERS if f"{name}=" in doc or f"?{name}" in doc]
+            query = [PARAMETERS[name] for name in PARAMETERS if _names(name, doc)]
             operation: dict[str, Any] = {
                 "summary": doc.splitlines()[0] if doc else f"{method.upper()} {path}",
                 "parameters": path_params + query,

@@ -5,7 +5,7 @@ schedules, TensorBoard sessions and services, and `openapi.json`, the API descri
 
 from __future__ import annotations
 
-from kubelab.server_extension import handlers, idle_notice, pipelines, services, sweeps, tensorboard
+from kubelab.server_extension import handlers, idle_notice, pipelines, repro, services, sweeps, tensorboard
 from kubelab.server_extension.handlers import KubelabHandler, api
 from kubelab.server_extension.openapi import document
 
@@ -20,6 +20,7 @@ class OpenAPIHandler(KubelabHandler):
 
 API_ROUTES: list[tuple[str, type]] = [
     *handlers.ROUTES,
+    *repro.ROUTES,
     *sweeps.ROUTES,
     *pipelines.ROUTES,
     *tensorboard.ROUTES,

@@ -359,6 +359,16 @@ def test_sort(sort: str, expected: list[str]) -> None:
     assert [r["id"] for r in select(RECORDS, sort=sort)] == expected
 
 
+def test_name_sort_is_natural_and_ids_keep_their_text_order() -> None:
+    names = ["run-2000", "Run-10", "run-999", "run-2", "run-02", "run-" + "9" * 5000, "alpha", "run-2b"]
+    rows = [{"id": f"{i:012d}", "name": n} for i, n in enumerate(names)]
+    ordered = [r["name"] for r in compile_sort("name")(rows)]
+    assert ordered == ["alpha", "run-02", "run-2", "run-2b", "Run-10", "run-999", "run-2000", names[5]]
+    assert [r["name"] for r in compile_sort("-name")(rows)] == ordered[::-1]
+    ids = [{"id": i} for i in ("1m8a9zzzzzzz", "1m8a10000000")]
+    assert [r["id"] for r in compile_sort("id")(ids)] == ["1m8a10000000", "1m8a9zzzzzzz"]
+
+
 def test_sort_by_time_mixes_timestamp_spellings() -> None:
     stamps = [
         "2026-11-21T10:00:00.500Z",

@@ -54,7 +54,12 @@ def main() -> None:
                     pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU)
                 )
         about = f"recorded by benchmarks/device/record_nvml.py on {time.strftime('%Y-%m-%d')}"
-        print(json.dumps({"_about": about, "devices": devices}, indent=1))
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        system = {
+            "driver_version": driver.decode() if isinstance(driver, bytes) else driver,
+            "cuda_driver_version": pynvml.nvmlSystemGetCudaDriverVersion(),
+        }
+        print(json.dumps({"_about": about, "system": system, "devices": devices}, indent=1))
     finally:
         pynvml.nvmlShutdown()
 

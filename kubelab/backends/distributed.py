@@ -56,3 +56,19 @@ def tf_config(topology: Topology, task_type: str, index: int) -> str:
     if topology.parameter_servers:
         cluster["ps"] = list(topology.parameter_servers)
     return json.dumps({"cluster": cluster, "task": {"type": task_type, "index": index}})
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports free on this machine now, one per replica of a local distributed run."""
+    import socket  # only distributed runs need ports
+
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()

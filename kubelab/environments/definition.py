@@ -2,7 +2,7 @@
 
 Read when a run is submitted (files named by the spec are read then, so a later edit of
 `requirements.txt` makes a new environment for new runs and leaves older runs theirs) and
-recorded in the run's `environment.json`. Two runs with the same key share one virtualenv.
+recorded in the run's `build.json`. Two runs with the same key share one virtualenv.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from typing import Any
 
 from kubelab.environments.spec import Environment
 from kubelab.errors import FieldError
+from kubelab.records import RUN_FILES
 
 FORMAT = 1  # bump when how an environment is built changes: every key changes with it
-RECORD = "environment.json"  # in the run directory
+RECORD = RUN_FILES["build"]  # in the run directory
 MAX_FILE = 1_000_000  # bytes of a requirements or conda file
 
 

@@ -1,7 +1,7 @@
 """Where the environment and init steps meet a run: when it is submitted and before it starts.
 
 `record` (the experiments service, at submit) copies `init.paths`, checks what can be checked
-and writes the environment's definition and key into the run (`environment.json`), so a bad
+and writes the environment's definition and key into the run (`build.json`), so a bad
 requirements file is refused before anything exists. `prepare` (the runner, before GPUs are
 asked for) does the init steps and builds the environment when its key is not built yet,
 showing `Building` with the log in `logs/build.log`; an environment already built costs one

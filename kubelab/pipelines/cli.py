@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from kubelab.cli_output import emit, grid, say
 from kubelab.command_group import CommandGroup
 from kubelab.options import param
+from kubelab.progress import LiveStatus, pipeline_line
 from kubelab.records import RUNNING, SUCCEEDED
 
 if TYPE_CHECKING:
@@ -117,23 +118,21 @@ def follow(pipelines: Any, pipeline_id: str, output: str | None) -> int:
     """Print each step as it changes state; exit 0 only if the pipeline succeeded."""
     quiet = output == "json"
     seen: dict[str, tuple[str, str | None]] = {}
-    while True:
-        pipeline = pipelines.pipeline(pipeline_id)
-        record = pipelines.record(pipeline)
-        for step in record["steps"]:
-            now = (step["state"], step["id"])
-            if seen.get(step["name"]) != now and step["state"] != "waiting":
-                seen[step["name"]] = now
-                if not quiet:
+    with LiveStatus(enabled=not quiet) as live:
+        while True:
+            pipeline = pipelines.pipeline(pipeline_id)
+            record = pipelines.record(pipeline)
+            for step in record["steps"]:
+                now = (step["state"], step["id"])
+                if seen.get(step["name"]) != now and step["state"] != "waiting":
+                    seen[step["name"]] = now
                     why = f" ({step['reason']})" if step["reason"] else ""
-                    say(
-                        f"step {step['name']}: {step['state']} {step['kind']} {step['id'] or ''}{why}",
-                        file=sys.stderr,
-                    )
-        if record["status"] != RUNNING:
-            break
-        pipelines.ensure_driver(pipeline)
-        time.sleep(0.1)
+                    live.log(f"step {step['name']}: {step['state']} {step['kind']} {step['id'] or ''}{why}")
+            live.update(*pipeline_line(pipeline_id, record["steps"]))
+            if record["status"] != RUNNING:
+                break
+            pipelines.ensure_driver(pipeline)
+            time.sleep(0.1)
     record = pipelines.get(pipeline_id)
     if quiet:
         emit(record, "json")

@@ -6,6 +6,7 @@ Compiled once per text (cached) into key functions over `kubelab.query.values`.
 from __future__ import annotations
 
 import operator
+import re
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from functools import lru_cache
@@ -53,6 +54,22 @@ class Sort:
 
 
 _first = operator.itemgetter(0)
+_DIGITS = re.compile(r"(\d+)")
+IDS = frozenset({"id", "sweep", "pipeline", "parent"})  # fixed-width ids: their text order is time
+
+
+def natural_key(text: str) -> tuple[Any, ...]:
+    """`run-999` before `run-2000`: runs of digits compare as numbers (by length, then digits,
+    so a name of 5,000 digits needs no int), the rest case-insensitively."""
+    parts = _DIGITS.split(text)
+    key: list[Any] = []
+    for index, part in enumerate(parts):
+        if index % 2:
+            number = part.lstrip("0")
+            key.append((len(number), number))
+        else:
+            key.append(part.lower())
+    return tuple(key)
 
 
 def _time_key(value: Any) -> str | None:
@@ -78,8 +95,10 @@ def _sort_key(field: str, kind: str, descending: bool) -> Callable[[Record], Any
         return lambda r: lower_or_none(get(r))
     if kind in (NUMBER, DURATION):
         return lambda r: v if (v := number_or_none(get(r))) is not None and v == v else None
-    if kind == TEXT:  # case-insensitive, like a file browser; exact text breaks ties
+    if kind == TEXT and field in IDS:
         return lambda r: None if (v := get(r)) is None else ((t := value_text(v)).lower(), t)
+    if kind == TEXT:  # natural and case-insensitive, like a file browser; exact text breaks ties
+        return lambda r: None if (v := get(r)) is None else (natural_key(t := value_text(v)), t)
     numbers_rank, text_rank = (1, 0) if descending else (0, 1)
 
     def mixed(record: Record) -> tuple[int, Any] | None:  # params/metrics: numbers before text, always

@@ -11,12 +11,14 @@
 from __future__ import annotations
 
 import argparse
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from kubelab.cli_output import emit, grid, say
 from kubelab.command_group import CommandGroup
 from kubelab.errors import FieldError
 from kubelab.options import param
+from kubelab.records import parse_iso
 
 if TYPE_CHECKING:
     from kubelab.schedules.service import Schedules
@@ -107,12 +109,24 @@ def cmd_ls(args: argparse.Namespace) -> int:
     return 0
 
 
+def describe_next(record: dict[str, Any]) -> str:
+    """ "paused: ...", or the next fire in the schedule's own time zone (and UTC), or why none."""
+    if record["paused"]:
+        return f"paused: no fires until `kubelab schedule resume {record['id']}`"
+    if not record.get("next_at"):
+        return "active, but it fires no more (past its end)"
+    from zoneinfo import ZoneInfo
+
+    moment = datetime.fromtimestamp(parse_iso(record["next_at"]), ZoneInfo(record["timezone"]))
+    local = moment.strftime("%Y-%m-%d %H:%M:%S %Z")
+    return f"active; next at {local} ({record['timezone']}; {record['next_at']})"
+
+
 def _show(args: argparse.Namespace, record: dict[str, Any]) -> int:
     if args.output == "json":
         emit(record, "json")
     else:
-        state = "paused" if record["paused"] else "active"
-        say(f"schedule {record['id']} {state}; next at {record['next_at']}")
+        say(f"schedule {record['id']} {describe_next(record)}")
     return 0
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from kubelab.cli_output import emit, grid, say
 from kubelab.command_group import CommandGroup
+from kubelab.progress import LiveStatus, sweep_line
 from kubelab.records import RUNNING, SUCCEEDED
 
 
@@ -115,30 +116,36 @@ def follow(sweeps: Any, sweep_id: str, output: str | None) -> int:
     if not quiet:
         say(f"sweep {sweep_id}: following (Ctrl-C stops following, not the sweep)", file=sys.stderr)
     sweep = sweeps.sweep(sweep_id)
+    objective = sweep.spec_data().get("objective") or {}
+    metric, direction = objective.get("metric", "default"), objective.get("direction", "minimize")
     told = {e.number for e in sweep.read_state().entries() if e.final}
     stamp: tuple[int, int] | None = None
     changed = read = checked = time.monotonic()
-    while True:
-        now = time.monotonic()
-        look = state_stamp(sweep.state_file)
-        if look is None:
-            sweeps.sweep(sweep_id)  # deleted meanwhile: NotFound
-        if look != stamp or now - read >= SLOW_POLL:
-            if look != stamp:
-                stamp, changed = look, now
-            read = now
-            state = sweep.read_state()
-            for entry in state.entries():
-                if entry.final and entry.number not in told:
-                    told.add(entry.number)
-                    if not quiet:
-                        print_trial(entry)
-            if state.status != RUNNING:
-                break
-        if now - checked >= DRIVER_CHECK:
-            checked = now
-            sweeps.ensure_driver(sweeps.sweep(sweep_id))
-        time.sleep(FAST_POLL if now - changed < FAST_FOR else SLOW_POLL)
+    with LiveStatus(enabled=not quiet) as live:
+        while True:
+            now = time.monotonic()
+            look = state_stamp(sweep.state_file)
+            if look is None:
+                sweeps.sweep(sweep_id)  # deleted meanwhile: NotFound
+            if look != stamp or now - read >= SLOW_POLL:
+                if look != stamp:
+                    stamp, changed = look, now
+                read = now
+                state = sweep.read_state()
+                for entry in state.entries():
+                    if entry.final and entry.number not in told:
+                        told.add(entry.number)
+                        live.log(trial_text(entry))
+                line = sweep_line(
+                    sweep_id, state.entries(), state.max_trials, state.seconds(), metric, direction
+                )
+                live.update(*line)
+                if state.status != RUNNING:
+                    break
+            if now - checked >= DRIVER_CHECK:
+                checked = now
+                sweeps.ensure_driver(sweeps.sweep(sweep_id))
+            time.sleep(FAST_POLL if now - changed < FAST_FOR else SLOW_POLL)
     record = sweeps.get(sweep_id, with_importance=False)
     if quiet:
         emit(record, "json")
@@ -148,10 +155,11 @@ def follow(sweeps: Any, sweep_id: str, output: str | None) -> int:
     return 0 if record["status"] == SUCCEEDED else 1
 
 
-def print_trial(entry: Any) -> None:
+def trial_text(entry: Any) -> str:
     value = "" if entry.value is None else f" {entry.value:.6g}"
     why = f" ({entry.reason})" if entry.reason else ""
-    say(f"trial {entry.number}: {entry.state}{value}{why} {entry.params}", file=sys.stderr)
+    params = " ".join(f"{k}={v}" for k, v in entry.params.items())
+    return f"trial {entry.number}: {entry.state}{value}{why} {params}"
 
 
 def state_stamp(path: Path) -> tuple[int, int] | None:
@@ -167,7 +175,8 @@ def describe_best(record: dict[str, Any]) -> None:
     best = record.get("best")
     metric = record["objective"]["metric"]
     if best:
-        say(f"best: trial {best['trial']} ({best['id']}) {metric}={best['value']:.6g} {best['params']}")
+        params = " ".join(f"{k}={v}" for k, v in best["params"].items())
+        say(f"best: trial {best['trial']} ({best['id']}) {metric}={best['value']:.6g} {params}")
     else:
         say("best: none yet")
 
@@ -215,7 +224,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     if record["importance"]:
         ranked = sorted(record["importance"].items(), key=lambda kv: -kv[1])
         scores = ", ".join(f"{name} {score:.2f}" for name, score in ranked)
-        print(f"importance ({record['importance_evaluator']}): {scores}")
+        say(f"importance ({record['importance_evaluator']}): {scores}")
     rows = [("TRIAL", "ID", "RESULT", metric.upper(), "PARAMS", "REASON")]
     for t in record["trials"]:
         value = "" if t["objective"] is None else f"{t['objective']:.6g}"

@@ -44,7 +44,9 @@ class RecordedNvml:
         missing_library: bool = False,
         pids: dict[str, int] | None = None,
     ):
-        self.devices: list[dict[str, Any]] = json.loads((FIXTURES / name).read_text())["devices"]
+        recorded = json.loads((FIXTURES / name).read_text())
+        self.devices: list[dict[str, Any]] = recorded["devices"]
+        self.system: dict[str, Any] = recorded.get("system", {})
         self.pids = pids or {}  # a recorded process's name -> the pid it has in this test
         self.calls: dict[tuple[int, str], int] = {}
         self.missing_library = missing_library
@@ -65,6 +67,12 @@ class RecordedNvml:
 
     def nvmlShutdown(self) -> None:
         self.initialised -= 1
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        return str(self.system["driver_version"])
+
+    def nvmlSystemGetCudaDriverVersion(self) -> int:
+        return int(self.system["cuda_driver_version"])
 
     def nvmlDeviceGetCount(self) -> int:
         return len(self.devices)

@@ -198,7 +198,8 @@ def test_kubelab_show_prints_the_runs_use_of_the_machine(lab, lab_env, monkeypat
         text=True,
         check=True,
     ).stdout
-    assert "system:      GPU 80% mean (p95 80%), 1 GPU-hours, 200 Wh, CPU 95%" in shown
+    section = shown[shown.index("System") :]  # kubelab show's layout: a System section
+    assert "GPU 80% mean (p95 80%), 1 GPU-hours, 200 Wh, CPU 95%" in section.splitlines()[1]
 
 
 def test_the_file_is_folded_incrementally_and_agrees_with_a_full_read(tmp_path):

@@ -85,7 +85,7 @@ def test_a_changed_requirements_file_is_a_new_environment_and_old_runs_keep_thei
     requirements.write_text("tinyalpha==2.0\ntinybeta\n")
     new = lab.submit({**spec([], requirements="requirements.txt")})
     assert wait_until(lab, new["id"])["status"] == "Succeeded"
-    keys = [json.loads((lab.runs_root / r["id"] / "environment.json").read_text())["key"] for r in (old, new)]
+    keys = [json.loads((lab.runs_root / r["id"] / "build.json").read_text())["key"] for r in (old, new)]
     assert keys[0] != keys[1]
     assert {e["key"] for e in EnvironmentCache(lab.home).entries()} == set(keys)
     assert "alpha 1.0" in log(lab, old["id"]) and "alpha 2.0" in log(lab, new["id"])
@@ -139,7 +139,7 @@ def test_a_stop_during_the_build_stops_the_run_and_its_build(
         lab.stop(run["id"])
         done = wait_until(lab, run["id"])
         assert done["status"] == "Stopped", done
-        key = json.loads((lab.runs_root / run["id"] / "environment.json").read_text())["key"]
+        key = json.loads((lab.runs_root / run["id"] / "build.json").read_text())["key"]
         assert not EnvironmentCache(lab.home).ready(key)
     finally:
         silent.close()

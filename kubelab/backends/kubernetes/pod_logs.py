@@ -25,6 +25,7 @@ from kubelab.backends.kubernetes.states import PodView
 from kubelab.errors import KubelabError
 from kubelab.log_times import Times, split_stamped, stamped, write_index
 from kubelab.logfiles import file_text
+from kubelab.provenance import record_image
 from kubelab.records import RunDirectory
 
 
@@ -101,6 +102,8 @@ def archive_logs(api: KubeApi, user: str, run: RunDirectory) -> None:
     # and its log is about to go with it.
     selector = names.run_selector(user, run.id)
     pods = [dict(p, kind="Pod") for p in api.list("Pod", label_selector=selector).get("items") or []]
+    for pod in pods:  # environment.json: the image digest the kubelet pulled (written once)
+        record_image(run, pod.get("status") or {})
     for view in states.latest_per_replica(pods):
         if view.role != "worker" or view.phase == "Pending":
             continue

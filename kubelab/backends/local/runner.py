@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kubelab.backends.distributed import Topology, replica_env, tf_config
+from kubelab.backends.distributed import Topology, free_ports, replica_env, tf_config
 from kubelab.backends.local.exit_reasons import describe_exit, format_seconds, last_exception
 from kubelab.backends.local.gpus import GpuAllocator
 from kubelab.backends.local.processes import (
@@ -42,6 +42,7 @@ from kubelab.gpu_share import is_fraction
 from kubelab.log_times import LogClock
 from kubelab.pids import process_start_time
 from kubelab.priorities import priority_name
+from kubelab.provenance import RuntimeRecorder
 from kubelab.records import (
     FAILED,
     PREEMPTED,
@@ -89,9 +90,12 @@ class Runner:
         self.allocator: GpuAllocator | None = None
         self.preempted_by: dict[str, Any] | None = None  # the ledger's mark, once acted on
         self.environment: Path | None = None  # a built virtualenv's folder (kubelab.environments)
+        self.recorder: RuntimeRecorder | None = None
 
     # -- status ---------------------------------------------------------------------
     def move(self, state: str, reason: str, exit_code: int | None = None) -> None:
+        if state in TERMINAL and self.recorder:  # a finished run's record is whole
+            self.recorder.join()
         if state in TERMINAL and self.allocator:
             # GPUs come back before anyone can read that the run ended.
             self.allocator.release(str(self.run.path))
@@ -126,6 +130,9 @@ class Runner:
                 self.move(state, reason + " while queued")
                 return 0
             self.status.gpu_ids = gpu_ids
+            # environment.json (packages, GPU driver): asked beside the run, joined before its end.
+            self.recorder = RuntimeRecorder(self.run, self.spec.rendered_command(), self.base_env(), gpu_ids)
+            self.recorder.start()
             # Reported metrics become TensorBoard scalars beside the user's own event files.
             with (
                 MirrorThread(ScalarMirror(self.run.path, self.run.tensorboard_dir)),
@@ -393,21 +400,6 @@ class Runner:
         for path in self.run.logs_dir.glob("*.log"):
             with open(path, "a") as handle:
                 handle.write(text)
-
-
-def free_ports(count: int) -> list[int]:
-    import socket  # only distributed runs need ports
-
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 # -- as a warm helper (kubelab.warm) ------------------------------------------------------------------

@@ -28,6 +28,10 @@ class GpuReader(Protocol):
 
     def read(self, indices: list[int]) -> list[GpuReading]: ...
 
+    def system(self) -> dict[str, Any]:
+        """The driver's and CUDA's versions and each GPU's name (a run's environment.json)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -62,6 +66,20 @@ class NvmlReader:
             lambda: float(nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU))
         )
         return GpuReading(index, util, memory, power, temperature)
+
+    def system(self) -> dict[str, Any]:
+        nvml = self.nvml
+        cuda = self._ask(lambda: float(nvml.nvmlSystemGetCudaDriverVersion()))  # 12020 for 12.2
+        names = []
+        for index in range(nvml.nvmlDeviceGetCount()):
+            name = nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(index))
+            names.append(name.decode() if isinstance(name, bytes) else str(name))
+        driver = nvml.nvmlSystemGetDriverVersion()
+        return {
+            "driver": driver.decode() if isinstance(driver, bytes) else str(driver),
+            "cuda": None if cuda is None else f"{int(cuda) // 1000}.{int(cuda) % 1000 // 10}",
+            "gpus": names,
+        }
 
     def _ask(self, query: Callable[[], float]) -> float | None:
         """One field; a field this GPU does not support (power on some boards) is left out."""
