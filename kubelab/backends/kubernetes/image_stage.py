@@ -92,7 +92,8 @@ class ImageStage:
 
     def prepare(self, run: RunDirectory, spec: ExperimentSpec, base: str | None, user: str) -> ExperimentSpec:
         """The spec to run (its image the built one); writes `build.json` if a build is needed."""
-        wanted = recipe(spec, spec.image or base, run.path / "code")
+        code = run.code_dir if run.code_dir.is_dir() else Path(spec.workdir or ".")
+        wanted = recipe(spec, spec.image or base, code)
         if wanted is None:
             return spec
         if self.settings is None:
