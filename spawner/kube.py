@@ -24,7 +24,7 @@ from traitlets import default
 from kubelab.errors import FieldError, KubelabError, ValidationError
 from kubelab.quantity import parse_quantity
 
-from . import objects, shared_watch
+from . import builds, objects, shared_watch
 from .admission import admit
 from .admission_policy import placement
 from .apply import Applier, Outcome, api_message
@@ -260,7 +260,7 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, BackPressure, KubeSpawner):  # 
         self.extra_labels = {**base["extra_labels"], **settings.labels}
         if self.network_policy:  # z2jh's hub policy admits pods from other namespaces by this label
             self.extra_labels[HUB_ACCESS_LABEL] = "true"
-        self._kubelab_env = settings.env
+        self._kubelab_env = {**settings.env, **builds.notebook_env(self)}
         self._settings = settings
 
     async def get_pod_manifest(self) -> Any:
@@ -324,6 +324,7 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, BackPressure, KubeSpawner):  # 
             bounds=group_bounds(self.namespace_bounds, group.name, group.bounds),
             placement=placement(self.hub_namespace, group.node_selector, tolerations, resources),
         )
+        result += builds.user_objects(self, self.namespace, account)  # applied in the build namespace
         result[0]["metadata"]["labels"].update(self._expand_all(self.user_namespace_labels))
         annotations = self._expand_all(self.user_namespace_annotations)
         if annotations:  # KubeSpawner's namespace setting, applied with the bundle
