@@ -282,7 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("logs", cmd_logs, "print an experiment's output", ())
     p.add_argument("id")
     p.add_argument("-f", "--follow", action="store_true")
-    p.add_argument("--replica", type=int, default=0)
+    p.add_argument("--replica", type=lambda v: v if v == "build" else int(v), default=0, help="N or build")
     p.add_argument("--timestamps", action="store_true", help="start each line with its time (ISO 8601 UTC)")
     p = command("stop", cmd_stop, "stop an experiment")
     p.add_argument("id")
@@ -297,6 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _extensions() -> list[Callable[[Any], None]]:
     """Subcommands that live with their domain (sweeps, pipelines, schedules, tensorboard, hub)."""
     from kubelab import usage
+    from kubelab.environments import cli as environments
     from kubelab.pipelines import cli as pipelines
     from kubelab.schedules import cli as schedules
     from kubelab.sweeps import cli as sweeps
@@ -308,6 +309,7 @@ def _extensions() -> list[Callable[[Any], None]]:
         schedules.register,
         tensorboard.register,
         usage.register,
+        environments.register,
     ]
     try:  # the one adapter the core imports (pyproject's core contract names this import)
         from kubelab.spawner import cli as hub

@@ -19,14 +19,16 @@ from typing import Any
 
 from kubelab.backends.base import Backend
 from kubelab.backends.registry import make_backend
+from kubelab.environments import prepare as environments
 from kubelab.errors import FieldError, KubelabError, NotFound, ValidationError
 from kubelab.home import default_home
 from kubelab.index import Changes, RunIndex
-from kubelab.logfiles import byte_range
-from kubelab.records import PENDING, TERMINAL, RunDirectory, Status, summary
+from kubelab.logfiles import byte_range, follow_file
+from kubelab.records import PENDING, RUNNING, TERMINAL, RunDirectory, Status, summary
 from kubelab.spec import ExperimentSpec
 
 RUN_ID = re.compile(r"^[0-9a-z]{12}$")
+BUILD_REPLICA = "build"  # the log tab of a run's init steps and environment build (logs/build.log)
 SNAPSHOT_LIMIT = 200 * 2**20  # bytes of code copied per experiment
 SNAPSHOT_IGNORE = shutil.ignore_patterns(
     ".git", "__pycache__", ".ipynb_checkpoints", "node_modules", ".venv", "*.pyc", ".kubelab"
@@ -60,7 +62,7 @@ class Experiments:
         spec = data if isinstance(data, ExperimentSpec) else ExperimentSpec.parse(data)
         base = Path(base_dir or os.getcwd()).resolve()
         problems: list[FieldError] = []
-        if spec.workdir:
+        if spec.workdir and not (spec.init and not os.path.isabs(spec.workdir)):  # else in code/
             spec.workdir = str(self._resolve(base, spec.workdir, "workdir", confine, problems))
         if spec.code and spec.code.path:
             code = self._resolve(base, spec.code.path, "code.path", confine, problems)
@@ -69,7 +71,7 @@ class Experiments:
             spec.code.path = str(code)
         if problems:
             raise ValidationError("invalid experiment spec", problems)
-        if not spec.workdir and not spec.code:
+        if not spec.workdir and not spec.code and not spec.init:  # init steps work in code/
             spec.workdir = str(base)
         spec.name = spec.display_name
         if spec.code and spec.code.source is not None and not spec.command:
@@ -110,6 +112,7 @@ class Experiments:
         run = RunDirectory.create(self.runs_root, spec.to_dict(), status)
         try:
             self._snapshot(run, spec)
+            environments.record(run, spec, base_dir or Path.cwd(), confine)
             self.backend.submit(run, spec)
         except Exception:
             run.delete()  # nothing half-made is left behind
@@ -209,7 +212,7 @@ class Experiments:
     def logs(
         self,
         run_id: str,
-        replica: int = 0,
+        replica: int | str = 0,
         follow: bool = False,
         start: int = 0,
         length: int | None = None,
@@ -220,10 +223,15 @@ class Experiments:
         with `timestamps`, each line prefixed by its time (the bytes counted are then of that text)."""
         run = self.run(run_id)
         replicas = run.spec().get("replicas", 1)
-        if not 0 <= replica < replicas:
+        if replica == BUILD_REPLICA:  # init steps and the environment's build, whatever the backend
+            status = run.status
+            ended = lambda: not follow or status().terminal or status().state == RUNNING  # noqa: E731
+            chunks = follow_file(run.logs_dir / environments.BUILD_LOG, ended, start, idle)
+            return chunks if length is None else byte_range(chunks, 0, length)
+        if not isinstance(replica, int) or not 0 <= replica < replicas:
             raise ValidationError(
                 "invalid replica",
-                [FieldError("replica", f"must be between 0 and {replicas - 1} for this experiment")],
+                [FieldError("replica", f"must be {BUILD_REPLICA} or 0 to {replicas - 1} for this run")],
             )
         chunks = self.backend.logs(run, replica, follow, start=start, idle=idle, timestamps=timestamps)
         return chunks if length is None else byte_range(chunks, 0, length)

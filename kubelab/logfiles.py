@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import codecs
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 LOG_CHUNK = 1 << 20  # bytes per read: memory per follower stays this small
 
@@ -65,3 +66,27 @@ def byte_range(chunks: Iterator[str], start: int = 0, length: int | None = None)
             break
     if tail := text.decode(b"", final=True):
         yield tail
+
+
+def follow_file(
+    path: os.PathLike[str], finished: Callable[[], bool], start: int = 0, idle: bool = False
+) -> Iterator[str]:
+    """A file's text from byte `start`, in chunks, until `finished()` says no more will come (it
+    is asked before each read, so what was written before the end is all read); with `idle`, an
+    empty chunk instead of a wait when nothing is new (the server waits its own way)."""
+    offset, text = start, decoder()
+    while True:
+        done = finished()
+        data = read_bytes(path, offset)
+        if data:
+            offset += len(data)
+            if chunk := text.decode(data):
+                yield chunk
+        elif done:
+            if tail := text.decode(b"", final=True):
+                yield tail
+            return
+        elif idle:
+            yield ""
+        else:
+            time.sleep(0.1)

@@ -297,7 +297,8 @@ class LogsHandler(KubelabHandler):
         start, length = self.int_argument("offset", 0) or 0, self.int_argument("length", None)
         streams = self.kubelab.log_streams
         with streams.slot():
-            replica = self.int_argument("replica", 0) or 0
+            build = self.get_argument("replica", None) == "build"  # the build log's tab
+            replica: int | str = "build" if build else self.int_argument("replica", 0) or 0
             loop, done = asyncio.get_running_loop(), object()
             chunks = await loop.run_in_executor(
                 streams.pool,

@@ -39,7 +39,12 @@ FIELDS = (
 )
 # Settings of NNI's own manager process; they change nothing about what the sweep does.
 IGNORED = ("nniManagerIp", "debug", "logLevel", "experimentWorkingDirectory", "tunerGpuIndices")
-_CANONICAL = {name.lower(): name for name in FIELDS + IGNORED}
+# NNI's own keys with no equivalent here: refused under NNI's name, with the reason.
+UNSUPPORTED = {
+    "sharedStorage": "NNI's shared storage (NFS, Azure Blob) is not mounted by kubelab: trials share "
+    "your workspace, where the command runs; read and write data there",
+}
+_CANONICAL = {name.lower(): name for name in FIELDS + IGNORED + tuple(UNSUPPORTED)}
 _BOHB_MODEL_ARGS = (
     "min_points_in_model",
     "top_n_percent",
@@ -87,6 +92,8 @@ class _Converter:
             name = _CANONICAL.get(_key(raw))
             if name is None:
                 self.fail(str(raw), "unknown NNI config key" + did_you_mean(str(raw), FIELDS))
+            elif name in UNSUPPORTED:
+                self.fail(name, UNSUPPORTED[name])
             elif name not in IGNORED:
                 config[name] = value
         sweep: dict[str, Any] = {"parameter_style": "env"}

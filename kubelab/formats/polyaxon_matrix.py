@@ -252,14 +252,23 @@ ALGORITHM_KEYS = {
 HYPEROPT = {"tpe": "tpe", "rand": "random", "anneal": "anneal"}
 
 
-def search(m: Matrix, algorithm: str, settings: dict[str, Any], path: str, sweep: dict[str, Any]) -> None:
+def search(
+    m: Matrix,
+    algorithm: str,
+    settings: dict[str, Any],
+    path: str,
+    sweep: dict[str, Any],
+    spelled: dict[str, str] | None = None,
+) -> None:
     """Fill `sweep` (tuner, early_stopping, objective, max_trials, trial params) for one algorithm.
 
-    `settings` uses v0's names (v1's camelCase names are translated by the caller).
+    `settings` uses v0's names (v1's camelCase names are translated by the caller, which passes
+    `spelled`, v0's name -> the file's own, so messages name the field the user wrote).
     """
+    names = spelled or {}
     for key in settings:
         if key not in ALGORITHM_KEYS[algorithm]:
-            m.fail(f"{path}.{key}", f"unknown or unsupported {algorithm} setting")
+            m.fail(f"{path}.{names.get(key, key)}", f"unknown or unsupported {algorithm} setting")
     seed = settings.get("seed")
     args = {"seed": seed} if seed is not None else {}
     objective = sweep.setdefault("objective", {})
@@ -267,7 +276,7 @@ def search(m: Matrix, algorithm: str, settings: dict[str, Any], path: str, sweep
     def required(key: str) -> Any:
         value = settings.get(key)
         if value is None:
-            m.fail(f"{path}.{key}", f"is required for {algorithm}")
+            m.fail(f"{path}.{names.get(key, key)}", f"is required for {algorithm}")
         return value
 
     def metric() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubelab.errors import FieldError, ValidationError, did_you_mean
+from kubelab.formats.build_steps import environment_of
 from kubelab.spec import FRAMEWORKS as SPEC_FRAMEWORKS
 
 TOP = (
@@ -25,6 +26,7 @@ TOP = (
     "build",
     "run",
     "framework",
+    "backend",
     "logging",
 )
 ENVIRONMENT = (
@@ -43,8 +45,10 @@ FRAMEWORKS = {name: name for name in SPEC_FRAMEWORKS if name != "none"}  # Polya
 REFUSED_FRAMEWORKS = {
     "horovod": "Horovod needs an MPI launcher, which kubelab does not provide; use framework pytorch "
     "(torchrun-style ranks) or tensorflow",
-    "mxnet": "MXNet's parameter-server launcher is not supported",
+    "mpi": "MPI jobs need an MPI launcher, which kubelab does not provide; use framework pytorch",
 }
+# Polyaxon v0's `backend`: who runs a distributed experiment (kubeflow -> its operators)
+BACKENDS = {"native": "job", "kubeflow": "kubeflow"}
 
 
 def is_polyaxon(data: Any) -> bool:
@@ -113,6 +117,7 @@ def convert(data: dict[str, Any]) -> dict[str, Any]:
             problems.append(FieldError("framework", reason))
         else:
             spec["framework"] = FRAMEWORKS[name]
+    _backend(data.get("backend"), spec, problems)
     environment = data.get("environment") or {}
     if isinstance(environment, dict):
         for key in environment:
@@ -125,18 +130,36 @@ def convert(data: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
+def _backend(backend: Any, spec: dict[str, Any], problems: list[FieldError]) -> None:
+    """`backend: kubeflow` (or `kubeflow/...`) -> engine kubeflow; `native` -> job; mpi refused."""
+    if backend is None:
+        return
+    name = str(backend).lower().split("/", 1)[0]
+    if name in BACKENDS:
+        spec["engine"] = BACKENDS[name]
+    elif name == "mpi":
+        problems.append(FieldError("backend", REFUSED_FRAMEWORKS["mpi"]))
+    else:
+        problems.append(FieldError("backend", f"must be native or kubeflow, not {backend!r}"))
+
+
 def _build(build: Any, spec: dict[str, Any], problems: list[FieldError]) -> None:
-    """Only `build.image` runs as is: kubelab runs images, it does not build them."""
+    """`build.image` runs as is (Kubernetes); `build_steps` with pip lines are the run's
+    environment (a virtualenv here); what builds an image (a Dockerfile, a git ref) is refused."""
     if build is None:
         return
     if not isinstance(build, dict):
-        problems.append(FieldError("build", "must be a mapping with image"))
+        problems.append(FieldError("build", "must be a mapping with image and build_steps"))
         return
     for key in build:
         if key == "image":
             spec["image"] = build["image"]
+        elif key == "build_steps":
+            environment, refused = environment_of(build[key], "build.build_steps")
+            problems.extend(refused)
+            if environment:
+                spec["environment"] = environment
         elif key in (
-            "build_steps",
             "dockerfile",
             "env_vars",
             "ref",
@@ -149,12 +172,13 @@ def _build(build: Any, spec: dict[str, Any], problems: list[FieldError]) -> None
             problems.append(
                 FieldError(
                     f"build.{key}",
-                    "kubelab does not build images: build it "
-                    "(with these steps) yourself and give build.image",
+                    "kubelab builds environments from pip build_steps, not images: "
+                    "build the image yourself and give build.image",
                 )
             )
         else:
-            problems.append(FieldError(f"build.{key}", "unknown field" + did_you_mean(key, ("image",))))
+            hint = did_you_mean(key, ("image", "build_steps"))
+            problems.append(FieldError(f"build.{key}", "unknown field" + hint))
 
 
 def _input(item: Any) -> Any:

@@ -25,6 +25,7 @@ COMPONENT = (
     "inputs",
     "outputs",
     "run",
+    "build",
     "termination",
     "queue",
     "plugins",
@@ -45,6 +46,7 @@ OPERATION = (
     "params",
     "matrix",
     "joins",
+    "build",
     "component",
     "pathRef",
     "hubRef",
@@ -144,7 +146,11 @@ def sweep(data: dict[str, Any], base: Path) -> dict[str, Any]:
                 settings["utility_function"] = _snake(utility)
         if kind != "mapping":
             result["space"] = p.m.space(matrix.get("params"), "matrix.params", v1=True)
-        search(p.m, kind, settings, "matrix", result)
+        spelled = {v: k for k, v in MATRIX_NAMES.items()} | {
+            "max_iter": "maxIterations",
+            "n_iterations": "maxIterations",
+        }
+        search(p.m, kind, settings, "matrix", result, spelled)
         stop = p.m.stop_at(matrix.get("earlyStopping"), "matrix.earlyStopping", result["objective"])
         if stop is not None:
             result["stop_at"] = stop
@@ -305,6 +311,8 @@ class _Converter:
                 )
         if data.get("queue"):
             spec["queue"] = data["queue"]
+        if data.get("build") is not None:
+            self.build(data["build"], spec, f"{prefix}build")
         plugins = data.get("plugins") or {}
         for key, value in plugins.items() if isinstance(plugins, dict) else ():
             always = key in ("collectLogs", "collectArtifacts", "collectResources", "syncStatuses")
@@ -315,6 +323,42 @@ class _Converter:
                     if not always
                     else "kubelab always collects these; it cannot be turned off",
                 )
+
+    def build(self, build: Any, spec: dict[str, Any], path: str) -> None:
+        """`build`: the image builder's operation; its `runPatch.init` dockerfile's pip lines
+        are the run's environment here (hubRef, connection and params name the builder)."""
+        from kubelab.formats.polyaxon_v1_run import dockerfile_environment
+
+        if not isinstance(build, dict):
+            self.fail(path, "must be a mapping with hubRef and runPatch")
+            return
+        for key in build:
+            if key not in (
+                "hubRef",
+                "connection",
+                "params",
+                "runPatch",
+                "patchStrategy",
+                "queue",
+                "presets",
+                "cache",
+                "nocache",
+            ):
+                self.fail(f"{path}.{key}", "unknown field")
+        steps = (
+            ((build.get("runPatch") or {}).get("init") or [])
+            if isinstance(build.get("runPatch"), dict)
+            else []
+        )
+        found = False
+        for index, step in enumerate(steps if isinstance(steps, list) else []):
+            if isinstance(step, dict) and step.get("dockerfile") is not None:
+                found = True
+                dockerfile_environment(
+                    step["dockerfile"], f"{path}.runPatch.init[{index}].dockerfile", spec, self.fail
+                )
+        if not found:
+            self.fail(f"{path}.runPatch", "needs an init dockerfile with pip run lines (the environment)")
 
     def inputs(self, value: Any, path: str) -> list[dict[str, Any]]:
         if value is None:

@@ -9,8 +9,11 @@ equivalent (init containers, sidecars, volumes, connections, evaluators) is refu
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
+
+from kubelab.formats.build_steps import environment_of
 
 RUN_KINDS_REFUSED = {
     "dag": "a DAG is a pipeline: run it with `kubelab pipeline run -f` (kubelab run reads jobs)",
@@ -29,6 +32,10 @@ RUN_KINDS_REFUSED = {
     "watchdaemon": "not an experiment",
 }
 SCALAR_GLOBALS_UPLOADS = "{{ globals.run_artifacts_path }}/uploads"
+# where Polyaxon's init steps put what they fetch; here the run's code folder, the command's cwd
+ARTIFACTS_PATH = re.compile(r"\{\{\s*globals\.artifacts_path\s*\}\}/?")
+INIT = ("git", "artifacts", "file", "paths", "dockerfile", "path", "container", "connection")
+DOCKERFILE = ("image", "run", "env", "langEnv", "filename", "workdir", "path", "uid", "gid", "shell")
 
 
 Fail = Callable[[str, str], None]
@@ -61,7 +68,7 @@ def convert_run(run: Any, path: str, spec: dict[str, Any], fail: Fail) -> None:
 
 def _known(section: dict[str, Any], allowed: tuple[str, ...], path: str, fail: Fail) -> None:
     for key in section:
-        if key in ("init", "sidecars", "connections", "volumes") and section[key]:
+        if key in ("sidecars", "connections", "volumes") and section[key]:
             fail(f"{path}.{key}", f"{key} are not supported: put what the run needs in its code or image")
         elif key not in allowed:
             fail(f"{path}.{key}", "unknown field")
@@ -75,6 +82,9 @@ def _replica(section: dict[str, Any], path: str, spec: dict[str, Any], fail: Fai
         return
     where = f"{path}.container"
     _known(container, CONTAINER, where, fail)
+    init = section.get("init") or []
+    if init:
+        convert_init(init, f"{path}.init", spec, fail)
     command = container.get("command") or []
     args = container.get("args") or []
     command = [command] if isinstance(command, str) else command
@@ -82,11 +92,14 @@ def _replica(section: dict[str, Any], path: str, spec: dict[str, Any], fail: Fai
     if not isinstance(command, list) or not isinstance(args, list) or not (command or args):
         fail(f"{where}.command", "must be a list of words (with args), as a Kubernetes container's")
     else:
-        spec["command"] = [str(w) for w in command + args]
+        words = [str(w) for w in command + args]
+        spec["command"] = [ARTIFACTS_PATH.sub("", w) for w in words] if init else words
     if container.get("image"):
         spec["image"] = container["image"]
     workdir = container.get("workingDir")
-    if workdir == SCALAR_GLOBALS_UPLOADS:
+    if init and isinstance(workdir, str) and ARTIFACTS_PATH.match(workdir):
+        spec["workdir"] = ARTIFACTS_PATH.sub("", workdir) or "."  # relative: in the run's code folder
+    elif workdir == SCALAR_GLOBALS_UPLOADS:
         spec["code"] = {"path": "."}  # what `polyaxon run -u` uploads: the file's folder, snapshotted
     elif isinstance(workdir, str) and "{{" in workdir:
         fail(f"{where}.workingDir", f"only {SCALAR_GLOBALS_UPLOADS} (the uploaded code) has an equivalent")
@@ -175,3 +188,63 @@ def _distributed(kind: str, run: dict[str, Any], path: str, spec: dict[str, Any]
     ps = run.get("ps")
     if isinstance(ps, dict):
         spec["parameter_servers"] = ps.get("replicas", 1)
+
+
+def convert_init(steps: Any, path: str, spec: dict[str, Any], fail: Fail) -> None:
+    """`init`: git, file, artifacts (another run's, by `run`), paths -> kubelab's init steps;
+    a `dockerfile`'s pip lines -> the run's environment. Init containers and connections are
+    Polyaxon's own and refused."""
+    if not isinstance(steps, list):
+        fail(path, "must be a list of init steps")
+        return
+    converted: list[dict[str, Any]] = []
+    for index, step in enumerate(steps):
+        where = f"{path}[{index}]"
+        if not isinstance(step, dict):
+            fail(where, "must be a mapping with git, file, artifacts, paths or dockerfile")
+            continue
+        for key in step:
+            if key not in INIT:
+                fail(f"{where}.{key}", "unknown field")
+        if step.get("container"):
+            fail(f"{where}.container", "custom init containers are not supported: use git, file or paths")
+        if step.get("connection"):
+            fail(
+                f"{where}.connection",
+                "Polyaxon connections are not used here: give git.url (credentials stay in your "
+                "workspace's git credential store) or artifacts.run",
+            )
+        if step.get("dockerfile") is not None:
+            dockerfile_environment(step["dockerfile"], f"{where}.dockerfile", spec, fail)
+            continue
+        item = {k: step[k] for k in ("git", "artifacts", "file", "paths") if step.get(k) is not None}
+        if isinstance(item.get("git"), dict):
+            item["git"] = {k: v for k, v in item["git"].items() if k != "connection"}
+        if isinstance(item.get("file"), dict):
+            item["file"] = {k: v for k, v in item["file"].items() if k != "kind"}
+        if isinstance(item.get("artifacts"), dict) and not item["artifacts"].get("run"):
+            fail(f"{where}.artifacts", "name the run whose outputs to copy: artifacts.run (its id)")
+            continue
+        if isinstance(step.get("path"), str):
+            item["path"] = ARTIFACTS_PATH.sub("", step["path"]) or None
+        if item:
+            converted.append(item)
+    if converted:
+        spec["init"] = converted
+
+
+def dockerfile_environment(dockerfile: Any, path: str, spec: dict[str, Any], fail: Fail) -> None:
+    """A `dockerfile` init step's `run` lines (pip install ...) -> the environment; its image."""
+    if not isinstance(dockerfile, dict):
+        fail(path, "must be a mapping with image and run")
+        return
+    for key in dockerfile:
+        if key not in DOCKERFILE:
+            fail(f"{path}.{key}", "unknown field")
+    if dockerfile.get("image"):
+        spec["image"] = dockerfile["image"]
+    environment, refused = environment_of(dockerfile.get("run") or [], f"{path}.run")
+    for problem in refused:
+        fail(problem.path, problem.reason)
+    if environment:
+        spec["environment"] = environment

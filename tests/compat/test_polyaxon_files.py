@@ -65,12 +65,13 @@ def test_v0_workers_and_parameter_servers_become_replicas():
     )
 
 
-def test_v0_build_steps_and_dockerfile_are_refused_by_name():
-    found = refusal(lambda: load_spec_file(POLYAXON / "v0_build_steps.yml"))
-    assert "kubelab does not build images" in found["build.build_steps"]
+def test_v0_pip_build_steps_are_the_environment_and_system_steps_are_refused_by_name():
     data = load_document(POLYAXON / "v0_build_steps.yml")
+    assert experiment(data)["environment"] == {"requirements": ["requirements.txt"]}
+    data["build"]["build_steps"] = ["apt-get update && apt-get install -y libgl1", "pip install numpy"]
+    assert "apt-get installs system packages" in refusal(lambda: experiment(data))["build.build_steps[0]"]
     data["build"] = {"dockerfile": "Dockerfile"}
-    assert "kubelab does not build images" in refusal(lambda: experiment(data))["build.dockerfile"]
+    assert "not images" in refusal(lambda: experiment(data))["build.dockerfile"]
 
 
 def test_v0_group_is_a_sweep_for_run_and_sweep(cli, sweeps):

@@ -42,13 +42,22 @@ def test_a_list_is_the_packages_and_an_empty_environment_is_none() -> None:
 
 def test_bad_environments_name_the_field() -> None:
     found = refusals(
-        {"environment": {"packages": ["--index-url=https://evil"], "requirements": "/etc/passwd", "pyhton": 3}}
+        {
+            "environment": {
+                "packages": ["--index-url=https://evil"],
+                "requirements": "/etc/passwd",
+                "pyhton": 3,
+            }
+        }
     )
     assert "option" in found["environment.packages"]
     assert "relative" in found["environment.requirements"]
     assert "python" in found["environment.pyhton"]
     assert "3.11" in refusals({"environment": {"python": "latest"}})["environment.python"]
-    assert "stands alone" in refusals({"environment": {"conda": "env.yml", "packages": ["a"]}})["environment.conda"]
+    assert (
+        "stands alone"
+        in refusals({"environment": {"conda": "env.yml", "packages": ["a"]}})["environment.conda"]
+    )
 
 
 def test_init_steps_refuse_credentials_transports_and_escapes() -> None:

@@ -26,7 +26,7 @@ from kubelab.backends.kubernetes.pod_security import container_security, pod_sec
 from kubelab.errors import FieldError, ValidationError
 from kubelab.gpu_share import is_fraction
 from kubelab.records import RunDirectory
-from kubelab.shims import SHIMS_DIR
+from kubelab.shims import SHIMS_DIR, sweep_trial_env
 from kubelab.spec import ExperimentSpec
 
 CONTAINER = "trainer"
@@ -334,9 +334,9 @@ def trial_env(spec: ExperimentSpec, target: Target, nb: NotebookEnv) -> list[Man
     values["PYTHONPATH"] = ":".join(
         p for p in (code, f"{run_dir}/{SHIMS_DIR}", spec.env.get("PYTHONPATH")) if p
     )
-    if target.sweep:
-        values["KUBELAB_SWEEP_ID"] = target.sweep
-        values["KUBELAB_TRIAL"] = "" if target.trial is None else str(target.trial)
+    values.update(
+        sweep_trial_env(target.run_id, str(run.outputs_dir), target.sweep, target.trial, "kubernetes")
+    )
     return [{"name": k, "value": v} for k, v in values.items()]
 
 

@@ -37,6 +37,7 @@ from kubelab.backends.local.processes import (
 )
 from kubelab.backends.local.resume import describe_run, resume_point
 from kubelab.backends.local.system_sampler import SystemSampler
+from kubelab.environments.prepare import BuildFailed, activate, prepare
 from kubelab.gpu_share import is_fraction
 from kubelab.log_times import LogClock
 from kubelab.pids import process_start_time
@@ -52,7 +53,7 @@ from kubelab.records import (
     RunDirectory,
     parse_iso,
 )
-from kubelab.shims import SHIMS
+from kubelab.shims import SHIMS, sweep_trial_env
 from kubelab.spec import ExperimentSpec
 from kubelab.tensorboard import tfevents
 from kubelab.tensorboard.tfevents import MirrorThread, ScalarMirror
@@ -87,6 +88,7 @@ class Runner:
         self.stopping = False  # a SIGTERM or SIGINT reached this process
         self.allocator: GpuAllocator | None = None
         self.preempted_by: dict[str, Any] | None = None  # the ledger's mark, once acted on
+        self.environment: Path | None = None  # a built virtualenv's folder (kubelab.environments)
 
     # -- status ---------------------------------------------------------------------
     def move(self, state: str, reason: str, exit_code: int | None = None) -> None:
@@ -117,6 +119,7 @@ class Runner:
         self.status.runner_pid = os.getpid()
         self.status.runner_started = process_start_time(os.getpid())
         try:
+            self.environment = prepare(self.run, self.spec, self.move, self.stop_requested)
             gpu_ids = self.acquire_gpus()
             if gpu_ids is None:
                 state, reason = self.run.stop_outcome()
@@ -130,6 +133,8 @@ class Runner:
                 SystemSampler.for_run(self.run.system_file, gpu_ids),  # system.jsonl
             ):
                 self.execute(gpu_ids)
+        except BuildFailed as exc:  # the failing line of an init step or the environment's build
+            self.move(*(self.run.stop_outcome() if self.stop_requested() else (FAILED, str(exc))))
         except Exception as exc:  # the runner must always leave a final status
             self.move(FAILED, f"kubelab runner error: {exc}")
         finally:
@@ -294,9 +299,9 @@ class Runner:
         )
         if self.spec.seed is not None:
             env.update(KUBELAB_SEED=str(self.spec.seed), PYTHONHASHSEED=str(self.spec.seed))
-        if self.status.sweep:
-            env["KUBELAB_SWEEP_ID"] = self.status.sweep
-            env["KUBELAB_TRIAL"] = str(self.status.trial)
+        env.update(
+            sweep_trial_env(run.id, str(run.outputs_dir), self.status.sweep, self.status.trial, "local")
+        )
         # "python" in a command means the interpreter kubelab runs under, with its packages.
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
         paths = [str(SHIMS)]  # `import nni` in a trial finds kubelab's NNI API first
@@ -305,6 +310,8 @@ class Runner:
         if env.get("PYTHONPATH"):
             paths.append(env["PYTHONPATH"])
         env["PYTHONPATH"] = os.pathsep.join(paths)
+        if self.environment:
+            activate(env, self.environment)
         return env
 
     def watch(self, replicas: list[Replica]) -> tuple[str, int, bool] | None:

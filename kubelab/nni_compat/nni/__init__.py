@@ -35,6 +35,7 @@ __all__ = [
     "get_trial_id",
     "report_final_result",
     "report_intermediate_result",
+    "trace",
 ]
 
 _state: dict[str, Any] = {"params": None, "sequence": 0}
@@ -124,3 +125,11 @@ def _write(entry: dict[str, Any], description: str) -> None:
 
 def _note(message: str) -> None:
     print(f"nni (kubelab): {message}", file=sys.stderr)
+
+
+def trace(obj: Any = None, **kwargs: Any) -> Any:
+    """NNI 2's `@nni.trace` (and `nni.trace(cls)(...)`): records how an object was built for
+    NNI's serializer; kubelab does not serialize objects, so the object is returned unchanged."""
+    if obj is None:
+        return lambda inner: inner
+    return obj

@@ -9,7 +9,10 @@ trial's PYTHONPATH. Everything is recorded into the run directory:
   queries (`metrics.loss`) and sweeps optimise; numeric outputs are metrics too (PQL's
   `outputs.loss` reads `metrics.loss`);
 - params, tags and non-numeric outputs -> `tracking.json`, which the run's record merges;
-- artifacts and models -> copies under the run's `outputs/`.
+- artifacts and models -> copies under the run's `outputs/`;
+- data references (`log_data_ref`, `log_code_ref`) -> `tracking.json`'s `data_refs` (name ->
+  content hash or path) and a tag `data:NAME`, so runs are found by the data they read;
+  a name and description set by the trial -> `tracking.json`'s `outputs` (`name`, `description`).
 
 Outside a kubelab run (`KUBELAB_RUN_DIR` unset) calls print what they would record, as
 Polyaxon's offline mode keeps runs local. Calls that need Polyaxon's servers raise an error
@@ -19,6 +22,7 @@ naming the call, never fail silently.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -190,6 +194,61 @@ class Run:
 
     log_model = log_artifact
 
+    def log_data_ref(
+        self,
+        data: Any = None,
+        data_name: str | None = None,
+        reset: bool = False,
+        *,
+        content: Any = None,
+        name: str | None = None,
+        hash: str | None = None,
+        path: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """v0 `log_data_ref(data, data_name)`, v1 `log_data_ref(name=, content=, hash=, path=)`."""
+        label = str(name or data_name or "data")
+        value = content if content is not None else data
+        reference = hash or path
+        if reference is None and value is not None:
+            reference = "sha256:" + hashlib.sha256(repr(value).encode()).hexdigest()[:16]
+        update("data_refs", {label: reference or ""}, reset)
+        update("tags", [f"data:{label}"])
+
+    def log_code_ref(self, code_ref: Any = None, **kwargs: Any) -> None:
+        """The code the run ran: kubelab snapshots it into the run's `code/` already."""
+        commit = (code_ref or {}).get("commit") if isinstance(code_ref, dict) else None
+        if commit:
+            update("data_refs", {"code": str(commit)})
+
+    def set_name(self, name: str) -> None:
+        update("outputs", {"name": str(name)})
+
+    def set_description(self, description: str) -> None:
+        update("outputs", {"description": str(description)})
+
+    def log_progress(self, value: float) -> None:
+        write_metrics({"progress": value})
+
+    def log_env(self, *args: Any, **kwargs: Any) -> None:
+        """The run's environment is in its record (spec, environment.json) already."""
+
+    log_run_env = log_env
+    log_status = log_env
+
+    def get_tensorboard_path(self) -> str:
+        return os.environ.get("KUBELAB_TENSORBOARD_DIR") or outputs_path()
+
+    @property
+    def outputs_store(self) -> Run:
+        """v0's `experiment.outputs_store.upload_file(path)` / `upload_dir(path)`."""
+        return self
+
+    def upload_file(self, path: str, *args: Any, **kwargs: Any) -> str:
+        return copy_artifact(path)
+
+    upload_dir = upload_file
+
     def log_succeeded(self, *args: Any, **kwargs: Any) -> None:
         """The run's state is its process's exit code here, as for every kubelab run."""
 
@@ -198,5 +257,5 @@ class Run:
     def __getattr__(self, name: str) -> Any:
         raise AttributeError(
             f"polyaxon (kubelab): {name} is not provided: kubelab records metrics, params, tags, "
-            "outputs and artifacts; save other files under get_outputs_path()"
+            "outputs, data references and artifacts; save other files under get_outputs_path()"
         )

@@ -1,0 +1,121 @@
+"""Environments on one machine: built once per content hash with uv, reused, refused by field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubelab_testing import wait_until
+
+from kubelab.environments.cache import EnvironmentCache
+from kubelab.errors import ValidationError
+from kubelab.experiments import Experiments
+
+TRAIN = """
+import sys, kubelab, tinyalpha, tinybeta
+print("prefix", sys.prefix, "alpha", tinyalpha.VERSION)
+kubelab.report_final(1.0)
+"""
+
+
+def spec(packages: list[str], **environment: Any) -> dict[str, Any]:
+    return {
+        "command": "python train.py",
+        "environment": {"packages": packages, "find_links": ["wheels"], **environment},
+    }
+
+
+def log(lab: Experiments, run_id: str, replica: int | str = 0) -> str:
+    return "".join(lab.logs(run_id, replica=replica))
+
+
+def states(lab: Experiments, run_id: str) -> list[str]:
+    status = json.loads((lab.runs_root / run_id / "status.json").read_text())
+    return [step["state"] for step in status["history"]]
+
+
+def test_an_environment_is_built_once_and_reused(lab: Experiments, wheels: Path, tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(TRAIN)
+    (tmp_path / "requirements.txt").write_text("tinybeta==1.0\n")
+    first = lab.submit(spec(["tinyalpha==2.0"], requirements="requirements.txt"))
+    done = wait_until(lab, first["id"])
+    assert done["status"] == "Succeeded", log(lab, first["id"])
+    assert "Building" in states(lab, first["id"])
+    built = log(lab, first["id"], "build")
+    assert "uv pip install" in built and "tinyalpha==2.0" in built
+    assert "alpha 2.0" in log(lab, first["id"])
+
+    second = lab.submit(spec(["tinyalpha==2.0"], requirements="requirements.txt"))
+    assert wait_until(lab, second["id"])["status"] == "Succeeded"
+    assert "Building" not in states(lab, second["id"])
+    prefix = [line for line in log(lab, first["id"]).splitlines() if line.startswith("prefix")]
+    assert prefix and prefix[0] in log(lab, second["id"])
+    (entry,) = EnvironmentCache(lab.home).entries()
+    assert entry["size"] > 0 and entry["packages"] == ["tinyalpha==2.0"] and entry["built"]
+
+
+def test_concurrent_first_builds_of_one_hash_build_it_once(
+    lab: Experiments, wheels: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "train.py").write_text(TRAIN)
+    ids = [lab.submit(spec(["tinyalpha", "tinybeta", "tinygamma"]))["id"] for _ in range(3)]
+    for run_id in ids:
+        assert wait_until(lab, run_id)["status"] == "Succeeded", log(lab, run_id, "build")
+    builds = [
+        log(lab, run_id, "build") if (lab.runs_root / run_id / "logs" / "build.log").exists() else ""
+        for run_id in ids
+    ]
+    assert sum("uv venv" in text for text in builds) == 1, builds
+    assert len(EnvironmentCache(lab.home).entries()) == 1
+
+
+def test_a_changed_requirements_file_is_a_new_environment_and_old_runs_keep_theirs(
+    lab: Experiments, wheels: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "train.py").write_text(TRAIN)
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("tinyalpha==1.0\ntinybeta\n")
+    old = lab.submit({**spec([], requirements="requirements.txt")})
+    assert wait_until(lab, old["id"])["status"] == "Succeeded"
+    requirements.write_text("tinyalpha==2.0\ntinybeta\n")
+    new = lab.submit({**spec([], requirements="requirements.txt")})
+    assert wait_until(lab, new["id"])["status"] == "Succeeded"
+    keys = [json.loads((lab.runs_root / r["id"] / "environment.json").read_text())["key"] for r in (old, new)]
+    assert keys[0] != keys[1]
+    assert {e["key"] for e in EnvironmentCache(lab.home).entries()} == set(keys)
+    assert "alpha 1.0" in log(lab, old["id"]) and "alpha 2.0" in log(lab, new["id"])
+
+
+def test_an_unresolvable_package_fails_the_run_with_uvs_line(
+    lab: Experiments, wheels: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "train.py").write_text(TRAIN)
+    run = lab.submit(spec(["no-such-package-kubelab"]))
+    done = wait_until(lab, run["id"])
+    assert done["status"] == "Failed"
+    assert done["reason"].startswith("environment: error:") and "no-such-package-kubelab" in done["reason"]
+    assert "prefix" not in log(lab, run["id"])
+    assert [e["built"] for e in EnvironmentCache(lab.home).entries()] == [None]  # never marked ready
+
+
+def test_a_missing_requirements_file_names_the_field_and_changes_nothing(
+    lab: Experiments, wheels: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(ValidationError) as caught:
+        lab.submit(spec([], requirements="nowhere.txt"))
+    (problem,) = caught.value.fields
+    assert problem.path == "environment.requirements" and "nowhere.txt" in problem.reason
+    assert list(lab.runs_root.iterdir()) == []
+    assert not (lab.home / "envs").exists()
+
+
+def test_a_stop_during_the_build_stops_the_run(lab: Experiments, wheels: Path, tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(TRAIN)
+    (tmp_path / "slow.txt").write_text("tinyalpha\n")
+    run = lab.submit(
+        {**spec(["tinyalpha"], requirements="slow.txt"), "init": [{"file": {"filename": "x", "content": ""}}]}
+    )
+    lab.stop(run["id"])
+    assert wait_until(lab, run["id"])["status"] == "Stopped"
