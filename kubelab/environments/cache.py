@@ -124,7 +124,7 @@ class EnvironmentCache:
         python = definition["python"]
         here = ".".join(map(str, sys.version_info[:3]))
         interpreter = sys.executable if python == here else python
-        steps = [[uv, "venv", "--quiet", "--python", interpreter, str(venv)]]
+        steps = [[uv, "venv", "--quiet", "--no-project", "--python", interpreter, str(venv)]]
         install = [uv, "pip", "install", "--python", str(venv / "bin" / "python")]
         for link in definition.get("find_links") or []:
             install += ["--find-links", link]

@@ -18,7 +18,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 def server(tmp_path_factory):
     base = tmp_path_factory.mktemp("compat-rest")
     shutil.copytree(FIXTURES / "polyaxon", base / "workspace" / "polyaxon")
-    env = {"KUBELAB_MACHINE_DIR": str(base / "machine"), "KUBELAB_STOP_GRACE": "2"}
+    env = {"KUBELAB_MACHINE_DIR": str(base / "machine"), "KUBELAB_STOP_GRACE": "2", "UV_OFFLINE": "1"}
     try:
         with JupyterServer(base / "workspace", base / "home", env=env) as running:
             yield running
@@ -91,3 +91,39 @@ def test_a_group_file_submitted_as_an_experiment_points_to_sweeps(server):
     accepted = server.post("experiments", {"file": "polyaxon/v1_operation.yml"})
     assert accepted.status_code == 201, accepted.text
     assert accepted.json()["params"] == {"lr": 0.01, "epochs": 3}
+
+
+@pytest.mark.parametrize(
+    ("body", "path", "reason"),
+    [
+        ({"environment": {"requirements": "nowhere.txt"}}, "environment.requirements", "does not exist"),
+        ({"environment": {"requirements": "../../etc/passwd"}}, "environment.requirements", "relative"),
+        ({"environment": {"packages": ["--index-url=http://x"]}}, "environment.packages", "an option"),
+        ({"init": [{"paths": ["../outside"]}]}, "init[0].paths", "relative"),
+        ({"init": [{"paths": ["missing"]}]}, "init[0].paths", "does not exist"),
+        ({"init": [{"git": {"url": "https://u:pw@example.org/r.git"}}]}, "init[0].git.url", "credential"),
+        ({"init": [{"artifacts": {"run": "0000000000zz"}}]}, "init[0].artifacts.run", "no run"),
+    ],
+)
+def test_environment_and_init_refusals_are_422_and_create_nothing(server, body, path, reason):
+    before = server.get("experiments").json()["total"]
+    refused = server.post("experiments", {"command": "python train.py", **body})
+    assert refused.status_code == 422, refused.text
+    fields = {f["path"]: f["reason"] for f in refused.json()["fields"]}
+    assert reason in fields.get(path, ""), fields
+    assert "pw" not in refused.text
+    assert server.get("experiments").json()["total"] == before
+
+
+def test_an_unresolvable_package_fails_the_run_and_its_build_log_is_a_replica(server):
+    created = server.post("experiments", {"command": "true", "environment": ["no-such-package-kubelab"]})
+    assert created.status_code == 201, created.text
+    run_id = created.json()["id"]
+    deadline = time.monotonic() + 60
+    while server.get(f"experiments/{run_id}").json()["status"] != "Failed" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    record = server.get(f"experiments/{run_id}").json()
+    assert record["reason"].startswith("environment: error:") and "no-such-package-kubelab" in record["reason"]
+    build = server.get(f"experiments/{run_id}/logs?replica=build")
+    assert build.status_code == 200 and "uv pip install" in build.text
+    assert server.get(f"experiments/{run_id}/logs?replica=builds").status_code == 422

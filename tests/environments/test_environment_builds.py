@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -111,11 +114,52 @@ def test_a_missing_requirements_file_names_the_field_and_changes_nothing(
     assert not (lab.home / "envs").exists()
 
 
-def test_a_stop_during_the_build_stops_the_run(lab: Experiments, wheels: Path, tmp_path: Path) -> None:
-    (tmp_path / "train.py").write_text(TRAIN)
-    (tmp_path / "slow.txt").write_text("tinyalpha\n")
-    run = lab.submit(
-        {**spec(["tinyalpha"], requirements="slow.txt"), "init": [{"file": {"filename": "x", "content": ""}}]}
+def test_a_stop_during_the_build_stops_the_run_and_its_build(
+    lab: Experiments, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """uv waits on a wheel index that never answers (a socket nobody accepts on) until stopped."""
+    monkeypatch.setenv("UV_OFFLINE", "0")
+    monkeypatch.setenv("UV_HTTP_TIMEOUT", "120")
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    try:
+        index = f"http://127.0.0.1:{silent.getsockname()[1]}/simple"
+        run = lab.submit({"command": "true", "environment": {"packages": ["tinyalpha"], "index_url": index}})
+        wait_until(lab, run["id"], states=("Building",))
+        lab.stop(run["id"])
+        done = wait_until(lab, run["id"])
+        assert done["status"] == "Stopped", done
+        key = json.loads((lab.runs_root / run["id"] / "environment.json").read_text())["key"]
+        assert not EnvironmentCache(lab.home).ready(key)
+    finally:
+        silent.close()
+
+
+def env_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kubelab.cli", "env", *args], capture_output=True, text=True, timeout=60
     )
+
+
+def test_env_ls_shows_sizes_and_rm_spares_environments_in_use(lab: Experiments, wheels: Path) -> None:
+    waiting = "import tinyalpha, time; print('ready', flush=True); time.sleep(60)"
+    run = lab.submit(
+        {
+            "command": ["python", "-c", waiting],
+            "environment": {"packages": ["tinyalpha"], "find_links": [str(wheels)]},
+        }
+    )
+    wait_until(lab, run["id"], states=("Running",))
+    (entry,) = json.loads(env_cli("ls", "-o", "json").stdout)["items"]
+    assert entry["size"] > 0 and entry["runs"] == [run["id"]]
+    assert "tinyalpha" in env_cli("ls").stdout
+    refused = env_cli("rm", entry["key"])
+    assert refused.returncode != 0 and run["id"] in refused.stderr and "--force" in refused.stderr
+    assert EnvironmentCache(lab.home).ready(entry["key"])
+    assert env_cli("rm", "0123456789abcdef").returncode != 0
     lab.stop(run["id"])
-    assert wait_until(lab, run["id"])["status"] == "Stopped"
+    wait_until(lab, run["id"])
+    removed = env_cli("rm", entry["key"])
+    assert removed.returncode == 0 and f"removed environment {entry['key']}" in removed.stdout
+    assert EnvironmentCache(lab.home).entries() == []
