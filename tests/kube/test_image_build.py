@@ -101,6 +101,8 @@ def test_the_recipe_reads_requirements_from_the_runs_code(tmp_path: Path) -> Non
         "python -m pip install --no-cache-dir --index-url https://pypi.example.org/simple -r requirements-0.txt",
         "python -m pip install --no-cache-dir --index-url https://pypi.example.org/simple 'scipy>=1'",
     )
+    recorded = recipe(spec, BASE, tmp_path / "gone", {"requirements.txt": "numpy==2.2\n"})  # read at submit
+    assert recorded is not None and recorded.files == (("requirements-0.txt", "numpy==2.2\n"),)
     assert recipe(ExperimentSpec.parse({"command": "python train.py"}), BASE, tmp_path) is None
 
 

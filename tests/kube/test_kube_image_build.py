@@ -23,6 +23,7 @@ from kubelab.backends.kubernetes.backend import KubernetesBackend
 from kubelab.backends.kubernetes.image_build import BuildSettings, ImageRecipe
 from kubelab.backends.kubernetes.image_registry import Registry
 from kubelab.backends.kubernetes.image_stage import recipe
+from kubelab.errors import ValidationError
 from kubelab.experiments import Experiments
 from kubelab.spec import ExperimentSpec
 
@@ -233,3 +234,15 @@ def test_the_notebook_can_create_no_other_job_in_the_build_namespace(
         assert secret.value.status == 403
         # the builder itself is accepted
         batch.create_namespaced_job(settings.namespace, foreign_job(settings), dry_run="All")
+
+
+def test_without_a_registry_an_environment_is_refused_by_name(
+    make_backend: Callable[..., KubernetesBackend], home: Path
+) -> None:
+    lab = Experiments(home=home, backend=make_backend(start=False), user="alice")
+    with pytest.raises(ValidationError) as refused:
+        lab.submit(SPEC, base_dir=home)
+    assert [(f.path, f.reason) for f in refused.value.fields] == [
+        ("environment", "needs the hub's `registry` setting (KUBELAB_REGISTRY)")
+    ]
+    assert list((home / "runs").iterdir()) == []  # nothing left behind

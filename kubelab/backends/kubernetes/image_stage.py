@@ -25,17 +25,21 @@ from kubelab.backends.kubernetes.api import KubeApi
 from kubelab.backends.kubernetes.errors import RetryPolicy, translate
 from kubelab.backends.kubernetes.image_build import BuildSettings, ImageRecipe
 from kubelab.backends.kubernetes.image_registry import Registry, TagLookup
+from kubelab.environments.definition import read_record
+from kubelab.environments.prepare import BUILD_LOG
 from kubelab.errors import FieldError, KubelabError, ValidationError
 from kubelab.records import BUILDING, FAILED, RunDirectory, Status
 from kubelab.spec import ExperimentSpec
 
 BUILD_FILE = "build.json"
-BUILD_LOG = "build.log"
 Obj = dict[str, Any]
 
 
-def recipe(spec: ExperimentSpec, base: str | None, code: Path) -> ImageRecipe | None:
-    """The image an environment needs: pip steps on `base`; files read from the run's code."""
+def recipe(
+    spec: ExperimentSpec, base: str | None, code: Path, read: dict[str, str] | None = None
+) -> ImageRecipe | None:
+    """The image an environment needs: pip steps on `base`; its files as read at submit (`read`,
+    the run's `environment.json`), else from the run's code."""
     env = spec.environment
     if env is None or env.empty:
         return None
@@ -50,6 +54,9 @@ def recipe(spec: ExperimentSpec, base: str | None, code: Path) -> ImageRecipe | 
         problems.append(FieldError("environment.find_links", "a cluster build reaches only http(s) links"))
     files: list[tuple[str, str]] = []
     for index, name in enumerate(env.requirements):
+        if read is not None and name in read:
+            files.append((f"requirements-{index}.txt", read[name]))
+            continue
         path = (code / name).resolve()
         if not path.is_relative_to(code.resolve()) or not path.is_file():
             where = f"environment.requirements[{index}]"
@@ -93,7 +100,8 @@ class ImageStage:
     def prepare(self, run: RunDirectory, spec: ExperimentSpec, base: str | None, user: str) -> ExperimentSpec:
         """The spec to run (its image the built one); writes `build.json` if a build is needed."""
         code = run.code_dir if run.code_dir.is_dir() else Path(spec.workdir or ".")
-        wanted = recipe(spec, spec.image or base, code)
+        recorded = read_record(run.path) or {}
+        wanted = recipe(spec, spec.image or base, code, (recorded.get("definition") or {}).get("files"))
         if wanted is None:
             return spec
         if self.settings is None:
