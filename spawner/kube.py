@@ -256,6 +256,7 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, BackPressure, KubeSpawner):  # 
         self.volume_mounts = self._sorted_dict_values(base["volume_mounts"]) + settings.mounts
         self.working_dir = settings.working_dir
         self.notebook_dir = settings.working_dir
+        self.default_url = settings.default_url  # JupyterLab, or VS Code (spawner/interfaces.py)
         self.service_account = self.notebook_service_account
         self.extra_labels = {**base["extra_labels"], **settings.labels}
         if self.network_policy:  # z2jh's hub policy admits pods from other namespaces by this label

@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import interfaces
 from .availability import GROUP_LABEL, USER_LABEL, group_label
 from .groups import ProjectGroup
 from .objects import Storage
@@ -36,6 +37,7 @@ class PodSettings:
     env: dict[str, str] = field(default_factory=dict)
     working_dir: str = ""
     labels: dict[str, str] = field(default_factory=dict)
+    default_url: str = interfaces.URLS[interfaces.DEFAULT]
 
 
 def workspace_path(user: str) -> str:
@@ -107,6 +109,7 @@ def pod_settings(
         "KUBELAB_HOME": f"{home}/.kubelab",
         "KUBELAB_BACKEND": "kubernetes",
         "KUBELAB_SERVICE_ACCOUNT": account,
+        **interfaces.vscode_env(options.interface, home),  # code-server is in the notebook image
     }
     if not options.gpus:
         env["NVIDIA_VISIBLE_DEVICES"] = "none"  # images with the NVIDIA runtime would expose all GPUs
@@ -122,6 +125,7 @@ def pod_settings(
         env=env,
         working_dir=home,
         labels={USER_LABEL: user, GROUP_LABEL: group_label(group.name)},
+        default_url=interfaces.URLS[options.interface],
     )
 
 
