@@ -59,7 +59,14 @@ def _form_fields() -> list[dict[str, Any]]:
 
 
 def _object(entry: dict[str, Any], indent: str) -> str:
-    lines = [f"{indent}  {key}: {_inline(value)}" for key, value in entry.items()]
+    lines = []
+    for number, (key, value) in enumerate(entry.items()):
+        line = f"{indent}  {key}: {_inline(value)}"
+        comma = 1 if number < len(entry) - 1 else 0
+        if isinstance(value, list) and len(line) + comma > WIDTH:  # one item a line, as prettier does
+            inner = ",\n".join(f"{indent}    {_quote(v)}" for v in value)
+            line = f"{indent}  {key}: [\n{inner}\n{indent}  ]"
+        lines.append(line)
     return f"{indent}{{\n" + ",\n".join(lines) + f"\n{indent}}}"
 
 

@@ -112,6 +112,9 @@ export interface ITensorBoardSession {
 }
 
 /** Session states in which the tab has nothing left to show. */
+/** A replica's index, or `build`: the log of the run's init steps and environment build. */
+export type LogReplica = number | 'build';
+
 export const ENDED_STATES: ReadonlySet<string> = new Set(['stopped', 'failed']);
 
 /**
@@ -349,13 +352,13 @@ export class KubelabApi {
   }
 
   /**
-   * A replica's log; with `follow`, text keeps arriving until the run ends or `signal`
-   * aborts. Each decoded chunk goes to `onText`. With `timestamps`, each line starts with
-   * its time (ISO 8601 UTC) and a space.
+   * A replica's log, or `build`: the run's init steps and environment build; with `follow`,
+   * text keeps arriving until the run ends or `signal` aborts. Each decoded chunk goes to
+   * `onText`. With `timestamps`, each line starts with its time (ISO 8601 UTC) and a space.
    */
   async logs(
     id: string,
-    replica: number,
+    replica: LogReplica,
     follow: boolean,
     onText: (text: string) => void,
     signal?: AbortSignal,

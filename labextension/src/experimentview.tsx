@@ -266,6 +266,7 @@ function ExperimentDetailView(props: IExperimentViewOptions): JSX.Element {
           id={id}
           name={record.name}
           replicas={record.replicas || 1}
+          build={detail.history.some(entry => entry.state === 'Building')}
           follow={!terminal}
           trans={trans}
         />

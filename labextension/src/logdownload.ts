@@ -4,10 +4,11 @@
  * page keeps only the log's tail, so the whole log is read again), under a file name that
  * says so.
  */
-import { KubelabApi } from './api';
+import { KubelabApi, LogReplica } from './api';
 
 export interface ILogFile {
-  /** `<name>-<id>-replica<N>.log`, or `…-timestamps.log` when each line starts with its time. */
+  /** `<name>-<id>-replica<N>.log` (`-build.log` for the build's), or `…-timestamps.log` when each
+   * line starts with its time. */
   filename: string;
   text: string;
 }
@@ -16,7 +17,7 @@ export interface ILogFile {
 export async function logFile(
   api: KubelabApi,
   run: { name: string; id: string },
-  replica: number,
+  replica: LogReplica,
   timestamps: boolean
 ): Promise<ILogFile> {
   let text = '';
@@ -30,7 +31,7 @@ export async function logFile(
   );
   const timed = timestamps ? '-timestamps' : '';
   return {
-    filename: `${run.name}-${run.id}-replica${replica}${timed}.log`,
+    filename: `${run.name}-${run.id}-${replica === 'build' ? 'build' : `replica${replica}`}${timed}.log`,
     text
   };
 }

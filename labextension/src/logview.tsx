@@ -1,6 +1,6 @@
 /**
- * A run's log in the experiment view: streamed while the run lives, one tab per replica
- * (the active one marked with `aria-selected` and a style), search with every match
+ * A run's log in the experiment view: streamed while the run lives, one tab per replica and
+ * a `build` tab when the run built an environment or ran init steps (the active one marked with `aria-selected` and a style), search with every match
  * highlighted and next/previous (Enter, Shift+Enter), a wrap toggle, a timestamps toggle
  * (the log read again with `timestamps=1`, the times shown as a muted column), and a
  * download of the whole log as shown, times included when they are (the page keeps only
@@ -9,7 +9,7 @@
 import { TranslationBundle } from '@jupyterlab/translation';
 import React, { useEffect, useMemo, useRef, useState } from 'react';
 
-import { KubelabApi } from './api';
+import { KubelabApi, LogReplica } from './api';
 import { ILogFile, logFile } from './logdownload';
 import { findMatches, segments, stepMatch } from './logsearch';
 import { timePieces } from './logtimes';
@@ -21,11 +21,17 @@ export function LogView(props: {
   id: string;
   name: string;
   replicas: number;
+  /** The run had init steps or built its environment: its log is a tab too. */
+  build: boolean;
   follow: boolean;
   trans: TranslationBundle;
 }): JSX.Element {
-  const { api, id, replicas, follow, trans } = props;
-  const [replica, setReplica] = useState(0);
+  const { api, id, replicas, build, follow, trans } = props;
+  const [replica, setReplica] = useState<LogReplica>(0);
+  const tabs: LogReplica[] = [
+    ...(build ? (['build'] as const) : []),
+    ...Array.from({ length: replicas }, (_, index) => index)
+  ];
   const [text, setText] = useState('');
   const [error, setError] = useState('');
   const [query, setQuery] = useState('');
@@ -101,17 +107,19 @@ export function LogView(props: {
   return (
     <div className="jp-kubelab-Logs">
       <div className="jp-kubelab-Logs-toolbar">
-        {replicas > 1 ? (
+        {tabs.length > 1 ? (
           <div className="jp-kubelab-Logs-replicas" role="tablist">
-            {Array.from({ length: replicas }, (_, index) => (
+            {tabs.map(tab => (
               <button
-                key={index}
+                key={tab}
                 role="tab"
-                aria-selected={index === replica}
-                className={`jp-Button jp-mod-minimal jp-kubelab-Logs-tab${index === replica ? ' jp-mod-active' : ''}`}
-                onClick={() => setReplica(index)}
+                aria-selected={tab === replica}
+                className={`jp-Button jp-mod-minimal jp-kubelab-Logs-tab${tab === replica ? ' jp-mod-active' : ''}`}
+                onClick={() => setReplica(tab)}
               >
-                {trans.__('replica %1', index)}
+                {tab === 'build'
+                  ? trans.__('build')
+                  : trans.__('replica %1', tab)}
               </button>
             ))}
           </div>

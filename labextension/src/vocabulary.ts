@@ -156,7 +156,17 @@ export const RUN_FORM_FIELDS = [
     help: 'the framework (replicas > 1: a distributed one)',
     placeholder: '',
     default: 'none',
-    choices: ['none', 'pytorch', 'tensorflow', 'paddle', 'keras', 'scikit-learn', 'xgboost', 'pytorch-ignite', 'mxnet']
+    choices: [
+      'none',
+      'pytorch',
+      'tensorflow',
+      'paddle',
+      'keras',
+      'scikit-learn',
+      'xgboost',
+      'pytorch-ignite',
+      'mxnet'
+    ]
   },
   {
     key: 'params',

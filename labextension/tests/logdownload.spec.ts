@@ -32,7 +32,8 @@ describe('logFile', () => {
       TIMED,
       '&timestamps=1'
     ],
-    [false, 0, 'mnist-0mz8k3c2qf7a-replica0.log', PLAIN, '']
+    [false, 0, 'mnist-0mz8k3c2qf7a-replica0.log', PLAIN, ''],
+    [false, 'build' as const, 'mnist-0mz8k3c2qf7a-build.log', PLAIN, '']
   ])(
     'saves the log as shown (times shown: %s), under a name that says which',
     async (timestamps, replica, filename, text, query) => {
