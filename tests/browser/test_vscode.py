@@ -104,6 +104,8 @@ def test_vscode_opens_on_the_workspace_with_kubelab_on_its_path(open_folder: Pat
             assert os.access(os.path.join(path[0], "kubelab"), os.X_OK), path[:3]  # its terminals' PATH
             assert env["CODE_WORKINGDIR"] == str(workspace) and command.rstrip().endswith(str(workspace))
             assert "--socket" in command and "--port" not in command, command  # no port to other accounts
+            socket = Path(command.split("--socket ", 1)[1].split()[0])
+            assert socket.parent.stat().st_mode & 0o077 == 0 and socket.stat().st_mode & 0o077 == 0
 
             base = f"{hub.url}/user/{me}"
             before = last_activity(page, base)
