@@ -246,3 +246,27 @@ def test_without_a_registry_an_environment_is_refused_by_name(
         ("environment", "needs the hub's `registry` setting (KUBELAB_REGISTRY)")
     ]
     assert list((home / "runs").iterdir()) == []  # nothing left behind
+
+
+def test_a_run_stopped_while_building_stops_and_starts_nothing(
+    simulated_cluster: Any,
+    project_node: Callable[..., str],
+    admin: client.ApiClient,
+    lab: Experiments,
+    settings: BuildSettings,
+    namespace: str,
+    home: Path,
+) -> None:
+    project_node()
+    run_id = lab.submit(SPEC, base_dir=home)["id"]
+    pod = builder_pod(admin, settings)
+    lab.stop(run_id)
+    assert lab.get(run_id)["status"] == "Stopped"
+    simulated_cluster.end_pod(settings.namespace, pod, "Succeeded")  # the build goes on for others
+    wait_for(
+        lambda: any(
+            (j.get("status") or {}).get("succeeded") for j in objects(admin, "jobs", settings.namespace)
+        ),
+        what="the shared build's end",
+    )
+    assert lab.get(run_id)["status"] == "Stopped" and objects(admin, "jobs", namespace) == []
