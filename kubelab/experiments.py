@@ -62,6 +62,16 @@ class Experiments:
         spec = data if isinstance(data, ExperimentSpec) else ExperimentSpec.parse(data)
         base = Path(base_dir or os.getcwd()).resolve()
         problems: list[FieldError] = []
+        if not self.backend.makes_environments():
+            where = f"the {self.backend.name} backend"
+            if spec.environment:
+                problems.append(
+                    FieldError("environment", f"{where} does not build environments: use an image")
+                )
+            if spec.init:
+                problems.append(
+                    FieldError("init", f"{where} does not run init steps: put it in the code or image")
+                )
         if spec.workdir and not (spec.init and not os.path.isabs(spec.workdir)):  # else in code/
             spec.workdir = str(self._resolve(base, spec.workdir, "workdir", confine, problems))
         if spec.code and spec.code.path:

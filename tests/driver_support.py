@@ -67,7 +67,7 @@ def stop_leftovers(home: Path) -> None:
         _kill(int(pid_file.read_text() or 0))
     for status_file in (home / "runs").glob("*/status.json"):
         status = json.loads(status_file.read_text())
-        if status.get("state") in ("Pending", "Queued", "Running"):
+        if status.get("state") in ("Pending", "Queued", "Building", "Running"):
             _kill(status.get("runner_pid"))
             for replica in status.get("replicas") or []:
                 _kill(replica.get("pid"), group=True)

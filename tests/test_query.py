@@ -438,7 +438,7 @@ MALFORMED = [
     ("params.:1", 8, "expected a parameter name after 'params.'"),
     ("status:sucess", 8, "unknown status 'sucess'; did you mean 'succeeded'?"),
     ("status:faild|stopped", 8, "did you mean 'failed'?"),
-    ("status:stopped|xyz", 16, "unknown status 'xyz'; statuses are pending, queued, running"),
+    ("status:stopped|xyz", 16, "unknown status 'xyz'; statuses are pending, queued, building, running"),
     ("status:%x|zz", 11, "unknown status 'zz'"),
     ("status:>failed", 8, "status has no order"),
     ("metrics.loss:5..1", 17, "empty range: 5 is greater than 1"),

@@ -108,3 +108,9 @@ class Backend(ABC):
         which fire without the notebook server). None, by default: pipelines then run with
         kubelab's driver and schedules with the per-home scheduler, on this machine."""
         return None
+
+    def makes_environments(self) -> bool:
+        """Does the backend do a spec's `init` steps and build its `environment` before the
+        command (`kubelab.environments`)? False, by default: the experiments service then refuses
+        such a spec by name instead of running it without them."""
+        return False

@@ -38,6 +38,9 @@ def copy_paths(steps: list[InitStep], base: Path, code: Path, confine: bool) -> 
                 problems.append(FieldError(where, f"'{name}' does not exist"))
             else:
                 target = code / (step.path or ".") / Path(name).name
+                if code.resolve() not in target.resolve().parents:
+                    problems.append(FieldError(where, f"'{name}' would leave the run's code folder"))
+                    continue
                 target.parent.mkdir(parents=True, exist_ok=True)
                 if source.is_dir():
                     shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)
@@ -54,12 +57,23 @@ def run_steps(
         if stopped():
             raise BuildFailed("stopped during its init steps")
         where = f"init[{index}]"
+        folder = inside(code, code / (step.path or "."), f"{where}.path")
         if step.git is not None:
             _git(step.git, code, step.path, home, log, f"{where}.git")
         elif step.artifacts is not None:
-            _artifacts(step.artifacts, code / (step.path or "."), home, f"{where}.artifacts")
+            _artifacts(step.artifacts, folder, home, f"{where}.artifacts")
         elif step.file is not None:
-            _file(step.file, code / (step.path or "."))
+            inside(code, folder / step.file.filename, f"{where}.file.filename")
+            _file(step.file, folder)
+
+
+def inside(code: Path, target: Path, where: str) -> Path:
+    """`target`, refused if a link (a cloned repository's, say) takes it out of the code folder."""
+    root = code.resolve()
+    resolved = target.resolve()
+    if resolved != root and root not in resolved.parents:
+        raise BuildFailed(f"{where}: {target.relative_to(code)} leads out of the run's code folder (a link)")
+    return target
 
 
 def repository_name(url: str) -> str:

@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from kubelab.environments.cache import BuildFailed, EnvironmentCache
+from kubelab.environments.cache import BuildFailed, EnvironmentCache, conda_binary
 from kubelab.environments.definition import define, read_record, write_record
 from kubelab.environments.init_steps import copy_paths, run_steps
 from kubelab.errors import FieldError, ValidationError
@@ -41,7 +41,9 @@ def record(run: RunDirectory, spec: ExperimentSpec, base: Path, confine: bool) -
         if not spec.workdir or not os.path.isabs(spec.workdir):  # relative: inside the code folder
             spec.workdir = str((run.code_dir / (spec.workdir or ".")).resolve())
             run.write_spec(spec.to_dict())
-    if spec.environment and not spec.init:  # with init steps, its files may come from them
+    if spec.environment and spec.environment.conda and conda_binary() is None:
+        problems.append(FieldError("environment.conda", "needs micromamba, mamba or conda on this machine"))
+    elif spec.environment and not spec.init:  # with init steps, its files may come from them
         definition, found = define(spec.environment, _folder(run, spec, base))
         problems += found
         if not found:

@@ -118,6 +118,13 @@ class EnvironmentReader(FieldReader):
         if env.conda is not None:
             self.relative("environment.conda", env.conda)
         env.index_url = self.text(value, "index_url", None, path="environment.index_url")
+        for where, address in [("environment.index_url", env.index_url or "")] + [
+            ("environment.find_links", link) for link in env.find_links
+        ]:
+            if re.match(r"^[a-z]+://[^/@]*:[^/@]*@", address):
+                self.fail(
+                    where, "holds a password or token: keep it in uv's settings or a netrc, not the spec"
+                )
         if env.index_url is not None and not re.match(r"^(https?|file)://", env.index_url):
             self.fail("environment.index_url", "must be an http(s):// or file:// address")
         if env.conda and (env.requirements or env.packages or env.python):

@@ -123,7 +123,9 @@ def test_an_unresolvable_package_fails_the_run_and_its_build_log_is_a_replica(se
     while server.get(f"experiments/{run_id}").json()["status"] != "Failed" and time.monotonic() < deadline:
         time.sleep(0.1)
     record = server.get(f"experiments/{run_id}").json()
-    assert record["reason"].startswith("environment: error:") and "no-such-package-kubelab" in record["reason"]
+    assert (
+        record["reason"].startswith("environment: error:") and "no-such-package-kubelab" in record["reason"]
+    )
     build = server.get(f"experiments/{run_id}/logs?replica=build")
     assert build.status_code == 200 and "uv pip install" in build.text
     assert server.get(f"experiments/{run_id}/logs?replica=builds").status_code == 422

@@ -182,3 +182,26 @@ def _wait(lab: Experiments, run_id: str) -> dict[str, Any]:
     from kubelab_testing import wait_until
 
     return wait_until(lab, run_id, timeout=120)
+
+
+def test_a_cloned_link_cannot_lead_a_later_step_out_of_the_code_folder(compat_env: Path) -> None:
+    outside = compat_env.parent / "outside"
+    outside.mkdir()
+    work = compat_env.parent / "linked"
+    work.mkdir()
+    (work / "cfg").symlink_to(outside)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", "-C", str(work)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "a link"], check=True)
+    lab = Experiments()
+    spec = {
+        "command": "true",
+        "init": [
+            {"git": {"url": str(work)}, "path": "repo"},
+            {"file": {"filename": "planted", "content": "x"}, "path": "repo/cfg"},
+        ],
+    }
+    record = _wait(lab, lab.submit(spec)["id"])
+    assert record["status"] == "Failed" and record["reason"].startswith("init[1].path:"), record
+    assert list(outside.iterdir()) == []

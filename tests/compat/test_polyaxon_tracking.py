@@ -22,6 +22,8 @@ V1_SCRIPT = textwrap.dedent("""
         tracking.log_metrics(step=step, loss=1.0 / (step + 1), accuracy=step / 3)
     tracking.log_outputs(best_loss=0.25, note="converged")
     tracking.log_tags(["baseline", "v1"])
+    tracking.log_data_ref(name="mnist", path="/data/mnist", hash="a1b2c3")
+    tracking.set_description("a tracked run")
     with open("model.txt", "w") as handle:
         handle.write("weights")
     tracking.log_artifact("model.txt")
@@ -56,13 +58,15 @@ def test_v1_tracking_records_metrics_params_outputs_tags_and_artifacts(cli, comp
     assert shown["metrics"]["loss"] == 1 / 3 and shown["metrics"]["best_loss"] == 0.25
     assert shown["step"] == 2
     assert shown["params"] == {"lr": 0.01, "optimizer": "adam"}
-    assert shown["tags"] == ["given", "baseline", "v1"]
+    assert shown["tags"] == ["given", "baseline", "v1", "data:mnist"]
     logs = cli("logs", record["id"]).stdout
     assert "/nni_compat/polyaxon/__init__.py" in logs  # the shim, not a real Polyaxon install
     assert "tracking.log_image is not provided" in logs or "log_image is not provided" in logs
     run_dir = compat_env.parent / "home" / "runs" / record["id"]
     assert (run_dir / "outputs" / "model.txt").read_text() == "weights"
-    assert json.loads((run_dir / "tracking.json").read_text())["outputs"] == {"note": "converged"}
+    tracked = json.loads((run_dir / "tracking.json").read_text())
+    assert tracked["outputs"] == {"note": "converged", "description": "a tracked run"}
+    assert tracked["data_refs"] == {"mnist": "a1b2c3"}  # log_data_ref is recorded, never raises
     # the logged values are queryable, also by Polyaxon's names
     found = cli("ls", "in.optimizer:adam, tags:baseline, outputs.best_loss:<0.3", "-o", "json").stdout
     assert [r["id"] for r in json.loads(found)["items"]] == [record["id"]]

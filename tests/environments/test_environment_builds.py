@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from kubelab_testing import wait_until
 
-from kubelab.environments.cache import EnvironmentCache
+from kubelab.environments.cache import EnvironmentCache, conda_binary
 from kubelab.errors import ValidationError
 from kubelab.experiments import Experiments
 
@@ -114,6 +114,15 @@ def test_a_missing_requirements_file_names_the_field_and_changes_nothing(
     assert not (lab.home / "envs").exists()
 
 
+@pytest.mark.skipif(conda_binary() is not None, reason="micromamba or conda is installed here")
+def test_a_conda_environment_without_conda_is_refused_at_submit(lab: Experiments, tmp_path: Path) -> None:
+    (tmp_path / "environment.yml").write_text("name: x\ndependencies: [python=3.11]\n")
+    with pytest.raises(ValidationError) as caught:
+        lab.submit({"command": "true", "environment": {"conda": "environment.yml"}})
+    assert [f.path for f in caught.value.fields] == ["environment.conda"]
+    assert list(lab.runs_root.iterdir()) == []
+
+
 def test_a_stop_during_the_build_stops_the_run_and_its_build(
     lab: Experiments, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -163,3 +172,20 @@ def test_env_ls_shows_sizes_and_rm_spares_environments_in_use(lab: Experiments, 
     removed = env_cli("rm", entry["key"])
     assert removed.returncode == 0 and f"removed environment {entry['key']}" in removed.stdout
     assert EnvironmentCache(lab.home).entries() == []
+
+
+def test_a_backend_that_makes_no_environments_refuses_them_by_name(tmp_path: Path) -> None:
+    """Kubernetes pods get neither yet: `kubelab render --backend kubernetes` says so, per field."""
+    (tmp_path / "spec.yml").write_text(
+        "command: python train.py\nimage: python:3.11\nenvironment: [numpy]\ninit: [{paths: [spec.yml]}]\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "kubelab.cli", "render", "--backend", "kubernetes", "-f", "spec.yml"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "environment: the kubernetes backend does not build environments" in done.stderr
+    assert "init: the kubernetes backend does not run init steps" in done.stderr

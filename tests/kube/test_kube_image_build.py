@@ -239,11 +239,13 @@ def test_the_notebook_can_create_no_other_job_in_the_build_namespace(
 def test_without_a_registry_an_environment_is_refused_by_name(
     make_backend: Callable[..., KubernetesBackend], home: Path
 ) -> None:
-    lab = Experiments(home=home, backend=make_backend(start=False), user="alice")
+    backend = make_backend(start=False)
+    assert not backend.makes_environments()  # no KUBELAB_REGISTRY: the service refuses, by name
+    lab = Experiments(home=home, backend=backend, user="alice")
     with pytest.raises(ValidationError) as refused:
         lab.submit(SPEC, base_dir=home)
     assert [(f.path, f.reason) for f in refused.value.fields] == [
-        ("environment", "needs the hub's `registry` setting (KUBELAB_REGISTRY)")
+        ("environment", "the kubernetes backend does not build environments: use an image")
     ]
     assert list((home / "runs").iterdir()) == []  # nothing left behind
 
@@ -270,3 +272,11 @@ def test_a_run_stopped_while_building_stops_and_starts_nothing(
         what="the shared build's end",
     )
     assert lab.get(run_id)["status"] == "Stopped" and objects(admin, "jobs", namespace) == []
+
+
+def test_init_steps_stay_refused_on_the_cluster(lab: Experiments, home: Path) -> None:
+    assert lab.backend.makes_environments()  # with the hub's registry
+    with pytest.raises(ValidationError) as refused:
+        lab.submit({**SPEC, "init": [{"file": {"filename": "a.txt", "content": "x"}}]}, base_dir=home)
+    assert [f.path for f in refused.value.fields] == ["init"]
+    assert list((home / "runs").iterdir()) == []

@@ -94,7 +94,7 @@ def test_bootstrap_unpacks_the_modules_and_runs_the_cell(tmp_path):
             "must be a whole number of GPUs, or 1/n of one GPU to share it (0.5, 0.25, ...), not 'two'",
         ),
         ("--wait --detach", "not allowed with argument"),
-        ("--framework jax", "must be one of none, pytorch, tensorflow, paddle, not 'jax'"),
+        ("--framework jax", "must be one of none, pytorch, tensorflow, paddle, keras, scikit-learn"),
         ("-P lr", "must be NAME=VALUE, not 'lr'"),
         ("--name 'unclosed", "cannot read the options"),
         ("extra", "unexpected argument 'extra'"),

@@ -114,6 +114,9 @@ class KubernetesBackend(Backend):
     def cluster(self) -> ClusterAccess:  # pipelines' Workflows and schedules' CronJobs go there
         return ClusterAccess(self.api, self.nb)
 
+    def makes_environments(self) -> bool:  # into an image, with the hub's registry (image_stage.py)
+        return self.images.settings is not None
+
     # -- building --------------------------------------------------------------------------
     def target(
         self, run: RunDirectory, spec: ExperimentSpec, status: Status | None = None

@@ -66,6 +66,10 @@ class LocalBackend(Backend):
             start_module("kubelab.backends.local.runner", str(run.path), run.runner_log)
             pool.top_up()
 
+    def makes_environments(self) -> bool:
+        """The runner does them, before it asks for GPUs (`kubelab.environments.prepare`)."""
+        return True
+
     def warm_up(self, home: Path) -> None:
         """Fill the warm-runner pool of `home` ahead of the first submit (servers and sweep drivers do)."""
         if pool_size():
