@@ -112,6 +112,10 @@ def builder_pod(admin: client.ApiClient, settings: BuildSettings) -> str:
     return str(pods[0]["metadata"]["name"])
 
 
+def pod_names(admin: client.ApiClient, settings: BuildSettings) -> set[str]:
+    return {str(p["metadata"]["name"]) for p in objects(admin, "pods", settings.namespace)}
+
+
 def the_image(settings: BuildSettings, home: Path) -> str:
     made = recipe(ExperimentSpec.parse(SPEC), "registry.example.org/lab/notebook:2024.1", home)
     assert made is not None
@@ -163,6 +167,11 @@ def test_a_registry_refusing_the_push_fails_the_run_with_the_reason(
     simulated_cluster.end_pod(settings.namespace, pod, "Failed", exit_code=1)
     detail = wait_for(lambda: (d := lab.get(run_id))["status"] == "Failed" and d, what="Failed")
     assert detail["reason"] == f"environment: the image build failed: {refusal}"
+    assert refusal in (home / "runs" / run_id / "logs" / "build.log").read_text()
+    wait_for(lambda: objects(admin, "jobs", settings.namespace) == [], what="the failed build removed")
+    again = lab.submit(SPEC, base_dir=home)["id"]  # the same environment: built anew, not failed at once
+    assert lab.get(again)["status"] == "Building"
+    wait_for(lambda: pod_names(admin, settings) - {pod}, what="a new builder's pod")
 
 
 def test_an_image_already_in_the_registry_is_not_built_again(

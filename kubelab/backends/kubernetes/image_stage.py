@@ -10,6 +10,7 @@ the run's own objects; when it fails, the run fails with the builder's error lin
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import shlex
@@ -144,6 +145,9 @@ class ImageStage:
         conditions = {c.get("type"): c for c in ((job or {}).get("status") or {}).get("conditions") or []}
         if job is None or _true(conditions, "Failed"):
             cause = (conditions.get("Failed") or {}).get("message") or "its builder Job no longer exists"
+            if job is not None:  # its log is kept in the run; the next run with this tag builds anew
+                with contextlib.suppress(ApiException, KubelabError):
+                    self.api.delete("Job", record["job"])
             return self._move(run, FAILED, f"environment: the image build failed: {error_line(log) or cause}")
         if _true(conditions, "Complete"):
             record["done"] = True
