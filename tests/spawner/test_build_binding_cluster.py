@@ -35,9 +35,8 @@ def test_a_spawn_binds_the_notebook_in_the_build_namespace(lab: Lab, control_pla
             f"c.KubeLabSpawner.build_namespace = {settings.namespace!r}\n"
         )
         [alice, bob] = spawn(config, lab.hub_kubeconfig(), ["alice", "bob"], {})
-        bindings = (
-            k8s.RbacAuthorizationV1Api(lab.admin).list_namespaced_role_binding(settings.namespace).items
-        )
+        rbac: Any = k8s.RbacAuthorizationV1Api(lab.admin)  # its models' fields are all Optional
+        bindings = rbac.list_namespaced_role_binding(settings.namespace).items
         assert {(b.metadata.name, b.subjects[0].namespace) for b in bindings} == {
             (f"kubelab-builds-{alice}", alice),
             (f"kubelab-builds-{bob}", bob),
@@ -58,5 +57,6 @@ def test_a_spawn_binds_the_notebook_in_the_build_namespace(lab: Lab, control_pla
 def test_without_a_registry_no_binding_is_made(lab: Lab, control_plane: Any, tmp_path: Path) -> None:
     install(lab, control_plane.kubeconfig)
     [alice] = spawn(lab.config(), lab.hub_kubeconfig(), ["alice"], {})
-    bindings = k8s.RbacAuthorizationV1Api(lab.admin).list_role_binding_for_all_namespaces().items
-    assert not [b for b in bindings if b.metadata.name == f"kubelab-builds-{alice}"]
+    rbac: Any = k8s.RbacAuthorizationV1Api(lab.admin)
+    names = {b.metadata.name for b in rbac.list_role_binding_for_all_namespaces().items}
+    assert f"kubelab-builds-{alice}" not in names
