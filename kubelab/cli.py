@@ -133,6 +133,12 @@ def wait_for(lab: Any, run_id: str) -> dict[str, Any]:
         time.sleep(0.2)
 
 
+def _replica(value: str) -> int | str:
+    if value == "build" or value.isdigit():
+        return value if value == "build" else int(value)
+    raise argparse.ArgumentTypeError(f"must be a replica's number or build, not {value!r}")
+
+
 def cmd_render(args: argparse.Namespace) -> int:
     from kubelab.backends.registry import make_backend
     from kubelab.experiments import Experiments
@@ -282,7 +288,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("logs", cmd_logs, "print an experiment's output", ())
     p.add_argument("id")
     p.add_argument("-f", "--follow", action="store_true")
-    p.add_argument("--replica", type=lambda v: v if v == "build" else int(v), default=0, help="N or build")
+    p.add_argument(
+        "--replica", type=_replica, default=0, help="a replica's number, or build (init and environment)"
+    )
     p.add_argument("--timestamps", action="store_true", help="start each line with its time (ISO 8601 UTC)")
     p = command("stop", cmd_stop, "stop an experiment")
     p.add_argument("id")
