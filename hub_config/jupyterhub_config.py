@@ -165,6 +165,9 @@ if MODE == "kubernetes":
     spawner.workspace_size = "50Gi"
     spawner.archive_size = "100Gi"
     spawner.storage_class = os.environ.get("KUBELAB_STORAGE_CLASS") or None  # None: the default
+    # A spec's `environment` is built into an image pushed here ('' refuses it; docs/environments.md)
+    spawner.registry = os.environ.get("KUBELAB_REGISTRY", "")
+    spawner.build_namespace = os.environ.get("KUBELAB_BUILD_NAMESPACE", "kubelab-builds")
     spawner.delete_grace_period = 5
     spawner.extra_annotations = {"kubelab.io/notebook": "true"}
     # A class's first session: spawns queue rather than fail. JupyterHub refuses spawns past

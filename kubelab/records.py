@@ -137,6 +137,7 @@ RUN_FILES = {
     "tracking": "tracking.json",
     "environment": "environment.json",  # Python, packages, GPU driver, image, git commit
     "build": "build.json",  # the environment built for it: definition and key (kubelab.environments)
+    "image_build": "image-build.json",  # on a cluster: the image built for it and the build's Job
     "patch": "uncommitted.patch",  # the code folder's changes since its git commit
     "notes": "notes.json",  # tags and a note edited after the run started
     "stop": "stop-requested",

@@ -136,7 +136,7 @@ def render_all(
     """Every object an admin applies besides the chart (see kubelab.spawner.install)."""
     from kubelab.backends.kubernetes.priority_classes import priority_classes
 
-    from . import admission_policy, install, objects
+    from . import admission_policy, builds, install, objects
 
     config = load_config(config_path or default_config())
     hub_ns = hub_namespace_of(config, hub_namespace)
@@ -148,7 +148,9 @@ def render_all(
         result += [objects.namespace(spawner.namespace), *spawner.namespace_objects(spawner.plan()[1])]
     else:  # what bounds the user namespaces this hub labels
         result += admission_policy.admission_objects(hub_ns)
-    return result
+    names = builds.BuildTraits.class_trait_names()
+    given = {name: config.KubeLabSpawner[name] for name in names if name in config.KubeLabSpawner}
+    return result + builds.admin_objects(builds.BuildTraits(**given))  # the build namespace
 
 
 def _print(objects: list[dict[str, Any]], output: str) -> None:

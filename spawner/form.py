@@ -10,6 +10,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from . import interfaces
 from .availability import Availability
 from .groups import ProjectGroup
 from .profiles import OPTION_KEYS, Catalog
@@ -64,7 +65,7 @@ def render_form(
     availability: Availability | None,
     previous: dict[str, Any] | None = None,
 ) -> str:
-    """The form's HTML: group, profile, image, CPU, memory, GPUs, GPU type, shm, and a table of
+    """The form's HTML: group, profile, image, CPU, memory, GPUs, GPU type, shm, interface, and a table of
     free GPUs. `previous` (the last user_options) preselects the fields."""
     previous = {k: v for k, v in (previous or {}).items() if k in OPTION_KEYS}
     parts = ['<div class="kubelab-spawn-form">']
@@ -105,6 +106,8 @@ def render_form(
             )
         )
     parts.append(_text("shm", "Shared memory (/dev/shm)", previous.get("shm"), catalog.default_shm))
+    choices = list(interfaces.INTERFACES.items())
+    parts.append(_select("interface", "Open in", choices, previous.get("interface", interfaces.DEFAULT)))
     parts.append(availability_table(availability))
     parts.append("</div>")
     return "\n".join(parts)

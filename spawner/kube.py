@@ -23,7 +23,7 @@ from traitlets import default
 from kubelab.errors import FieldError, KubelabError, ValidationError
 from kubelab.quantity import parse_quantity
 
-from . import objects, shared_watch
+from . import builds, objects, shared_watch
 from .admission import admit
 from .admission_policy import placement
 from .apply import Applier, Outcome, api_message
@@ -38,7 +38,7 @@ from .kube_settings import KubeLabSettings
 from .labels import MANAGED_BY
 from .network import HUB_ACCESS_LABEL, ApiServer, Isolation, extra_egress_rules
 from .objects import Storage
-from .pod_settings import PodSettings, pod_settings
+from .pod_settings import PodSettings, pod_settings, with_quantities
 from .profiles import Catalog, NotebookOptions
 from .retry import BUSY, cause
 from .spawn_form import SpawnForm, refusal
@@ -257,29 +257,21 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, BackPressure, WatchedStart, Kub
         self.volume_mounts = self._sorted_dict_values(base["volume_mounts"]) + settings.mounts
         self.working_dir = settings.working_dir
         self.notebook_dir = settings.working_dir
+        self.default_url = settings.default_url  # JupyterLab, or VS Code (spawner/interfaces.py)
         self.service_account = self.notebook_service_account
         self.extra_labels = {**base["extra_labels"], **settings.labels}
         if self.network_policy:  # z2jh's hub policy admits pods from other namespaces by this label
             self.extra_labels[HUB_ACCESS_LABEL] = "true"
-        self._kubelab_env = settings.env
+        self._kubelab_env = {**settings.env, **builds.notebook_env(self)}
         if settings.priority_class:
             self.priority_class_name = settings.priority_class
         self._settings = settings
 
     async def get_pod_manifest(self) -> Any:
-        """KubeSpawner's pod, with CPU and memory written as the quantities the user chose
-        (`"2"`, `"8Gi"`): KubeSpawner's float and byte-count traits would send `2.0` and
-        `8589934592`, which clients that read quantities as strings refuse."""
+        """KubeSpawner's pod, with CPU and memory as the quantities the user chose."""
         pod = await super().get_pod_manifest()
         settings = getattr(self, "_settings", None)
-        if settings is not None:
-            for container in pod.spec.containers:
-                if container.name != "notebook" or container.resources is None:
-                    continue
-                for amounts in (container.resources.limits, container.resources.requests):
-                    if amounts is not None:
-                        amounts.update({"cpu": settings.cpu, "memory": settings.memory})
-        return pod
+        return pod if settings is None else with_quantities(pod, settings)
 
     def get_env(self) -> dict[str, str]:
         env = cast(dict[str, str], super().get_env())
@@ -328,6 +320,7 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, BackPressure, WatchedStart, Kub
             placement=placement(self.hub_namespace, group.node_selector, tolerations, resources),
             max_priority=group.max_priority,
         )
+        result += builds.user_objects(self, self.namespace, account)  # applied in the build namespace
         result[0]["metadata"]["labels"].update(self._expand_all(self.user_namespace_labels))
         annotations = self._expand_all(self.user_namespace_annotations)
         if annotations:  # KubeSpawner's namespace setting, applied with the bundle

@@ -6,11 +6,13 @@ A HasTraits mixin, so the settings are still set as `c.KubeLabSpawner.<name>` an
 
 from __future__ import annotations
 
-from traitlets import Bool, Dict, Float, HasTraits, Int, List, Unicode
+from traitlets import Bool, Dict, Float, Int, List, Unicode
+
+from .builds import BuildTraits
 
 
-class KubeLabSettings(HasTraits):
-    """The catalog, storage, namespace isolation and availability settings."""
+class KubeLabSettings(BuildTraits):
+    """The catalog, storage, namespace isolation and availability settings (and the image builds')."""
 
     gpu_catalog = Dict(
         config=True, help="GPU types, images and profiles (see kubelab.spawner.profiles.Catalog)."

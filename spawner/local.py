@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
 import sys
 import time
@@ -25,6 +26,7 @@ from traitlets import Bool, Dict, Unicode, default
 from kubelab.backends.local.gpus import Gpu, GpuAllocator, detect_gpus
 from kubelab.errors import KubelabError
 
+from . import interfaces
 from .accounts import hub_account
 from .admission import admit
 from .availability import Availability, group_label, local_availability, notebook_run
@@ -91,6 +93,9 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):  # type: ignore
         ),
     )
     only_own_user = Bool(config=True, help="Start servers only for the hub's account (default without root).")
+    code_server = Unicode(
+        "code-server", config=True, help="code-server for the form's VS Code: a path or a name on PATH."
+    )
     cmd: list[str]  # Spawner's trait (an untyped base), which start() wraps in the GPU launcher
     port: int  # Spawner's trait: 0 until a port is chosen
     popen_kwargs: dict[str, Any]  # LocalProcessSpawner's trait, given to Popen
@@ -299,6 +304,7 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):  # type: ignore
         except KubelabError as exc:
             raise refusal(exc) from None
         self.notebook_dir = str(self.workspace)
+        self.default_url = interfaces.URLS[options.interface]
         launcher = [
             sys.executable,
             "-m",
@@ -372,6 +378,11 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):  # type: ignore
         )
         if group is not None:
             env["KUBELAB_PROJECT"] = group.name
+        options = getattr(self, "_options", None)
+        env.update(interfaces.vscode_env(options.interface if options else "lab", str(self.workspace)))
+        code_server = shutil.which(self.code_server) or ""  # kubelab and code-server on terminals' PATH
+        tools = [interfaces.kubelab_bin(), os.path.dirname(code_server)]
+        env["PATH"] = interfaces.path_with(tools, env.get("PATH", os.environ.get("PATH", "")))
         if self._listen_fd is not None:
             env[LISTEN_FD] = str(self._listen_fd)
         for name in ("KUBELAB_MACHINE_DIR", "KUBELAB_FAKE_GPUS"):  # the ledger the local backend shares

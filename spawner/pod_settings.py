@@ -13,6 +13,7 @@ from typing import Any
 
 from kubelab.backends.kubernetes.priority_classes import NOTEBOOK_CLASS
 
+from . import interfaces
 from .availability import GROUP_LABEL, USER_LABEL, group_label
 from .groups import ProjectGroup
 from .objects import Storage
@@ -39,6 +40,7 @@ class PodSettings:
     working_dir: str = ""
     labels: dict[str, str] = field(default_factory=dict)
     priority_class: str | None = None  # with kubelab's PriorityClasses: no run preempts a notebook
+    default_url: str = interfaces.URLS[interfaces.DEFAULT]
 
 
 def workspace_path(user: str) -> str:
@@ -112,6 +114,7 @@ def pod_settings(
         "KUBELAB_HOME": f"{home}/.kubelab",
         "KUBELAB_BACKEND": "kubernetes",
         "KUBELAB_SERVICE_ACCOUNT": account,
+        **interfaces.vscode_env(options.interface, home),  # code-server is in the notebook image
     }
     if not options.gpus:
         env["NVIDIA_VISIBLE_DEVICES"] = "none"  # images with the NVIDIA runtime would expose all GPUs
@@ -130,6 +133,7 @@ def pod_settings(
         working_dir=home,
         labels={USER_LABEL: user, GROUP_LABEL: group_label(group.name)},
         priority_class=NOTEBOOK_CLASS if priority_classes else None,
+        default_url=interfaces.URLS[options.interface],
     )
 
 
@@ -148,3 +152,16 @@ def _distinct(
     list `kubeflow-user-workspace(pvc):/mnt/`, which trusted mode mounts anyway)."""
     taken = {(m.kind, m.source, m.mount_path(user), m.per_user) for m in storage_mounts}
     return [m for m in group_mounts if (m.kind, m.source, m.mount_path(user), m.per_user) not in taken]
+
+
+def with_quantities(pod: Any, settings: PodSettings) -> Any:
+    """KubeSpawner's pod (a client model) with the notebook's CPU and memory written as the
+    quantities the user chose (`"2"`, `"8Gi"`): KubeSpawner's float and byte-count traits would
+    send `2.0` and `8589934592`, which clients that read quantities as strings refuse."""
+    for container in pod.spec.containers:
+        if container.name != "notebook" or container.resources is None:
+            continue
+        for amounts in (container.resources.limits, container.resources.requests):
+            if amounts is not None:
+                amounts.update({"cpu": settings.cpu, "memory": settings.memory})
+    return pod

@@ -16,7 +16,9 @@ from typing import Any
 from kubelab.errors import FieldError, ValidationError, did_you_mean
 from kubelab.quantity import parse_quantity
 
-OPTION_KEYS = ("profile", "image", "cpu", "memory", "gpus", "gpu_type", "group", "shm")
+from . import interfaces
+
+OPTION_KEYS = ("profile", "image", "cpu", "memory", "gpus", "gpu_type", "group", "shm", "interface")
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 DEFAULT_GPU_LABEL = "gpu-type"
 GPU_TOLERATIONS = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
@@ -166,6 +168,7 @@ class NotebookOptions:
     group: str = "public"
     shm: str = "1Gi"
     profile: str | None = None
+    interface: str = interfaces.DEFAULT
 
     def to_user_options(self) -> dict[str, Any]:
         """The stable `user_options` keys, as the REST API would send them."""
@@ -177,6 +180,7 @@ class NotebookOptions:
             "gpu_type": self.gpu_type,
             "group": self.group,
             "shm": self.shm,
+            "interface": None if self.interface == interfaces.DEFAULT else self.interface,
         }
         return {k: v for k, v in data.items() if v not in (None, "")}
 
@@ -284,6 +288,9 @@ def validate_options(
     cpu = _quantity(merged.get("cpu", catalog.default_cpu), "cpu", catalog.max_cpu, errors)
     memory = _quantity(merged.get("memory", catalog.default_memory), "memory", catalog.max_memory, errors)
     shm = _quantity(merged.get("shm", catalog.default_shm), "shm", catalog.max_shm, errors)
+    interface = merged.get("interface", interfaces.DEFAULT)
+    if (problem := interfaces.check(interface)) is not None:
+        errors.append(FieldError("interface", problem))
 
     gpus, gpu_type = 0, merged.get("gpu_type")
     try:
@@ -341,6 +348,7 @@ def validate_options(
         group=group,
         shm=shm,
         profile=profile,
+        interface=str(interface),
     )
 
 

@@ -58,6 +58,7 @@ export const RUN_FILES = {
   tracking: 'tracking.json',
   environment: 'environment.json',
   build: 'build.json',
+  image_build: 'image-build.json',
   patch: 'uncommitted.patch',
   notes: 'notes.json',
   stop: 'stop-requested',

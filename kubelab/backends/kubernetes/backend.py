@@ -21,18 +21,13 @@ from kubernetes.client.exceptions import ApiException
 
 from kubelab.backends.base import Backend, ClusterAccess
 from kubelab.backends.kubernetes import builders, names, states
+from kubelab.backends.kubernetes import events as kube_events
 from kubelab.backends.kubernetes.api import KubeApi
 from kubelab.backends.kubernetes.chores import Chores
 from kubelab.backends.kubernetes.connection import in_cluster_client, kubeconfig_client
 from kubelab.backends.kubernetes.errors import DEFAULT_RETRY, RetryPolicy, translate
-from kubelab.backends.kubernetes.events import (
-    EVENTS_FILE,
-    append_event,
-    dedupe,
-    event_record,
-    fetch_events,
-    read_events,
-)
+from kubelab.backends.kubernetes.image_build import BuildSettings
+from kubelab.backends.kubernetes.image_stage import ImageStage
 from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 from kubelab.backends.kubernetes.pod_logs import Sight, archive_logs, archived_text, live_logs
 from kubelab.backends.kubernetes.quota import quota_resources
@@ -40,7 +35,7 @@ from kubelab.backends.kubernetes.watcher import Watcher
 from kubelab.errors import FieldError, KubelabError, ValidationError
 from kubelab.home import default_home
 from kubelab.logfiles import byte_range, file_text
-from kubelab.records import FAILED, RunDirectory, Status, new_id
+from kubelab.records import BUILDING, FAILED, RunDirectory, Status, new_id
 from kubelab.spec import ExperimentSpec
 
 log = logging.getLogger(__name__)
@@ -75,6 +70,7 @@ class KubernetesBackend(Backend):
         self._served: dict[str, bool] = {}
         self.watcher: Watcher | None = None
         self._chores = Chores(self._finish)
+        self.images = ImageStage(api_client, BuildSettings.from_environ(), retry)
 
     # -- construction ------------------------------------------------------------------------
     @classmethod
@@ -118,6 +114,9 @@ class KubernetesBackend(Backend):
     def cluster(self) -> ClusterAccess:  # pipelines' Workflows and schedules' CronJobs go there
         return ClusterAccess(self.api, self.nb)
 
+    def makes_environments(self) -> bool:  # into an image, with the hub's registry (image_stage.py)
+        return self.images.settings is not None
+
     # -- building --------------------------------------------------------------------------
     def target(
         self, run: RunDirectory, spec: ExperimentSpec, status: Status | None = None
@@ -137,19 +136,25 @@ class KubernetesBackend(Backend):
 
     def render(self, spec: ExperimentSpec, run_id: str) -> list[Obj]:
         run_id = run_id if len(run_id) == 12 and run_id.isalnum() else new_id()
-        root = next(iter(self._roots), None) or _default_runs_root()
+        root = next(iter(self._roots), None) or default_home() / "runs"
         return builders.build(spec, self.target(RunDirectory(root / run_id), spec), self.nb)
 
     # -- submitting ------------------------------------------------------------------------
     def submit(self, run: RunDirectory, spec: ExperimentSpec) -> None:
         from kubelab.shims import stage
 
-        status = run.status()
         stage(run.path)  # `import nni` and Polyaxon's client in the pod (see kubelab/shims.py)
-        objects = builders.build(spec, self.target(run, spec, status), self.nb)
+        builders.build(spec, self.target(run, spec), self.nb)  # refuses a bad spec before any build
+        spec = self.images.prepare(run, spec, self.nb.image, self.nb.user)  # the environment's image
         if spec.engine == "kubeflow":
             self._require_kubeflow(KUBEFLOW[spec.framework])
         self._roots.add(run.path.parent)
+        if not self.images.waiting(run):
+            return self._start(run, spec)
+        self._apply(run, states.Observation(BUILDING, f"building the image {spec.image}"))
+
+    def _start(self, run: RunDirectory, spec: ExperimentSpec) -> None:
+        objects = builders.build(spec, self.target(run, spec, run.status()), self.nb)
         created: list[Obj] = []
         for obj in objects:
             action = f"create {obj['kind']} {obj['metadata']['name']}"
@@ -220,8 +225,9 @@ class KubernetesBackend(Backend):
             pods = [
                 dict(p, kind="Pod") for p in self.api.list("Pod", label_selector=selector).get("items") or []
             ]
-            events = fetch_events(self.api, mains + pods) if mains else []
-        main = next((o for o in mains if _role(o) != "ps"), None)
+            events = kube_events.fetch_events(self.api, mains + pods) if mains else []
+        roles = [((o.get("metadata") or {}).get("labels") or {}).get(names.ROLE) for o in mains]
+        main = next((o for o, role in zip(mains, roles, strict=True) if role != "ps"), None)
         return main, pods, events
 
     def _main_kinds(self, run: RunDirectory | None = None) -> list[str]:
@@ -284,6 +290,8 @@ class KubernetesBackend(Backend):
         if status.terminal or status.backend != self.name:
             return status
         self._roots.add(run.path.parent)
+        if self.images.waiting(run):
+            return self.images.advance(run, status, lambda built: self._start(run, built))
         try:
             main, pods, events = read or self._run_objects(run)
         except (ApiException, KubelabError) as exc:
@@ -349,7 +357,7 @@ class KubernetesBackend(Backend):
     def _on_event(self, run_id: str, event: Obj) -> None:
         run = self._find_run(run_id)
         if run is not None:
-            append_event(run.path, event)
+            kube_events.append_event(run.path, event)
 
     # -- after a run ends (on the chores thread): keep the logs, remove helpers ---------------
     def _finish(self, run: RunDirectory) -> None:
@@ -433,18 +441,10 @@ class KubernetesBackend(Backend):
 
     def events(self, run: RunDirectory) -> list[dict[str, Any]]:
         """Kubernetes events about the run's Job and pods, oldest first."""
-        if self.watcher is not None and (run.path / EVENTS_FILE).exists():
-            return read_events(run.path)
-        return dedupe([event_record(e) for e in self._run_objects(run)[2]])
+        if self.watcher is not None and (run.path / kube_events.EVENTS_FILE).exists():
+            return kube_events.read_events(run.path)
+        return kube_events.dedupe([kube_events.event_record(e) for e in self._run_objects(run)[2]])
 
     def resources(self) -> dict[str, Any]:
         """GPUs by the namespace's ResourceQuota (nodes are cluster-scoped, out of reach)."""
         return {"backend": self.name, **quota_resources(self.api, self.nb)}
-
-
-def _role(obj: Obj) -> str | None:
-    return ((obj.get("metadata") or {}).get("labels") or {}).get(names.ROLE)
-
-
-def _default_runs_root() -> Path:
-    return default_home() / "runs"

@@ -132,6 +132,9 @@ def check(spec: ExperimentSpec, nb: NotebookEnv) -> None:
                 "picks GPUs of one machine; on Kubernetes the node's GPUs are given by its device plugin",
             )
         )
+    # `environment` is built into an image first (image_stage.py); init steps are the local runner's
+    if spec.init:
+        problems.append(FieldError("init", "is made for runs on this machine; on Kubernetes use an image"))
     for name in GPU_VISIBILITY:
         if name in spec.env:
             problems.append(FieldError(f"env.{name}", "is set by kubelab from resources.gpus"))
