@@ -52,6 +52,7 @@ export class LiveStore {
   private refetchTimer: ReturnType<typeof setTimeout> | null = null;
   private resourcesTimer: ReturnType<typeof setTimeout> | null = null;
   private listGeneration = 0;
+  private inFlight: ExperimentEvent[] | null = null;
 
   constructor(readonly api: KubelabApi) {}
 
@@ -134,6 +135,7 @@ export class LiveStore {
     if (signal.aborted || generation !== this.listGeneration) {
       return;
     }
+    this.inFlight = null; // a (re)connection's list supersedes a refetch in flight
     if (records) {
       this.table = loadTable(records, this.table.sort);
     }
@@ -169,16 +171,25 @@ export class LiveStore {
 
   private async refetchExperiments(): Promise<void> {
     const generation = ++this.listGeneration;
+    // Events that arrive while the list is in flight may postdate it: they are merged
+    // into the new list (through the query, as any event is), not lost under it.
+    const missed: ExperimentEvent[] = [];
+    this.inFlight = missed;
     try {
       const records = await this.listExperiments();
       if (generation !== this.listGeneration) {
         return;
       }
+      this.inFlight = null;
       if (records) {
         this.table = loadTable(records, this.table.sort);
+        missed.forEach(event => this.mergeEvent(event));
       }
       this.emit();
     } catch (reason) {
+      if (generation === this.listGeneration) {
+        this.inFlight = null;
+      }
       console.warn('kubelab: could not load experiments', reason);
     }
   }
@@ -224,16 +235,8 @@ export class LiveStore {
       return;
     }
     const before = this.table;
-    const filtered = this.query !== '';
-    if (needsRefetch(before, event, filtered)) {
-      this.scheduleRefetch();
-    }
-    const shown =
-      event.kind === 'experiment' &&
-      before.rows.some(row => row.id === event.record.id);
-    if (!filtered || event.kind === 'deleted' || shown) {
-      this.table = applyEvent(before, event);
-    }
+    this.inFlight?.push(event);
+    this.mergeEvent(event);
     if (event.kind === 'experiment') {
       const previous = before.rows.find(row => row.id === event.record.id);
       if (!previous || previous.status !== event.record.status) {
@@ -248,8 +251,28 @@ export class LiveStore {
     }
   }
 
+  /**
+   * Merge one event into the table through the current query: unfiltered, it is
+   * applied; filtered, only a row already shown is updated in place, and a new run (or
+   * a changed status) asks the server, which alone evaluates PQL, for the list again.
+   */
+  private mergeEvent(event: ExperimentEvent): void {
+    const filtered = this.query !== '';
+    if (needsRefetch(this.table, event, filtered)) {
+      this.scheduleRefetch();
+    }
+    const shown =
+      event.kind === 'experiment' &&
+      this.table.rows.some(row => row.id === event.record.id);
+    if (!filtered || event.kind === 'deleted' || shown) {
+      this.table = applyEvent(this.table, event);
+    }
+  }
+
   private scheduleRefetch(): void {
-    if (this.refetchTimer === null) {
+    // While a list is in flight its missed events are replayed on it when it lands,
+    // which asks again if some new run is still missing: one request at a time.
+    if (this.refetchTimer === null && this.inFlight === null) {
       this.refetchTimer = setTimeout(() => {
         this.refetchTimer = null;
         void this.refetchExperiments();
