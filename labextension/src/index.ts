@@ -543,6 +543,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
         await runFile(path);
       }
     });
+    // The sidebar's Run button asks `isEnabled` only when told the command changed: tell
+    // it whenever another tab comes to the front.
+    shell.currentChanged.connect(() =>
+      commands.notifyCommandChanged(CommandIDs.runAsExperiment)
+    );
     const runSweep = async (path: string | null) => {
       const target = path ? commandFor(path) : null;
       const command = target

@@ -83,3 +83,22 @@ def test_a_filter_typed_while_runs_arrive_applies_and_keeps_applying(
     box.fill("")
     box.press("Enter")
 
+
+
+def test_the_run_button_follows_the_tab_in_front(lab_server: JupyterServer, page: Page) -> None:
+    (lab_server.root / "train.py").write_text("print('hi')\n")
+    run = sidebar(page).locator('.jp-Toolbar-item[data-jp-item-name="run"] button')
+    expect(run).to_be_disabled()  # the launcher is in front
+    page.locator('.jp-SideBar.jp-mod-left .lm-TabBar-tab[data-id="filebrowser"]').click()
+    listing = page.locator(".jp-DirListing-item", has_text="train.py").first
+    expect(listing).to_be_visible(timeout=WAIT_MS)
+    listing.dblclick()
+    expect(
+        page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.jp-mod-current", has_text="train.py")
+    ).to_be_visible(timeout=WAIT_MS)
+    open_panel(page)
+    expect(run).to_be_enabled()
+    page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Launcher").click()
+    expect(run).to_be_disabled()
+    page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="train.py").click()
+    expect(run).to_be_enabled()
