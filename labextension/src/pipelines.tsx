@@ -1,7 +1,7 @@
 /**
  * The Pipelines sidebar: pipelines with their steps drawn as a graph (a node per step,
  * coloured by its state, an edge per `depends_on`; clicking a node opens the step's
- * experiment or sweep), and the schedules with their next fire. It keeps to itself: its
+ * experiment or sweep), and the schedules (live, with their last and next fires; `schedulelist.tsx`). It keeps to itself: its
  * own panel, its own requests to `/kubelab/api/pipelines` and `/schedules`, and its own
  * event-stream connection, of which it reads only `pipeline` events.
  */
@@ -26,12 +26,13 @@ import {
   INodePlace,
   IPipelineRecord,
   IPipelineStep,
-  IScheduleRecord,
   layout,
   NODE_H,
   NODE_W,
   STEP_COLORS
 } from './pipelinegraph';
+import { kubelabJson, ScheduleList } from './schedulelist';
+import { applySchedule, IScheduleRecord, removeSchedule } from './schedules';
 
 export const PIPELINES_SIDEBAR_ID = 'kubelab:pipelines';
 const OPEN_EXPERIMENT = 'kubelab:open-experiment';
@@ -110,22 +111,6 @@ export function PipelineGraph(props: {
   );
 }
 
-/** Requests with JupyterLab's token; the answer's JSON, or an Error with the server's detail. */
-async function getJson<T>(path: string, signal?: AbortSignal): Promise<T> {
-  const settings = ServerConnection.makeSettings();
-  const url = URLExt.join(settings.baseUrl, 'kubelab/api/', path);
-  const response = await ServerConnection.makeRequest(
-    url,
-    { signal },
-    settings
-  );
-  if (!response.ok) {
-    const body = await response.json().catch(() => ({}));
-    throw new Error(body.detail ?? `${path}: ${response.status}`);
-  }
-  return (await response.json()) as T;
-}
-
 function PipelinesSection(props: {
   onOpen: (step: IPipelineStep) => void;
   trans: TranslationBundle;
@@ -152,8 +137,8 @@ function PipelinesSection(props: {
         ),
       onConnect: async signal => {
         const [listed, scheduled] = await Promise.all([
-          getJson<{ items: IPipelineRecord[] }>('pipelines', signal),
-          getJson<{ items: IScheduleRecord[] }>('schedules', signal)
+          kubelabJson<{ items: IPipelineRecord[] }>('pipelines', { signal }),
+          kubelabJson<{ items: IScheduleRecord[] }>('schedules', { signal })
         ]);
         setPipelines(listed.items);
         setSchedules(scheduled.items);
@@ -162,10 +147,12 @@ function PipelinesSection(props: {
       onEvent: event => {
         if (event.event === 'pipeline') {
           upsert(JSON.parse(event.data) as IPipelineRecord);
-          // A scheduled fire starts a pipeline: the schedules' last and next fires moved.
-          void getJson<{ items: IScheduleRecord[] }>('schedules')
-            .then(scheduled => setSchedules(scheduled.items))
-            .catch(() => undefined);
+        } else if (event.event === 'schedule') {
+          const record = JSON.parse(event.data) as IScheduleRecord;
+          setSchedules(list => applySchedule(list, record));
+        } else if (event.event === 'schedule_deleted') {
+          const { id } = JSON.parse(event.data) as { id: string };
+          setSchedules(list => removeSchedule(list, id));
         }
       },
       onStateChange: state =>
@@ -207,22 +194,12 @@ function PipelinesSection(props: {
         </div>
       )}
       <h3>{trans.__('Schedules')}</h3>
-      {schedules.length === 0 ? (
-        <p className="jp-kubelab-Pipelines-empty">
-          {trans.__('No schedules.')}
-        </p>
-      ) : (
-        <ul className="jp-kubelab-ScheduleList">
-          {schedules.map(s => (
-            <li key={s.id} data-schedule-id={s.id}>
-              <b>{s.name}</b> {`(${s.kind})`} <code>{s.cron}</code> {s.timezone}{' '}
-              {s.paused
-                ? trans.__('paused')
-                : trans.__('next %1', s.next_at ?? '-')}
-            </li>
-          ))}
-        </ul>
-      )}
+      <ScheduleList
+        schedules={schedules}
+        trans={trans}
+        onChanged={record => setSchedules(list => applySchedule(list, record))}
+        onRemoved={id => setSchedules(list => removeSchedule(list, id))}
+      />
     </div>
   );
 }

@@ -5,10 +5,14 @@ following the CLI. One server and one page; the tests run in file order.
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
+from datetime import datetime
+from zoneinfo import ZoneInfo
 
 import pytest
 from browser.test_sidebar import WAIT_MS, open_panel, sidebar
@@ -84,7 +88,6 @@ def test_a_filter_typed_while_runs_arrive_applies_and_keeps_applying(
     box.press("Enter")
 
 
-
 def test_the_run_button_follows_the_tab_in_front(lab_server: JupyterServer, page: Page) -> None:
     (lab_server.root / "train.py").write_text("print('hi')\n")
     run = sidebar(page).locator('.jp-Toolbar-item[data-jp-item-name="run"] button')
@@ -102,3 +105,59 @@ def test_the_run_button_follows_the_tab_in_front(lab_server: JupyterServer, page
     expect(run).to_be_disabled()
     page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="train.py").click()
     expect(run).to_be_enabled()
+
+
+def kubelab_cli(server: JupyterServer, *args: str) -> str:
+    """The `kubelab` command as a user in a terminal beside the lab runs it."""
+    done = subprocess.run(
+        [sys.executable, "-m", "kubelab.cli", *args],
+        env=server.env,
+        cwd=server.root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_schedules_list_follows_the_cli_and_changes_them(lab_server: JupyterServer, page: Page) -> None:
+    page.locator('.jp-SideBar.jp-mod-left .lm-TabBar-tab[data-id="kubelab:pipelines"]').click()
+    panel = page.locator('[id="kubelab:pipelines"]')
+    expect(panel).to_be_visible(timeout=10_000)
+    spec = {
+        "name": "berlin-morning",
+        "command": [sys.executable, "-c", "pass"],
+        "schedule": {"cron": "0 9 * * *", "timezone": "Europe/Berlin"},
+    }
+    (lab_server.root / "morning.json").write_text(json.dumps(spec))
+    kubelab_cli(lab_server, "schedule", "add", "-f", "morning.json")
+    (record,) = lab_server.get("schedules").json()["items"]
+    item = panel.locator(f'.jp-kubelab-Schedule[data-schedule-id="{record["id"]}"]')
+    expect(item).to_contain_text("berlin-morning", timeout=30_000)  # no reload: the stream brought it
+    berlin = datetime.fromisoformat(record["next_at"].replace("Z", "+00:00")).astimezone(
+        ZoneInfo("Europe/Berlin")
+    )
+    assert berlin.hour == 9
+    expect(item.locator(".jp-kubelab-Schedule-next")).to_contain_text(f"next {berlin:%Y-%m-%d} 09:00 GMT+")
+    expect(item.locator(".jp-kubelab-Schedule-last")).to_have_text("not fired yet")
+
+    item.get_by_role("button", name="Pause").click()
+    expect(item).to_have_attribute("data-paused", "true")
+    assert lab_server.get(f"schedules/{record['id']}").json()["paused"] is True
+    kubelab_cli(lab_server, "schedule", "resume", record["id"])
+    expect(item).to_have_attribute("data-paused", "false", timeout=30_000)
+
+    kubelab_cli(lab_server, "schedule", "fire", record["id"])
+    expect(item.locator(".jp-kubelab-Schedule-last")).to_contain_text("GMT+", timeout=30_000)
+    fired = lab_server.get(f"schedules/{record['id']}").json()["fires"][-1]
+    expect(item.locator(".jp-kubelab-Schedule-last")).to_contain_text(fired["state"], timeout=30_000)
+
+    item.get_by_role("button", name="Delete").click()
+    page.locator(".jp-Dialog").get_by_role("button", name="Delete").click()
+    expect(item).to_have_count(0)
+    assert lab_server.get(f"schedules/{record['id']}").status_code == 404
+    kubelab_cli(lab_server, "schedule", "add", "-f", "morning.json")
+    expect(panel.locator(".jp-kubelab-Schedule")).to_have_count(1, timeout=30_000)
+    kubelab_cli(lab_server, "schedule", "rm", lab_server.get("schedules").json()["items"][0]["id"])
+    expect(panel.locator(".jp-kubelab-Schedule")).to_have_count(0, timeout=30_000)
