@@ -29,6 +29,8 @@ export interface ICompareViewOptions {
   trans: TranslationBundle;
   /** The runs ticked when the view opens (a sweep's trials, or a selection). */
   ids: readonly string[];
+  /** Told the ticked runs whenever they change (for the layout restorer and links). */
+  onSelection?(ids: readonly string[]): void;
 }
 
 export class CompareView extends ReactWidget {
@@ -59,6 +61,8 @@ function Compare(props: ICompareViewOptions): JSX.Element {
   const { store, api, commands, trans } = props;
   useStoreVersion(store);
   const [selected, setSelected] = useState<string[]>([...props.ids]);
+  const { onSelection } = props;
+  useEffect(() => onSelection?.(selected), [selected, onSelection]);
   const [points, setPoints] = useState<Record<string, IMetricPoint[]>>({});
   const [chart, setChart] = useState<IChartSettings>(DEFAULT_CHART_SETTINGS);
   const [hiddenColumns, setHiddenColumns] = useState<string[]>([]);

@@ -18,6 +18,7 @@ import {
   TranslationBundle
 } from '@jupyterlab/translation';
 import { ReactWidget, treeViewIcon } from '@jupyterlab/ui-components';
+import { ISignal, Signal } from '@lumino/signaling';
 import React, { useEffect, useState } from 'react';
 
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
@@ -37,6 +38,7 @@ import { applySchedule, IScheduleRecord, removeSchedule } from './schedules';
 export const PIPELINES_SIDEBAR_ID = 'kubelab:pipelines';
 const OPEN_EXPERIMENT = 'kubelab:open-experiment';
 const OPEN_SWEEP = 'kubelab:open-sweep';
+const OPEN_PIPELINE = 'kubelab:open-pipeline';
 
 export function PipelineGraph(props: {
   pipeline: IPipelineRecord;
@@ -113,6 +115,8 @@ export function PipelineGraph(props: {
 
 function PipelinesSection(props: {
   onOpen: (step: IPipelineStep) => void;
+  /** Emits a pipeline's id to show (a link, a command). */
+  select: ISignal<unknown, string>;
   trans: TranslationBundle;
 }): JSX.Element {
   const { trans } = props;
@@ -161,6 +165,14 @@ function PipelinesSection(props: {
     stream.start();
     return () => void stream.stop();
   }, []);
+
+  useEffect(() => {
+    const show = (_: unknown, id: string) => setSelected(id);
+    props.select.connect(show);
+    return () => {
+      props.select.disconnect(show);
+    };
+  }, [props.select]);
 
   const shown = pipelines.find(p => p.id === selected) ?? pipelines[0];
   return (
@@ -223,13 +235,24 @@ export const pipelinesPlugin: JupyterFrontEndPlugin<void> = {
         step.kind === 'sweep' ? OPEN_SWEEP : OPEN_EXPERIMENT,
         { id: step.id ?? '' }
       );
+    const select = new Signal<unknown, string>({});
     const widget = ReactWidget.create(
-      <PipelinesSection onOpen={open} trans={trans} />
+      <PipelinesSection onOpen={open} select={select} trans={trans} />
     );
     widget.id = PIPELINES_SIDEBAR_ID;
     widget.title.icon = treeViewIcon;
     widget.title.caption = trans.__('Pipelines');
     widget.addClass('jp-kubelab-PipelinesSidebar');
     shell.add(widget, 'left', { rank: 601 });
+    app.commands.addCommand(OPEN_PIPELINE, {
+      label: trans.__('Open pipeline'),
+      describedBy: {
+        args: { type: 'object', properties: { id: { type: 'string' } } }
+      },
+      execute: args => {
+        shell.activateById(widget.id);
+        select.emit(String(args.id));
+      }
+    });
   }
 };

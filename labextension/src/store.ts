@@ -53,6 +53,9 @@ export class LiveStore {
   private resourcesTimer: ReturnType<typeof setTimeout> | null = null;
   private listGeneration = 0;
   private inFlight: ExperimentEvent[] | null = null;
+  private markLoaded: () => void = () => undefined;
+  /** Resolves once the lists were read the first time (a restored view may wait for it). */
+  readonly ready = new Promise<void>(resolve => (this.markLoaded = resolve));
 
   constructor(readonly api: KubelabApi) {}
 
@@ -142,6 +145,7 @@ export class LiveStore {
     this.sweeps = sweeps;
     this.tensorboards = tensorboards;
     this.scheduleResources(0);
+    this.markLoaded();
     this.emit();
   }
 

@@ -161,3 +161,81 @@ def test_the_schedules_list_follows_the_cli_and_changes_them(lab_server: Jupyter
     expect(panel.locator(".jp-kubelab-Schedule")).to_have_count(1, timeout=30_000)
     kubelab_cli(lab_server, "schedule", "rm", lab_server.get("schedules").json()["items"][0]["id"])
     expect(panel.locator(".jp-kubelab-Schedule")).to_have_count(0, timeout=30_000)
+
+
+def tabs(page: Page) -> list[str]:
+    """The main area's tab ids, kubelab's only."""
+    ids: list[str] = page.evaluate(
+        "() => [...document.querySelectorAll('#jp-main-dock-panel .lm-DockPanel-widget')]"
+        ".map(node => node.id).filter(id => id.startsWith('kubelab-'))"
+    )
+    return sorted(ids)
+
+
+def saved_in_workspace(server: JupyterServer, prefix: str, text: str) -> None:
+    """Wait until JupyterLab saved its layout (a moment after a change) with an entry whose key
+    starts with `prefix` and whose value holds `text`."""
+    deadline = time.monotonic() + 30
+    while True:
+        data = server.page("lab/api/workspaces/default").json()["data"]
+        if any(key.startswith(prefix) and text in json.dumps(value) for key, value in data.items()):
+            return
+        assert time.monotonic() < deadline, f"the workspace never held {prefix}…{text}: {data}"
+        time.sleep(0.2)
+
+
+def test_links_open_views_and_a_reload_brings_the_tabs_back(lab_server: JupyterServer, page: Page) -> None:
+    run_id = quick_run(lab_server, "linked")
+    assert lab_server.wait_for(run_id)["status"] == "Succeeded"
+    sweep = lab_server.post(
+        "sweeps",
+        {
+            "name": "linked-sweep",
+            "space": {"x": {"_type": "choice", "_value": [0.5]}},
+            "objective": {"metric": "loss"},
+            "tuner": "grid",
+            "trial": {"command": [sys.executable, "-c", "import kubelab; kubelab.report(loss=1.0)"]},
+        },
+    )
+    assert sweep.status_code == 201, sweep.text
+    sweep_id = sweep.json()["id"]
+
+    page.goto(f"{lab_server.url}lab?kubelab=run/{run_id}&token={lab_server.token}")
+    expect(page.locator(f'[id="kubelab-experiment-view-{run_id}"]')).to_be_visible(timeout=WAIT_MS)
+    assert "kubelab=" not in page.url  # served once; from now on the layout keeps the tab
+    saved_in_workspace(lab_server, "kubelab-experiment:", run_id)
+    page.goto(f"{lab_server.url}lab?kubelab=sweep/{sweep_id}&token={lab_server.token}")
+    expect(page.locator(f'[id="kubelab-sweep-view-{sweep_id}"]')).to_be_visible(timeout=WAIT_MS)
+    expect(page.locator(f'[id="kubelab-experiment-view-{run_id}"]')).to_be_attached()  # restored
+
+    # Compare from the sidebar, twice: one tab.
+    open_panel(page)
+    compare = sidebar(page).locator('.jp-Toolbar-item[data-jp-item-name="compare"] button')
+    compare.click()
+    compare.click()
+    expect(page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Compare runs")).to_have_count(1)
+    page.locator(".jp-kubelab-Compare").get_by_role("checkbox", name="Compare linked", exact=True).check()
+
+    # TensorBoard tabs are titled with their run.
+    started = lab_server.post("tensorboards", {"experiments": [run_id]})
+    assert started.status_code in (200, 201), started.text
+    session = sidebar(page).locator(f'.jp-kubelab-TensorBoard[data-tensorboard-id="{started.json()["id"]}"]')
+    session.locator(".jp-kubelab-TensorBoard-open").click()
+    expect(
+        page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="TensorBoard · linked")
+    ).to_be_visible(timeout=WAIT_MS)
+
+    before = tabs(page)
+    assert len(before) == 4, before  # the run, the sweep, Compare, TensorBoard
+    saved_in_workspace(lab_server, "kubelab-compare:", run_id)  # what is ticked, with the tabs
+    page.reload()
+    expect(page.locator("#jupyterlab-splash")).to_have_count(0, timeout=WAIT_MS)
+    expect(page.locator(f'[id="kubelab-sweep-view-{sweep_id}"]')).to_be_attached(timeout=WAIT_MS)
+    assert len(tabs(page)) == 4, tabs(page)
+    page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Compare runs").click()
+    ticked = page.locator(".jp-kubelab-Compare").get_by_role("checkbox", name="Compare linked", exact=True)
+    expect(ticked).to_be_checked(timeout=WAIT_MS)  # what was ticked, not what it opened with
+    page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="TensorBoard · linked").locator(
+        ".lm-TabBar-tabCloseIcon"
+    ).click()
+    assert page.problems == []  # type: ignore[attr-defined]
