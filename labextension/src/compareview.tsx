@@ -7,7 +7,7 @@
 import { TranslationBundle } from '@jupyterlab/translation';
 import { ReactWidget } from '@jupyterlab/ui-components';
 import { CommandRegistry } from '@lumino/commands';
-import React, { useEffect, useRef, useState } from 'react';
+import React, { useEffect, useMemo, useRef, useState } from 'react';
 
 import { IMetricPoint, KubelabApi } from './api';
 import {
@@ -15,7 +15,7 @@ import {
   DEFAULT_CHART_SETTINGS,
   IChartSettings
 } from './chartcontrols';
-import { columnKeys, groupBySweep, runColour } from './compare';
+import { assignSlots, columnKeys, groupBySweep, runStyle } from './compare';
 import { formatValue, IExperimentRecord } from './model';
 import { MetricCharts } from './metriccharts';
 import { CommandIDs } from './panel';
@@ -113,7 +113,14 @@ function Compare(props: ICompareViewOptions): JSX.Element {
       ? `${record.name} #${record.trial}`
       : record.name;
   };
-  const colourOf = (id: string) => runColour(selected.indexOf(id));
+  // A run keeps its colour while ticked, whatever is ticked or unticked around it.
+  const slots = useRef<Record<string, number>>({});
+  slots.current = useMemo(
+    () => assignSlots(slots.current, selected),
+    [selected]
+  );
+  const styleOf = (id: string) => runStyle(slots.current[id] ?? 0);
+  const colourOf = (id: string) => styleOf(id).colour;
   const loaded = chosen.filter(id => id in points);
   const keys = columnKeys(records);
   const shown = (kind: 'metric' | 'param', name: string) =>
@@ -147,7 +154,7 @@ function Compare(props: ICompareViewOptions): JSX.Element {
         runs={loaded.map(id => ({
           id,
           label: label(id),
-          colour: colourOf(id),
+          ...styleOf(id),
           points: points[id]
         }))}
         settings={chart}

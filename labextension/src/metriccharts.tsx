@@ -27,6 +27,8 @@ export interface IChartRun {
   points: readonly IMetricPoint[];
   /** Drawn dashed (a trial the sweep stopped early). */
   dashed?: boolean;
+  /** Its own dash pattern (a run past the palette's twenty colours). */
+  dash?: number[];
 }
 
 const DASH = [5, 4];
@@ -126,14 +128,14 @@ function MetricOverlay(props: {
     ];
   }, [key, axis, smoothing, log]);
   const labels = withData
-    .map(r => `${r.label}|${r.colour}|${r.dashed ?? false}`)
+    .map(r => `${r.label}|${r.colour}|${r.dashed ?? false}|${r.dash ?? ''}`)
     .join(',');
   const series = useMemo(
     () =>
       withData.map(run => ({
         label: run.label,
         colour: run.colour,
-        dash: run.dashed ? DASH : undefined
+        dash: run.dashed ? DASH : run.dash
       })),
     [labels]
   );

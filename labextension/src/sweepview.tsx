@@ -19,7 +19,7 @@ import {
   IChartSettings
 } from './chartcontrols';
 import { parallelCoordinates } from './charts';
-import { runColour } from './compare';
+import { runStyle } from './compare';
 import { IChartRun, MetricCharts } from './metriccharts';
 import { IExperimentRecord } from './model';
 import { ObjectiveChart } from './objectivechart';
@@ -135,14 +135,14 @@ function SweepDetailView(props: ISweepViewOptions): JSX.Element {
   );
   const runs: IChartRun[] = useMemo(
     () =>
-      curves.map((trial, index) => {
+      curves.map(trial => {
         const pruned = trial.result === 'pruned';
         return {
           id: trial.id ?? `trial-${trial.trial}`,
           label: pruned
             ? trans.__('#%1 (pruned)', trial.trial)
             : `#${trial.trial}`,
-          colour: runColour(index),
+          ...runStyle(trial.trial), // a trial's colour is its number's, in every chart
           points: trial.points,
           dashed: pruned
         };
