@@ -239,3 +239,47 @@ def test_links_open_views_and_a_reload_brings_the_tabs_back(lab_server: JupyterS
         ".lm-TabBar-tabCloseIcon"
     ).click()
     assert page.problems == []  # type: ignore[attr-defined]
+
+
+def test_compare_searches_sorts_pins_and_holds_rows_still(lab_server: JupyterServer, page: Page) -> None:
+    page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Compare runs").click()
+    view = page.locator(".jp-kubelab-Compare")
+    table = view.locator(".jp-kubelab-RunTable")
+    names = table.locator(".jp-kubelab-RunTable-row .jp-kubelab-RunTable-name button")
+    for index in range(40):
+        quick_run(lab_server, f"bulk-{index}")
+    total = lab_server.get("experiments").json()["total"]
+    assert total > 50, total
+    expect(view.locator(".jp-kubelab-RunTable-count")).to_contain_text(
+        f"{total + 1} rows", timeout=WAIT_MS
+    )  # and the sweep's row
+    assert names.count() < total  # only the rows in sight are drawn
+    expect(names.first).to_have_text("linked")  # ticked (in the previous test): pinned on top
+
+    view.get_by_label("Search runs").fill("noise-1")
+    expect(names.nth(1)).to_contain_text("noise-1")
+    shown = names.all_inner_texts()
+    assert shown[0] == "linked" and all(name.startswith("noise-1") for name in shown[1:]), shown
+
+    table.locator('th[data-column="name"] button').click()  # ascending, in natural order
+    expect(table.locator('th[data-column="name"]')).to_have_attribute("aria-sort", "ascending")
+    shown = names.all_inner_texts()[1:]
+    numbers = [int(name.split("-")[1]) for name in shown]
+    assert numbers == sorted(numbers) and len(numbers) > 2, shown
+    view.get_by_label("Search runs").fill("")
+    table.locator('th[data-column="name"] button').click()
+    table.locator('th[data-column="name"] button').click()  # back to the order runs came in
+    expect(table.locator('th[data-column="name"]')).to_have_attribute("aria-sort", "none")
+
+    # A run arriving while the pointer is over the table waits: the rows under it stay put.
+    second = table.locator(".jp-kubelab-RunTable-row").nth(1)
+    second.hover()
+    before = names.all_inner_texts()[:5]
+    quick_run(lab_server, "arrived")
+    expect(view.locator(".jp-kubelab-RunTable-count")).to_contain_text("1 new", timeout=WAIT_MS)
+    assert names.all_inner_texts()[:5] == before
+    second.locator("input[type=checkbox]").check()  # ticked where it is, pinned when the pointer leaves
+    assert names.all_inner_texts()[:5] == before
+    page.mouse.move(5, 5)
+    expect(names.nth(2)).to_have_text("arrived")  # the two pinned, then the newest run
+    assert page.problems == []  # type: ignore[attr-defined]
