@@ -54,6 +54,8 @@ export function MetricCharts(props: {
   runs: readonly IChartRun[];
   settings: IChartSettings;
   trans: TranslationBundle;
+  /** What `report_final(value)` measured (a sweep's objective), shown for `default`. */
+  finalName?: string;
 }): JSX.Element {
   const { runs, settings, trans } = props;
   const { charts, values } = chartableMetrics(runs.map(r => r.points));
@@ -91,7 +93,11 @@ export function MetricCharts(props: {
           <tbody>
             {values.map(metric => (
               <tr key={metric} data-metric={metric}>
-                <th scope="row">{metric}</th>
+                <th scope="row">
+                  {metric === 'default' && props.finalName
+                    ? props.finalName
+                    : metric}
+                </th>
                 {runs.map(run => (
                   <td key={run.id} className="jp-kubelab-FinalValues-value">
                     {formatValue(shownValue(run.points, metric))}

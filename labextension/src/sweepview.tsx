@@ -257,7 +257,12 @@ function SweepDetailView(props: ISweepViewOptions): JSX.Element {
             </span>
           ) : null}
         </h2>
-        <MetricCharts runs={runs} settings={chart} trans={trans} />
+        <MetricCharts
+          runs={runs}
+          settings={chart}
+          trans={trans}
+          finalName={detail.objective.metric}
+        />
       </section>
       <section className="jp-kubelab-Detail-section">
         <h2>
