@@ -204,7 +204,10 @@ def test_pruned_trials_are_marked(lab_server, page: Page) -> None:
     view = page.locator(f'.jp-kubelab-Detail[data-sweep-id="{sweep_id}"]')
     pruned_row = view.locator('.jp-kubelab-Trials tbody tr[data-trial="3"]')
     expect(pruned_row).to_have_class(re.compile(r"\bjp-kubelab-Trials-pruned\b"), timeout=WAIT_MS)
-    expect(pruned_row).to_contain_text("(pruned)")
+    status = pruned_row.locator("td").nth(1)
+    expect(status).to_have_text(re.compile(r"^(Pruned|\w+ \(pruned\))$"))  # never "Pruned (pruned)"
+    last = pruned_row.locator("td[data-last]")  # no result: its last reported value, marked
+    expect(last).to_have_text(re.compile(r"^-?\d[\d.e-]*†$"))
     curves = view.locator('.jp-kubelab-SweepCurves .jp-kubelab-Overlay[data-metric="loss"]')
     expect(curves.locator(".u-legend")).to_contain_text("#3 (pruned)")
     expect(view.locator(".jp-kubelab-SweepCurves h2")).to_contain_text("1 pruned, dashed")
