@@ -53,6 +53,7 @@ export class LiveStore {
   private resourcesTimer: ReturnType<typeof setTimeout> | null = null;
   private listGeneration = 0;
   private inFlight: ExperimentEvent[] | null = null;
+  private listAbort: AbortController | null = null;
   private markLoaded: () => void = () => undefined;
   /** Resolves once the lists were read the first time (a restored view may wait for it). */
   readonly ready = new Promise<void>(resolve => (this.markLoaded = resolve));
@@ -96,6 +97,9 @@ export class LiveStore {
 
   /** Filter with PQL; a refused query keeps the last good table and shows the error. */
   async setQuery(query: string): Promise<void> {
+    if (query === this.query && !this.queryError) {
+      return; // Enter on the same text: the table already is that query's
+    }
     this.query = query;
     await this.refetchExperiments();
   }
@@ -175,12 +179,15 @@ export class LiveStore {
 
   private async refetchExperiments(): Promise<void> {
     const generation = ++this.listGeneration;
+    // A newer query makes the list in flight moot: stop reading (and parsing) it.
+    this.listAbort?.abort();
+    const abort = (this.listAbort = new AbortController());
     // Events that arrive while the list is in flight may postdate it: they are merged
     // into the new list (through the query, as any event is), not lost under it.
     const missed: ExperimentEvent[] = [];
     this.inFlight = missed;
     try {
-      const records = await this.listExperiments();
+      const records = await this.listExperiments(abort.signal);
       if (generation !== this.listGeneration) {
         return;
       }
@@ -191,9 +198,10 @@ export class LiveStore {
       }
       this.emit();
     } catch (reason) {
-      if (generation === this.listGeneration) {
-        this.inFlight = null;
+      if (generation !== this.listGeneration) {
+        return; // aborted for a newer list
       }
+      this.inFlight = null;
       console.warn('kubelab: could not load experiments', reason);
     }
   }
