@@ -133,9 +133,20 @@ def test_brushing_the_parallel_coordinates_filters_the_trials(lab_server, page: 
     expect(view.locator("[data-trials-shown]")).to_contain_text("2 of 4")
     for row in trial_rows(view).all():
         expect(row.locator("td").nth(4)).to_have_text("0.01")
+    # Every panel follows the brush: the curves, and the trials Compare opens with.
+    curves = view.locator('.jp-kubelab-SweepCurves .jp-kubelab-Overlay[data-metric="loss"]')
+    expect(curves.locator(".u-legend .u-series")).to_have_count(3)  # step and two trials
     page.screenshot(path=str(ARTIFACTS / "sweep-view-brushed.png"))
+    view.get_by_role("button", name="Compare trials").click()
+    compare = page.locator(".jp-kubelab-Compare:visible")
+    expect(compare.locator("[data-compare-count]")).to_have_text("2 runs compared", timeout=WAIT_MS)
+    page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Compare runs").locator(
+        ".lm-TabBar-tabCloseIcon"
+    ).click()
+    page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Sweep ui-grid").click()
     view.get_by_role("button", name="Clear filters").click()
     expect(trial_rows(view)).to_have_count(4)
+    expect(curves.locator(".u-legend .u-series")).to_have_count(5)
 
 
 def test_the_trials_table_sorts_and_opens_from_the_keyboard(lab_server, page: Page) -> None:
