@@ -93,6 +93,10 @@ def test_start_a_sweep_from_the_dialog_after_fixing_its_errors(lab_server, page:
     expect(space_error).to_contain_text("not valid YAML", timeout=WAIT_MS)
     dialog.locator('textarea[name="space"]').fill(GOOD_SPACE)
     expect(start).to_be_enabled()
+    # One scrollbar at most: the space grows with its text, the dialog with the window.
+    for scroller in ('textarea[name="space"]', ".jp-Dialog-body"):
+        overflow = dialog.locator(scroller).evaluate("node => node.scrollHeight - node.clientHeight")
+        assert overflow <= 1, (scroller, overflow)
     page.screenshot(path=str(ARTIFACTS / "sweep-dialog.png"))
     start.click()
     expect(dialog).to_have_count(0, timeout=WAIT_MS)
