@@ -24,6 +24,7 @@ from kubelab.logfiles import read_from
 from kubelab.pipelines.service import PipelineWatcher
 from kubelab.records import RunDirectory
 from kubelab.schedules.scheduler import SchedulerKeeper
+from kubelab.schedules.watcher import ScheduleWatcher
 from kubelab.sweeps.watcher import SweepWatcher
 
 log = logging.getLogger(__name__)
@@ -31,7 +32,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Event:
-    kind: str  # experiment | metrics | deleted | sweep | pipeline | tensorboard
+    kind: str  # experiment | metrics | deleted | sweep | pipeline | schedule | schedule_deleted | tensorboard
     data: dict[str, Any]
     text: str = field(default="", compare=False)  # the SSE message, encoded once
 
@@ -58,12 +59,14 @@ class EventHub:
         self.sweeps = SweepWatcher(lab)
         self.pipelines = PipelineWatcher(lab)  # `pipeline` events; dead drivers
         self.scheduler = SchedulerKeeper(lab)  # the per-user scheduler while a schedule fires here
+        self.schedules = ScheduleWatcher(lab)  # `schedule` and `schedule_deleted` events
 
     def start(self) -> None:
         if self.task is None:
             self.executor = ThreadPoolExecutor(1, thread_name_prefix="kubelab-events")
             self.sweeps.start()
             self.pipelines.start()
+            self.schedules.start()
             self.scheduler.keep_alive()
             self.task = asyncio.get_running_loop().create_task(self._run())
 
@@ -153,6 +156,9 @@ class EventHub:
             events.append(Event.of("sweep", record))
         for record in self.pipelines.poll():
             events.append(Event.of("pipeline", record))
+        changed, removed = self.schedules.poll()
+        events += [Event.of("schedule", record) for record in changed]
+        events += [Event.of("schedule_deleted", {"id": schedule_id}) for schedule_id in removed]
         self.scheduler.poll()
         return events
 

@@ -256,3 +256,9 @@ export function parallelCoordinates(
   }));
   return { axes, lines };
 }
+
+/** Whole-number tick spacings for a count axis (trials): 1, 2, 5, 10, 20, 50, …, never 0.5. */
+export const INTEGER_INCRS: readonly number[] = Array.from(
+  { length: 27 },
+  (_, i) => [1, 2, 5][i % 3] * 10 ** Math.floor(i / 3)
+);

@@ -206,20 +206,79 @@ export function groupBySweep(
   return groups;
 }
 
-/** Distinct colours for up to ten runs (then they repeat), readable on light and dark. */
+/**
+ * Twenty colours told apart at a glance, readable on JupyterLab's light and dark themes
+ * (no near-white or near-black): after twenty, the colours repeat with a dash pattern.
+ */
 export const RUN_COLOURS = [
   '#4e79a7',
   '#f28e2b',
   '#e15759',
-  '#76b7b2',
   '#59a14f',
-  '#edc948',
   '#b07aa1',
+  '#edc948',
+  '#76b7b2',
   '#ff9da7',
   '#9c755f',
-  '#bab0ac'
+  '#7f3c8d',
+  '#11a579',
+  '#3969ac',
+  '#e73f74',
+  '#80ba5a',
+  '#e68310',
+  '#008695',
+  '#cf1c90',
+  '#a5aa99',
+  '#b9770e',
+  '#6a3d9a'
+];
+
+/** The dash of each round through the colours: solid, long dashes, dots, dash-dot. */
+const CYCLE_DASHES: (number[] | undefined)[] = [
+  undefined,
+  [10, 4],
+  [2, 3],
+  [10, 3, 2, 3]
 ];
 
 export function runColour(index: number): string {
   return RUN_COLOURS[index % RUN_COLOURS.length];
+}
+
+/** A run's line: its colour, and past the palette a dash pattern, so none look alike. */
+export function runStyle(index: number): { colour: string; dash?: number[] } {
+  const round = Math.floor(index / RUN_COLOURS.length) % CYCLE_DASHES.length;
+  const dash = CYCLE_DASHES[round];
+  return dash
+    ? { colour: runColour(index), dash }
+    : { colour: runColour(index) };
+}
+
+/**
+ * One stable slot (so colour) per ticked run: a run keeps its slot while ticked, whatever
+ * is ticked or unticked around it; a newly ticked run takes the lowest free slot.
+ */
+export function assignSlots(
+  previous: Readonly<Record<string, number>>,
+  selected: readonly string[]
+): Record<string, number> {
+  const slots: Record<string, number> = {};
+  const taken = new Set<number>();
+  for (const id of selected) {
+    if (id in previous) {
+      slots[id] = previous[id];
+      taken.add(previous[id]);
+    }
+  }
+  let free = 0;
+  for (const id of selected) {
+    if (!(id in slots)) {
+      while (taken.has(free)) {
+        free++;
+      }
+      slots[id] = free;
+      taken.add(free);
+    }
+  }
+  return slots;
 }

@@ -7,7 +7,7 @@
 import { TranslationBundle } from '@jupyterlab/translation';
 import { ReactWidget } from '@jupyterlab/ui-components';
 import { CommandRegistry } from '@lumino/commands';
-import React, { useEffect, useRef, useState } from 'react';
+import React, { useEffect, useMemo, useRef, useState } from 'react';
 
 import { IMetricPoint, KubelabApi } from './api';
 import {
@@ -15,12 +15,11 @@ import {
   DEFAULT_CHART_SETTINGS,
   IChartSettings
 } from './chartcontrols';
-import { columnKeys, groupBySweep, runColour } from './compare';
-import { formatValue, IExperimentRecord } from './model';
+import { assignSlots, columnKeys, runStyle } from './compare';
 import { MetricCharts } from './metriccharts';
 import { CommandIDs } from './panel';
 import { IMetricsEvent, LiveStore } from './store';
-import { useGrid } from './usegrid';
+import { RunTable } from './runtablegrid';
 
 export interface ICompareViewOptions {
   store: LiveStore;
@@ -29,6 +28,8 @@ export interface ICompareViewOptions {
   trans: TranslationBundle;
   /** The runs ticked when the view opens (a sweep's trials, or a selection). */
   ids: readonly string[];
+  /** Told the ticked runs whenever they change (for the layout restorer and links). */
+  onSelection?(ids: readonly string[]): void;
 }
 
 export class CompareView extends ReactWidget {
@@ -59,6 +60,8 @@ function Compare(props: ICompareViewOptions): JSX.Element {
   const { store, api, commands, trans } = props;
   useStoreVersion(store);
   const [selected, setSelected] = useState<string[]>([...props.ids]);
+  const { onSelection } = props;
+  useEffect(() => onSelection?.(selected), [selected, onSelection]);
   const [points, setPoints] = useState<Record<string, IMetricPoint[]>>({});
   const [chart, setChart] = useState<IChartSettings>(DEFAULT_CHART_SETTINGS);
   const [hiddenColumns, setHiddenColumns] = useState<string[]>([]);
@@ -109,7 +112,14 @@ function Compare(props: ICompareViewOptions): JSX.Element {
       ? `${record.name} #${record.trial}`
       : record.name;
   };
-  const colourOf = (id: string) => runColour(selected.indexOf(id));
+  // A run keeps its colour while ticked, whatever is ticked or unticked around it.
+  const slots = useRef<Record<string, number>>({});
+  slots.current = useMemo(
+    () => assignSlots(slots.current, selected),
+    [selected]
+  );
+  const styleOf = (id: string) => runStyle(slots.current[id] ?? 0);
+  const colourOf = (id: string) => styleOf(id).colour;
   const loaded = chosen.filter(id => id in points);
   const keys = columnKeys(records);
   const shown = (kind: 'metric' | 'param', name: string) =>
@@ -143,7 +153,7 @@ function Compare(props: ICompareViewOptions): JSX.Element {
         runs={loaded.map(id => ({
           id,
           label: label(id),
-          colour: colourOf(id),
+          ...styleOf(id),
           points: points[id]
         }))}
         settings={chart}
@@ -197,223 +207,6 @@ function Compare(props: ICompareViewOptions): JSX.Element {
         onOpen={id => void commands.execute(CommandIDs.openExperiment, { id })}
         trans={trans}
       />
-    </div>
-  );
-}
-
-function RunTable(props: {
-  records: readonly IExperimentRecord[];
-  selected: string[];
-  collapsed: string[];
-  metrics: string[];
-  params: string[];
-  colourOf(id: string): string;
-  sweepName(id: string): string;
-  onTick(ids: string[], on: boolean): void;
-  onCollapse(sweep: string): void;
-  onOpen(id: string): void;
-  trans: TranslationBundle;
-}): JSX.Element {
-  const { records, selected, metrics, params, trans } = props;
-  const groups = groupBySweep(records);
-  const width = 3 + metrics.length + params.length;
-  const open = (sweep: string) => !props.collapsed.includes(sweep);
-  const rowCount = groups.reduce(
-    (n, g) =>
-      n +
-      (g.sweep === null
-        ? g.runs.length
-        : 1 + (open(g.sweep) ? g.runs.length : 0)),
-    1
-  );
-  const table = useRef<HTMLTableElement>(null);
-  const keys = useGrid(table, { rows: rowCount, cols: width });
-  let rowIndex = 1; // the header row; each row drawn takes the next
-  const row = (record: IExperimentRecord) => {
-    const on = selected.includes(record.id);
-    const name =
-      record.trial !== null ? `#${record.trial} ${record.name}` : record.name;
-    rowIndex += 1;
-    return (
-      <tr
-        key={record.id}
-        role="row"
-        aria-rowindex={rowIndex}
-        className="jp-kubelab-RunTable-row"
-        data-experiment-id={record.id}
-        aria-selected={on}
-      >
-        <td role="gridcell" tabIndex={-1} className="jp-kubelab-RunTable-pick">
-          <input
-            type="checkbox"
-            data-grid-focus=""
-            tabIndex={-1}
-            checked={on}
-            aria-label={trans.__('Compare %1', name)}
-            onChange={e => props.onTick([record.id], e.target.checked)}
-          />
-        </td>
-        <th
-          scope="row"
-          role="rowheader"
-          tabIndex={-1}
-          className="jp-kubelab-RunTable-name"
-        >
-          {on ? (
-            <span
-              className="jp-kubelab-RunTable-swatch"
-              style={{ background: props.colourOf(record.id) }}
-            />
-          ) : null}
-          <button
-            className="jp-kubelab-Link"
-            data-grid-focus=""
-            tabIndex={-1}
-            onClick={() => props.onOpen(record.id)}
-          >
-            {name}
-          </button>
-        </th>
-        <td role="gridcell" tabIndex={-1} data-status={record.status}>
-          {record.status}
-        </td>
-        {metrics.map(m => (
-          <td
-            role="gridcell"
-            tabIndex={-1}
-            key={`m:${m}`}
-            className="jp-kubelab-RunTable-number"
-          >
-            {formatValue(record.metrics?.[m])}
-          </td>
-        ))}
-        {params.map(p => (
-          <td role="gridcell" tabIndex={-1} key={`p:${p}`}>
-            {formatValue(record.params?.[p])}
-          </td>
-        ))}
-      </tr>
-    );
-  };
-  return (
-    <div className="jp-kubelab-RunTable-scroll">
-      <table
-        className="jp-kubelab-RunTable"
-        role="grid"
-        ref={table}
-        aria-label={trans.__('Runs')}
-        aria-rowcount={rowCount}
-        onKeyDown={keys.onKeyDown}
-        onFocus={keys.onFocus}
-      >
-        <thead>
-          <tr role="row" aria-rowindex={1}>
-            <th
-              scope="col"
-              role="columnheader"
-              tabIndex={-1}
-              className="jp-kubelab-RunTable-pick"
-            >
-              <span className="jp-kubelab-VisuallyHidden">
-                {trans.__('Compare')}
-              </span>
-            </th>
-            <th
-              scope="col"
-              role="columnheader"
-              tabIndex={-1}
-              className="jp-kubelab-RunTable-name"
-            >
-              {trans.__('Name')}
-            </th>
-            <th scope="col" role="columnheader" tabIndex={-1}>
-              {trans.__('Status')}
-            </th>
-            {metrics.map(m => (
-              <th
-                key={`m:${m}`}
-                scope="col"
-                role="columnheader"
-                tabIndex={-1}
-                data-column={`metric:${m}`}
-              >
-                {m}
-              </th>
-            ))}
-            {params.map(p => (
-              <th
-                key={`p:${p}`}
-                scope="col"
-                role="columnheader"
-                tabIndex={-1}
-                data-column={`param:${p}`}
-              >
-                {p}
-              </th>
-            ))}
-          </tr>
-        </thead>
-        {groups.map(group => {
-          if (group.sweep === null) {
-            return <tbody key="runs">{group.runs.map(row)}</tbody>;
-          }
-          const sweep = group.sweep;
-          const ids = group.runs.map(r => r.id);
-          const all = ids.every(id => selected.includes(id));
-          const expanded = open(sweep);
-          rowIndex += 1;
-          return (
-            <tbody key={sweep} data-sweep-id={sweep}>
-              <tr
-                role="row"
-                aria-rowindex={rowIndex}
-                className="jp-kubelab-RunTable-group"
-              >
-                <td
-                  role="gridcell"
-                  tabIndex={-1}
-                  className="jp-kubelab-RunTable-pick"
-                >
-                  <input
-                    type="checkbox"
-                    data-grid-focus=""
-                    tabIndex={-1}
-                    checked={all}
-                    aria-label={trans.__(
-                      'Compare every trial of %1',
-                      props.sweepName(sweep)
-                    )}
-                    onChange={e => props.onTick(ids, e.target.checked)}
-                  />
-                </td>
-                <th
-                  scope="rowgroup"
-                  role="rowheader"
-                  tabIndex={-1}
-                  colSpan={width - 1}
-                  className="jp-kubelab-RunTable-name"
-                >
-                  <button
-                    className="jp-Button jp-mod-minimal jp-kubelab-RunTable-toggle"
-                    data-grid-focus=""
-                    tabIndex={-1}
-                    aria-expanded={expanded}
-                    onClick={() => props.onCollapse(sweep)}
-                  >
-                    {expanded ? '▾' : '▸'}{' '}
-                    {trans.__(
-                      'Sweep %1 (%2 trials)',
-                      props.sweepName(sweep),
-                      ids.length
-                    )}
-                  </button>
-                </th>
-              </tr>
-              {expanded ? group.runs.map(row) : null}
-            </tbody>
-          );
-        })}
-      </table>
     </div>
   );
 }

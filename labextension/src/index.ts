@@ -6,19 +6,22 @@
 import {
   ILabShell,
   ILayoutRestorer,
+  IRouter,
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
 import {
   Dialog,
+  Clipboard,
   ICommandPalette,
   InputDialog,
   MainAreaWidget,
   Notification,
   showDialog,
-  showErrorMessage
+  showErrorMessage,
+  WidgetTracker
 } from '@jupyterlab/apputils';
-import { URLExt } from '@jupyterlab/coreutils';
+import { PageConfig, URLExt } from '@jupyterlab/coreutils';
 import { IDocumentWidget } from '@jupyterlab/docregistry';
 import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
 import { ServerConnection } from '@jupyterlab/services';
@@ -52,6 +55,13 @@ import {
 } from './form';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- isEnabled must answer synchronously
 import { TERMINAL_STATES } from './model';
+import {
+  ILink,
+  LINK_PATTERN,
+  linkQuery,
+  parseLink,
+  withoutLink
+} from './links';
 import { CommandIDs, createSidebar, ROW_ACTIONS, SIDEBAR_ID } from './panel';
 import { idleNoticePlugin } from './idlenoticeplugin';
 import { pipelinesPlugin } from './pipelines';
@@ -126,7 +136,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
     ILayoutRestorer,
     ITranslator,
     ISettingRegistry,
-    IDefaultFileBrowser
+    IDefaultFileBrowser,
+    IRouter
   ],
   activate: (
     app: JupyterFrontEnd,
@@ -135,7 +146,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
     restorer: ILayoutRestorer | null,
     translator: ITranslator | null,
     registry: ISettingRegistry | null,
-    browser: IDefaultFileBrowser | null
+    browser: IDefaultFileBrowser | null,
+    router: IRouter | null
   ) => {
     const trans = (translator ?? nullTranslator).load('kubelab');
     const api = createApi();
@@ -170,14 +182,48 @@ const plugin: JupyterFrontEndPlugin<void> = {
     shell.add(sidebar, 'left', { rank: 600 });
     restorer?.add(sidebar, SIDEBAR_ID);
 
+    // Each kind of view has a tracker the layout restorer reads: a reload opens every
+    // kubelab tab again with the command (and arguments) that opened it.
+    const restoreArgs = new WeakMap<
+      MainAreaWidget,
+      Record<string, string | string[]>
+    >();
+    const links = new WeakMap<MainAreaWidget, ILink>();
+    const tracker = (namespace: string, command: string) => {
+      const made = new WidgetTracker<MainAreaWidget>({ namespace });
+      void restorer?.restore(made, {
+        command,
+        args: widget => ({ ...restoreArgs.get(widget) }),
+        name: widget => widget.id
+      });
+      return made;
+    };
+    const trackers = {
+      experiment: tracker('kubelab-experiment', CommandIDs.openExperiment),
+      sweep: tracker('kubelab-sweep', CommandIDs.openSweep),
+      compare: tracker('kubelab-compare', CommandIDs.compare),
+      tensorboard: tracker('kubelab-tensorboard', CommandIDs.openTensorBoard)
+    };
     const views = new Map<string, MainAreaWidget>();
-    const showView = (key: string, make: () => MainAreaWidget) => {
+    const showView = (
+      key: string,
+      make: () => MainAreaWidget,
+      kind: keyof typeof trackers,
+      args: Record<string, string | string[]>,
+      link?: ILink
+    ) => {
       let view = views.get(key);
       if (!view || view.isDisposed) {
         view = make();
         views.set(key, view);
         view.disposed.connect(() => views.delete(key));
+        view.title.className = 'jp-kubelab-Tab';
+        restoreArgs.set(view, args);
+        if (link) {
+          links.set(view, link);
+        }
         shell.add(view, 'main');
+        void trackers[kind].add(view);
       }
       shell.activateById(view.id);
       return view;
@@ -196,31 +242,37 @@ const plugin: JupyterFrontEndPlugin<void> = {
       showErrorMessage(title, describeError(reason));
 
     const openExperiment = (id: string, focus?: 'logs') =>
-      showView(`experiment:${id}`, () => {
-        const content = new ExperimentView({
-          id,
-          store,
-          api,
-          commands,
-          trans,
-          focus,
-          openOutput: (detail, file) =>
-            void openOutput(app, api, detail, file).catch(
-              fail(trans.__('Cannot open %1', file.path))
-            )
-        });
-        const view = new MainAreaWidget({ content });
-        view.id = `kubelab-experiment-view-${id}`;
-        const record = store.experiment(id);
-        view.title.label =
-          record?.sweep && record.trial !== null && record.trial !== undefined
-            ? trans.__('Trial #%1 · %2', record.trial, record.name)
-            : nameOf(id);
-        view.title.caption = trans.__('Experiment %1', id);
-        view.title.icon = experimentsIcon;
-        view.title.closable = true;
-        return view;
-      });
+      showView(
+        `experiment:${id}`,
+        () => {
+          const content = new ExperimentView({
+            id,
+            store,
+            api,
+            commands,
+            trans,
+            focus,
+            openOutput: (detail, file) =>
+              void openOutput(app, api, detail, file).catch(
+                fail(trans.__('Cannot open %1', file.path))
+              )
+          });
+          const view = new MainAreaWidget({ content });
+          view.id = `kubelab-experiment-view-${id}`;
+          const record = store.experiment(id);
+          view.title.label =
+            record?.sweep && record.trial !== null && record.trial !== undefined
+              ? trans.__('Trial #%1 · %2', record.trial, record.name)
+              : nameOf(id);
+          view.title.caption = trans.__('Experiment %1', id);
+          view.title.icon = experimentsIcon;
+          view.title.closable = true;
+          return view;
+        },
+        'experiment',
+        { id },
+        { kind: 'run', ids: [id] }
+      );
 
     commands.addCommand(CommandIDs.openSidebar, {
       label: trans.__('Open the Experiments sidebar'),
@@ -337,16 +389,22 @@ const plugin: JupyterFrontEndPlugin<void> = {
         const name =
           store.sweeps.find(s => s.id === id)?.name ??
           (typeof args.name === 'string' ? args.name : id);
-        showView(`sweep:${id}`, () => {
-          const view = new MainAreaWidget({
-            content: new SweepView({ id, store, api, commands, trans })
-          });
-          view.id = `kubelab-sweep-view-${id}`;
-          view.title.label = trans.__('Sweep %1', name);
-          view.title.icon = experimentsIcon;
-          view.title.closable = true;
-          return view;
-        });
+        showView(
+          `sweep:${id}`,
+          () => {
+            const view = new MainAreaWidget({
+              content: new SweepView({ id, store, api, commands, trans })
+            });
+            view.id = `kubelab-sweep-view-${id}`;
+            view.title.label = trans.__('Sweep %1', name);
+            view.title.icon = experimentsIcon;
+            view.title.closable = true;
+            return view;
+          },
+          'sweep',
+          { id, name },
+          { kind: 'sweep', ids: [id] }
+        );
       }
     });
     commands.addCommand(CommandIDs.stopSweep, {
@@ -393,6 +451,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       execute: async args => {
         let id = String(args.id);
         let url = String(args.url);
+        await store.ready; // a restored tab's session may have ended meanwhile
         const known = store.tensorboards.find(s => s.id === id);
         if (known?.source && sessionEnded(store.tensorboards, id)) {
           // Opening a stopped session starts it again, visibly (a new session).
@@ -406,16 +465,20 @@ const plugin: JupyterFrontEndPlugin<void> = {
             return;
           }
         }
-        showView(`tensorboard:${id}`, () =>
-          tensorBoardTab({
-            id,
-            url,
-            store,
-            api,
-            trans,
-            icon: experimentsIcon,
-            onStopError: fail(trans.__('Cannot stop TensorBoard'))
-          })
+        showView(
+          `tensorboard:${id}`,
+          () =>
+            tensorBoardTab({
+              id,
+              url,
+              store,
+              api,
+              trans,
+              icon: experimentsIcon,
+              onStopError: fail(trans.__('Cannot stop TensorBoard'))
+            }),
+          'tensorboard',
+          { id, url }
         );
       }
     });
@@ -442,18 +505,104 @@ const plugin: JupyterFrontEndPlugin<void> = {
       },
       execute: args => {
         const ids = Array.isArray(args.ids) ? args.ids.map(String) : [];
-        const view = new MainAreaWidget({
-          content: new CompareView({ store, api, commands, trans, ids })
-        });
-        view.id = `kubelab-compare-${++compareViews}`;
-        view.title.label = trans.__('Compare runs');
-        view.title.icon = experimentsIcon;
-        view.title.closable = true;
-        shell.add(view, 'main');
-        shell.activateById(view.id);
+        // The same comparison asked again (the same click) comes back to its tab.
+        const key = `compare:${[...ids].sort().join(',')}`;
+        showView(
+          key,
+          () => {
+            const view: MainAreaWidget = new MainAreaWidget({
+              content: new CompareView({
+                store,
+                api,
+                commands,
+                trans,
+                ids,
+                onSelection: selected => {
+                  // A reload and a link bring back what is ticked now.
+                  restoreArgs.set(view, { ids: [...selected] });
+                  links.set(view, { kind: 'compare', ids: [...selected] });
+                  void trackers.compare.save(view);
+                }
+              })
+            });
+            view.id = `kubelab-compare-${++compareViews}`;
+            view.title.label = trans.__('Compare runs');
+            view.title.icon = experimentsIcon;
+            view.title.closable = true;
+            return view;
+          },
+          'compare',
+          { ids },
+          { kind: 'compare', ids }
+        );
       }
     });
     let compareViews = 0;
+    const openLink = (link: ILink) => {
+      switch (link.kind) {
+        case 'run':
+          return commands.execute(CommandIDs.openExperiment, {
+            id: link.ids[0]
+          });
+        case 'sweep':
+          return commands.execute(CommandIDs.openSweep, { id: link.ids[0] });
+        case 'pipeline':
+          return commands.execute(CommandIDs.openPipeline, {
+            id: link.ids[0]
+          });
+        case 'compare':
+          return commands.execute(CommandIDs.compare, { ids: link.ids });
+      }
+    };
+    commands.addCommand(CommandIDs.openLink, {
+      label: trans.__('Open a kubelab link'),
+      describedBy: {
+        args: { type: 'object', properties: { search: { type: 'string' } } }
+      },
+      execute: async args => {
+        const search = typeof args.search === 'string' ? args.search : '';
+        const link = parseLink(search);
+        if (!link) {
+          return;
+        }
+        // Served once: the tab is then the layout's, and a reload restores it.
+        const url = new URL(window.location.href);
+        url.search = withoutLink(url.search);
+        window.history.replaceState(window.history.state, '', url.toString());
+        await openLink(link);
+      }
+    });
+    router?.register({ command: CommandIDs.openLink, pattern: LINK_PATTERN });
+    commands.addCommand(CommandIDs.copyLink, {
+      label: trans.__('Copy link'),
+      caption: trans.__(
+        'A URL that opens this view (for you, or anyone allowed to read it)'
+      ),
+      describedBy: NO_ARGS,
+      isEnabled: () => links.has(shell.currentWidget as MainAreaWidget),
+      execute: () => {
+        const link = links.get(shell.currentWidget as MainAreaWidget);
+        if (!link) {
+          return;
+        }
+        const url = new URL(window.location.href);
+        url.pathname = URLExt.join(
+          PageConfig.getOption('baseUrl') || '/',
+          'lab'
+        );
+        url.search = linkQuery(link);
+        url.hash = '';
+        Clipboard.copyToSystem(url.toString());
+        Notification.success(trans.__('Copied %1', url.toString()), {
+          autoClose: 3000
+        });
+      }
+    });
+    app.contextMenu.addItem({
+      command: CommandIDs.copyLink,
+      selector: '.lm-TabBar-tab.jp-kubelab-Tab',
+      rank: 50
+    });
     commands.addCommand(CommandIDs.refresh, {
       describedBy: NO_ARGS,
       label: trans.__('Refresh experiments'),
@@ -544,6 +693,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
         await runFile(path);
       }
     });
+    // The sidebar's Run button asks `isEnabled` only when told the command changed: tell
+    // it whenever another tab comes to the front.
+    shell.currentChanged.connect(() =>
+      commands.notifyCommandChanged(CommandIDs.runAsExperiment)
+    );
     const runSweep = async (path: string | null) => {
       const target = path ? commandFor(path) : null;
       const command = target

@@ -27,6 +27,8 @@ export interface IChartRun {
   points: readonly IMetricPoint[];
   /** Drawn dashed (a trial the sweep stopped early). */
   dashed?: boolean;
+  /** Its own dash pattern (a run past the palette's twenty colours). */
+  dash?: number[];
 }
 
 const DASH = [5, 4];
@@ -52,6 +54,8 @@ export function MetricCharts(props: {
   runs: readonly IChartRun[];
   settings: IChartSettings;
   trans: TranslationBundle;
+  /** What `report_final(value)` measured (a sweep's objective), shown for `default`. */
+  finalName?: string;
 }): JSX.Element {
   const { runs, settings, trans } = props;
   const { charts, values } = chartableMetrics(runs.map(r => r.points));
@@ -89,7 +93,11 @@ export function MetricCharts(props: {
           <tbody>
             {values.map(metric => (
               <tr key={metric} data-metric={metric}>
-                <th scope="row">{metric}</th>
+                <th scope="row">
+                  {metric === 'default' && props.finalName
+                    ? props.finalName
+                    : metric}
+                </th>
                 {runs.map(run => (
                   <td key={run.id} className="jp-kubelab-FinalValues-value">
                     {formatValue(shownValue(run.points, metric))}
@@ -126,14 +134,14 @@ function MetricOverlay(props: {
     ];
   }, [key, axis, smoothing, log]);
   const labels = withData
-    .map(r => `${r.label}|${r.colour}|${r.dashed ?? false}`)
+    .map(r => `${r.label}|${r.colour}|${r.dashed ?? false}|${r.dash ?? ''}`)
     .join(',');
   const series = useMemo(
     () =>
       withData.map(run => ({
         label: run.label,
         colour: run.colour,
-        dash: run.dashed ? DASH : undefined
+        dash: run.dashed ? DASH : run.dash
       })),
     [labels]
   );

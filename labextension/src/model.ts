@@ -241,6 +241,16 @@ export function sortValue(
   }
 }
 
+const collator = new Intl.Collator(undefined, {
+  numeric: true,
+  sensitivity: 'base'
+});
+
+/** Names as people read them: `run-2` < `run-10` < `run-999` < `run-2000`. */
+export function naturalCompare(a: string, b: string): number {
+  return collator.compare(a, b);
+}
+
 /** Ascending or descending by a column, nulls last, newest first among equals. */
 export function comparator(
   sort: ISortOrder
@@ -258,7 +268,14 @@ export function comparator(
       }
       return x === null ? 1 : -1;
     }
-    const order = x < y ? -1 : x > y ? 1 : 0;
+    const order =
+      typeof x === 'string' && typeof y === 'string'
+        ? naturalCompare(x, y)
+        : x < y
+          ? -1
+          : x > y
+            ? 1
+            : 0;
     return order === 0 ? newestFirst(a, b) : sign * order;
   };
 }

@@ -48,6 +48,7 @@ export function ObjectiveChart(props: {
         wallTime={false}
         log={log}
         xLabel={trans.__('trial')}
+        integerX
         trans={trans}
       />
     </div>

@@ -9,6 +9,7 @@ import { TranslationBundle } from '@jupyterlab/translation';
 import React, { useEffect, useRef } from 'react';
 import uPlot from 'uplot';
 
+import { INTEGER_INCRS } from './charts';
 import { formatNumber } from './model';
 
 export interface IOverlaySeries {
@@ -35,6 +36,8 @@ export interface IOverlayChartProps {
   title?: string;
   /** A short text after the caption, e.g. the latest value of a single run. */
   latest?: string;
+  /** The x values are counts (trials): ticks only at whole numbers, never 2.5. */
+  integerX?: boolean;
 }
 
 const HEIGHT = 220;
@@ -103,7 +106,12 @@ export function OverlayChart(props: IOverlayChartProps): JSX.Element {
           x: { time: wallTime },
           y: log ? { distr: 3 } : {}
         },
-        axes: [axis(xLabel), axis(metric)],
+        axes: [
+          props.integerX
+            ? { ...axis(xLabel), incrs: [...INTEGER_INCRS] }
+            : axis(xLabel),
+          axis(metric)
+        ],
         cursor: { drag: { x: true, y: false } },
         legend: { live: true },
         series: [{ label: xLabel }, ...series.map(seriesOptions)]
@@ -129,7 +137,7 @@ export function OverlayChart(props: IOverlayChartProps): JSX.Element {
       plot.current?.destroy();
       plot.current = null;
     };
-  }, [data, series, wallTime, log, xLabel, metric]);
+  }, [data, series, wallTime, log, xLabel, metric, props.integerX]);
 
   const reset = () => {
     const xs = data[0];

@@ -47,7 +47,10 @@ export const CommandIDs = {
   runSpec: 'kubelab:run-spec-file',
   refresh: 'kubelab:refresh',
   projectTensorBoard: 'kubelab:project-tensorboard',
-  compare: 'kubelab:compare-runs'
+  compare: 'kubelab:compare-runs',
+  openPipeline: 'kubelab:open-pipeline',
+  openLink: 'kubelab:open-link',
+  copyLink: 'kubelab:copy-link'
 } as const;
 
 /** The actions of an experiment row, in menu order. */

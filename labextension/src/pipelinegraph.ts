@@ -24,16 +24,6 @@ export interface IPipelineRecord {
   steps: IPipelineStep[];
 }
 
-export interface IScheduleRecord {
-  id: string;
-  name: string;
-  kind: string;
-  cron: string;
-  timezone: string;
-  paused: boolean;
-  next_at: string | null;
-}
-
 export const STEP_COLORS: Record<string, string> = {
   succeeded: '#1a7f37',
   failed: '#cf222e',

@@ -1,7 +1,7 @@
 /**
  * The Pipelines sidebar: pipelines with their steps drawn as a graph (a node per step,
  * coloured by its state, an edge per `depends_on`; clicking a node opens the step's
- * experiment or sweep), and the schedules with their next fire. It keeps to itself: its
+ * experiment or sweep), and the schedules (live, with their last and next fires; `schedulelist.tsx`). It keeps to itself: its
  * own panel, its own requests to `/kubelab/api/pipelines` and `/schedules`, and its own
  * event-stream connection, of which it reads only `pipeline` events.
  */
@@ -18,6 +18,7 @@ import {
   TranslationBundle
 } from '@jupyterlab/translation';
 import { ReactWidget, treeViewIcon } from '@jupyterlab/ui-components';
+import { ISignal, Signal } from '@lumino/signaling';
 import React, { useEffect, useState } from 'react';
 
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
@@ -26,16 +27,18 @@ import {
   INodePlace,
   IPipelineRecord,
   IPipelineStep,
-  IScheduleRecord,
   layout,
   NODE_H,
   NODE_W,
   STEP_COLORS
 } from './pipelinegraph';
+import { kubelabJson, ScheduleList } from './schedulelist';
+import { applySchedule, IScheduleRecord, removeSchedule } from './schedules';
 
 export const PIPELINES_SIDEBAR_ID = 'kubelab:pipelines';
 const OPEN_EXPERIMENT = 'kubelab:open-experiment';
 const OPEN_SWEEP = 'kubelab:open-sweep';
+const OPEN_PIPELINE = 'kubelab:open-pipeline';
 
 export function PipelineGraph(props: {
   pipeline: IPipelineRecord;
@@ -110,24 +113,10 @@ export function PipelineGraph(props: {
   );
 }
 
-/** Requests with JupyterLab's token; the answer's JSON, or an Error with the server's detail. */
-async function getJson<T>(path: string, signal?: AbortSignal): Promise<T> {
-  const settings = ServerConnection.makeSettings();
-  const url = URLExt.join(settings.baseUrl, 'kubelab/api/', path);
-  const response = await ServerConnection.makeRequest(
-    url,
-    { signal },
-    settings
-  );
-  if (!response.ok) {
-    const body = await response.json().catch(() => ({}));
-    throw new Error(body.detail ?? `${path}: ${response.status}`);
-  }
-  return (await response.json()) as T;
-}
-
 function PipelinesSection(props: {
   onOpen: (step: IPipelineStep) => void;
+  /** Emits a pipeline's id to show (a link, a command). */
+  select: ISignal<unknown, string>;
   trans: TranslationBundle;
 }): JSX.Element {
   const { trans } = props;
@@ -152,8 +141,8 @@ function PipelinesSection(props: {
         ),
       onConnect: async signal => {
         const [listed, scheduled] = await Promise.all([
-          getJson<{ items: IPipelineRecord[] }>('pipelines', signal),
-          getJson<{ items: IScheduleRecord[] }>('schedules', signal)
+          kubelabJson<{ items: IPipelineRecord[] }>('pipelines', { signal }),
+          kubelabJson<{ items: IScheduleRecord[] }>('schedules', { signal })
         ]);
         setPipelines(listed.items);
         setSchedules(scheduled.items);
@@ -162,10 +151,12 @@ function PipelinesSection(props: {
       onEvent: event => {
         if (event.event === 'pipeline') {
           upsert(JSON.parse(event.data) as IPipelineRecord);
-          // A scheduled fire starts a pipeline: the schedules' last and next fires moved.
-          void getJson<{ items: IScheduleRecord[] }>('schedules')
-            .then(scheduled => setSchedules(scheduled.items))
-            .catch(() => undefined);
+        } else if (event.event === 'schedule') {
+          const record = JSON.parse(event.data) as IScheduleRecord;
+          setSchedules(list => applySchedule(list, record));
+        } else if (event.event === 'schedule_deleted') {
+          const { id } = JSON.parse(event.data) as { id: string };
+          setSchedules(list => removeSchedule(list, id));
         }
       },
       onStateChange: state =>
@@ -174,6 +165,14 @@ function PipelinesSection(props: {
     stream.start();
     return () => void stream.stop();
   }, []);
+
+  useEffect(() => {
+    const show = (_: unknown, id: string) => setSelected(id);
+    props.select.connect(show);
+    return () => {
+      props.select.disconnect(show);
+    };
+  }, [props.select]);
 
   const shown = pipelines.find(p => p.id === selected) ?? pipelines[0];
   return (
@@ -207,22 +206,12 @@ function PipelinesSection(props: {
         </div>
       )}
       <h3>{trans.__('Schedules')}</h3>
-      {schedules.length === 0 ? (
-        <p className="jp-kubelab-Pipelines-empty">
-          {trans.__('No schedules.')}
-        </p>
-      ) : (
-        <ul className="jp-kubelab-ScheduleList">
-          {schedules.map(s => (
-            <li key={s.id} data-schedule-id={s.id}>
-              <b>{s.name}</b> {`(${s.kind})`} <code>{s.cron}</code> {s.timezone}{' '}
-              {s.paused
-                ? trans.__('paused')
-                : trans.__('next %1', s.next_at ?? '-')}
-            </li>
-          ))}
-        </ul>
-      )}
+      <ScheduleList
+        schedules={schedules}
+        trans={trans}
+        onChanged={record => setSchedules(list => applySchedule(list, record))}
+        onRemoved={id => setSchedules(list => removeSchedule(list, id))}
+      />
     </div>
   );
 }
@@ -246,13 +235,24 @@ export const pipelinesPlugin: JupyterFrontEndPlugin<void> = {
         step.kind === 'sweep' ? OPEN_SWEEP : OPEN_EXPERIMENT,
         { id: step.id ?? '' }
       );
+    const select = new Signal<unknown, string>({});
     const widget = ReactWidget.create(
-      <PipelinesSection onOpen={open} trans={trans} />
+      <PipelinesSection onOpen={open} select={select} trans={trans} />
     );
     widget.id = PIPELINES_SIDEBAR_ID;
     widget.title.icon = treeViewIcon;
     widget.title.caption = trans.__('Pipelines');
     widget.addClass('jp-kubelab-PipelinesSidebar');
     shell.add(widget, 'left', { rank: 601 });
+    app.commands.addCommand(OPEN_PIPELINE, {
+      label: trans.__('Open pipeline'),
+      describedBy: {
+        args: { type: 'object', properties: { id: { type: 'string' } } }
+      },
+      execute: args => {
+        shell.activateById(widget.id);
+        select.emit(String(args.id));
+      }
+    });
   }
 };

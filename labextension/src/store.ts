@@ -52,6 +52,11 @@ export class LiveStore {
   private refetchTimer: ReturnType<typeof setTimeout> | null = null;
   private resourcesTimer: ReturnType<typeof setTimeout> | null = null;
   private listGeneration = 0;
+  private inFlight: ExperimentEvent[] | null = null;
+  private listAbort: AbortController | null = null;
+  private markLoaded: () => void = () => undefined;
+  /** Resolves once the lists were read the first time (a restored view may wait for it). */
+  readonly ready = new Promise<void>(resolve => (this.markLoaded = resolve));
 
   constructor(readonly api: KubelabApi) {}
 
@@ -92,6 +97,9 @@ export class LiveStore {
 
   /** Filter with PQL; a refused query keeps the last good table and shows the error. */
   async setQuery(query: string): Promise<void> {
+    if (query === this.query && !this.queryError) {
+      return; // Enter on the same text: the table already is that query's
+    }
     this.query = query;
     await this.refetchExperiments();
   }
@@ -134,12 +142,14 @@ export class LiveStore {
     if (signal.aborted || generation !== this.listGeneration) {
       return;
     }
+    this.inFlight = null; // a (re)connection's list supersedes a refetch in flight
     if (records) {
       this.table = loadTable(records, this.table.sort);
     }
     this.sweeps = sweeps;
     this.tensorboards = tensorboards;
     this.scheduleResources(0);
+    this.markLoaded();
     this.emit();
   }
 
@@ -169,16 +179,29 @@ export class LiveStore {
 
   private async refetchExperiments(): Promise<void> {
     const generation = ++this.listGeneration;
+    // A newer query makes the list in flight moot: stop reading (and parsing) it.
+    this.listAbort?.abort();
+    const abort = (this.listAbort = new AbortController());
+    // Events that arrive while the list is in flight may postdate it: they are merged
+    // into the new list (through the query, as any event is), not lost under it.
+    const missed: ExperimentEvent[] = [];
+    this.inFlight = missed;
     try {
-      const records = await this.listExperiments();
+      const records = await this.listExperiments(abort.signal);
       if (generation !== this.listGeneration) {
         return;
       }
+      this.inFlight = null;
       if (records) {
         this.table = loadTable(records, this.table.sort);
+        missed.forEach(event => this.mergeEvent(event));
       }
       this.emit();
     } catch (reason) {
+      if (generation !== this.listGeneration) {
+        return; // aborted for a newer list
+      }
+      this.inFlight = null;
       console.warn('kubelab: could not load experiments', reason);
     }
   }
@@ -224,16 +247,8 @@ export class LiveStore {
       return;
     }
     const before = this.table;
-    const filtered = this.query !== '';
-    if (needsRefetch(before, event, filtered)) {
-      this.scheduleRefetch();
-    }
-    const shown =
-      event.kind === 'experiment' &&
-      before.rows.some(row => row.id === event.record.id);
-    if (!filtered || event.kind === 'deleted' || shown) {
-      this.table = applyEvent(before, event);
-    }
+    this.inFlight?.push(event);
+    this.mergeEvent(event);
     if (event.kind === 'experiment') {
       const previous = before.rows.find(row => row.id === event.record.id);
       if (!previous || previous.status !== event.record.status) {
@@ -248,8 +263,28 @@ export class LiveStore {
     }
   }
 
+  /**
+   * Merge one event into the table through the current query: unfiltered, it is
+   * applied; filtered, only a row already shown is updated in place, and a new run (or
+   * a changed status) asks the server, which alone evaluates PQL, for the list again.
+   */
+  private mergeEvent(event: ExperimentEvent): void {
+    const filtered = this.query !== '';
+    if (needsRefetch(this.table, event, filtered)) {
+      this.scheduleRefetch();
+    }
+    const shown =
+      event.kind === 'experiment' &&
+      this.table.rows.some(row => row.id === event.record.id);
+    if (!filtered || event.kind === 'deleted' || shown) {
+      this.table = applyEvent(this.table, event);
+    }
+  }
+
   private scheduleRefetch(): void {
-    if (this.refetchTimer === null) {
+    // While a list is in flight its missed events are replayed on it when it lands,
+    // which asks again if some new run is still missing: one request at a time.
+    if (this.refetchTimer === null && this.inFlight === null) {
       this.refetchTimer = setTimeout(() => {
         this.refetchTimer = null;
         void this.refetchExperiments();

@@ -69,7 +69,7 @@ function SweepFormView(
           id="kubelab-sweep-space"
           name="space"
           className="jp-mod-styled jp-kubelab-SweepForm-space"
-          rows={8}
+          rows={Math.min(30, Math.max(6, form.space.split('\n').length + 1))}
           value={form.space}
           spellCheck={false}
           aria-invalid={errors.space ? true : undefined}

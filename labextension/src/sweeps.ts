@@ -219,3 +219,30 @@ export function choiceValues(
   }
   return choices;
 }
+
+/**
+ * The value a trials table shows for the objective: the trial's result, or for a trial
+ * that has none (pruned, stopped, still running) the last value it reported, marked so.
+ */
+export function shownObjective(
+  trial: ITrialRow,
+  metric: string
+): { value: number | null; last: boolean } {
+  if (trial.objective !== null && trial.objective !== undefined) {
+    return { value: trial.objective, last: false };
+  }
+  const reported = trial.metrics?.[metric];
+  return typeof reported === 'number'
+    ? { value: reported, last: true }
+    : { value: null, last: false };
+}
+
+/** `Pruned`, not `Pruned (pruned)`: the result only when it says more than the status. */
+export function trialStatusText(trial: ITrialRow): string {
+  const result = trial.result ?? '';
+  return result &&
+    result !== 'complete' &&
+    result.toLowerCase() !== String(trial.status).toLowerCase()
+    ? `${trial.status} (${result})`
+    : String(trial.status);
+}

@@ -1,8 +1,8 @@
 /**
  * The sweep view in the main area: progress and best trial with Stop / Resume, the
  * objective per trial with the best so far, every trial's intermediate results overlaid
- * per metric (pruned trials dashed), parallel coordinates whose brushes filter the
- * trials table, and the sortable trials table. It re-reads `GET sweeps/<id>` and
+ * per metric (pruned trials dashed), parallel coordinates whose brushes filter every panel
+ * (and what Compare trials opens with), and the sortable trials table. It re-reads `GET sweeps/<id>` and
  * `GET sweeps/<id>/metrics` when a `sweep` event or one of its trials' `experiment`
  * events arrives (debounced), never on a timer.
  */
@@ -19,7 +19,7 @@ import {
   IChartSettings
 } from './chartcontrols';
 import { parallelCoordinates } from './charts';
-import { runColour } from './compare';
+import { runStyle } from './compare';
 import { IChartRun, MetricCharts } from './metriccharts';
 import { IExperimentRecord } from './model';
 import { ObjectiveChart } from './objectivechart';
@@ -135,14 +135,14 @@ function SweepDetailView(props: ISweepViewOptions): JSX.Element {
   );
   const runs: IChartRun[] = useMemo(
     () =>
-      curves.map((trial, index) => {
+      curves.map(trial => {
         const pruned = trial.result === 'pruned';
         return {
           id: trial.id ?? `trial-${trial.trial}`,
           label: pruned
             ? trans.__('#%1 (pruned)', trial.trial)
             : `#${trial.trial}`,
-          colour: runColour(index),
+          ...runStyle(trial.trial), // a trial's colour is its number's, in every chart
           points: trial.points,
           dashed: pruned
         };
@@ -166,6 +166,10 @@ function SweepDetailView(props: ISweepViewOptions): JSX.Element {
   const shown = passing
     ? detail.trials.filter(t => passing.has(t.trial))
     : detail.trials;
+  // A brush on the parallel coordinates filters every panel, and what Compare opens with.
+  const shownRuns = passing
+    ? runs.filter((_, index) => passing.has(curves[index].trial))
+    : runs;
   const pruned = curves.filter(t => t.result === 'pruned').length;
   return (
     <div className="jp-kubelab-Detail" data-sweep-id={id}>
@@ -218,9 +222,7 @@ function SweepDetailView(props: ISweepViewOptions): JSX.Element {
             className="jp-Button jp-mod-styled jp-kubelab-CompareTrials"
             onClick={() =>
               void commands.execute(CommandIDs.compare, {
-                ids: detail.trials
-                  .map(t => t.id)
-                  .filter((t): t is string => t !== null)
+                ids: shown.map(t => t.id).filter((t): t is string => t !== null)
               })
             }
           >
@@ -232,7 +234,7 @@ function SweepDetailView(props: ISweepViewOptions): JSX.Element {
       <ChartControls settings={chart} trans={trans} onChange={setChart} />
       <div className="jp-kubelab-Charts">
         <ObjectiveChart
-          trials={detail.trials}
+          trials={shown}
           metric={metric}
           direction={direction}
           log={chart.log}
@@ -257,7 +259,12 @@ function SweepDetailView(props: ISweepViewOptions): JSX.Element {
             </span>
           ) : null}
         </h2>
-        <MetricCharts runs={runs} settings={chart} trans={trans} />
+        <MetricCharts
+          runs={shownRuns}
+          settings={chart}
+          trans={trans}
+          finalName={detail.objective.metric}
+        />
       </section>
       <section className="jp-kubelab-Detail-section">
         <h2>

@@ -24,6 +24,8 @@ import { useGrid } from './usegrid';
 import { visibleWindow } from './virtual';
 
 export const ROW_HEIGHT = 28;
+/** The pause in typing after which the filter applies (within the 150 ms target). */
+export const QUERY_DEBOUNCE_MS = 80;
 
 const WIDTHS: Record<Column, string> = {
   name: 'minmax(110px, 2fr)',
@@ -351,9 +353,17 @@ export function QueryBox(props: {
 }): JSX.Element {
   const { error, trans } = props;
   const [text, setText] = useState(props.value);
+  // The sidebar re-renders on every event, each time with a new `onQuery`: the debouncer
+  // must outlive those renders, or runs arriving faster than the pause cancel the query.
+  const onQuery = useRef(props.onQuery);
+  onQuery.current = props.onQuery;
   const debouncer = useMemo(
-    () => new Debouncer<string>(value => props.onQuery(value.trim()), 400),
-    [props.onQuery]
+    () =>
+      new Debouncer<string>(
+        value => onQuery.current(value.trim()),
+        QUERY_DEBOUNCE_MS
+      ),
+    []
   );
   useEffect(() => () => debouncer.cancel(), [debouncer]);
   const marked = error ? markError(text, error.index) : null;

@@ -40,13 +40,26 @@ export function tensorBoardTab(
   const view = new MainAreaWidget({ content: frame });
   view.id = `kubelab-tensorboard-${id}`;
   view.node.dataset.tensorboardId = id;
-  view.title.label = trans.__('TensorBoard');
-  view.title.caption = url;
+  // Titled with what it shows, so two TensorBoard tabs can be told apart.
+  const retitle = () => {
+    const names = Object.keys(
+      store.tensorboards.find(s => s.id === id)?.logdirs ?? {}
+    );
+    view.title.label =
+      names.length === 0
+        ? trans.__('TensorBoard')
+        : names.length === 1
+          ? trans.__('TensorBoard · %1', names[0])
+          : trans.__('TensorBoard · %1 runs', names.length);
+    view.title.caption = names.length ? `${names.join(', ')}\n${url}` : url;
+  };
+  retitle();
   view.title.icon = options.icon;
   view.title.closable = true;
 
   let ended = false;
   const follow = () => {
+    retitle();
     if (!ended && sessionEnded(store.tensorboards, id)) {
       ended = true;
       view.dispose();

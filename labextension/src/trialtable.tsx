@@ -10,8 +10,10 @@ import { formatValue } from './model';
 import {
   ITrialRow,
   ITrialSort,
+  shownObjective,
   sortTrials,
   toggleTrialSort,
+  trialStatusText,
   TrialSortKey
 } from './sweeps';
 import { useGrid } from './usegrid';
@@ -98,14 +100,9 @@ export function TrialTable(props: {
                 <span
                   className={`jp-kubelab-StatusDot jp-kubelab-StatusDot-${String(trial.status).toLowerCase()}`}
                 />
-                {trial.status}
-                {trial.result && trial.result !== 'complete'
-                  ? ` (${trial.result})`
-                  : ''}
+                {trialStatusText(trial)}
               </td>
-              <td role="gridcell" tabIndex={-1} className="jp-kubelab-Number">
-                {formatValue(trial.objective, '—')}
-              </td>
+              <ObjectiveCell trial={trial} metric={metric} trans={trans} />
               {params.map(name => (
                 <td role="gridcell" tabIndex={-1} key={name}>
                   {formatValue(trial.params?.[name], '—')}
@@ -116,5 +113,29 @@ export function TrialTable(props: {
         })}
       </tbody>
     </table>
+  );
+}
+
+function ObjectiveCell(props: {
+  trial: ITrialRow;
+  metric: string;
+  trans: TranslationBundle;
+}): JSX.Element {
+  const shown = shownObjective(props.trial, props.metric);
+  return (
+    <td
+      role="gridcell"
+      tabIndex={-1}
+      className="jp-kubelab-Number"
+      data-last={shown.last || undefined}
+      title={
+        shown.last
+          ? props.trans.__('the last %1 it reported', props.metric)
+          : undefined
+      }
+    >
+      {formatValue(shown.value, '—')}
+      {shown.last ? <sup aria-hidden="true">†</sup> : null}
+    </td>
   );
 }

@@ -2,6 +2,7 @@ import {
   bestSoFar,
   buildAxis,
   extent,
+  INTEGER_INCRS,
   linearScale,
   logScale,
   niceTicks,
@@ -157,5 +158,13 @@ describe('choice parameters', () => {
     });
     expect(axes.map(a => a.kind)).toEqual(['category', 'linear', 'linear']);
     expect(lines[1].positions[0]).toBe(1);
+  });
+});
+
+describe('a trial axis', () => {
+  it('ticks at whole numbers only (no trial 2.5)', () => {
+    expect(INTEGER_INCRS[0]).toBe(1);
+    expect(INTEGER_INCRS.every(step => Number.isInteger(step))).toBe(true);
+    expect(INTEGER_INCRS.slice(0, 6)).toEqual([1, 2, 5, 10, 20, 50]);
   });
 });

@@ -8,6 +8,8 @@ import {
   forLogScale,
   groupBySweep,
   runColour,
+  runStyle,
+  assignSlots,
   smooth
 } from '../src/compare';
 import { IExperimentRecord } from '../src/model';
@@ -154,8 +156,22 @@ describe('run table', () => {
     ]);
   });
 
-  it('gives runs distinct colours', () => {
-    expect(new Set([0, 1, 2, 3].map(runColour)).size).toBe(4);
-    expect(runColour(10)).toBe(runColour(0));
+  it('gives twenty runs distinct colours, then dashes', () => {
+    const indices = [...Array(20).keys()];
+    expect(new Set(indices.map(runColour)).size).toBe(20);
+    expect(runColour(10)).not.toBe(runColour(0)); // trials #0 and #10 of a sweep
+    expect(runStyle(3).dash).toBeUndefined();
+    expect(runStyle(20).colour).toBe(runStyle(0).colour);
+    expect(runStyle(20).dash).toBeDefined();
+    expect(runStyle(40).dash).not.toEqual(runStyle(20).dash);
+  });
+
+  it('keeps a run its colour while others are ticked and unticked', () => {
+    let slots = assignSlots({}, ['a', 'b', 'c']);
+    expect(slots).toEqual({ a: 0, b: 1, c: 2 });
+    slots = assignSlots(slots, ['a', 'c']);
+    expect(slots).toEqual({ a: 0, c: 2 });
+    slots = assignSlots(slots, ['a', 'c', 'd', 'e']);
+    expect(slots).toEqual({ a: 0, c: 2, d: 1, e: 3 });
   });
 });

@@ -292,3 +292,15 @@ describe('formatting', () => {
     expect(formatLatestMetric(make({}))).toBe('—');
   });
 });
+
+describe('name sort', () => {
+  it('puts run-999 before run-2000', () => {
+    const rows = loadTable(
+      ['run-2000', 'run-999', 'run-2'].map((name, i) =>
+        make({ id: `id${i}`, name })
+      ),
+      { column: 'name', descending: false }
+    ).rows.map(r => r.name);
+    expect(rows).toEqual(['run-2', 'run-999', 'run-2000']);
+  });
+});

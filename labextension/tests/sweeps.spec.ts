@@ -6,7 +6,10 @@ import {
   parameterNames,
   parseSweep,
   parseSweepDetail,
-  progressFraction
+  progressFraction,
+  ITrialRow,
+  shownObjective,
+  trialStatusText
 } from '../src/sweeps';
 
 const sweep = (overrides: Record<string, unknown> = {}) =>
@@ -77,5 +80,40 @@ describe('sweeps', () => {
       metrics: {}
     }));
     expect(parameterNames(rows)).toEqual(['lr', 'act', 'dropout']);
+  });
+});
+
+describe('a trial in the trials table', () => {
+  const trial = (overrides: Partial<ITrialRow>): ITrialRow => ({
+    id: 't',
+    trial: 3,
+    status: 'Pruned',
+    result: 'pruned',
+    objective: null,
+    params: {},
+    metrics: { loss: 0.42 },
+    ...overrides
+  });
+
+  it('shows a pruned trial its last value, marked as such', () => {
+    expect(shownObjective(trial({}), 'loss')).toEqual({
+      value: 0.42,
+      last: true
+    });
+    expect(shownObjective(trial({ objective: 0.1 }), 'loss')).toEqual({
+      value: 0.1,
+      last: false
+    });
+    expect(shownObjective(trial({ metrics: {} }), 'loss').value).toBeNull();
+  });
+
+  it('says Pruned, not Pruned (pruned)', () => {
+    expect(trialStatusText(trial({}))).toBe('Pruned');
+    expect(
+      trialStatusText(trial({ status: 'Succeeded', result: 'complete' }))
+    ).toBe('Succeeded');
+    expect(trialStatusText(trial({ status: 'Failed', result: 'error' }))).toBe(
+      'Failed (error)'
+    );
   });
 });

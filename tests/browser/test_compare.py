@@ -66,11 +66,12 @@ def test_compare_three_runs(lab_server, page: Page) -> None:
     table = view.locator(".jp-kubelab-RunTable")
     expect(table.locator('th[data-column="param:lr"]')).to_be_visible()
     expect(table.locator('th[data-column="metric:loss"]')).to_be_visible()
-    group = table.locator("tbody[data-sweep-id]")
+    group = table.locator(".jp-kubelab-RunTable-group[data-sweep-id]")
+    trials = table.locator(".jp-kubelab-RunTable-row[data-sweep-id]")
     expect(group.locator(".jp-kubelab-RunTable-toggle")).to_have_text("▾ Sweep cmp-sweep (3 trials)")
-    expect(group.locator(".jp-kubelab-RunTable-row")).to_have_count(3)
+    expect(trials).to_have_count(3)
     group.locator(".jp-kubelab-RunTable-toggle").click()
-    expect(group.locator(".jp-kubelab-RunTable-row")).to_have_count(0)
+    expect(trials).to_have_count(0)
     name_cell = table.locator(".jp-kubelab-RunTable-name").first
     assert name_cell.evaluate("node => getComputedStyle(node).position") == "sticky"
 

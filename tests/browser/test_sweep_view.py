@@ -93,6 +93,10 @@ def test_start_a_sweep_from_the_dialog_after_fixing_its_errors(lab_server, page:
     expect(space_error).to_contain_text("not valid YAML", timeout=WAIT_MS)
     dialog.locator('textarea[name="space"]').fill(GOOD_SPACE)
     expect(start).to_be_enabled()
+    # One scrollbar at most: the space grows with its text, the dialog with the window.
+    for scroller in ('textarea[name="space"]', ".jp-Dialog-body"):
+        overflow = dialog.locator(scroller).evaluate("node => node.scrollHeight - node.clientHeight")
+        assert overflow <= 1, (scroller, overflow)
     page.screenshot(path=str(ARTIFACTS / "sweep-dialog.png"))
     start.click()
     expect(dialog).to_have_count(0, timeout=WAIT_MS)
@@ -133,9 +137,20 @@ def test_brushing_the_parallel_coordinates_filters_the_trials(lab_server, page: 
     expect(view.locator("[data-trials-shown]")).to_contain_text("2 of 4")
     for row in trial_rows(view).all():
         expect(row.locator("td").nth(4)).to_have_text("0.01")
+    # Every panel follows the brush: the curves, and the trials Compare opens with.
+    curves = view.locator('.jp-kubelab-SweepCurves .jp-kubelab-Overlay[data-metric="loss"]')
+    expect(curves.locator(".u-legend .u-series")).to_have_count(3)  # step and two trials
     page.screenshot(path=str(ARTIFACTS / "sweep-view-brushed.png"))
+    view.get_by_role("button", name="Compare trials").click()
+    compare = page.locator(".jp-kubelab-Compare:visible")
+    expect(compare.locator("[data-compare-count]")).to_have_text("2 runs compared", timeout=WAIT_MS)
+    page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Compare runs").locator(
+        ".lm-TabBar-tabCloseIcon"
+    ).click()
+    page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Sweep ui-grid").click()
     view.get_by_role("button", name="Clear filters").click()
     expect(trial_rows(view)).to_have_count(4)
+    expect(curves.locator(".u-legend .u-series")).to_have_count(5)
 
 
 def test_the_trials_table_sorts_and_opens_from_the_keyboard(lab_server, page: Page) -> None:
@@ -204,7 +219,10 @@ def test_pruned_trials_are_marked(lab_server, page: Page) -> None:
     view = page.locator(f'.jp-kubelab-Detail[data-sweep-id="{sweep_id}"]')
     pruned_row = view.locator('.jp-kubelab-Trials tbody tr[data-trial="3"]')
     expect(pruned_row).to_have_class(re.compile(r"\bjp-kubelab-Trials-pruned\b"), timeout=WAIT_MS)
-    expect(pruned_row).to_contain_text("(pruned)")
+    status = pruned_row.locator("td").nth(1)
+    expect(status).to_have_text(re.compile(r"^(Pruned|\w+ \(pruned\))$"))  # never "Pruned (pruned)"
+    last = pruned_row.locator("td[data-last]")  # no result: its last reported value, marked
+    expect(last).to_have_text(re.compile(r"^-?\d[\d.e-]*†$"))
     curves = view.locator('.jp-kubelab-SweepCurves .jp-kubelab-Overlay[data-metric="loss"]')
     expect(curves.locator(".u-legend")).to_contain_text("#3 (pruned)")
     expect(view.locator(".jp-kubelab-SweepCurves h2")).to_contain_text("1 pruned, dashed")

@@ -1,0 +1,136 @@
+/**
+ * The Schedules list of the Pipelines sidebar: each schedule with what it starts, its
+ * cron and zone, the last fire (its outcome) and the next, both as wall-clock times in
+ * the schedule's own zone, and Pause/Resume/Delete. The list itself is kept live by the
+ * sidebar's event stream (`schedule`, `schedule_deleted`).
+ */
+import { Dialog, showDialog, showErrorMessage } from '@jupyterlab/apputils';
+import { URLExt } from '@jupyterlab/coreutils';
+import { ServerConnection } from '@jupyterlab/services';
+import { TranslationBundle } from '@jupyterlab/translation';
+import React from 'react';
+
+import { formatInZone, IScheduleRecord, lastFire } from './schedules';
+
+/** A request with JupyterLab's token; the answer's JSON, or an Error with the server's detail. */
+export async function kubelabJson<T>(
+  path: string,
+  init: RequestInit = {}
+): Promise<T> {
+  const settings = ServerConnection.makeSettings();
+  const url = URLExt.join(settings.baseUrl, 'kubelab/api/', path);
+  const response = await ServerConnection.makeRequest(url, init, settings);
+  if (!response.ok) {
+    const body = await response.json().catch(() => ({}));
+    throw new Error(body.detail ?? `${path}: ${response.status}`);
+  }
+  return (response.status === 204 ? null : await response.json()) as T;
+}
+
+export function ScheduleList(props: {
+  schedules: readonly IScheduleRecord[];
+  trans: TranslationBundle;
+  /** Called with the server's answer, so the row changes before the event arrives. */
+  onChanged(record: IScheduleRecord): void;
+  onRemoved(id: string): void;
+}): JSX.Element {
+  const { schedules, trans } = props;
+  if (schedules.length === 0) {
+    return (
+      <p className="jp-kubelab-Pipelines-empty">
+        {trans.__(
+          'No schedules. Add one with kubelab schedule add -f FILE (a spec with a schedule: section).'
+        )}
+      </p>
+    );
+  }
+  const act = (record: IScheduleRecord, action: 'pause' | 'resume') =>
+    kubelabJson<IScheduleRecord>(
+      `schedules/${encodeURIComponent(record.id)}/${action}`,
+      { method: 'POST' }
+    ).then(props.onChanged, reason =>
+      showErrorMessage(
+        trans.__('Cannot %1 %2', action, record.name),
+        String(reason instanceof Error ? reason.message : reason)
+      )
+    );
+  const remove = async (record: IScheduleRecord) => {
+    const answer = await showDialog({
+      title: trans.__('Delete schedule %1?', record.name),
+      body: trans.__('It stops firing; what it already started keeps running.'),
+      buttons: [
+        Dialog.cancelButton(),
+        Dialog.warnButton({ label: trans.__('Delete') })
+      ]
+    });
+    if (!answer.button.accept) {
+      return;
+    }
+    try {
+      await kubelabJson<null>(`schedules/${encodeURIComponent(record.id)}`, {
+        method: 'DELETE'
+      });
+      props.onRemoved(record.id);
+    } catch (reason) {
+      await showErrorMessage(
+        trans.__('Cannot delete %1', record.name),
+        String(reason instanceof Error ? reason.message : reason)
+      );
+    }
+  };
+  return (
+    <ul className="jp-kubelab-ScheduleList">
+      {schedules.map(s => {
+        const last = lastFire(s);
+        return (
+          <li
+            key={s.id}
+            className="jp-kubelab-Schedule"
+            data-schedule-id={s.id}
+            data-paused={s.paused}
+          >
+            <div className="jp-kubelab-Schedule-line">
+              <span className="jp-kubelab-Schedule-name">{s.name}</span>
+              <span className="jp-kubelab-Schedule-kind">{s.kind}</span>
+              <button
+                className="jp-Button jp-mod-minimal jp-kubelab-Schedule-toggle"
+                onClick={() => void act(s, s.paused ? 'resume' : 'pause')}
+              >
+                {s.paused ? trans.__('Resume') : trans.__('Pause')}
+              </button>
+              <button
+                className="jp-Button jp-mod-minimal jp-kubelab-Schedule-delete"
+                onClick={() => void remove(s)}
+              >
+                {trans.__('Delete')}
+              </button>
+            </div>
+            <div className="jp-kubelab-Schedule-when">
+              <code>{s.cron}</code> {s.timezone}
+            </div>
+            <div className="jp-kubelab-Schedule-next">
+              {s.paused
+                ? trans.__('paused')
+                : s.next_at
+                  ? trans.__('next %1', formatInZone(s.next_at, s.timezone))
+                  : trans.__('no further fire')}
+            </div>
+            <div
+              className="jp-kubelab-Schedule-last"
+              title={last?.reason ?? ''}
+            >
+              {last
+                ? trans.__(
+                    'last %1: %2%3',
+                    formatInZone(last.at, s.timezone),
+                    last.state,
+                    last.id ? ` (${last.id})` : ''
+                  )
+                : trans.__('not fired yet')}
+            </div>
+          </li>
+        );
+      })}
+    </ul>
+  );
+}

@@ -1,0 +1,85 @@
+import http from 'http';
+
+import { KubelabApi } from '../src/api';
+import { LiveStore } from '../src/store';
+import {
+  ITestServer,
+  openEventStream,
+  record,
+  sendJson,
+  startServer,
+  waitFor
+} from './server';
+
+/**
+ * The store against a real HTTP server: the event stream is merged into the current
+ * query, including the events that arrive while a filtered list is in flight.
+ */
+describe('LiveStore', () => {
+  let server: ITestServer;
+  let store: LiveStore;
+  let stream: http.ServerResponse | null = null;
+  let held: (() => void) | null = null;
+
+  const send = (event: string, data: unknown) =>
+    stream?.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+
+  beforeEach(async () => {
+    const kept = record({ id: 'kept00000001', name: 'kept' });
+    server = await startServer((request, response) => {
+      const url = new URL(request.url, 'http://x');
+      if (url.pathname.endsWith('/events')) {
+        openEventStream(response);
+        stream = response;
+      } else if (url.pathname.endsWith('/experiments')) {
+        const query = url.searchParams.get('query') ?? '';
+        const items = query ? [kept] : [kept, record()];
+        const answer = () => sendJson(response, 200, { items, total: 2 });
+        if (query) {
+          held = answer; // the test decides when the filtered list lands
+        } else {
+          answer();
+        }
+      } else if (url.pathname.endsWith('/resources')) {
+        sendJson(response, 200, { backend: 'local', gpus: { total: 0 } });
+      } else {
+        sendJson(response, 200, { items: [] });
+      }
+    });
+    const api = new KubelabApi(server.url + 'kubelab/api/', (url, init) =>
+      fetch(url, init)
+    );
+    store = new LiveStore(api);
+    store.start();
+    await waitFor(() => store.table.rows.length === 2, 'the first list');
+  });
+
+  afterEach(async () => {
+    await store.dispose();
+    await server.close();
+  });
+
+  it('replays events that arrive while a filtered list is in flight', async () => {
+    const applied = store.setQuery('name:kept');
+    await waitFor(() => held !== null, 'the filtered request');
+    send(
+      'experiment',
+      record({ id: 'kept00000001', name: 'kept', status: 'Running' })
+    );
+    send('experiment', record({ id: 'noise0000001', name: 'noise' }));
+    await waitFor(
+      () =>
+        store.table.rows.some(
+          r => r.id === 'kept00000001' && r.status === 'Running'
+        ),
+      'the event on the old table'
+    );
+    held?.();
+    await applied;
+    // The list was read before the event: the event wins, and the new run that fails
+    // the filter is not shown (only the server evaluates PQL; it is asked again).
+    expect(store.table.rows.map(r => [r.id, r.status])).toEqual([
+      ['kept00000001', 'Running']
+    ]);
+  });
+});
