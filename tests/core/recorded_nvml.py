@@ -32,7 +32,7 @@ class RecordedNvml:
     NVMLError = NVMLError
     NVML_TEMPERATURE_GPU = NVML_TEMPERATURE_GPU
 
-    def __init__(self, name: str = "nvml_two_gpus.json", missing_library: bool = False):
+    def __init__(self, name: str = "nvml_two_gpus.json", missing_library: bool = False) -> None:
         self.devices: list[dict[str, Any]] = json.loads((FIXTURES / name).read_text())["devices"]
         self.calls: dict[tuple[int, str], int] = {}
         self.missing_library = missing_library
