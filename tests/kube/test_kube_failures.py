@@ -6,13 +6,16 @@ in front of it (tests/controlplane/faults.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from controlplane.cluster import ControlPlane
+from controlplane.faults import FaultProxy
 from kube_support import objects, pods_of, wait_for
 from kubernetes import client
 
+from kubelab.backends.kubernetes.backend import KubernetesBackend
 from kubelab.backends.kubernetes.errors import Forbidden, QuotaExceeded, Unavailable
 from kubelab.errors import Conflict, ValidationError
 from kubelab.experiments import Experiments
@@ -23,7 +26,7 @@ PYTORCH = {**SPEC, "framework": "pytorch", "replicas": 2}
 
 
 @pytest.fixture
-def proxy(simulated_cluster) -> Iterator:
+def proxy(simulated_cluster: ControlPlane) -> Iterator[FaultProxy]:
     faults = simulated_cluster.fault_proxy()
     yield faults
     faults.close()
@@ -31,7 +34,12 @@ def proxy(simulated_cluster) -> Iterator:
 
 @pytest.fixture
 def proxied_lab(
-    simulated_cluster, proxy, make_backend, namespace: str, home: Path, tmp_path: Path
+    simulated_cluster: ControlPlane,
+    proxy: FaultProxy,
+    make_backend: Callable[..., KubernetesBackend],
+    namespace: str,
+    home: Path,
+    tmp_path: Path,
 ) -> Experiments:
     """An `Experiments` service whose backend talks to the API server through the fault proxy."""
     kubeconfig = simulated_cluster.write_kubeconfig(
@@ -63,7 +71,7 @@ def can_create_jobs(kubeconfig: Path, namespace: str) -> bool:
 
 
 def test_rbac_refusal_names_the_role(
-    lab: Experiments, namespace: str, home: Path, admin, notebook_kubeconfig: Path
+    lab: Experiments, namespace: str, home: Path, admin: client.ApiClient, notebook_kubeconfig: Path
 ) -> None:
     client.RbacAuthorizationV1Api(admin).delete_namespaced_role_binding("kubelab-notebook", namespace)
     wait_for(lambda: not can_create_jobs(notebook_kubeconfig, namespace), what="RBAC to see the binding gone")
@@ -74,21 +82,23 @@ def test_rbac_refusal_names_the_role(
     assert not list((home / "runs").iterdir())
 
 
-def test_transient_5xx_is_retried(proxy, proxied_lab: Experiments, admin, namespace: str, home: Path) -> None:
+def test_transient_5xx_is_retried(
+    proxy: FaultProxy, proxied_lab: Experiments, admin: client.ApiClient, namespace: str, home: Path
+) -> None:
     proxy.fail_next("create", "jobs", 500, times=2)
     record = proxied_lab.submit(SPEC, base_dir=home)
     assert record["status"] == "Pending"
     assert len(objects(admin, "jobs", namespace)) == 1
 
 
-def test_persistent_5xx_becomes_unavailable(proxy, proxied_lab: Experiments, home: Path) -> None:
+def test_persistent_5xx_becomes_unavailable(proxy: FaultProxy, proxied_lab: Experiments, home: Path) -> None:
     proxy.fail_next("create", "jobs", 503, times=10)
     with pytest.raises(Unavailable) as err:
         proxied_lab.submit(SPEC, base_dir=home)
     assert "kept failing (503" in err.value.detail
 
 
-def test_connection_refused(proxy, proxied_lab: Experiments, home: Path) -> None:
+def test_connection_refused(proxy: FaultProxy, proxied_lab: Experiments, home: Path) -> None:
     with proxy.unreachable(), pytest.raises(Unavailable) as err:
         proxied_lab.submit(SPEC, base_dir=home)
     assert "cannot reach the Kubernetes API" in err.value.detail
@@ -96,7 +106,9 @@ def test_connection_refused(proxy, proxied_lab: Experiments, home: Path) -> None
     assert not list((home / "runs").iterdir())
 
 
-def test_invalid_object_is_a_validation_error(make_backend, home: Path) -> None:
+def test_invalid_object_is_a_validation_error(
+    make_backend: Callable[..., KubernetesBackend], home: Path
+) -> None:
     # a spawner that already mounts its own /dev/shm volume named like kubelab's
     backend = make_backend(start=False, volumes=[{"name": "dshm", "emptyDir": {}}], mounts=[])
     lab = Experiments(home=home, backend=backend, user="alice")
@@ -108,7 +120,7 @@ def test_invalid_object_is_a_validation_error(make_backend, home: Path) -> None:
 
 
 def test_name_taken_by_someone_else_is_a_conflict(
-    lab: Experiments, backend, namespace: str, home: Path, admin
+    lab: Experiments, backend: KubernetesBackend, namespace: str, home: Path, admin: client.ApiClient
 ) -> None:
     record = lab.submit(SPEC, base_dir=home)
     run = lab.run(record["id"])
@@ -125,7 +137,7 @@ def test_name_taken_by_someone_else_is_a_conflict(
 
 
 def test_retried_create_that_got_through_is_not_a_conflict(
-    lab: Experiments, backend, admin, namespace: str, home: Path
+    lab: Experiments, backend: KubernetesBackend, admin: client.ApiClient, namespace: str, home: Path
 ) -> None:
     record = lab.submit(SPEC, base_dir=home)
     run = lab.run(record["id"])
@@ -134,7 +146,7 @@ def test_retried_create_that_got_through_is_not_a_conflict(
 
 
 def test_half_created_experiment_is_cleaned_up(
-    proxy, proxied_lab: Experiments, admin, namespace: str, home: Path
+    proxy: FaultProxy, proxied_lab: Experiments, admin: client.ApiClient, namespace: str, home: Path
 ) -> None:
     proxy.fail_next(
         "create",
@@ -149,7 +161,9 @@ def test_half_created_experiment_is_cleaned_up(
     assert not objects(admin, "jobs", namespace)
 
 
-def test_quota_refusal_at_submit(lab: Experiments, namespace: str, home: Path, admin) -> None:
+def test_quota_refusal_at_submit(
+    lab: Experiments, namespace: str, home: Path, admin: client.ApiClient
+) -> None:
     core = client.CoreV1Api(admin)
     core.create_namespaced_resource_quota(
         namespace, {"metadata": {"name": "objects"}, "spec": {"hard": {"count/jobs.batch": "0"}}}
@@ -166,7 +180,7 @@ def test_quota_refusal_at_submit(lab: Experiments, namespace: str, home: Path, a
 
 
 def test_gpu_quota_refusal_of_pods_is_the_pending_reason(
-    lab: Experiments, namespace: str, home: Path, admin
+    lab: Experiments, namespace: str, home: Path, admin: client.ApiClient
 ) -> None:
     core = client.CoreV1Api(admin)
     core.create_namespaced_resource_quota(
@@ -187,7 +201,7 @@ def test_gpu_quota_refusal_of_pods_is_the_pending_reason(
 
 
 def test_an_admission_refusal_of_pods_is_the_pending_reason(
-    lab: Experiments, namespace: str, home: Path, admin
+    lab: Experiments, namespace: str, home: Path, admin: client.ApiClient
 ) -> None:
     """A pod the API server refuses for another reason than a quota (here a LimitRange's minimum,
     as user namespaces have) is named too, rather than 'waiting for pods to be created'."""
@@ -205,7 +219,13 @@ def test_an_admission_refusal_of_pods_is_the_pending_reason(
 
 
 def test_watch_410_gone_relists_and_keeps_tracking(
-    simulated_cluster, proxy, proxied_lab: Experiments, project_node, admin, namespace: str, home: Path
+    simulated_cluster: ControlPlane,
+    proxy: FaultProxy,
+    proxied_lab: Experiments,
+    project_node: Callable[..., str],
+    admin: client.ApiClient,
+    namespace: str,
+    home: Path,
 ) -> None:
     project_node()
     backend = proxied_lab.backend
@@ -226,7 +246,13 @@ def test_watch_410_gone_relists_and_keeps_tracking(
     "fresh-clone runs, not yet explained (a watcher of an earlier test on a reused proxy port?)",
 )
 def test_events_listed_before_their_job_reach_the_run(
-    simulated_cluster, proxy, make_backend, lab: Experiments, namespace: str, home: Path, tmp_path: Path
+    simulated_cluster: ControlPlane,
+    proxy: FaultProxy,
+    make_backend: Callable[..., KubernetesBackend],
+    lab: Experiments,
+    namespace: str,
+    home: Path,
+    tmp_path: Path,
 ) -> None:
     """A server starting while a run is live lists Jobs and Events at once. Here the Job list
     fails until the Event list is done, so the Job's events come before anything names their
