@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from controlplane.cluster import ControlPlane
 from kubernetes import client, config
 
 from kubelab.backends.kubernetes import cronjob
@@ -56,13 +58,19 @@ def user_namespace(admin: client.ApiClient) -> str:
 
 
 @pytest.fixture
-def admin(kubeconfig: Path):
+def admin(kubeconfig: Path) -> Iterator[client.ApiClient]:
     with config.new_client_from_config(str(kubeconfig)) as api:
         yield api
 
 
 @pytest.fixture
-def on_cluster(simulated_cluster, make_node, admin, tmp_path, monkeypatch):
+def on_cluster(
+    simulated_cluster: ControlPlane,
+    make_node: Callable[..., str],
+    admin: client.ApiClient,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+):
     """The notebook's environment pointing at a fresh user namespace; (namespace, home, env)."""
     namespace = user_namespace(admin)
     make_node("pl", labels={PROJECT_LABEL: namespace})
@@ -104,7 +112,12 @@ def pods(admin: client.ApiClient, namespace: str, selector: str) -> list[Any]:
 
 
 def play_containers(
-    simulated_cluster, admin, namespace: str, home: Path, pipeline_id: str, pipelines: Pipelines
+    simulated_cluster: ControlPlane,
+    admin: client.ApiClient,
+    namespace: str,
+    home: Path,
+    pipeline_id: str,
+    pipelines: Pipelines,
 ) -> set[str]:
     """Until the pipeline ends: for each running pod, report what its script would, then end it."""
     ended: set[str] = set()
@@ -135,7 +148,9 @@ def play_containers(
     return ended
 
 
-def test_the_worked_example_runs_as_jobs_and_its_cronjob_fires(simulated_cluster, admin, on_cluster):
+def test_the_worked_example_runs_as_jobs_and_its_cronjob_fires(
+    simulated_cluster: ControlPlane, admin: client.ApiClient, on_cluster
+) -> None:
     namespace, nb, work = on_cluster
     home = Path(nb.home)
     spec = yaml.safe_load(DOCS.read_text().split("<!-- file: nightly.yml -->\n```yaml\n")[1].split("```")[0])

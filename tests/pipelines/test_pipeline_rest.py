@@ -8,6 +8,8 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import requests
@@ -45,7 +47,7 @@ def two_steps() -> dict:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
     base = tmp_path_factory.mktemp("rest")
     env = {
         "KUBELAB_MACHINE_DIR": str(base / "machine"),
@@ -71,7 +73,7 @@ def wait_done(server: JupyterServer, pipeline_id: str, timeout: float = 90.0) ->
 
 
 class EventReader(threading.Thread):
-    def __init__(self, server: JupyterServer):
+    def __init__(self, server: JupyterServer) -> None:
         super().__init__(daemon=True)
         self.response = requests.get(server.api + "events", headers=server.headers, stream=True, timeout=60)
         self.pipelines: list[dict] = []
@@ -88,7 +90,7 @@ class EventReader(threading.Thread):
             return
 
 
-def test_create_list_get_with_events_and_openapi(server):
+def test_create_list_get_with_events_and_openapi(server: JupyterServer) -> None:
     events = EventReader(server)
     events.start()
     made = server.post("pipelines", {"spec": two_steps(), "params": {"n": 2}})
@@ -119,7 +121,7 @@ def test_create_list_get_with_events_and_openapi(server):
         assert "/kubelab/api/" + path in paths, path
 
 
-def test_a_spec_file_stop_resume_and_schedules(server):
+def test_a_spec_file_stop_resume_and_schedules(server: JupyterServer) -> None:
     (server.root / "flows").mkdir(exist_ok=True)
     (server.root / "flows" / "wait.py").write_text(
         "import os, time\nwhile not os.path.exists('go'):\n    time.sleep(0.05)\n"
@@ -150,7 +152,7 @@ def test_a_spec_file_stop_resume_and_schedules(server):
     assert server.get("schedules").json()["items"] == []
 
 
-def test_errors_name_the_field_and_create_nothing(server):
+def test_errors_name_the_field_and_create_nothing(server: JupyterServer) -> None:
     before = server.get("pipelines").json()["items"]
     cycle = server.post(
         "pipelines", {"spec": {"steps": [{"name": "a", "depends_on": ["a"], "experiment": OK}]}}
@@ -174,7 +176,7 @@ def test_errors_name_the_field_and_create_nothing(server):
     assert requests.post(server.api + "schedules", timeout=30, json={}).status_code == 403
 
 
-def test_a_server_restarts_a_dead_pipeline_driver(tmp_path):
+def test_a_server_restarts_a_dead_pipeline_driver(tmp_path: Path) -> None:
     home, root = tmp_path / "home", tmp_path / "workspace"
     env = {"KUBELAB_MACHINE_DIR": str(tmp_path / "machine"), "KUBELAB_PIPELINE_CRASH": "after-submit:1"}
     try:
@@ -211,7 +213,7 @@ ENDPOINTS = [
 
 
 @pytest.mark.parametrize(("method", "path"), ENDPOINTS)
-def test_every_endpoint_requires_authentication(server, method, path):
+def test_every_endpoint_requires_authentication(server: JupyterServer, method: str, path: str) -> None:
     for headers in ({}, {"Authorization": "token wrong"}):
         response = requests.request(method, server.api + path, timeout=10, json={}, headers=headers)
         assert response.status_code in (401, 403), (method, path, response.status_code)

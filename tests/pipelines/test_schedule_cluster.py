@@ -12,11 +12,14 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from controlplane.cluster import ControlPlane
+from controlplane.fixtures import RealCluster
 from controlplane.objects import create_renamed, delete_namespaces
 from kubernetes import client, config
 
@@ -30,7 +33,7 @@ NODE_LABEL = "lab.example.org/schedules"
 
 
 @pytest.fixture
-def user_namespace(kubeconfig: Path, monkeypatch) -> Any:
+def user_namespace(kubeconfig: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     """A namespace as the spawner prepares it (its Role from notebook-role.yaml), enforcing the
     `restricted` Pod Security level."""
     monkeypatch.delenv("KUBELAB_HUB_AUTH", raising=False)
@@ -48,20 +51,25 @@ def user_namespace(kubeconfig: Path, monkeypatch) -> Any:
 
 
 @pytest.fixture
-def admin(kubeconfig: Path):
+def admin(kubeconfig: Path) -> Iterator[client.ApiClient]:
     with config.new_client_from_config(str(kubeconfig)) as api:
         yield api
 
 
-def notebook_kubeconfig(cluster, namespace: str, path: Path) -> Path:
+def notebook_kubeconfig(cluster: ControlPlane | RealCluster, namespace: str, path: Path) -> Path:
     return cluster.write_kubeconfig(
         path, token=cluster.token_for(namespace, NOTEBOOK_ACCOUNT), namespace=namespace
     )
 
 
 def test_a_schedule_is_a_cronjob_that_fires_pauses_and_goes(
-    cluster, simulated_cluster, make_node, admin, user_namespace, tmp_path
-):
+    cluster: ControlPlane | RealCluster,
+    simulated_cluster: ControlPlane,
+    make_node: Callable[..., str],
+    admin: client.ApiClient,
+    user_namespace: Any,
+    tmp_path: Path,
+) -> None:
     namespace = user_namespace
     make_node("sched", labels={NODE_LABEL: namespace})
     nb = NotebookEnv(
@@ -183,8 +191,8 @@ ESCALATIONS = {
 
 
 def test_a_notebook_token_cannot_escalate_through_roles_and_bindings(
-    cluster, admin, user_namespace, tmp_path
-):
+    cluster: ControlPlane | RealCluster, admin: client.ApiClient, user_namespace: Any, tmp_path: Path
+) -> None:
     namespace = user_namespace
     rbac_admin = client.RbacAuthorizationV1Api(admin)
     rbac_admin.create_namespaced_role(

@@ -11,6 +11,8 @@ import subprocess
 import sys
 import time
 from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
 
 import pytest
 from pipeline_support import write_script
@@ -28,7 +30,7 @@ def at(text: str) -> float:
     return datetime.fromisoformat(text).replace(tzinfo=timezone.utc).timestamp()
 
 
-def test_fire_times_follow_cron_time_zone_and_bounds():
+def test_fire_times_follow_cron_time_zone_and_bounds() -> None:
     schedule, errors = parse_schedule(
         {"cron": "0 2 * * *", "timezone": "Europe/Berlin", "end": "2026-03-03T00:00:00Z"}
     )
@@ -63,7 +65,9 @@ def test_fire_times_follow_cron_time_zone_and_bounds():
         ({"timezone": "UTC"}, "schedule.cron", "is required"),
     ],
 )
-def test_bad_schedules_are_refused_and_nothing_is_created(pipeline_env, data, path, reason):
+def test_bad_schedules_are_refused_and_nothing_is_created(
+    pipeline_env: Path, data: dict[str, Any], path: str, reason: str
+) -> None:
     schedules = Schedules(Experiments())
     with pytest.raises(ValidationError) as caught:
         schedules.create(None, {"command": ["true"], "schedule": data}, start_scheduler=False)
@@ -71,7 +75,7 @@ def test_bad_schedules_are_refused_and_nothing_is_created(pipeline_env, data, pa
     assert schedules.list() == []
 
 
-def test_a_schedule_refuses_a_bad_spec_up_front(pipeline_env):
+def test_a_schedule_refuses_a_bad_spec_up_front(pipeline_env: Path) -> None:
     with pytest.raises(ValidationError) as caught:
         Schedules(Experiments()).create(
             None,
@@ -85,14 +89,14 @@ def test_a_schedule_refuses_a_bad_spec_up_front(pipeline_env):
 
 
 class Clock:
-    def __init__(self, now: float):
+    def __init__(self, now: float) -> None:
         self.now = now
 
     def __call__(self) -> float:
         return self.now
 
 
-def scheduled(pipeline_env, concurrency: str, script: str = "pass") -> tuple[Scheduler, Clock, str]:
+def scheduled(pipeline_env: Path, concurrency: str, script: str = "pass") -> tuple[Scheduler, Clock, str]:
     write_script(pipeline_env, "job.py", script)
     lab = Experiments()
     record = Schedules(lab).create(
@@ -115,7 +119,7 @@ def wait_ended(lab: Experiments, run_id: str) -> None:
         time.sleep(0.05)
 
 
-def test_allow_catches_up_every_missed_fire(pipeline_env):
+def test_allow_catches_up_every_missed_fire(pipeline_env: Path) -> None:
     scheduler, clock, _ = scheduled(pipeline_env, "allow")
     assert scheduler.tick() == []  # nothing due yet
     clock.now += 3 * DAY  # three nights of downtime
@@ -130,7 +134,7 @@ def test_allow_catches_up_every_missed_fire(pipeline_env):
     assert scheduler.tick() == []  # each fire once
 
 
-def test_forbid_catches_up_once_and_skips_while_the_last_runs(pipeline_env):
+def test_forbid_catches_up_once_and_skips_while_the_last_runs(pipeline_env: Path) -> None:
     scheduler, clock, schedule_id = scheduled(
         pipeline_env,
         "forbid",
@@ -154,7 +158,7 @@ def test_forbid_catches_up_once_and_skips_while_the_last_runs(pipeline_env):
     assert [f["state"] for f in history] == ["started", "skipped", "started"]
 
 
-def test_replace_stops_the_last_run_first(pipeline_env):
+def test_replace_stops_the_last_run_first(pipeline_env: Path) -> None:
     scheduler, clock, _ = scheduled(pipeline_env, "replace", "import time; time.sleep(600)")
     clock.now += DAY
     first = scheduler.tick()[0]
@@ -166,7 +170,7 @@ def test_replace_stops_the_last_run_first(pipeline_env):
     lab.stop(second["id"])
 
 
-def test_paused_schedules_do_not_fire(pipeline_env):
+def test_paused_schedules_do_not_fire(pipeline_env: Path) -> None:
     scheduler, clock, schedule_id = scheduled(pipeline_env, "allow")
     schedules = Schedules(Experiments())
     schedules.pause(schedule_id)
@@ -198,7 +202,7 @@ def wait_fires(schedules: Schedules, schedule_id: str, count: int) -> list[dict]
     raise AssertionError(schedules.get_dir(schedule_id).read_state())
 
 
-def test_the_scheduler_process_fires_a_pipeline_and_comes_back_after_a_kill(pipeline_env):
+def test_the_scheduler_process_fires_a_pipeline_and_comes_back_after_a_kill(pipeline_env: Path) -> None:
     (pipeline_env / "nightly.yml").write_text(
         json.dumps(
             {
@@ -232,7 +236,7 @@ def test_the_scheduler_process_fires_a_pipeline_and_comes_back_after_a_kill(pipe
     assert kubelab("schedule", "ls", "-o", "json").stdout.count(schedule_id) == 0
 
 
-def test_run_and_sweep_send_a_scheduled_spec_to_schedule_add(pipeline_env):
+def test_run_and_sweep_send_a_scheduled_spec_to_schedule_add(pipeline_env: Path) -> None:
     (pipeline_env / "exp.json").write_text(json.dumps({"command": ["true"], "schedule": "30 1 * * 1"}))
     (pipeline_env / "sweep.json").write_text(
         json.dumps(
@@ -262,7 +266,7 @@ def test_run_and_sweep_send_a_scheduled_spec_to_schedule_add(pipeline_env):
         assert kubelab("schedule", "rm", item["id"]).returncode == 0
 
 
-def test_params_given_with_P_reach_the_schedule_and_the_pipeline(pipeline_env):
+def test_params_given_with_P_reach_the_schedule_and_the_pipeline(pipeline_env: Path) -> None:
     (pipeline_env / "nightly.yml").write_text(
         json.dumps(
             {
