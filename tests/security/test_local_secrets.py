@@ -54,7 +54,9 @@ def tensorboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Jupy
 
 
 @needs_root
-def test_another_account_cannot_read_the_tensorboard_capability(tensorboard) -> None:
+def test_another_account_cannot_read_the_tensorboard_capability(
+    tensorboard: tuple[JupyterServer, dict, str],
+) -> None:
     _, _, view = tensorboard
     capability = view.rsplit("/", 1)[1]
     with system_user("kltb") as other:
@@ -67,7 +69,9 @@ def test_another_account_cannot_read_the_tensorboard_capability(tensorboard) -> 
 
 
 @needs_root
-def test_another_account_gets_nothing_from_the_tensorboard_port(tensorboard) -> None:
+def test_another_account_gets_nothing_from_the_tensorboard_port(
+    tensorboard: tuple[JupyterServer, dict, str],
+) -> None:
     server, session, view = tensorboard
     ports = listening_ports(session["pid"])
     assert ports, "TensorBoard listens on no port"

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from controlplane.cluster import ControlPlane
+from controlplane.fixtures import RealCluster
 from controlplane.objects import create_renamed, delete_namespaces
 from kubernetes import client, config
 
@@ -57,7 +59,7 @@ def lab_config(folder: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def lab(cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+def lab(cluster: ControlPlane | RealCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     """Alice's namespace as her spawn prepares it (in group `public`, node selector org=public),
     with the policies and this hub's bindings, all renamed for this module."""
     folder = tmp_path_factory.mktemp("bounds")

@@ -30,6 +30,8 @@ from typing import Any
 
 import pytest
 import requests
+from controlplane.cluster import ControlPlane
+from controlplane.fixtures import RealCluster
 from jupyter_server_process import JupyterServer
 from other_account import ASK, OTHER_PYTHON, SNOOP, listening_ports
 from system_users import as_user, needs_root, system_user
@@ -93,7 +95,9 @@ def two_labs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Jupyter
 
 
 @pytest.mark.parametrize(("method", "path"), REST)
-def test_single_user_a_token_is_refused_by_b_server(two_labs, method: str, path: str) -> None:
+def test_single_user_a_token_is_refused_by_b_server(
+    two_labs: tuple[JupyterServer, JupyterServer, str], method: str, path: str
+) -> None:
     a, b, run = two_labs
     reply = refused(method, b.api + path.replace(RUN, run), a.headers)
     assert reply.status_code in (401, 403), (method, path, reply.status_code, reply.text[:300])
@@ -270,7 +274,7 @@ OWN = {("list", "pods"), ("list", "jobs"), ("list", "events")}  # what A's Role 
 
 @pytest.fixture(scope="module")
 def two_namespaces(
-    cluster, tmp_path_factory: pytest.TempPathFactory
+    cluster: ControlPlane | RealCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[dict[str, str], Path]]:
     from controlplane.objects import create_renamed, delete_namespaces
 
@@ -326,7 +330,9 @@ def kube_call(api: Any, verb: str, resource: str, namespace: str) -> Any:
 
 @pytest.mark.cluster
 @pytest.mark.parametrize(("verb", "resource"), KUBE)
-def test_a_notebook_token_is_refused_in_b_namespace(two_namespaces, verb: str, resource: str) -> None:
+def test_a_notebook_token_is_refused_in_b_namespace(
+    two_namespaces: tuple[dict[str, str], Path], verb: str, resource: str
+) -> None:
     from kubernetes import client, config
 
     names, alice = two_namespaces
