@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 
 import pytest
+from controlplane.cluster import ControlPlane
+from controlplane.fixtures import RealCluster
 from controlplane.objects import create_renamed, delete_namespaces
 from jupyter_server_process import JupyterServer
 from kubernetes import client, config
@@ -51,7 +53,9 @@ def vision_config(tmp_path: Path) -> Path:
     return path
 
 
-def test_render_shows_each_members_share_as_its_resource_quota(tmp_path: Path, monkeypatch) -> None:
+def test_render_shows_each_members_share_as_its_resource_quota(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("KUBELAB_HUB_AUTH", raising=False)
     objects = render("alice", ["vision"], {"group": "vision"}, vision_config(tmp_path))
     quota = next(o for o in objects if o["kind"] == "ResourceQuota")
@@ -144,7 +148,7 @@ def quota_refusals(core: client.CoreV1Api, namespace: str) -> dict[str, str]:
 
 @pytest.mark.cluster
 def test_members_together_cannot_exceed_the_group_quota_by_asking_the_api_server(
-    cluster, kubeconfig: Path, tmp_path: Path, monkeypatch
+    cluster: ControlPlane | RealCluster, kubeconfig: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("KUBELAB_HUB_AUTH", raising=False)
     wanted = ("Namespace", "ServiceAccount", "Role", "RoleBinding", "ResourceQuota")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -102,7 +103,7 @@ def allowed(
     return side(source, "Egress", dest) and side(dest, "Ingress", source)
 
 
-def policies_for(ns: str, **overrides) -> list[dict]:
+def policies_for(ns: str, **overrides: Any) -> list[dict]:
     return network_policies(ns, Isolation(hub_namespace="jhub", api_server=API, **overrides))
 
 

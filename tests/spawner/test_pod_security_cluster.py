@@ -7,6 +7,8 @@ import time
 from pathlib import Path
 
 import pytest
+from controlplane.cluster import ControlPlane
+from controlplane.fixtures import RealCluster
 from controlplane.objects import create_renamed, delete_namespaces
 from kubernetes import client, config
 
@@ -36,7 +38,7 @@ def job(name: str, pod_spec: dict) -> dict:
 
 @pytest.mark.cluster
 def test_a_notebook_token_cannot_start_privileged_host_pods(
-    cluster, kubeconfig: Path, tmp_path: Path, monkeypatch
+    cluster: ControlPlane | RealCluster, kubeconfig: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("KUBELAB_HUB_AUTH", raising=False)
     prepared = [

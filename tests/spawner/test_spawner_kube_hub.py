@@ -12,12 +12,17 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import yaml
 from controlplane.cluster import ControlPlane, NodeSpec
+from controlplane.fixtures import RealCluster
 from hub_process import REPO, Hub
 from kubernetes import client, config
+
+if TYPE_CHECKING:
+    from conftest import PodStandIn  # tests/spawner/conftest.py, which pytest loads itself
 
 GROUPS = {
     "public": {"users": [], "properties": {"quota": {"user": {"gpus": 1}}}},
@@ -43,7 +48,9 @@ NODES = (
 
 
 @pytest.fixture(scope="module")
-def kube(cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+def kube(
+    cluster: ControlPlane | RealCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ControlPlane]:
     if not isinstance(cluster, ControlPlane):
         pytest.skip("counts every GPU of the cluster; KUBELAB_TEST_KUBECONFIG points at a real one")
     with ControlPlane(tmp_path_factory.mktemp("hub-cluster"), nodes=NODES) as plane:
@@ -64,7 +71,9 @@ def hub_token(kube: ControlPlane) -> str:
 
 
 @pytest.fixture(scope="module")
-def hub(kube: ControlPlane, pod_stand_in, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
+def hub(
+    kube: ControlPlane, pod_stand_in: PodStandIn, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Hub]:
     directory = tmp_path_factory.mktemp("kubehub")
     kubeconfig = kube.write_kubeconfig(directory / "kubeconfig", token=hub_token(kube))
     overrides = (
@@ -143,7 +152,7 @@ def test_form_shows_fields_and_live_availability(hub: Hub) -> None:
     assert '<tr data-gpu-type="A100"><td>A100</td><td class="free">0</td><td class="total">0</td>' in page
 
 
-def test_spawn_through_the_form_then_stop(hub: Hub, kube: ControlPlane, pod_stand_in) -> None:
+def test_spawn_through_the_form_then_stop(hub: Hub, kube: ControlPlane, pod_stand_in: PodStandIn) -> None:
     # the group's shared dataset claim, which an admin made in the user's namespace beforehand
     kube.request("POST", "/api/v1/namespaces", {"metadata": {"name": "user-alice"}})
     kube.request(

@@ -4,6 +4,7 @@ admission and availability arithmetic. Each bad input must name its field and re
 from __future__ import annotations
 
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 
@@ -355,7 +356,7 @@ def test_cluster_availability_counts_running_and_pending_requests() -> None:
     assert result.group("nlp").gpus == 3 and result.user("nobody") == Usage()
 
 
-def test_local_availability_from_the_machine_ledger(tmp_path) -> None:
+def test_local_availability_from_the_machine_ledger(tmp_path: Path) -> None:
     allocator = GpuAllocator([Gpu(0, "Tesla T4"), Gpu(1, "Tesla T4"), Gpu(2, "Tesla V100-SXM2")], tmp_path)
     import os
 

@@ -13,7 +13,7 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from controlplane.cluster import NodeSpec
+from controlplane.cluster import ControlPlane, NodeSpec
 
 from kubelab.spawner.availability import ClusterAvailability, TypeCount
 from kubelab.spawner.culling import idle_gpu_servers
@@ -48,7 +48,7 @@ def gpu_pod(name: str, user: str, gpus: int, selector: dict) -> dict:
     }
 
 
-def test_the_watch_follows_nodes_and_pods_without_listing_per_view(simulated_cluster) -> None:
+def test_the_watch_follows_nodes_and_pods_without_listing_per_view(simulated_cluster: ControlPlane) -> None:
     from kubernetes_asyncio import client, config
 
     # GPU types of this test's own (label values unique to it, so the session's other nodes and
