@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import optuna
+import pytest
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 
 from kubelab.sweeps.journal import GroupCommitBackend
 
 
-def test_writes_reach_other_readers_before_sync_and_sync_fsyncs_once(tmp_path, monkeypatch):
+def test_writes_reach_other_readers_before_sync_and_sync_fsyncs_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     path = str(tmp_path / "study.journal")
     backend = GroupCommitBackend(path)
@@ -32,7 +36,9 @@ def test_writes_reach_other_readers_before_sync_and_sync_fsyncs_once(tmp_path, m
     assert len(synced) == 1 and not backend.unsynced
 
 
-def test_the_one_writer_reads_from_memory_what_the_file_holds(tmp_path, monkeypatch):
+def test_the_one_writer_reads_from_memory_what_the_file_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     path = str(tmp_path / "study.journal")
     first = optuna.create_study(storage=JournalStorage(GroupCommitBackend(path)), study_name="s")
