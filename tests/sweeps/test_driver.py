@@ -22,7 +22,7 @@ QUADRATIC = "import kubelab; p = kubelab.params(); kubelab.report(loss=(p['x'] -
 NUMERIC = {"x": {"_type": "uniform", "_value": [-2, 2]}, "k": {"_type": "randint", "_value": [0, 3]}}
 
 
-def spec(**fields: Any) -> dict:
+def spec(**fields: Any) -> dict[str, Any]:
     base = {
         "space": NUMERIC,
         "objective": {"metric": "loss"},
@@ -88,7 +88,7 @@ def test_parameters_reach_the_trial_as_arguments_env_and_template(sweeps: Sweeps
     assert shown["spec"]["trial"]["params"] == {"fixed": 7}
 
 
-TUNER_CASES = {
+TUNER_CASES: dict[str, dict[str, Any]] = {
     "tpe": {},
     "random": {},
     "evolution": {"tuner": {"name": "evolution", "args": {"population_size": 2}}},
@@ -278,6 +278,7 @@ def test_sigkilled_driver_is_restarted_by_whoever_looks_and_reattaches(
     wait_sweep(sweeps, record["id"], until=lambda r: r["finished"] >= 2 and r["counts"]["running"] == 2)
     state = sweeps.sweep(record["id"]).read_state()
     running = {e.number: e.run_id for e in state.entries() if not e.final}
+    assert state.driver_pid is not None
     os.kill(state.driver_pid, signal.SIGKILL)
     wait_driver_gone(sweeps, record["id"])
     sweeps.list()  # `kubelab sweep ls` (and the server's watcher) restart dead drivers
@@ -286,7 +287,8 @@ def test_sigkilled_driver_is_restarted_by_whoever_looks_and_reattaches(
     assert_exactly_once(sweeps, record["id"], 6)
     after = sweeps.sweep(record["id"]).read_state()
     for number, run_id in running.items():  # trials running at the kill were followed again
-        assert after.entry(number).run_id == run_id
+        entry = after.entry(number)
+        assert entry is not None and entry.run_id == run_id
 
 
 def test_stop_then_resume_with_a_larger_budget(sweeps: Sweeps, sweep_env: Path) -> None:
@@ -381,7 +383,7 @@ BAD_SPECS = {
 
 
 @pytest.mark.parametrize("case", list(BAD_SPECS))
-def test_bad_search_spaces_start_nothing(sweeps: Sweeps, case) -> None:
+def test_bad_search_spaces_start_nothing(sweeps: Sweeps, case: str) -> None:
     space, path = BAD_SPECS[case]
     with pytest.raises(ValidationError) as refused:
         sweeps.create(spec(space=space))

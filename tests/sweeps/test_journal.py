@@ -30,7 +30,12 @@ def test_writes_reach_other_readers_before_sync_and_sync_fsyncs_once(
 
     synced: list[int] = []
     real = os.fsync
-    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd)))
+
+    def fsync(fd: int) -> None:
+        synced.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
     backend.sync()
     backend.sync()  # nothing new: no second fsync
     assert len(synced) == 1 and not backend.unsynced

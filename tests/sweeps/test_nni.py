@@ -26,7 +26,7 @@ finally:
     sys.path.remove(str(SHIMS))
 
 
-def run_trial(code: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
+def run_trial(code: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
     """Run `code` as a trial process would see it: the shim on PYTHONPATH, kubelab's variables set."""
     full = {k: v for k, v in os.environ.items() if not k.startswith("KUBELAB_")}
     full.update(env, PYTHONPATH=str(SHIMS))

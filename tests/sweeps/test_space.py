@@ -33,13 +33,13 @@ NESTED = {
 }
 
 
-def problems(data) -> dict[str, str]:
+def problems(data: object) -> dict[str, str]:
     with pytest.raises(ValidationError) as info:
         SearchSpace.parse(data)
     return {f.path: f.reason for f in info.value.fields}
 
 
-def samples(space: dict, n: int = 300, seed: int = 7) -> list[dict]:
+def samples(space: dict[str, Any], n: int = 300, seed: int = 7) -> list[dict[str, Any]]:
     tuner = Tuner(SearchSpace.parse(space), "random", {"seed": seed})
     result = []
     for _ in range(n):
@@ -260,7 +260,7 @@ def test_uniform_and_loguniform_stay_in_bounds_and_log_is_log() -> None:
         ),
     ],
 )
-def test_q_types_give_only_nni_values(spec: dict[str, Any], values) -> None:
+def test_q_types_give_only_nni_values(spec: dict[str, Any], values: set[float]) -> None:
     drawn = {s["x"] for s in samples({"x": spec}, n=200)}
     assert drawn <= values
     assert len(drawn) >= 3

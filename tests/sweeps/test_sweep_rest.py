@@ -7,7 +7,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ SPACE = {"x": {"_type": "uniform", "_value": [-2, 2]}}
 SCRIPT = "import time, kubelab; time.sleep(0.2); kubelab.report(loss=kubelab.params()['x'] ** 2)"
 
 
-def sweep_spec(**fields: Any) -> dict:
+def sweep_spec(**fields: Any) -> dict[str, Any]:
     return {
         "space": SPACE,
         "objective": {"metric": "loss"},
@@ -59,14 +59,17 @@ def patch(server: JupyterServer, path: str, body: object) -> requests.Response:
     return requests.patch(server.api + path, headers=server.headers, json=body, timeout=30)
 
 
-def wait_status(server: JupyterServer, sweep_id: str, until, timeout: float = 60.0) -> dict:
+def wait_status(
+    server: JupyterServer, sweep_id: str, until: Callable[[dict[str, Any]], bool], timeout: float = 60.0
+) -> dict[str, Any]:
     """Poll the (cheap) list until `until(record)`, then return the full record."""
     deadline = time.monotonic() + timeout
-    record: dict = {}
+    record: dict[str, Any] = {}
     while time.monotonic() < deadline:
         record = next(r for r in server.get("sweeps").json()["items"] if r["id"] == sweep_id)
         if until(record):
-            return server.get(f"sweeps/{sweep_id}").json()
+            full: dict[str, Any] = server.get(f"sweeps/{sweep_id}").json()
+            return full
         time.sleep(0.1)
     raise AssertionError(f"sweep {sweep_id}: {record}")
 
@@ -77,7 +80,7 @@ class EventReader(threading.Thread):
     def __init__(self, server: JupyterServer) -> None:
         super().__init__(daemon=True)
         self.response = requests.get(server.api + "events", headers=server.headers, stream=True, timeout=60)
-        self.sweeps: list[dict] = []
+        self.sweeps: list[dict[str, Any]] = []
 
     def run(self) -> None:
         kind = None
@@ -215,10 +218,13 @@ def test_server_killed_mid_sweep_resumes_with_nothing_lost_or_repeated(tmp_path:
     with JupyterServer(root, home, env=env) as first:
         sweep_id = first.post("sweeps", spec).json()["id"]
         wait_status(first, sweep_id, lambda r: r["finished"] >= 2 and r["counts"]["running"] == 2)
+        assert first.process is not None
         first.process.send_signal(signal.SIGKILL)
         first.process.wait()
     sweeps = Sweeps(Experiments(home))
-    os.kill(sweeps.sweep(sweep_id).read_state().driver_pid, signal.SIGKILL)  # as if the machine went down
+    driver_pid = sweeps.sweep(sweep_id).read_state().driver_pid
+    assert driver_pid is not None
+    os.kill(driver_pid, signal.SIGKILL)  # as if the machine went down
     wait_driver_gone(sweeps, sweep_id)
     try:
         with JupyterServer(root, home, env=env) as second:

@@ -11,6 +11,7 @@ import pytest
 
 from kubelab.errors import ValidationError
 from kubelab.formats.nni_config import load_nni_config, nni_to_sweep
+from kubelab.sweeps.space import Scalar
 from kubelab.sweeps.sweep_spec import SweepSpec, trial_command
 
 SPACE = {
@@ -19,7 +20,7 @@ SPACE = {
 }
 
 
-def sweep(**changes: Any) -> dict:
+def sweep(**changes: Any) -> dict[str, Any]:
     data = {
         "name": "mnist",
         "space": SPACE,
@@ -33,7 +34,7 @@ def sweep(**changes: Any) -> dict:
     return {k: v for k, v in data.items() if v is not None}
 
 
-def problems(data, **kwargs: Any) -> dict[str, str]:
+def problems(data: object, **kwargs: Any) -> dict[str, str]:
     with pytest.raises(ValidationError) as info:
         SweepSpec.parse(data, **kwargs)
     return {f.path: f.reason for f in info.value.fields}
@@ -58,11 +59,12 @@ def test_defaults_and_string_forms() -> None:
 
 
 def test_trial_command_appends_quoted_arguments() -> None:
-    params = {"lr": 0.001, "name": "a b; rm -rf ~", "flag": True, "none": None}
+    params: dict[str, Scalar] = {"lr": 0.001, "name": "a b; rm -rf ~", "flag": True, "none": None}
     assert trial_command(["python", "t.py"], params) == [
         "python", "t.py", "--lr=0.001", "--name=a b; rm -rf ~", "--flag=true", "--none=",
     ]  # fmt: skip
     line = trial_command("python t.py", params)
+    assert isinstance(line, str)
     assert shlex.split(line) == [
         "python",
         "t.py",
@@ -140,7 +142,7 @@ BAD = [
 
 
 @pytest.mark.parametrize(("data", "path", "reason"), BAD)
-def test_bad_sweep_names_the_field(data, path: str, reason: str) -> None:
+def test_bad_sweep_names_the_field(data: object, path: str, reason: str) -> None:
     found = problems(data)
     assert path in found, found
     assert reason in found[path]
@@ -204,7 +206,7 @@ trainingService:
 """
 
 
-def nni_dir(tmp_path: Path, config: str = NNI_YAML, space: dict | None = None):
+def nni_dir(tmp_path: Path, config: str = NNI_YAML, space: dict[str, Any] | None = None) -> Path:
     (tmp_path / "code").mkdir()
     (tmp_path / "search_space.json").write_text(json.dumps(space or SPACE))
     (tmp_path / "config.yml").write_text(config)

@@ -7,8 +7,9 @@ import itertools
 import json
 import math
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import optuna
 import pytest
@@ -51,11 +52,17 @@ NESTED = SearchSpace.parse(
 )
 
 
-def objective(params: dict) -> float:
-    return (params["x"] - 2) ** 2 + params.get("k", 0) + params.get("z", 0) ** 2
+def best_of(tuner: Tuner) -> dict[str, Any]:
+    best = tuner.best()
+    assert best is not None
+    return best
 
 
-def run(tuner: Tuner, n: int) -> list[tuple[dict, float]]:
+def objective(params: dict[str, Any]) -> float:
+    return float((params["x"] - 2) ** 2 + params.get("k", 0) + params.get("z", 0) ** 2)
+
+
+def run(tuner: Tuner, n: int) -> list[tuple[dict[str, Any], float]]:
     told = []
     for _ in range(n):
         suggestion = tuner.ask()
@@ -87,7 +94,7 @@ def problems(call: Callable[[], object]) -> dict[str, str]:
         ("tpe", NESTED, {"multivariate": True, "group": True}),
     ],
 )
-def test_tuner_optimizes_within_bounds(name: str, space, args: dict[str, Any]) -> None:
+def test_tuner_optimizes_within_bounds(name: str, space: SearchSpace, args: dict[str, Any]) -> None:
     tuner = Tuner(space, name, {"seed": 11, **args})
     told = run(tuner, 16 if name == "gp" else 25)
     for params, _ in told:
@@ -97,7 +104,7 @@ def test_tuner_optimizes_within_bounds(name: str, space, args: dict[str, Any]) -
         if "opt" in params:
             assert params["opt"] in ("sgd", "adam")
     best_value = min(value for _, value in told)
-    best = tuner.best()
+    best = best_of(tuner)
     assert best["value"] == best_value
     assert objective(SearchSpace.flatten(space, best["params"])) == best_value
     assert len({str(p) for p, _ in told}) >= 5  # it explores rather than repeating itself
@@ -107,7 +114,7 @@ def test_model_based_tuners_beat_their_own_start() -> None:
     tuner = Tuner(NUMERIC, "tpe", {"seed": 3, "n_startup_trials": 10})
     told = run(tuner, 40)
     startup_best = min(v for _, v in told[:10])
-    assert tuner.best()["value"] <= startup_best
+    assert best_of(tuner)["value"] <= startup_best
 
 
 def test_same_seed_same_suggestions() -> None:
@@ -120,7 +127,7 @@ def test_maximize_picks_the_largest() -> None:
     tuner = Tuner(MIXED, "random", {"seed": 1, "optimize_mode": "maximize"})
     told = run(tuner, 10)
     assert tuner.direction == "maximize"
-    assert tuner.best()["value"] == max(v for _, v in told)
+    assert best_of(tuner)["value"] == max(v for _, v in told)
 
 
 # -- exhaustive tuners ----------------------------------------------------------------------
@@ -147,14 +154,20 @@ def test_grid_enumerates_exactly_the_product_then_is_exhausted() -> None:
 
 def test_bruteforce_walks_nested_choices_without_repeats_even_while_trials_run() -> None:
     tuner = Tuner(NESTED, "bruteforce", {"seed": 2})
-    running = [tuner.ask() for _ in range(NESTED.grid_size())]  # none told yet: concurrency
+    size = NESTED.grid_size()
+    assert size is not None
+    running = [tuner.ask() for _ in range(size)]  # none told yet: concurrency
     shapes = {str(s.params) for s in running}
     assert len(shapes) == NESTED.grid_size() == 5 * 4
     assert tuner.exhausted()
 
 
 def test_batch_returns_the_listed_configurations_in_order() -> None:
-    configs = [{"lr": 0.1, "opt": "sgd"}, {"lr": 0.01}, {"lr": 0.001, "opt": "adam", "warm": True}]
+    configs: list[dict[str, Any]] = [
+        {"lr": 0.1, "opt": "sgd"},
+        {"lr": 0.01},
+        {"lr": 0.001, "opt": "adam", "warm": True},
+    ]
     tuner = Tuner(SearchSpace.empty(), "batch", batch=configs)
     got = []
     while not tuner.exhausted():
@@ -163,7 +176,7 @@ def test_batch_returns_the_listed_configurations_in_order() -> None:
         assert suggestion.flat == suggestion.params
         tuner.tell(suggestion.number, suggestion.params["lr"])
     assert got == configs
-    assert tuner.best()["params"] == configs[2]
+    assert best_of(tuner)["params"] == configs[2]
     assert set(tuner.importance()) == {"lr", "opt", "warm"}
     with pytest.raises(SweepExhausted):
         tuner.ask()
@@ -215,7 +228,7 @@ def test_cmaes_refuses_choice_and_gp_qmc_refuse_nested() -> None:
         in problems(lambda: Tuner(MIXED, "cmaes"))["space.opt"]
     )
     for name in ("gp", "qmc"):
-        reason = problems(lambda name=name: Tuner(NESTED, name))["space.layer"]
+        reason = problems(partial(Tuner, NESTED, name))["space.layer"]
         assert reason.startswith(
             f"{name} cannot search 'layer': its nested options make parameters conditional"
         )
@@ -225,7 +238,7 @@ def test_empty_space_and_batch_misuse_are_refused() -> None:
     assert "is empty" in problems(lambda: Tuner(SearchSpace.empty(), "tpe"))["space"]
     assert "leave space out" in problems(lambda: Tuner(MIXED, "batch", batch=[{"a": 1}]))["space"]
     assert "only for the batch tuner" in problems(lambda: Tuner(MIXED, "tpe", batch=[{"a": 1}]))["batch"]
-    found = problems(lambda: Tuner(SearchSpace.empty(), "batch", batch=[{"a": [1, 2]}, "x"]))
+    found = problems(lambda: Tuner(SearchSpace.empty(), "batch", batch=cast(Any, [{"a": [1, 2]}, "x"])))
     assert "must be a number, string" in found["batch[0].a"]
     assert "non-empty mapping" in found["batch[1]"]
     assert "non-empty list" in problems(lambda: Tuner(SearchSpace.empty(), "batch"))["batch"]
@@ -317,7 +330,7 @@ def test_tell_records_states_and_is_idempotent() -> None:
     e = tuner.ask()
     assert "objective value" in problems(lambda: tuner.tell(e.number, None))["value"]
     assert "must be one of" in problems(lambda: tuner.tell(e.number, 1.0, state="done"))["state"]
-    assert tuner.best()["number"] == a.number
+    assert best_of(tuner)["number"] == a.number
 
 
 def test_best_and_importance_before_any_result() -> None:
@@ -338,7 +351,7 @@ def test_storage_needs_a_study_name(tmp_path: Path) -> None:
 # -- pruners ------------------------------------------------------------------------------------
 
 
-def feed(tuner: Tuner, curve, steps: int = 10) -> bool:
+def feed(tuner: Tuner, curve: Callable[..., float], steps: int = 10) -> bool:
     """Report a trial's learning curve; True if the pruner stopped it."""
     suggestion = tuner.ask()
     for step in range(steps):
@@ -378,7 +391,7 @@ def test_report_errors() -> None:
     tuner = Tuner(MIXED, "random", pruner="median")
     suggestion = tuner.ask()
     assert "whole number >= 0" in problems(lambda: tuner.report(suggestion.number, -1, 1.0))["step"]
-    assert "must be a number" in problems(lambda: tuner.report(suggestion.number, 0, "x"))["value"]
+    assert "must be a number" in problems(lambda: tuner.report(suggestion.number, 0, cast(Any, "x")))["value"]
     tuner.tell(suggestion.number, 1.0)
     with pytest.raises(Conflict):
         tuner.report(suggestion.number, 1, 1.0)

@@ -22,13 +22,13 @@ from kubelab.sweeps.sweep_spec import SweepSpec
 SPACE = {"x": {"_type": "uniform", "_value": [0, 1]}}
 
 
-def sweep(**changes: Any) -> dict:
+def sweep(**changes: Any) -> dict[str, Any]:
     data = {"space": SPACE, "tuner": "tpe", "max_trials": 3, "trial": {"command": ["python", "t.py"]}}
     data.update(changes)
     return data
 
 
-def problems(data) -> dict[str, str]:
+def problems(data: object) -> dict[str, str]:
     with pytest.raises(ValidationError) as info:
         SweepSpec.parse(data)
     return {f.path: f.reason for f in info.value.fields}
