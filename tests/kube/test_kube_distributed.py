@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from controlplane.cluster import ControlPlane
@@ -21,14 +21,16 @@ from kubelab.experiments import Experiments
 
 def submit(lab: Experiments, home: Path, **fields: Any) -> str:
     spec = {"command": ["python", "train.py"], "resources": {"cpu": "1", "memory": "1Gi"}, **fields}
-    return lab.submit(spec, base_dir=home)["id"]
+    return str(lab.submit(spec, base_dir=home)["id"])
 
 
-def env_of(pod: dict) -> dict[str, dict]:
+def env_of(pod: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
 
 
-def experiment_objects(admin: client.ApiClient, kind: str, namespace: str, run_id: str) -> list[dict]:
+def experiment_objects(
+    admin: client.ApiClient, kind: str, namespace: str, run_id: str
+) -> list[dict[str, Any]]:
     return objects(admin, kind, namespace, f"kubelab.io/experiment={run_id}")
 
 
@@ -165,7 +167,9 @@ def test_kubeflow_engine_when_the_operator_is_served(
 ) -> None:
     run_id = submit(lab, home, framework="pytorch", replicas=3, engine="kubeflow")
     custom = client.CustomObjectsApi(admin)
-    (job,) = custom.list_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs")["items"]
+    (job,) = cast(
+        dict[str, Any], custom.list_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs")
+    )["items"]
     assert job["metadata"]["labels"]["kubelab.io/experiment"] == run_id
     assert job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
     name = job["metadata"]["name"]
@@ -176,7 +180,10 @@ def test_kubeflow_engine_when_the_operator_is_served(
     }
     custom.replace_namespaced_custom_object_status("kubeflow.org", "v1", namespace, "pytorchjobs", name, job)
     wait_for(lambda: lab.get(run_id)["status"] == "Running", what="Running from conditions")
-    job = custom.get_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", name)
+    job = cast(
+        dict[str, Any],
+        custom.get_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", name),
+    )
     job["status"]["conditions"].append(
         {"type": "Succeeded", "status": "True", "reason": "PyTorchJobSucceeded", "message": "done"}
     )
@@ -185,7 +192,10 @@ def test_kubeflow_engine_when_the_operator_is_served(
     lab.delete(run_id)
     wait_for(
         lambda: (
-            not custom.list_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs")["items"]
+            not cast(
+                dict[str, Any],
+                custom.list_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs"),
+            )["items"]
         ),
         what="PyTorchJob deleted",
     )

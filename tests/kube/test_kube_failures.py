@@ -13,6 +13,7 @@ import pytest
 from controlplane.cluster import ControlPlane
 from controlplane.faults import FaultProxy
 from kube_support import objects, pods_of, wait_for
+from kubelab_testing import manifest
 from kubernetes import client
 
 from kubelab.backends.kubernetes.backend import KubernetesBackend
@@ -23,6 +24,12 @@ from kubelab.spec import ExperimentSpec
 
 SPEC = {"command": ["python", "train.py"], "resources": {"cpu": "1", "memory": "1Gi"}}
 PYTORCH = {**SPEC, "framework": "pytorch", "replicas": 2}
+
+
+def counted(core: client.CoreV1Api, name: str, namespace: str) -> bool:
+    """The quota controller has counted the quota `name` once (its status holds the limits)."""
+    status = core.read_namespaced_resource_quota(name, namespace).status
+    return bool(status and status.hard)
 
 
 @pytest.fixture
@@ -56,18 +63,20 @@ def can_create_jobs(kubeconfig: Path, namespace: str) -> bool:
 
     with config.new_client_from_config(str(kubeconfig)) as api:
         review = client.AuthorizationV1Api(api).create_self_subject_access_review(
-            {
-                "spec": {
-                    "resourceAttributes": {
-                        "namespace": namespace,
-                        "verb": "create",
-                        "group": "batch",
-                        "resource": "jobs",
+            manifest(
+                {
+                    "spec": {
+                        "resourceAttributes": {
+                            "namespace": namespace,
+                            "verb": "create",
+                            "group": "batch",
+                            "resource": "jobs",
+                        }
                     }
                 }
-            }
+            )
         )
-    return bool(review.status.allowed)
+    return bool(review.status and review.status.allowed)
 
 
 def test_rbac_refusal_names_the_role(
@@ -130,7 +139,7 @@ def test_name_taken_by_someone_else_is_a_conflict(
     batch = client.BatchV1Api(admin)
     batch.delete_namespaced_job(job["metadata"]["name"], namespace, propagation_policy="Foreground")
     wait_for(lambda: not objects(admin, "jobs", namespace), what="the Job gone")
-    batch.create_namespaced_job(namespace, job)
+    batch.create_namespaced_job(namespace, manifest(job))
     with pytest.raises(Conflict) as err:
         backend.submit(run, spec)
     assert "already exists" in err.value.detail
@@ -166,10 +175,10 @@ def test_quota_refusal_at_submit(
 ) -> None:
     core = client.CoreV1Api(admin)
     core.create_namespaced_resource_quota(
-        namespace, {"metadata": {"name": "objects"}, "spec": {"hard": {"count/jobs.batch": "0"}}}
+        namespace, manifest({"metadata": {"name": "objects"}, "spec": {"hard": {"count/jobs.batch": "0"}}})
     )
     wait_for(
-        lambda: core.read_namespaced_resource_quota("objects", namespace).status.hard,
+        lambda: counted(core, "objects", namespace),
         what="the quota controller's first count",
     )
     with pytest.raises(QuotaExceeded) as err:
@@ -184,10 +193,11 @@ def test_gpu_quota_refusal_of_pods_is_the_pending_reason(
 ) -> None:
     core = client.CoreV1Api(admin)
     core.create_namespaced_resource_quota(
-        namespace, {"metadata": {"name": "gpus"}, "spec": {"hard": {"requests.nvidia.com/gpu": "1"}}}
+        namespace,
+        manifest({"metadata": {"name": "gpus"}, "spec": {"hard": {"requests.nvidia.com/gpu": "1"}}}),
     )
     wait_for(
-        lambda: core.read_namespaced_resource_quota("gpus", namespace).status.hard,
+        lambda: counted(core, "gpus", namespace),
         what="the quota controller's first count",
     )
     record = lab.submit({**SPEC, "resources": {"cpu": "1", "memory": "1Gi", "gpus": 2}}, base_dir=home)
@@ -207,7 +217,7 @@ def test_an_admission_refusal_of_pods_is_the_pending_reason(
     as user namespaces have) is named too, rather than 'waiting for pods to be created'."""
     core = client.CoreV1Api(admin)
     minimum = {"limits": [{"type": "Container", "min": {"cpu": "50m"}}]}
-    core.create_namespaced_limit_range(namespace, {"metadata": {"name": "limits"}, "spec": minimum})
+    core.create_namespaced_limit_range(namespace, manifest({"metadata": {"name": "limits"}, "spec": minimum}))
     record = lab.submit({**SPEC, "resources": {"cpu": "10m", "memory": "64Mi"}}, base_dir=home)
     reason = wait_for(
         lambda: "minimum cpu" in (r := lab.get(record["id"]))["reason"] and r["reason"],
@@ -229,15 +239,17 @@ def test_watch_410_gone_relists_and_keeps_tracking(
 ) -> None:
     project_node()
     backend = proxied_lab.backend
+    assert isinstance(backend, KubernetesBackend) and backend.watcher is not None
+    watcher = backend.watcher
     record = proxied_lab.submit(SPEC, base_dir=home)
     pod = wait_for(lambda: pods_of(admin, namespace, record["id"]))[0]["metadata"]["name"]
     wait_for(lambda: proxied_lab.get(record["id"])["status"] == "Running", what="Running")
-    relists = backend.watcher.relists
+    relists = watcher.relists
     proxy.cut_watches(expired=True)  # they resume from a compacted version and get 410
-    wait_for(lambda: backend.watcher.relists > relists, what="a re-list after 410")
+    wait_for(lambda: watcher.relists > relists, what="a re-list after 410")
     simulated_cluster.end_pod(namespace, pod)
     wait_for(lambda: proxied_lab.get(record["id"])["status"] == "Succeeded", what="Succeeded after 410")
-    assert backend.watcher.open_watches <= len(backend.watcher.kinds)
+    assert watcher.open_watches <= len(watcher.kinds)
 
 
 @pytest.mark.xfail(
@@ -259,6 +271,7 @@ def test_events_listed_before_their_job_reach_the_run(
     run; they must still reach the run once the Job list answers."""
     lab.backend.close()  # the run is submitted by a process that watches nothing (the CLI)
     record = lab.submit(SPEC, base_dir=home)
+    assert isinstance(lab.backend, KubernetesBackend)
     core = client.CoreV1Api(lab.backend.api.client)
     wait_for(
         lambda: any(

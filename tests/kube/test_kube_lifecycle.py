@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from controlplane.cluster import ControlPlane
@@ -85,8 +86,12 @@ def test_restart_recovery_rebuilds_state(
     running = first.submit({"command": ["python", "a.py"]}, base_dir=home)["id"]
     finished = first.submit({"command": ["python", "b.py"]}, base_dir=home)["id"]
     deleted = first.submit({"command": ["python", "c.py"]}, base_dir=home)["id"]
+
+    def is_running(run_id: str) -> bool:
+        return bool(first.get(run_id)["status"] == "Running")
+
     for run_id in (running, finished):
-        wait_for(lambda run_id=run_id: first.get(run_id)["status"] == "Running")
+        wait_for(partial(is_running, run_id))
     first.backend.close()  # the server goes away; the cluster carries on
     simulated_cluster.end_pod(namespace, pods_of(admin, namespace, finished)[0]["metadata"]["name"])
     (job,) = [j for j in objects(admin, "jobs", namespace, f"kubelab.io/experiment={deleted}")]

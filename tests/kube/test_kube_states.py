@@ -28,10 +28,12 @@ def start(
     return run_id, pod["metadata"]["name"]
 
 
-def settle(lab: Experiments, run_id: str, state: str, contains: str = "", timeout: float = 60) -> dict:
+def settle(
+    lab: Experiments, run_id: str, state: str, contains: str = "", timeout: float = 60
+) -> dict[str, Any]:
     seen: list[tuple[str, str]] = []
 
-    def arrived() -> dict | None:
+    def arrived() -> dict[str, Any] | None:
         record = lab.get(run_id)
         seen.append((record["status"], record["reason"]))
         return record if record["status"] == state and contains in record["reason"] else None
