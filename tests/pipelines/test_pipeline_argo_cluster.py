@@ -28,6 +28,7 @@ import test_pipeline_cluster as worked_example
 import yaml
 from controlplane.cluster import ControlPlane
 from controlplane.crds import WORKFLOW_CRD
+from kubelab_testing import manifest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -99,7 +100,7 @@ def play(
     namespace: str,
     home: Path,
     pipeline_id: str,
-    outcomes: dict[str, tuple[str, dict]],
+    outcomes: dict[str, tuple[str, dict[str, Any]]],
     wanted: int,
 ) -> None:
     """End `wanted` step pods (each step's pod as `outcomes[step]` says), all in one sweep once
@@ -173,11 +174,11 @@ def test_a_pipeline_submitted_as_a_workflow_runs_step_by_step(
     )
     core = client.CoreV1Api(admin)
     for step in ("prep", "train_a", "train_b", "evaluate"):
-        core.create_namespaced_pod(namespace, argo_workflow.task_pod(made, step), dry_run="All")
+        core.create_namespaced_pod(namespace, manifest(argo_workflow.task_pod(made, step)), dry_run="All")
     loose = argo_workflow.task_pod(made, "prep")
     loose["spec"]["containers"][0].pop("securityContext")
     with pytest.raises(ApiException) as refused:  # the level is enforced: the check can fail
-        core.create_namespaced_pod(namespace, loose, dry_run="All")
+        core.create_namespaced_pod(namespace, manifest(loose), dry_run="All")
     assert refused.value.status == 403 and "restricted" in refused.value.body
 
     # A task that runs before its dependencies succeeded waits (Argo never does this).

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 from kubelab.driver_store import write_json
 from kubelab.pipelines.spec import PipelineSpec
@@ -35,7 +36,7 @@ WRITER = textwrap.dedent("""
 """)
 
 
-def pipeline(tmp_path: Path, steps: list[dict]) -> PipelineDirectory:
+def pipeline(tmp_path: Path, steps: list[dict[str, Any]]) -> PipelineDirectory:
     spec = PipelineSpec.parse({"name": "p", "engine": "argo", "steps": steps}, base_dir=tmp_path)
     folder = PipelineDirectory(tmp_path / "home" / "pipelines" / "0123456789ab")
     folder.path.mkdir(parents=True)

@@ -4,6 +4,8 @@ one DAG task per step, dependencies and retries from the spec, each task the sch
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from kubelab.backends.kubernetes import cronjob
@@ -29,7 +31,7 @@ STEPS = [
 ]
 
 
-def built() -> dict:
+def built() -> dict[str, Any]:
     objects = argo_workflow.build("0123456789ab", "nightly", STEPS, NB)
     assert [o["kind"] for o in objects] == ["ServiceAccount", "Role", "RoleBinding", "Workflow"]
     return objects[-1]

@@ -20,7 +20,7 @@ def doc_files() -> dict[str, str]:
     return dict(found)
 
 
-def kubelab(*args: str) -> subprocess.CompletedProcess:
+def kubelab(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "kubelab.cli", *args],
         capture_output=True,

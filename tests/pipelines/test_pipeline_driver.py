@@ -36,7 +36,7 @@ WAITS = """
 """
 
 
-def grid_sweep(values: list, command: list[str], **more: Any) -> dict:
+def grid_sweep(values: list[Any], command: list[str], **more: Any) -> dict[str, Any]:
     """A sweep step's body: every value of `x` in turn, each trial reporting the metric `m`."""
     space = {"x": {"_type": "choice", "_value": values}}
     trial = {"command": command}
@@ -51,8 +51,8 @@ def grid_sweep(values: list, command: list[str], **more: Any) -> dict:
 
 
 def killed_then_restarted(
-    pipelines: Pipelines, monkeypatch: pytest.MonkeyPatch, crash: str, spec: dict
-) -> dict:
+    pipelines: Pipelines, monkeypatch: pytest.MonkeyPatch, crash: str, spec: dict[str, Any]
+) -> dict[str, Any]:
     """Run `spec` with its driver made to die at `crash`, start it again once it died, and
     wait for the pipeline to succeed."""
     monkeypatch.setenv("KUBELAB_PIPELINE_CRASH", crash)
@@ -69,7 +69,9 @@ def killed_then_restarted(
     return done
 
 
-def stopped_once_started(pipelines: Pipelines, pipeline_env: Path, steps: list[dict]) -> dict:
+def stopped_once_started(
+    pipelines: Pipelines, pipeline_env: Path, steps: list[dict[str, Any]]
+) -> dict[str, Any]:
     """Create the pipeline, and stop it once a step running `waits.py` has started."""
     write_script(pipeline_env, "waits.py", WAITS)
     record = pipelines.create({"steps": steps})
@@ -79,7 +81,7 @@ def stopped_once_started(pipelines: Pipelines, pipeline_env: Path, steps: list[d
     return stopped
 
 
-def worked_example() -> dict:
+def worked_example() -> dict[str, Any]:
     return {
         "name": "tune-train-eval",
         "params": {"bonus": 1},
@@ -179,7 +181,7 @@ def test_failures_fail_dependants_and_retries_run_again(pipelines: Pipelines, pi
     assert "failed steps: broken" in done["reason"]
 
 
-def chain() -> dict:
+def chain() -> dict[str, Any]:
     step = {"command": ["python", "-c", "import kubelab; kubelab.report(v=1)"]}
     return {
         "steps": [
@@ -286,7 +288,7 @@ def test_cache_reuses_a_step_whose_inputs_did_not_change(pipelines: Pipelines, p
         ],
     }
 
-    def run(**params: Any) -> dict:
+    def run(**params: Any) -> dict[str, Any]:
         done = wait_pipeline(pipelines, pipelines.create(spec, params=params)["id"])
         assert done["status"] == "Succeeded", done
         return done

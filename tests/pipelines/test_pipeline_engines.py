@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from controlplane.cluster import ControlPlane
 from controlplane.crds import WORKFLOW_CRD
+from kubelab_testing import manifest
 from kubernetes import client, config
 
 from kubelab.backends.kubernetes.backend import KubernetesBackend
@@ -45,9 +46,9 @@ def test_argo_is_refused_by_what_discovery_finds(
 ) -> None:
     namespace = "argo-" + str(int(time.time() * 1000))[-8:]
     with config.new_client_from_config(str(kubeconfig)) as admin:
-        client.CoreV1Api(admin).create_namespace({"metadata": {"name": namespace}})
+        client.CoreV1Api(admin).create_namespace(manifest({"metadata": {"name": namespace}}))
         client.CoreV1Api(admin).create_namespaced_service_account(
-            namespace, {"metadata": {"name": "notebook"}}
+            namespace, manifest({"metadata": {"name": "notebook"}})
         )
     try:
         token = simulated_cluster.token_for(namespace, "notebook")  # discovery needs no Role

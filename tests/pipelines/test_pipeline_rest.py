@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -23,7 +24,7 @@ from kubelab.pipelines.service import Pipelines
 OK = {"command": ["python", "-c", "import kubelab; kubelab.report(acc=0.9)"]}
 
 
-def two_steps() -> dict:
+def two_steps() -> dict[str, Any]:
     return {
         "name": "rest",
         "params": {"n": 1},
@@ -61,13 +62,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
         stop_leftovers(base / "home")
 
 
-def wait_done(server: JupyterServer, pipeline_id: str, timeout: float = 90.0) -> dict:
+def wait_done(server: JupyterServer, pipeline_id: str, timeout: float = 90.0) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
-    record: dict = {}
+    record: dict[str, Any] = {}
     while time.monotonic() < deadline:
         record = next(r for r in server.get("pipelines").json()["items"] if r["id"] == pipeline_id)
         if record["status"] != "Running":
-            return server.get(f"pipelines/{pipeline_id}").json()
+            full: dict[str, Any] = server.get(f"pipelines/{pipeline_id}").json()
+            return full
         time.sleep(0.1)
     raise AssertionError(record)
 
@@ -76,7 +78,7 @@ class EventReader(threading.Thread):
     def __init__(self, server: JupyterServer) -> None:
         super().__init__(daemon=True)
         self.response = requests.get(server.api + "events", headers=server.headers, stream=True, timeout=60)
-        self.pipelines: list[dict] = []
+        self.pipelines: list[dict[str, Any]] = []
 
     def run(self) -> None:
         kind = None
@@ -184,6 +186,7 @@ def test_a_server_restarts_a_dead_pipeline_driver(tmp_path: Path) -> None:
             pipeline_id = first.post("pipelines", {"spec": two_steps(), "params": {"n": 2}}).json()["id"]
             pipelines = Pipelines(Experiments(home))
             wait_driver_gone(pipelines, pipeline_id)  # the driver died right after its first submit
+            assert first.process is not None
             first.process.send_signal(signal.SIGKILL)
             first.process.wait()
         env["KUBELAB_PIPELINE_CRASH"] = ""

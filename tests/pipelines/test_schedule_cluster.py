@@ -21,6 +21,7 @@ import yaml
 from controlplane.cluster import ControlPlane
 from controlplane.fixtures import RealCluster
 from controlplane.objects import create_renamed, delete_namespaces
+from kubelab_testing import manifest
 from kubernetes import client, config
 
 from kubelab.backends.kubernetes import cronjob
@@ -196,7 +197,7 @@ def test_a_notebook_token_cannot_escalate_through_roles_and_bindings(
     namespace = user_namespace
     rbac_admin = client.RbacAuthorizationV1Api(admin)
     rbac_admin.create_namespaced_role(
-        namespace, {"metadata": {"name": "secret-reader"}, "rules": [ESCALATIONS["secrets"]]}
+        namespace, manifest({"metadata": {"name": "secret-reader"}, "rules": [ESCALATIONS["secrets"]]})
     )
     subject = [{"kind": "ServiceAccount", "name": NOTEBOOK_ACCOUNT, "namespace": namespace}]
 
@@ -210,13 +211,15 @@ def test_a_notebook_token_cannot_escalate_through_roles_and_bindings(
     with config.new_client_from_config(str(notebook_kubeconfig(cluster, namespace, tmp_path / "nb"))) as api:
         rbac = client.RbacAuthorizationV1Api(api)
         # What scheduling needs is allowed: a Role within the notebook's rights, bound.
-        rbac.create_namespaced_role(namespace, {"metadata": {"name": "within"}, "rules": cronjob.RULES})
-        rbac.create_namespaced_role_binding(namespace, binding("within", "Role", "within"))
+        rbac.create_namespaced_role(
+            namespace, manifest({"metadata": {"name": "within"}, "rules": cronjob.RULES})
+        )
+        rbac.create_namespaced_role_binding(namespace, manifest(binding("within", "Role", "within")))
         refused: dict[str, str] = {}
         for name, rule in ESCALATIONS.items():
             with pytest.raises(client.ApiException) as caught:
                 rbac.create_namespaced_role(
-                    namespace, {"metadata": {"name": name.replace("/", "-")}, "rules": [rule]}
+                    namespace, manifest({"metadata": {"name": name.replace("/", "-")}, "rules": [rule]})
                 )
             refused[f"Role granting {name}"] = caught.value.body
         for kind, role in (
@@ -225,7 +228,7 @@ def test_a_notebook_token_cannot_escalate_through_roles_and_bindings(
             ("ClusterRole", "cluster-admin"),
         ):
             with pytest.raises(client.ApiException) as caught:
-                rbac.create_namespaced_role_binding(namespace, binding(f"to-{role}", kind, role))
+                rbac.create_namespaced_role_binding(namespace, manifest(binding(f"to-{role}", kind, role)))
             refused[f"binding {kind} {role}"] = caught.value.body
     assert len(refused) == 6
     for what, body in refused.items():

@@ -22,7 +22,7 @@ from kubelab.errors import ValidationError
 from kubelab.experiments import Experiments
 from kubelab.schedules.scheduler import fire_once
 from kubelab.schedules.service import Schedules
-from kubelab.schedules.spec import parse_schedule
+from kubelab.schedules.spec import Schedule, parse_schedule
 
 ROLE_FILE = Path(__file__).resolve().parents[2] / "hub_config" / "rbac" / "notebook-role.yaml"
 NB = NotebookEnv(
@@ -39,9 +39,9 @@ NB = NotebookEnv(
 )
 
 
-def schedule(**fields: Any):
+def schedule(**fields: Any) -> Schedule:
     parsed, errors = parse_schedule({"cron": "0 2 * * *", "timezone": "Europe/Berlin", **fields})
-    assert not errors
+    assert not errors and parsed is not None
     return parsed
 
 

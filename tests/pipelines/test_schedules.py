@@ -47,6 +47,7 @@ def test_fire_times_follow_cron_time_zone_and_bounds() -> None:
     week = due(every_second, 0.0, at("2026-03-10T00:00:00"), limit=3)  # no walk through the missed
     assert week == [at("2026-03-09T23:59:58"), at("2026-03-09T23:59:59"), at("2026-03-10T00:00:00")]
     summer, _ = parse_schedule({"cron": "0 2 * * *", "timezone": "Europe/Berlin"})
+    assert summer is not None
     assert summer.next_after(at("2026-07-01T12:00:00")) == at("2026-07-02T00:00:00")  # CEST
 
 
@@ -182,7 +183,7 @@ def test_paused_schedules_do_not_fire(pipeline_env: Path) -> None:
     assert schedules.list() == []
 
 
-def kubelab(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+def kubelab(*args: str, env: dict[str, Any] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "kubelab.cli", *args],
         capture_output=True,
@@ -192,7 +193,7 @@ def kubelab(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     )
 
 
-def wait_fires(schedules: Schedules, schedule_id: str, count: int) -> list[dict]:
+def wait_fires(schedules: Schedules, schedule_id: str, count: int) -> list[dict[str, Any]]:
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         fires = [f for f in schedules.get_dir(schedule_id).read_state()["fires"] if f.get("id")]
