@@ -24,7 +24,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ import requests
 from controlplane.cluster import ControlPlane
 from controlplane.fixtures import RealCluster
 from jupyter_server_process import JupyterServer
+from kubelab_testing import manifest
 from other_account import ASK, OTHER_PYTHON, SNOOP, listening_ports
 from system_users import as_user, needs_root, system_user
 from world_python import remove, world_python
@@ -61,7 +62,7 @@ SPEC = {"name": "b-private", "command": ["python", "-c", "print('b-secret')"]}
 def submit_and_wait(api: str, headers: dict[str, str]) -> str:
     reply = requests.post(api + "experiments", json=SPEC, headers=headers, timeout=30)
     assert reply.status_code == 201, reply.text
-    run = reply.json()["id"]
+    run = str(reply.json()["id"])
     for _ in range(240):
         if (
             requests.get(f"{api}experiments/{run}", headers=headers, timeout=30).json()["status"]
@@ -308,11 +309,11 @@ def kube_call(api: Any, verb: str, resource: str, namespace: str) -> Any:
             }
         },
     }
-    calls = {
+    calls: dict[tuple[str, str], Callable[[], Any]] = {
         ("list", "pods"): lambda: core.list_namespaced_pod(namespace),
         ("get", "pods/log"): lambda: core.read_namespaced_pod_log("any", namespace),
         ("list", "jobs"): lambda: batch.list_namespaced_job(namespace),
-        ("create", "jobs"): lambda: batch.create_namespaced_job(namespace, job),
+        ("create", "jobs"): lambda: batch.create_namespaced_job(namespace, manifest(job)),
         ("delete", "jobs"): lambda: batch.delete_collection_namespaced_job(namespace),
         ("list", "secrets"): lambda: core.list_namespaced_secret(namespace),
         ("list", "configmaps"): lambda: core.list_namespaced_config_map(namespace),
@@ -322,7 +323,7 @@ def kube_call(api: Any, verb: str, resource: str, namespace: str) -> Any:
         ),
         ("list", "events"): lambda: core.list_namespaced_event(namespace),
         ("create", "serviceaccounts/token"): lambda: core.create_namespaced_service_account_token(
-            "kubelab-notebook", namespace, {"spec": {"expirationSeconds": 600}}
+            "kubelab-notebook", namespace, manifest({"spec": {"expirationSeconds": 600}})
         ),
     }
     return calls[(verb, resource)]()
