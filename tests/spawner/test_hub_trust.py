@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from system_users import needs_root, system_user
+from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
 from kubelab.errors import KubelabError, ValidationError
@@ -20,7 +21,7 @@ from kubelab.spawner.preflight import check_runnable_by_users, closed_to_others
 CONFIG = Path(__file__).resolve().parents[2] / "hub_config" / "jupyterhub_config.py"
 
 
-def hub_config(monkeypatch: pytest.MonkeyPatch, **env: str):
+def hub_config(monkeypatch: pytest.MonkeyPatch, **env: str) -> Config:
     for name in ("KUBELAB_HUB_AUTH", "KUBELAB_HUB_MODE", "KUBELAB_HUB_GROUP"):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():

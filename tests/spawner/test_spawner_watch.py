@@ -10,8 +10,10 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 from controlplane.cluster import ControlPlane, NodeSpec
 
@@ -20,7 +22,7 @@ from kubelab.spawner.culling import idle_gpu_servers
 from kubelab.spawner.profiles import Catalog
 
 
-async def _until(check, timeout: float = 10) -> None:
+async def _until(check: Callable[[], object], timeout: float = 10) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
@@ -28,7 +30,7 @@ async def _until(check, timeout: float = 10) -> None:
         await asyncio.sleep(0.05)
 
 
-def gpu_pod(name: str, user: str, gpus: int, selector: dict) -> dict:
+def gpu_pod(name: str, user: str, gpus: int, selector: dict[str, Any]) -> dict[str, Any]:
     return {
         "metadata": {"name": name, "labels": {"kubelab.io/user": user}},
         "spec": {
@@ -156,7 +158,7 @@ def test_gpu_exec_holds_gpus_for_the_server_process_itself(tmp_path: Path) -> No
 def test_the_gpu_culler_picks_idle_gpu_servers_only() -> None:
     now = datetime(2026, 1, 1, 12, tzinfo=timezone.utc)
 
-    def server(idle_minutes: float, options: dict, ready: bool = True) -> dict:
+    def server(idle_minutes: float, options: dict[str, Any], ready: bool = True) -> dict[str, Any]:
         last = (now - timedelta(minutes=idle_minutes)).isoformat().replace("+00:00", "Z")
         return {"ready": ready, "last_activity": last, "user_options": options}
 
