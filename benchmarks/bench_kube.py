@@ -73,7 +73,7 @@ def emit(name: str, samples: list[float], baseline: list[float] | None = None, *
 
 def setup(plane: ControlPlane, tmp: Path, namespace: str) -> Path:
     """A namespace with the notebook's Role; a kubeconfig with its ServiceAccount's token."""
-    with config.new_client_from_config(str(plane.kubeconfig)) as admin:  # type: ignore[no-untyped-call]
+    with config.new_client_from_config(str(plane.kubeconfig)) as admin:
         core = client.CoreV1Api(admin)
         core.create_namespace({"metadata": {"name": namespace}})  # type: ignore[arg-type]
         core.create_namespaced_service_account(namespace, {"metadata": {"name": "notebook"}})  # type: ignore[arg-type]
@@ -106,7 +106,7 @@ def bench_submit(plane: ControlPlane, tmp: Path, samples: int) -> None:
         kubeconfig, notebook("bench-submit", tmp), runs_root=tmp / "runs"
     )
     spec = ExperimentSpec.parse(SPEC)
-    with config.new_client_from_config(str(kubeconfig)) as api:  # type: ignore[no-untyped-call]
+    with config.new_client_from_config(str(kubeconfig)) as api:
         batch = client.BatchV1Api(api)
         ours, bare = [], []
         for i in range(samples + 10):
@@ -132,7 +132,7 @@ class RunningSeen(threading.Thread):
 
     def __init__(self, kubeconfig: Path, namespace: str) -> None:
         super().__init__(daemon=True)
-        self.api = config.new_client_from_config(str(kubeconfig))  # type: ignore[no-untyped-call]
+        self.api = config.new_client_from_config(str(kubeconfig))
         self.namespace, self.seen = namespace, {}
         self.ready, self.done = threading.Event(), threading.Event()
         self.changed = threading.Condition()
@@ -176,7 +176,7 @@ def bench_lag(plane: ControlPlane, tmp: Path, live: int, samples: int) -> None:
     with ThreadPoolExecutor(4) as pool:  # as several notebooks' submits would arrive
         list(pool.map(lambda run: backend.submit(run, spec), runs))
     submitted = time.perf_counter() - began
-    admin = config.new_client_from_config(str(plane.kubeconfig))  # type: ignore[no-untyped-call]
+    admin = config.new_client_from_config(str(plane.kubeconfig))
     core = client.CoreV1Api(admin)
     pods: dict[str, str] = {}
     deadline = time.monotonic() + 600

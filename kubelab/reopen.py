@@ -90,5 +90,5 @@ def _parameterize(notebook: Path, params: dict[str, Any]) -> bool:
         return False
     language = (nb.metadata.get("kernelspec") or {}).get("language") or "python"
     nb = parameterize_notebook(nb, params, language=language, kernel_name="python3")
-    nbformat.write(nb, notebook)  # type: ignore[no-untyped-call]
+    nbformat.write(nb, notebook)
     return True

@@ -131,8 +131,8 @@ def _notebook_diff(a: str, b: str, name: str) -> dict[str, Any]:
     from nbdime.prettyprint import PrettyPrintConfig, pretty_print_diff
 
     try:
-        na = nbformat.reads(a, as_version=4)  # type: ignore[no-untyped-call]
-        nb = nbformat.reads(b, as_version=4)  # type: ignore[no-untyped-call]
+        na = nbformat.reads(a, as_version=4)
+        nb = nbformat.reads(b, as_version=4)
     except Exception as exc:  # not a notebook after all: nbformat's many errors
         return {"text": f"not a readable notebook ({exc})"}
     diff = diff_notebooks(na, nb)

@@ -201,12 +201,12 @@ def hub_notebook_pods(kubeconfig: str | None = None) -> Callable[[], dict[tuple[
     from kubernetes import client, config
 
     if kubeconfig:
-        api_client = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+        api_client = config.new_client_from_config(config_file=kubeconfig)
     else:
         try:
-            config.load_incluster_config()  # type: ignore[no-untyped-call]
+            config.load_incluster_config()
         except config.ConfigException:
-            config.load_kube_config()  # type: ignore[no-untyped-call]
+            config.load_kube_config()
         api_client = client.ApiClient()
     core = client.CoreV1Api(api_client)
 

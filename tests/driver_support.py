@@ -16,16 +16,16 @@ from typing import Any
 
 
 def wait_record(
-    record: Callable[[Any], dict],
+    record: Callable[[Any], dict[str, Any]],
     directory: Any,
     kind: str,
     timeout: float,
-    until: Callable[[dict], bool] | None,
-) -> dict:
+    until: Callable[[dict[str, Any]], bool] | None,
+) -> dict[str, Any]:
     """Poll `record(directory)` until it is no longer Running (or `until(record)` holds); fail
     with the record and the driver's log."""
     deadline = time.monotonic() + timeout
-    current: dict = {}
+    current: dict[str, Any] = {}
     while time.monotonic() < deadline:
         current = record(directory)
         if until(current) if until else current["status"] != "Running":
@@ -47,7 +47,7 @@ def wait_driver_gone(directory: Any, timeout: float) -> None:
     raise AssertionError(f"the driver of {directory.id} did not die: {directory.read_state()}")
 
 
-def group_runs(home: Path, key: str, where: Callable[[dict], bool]) -> dict[Any, list[str]]:
+def group_runs(home: Path, key: str, where: Callable[[dict[str, Any]], bool]) -> dict[Any, list[str]]:
     """The run directories whose status passes `where`, by the status's `key`, in name order."""
     found: dict[Any, list[str]] = {}
     for path in sorted((home / "runs").iterdir()):

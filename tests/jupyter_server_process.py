@@ -13,7 +13,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Collection
 from pathlib import Path
+from typing import Any
 
 import requests
 
@@ -21,7 +23,7 @@ import requests
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        return int(sock.getsockname()[1])
 
 
 class PortTaken(RuntimeError):
@@ -38,7 +40,7 @@ class JupyterServer:
         app: str = "server",
         env: dict[str, str] | None = None,
         extra: list[str] | None = None,
-    ):
+    ) -> None:
         self.root, self.home = Path(root), Path(home)
         self.port = free_port()
         self.token = secrets.token_hex(16)
@@ -49,7 +51,7 @@ class JupyterServer:
         self.env = {**os.environ, "KUBELAB_HOME": str(self.home), **(env or {})}
         self.env.pop("KUBELAB_API_URL", None)
         self.env.pop("KUBELAB_API_TOKEN", None)
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen[bytes] | None = None
         self.log = self.root.parent / f"jupyter-{self.port}.log"
 
     def command(self) -> list[str]:
@@ -122,27 +124,30 @@ class JupyterServer:
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"token {self.token}"}
 
-    def page(self, path: str, token: bool = True, **kwargs) -> requests.Response:
+    def page(self, path: str, token: bool = True, **kwargs: Any) -> requests.Response:
         """A browser-side path (not under /kubelab/api), with or without the token."""
         headers = self.headers if token else {}
         kwargs.setdefault("allow_redirects", False)
         return requests.get(self.url + path.lstrip("/"), headers=headers, timeout=60, **kwargs)
 
-    def get(self, path: str, **kwargs) -> requests.Response:
+    def get(self, path: str, **kwargs: Any) -> requests.Response:
         return requests.get(self.api + path, headers=self.headers, timeout=30, **kwargs)
 
-    def post(self, path: str, body: object = None, **kwargs) -> requests.Response:
+    def post(self, path: str, body: object = None, **kwargs: Any) -> requests.Response:
         return requests.post(self.api + path, headers=self.headers, json=body, timeout=30, **kwargs)
 
-    def delete(self, path: str, **kwargs) -> requests.Response:
+    def delete(self, path: str, **kwargs: Any) -> requests.Response:
         return requests.delete(self.api + path, headers=self.headers, timeout=30, **kwargs)
 
     def wait_for(
-        self, run_id: str, states=("Succeeded", "Failed", "Stopped", "Pruned"), timeout=60.0
-    ) -> dict:
+        self,
+        run_id: str,
+        states: Collection[str] = ("Succeeded", "Failed", "Stopped", "Pruned"),
+        timeout: float = 60.0,
+    ) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            record = self.get(f"experiments/{run_id}").json()
+            record: dict[str, Any] = self.get(f"experiments/{run_id}").json()
             if record["status"] in states:
                 return record
             time.sleep(0.1)

@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Collection, Mapping
+from typing import Any, Protocol
 
 TERMINAL = ("Succeeded", "Failed", "Stopped", "Pruned")
 
 
-def wait_until(lab, run_id: str, states=TERMINAL, timeout: float = 60.0, reason: str = "") -> dict:
+class Lab(Protocol):
+    """What `wait_until` reads of a lab: a run's record by id."""
+
+    def get(self, run_id: str) -> dict[str, Any]: ...
+
+
+def wait_until(
+    lab: Lab, run_id: str, states: Collection[str] = TERMINAL, timeout: float = 60.0, reason: str = ""
+) -> dict[str, Any]:
     """Poll `lab.get` until the run reaches one of `states` (with `reason` in its reason)."""
     deadline = time.monotonic() + timeout
     record = None
@@ -17,3 +27,9 @@ def wait_until(lab, run_id: str, states=TERMINAL, timeout: float = 60.0, reason:
             return record
         time.sleep(0.05)
     raise AssertionError(f"{run_id} never reached {states}; last: {record}")
+
+
+def manifest(obj: Mapping[str, Any]) -> Any:
+    """A plain Kubernetes object where the client's annotations name its model class: the client
+    sends a mapping as it sends a model (`ApiClient.sanitize_for_serialization`)."""
+    return obj

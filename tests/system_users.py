@@ -12,6 +12,7 @@ import pwd
 import secrets
 import subprocess
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -34,7 +35,7 @@ def system_user(prefix: str = "klt", password: str | None = None) -> Iterator[pw
         subprocess.run(["userdel", "--force", "--remove", name], capture_output=True)
 
 
-def as_user(entry: pwd.struct_passwd, argv: list[str], **kwargs) -> subprocess.CompletedProcess:
+def as_user(entry: pwd.struct_passwd, argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[Any]:
     """Run `argv` as that user (real uid, gid and groups), as a hostile user would."""
 
     def drop() -> None:

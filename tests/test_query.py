@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
+from typing import Any, cast
 
 import pytest
 
@@ -12,7 +13,7 @@ from kubelab.errors import ValidationError
 from kubelab.query import compile_query, compile_sort, select
 from kubelab.query.parser import QueryError
 
-RECORDS = [
+RECORDS: list[dict[str, Any]] = [
     {
         "id": "a1",
         "name": "train-resnet",
@@ -260,7 +261,7 @@ def test_query_matches(query: str, expected: list[str]) -> None:
 
 
 def test_matches_returns_bools_and_never_raises_on_odd_records() -> None:
-    odd = [
+    odd: list[dict[str, Any]] = [
         {},
         {"params": None},
         {"metrics": []},
@@ -317,7 +318,7 @@ def test_negation_never_overlaps_and_skips_wrong_types(query: str) -> None:
         ("metrics.loss:<1", {"metrics": {"loss": []}}, False),
     ],
 )
-def test_literal_values(query: str, record: dict, expected: bool) -> None:
+def test_literal_values(query: str, record: dict[str, Any], expected: bool) -> None:
     assert compile_query(query).matches(record) is expected
 
 
@@ -411,7 +412,7 @@ def test_select_filters_sorts_and_pages() -> None:
         ({"sort": ["x"]}, "sort"),
     ],
 )
-def test_select_rejects_bad_arguments(kwargs: dict, path: str) -> None:
+def test_select_rejects_bad_arguments(kwargs: dict[str, Any], path: str) -> None:
     with pytest.raises(ValidationError) as caught:
         select(RECORDS, **kwargs)
     assert [f.path for f in caught.value.fields] == [path]
@@ -498,7 +499,7 @@ def test_malformed_query(query: str, position: int, reason: str) -> None:
     assert field.path == "query"
     assert field.reason.startswith(f"position {position}: ")
     assert reason in field.reason
-    assert error.status == 422 and error.to_json()["fields"][0]["path"] == "query"
+    assert error.status == 422 and cast(Any, error.to_json()["fields"])[0]["path"] == "query"
     excerpt, caret = error.detail.splitlines()[1:]
     assert caret.index("^") - 4 == position - 1 and excerpt.strip() == query.strip()
 

@@ -5,26 +5,8 @@
 documented API (docs/query.md) so callers name the idea, not the file.
 """
 
-from kubelab.query.compiler import (
-    FIELDS,
-    SECTIONS,
-    STATUSES,
-    Query,
-    QueryError,
-    Sort,
-    compile_query,
-    compile_sort,
-    select,
-)
+from kubelab.query import compiler
+from kubelab.query.compiler import *  # noqa: F403 (its __all__, named once there)
 
-__all__ = [
-    "FIELDS",
-    "SECTIONS",
-    "STATUSES",
-    "Query",
-    "QueryError",
-    "Sort",
-    "compile_query",
-    "compile_sort",
-    "select",
-]
+__all__: list[str] = []
+__all__ += compiler.__all__

@@ -16,9 +16,10 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from playwright.sync_api import Page, sync_playwright
+from playwright.sync_api import ConsoleMessage, Page, sync_playwright
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ for the shared helpers
 
@@ -52,7 +53,7 @@ def built_extension() -> Path:
 
 
 @pytest.fixture(scope="module")
-def lab_server(tmp_path_factory) -> Iterator[JupyterServer]:
+def lab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
     """JupyterLab on a free port with kubelab's server extension and this build."""
     tmp_path = tmp_path_factory.mktemp("lab")
     extensions = tmp_path / "jupyter-path" / "labextensions"
@@ -83,7 +84,7 @@ def lab_server(tmp_path_factory) -> Iterator[JupyterServer]:
 
 
 @pytest.fixture(scope="module")
-def page(lab_server) -> Iterator[Page]:
+def page(lab_server: JupyterServer) -> Iterator[Page]:
     """One headless Chromium page for the module, with console problems collected."""
     if not shutil.which(CHROMIUM):
         pytest.fail(f"no Chromium at {CHROMIUM}: apt-get install chromium, or set KUBELAB_CHROMIUM")
@@ -92,27 +93,28 @@ def page(lab_server) -> Iterator[Page]:
         context = browser.new_context(viewport={"width": 1500, "height": 950})
         try:
             page = context.new_page()
-            page.problems = []  # type: ignore[attr-defined]
+            problems: list[str] = []
+            page.problems = problems  # type: ignore[attr-defined]
 
-            def watch(message) -> None:
+            def watch(message: ConsoleMessage) -> None:
                 if message.type in ("error", "warning") and "kubelab" in message.text:
-                    page.problems.append(message.text)  # type: ignore[attr-defined]
+                    problems.append(message.text)
 
             page.on("console", watch)
-            page.on("pageerror", lambda error: page.problems.append(str(error)))  # type: ignore[attr-defined]
+            page.on("pageerror", lambda error: problems.append(str(error)))
             yield page
         finally:
             context.close()
             browser.close()
 
 
-def runs_after_submit(server: JupyterServer, page: Page, timeout: float = 30.0) -> list[dict]:
+def runs_after_submit(server: JupyterServer, page: Page, timeout: float = 30.0) -> list[dict[str, Any]]:
     """The runs the server lists once a dialog's submit reached it. The dialog closes before
     its request is answered (so an immediate listing can be empty); a refused submit opens it
     again, and then this returns at once with what is listed."""
     deadline = time.monotonic() + timeout
     while True:
-        items: list[dict] = server.get("experiments").json()["items"]
+        items: list[dict[str, Any]] = server.get("experiments").json()["items"]
         if items or time.monotonic() > deadline or page.locator(".jp-Dialog").count():
             return items
         time.sleep(0.2)

@@ -9,6 +9,7 @@ import re
 import sys
 
 import pytest
+from jupyter_server_process import JupyterServer
 from playwright.sync_api import Locator, Page, expect
 from test_sidebar import ARTIFACTS, WAIT_MS, open_panel, sidebar
 
@@ -34,7 +35,7 @@ def hover(page: Page, chart: Locator, fraction: float) -> None:
     page.mouse.move(box["x"] + box["width"] * fraction, box["y"] + box["height"] / 2)
 
 
-def test_compare_three_runs(lab_server, page: Page) -> None:
+def test_compare_three_runs(lab_server: JupyterServer, page: Page) -> None:
     (lab_server.root / "train.py").write_text(TRAIN)
     ids = {}
     for name, lr in RUNS.items():
@@ -137,7 +138,7 @@ def test_compare_three_runs(lab_server, page: Page) -> None:
     assert page.problems == []  # type: ignore[attr-defined]
 
 
-def test_the_run_table_is_a_keyboard_grid(lab_server, page: Page) -> None:
+def test_the_run_table_is_a_keyboard_grid(lab_server: JupyterServer, page: Page) -> None:
     page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Compare runs").click()
     view = page.locator(".jp-kubelab-Compare")
     table = view.locator(".jp-kubelab-RunTable")
@@ -170,7 +171,9 @@ def test_the_run_table_is_a_keyboard_grid(lab_server, page: Page) -> None:
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
-def test_row_menu_opens_from_the_keyboard_with_its_first_item_active(lab_server, page: Page) -> None:
+def test_row_menu_opens_from_the_keyboard_with_its_first_item_active(
+    lab_server: JupyterServer, page: Page
+) -> None:
     button = sidebar(page).get_by_role("button", name="Actions for cmp-a")
     button.focus()
     page.keyboard.press("Enter")
@@ -182,7 +185,7 @@ def test_row_menu_opens_from_the_keyboard_with_its_first_item_active(lab_server,
     expect(page.locator(".jp-kubelab-RowMenu")).to_have_count(0)
 
 
-def test_sidebar_text_is_no_smaller_than_jupyterlabs(lab_server, page: Page) -> None:
+def test_sidebar_text_is_no_smaller_than_jupyterlabs(lab_server: JupyterServer, page: Page) -> None:
     smallest = sidebar(page).evaluate("""root => {
         const base = parseFloat(getComputedStyle(document.body)
             .getPropertyValue('--jp-ui-font-size1'));

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from jupyter_server_process import JupyterServer
 from playwright.sync_api import Page, expect
 from test_sidebar import WAIT_MS, file_context_menu, open_panel, sidebar
 
@@ -34,7 +35,7 @@ NOTEBOOK = {
 }
 
 
-def test_the_run_menu_and_the_sidebar_toolbar(lab_server, page: Page) -> None:
+def test_the_run_menu_and_the_sidebar_toolbar(lab_server: JupyterServer, page: Page) -> None:
     (lab_server.root / "train.py").write_text("print('hi')\n")
     (lab_server.root / "sweepme.ipynb").write_text(json.dumps(NOTEBOOK))
     page.goto(f"{lab_server.url}lab?token={lab_server.token}")
@@ -58,7 +59,7 @@ def test_the_run_menu_and_the_sidebar_toolbar(lab_server, page: Page) -> None:
     expect(toolbar.get_by_role("button", name="Compare")).to_be_visible()
 
 
-def test_run_from_the_python_editor_toolbar(lab_server, page: Page) -> None:
+def test_run_from_the_python_editor_toolbar(lab_server: JupyterServer, page: Page) -> None:
     page.goto(f"{lab_server.url}lab/tree/train.py?token={lab_server.token}")
     expect(page.locator("#jupyterlab-splash")).to_have_count(0, timeout=WAIT_MS)
     editor = page.locator(".jp-FileEditor").first
@@ -73,7 +74,7 @@ def test_run_from_the_python_editor_toolbar(lab_server, page: Page) -> None:
     expect(dialog).to_have_count(0)
 
 
-def test_a_notebooks_parameters_cell_prefills_the_dialog(lab_server, page: Page) -> None:
+def test_a_notebooks_parameters_cell_prefills_the_dialog(lab_server: JupyterServer, page: Page) -> None:
     file_context_menu(page, "sweepme.ipynb", "Run as experiment")
     dialog = page.locator(".jp-Dialog")
     expect(dialog.locator('textarea[name="params"]')).to_have_value('lr=0.01\noptimizer="adam"')

@@ -15,9 +15,9 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 import pytest
-from browser.test_sidebar import WAIT_MS, open_panel, sidebar
 from jupyter_server_process import JupyterServer
 from playwright.sync_api import Page, expect
+from test_sidebar import WAIT_MS, open_panel, sidebar
 
 
 def quick_run(server: JupyterServer, name: str) -> str:

@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from browser.conftest import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
@@ -105,7 +106,7 @@ def test_a_new_system_user_logs_in_starts_a_notebook_and_runs_an_experiment(root
             submitted = page.evaluate(CALL, ["POST", api, spec])
             assert submitted["status"] == 201, (submitted, root_hub.log_tail())
             run_id = submitted["body"]["id"]
-            seen: dict = {}
+            seen: dict[str, Any] = {}
             for _ in range(240):
                 seen = page.evaluate(CALL, ["GET", f"{api}/{run_id}", None])
                 if seen["body"].get("status") in ("Succeeded", "Failed", "Stopped"):

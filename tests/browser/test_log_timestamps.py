@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from jupyter_server_process import JupyterServer
 from playwright.sync_api import Page, expect
 from test_sidebar import WAIT_MS, open_panel, sidebar
 
@@ -19,7 +20,7 @@ for epoch in range(3):
 TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z $")
 
 
-def test_timestamps_toggle_shows_and_hides_each_lines_time(lab_server, page: Page) -> None:
+def test_timestamps_toggle_shows_and_hides_each_lines_time(lab_server: JupyterServer, page: Page) -> None:
     (lab_server.root / "lines.py").write_text(LINES)
     response = lab_server.post("experiments", {"name": "timed-lines", "command": ["python", "lines.py"]})
     assert response.status_code == 201, response.text

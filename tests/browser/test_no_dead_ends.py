@@ -12,9 +12,11 @@ import json
 import re
 import sys
 import time
+from typing import Any
 
 import pytest
 from browser.conftest import runs_after_submit
+from jupyter_server_process import JupyterServer
 from playwright.sync_api import Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from test_sidebar import (
@@ -31,7 +33,9 @@ from test_sidebar import (
 )
 
 
-def test_the_run_dialog_recovers_after_an_error_and_keeps_values_on_cancel(lab_server, page: Page) -> None:
+def test_the_run_dialog_recovers_after_an_error_and_keeps_values_on_cancel(
+    lab_server: JupyterServer, page: Page
+) -> None:
     (lab_server.root / "train.py").write_text(TRAIN)
     page.goto(f"{lab_server.url}lab?token={lab_server.token}")
     expect(page.locator("#jupyterlab-splash")).to_have_count(0, timeout=WAIT_MS)
@@ -70,7 +74,9 @@ def test_the_run_dialog_recovers_after_an_error_and_keeps_values_on_cancel(lab_s
     assert detail["spec"]["resources"]["memory"] == "1Gi", detail["spec"]
 
 
-def test_a_malformed_metric_comparison_is_refused_with_its_reason(lab_server, page: Page) -> None:
+def test_a_malformed_metric_comparison_is_refused_with_its_reason(
+    lab_server: JupyterServer, page: Page
+) -> None:
     open_panel(page)
     box = sidebar(page).get_by_label("Filter experiments (PQL)")
     error = sidebar(page).locator(".jp-kubelab-Query-error")
@@ -86,7 +92,9 @@ def test_a_malformed_metric_comparison_is_refused_with_its_reason(lab_server, pa
     expect(error).to_have_count(0)
 
 
-def test_tensorboard_shows_reported_metrics_and_its_tab_follows_the_session(lab_server, page: Page) -> None:
+def test_tensorboard_shows_reported_metrics_and_its_tab_follows_the_session(
+    lab_server: JupyterServer, page: Page
+) -> None:
     run_id = lab_server.get("experiments").json()["items"][0]["id"]
     widen_sidebar(page, 420)
     status = row(page, run_id).locator("[data-status]")
@@ -136,8 +144,8 @@ time.sleep(3)
 """
 
 
-def test_train_tensorboard_opens_once_the_run_has_reported(lab_server, page: Page) -> None:
-    cells = [
+def test_train_tensorboard_opens_once_the_run_has_reported(lab_server: JupyterServer, page: Page) -> None:
+    cells: list[dict[str, Any]] = [
         {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": source}
         for source in ("%load_ext kubelab", TB_CELL)
     ]
@@ -174,7 +182,7 @@ def test_train_tensorboard_opens_once_the_run_has_reported(lab_server, page: Pag
     expect(page.locator(".jp-Dialog")).to_have_count(0)
 
 
-def test_a_failed_run_says_why(lab_server, page: Page) -> None:
+def test_a_failed_run_says_why(lab_server: JupyterServer, page: Page) -> None:
     (lab_server.root / "crash.py").write_text(
         "def load(path):\n    raise FileNotFoundError(f'no dataset at {path}')\nload('/data/mnist')\n"
     )
@@ -196,7 +204,7 @@ def test_a_failed_run_says_why(lab_server, page: Page) -> None:
     assert times and all(re.search(r"\d:\d\d:\d\d", t) for t in times), times  # to the second
 
 
-def test_the_best_trial_reads_in_the_dark_theme(lab_server, page: Page) -> None:
+def test_the_best_trial_reads_in_the_dark_theme(lab_server: JupyterServer, page: Page) -> None:
     spec = {
         "name": "dark-sweep",
         "space": {"x": {"_type": "choice", "_value": [0.0, 0.4, 0.9]}},

@@ -4,21 +4,22 @@ experiment, and the schedules listed with their next fire."""
 
 from __future__ import annotations
 
-from playwright.sync_api import Page, expect
+from jupyter_server_process import JupyterServer
+from playwright.sync_api import Locator, Page, expect
 
 WAIT_MS = 90_000  # a first JupyterLab load on a busy 2-core machine
 GREEN, BLUE = "#1a7f37", "#0969da"
 
 
-def pipelines(page: Page):
+def pipelines(page: Page) -> Locator:
     return page.locator('[id="kubelab:pipelines"]')
 
 
-def node(page: Page, step: str):
+def node(page: Page, step: str) -> Locator:
     return pipelines(page).locator(f'.jp-kubelab-PipelineStep[data-step="{step}"]')
 
 
-def test_the_graph_follows_a_pipeline_and_opens_its_steps(lab_server, page: Page) -> None:
+def test_the_graph_follows_a_pipeline_and_opens_its_steps(lab_server: JupyterServer, page: Page) -> None:
     root = lab_server.root
     (root / "wait.py").write_text("import os, time\nwhile not os.path.exists('go'):\n    time.sleep(0.05)\n")
     quick = {"command": ["python", "-c", "pass"]}

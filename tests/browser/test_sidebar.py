@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from browser.conftest import runs_after_submit
+from jupyter_server_process import JupyterServer
 from playwright.sync_api import Locator, Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
@@ -94,7 +95,7 @@ def open_panel(page: Page) -> None:
     expect(sidebar(page)).to_be_visible(timeout=10_000)
 
 
-def test_the_panel_opens_from_the_palette_and_goes_live(lab_server, page: Page) -> None:
+def test_the_panel_opens_from_the_palette_and_goes_live(lab_server: JupyterServer, page: Page) -> None:
     (lab_server.root / "train.py").write_text(TRAIN)
     (lab_server.root / "sleep.py").write_text("import time\ntime.sleep(120)\n")
     page.goto(f"{lab_server.url}lab?token={lab_server.token}")
@@ -115,7 +116,7 @@ def test_the_panel_opens_from_the_palette_and_goes_live(lab_server, page: Page) 
     expect(sidebar(page).locator(".jp-kubelab-ExperimentsSection .jp-kubelab-Sidebar-empty")).to_be_visible()
 
 
-def test_a_bad_field_shows_the_servers_reason_next_to_it(lab_server, page: Page) -> None:
+def test_a_bad_field_shows_the_servers_reason_next_to_it(lab_server: JupyterServer, page: Page) -> None:
     # A busy page (live streams, a loaded machine) runs idle callbacks late. The dialog must
     # not take the focus back to its first field then, after the user moved on.
     page.evaluate(
@@ -143,7 +144,7 @@ def test_a_bad_field_shows_the_servers_reason_next_to_it(lab_server, page: Page)
     assert lab_server.get("experiments").json()["total"] == 0  # nothing was submitted
 
 
-def test_run_a_script_from_the_file_browser(lab_server, page: Page) -> None:
+def test_run_a_script_from_the_file_browser(lab_server: JupyterServer, page: Page) -> None:
     file_context_menu(page, "train.py", "Run as experiment")
     dialog = page.locator(".jp-Dialog")
     expect(dialog.locator('input[name="name"]')).to_have_value("train")
@@ -184,7 +185,7 @@ def test_run_a_script_from_the_file_browser(lab_server, page: Page) -> None:
     expect(view.locator(".jp-kubelab-Params")).to_contain_text("layers")
 
 
-def test_a_sweep_shows_its_best_trial(lab_server, page: Page) -> None:
+def test_a_sweep_shows_its_best_trial(lab_server: JupyterServer, page: Page) -> None:
     spec = {
         "name": "ui-sweep",
         "space": {"x": {"_type": "choice", "_value": [0.0, 0.4, 0.9]}},
@@ -214,7 +215,7 @@ def test_a_sweep_shows_its_best_trial(lab_server, page: Page) -> None:
     page.screenshot(path=str(ARTIFACTS / "sweep-view.png"))
 
 
-def test_stop_a_running_experiment_from_its_row(lab_server, page: Page) -> None:
+def test_stop_a_running_experiment_from_its_row(lab_server: JupyterServer, page: Page) -> None:
     response = lab_server.post(
         "experiments", {"name": "sleeper", "command": ["python", "sleep.py"], "resources": {"gpus": 1}}
     )
@@ -231,7 +232,7 @@ def test_stop_a_running_experiment_from_its_row(lab_server, page: Page) -> None:
     expect(sidebar(page).locator('[data-gpu-type="T4"] .jp-kubelab-GpuType-free')).to_have_text("2/2 free")
 
 
-def test_filter_with_pql(lab_server, page: Page) -> None:
+def test_filter_with_pql(lab_server: JupyterServer, page: Page) -> None:
     box = sidebar(page).get_by_label("Filter experiments (PQL)")
     rows = sidebar(page).locator(".jp-kubelab-ExperimentsSection .jp-kubelab-Row")
     expect(rows).to_have_count(5)  # train-ok, sleeper and the three trials
@@ -255,7 +256,7 @@ def test_filter_with_pql(lab_server, page: Page) -> None:
     expect(rows).to_have_count(5)
 
 
-def test_sort_by_a_column(lab_server, page: Page) -> None:
+def test_sort_by_a_column(lab_server: JupyterServer, page: Page) -> None:
     header = sidebar(page).locator('.jp-kubelab-Table-headerCell[data-column="name"]')
     header.click()  # name sorts A→Z first
     names = sidebar(page).locator(".jp-kubelab-ExperimentsSection .jp-kubelab-Row-name")
@@ -268,7 +269,7 @@ def test_sort_by_a_column(lab_server, page: Page) -> None:
     assert again == sorted(shown, key=str.lower, reverse=True)
 
 
-def test_tensorboard_opens_in_a_tab_and_renders(lab_server, page: Page) -> None:
+def test_tensorboard_opens_in_a_tab_and_renders(lab_server: JupyterServer, page: Page) -> None:
     run_id = lab_server.get("experiments", params={"query": "name:train-ok"}).json()["items"][0]["id"]
     row(page, run_id).locator(".jp-kubelab-Row-menu").click()
     page.locator(".jp-kubelab-RowMenu .lm-Menu-item", has_text="Open TensorBoard").click()
@@ -286,7 +287,7 @@ def test_tensorboard_opens_in_a_tab_and_renders(lab_server, page: Page) -> None:
     expect(session).to_have_attribute("data-state", "stopped", timeout=WAIT_MS)
 
 
-def test_dark_theme_panel_follows_it(lab_server, page: Page) -> None:
+def test_dark_theme_panel_follows_it(lab_server: JupyterServer, page: Page) -> None:
     run_command_from_palette(page, "Use Theme: JupyterLab Dark")
     expect(page.locator("body")).to_have_attribute("data-jp-theme-light", "false", timeout=WAIT_MS)
     time.sleep(0.5)  # the theme's stylesheet swaps in after the attribute

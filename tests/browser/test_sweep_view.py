@@ -14,9 +14,11 @@ import json
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
+from jupyter_server_process import JupyterServer
 from playwright.sync_api import Locator, Page, expect
 from test_no_dead_ends import contrast
 from test_sidebar import ARTIFACTS, WAIT_MS, file_context_menu, open_panel, run_command_from_palette, sidebar
@@ -55,11 +57,11 @@ def trial_rows(view: Locator) -> Locator:
     return view.locator(".jp-kubelab-Trials tbody tr")
 
 
-def focused(page: Page, script: str):
+def focused(page: Page, script: str) -> Any:
     return page.evaluate(f"() => {{ const n = document.activeElement; return {script}; }}")
 
 
-def test_start_a_sweep_from_the_dialog_after_fixing_its_errors(lab_server, page: Page) -> None:
+def test_start_a_sweep_from_the_dialog_after_fixing_its_errors(lab_server: JupyterServer, page: Page) -> None:
     (lab_server.root / "sweep_train.py").write_text(TRIAL)
     page.goto(f"{lab_server.url}lab?token={lab_server.token}")
     expect(page.locator("#jupyterlab-splash")).to_have_count(0, timeout=WAIT_MS)
@@ -121,7 +123,7 @@ def test_start_a_sweep_from_the_dialog_after_fixing_its_errors(lab_server, page:
     expect(curves.locator(".u-legend .u-series")).to_have_count(5)  # step and four trials
 
 
-def test_brushing_the_parallel_coordinates_filters_the_trials(lab_server, page: Page) -> None:
+def test_brushing_the_parallel_coordinates_filters_the_trials(lab_server: JupyterServer, page: Page) -> None:
     view = sweep_view(page)
     lr = view.locator('.jp-kubelab-Parallel-axis[data-axis="lr"]')
     box = lr.bounding_box()
@@ -153,7 +155,7 @@ def test_brushing_the_parallel_coordinates_filters_the_trials(lab_server, page: 
     expect(curves.locator(".u-legend .u-series")).to_have_count(5)
 
 
-def test_the_trials_table_sorts_and_opens_from_the_keyboard(lab_server, page: Page) -> None:
+def test_the_trials_table_sorts_and_opens_from_the_keyboard(lab_server: JupyterServer, page: Page) -> None:
     view = sweep_view(page)
     table = view.locator(".jp-kubelab-Trials")
     expect(table).to_have_attribute("role", "grid")
@@ -193,7 +195,7 @@ def test_the_trials_table_sorts_and_opens_from_the_keyboard(lab_server, page: Pa
     )
 
 
-def test_pruned_trials_are_marked(lab_server, page: Page) -> None:
+def test_pruned_trials_are_marked(lab_server: JupyterServer, page: Page) -> None:
     (lab_server.root / "curve.py").write_text(CURVE)
     batch = [{"quality": q} for q in ("good", "good", "good", "bad")]
     response = lab_server.post(
@@ -231,7 +233,7 @@ def test_pruned_trials_are_marked(lab_server, page: Page) -> None:
     expect(axis).to_have_attribute("data-kind", "category")
 
 
-def test_stop_and_resume_a_sweep_from_its_view(lab_server, page: Page) -> None:
+def test_stop_and_resume_a_sweep_from_its_view(lab_server: JupyterServer, page: Page) -> None:
     gate = lab_server.root / "go"
     script = (
         f"import os, time, kubelab\nwhile not os.path.exists({str(gate)!r}): time.sleep(0.05)\n"
@@ -271,7 +273,7 @@ def test_stop_and_resume_a_sweep_from_its_view(lab_server, page: Page) -> None:
     assert record["max_trials"] == 3 and counts["succeeded"] + counts["stopped"] == 3, record
 
 
-def test_the_experiments_table_is_a_keyboard_grid(lab_server, page: Page) -> None:
+def test_the_experiments_table_is_a_keyboard_grid(lab_server: JupyterServer, page: Page) -> None:
     (lab_server.root / "replicas.py").write_text(REPLICAS)
     response = lab_server.post(
         "experiments",
@@ -321,7 +323,7 @@ def test_the_experiments_table_is_a_keyboard_grid(lab_server, page: Page) -> Non
     expect(page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current")).to_contain_text(name)
 
 
-def test_logs_search_wrap_download_and_replica_tabs(lab_server, page: Page) -> None:
+def test_logs_search_wrap_download_and_replica_tabs(lab_server: JupyterServer, page: Page) -> None:
     run_id = next(
         r["id"] for r in lab_server.get("experiments").json()["items"] if r["name"] == "two-replicas"
     )
@@ -379,7 +381,7 @@ def test_logs_search_wrap_download_and_replica_tabs(lab_server, page: Page) -> N
     expect(text).to_contain_text("rank 1 epoch 0", timeout=WAIT_MS)
 
 
-def test_log_matches_read_in_both_themes(lab_server, page: Page) -> None:
+def test_log_matches_read_in_both_themes(lab_server: JupyterServer, page: Page) -> None:
     logs = page.locator(".jp-kubelab-ExperimentView:visible .jp-kubelab-Logs")
     logs.get_by_role("searchbox", name="Search the log").fill("epoch")
     current, other = logs.locator("mark.jp-mod-active"), logs.locator("mark:not(.jp-mod-active)").first
@@ -396,7 +398,7 @@ def test_log_matches_read_in_both_themes(lab_server, page: Page) -> None:
     assert all(ratio >= 4.5 for pair in ratios.values() for ratio in pair), ratios  # WCAG AA
 
 
-def test_text_is_no_smaller_than_jupyterlabs_in_the_views(lab_server, page: Page) -> None:
+def test_text_is_no_smaller_than_jupyterlabs_in_the_views(lab_server: JupyterServer, page: Page) -> None:
     smallest_text = """root => {
         const base = parseFloat(getComputedStyle(document.body)
             .getPropertyValue('--jp-ui-font-size1'));
@@ -416,7 +418,7 @@ def test_text_is_no_smaller_than_jupyterlabs_in_the_views(lab_server, page: Page
     assert smallest[0] >= smallest[1], smallest
 
 
-def test_column_order_comes_from_the_settings(lab_server, page: Page) -> None:
+def test_column_order_comes_from_the_settings(lab_server: JupyterServer, page: Page) -> None:
     # What the Settings Editor saves (its JSON view) for kubelab's `columns`.
     settings = {"raw": json.dumps({"columns": ["name", "metric", "status"]})}
     response = requests.put(

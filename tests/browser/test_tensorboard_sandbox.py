@@ -13,8 +13,8 @@ from __future__ import annotations
 import io
 import shutil
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import Any, cast
 
 import pytest
 import requests
@@ -50,7 +50,9 @@ def browser() -> Iterator[Browser]:
 
 
 @pytest.fixture(scope="module")
-def opened(session, browser: Browser) -> Iterator[tuple[Page, list[str]]]:
+def opened(
+    session: tuple[JupyterServer, dict[str, Any]], browser: Browser
+) -> Iterator[tuple[Page, list[str]]]:
     """The session's `url`, opened by a logged-in browser (Jupyter's login cookie is set)."""
     server, started = session
     context = browser.new_context()
@@ -72,10 +74,11 @@ def line_pixels(page: Page) -> int:
     if not canvas.count():
         return 0
     image = Image.open(io.BytesIO(canvas.screenshot())).convert("RGB")
-    return sum(1 for r, g, b in image.get_flattened_data() if r < 120 and b - r >= 25)
+    pixels = cast(Iterable[tuple[int, int, int]], image.get_flattened_data())
+    return sum(1 for r, g, b in pixels if r < 120 and b - r >= 25)
 
 
-def test_the_page_renders_the_scalar_inside_the_sandbox(opened) -> None:
+def test_the_page_renders_the_scalar_inside_the_sandbox(opened: tuple[Page, list[str]]) -> None:
     page, errors = opened
     page.get_by_text("loss", exact=True).first.wait_for(timeout=60_000)
     assert "/kubelab/tensorboard-view/" in page.url  # the capability URL, reached by redirect
@@ -90,7 +93,7 @@ def test_the_page_renders_the_scalar_inside_the_sandbox(opened) -> None:
     assert line_pixels(page) >= 30, "the loss curve was not drawn (see tensorboard-sandboxed.png)"
 
 
-def test_a_script_in_the_page_is_off_jupyters_origin(opened) -> None:
+def test_a_script_in_the_page_is_off_jupyters_origin(opened: tuple[Page, list[str]]) -> None:
     page, _ = opened
     assert page.evaluate("() => window.origin") == "null"
     real = """() => {
@@ -103,7 +106,9 @@ def test_a_script_in_the_page_is_off_jupyters_origin(opened) -> None:
     assert storage == "v"  # TensorBoard's storage works, in memory: not Jupyter's
 
 
-def test_a_script_in_the_page_cannot_use_the_users_credentials(session, opened) -> None:
+def test_a_script_in_the_page_cannot_use_the_users_credentials(
+    session: tuple[JupyterServer, dict[str, Any]], opened: tuple[Page, list[str]]
+) -> None:
     server, _ = session
     page, _ = opened
     api = server.api + "experiments"
@@ -130,7 +135,9 @@ def test_a_script_in_the_page_cannot_use_the_users_credentials(session, opened) 
     assert listed["total"] == before and all(r["name"] != "forged" for r in listed["items"])
 
 
-def test_every_answer_of_the_view_is_sandboxed_and_reachable_only_by_its_capability(session, opened) -> None:
+def test_every_answer_of_the_view_is_sandboxed_and_reachable_only_by_its_capability(
+    session: tuple[JupyterServer, dict[str, Any]], opened: tuple[Page, list[str]]
+) -> None:
     server, started = session
     page, _ = opened
     view = page.url.split("#")[0].split("?")[0]
@@ -154,7 +161,9 @@ def test_every_answer_of_the_view_is_sandboxed_and_reachable_only_by_its_capabil
     assert entered.headers["Location"].endswith(f"/kubelab/tensorboard-view/{capability}/data/runs?x=1")
 
 
-def test_a_worker_whose_script_cannot_be_fetched_fails_as_any_worker_does(opened) -> None:
+def test_a_worker_whose_script_cannot_be_fetched_fails_as_any_worker_does(
+    opened: tuple[Page, list[str]],
+) -> None:
     """(As when a session is stopped while its page starts a chart: no exception, an event.)"""
     page, _ = opened
     outcome = page.evaluate(

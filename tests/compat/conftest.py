@@ -8,15 +8,20 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from driver_support import stop_leftovers
+
+if TYPE_CHECKING:
+    from kubelab.sweeps.service import Sweeps
+from collections.abc import Callable, Iterator
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
 @pytest.fixture
-def compat_env(tmp_path, monkeypatch):
+def compat_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("KUBELAB_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("KUBELAB_MACHINE_DIR", str(tmp_path / "machine"))
     monkeypatch.setenv("KUBELAB_STOP_GRACE", "2")
@@ -30,8 +35,10 @@ def compat_env(tmp_path, monkeypatch):
 
 
 @pytest.fixture
-def cli(compat_env):
-    def run(*args: str, rc: int | None = 0, env: dict | None = None) -> subprocess.CompletedProcess:
+def cli(compat_env: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
+    def run(
+        *args: str, rc: int | None = 0, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
             [sys.executable, "-m", "kubelab.cli", *args],
             capture_output=True,
@@ -48,7 +55,7 @@ def cli(compat_env):
 
 
 @pytest.fixture
-def sweeps(compat_env):
+def sweeps(compat_env: Path) -> Sweeps:
     from kubelab.experiments import Experiments
     from kubelab.sweeps.service import Sweeps
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from driver_support import stop_leftovers
@@ -15,7 +17,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
     base = tmp_path_factory.mktemp("compat-rest")
     shutil.copytree(FIXTURES / "polyaxon", base / "workspace" / "polyaxon")
     env = {"KUBELAB_MACHINE_DIR": str(base / "machine"), "KUBELAB_STOP_GRACE": "2", "UV_OFFLINE": "1"}
@@ -52,7 +54,7 @@ MATRIX = {
 }
 
 
-def test_a_v1_matrix_posted_to_sweeps_runs(server):
+def test_a_v1_matrix_posted_to_sweeps_runs(server: JupyterServer) -> None:
     created = server.post("sweeps", MATRIX)
     assert created.status_code == 201, created.text
     sweep_id = created.json()["id"]
@@ -77,14 +79,16 @@ def test_a_v1_matrix_posted_to_sweeps_runs(server):
         ({"apiVersion": "kubeflow.org/v1beta1", "kind": "Experiment"}, "kind", "Katib Experiment"),
     ],
 )
-def test_refusals_are_422_with_the_field(server, body, path, reason):
+def test_refusals_are_422_with_the_field(
+    server: JupyterServer, body: dict[str, Any], path: str, reason: str
+) -> None:
     refused = server.post("sweeps", body)
     assert refused.status_code == 422, refused.text
     fields = {f["path"]: f["reason"] for f in refused.json()["fields"]}
     assert reason in fields.get(path, ""), fields
 
 
-def test_a_group_file_submitted_as_an_experiment_points_to_sweeps(server):
+def test_a_group_file_submitted_as_an_experiment_points_to_sweeps(server: JupyterServer) -> None:
     refused = server.post("experiments", {"file": "polyaxon/v0_group.yml"})
     assert refused.status_code == 422, refused.text
     assert "this is a sweep" in refused.json()["fields"][0]["reason"]
@@ -105,7 +109,9 @@ def test_a_group_file_submitted_as_an_experiment_points_to_sweeps(server):
         ({"init": [{"artifacts": {"run": "0000000000zz"}}]}, "init[0].artifacts.run", "no run"),
     ],
 )
-def test_environment_and_init_refusals_are_422_and_create_nothing(server, body, path, reason):
+def test_environment_and_init_refusals_are_422_and_create_nothing(
+    server: JupyterServer, body: dict[str, Any], path: str, reason: str
+) -> None:
     before = server.get("experiments").json()["total"]
     refused = server.post("experiments", {"command": "python train.py", **body})
     assert refused.status_code == 422, refused.text
@@ -115,7 +121,7 @@ def test_environment_and_init_refusals_are_422_and_create_nothing(server, body, 
     assert server.get("experiments").json()["total"] == before
 
 
-def test_an_unresolvable_package_fails_the_run_and_its_build_log_is_a_replica(server):
+def test_an_unresolvable_package_fails_the_run_and_its_build_log_is_a_replica(server: JupyterServer) -> None:
     created = server.post("experiments", {"command": "true", "environment": ["no-such-package-kubelab"]})
     assert created.status_code == 201, created.text
     run_id = created.json()["id"]

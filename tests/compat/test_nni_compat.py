@@ -9,7 +9,9 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 from sweeps.sweep_support import wait_sweep
@@ -17,12 +19,15 @@ from sweeps.sweep_support import wait_sweep
 from kubelab.errors import ValidationError
 from kubelab.formats.nni_config import load_nni_config, nni_to_sweep
 from kubelab.shims import SHIMS
+from kubelab.sweeps.service import Sweeps
 from kubelab.sweeps.sweep_spec import SweepSpec
+
+T = TypeVar("T")
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
-def wait_for(predicate, timeout: float = 90.0, what: str = "condition"):
+def wait_for(predicate: Callable[[], T | None], timeout: float = 90.0, what: str = "condition") -> T:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
@@ -32,7 +37,9 @@ def wait_for(predicate, timeout: float = 90.0, what: str = "condition"):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_quickstart_config_without_limits_runs_until_stopped(cli, sweeps, compat_env):
+def test_quickstart_config_without_limits_runs_until_stopped(
+    cli: Callable[..., subprocess.CompletedProcess[str]], sweeps: Sweeps, compat_env: Path
+) -> None:
     """NNI's quickstart has no maxTrialNumber: it keeps suggesting trials until `sweep stop`."""
     sweep_id = cli("sweep", "-f", "nni_quickstart/config.yml").stdout.strip()
     record = sweeps.get(sweep_id)
@@ -47,7 +54,7 @@ def test_quickstart_config_without_limits_runs_until_stopped(cli, sweeps, compat
     assert final["best"]["value"] > 0  # the trials' nni.report_final_result values were read
 
 
-def test_a_kubelab_spec_still_needs_a_limit_or_until_stopped():
+def test_a_kubelab_spec_still_needs_a_limit_or_until_stopped() -> None:
     spec = {"space": {"x": {"_type": "uniform", "_value": [0, 1]}}, "trial": {"command": "true"}}
     with pytest.raises(ValidationError) as refused:
         SweepSpec.parse(spec)
@@ -55,7 +62,7 @@ def test_a_kubelab_spec_still_needs_a_limit_or_until_stopped():
     assert SweepSpec.parse({**spec, "until_stopped": True}).max_trials is None
 
 
-def test_v1_config_is_converted_as_nni_3_converts_it():
+def test_v1_config_is_converted_as_nni_3_converts_it() -> None:
     converted = load_nni_config(FIXTURES / "nni_v1_config.yml")
     code = str((FIXTURES / "nni_quickstart").resolve())
     assert converted["tuner"] == {"name": "TPE", "args": {}}
@@ -67,7 +74,7 @@ def test_v1_config_is_converted_as_nni_3_converts_it():
     SweepSpec.parse(converted)
 
 
-def test_v1_remote_platforms_and_custom_tuners_are_refused_by_name():
+def test_v1_remote_platforms_and_custom_tuners_are_refused_by_name() -> None:
     config = {
         "authorName": "me",
         "trialConcurrency": 1,
@@ -96,7 +103,9 @@ def test_v1_remote_platforms_and_custom_tuners_are_refused_by_name():
         ({"useActivGpu": True}, "trainingService.useActivGpu", "did you mean 'useActiveGpu'"),
     ],
 )
-def test_local_training_service_settings_are_refused_by_name(settings, path, reason):
+def test_local_training_service_settings_are_refused_by_name(
+    settings: dict[str, Any], path: str, reason: str
+) -> None:
     config = {
         "searchSpace": {"x": {"_type": "uniform", "_value": [0, 1]}},
         "trialCommand": "true",
@@ -108,7 +117,7 @@ def test_local_training_service_settings_are_refused_by_name(settings, path, rea
     assert any(f.path == path and reason in f.reason for f in refused.value.fields), refused.value.message()
 
 
-def test_trials_per_gpu_shares_a_gpu_and_gpu_indices_pick_the_gpus():
+def test_trials_per_gpu_shares_a_gpu_and_gpu_indices_pick_the_gpus() -> None:
     config = {
         "searchSpace": {"x": {"_type": "uniform", "_value": [0, 1]}},
         "trialCommand": "true",
@@ -131,7 +140,7 @@ def test_trials_per_gpu_shares_a_gpu_and_gpu_indices_pick_the_gpus():
     )
 
 
-def test_local_training_service_settings_kubelab_honours_are_accepted():
+def test_local_training_service_settings_kubelab_honours_are_accepted() -> None:
     for settings in (
         {"useActiveGpu": True},
         {"useActiveGpu": False, "maxTrialNumberPerGpu": 1},
@@ -149,7 +158,9 @@ def test_local_training_service_settings_kubelab_honours_are_accepted():
         SweepSpec.parse(nni_to_sweep(config))
 
 
-def test_hyperband_trials_read_trial_budget(cli, sweeps, compat_env):
+def test_hyperband_trials_read_trial_budget(
+    cli: Callable[..., subprocess.CompletedProcess[str]], sweeps: Sweeps, compat_env: Path
+) -> None:
     """NNI's Hyperband adds TRIAL_BUDGET to every trial's parameters; the trial trains that long."""
     sweep_id = cli("sweep", "-f", "nni_hyperband.yml").stdout.strip()
     wait_sweep(sweeps, sweep_id, timeout=120)
@@ -168,7 +179,7 @@ def test_hyperband_trials_read_trial_budget(cli, sweeps, compat_env):
     assert converted["early_stopping"]["args"] == {"max_budget": 3, "min_budget": 1}
 
 
-def test_nested_spaces_reusing_inner_names_run(compat_env):
+def test_nested_spaces_reusing_inner_names_run(compat_env: Path) -> None:
     space = {
         "layer0": {
             "_type": "choice",
@@ -234,7 +245,7 @@ EXPERIMENT_SCRIPT = textwrap.dedent("""
 """)
 
 
-def experiment_process(compat_env, mode: str) -> subprocess.Popen:
+def experiment_process(compat_env: Path, mode: str) -> subprocess.Popen[str]:
     (compat_env / "start_nni.py").write_text(EXPERIMENT_SCRIPT)
     env = {**os.environ, "PYTHONPATH": str(SHIMS)}  # as a kubelab run or `%load_ext kubelab` has it
     return subprocess.Popen(
@@ -248,7 +259,7 @@ def experiment_process(compat_env, mode: str) -> subprocess.Popen:
     )
 
 
-def test_nni_experiment_api_run_waits_for_the_sweep(compat_env, sweeps):
+def test_nni_experiment_api_run_waits_for_the_sweep(compat_env: Path, sweeps: Sweeps) -> None:
     process = experiment_process(compat_env, "run")
     out, err = process.communicate(timeout=120)
     assert process.returncode == 0, err
@@ -257,8 +268,9 @@ def test_nni_experiment_api_run_waits_for_the_sweep(compat_env, sweeps):
     assert sweeps.get(result["id"])["name"] == "from-python"
 
 
-def test_nni_experiment_api_start_and_stop(compat_env, sweeps):
+def test_nni_experiment_api_start_and_stop(compat_env: Path, sweeps: Sweeps) -> None:
     process = experiment_process(compat_env, "start")
+    assert process.stdout is not None
     try:
         started = json.loads(process.stdout.readline())
         assert started["status"] == "RUNNING"
@@ -270,7 +282,7 @@ def test_nni_experiment_api_start_and_stop(compat_env, sweeps):
     assert sweeps.get(started["id"])["status"] == "Stopped"
 
 
-def test_nni_experiment_api_refuses_what_it_does_not_provide(compat_env):
+def test_nni_experiment_api_refuses_what_it_does_not_provide(compat_env: Path) -> None:
     script = (
         "from nni.experiment import Experiment\n"
         "try:\n    Experiment('local').view\nexcept AttributeError as e:\n    print(e)\n"
@@ -286,7 +298,7 @@ def test_nni_experiment_api_refuses_what_it_does_not_provide(compat_env):
     assert "Experiment.view is not provided" in done.stdout, done.stderr
 
 
-def test_load_ext_makes_the_experiment_api_importable_in_a_notebook(compat_env):
+def test_load_ext_makes_the_experiment_api_importable_in_a_notebook(compat_env: Path) -> None:
     """Where NNI is not installed, `%load_ext kubelab` puts the shims last on sys.path."""
     script = (
         "import importlib.util, sys\n"

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,17 +21,18 @@ from kubelab.schedules.spec import parse_schedule
 POLYAXON = Path(__file__).parent / "fixtures" / "polyaxon"
 
 
-def refusal(call) -> dict[str, str]:
+def refusal(call: Callable[[], object]) -> dict[str, str]:
     with pytest.raises(ValidationError) as refused:
         call()
     return {f.path: f.reason for f in refused.value.fields}
 
 
-def dag() -> dict:
-    return load_document(POLYAXON / "v1_dag.yml")
+def dag() -> dict[str, Any]:
+    document: dict[str, Any] = load_document(POLYAXON / "v1_dag.yml")
+    return document
 
 
-def test_a_dag_is_a_pipeline_with_its_references_as_templates():
+def test_a_dag_is_a_pipeline_with_its_references_as_templates() -> None:
     spec = pipeline(dag(), POLYAXON)
     assert spec["name"] == "nightly-dag" and spec["params"] == {"epochs": 4}  # the operation's value
     assert spec["schedule"] == {
@@ -51,7 +55,9 @@ def test_a_dag_is_a_pipeline_with_its_references_as_templates():
     assert steps["evaluate"]["depends_on"] == ["train"] and steps["train"]["outputs"] == ["accuracy"]
 
 
-def test_the_dag_runs_as_a_pipeline_and_its_schedule_is_added(cli, compat_env):
+def test_the_dag_runs_as_a_pipeline_and_its_schedule_is_added(
+    cli: Callable[..., subprocess.CompletedProcess[str]], compat_env: Path
+) -> None:
     done = cli("pipeline", "run", "-f", "polyaxon/v1_dag.yml", "--now", "--wait", "-o", "json")
     record = json.loads(done.stdout)
     assert record["status"] == "Succeeded", record
@@ -64,14 +70,16 @@ def test_the_dag_runs_as_a_pipeline_and_its_schedule_is_added(cli, compat_env):
     cli("schedule", "rm", added["id"])
 
 
-def test_a_scheduled_operation_is_a_schedule_of_its_experiment():
+def test_a_scheduled_operation_is_a_schedule_of_its_experiment() -> None:
     op = {**load_document(POLYAXON / "v1_operation.yml"), "schedule": {"kind": "cron", "cron": "*/5 * * * *"}}
     mapped = translate(op, POLYAXON)
     assert mapped["schedule"]["cron"] == "*/5 * * * *" and mapped["command"][0] == "python3"
     once = translate({**op, "schedule": {"kind": "datetime", "startAt": "2027-03-04T05:06:00Z"}}, POLYAXON)
     when, problems = parse_schedule(once["schedule"])
     assert not problems and when is not None
-    fires = [when.next_after(0)]
+    first = when.next_after(0)
+    assert first is not None
+    fires = [first]
     assert when.next_after(fires[0]) is None  # exactly one fire, at that minute
     assert fires[0] == when.start and when.to_dict()["start"] == "2027-03-04T05:06:00Z"
     assert (
@@ -99,11 +107,13 @@ def test_a_scheduled_operation_is_a_schedule_of_its_experiment():
         ({"kind": "cronn", "cron": "0 * * * *"}, "schedule.kind", "did you mean 'cron'"),
     ],
 )
-def test_schedules_without_a_faithful_mapping_are_refused_by_name(section, path, reason):
+def test_schedules_without_a_faithful_mapping_are_refused_by_name(
+    section: dict[str, Any], path: str, reason: str
+) -> None:
     assert reason in refusal(lambda: schedule(section)).get(path, ""), refusal(lambda: schedule(section))
 
 
-def test_a_bad_cron_string_is_refused_naming_the_field_and_nothing_is_recorded(compat_env):
+def test_a_bad_cron_string_is_refused_naming_the_field_and_nothing_is_recorded(compat_env: Path) -> None:
     from kubelab.experiments import Experiments
     from kubelab.schedules.service import Schedules
 
@@ -139,14 +149,16 @@ def test_a_bad_cron_string_is_refused_naming_the_field_and_nothing_is_recorded(c
         ),
     ],
 )
-def test_what_a_pipeline_cannot_express_is_refused_by_operation(change, path, reason):
+def test_what_a_pipeline_cannot_express_is_refused_by_operation(
+    change: Callable[[list[dict[str, Any]]], object], path: str, reason: str
+) -> None:
     data = copy.deepcopy(dag())
     change(data["component"]["run"]["operations"])
     found = refusal(lambda: pipeline(data, POLYAXON))
     assert reason in found.get(f"component.run.{path}", ""), found
 
 
-def test_dag_level_settings_without_an_equivalent_are_refused():
+def test_dag_level_settings_without_an_equivalent_are_refused() -> None:
     data = dag()
     data["component"]["run"]["concurrency"] = 2
     data["matrix"] = {"kind": "grid", "params": {}}

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -16,30 +19,34 @@ from kubelab.formats import experiment_mapping, load_spec_file, sweep_mapping
 from kubelab.formats.polyaxon_v0 import sanitize_cmd
 from kubelab.formats.specfile import load_document
 from kubelab.spec import ExperimentSpec
+from kubelab.sweeps.service import Sweeps
 from kubelab.sweeps.sweep_spec import SweepSpec
 
 FIXTURES = Path(__file__).parent / "fixtures"
 POLYAXON = FIXTURES / "polyaxon"
 
 
-def refusal(call) -> dict[str, str]:
+def refusal(call: Callable[[], object]) -> dict[str, str]:
     with pytest.raises(ValidationError) as refused:
         call()
     return {f.path: f.reason for f in refused.value.fields}
 
 
-def experiment(data: dict) -> dict:
+def experiment(data: dict[str, Any]) -> dict[str, Any]:
     return experiment_mapping(data, POLYAXON)
 
 
-def sweep(data: dict) -> dict:
-    return sweep_mapping(data, POLYAXON)
+def sweep(data: dict[str, Any]) -> dict[str, Any]:
+    mapped: dict[str, Any] = sweep_mapping(data, POLYAXON)
+    return mapped
 
 
 # -- v0 ------------------------------------------------------------------------------------
 
 
-def test_v0_backslash_continuations_run_as_polyaxon_runs_them(cli):
+def test_v0_backslash_continuations_run_as_polyaxon_runs_them(
+    cli: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
     assert sanitize_cmd("python a.py \\ --x=1 \\  --y=2") == "python a.py --x=1 --y=2"
     assert sanitize_cmd(["pip install -r r.txt", "python a.py \\\n --x=1"]) == (
         "pip install -r r.txt && python a.py --x=1"
@@ -48,7 +55,7 @@ def test_v0_backslash_continuations_run_as_polyaxon_runs_them(cli):
     assert '["--lr=0.01", "--epochs=2", "--name=first"]' in done.stdout
 
 
-def test_v0_workers_and_parameter_servers_become_replicas():
+def test_v0_workers_and_parameter_servers_become_replicas() -> None:
     spec = ExperimentSpec.parse(load_spec_file(POLYAXON / "v0_distributed.yml"))
     assert (spec.framework, spec.replicas, spec.parameter_servers) == ("tensorflow", 4, 1)
     data = load_document(POLYAXON / "v0_distributed.yml")
@@ -65,7 +72,7 @@ def test_v0_workers_and_parameter_servers_become_replicas():
     )
 
 
-def test_v0_pip_build_steps_are_the_environment_and_system_steps_are_refused_by_name():
+def test_v0_pip_build_steps_are_the_environment_and_system_steps_are_refused_by_name() -> None:
     data = load_document(POLYAXON / "v0_build_steps.yml")
     assert experiment(data)["environment"] == {"requirements": ["requirements.txt"]}
     data["build"]["build_steps"] = ["apt-get update && apt-get install -y libgl1", "pip install numpy"]
@@ -74,7 +81,9 @@ def test_v0_pip_build_steps_are_the_environment_and_system_steps_are_refused_by_
     assert "not images" in refusal(lambda: experiment(data))["build.dockerfile"]
 
 
-def test_v0_group_is_a_sweep_for_run_and_sweep(cli, sweeps):
+def test_v0_group_is_a_sweep_for_run_and_sweep(
+    cli: Callable[..., subprocess.CompletedProcess[str]], sweeps: Sweeps
+) -> None:
     """A random search with metric early stopping: the first trial below 0.05 ends the sweep."""
     mapping = sweep(load_document(POLYAXON / "v0_group.yml"))
     spec = SweepSpec.parse(mapping, POLYAXON)
@@ -123,7 +132,7 @@ def test_v0_group_is_a_sweep_for_run_and_sweep(cli, sweeps):
         ),
     ],
 )
-def test_v0_group_algorithms_map_onto_tuners(hptuning, expected):
+def test_v0_group_algorithms_map_onto_tuners(hptuning: dict[str, Any], expected: dict[str, Any]) -> None:
     data = load_document(POLYAXON / "v0_group.yml")
     data["hptuning"] = {"matrix": data["hptuning"]["matrix"], **hptuning}
     spec = SweepSpec.parse(sweep(data), POLYAXON)
@@ -136,7 +145,7 @@ def test_v0_group_algorithms_map_onto_tuners(hptuning, expected):
         assert spec.objective.metric == expected["metric"] and spec.objective.direction == "maximize"
 
 
-def test_v0_group_refusals_name_the_field():
+def test_v0_group_refusals_name_the_field() -> None:
     data = load_document(POLYAXON / "v0_group.yml")
     data["hptuning"]["matrix"]["act"] = {"pvalues": [["relu", 0.1], ["tanh", 0.9]]}
     data["hptuning"]["bo"] = {"n_iterations": 2}
@@ -158,7 +167,7 @@ def test_v0_group_refusals_name_the_field():
     assert "not resumed between rungs" in found["hptuning.hyperband.resume"]
 
 
-def test_v0_group_value_lists_are_computed_as_polyaxon_does():
+def test_v0_group_value_lists_are_computed_as_polyaxon_does() -> None:
     data = load_document(POLYAXON / "v0_group.yml")
     data["hptuning"]["matrix"] = {
         "a": {"range": "0:10:3"},
@@ -180,7 +189,7 @@ def test_v0_group_value_lists_are_computed_as_polyaxon_does():
 # -- v1 ------------------------------------------------------------------------------------
 
 
-def test_v1_component_and_operation():
+def test_v1_component_and_operation() -> None:
     component = load_spec_file(POLYAXON / "v1_component.yml")
     assert component["inputs"] == [
         {"name": "lr", "type": "float", "default": 0.01, "optional": True},
@@ -195,7 +204,7 @@ def test_v1_component_and_operation():
     assert spec.resources.cpu == "1" and spec.resources.memory == "1Gi"
 
 
-def test_v1_pytorchjob_and_tfjob_become_replicas():
+def test_v1_pytorchjob_and_tfjob_become_replicas() -> None:
     ddp = ExperimentSpec.parse(load_spec_file(POLYAXON / "v1_pytorchjob.yml"))
     assert (ddp.framework, ddp.replicas, ddp.resources.gpus) == ("pytorch", 4, 1)
     tf = ExperimentSpec.parse(load_spec_file(POLYAXON / "v1_tfjob.yml"))
@@ -249,13 +258,13 @@ def test_v1_pytorchjob_and_tfjob_become_replicas():
         ),
     ],
 )
-def test_v1_what_kubelab_cannot_do_is_refused_by_name(change, path, reason):
+def test_v1_what_kubelab_cannot_do_is_refused_by_name(change: dict[str, Any], path: str, reason: str) -> None:
     data = {**load_document(POLYAXON / "v1_operation.yml"), **change}
     found = refusal(lambda: experiment(data))
     assert reason in found.get(path, ""), found
 
 
-def test_v1_dag_and_unknown_formats_say_what_they_are():
+def test_v1_dag_and_unknown_formats_say_what_they_are() -> None:
     found = refusal(lambda: experiment({"version": 1.1, "kind": "dag", "operations": []}))
     assert "pipeline" in found["kind"]
     assert "pipeline" in refusal(lambda: sweep({"version": 1.1, "kind": "dag", "operations": []}))["kind"]
@@ -307,7 +316,7 @@ MATRIX_PARAMS = {
         ({"kind": "mapping", "values": [{"lr": 0.1, "epochs": 1}, {"lr": 0.2, "epochs": 2}]}, "batch", None),
     ],
 )
-def test_v1_matrix_kinds_map_onto_tuners(matrix, tuner, max_trials):
+def test_v1_matrix_kinds_map_onto_tuners(matrix: dict[str, Any], tuner: str, max_trials: int | None) -> None:
     data = load_document(POLYAXON / "v1_matrix.yml")
     data["matrix"] = matrix
     data["params"] = {}
@@ -319,7 +328,7 @@ def test_v1_matrix_kinds_map_onto_tuners(matrix, tuner, max_trials):
         assert spec.early_stopping.kwargs["max_resource"] == 27 and spec.trial["params"] == {"epochs": 27}
 
 
-def test_v1_matrix_refusals():
+def test_v1_matrix_refusals() -> None:
     data = load_document(POLYAXON / "v1_matrix.yml")
     data["matrix"] = {"kind": "iterative", "params": MATRIX_PARAMS}
     assert "custom tuner" in refusal(lambda: sweep(data))["matrix.kind"]
@@ -342,7 +351,9 @@ def test_v1_matrix_refusals():
     assert "weighted choice" in refusal(lambda: sweep(data))["matrix.params.d"]
 
 
-def test_v1_matrix_runs_with_the_tracking_client(cli, sweeps):
+def test_v1_matrix_runs_with_the_tracking_client(
+    cli: Callable[..., subprocess.CompletedProcess[str]], sweeps: Sweeps
+) -> None:
     done = cli("sweep", "-f", "polyaxon/v1_matrix.yml", "--wait", "-o", "json")
     record = json.loads(done.stdout)
     assert record["status"] == "Succeeded" and len(record["trials"]) == 3
@@ -352,7 +363,7 @@ def test_v1_matrix_runs_with_the_tracking_client(cli, sweeps):
     assert all(r["metrics"]["epochs"] == 2 and r["params"]["epochs"] == 2 for r in runs)
 
 
-def test_yaml_keeps_polyaxon_ranges_as_text(tmp_path):
+def test_yaml_keeps_polyaxon_ranges_as_text(tmp_path: Path) -> None:
     (tmp_path / "f.yml").write_text("a: 1:10:5\nb: 0:1\nc: 1.5\n")
     assert load_document(tmp_path / "f.yml") == {"a": "1:10:5", "b": "0:1", "c": 1.5}
     assert yaml.safe_load("a: 1:10:5") == {"a": 4205}  # what YAML 1.1 would have made of it

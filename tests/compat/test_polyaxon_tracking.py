@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import shutil
 import stat
+import subprocess
 import tempfile
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 from system_users import as_user, needs_root, system_user
@@ -47,7 +49,9 @@ V0_SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_v1_tracking_records_metrics_params_outputs_tags_and_artifacts(cli, compat_env):
+def test_v1_tracking_records_metrics_params_outputs_tags_and_artifacts(
+    cli: Callable[..., subprocess.CompletedProcess[str]], compat_env: Path
+) -> None:
     (compat_env / "track.py").write_text(V1_SCRIPT)
     done = cli(
         "run", "--name", "tracked", "--tag", "given", "-o", "json", "--wait", "--", "python", "track.py"
@@ -72,7 +76,9 @@ def test_v1_tracking_records_metrics_params_outputs_tags_and_artifacts(cli, comp
     assert [r["id"] for r in json.loads(found)["items"]] == [record["id"]]
 
 
-def test_v0_experiment_client_records_into_the_run(cli, compat_env):
+def test_v0_experiment_client_records_into_the_run(
+    cli: Callable[..., subprocess.CompletedProcess[str]], compat_env: Path
+) -> None:
     (compat_env / "track0.py").write_text(V0_SCRIPT)
     done = cli("run", "-P", "lr=0.1", "-o", "json", "--wait", "--", "python", "track0.py")
     record = json.loads(done.stdout)
@@ -93,7 +99,7 @@ OUTSIDE_A_RUN = textwrap.dedent("""
 
 
 @needs_root
-def test_outside_a_run_outputs_go_to_a_folder_no_other_account_can_read(tmp_path):
+def test_outside_a_run_outputs_go_to_a_folder_no_other_account_can_read(tmp_path: Path) -> None:
     shims = Path(__file__).resolve().parents[2] / "kubelab" / "nni_compat"
     shared = Path(tempfile.gettempdir()) / "polyaxon-outputs"
     with system_user("klpa") as user, system_user("klpb") as other:

@@ -4,6 +4,8 @@ and `kubelab ls ... --sort -metrics.loss` exactly as the README shows it."""
 from __future__ import annotations
 
 import json
+import subprocess
+from collections.abc import Callable
 
 import pytest
 
@@ -59,27 +61,27 @@ def ids(query: str, sort: str = "") -> list[str]:
         ("name:%run:1", ["aaa"]),
     ],
 )
-def test_polyaxon_queries(query, expected):
+def test_polyaxon_queries(query: str, expected: list[str]) -> None:
     assert ids(query) == expected
 
 
-def test_missing_joiner_between_known_fields_is_still_an_error():
+def test_missing_joiner_between_known_fields_is_still_an_error() -> None:
     with pytest.raises(QueryError) as refused:
         ids("status:running name:x")
     assert "expected ',', 'AND' or 'OR' between conditions" in refused.value.message()
 
 
-def test_sort_by_polyaxon_names():
+def test_sort_by_polyaxon_names() -> None:
     assert ids("", "-outputs.loss") == ["aaa", "ccc", "bbb"]
     assert ids("", "uuid") == ["aaa", "bbb", "ccc"]
 
 
-def test_sort_value_starting_with_a_dash_is_not_an_option():
+def test_sort_value_starting_with_a_dash_is_not_an_option() -> None:
     assert dash_values(["ls", "q", "--sort", "-metrics.loss"]) == ["ls", "q", "--sort=-metrics.loss"]
     assert dash_values(["run", "--", "x", "--sort", "-y"]) == ["run", "--", "x", "--sort", "-y"]
 
 
-def test_readme_ls_command_works(cli):
+def test_readme_ls_command_works(cli: Callable[..., subprocess.CompletedProcess[str]]) -> None:
     for loss in (0.3, 0.1, 0.2):
         cli("run", "--wait", "--", "python", "-c", f"import kubelab; kubelab.report(loss={loss})")
     done = cli("ls", "status:succeeded, metrics.loss:<1", "--sort", "-metrics.loss", "-o", "json")

@@ -7,11 +7,13 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
+from pathlib import Path
 
 from kubelab.shims import SHIMS_DIR, stage
 
 
-def test_staged_shims_import_without_kubelab(tmp_path):
+def test_staged_shims_import_without_kubelab(tmp_path: Path) -> None:
     staged = stage(tmp_path / "run")
     assert staged == tmp_path / "run" / SHIMS_DIR
     script = (
@@ -36,7 +38,9 @@ def test_staged_shims_import_without_kubelab(tmp_path):
     stage(tmp_path / "run")  # a retried submit stages again without failing
 
 
-def test_rendered_pods_have_the_shims_on_pythonpath(cli):
+def test_rendered_pods_have_the_shims_on_pythonpath(
+    cli: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
     done = cli(
         "render",
         "--backend",

@@ -45,8 +45,13 @@ class RealCluster:
 
         with config.new_client_from_config(str(self.kubeconfig)) as api:
             answer = client.CoreV1Api(api).create_namespaced_service_account_token(
-                service_account, namespace, {"spec": {"expirationSeconds": seconds}}
+                service_account,
+                namespace,
+                client.AuthenticationV1TokenRequest(
+                    spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=seconds)
+                ),
             )
+        assert answer.status is not None
         return str(answer.status.token)
 
     def write_kubeconfig(

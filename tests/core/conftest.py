@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 
 from kubelab.experiments import Experiments
 
 
 @pytest.fixture
-def lab_env(tmp_path, monkeypatch):
+def lab_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("KUBELAB_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("KUBELAB_MACHINE_DIR", str(tmp_path / "machine"))
     monkeypatch.setenv("KUBELAB_STOP_GRACE", "2")
@@ -19,7 +22,7 @@ def lab_env(tmp_path, monkeypatch):
 
 
 @pytest.fixture
-def lab(lab_env):
+def lab(lab_env: Path) -> Iterator[Experiments]:
     lab = Experiments()
     yield lab
     # A failed test must not leave its experiments running on the machine.

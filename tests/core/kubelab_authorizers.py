@@ -11,12 +11,14 @@ import json
 import os
 
 from jupyter_server.auth.authorizer import Authorizer
+from jupyter_server.auth.identity import User
+from jupyter_server.base.handlers import JupyterHandler
 
 
 class Recording(Authorizer):
     allowed: tuple[str, ...] = ()
 
-    def is_authorized(self, handler, user, action, resource) -> bool:
+    def is_authorized(self, handler: JupyterHandler, user: User, action: str, resource: str) -> bool:
         log = os.environ.get("KUBELAB_AUTHZ_LOG")
         if log and resource.startswith("kubelab"):
             with open(log, "a") as out:

@@ -91,7 +91,7 @@ class MinimalBackend(Backend):
         if status.terminal or not status.replicas:
             return status
         alive = [pid_alive(r["pid"]) for r in status.replicas]  # before the exit files: no race
-        codes = []
+        codes: list[int | None] = []
         for replica in status.replicas:
             try:
                 codes.append(int(Path(exit_file(run, replica["index"])).read_text()))

@@ -43,7 +43,7 @@ class RecordedNvml:
         name: str = "nvml_two_gpus.json",
         missing_library: bool = False,
         pids: dict[str, int] | None = None,
-    ):
+    ) -> None:
         recorded = json.loads((FIXTURES / name).read_text())
         self.devices: list[dict[str, Any]] = recorded["devices"]
         self.system: dict[str, Any] = recorded.get("system", {})

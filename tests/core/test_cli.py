@@ -6,14 +6,16 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import yaml
 
 
 @pytest.fixture
-def cli(lab_env):
-    def run(*args: str, check_rc: int | None = 0) -> subprocess.CompletedProcess:
+def cli(lab_env: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
+    def run(*args: str, check_rc: int | None = 0) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
             [sys.executable, "-m", "kubelab.cli", *args],
             capture_output=True,
@@ -29,7 +31,7 @@ def cli(lab_env):
     return run
 
 
-def test_run_wait_streams_output_and_exit_code(cli):
+def test_run_wait_streams_output_and_exit_code(cli: Callable[..., subprocess.CompletedProcess[str]]) -> None:
     done = cli(
         "run",
         "--name",
@@ -48,7 +50,7 @@ def test_run_wait_streams_output_and_exit_code(cli):
     assert "replica 0 exited with code 4" in failed.stderr
 
 
-def test_ls_show_logs_stop_rm_with_json(cli):
+def test_ls_show_logs_stop_rm_with_json(cli: Callable[..., subprocess.CompletedProcess[str]]) -> None:
     run_id = cli("run", "--", "sleep", "30").stdout.strip()
     listed = json.loads(cli("ls", "-o", "json").stdout)
     assert [item["id"] for item in listed["items"]] == [run_id]
@@ -61,7 +63,9 @@ def test_ls_show_logs_stop_rm_with_json(cli):
     assert json.loads(cli("ls", "-o", "json").stdout)["total"] == 0
 
 
-def test_spec_file_and_polyaxonfile(cli, lab_env):
+def test_spec_file_and_polyaxonfile(
+    cli: Callable[..., subprocess.CompletedProcess[str]], lab_env: Path
+) -> None:
     (lab_env / "spec.yaml").write_text(
         yaml.safe_dump(
             {
@@ -85,7 +89,9 @@ def test_spec_file_and_polyaxonfile(cli, lab_env):
     assert "hi there" in cli("run", "-f", "polyaxonfile.yaml", "--wait").stdout
 
 
-def test_render_prints_without_creating(cli, lab_env):
+def test_render_prints_without_creating(
+    cli: Callable[..., subprocess.CompletedProcess[str]], lab_env: Path
+) -> None:
     rendered = list(
         yaml.safe_load_all(
             cli(
@@ -120,24 +126,30 @@ def test_render_prints_without_creating(cli, lab_env):
         (("render", "--backend", "slurm", "--", "true"), "backend: is not a backend: 'slurm'; choose one of"),
     ],
 )
-def test_bad_input_is_refused_with_the_field_and_nothing_created(cli, args, message):
+def test_bad_input_is_refused_with_the_field_and_nothing_created(
+    cli: Callable[..., subprocess.CompletedProcess[str]],
+    args: tuple[str, str, str, str, str] | tuple[str, str, str] | tuple[str, str],
+    message: str,
+) -> None:
     done = cli(*args, check_rc=2)
     assert message in done.stderr
     assert json.loads(cli("ls", "-o", "json").stdout)["total"] == 0
 
 
-def test_bad_yaml_points_at_the_line(cli, lab_env):
+def test_bad_yaml_points_at_the_line(
+    cli: Callable[..., subprocess.CompletedProcess[str]], lab_env: Path
+) -> None:
     (lab_env / "broken.yaml").write_text("name: x\ncommand: [unclosed\n")
     message = cli("run", "-f", "broken.yaml", check_rc=2).stderr
     assert "broken.yaml is not valid YAML" in message and "file: line 3, column 1" in message
 
 
-def test_json_errors_for_scripts(cli):
+def test_json_errors_for_scripts(cli: Callable[..., subprocess.CompletedProcess[str]]) -> None:
     done = cli("run", "-o", "json", "--gpus", "x", "--", "true", check_rc=2)
     assert json.loads(done.stderr)["fields"][0]["path"] == "resources.gpus"
 
 
-def test_kubelab_lab_starts_jupyterlab_and_prints_a_working_url(lab_env):
+def test_kubelab_lab_starts_jupyterlab_and_prints_a_working_url(lab_env: Path) -> None:
     import requests
     from jupyter_server_process import free_port
 
@@ -151,6 +163,7 @@ def test_kubelab_lab_starts_jupyterlab_and_prints_a_working_url(lab_env):
     )
     try:
         url = None
+        assert process.stdout is not None
         for line in process.stdout:
             if line.startswith("kubelab is ready: "):
                 url = line.split(": ", 1)[1].strip()
@@ -173,7 +186,9 @@ def test_kubelab_lab_starts_jupyterlab_and_prints_a_working_url(lab_env):
 HOSTILE = "\x1b]0;pwned\x07\x1b[2J\u202eyp.live\u2066x\x9b"
 
 
-def test_terminal_escapes_in_names_and_params_are_shown_not_obeyed(cli):
+def test_terminal_escapes_in_names_and_params_are_shown_not_obeyed(
+    cli: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
     cli("run", "--name", HOSTILE, "-P", f"note={HOSTILE}", "--wait", "--", "true")
     (run_id,) = [r["id"] for r in json.loads(cli("ls", "-o", "json").stdout)["items"] if "pwned" in r["name"]]
     for args in (("ls",), ("show", run_id), ("ls", "-o", "json"), ("show", run_id, "-o", "yaml")):

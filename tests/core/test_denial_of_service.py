@@ -7,12 +7,15 @@ import os
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import requests
 from jupyter_server_process import JupyterServer
 from kubelab_testing import wait_until
 
+from kubelab.experiments import Experiments
 from kubelab.logfiles import LOG_CHUNK
 from kubelab.pids import pid_alive
 
@@ -20,7 +23,7 @@ STREAMS = 8  # the server's limit in this test (KUBELAB_MAX_LOG_STREAMS)
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
     base = tmp_path_factory.mktemp("dos")
     env = {
         "KUBELAB_MACHINE_DIR": str(base / "machine"),
@@ -42,7 +45,7 @@ def open_stream(server: JupyterServer, run_id: str) -> requests.Response:
     )
 
 
-def test_following_logs_does_not_starve_other_requests(server):
+def test_following_logs_does_not_starve_other_requests(server: JupyterServer) -> None:
     run_id = server.post("experiments", {"command": ["sleep", "120"]}).json()["id"]
     server.wait_for(run_id, states=("Running",))
     streams = [open_stream(server, run_id) for _ in range(7)]
@@ -69,7 +72,7 @@ def test_following_logs_does_not_starve_other_requests(server):
     again.close()
 
 
-def test_event_streams_are_limited_too(server):
+def test_event_streams_are_limited_too(server: JupyterServer) -> None:
     def events() -> requests.Response:
         return requests.get(server.api + "events", headers=server.headers, stream=True, timeout=30)
 
@@ -84,7 +87,7 @@ def test_event_streams_are_limited_too(server):
             stream.close()
 
 
-def test_a_closed_follower_gives_its_slot_back(server):
+def test_a_closed_follower_gives_its_slot_back(server: JupyterServer) -> None:
     run_id = server.post("experiments", {"command": ["sleep", "60"]}).json()["id"]
     server.wait_for(run_id, states=("Running",))
     try:
@@ -101,7 +104,7 @@ def test_a_closed_follower_gives_its_slot_back(server):
         server.post(f"experiments/{run_id}/stop")
 
 
-def test_log_byte_ranges(server):
+def test_log_byte_ranges(server: JupyterServer) -> None:
     run_id = server.post("experiments", {"command": ["python", "-c", "print('0123456789' * 3)"]}).json()["id"]
     server.wait_for(run_id)
     response = server.get(f"experiments/{run_id}/logs", params={"offset": 5, "length": 10})
@@ -109,7 +112,7 @@ def test_log_byte_ranges(server):
     assert server.get(f"experiments/{run_id}/logs", params={"offset": 25}).text == "56789\n"
 
 
-def test_a_large_log_is_read_in_bounded_chunks(lab, lab_env):
+def test_a_large_log_is_read_in_bounded_chunks(lab: Experiments, lab_env: Path) -> None:
     size = 3 * LOG_CHUNK + 12345
     code = f"import sys; sys.stdout.write('é' * {size // 2})"
     record = lab.submit({"command": [sys.executable, "-c", code]})
@@ -119,12 +122,12 @@ def test_a_large_log_is_read_in_bounded_chunks(lab, lab_env):
     assert "".join(chunks) == "é" * (size // 2)  # no character torn at a chunk boundary
 
 
-def write(path, body: str) -> str:
+def write(path: Path, body: str) -> str:
     path.write_text(textwrap.dedent(body))
     return str(path)
 
 
-def test_a_stop_reaches_processes_that_left_the_process_group(lab, lab_env):
+def test_a_stop_reaches_processes_that_left_the_process_group(lab: Experiments, lab_env: Path) -> None:
     pids = lab_env / "pids"
     trial = write(
         lab_env / "escape.py",
@@ -162,7 +165,7 @@ def test_a_stop_reaches_processes_that_left_the_process_group(lab, lab_env):
     assert not survivors
 
 
-def test_tensorboard_sessions_are_capped_per_server(tmp_path):
+def test_tensorboard_sessions_are_capped_per_server(tmp_path: Path) -> None:
     env = {"KUBELAB_MACHINE_DIR": str(tmp_path / "machine"), "KUBELAB_MAX_TENSORBOARDS": "1"}
     with JupyterServer(tmp_path / "root", tmp_path / "home", env=env) as server:
         runs = [

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,9 @@ from kubelab.errors import KubelabError
 GPUS = [Gpu(0, "T4"), Gpu(1, "T4")]
 
 
-def test_a_new_machine_dir_is_private_and_its_files_are_not_world_writable(tmp_path, monkeypatch):
+def test_a_new_machine_dir_is_private_and_its_files_are_not_world_writable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("KUBELAB_MACHINE_DIR", str(tmp_path / "machine"))
     directory = machine_dir()
     assert stat.S_IMODE(directory.stat().st_mode) & 0o002 == 0
@@ -30,7 +33,9 @@ def test_a_new_machine_dir_is_private_and_its_files_are_not_world_writable(tmp_p
         assert stat.S_IMODE(path.lstat().st_mode) & 0o002 == 0, (path, oct(path.lstat().st_mode))
 
 
-def test_a_world_writable_machine_dir_is_refused_by_name(tmp_path, monkeypatch):
+def test_a_world_writable_machine_dir_is_refused_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     shared = tmp_path / "kubelab-machine"
     shared.mkdir()
     shared.chmod(0o1777)  # what /tmp/kubelab-machine used to be: anyone could rewrite the ledger
@@ -40,7 +45,9 @@ def test_a_world_writable_machine_dir_is_refused_by_name(tmp_path, monkeypatch):
 
 
 @needs_root
-def test_a_machine_dir_owned_by_another_user_is_refused(tmp_path, monkeypatch):
+def test_a_machine_dir_owned_by_another_user_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with system_user() as mallory:
         planted = tmp_path / "planted"
         planted.mkdir(mode=0o755)
@@ -50,7 +57,7 @@ def test_a_machine_dir_owned_by_another_user_is_refused(tmp_path, monkeypatch):
             machine_dir()
 
 
-def test_a_symlinked_machine_dir_is_refused(tmp_path, monkeypatch):
+def test_a_symlinked_machine_dir_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     real = tmp_path / "real"
     real.mkdir(mode=0o700)
     os.symlink(real, tmp_path / "link")
@@ -60,7 +67,7 @@ def test_a_symlinked_machine_dir_is_refused(tmp_path, monkeypatch):
 
 
 @needs_root
-def test_planted_links_for_the_temporary_file_and_the_lock_are_not_followed(tmp_path):
+def test_planted_links_for_the_temporary_file_and_the_lock_are_not_followed(tmp_path: Path) -> None:
     """The old code wrote `.gpus.<pid>.tmp` by name and chmod-ed it 0666: a link there made a
     root process rewrite any file and leave it world-writable."""
     directory = tmp_path / "machine"
@@ -82,7 +89,7 @@ def test_planted_links_for_the_temporary_file_and_the_lock_are_not_followed(tmp_
 
 
 @pytest.fixture
-def reachable(tmp_path):
+def reachable(tmp_path: Path) -> Iterator[Path]:
     """A folder every account can pass through (pytest's own are root's 0700)."""
     import shutil
     import tempfile
@@ -94,7 +101,7 @@ def reachable(tmp_path):
 
 
 @needs_root
-def test_another_user_cannot_rewrite_the_ledger(reachable, monkeypatch):
+def test_another_user_cannot_rewrite_the_ledger(reachable: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KUBELAB_MACHINE_DIR", str(reachable / "machine"))
     allocator = GpuAllocator(GPUS, machine_dir())
     assert allocator.try_acquire("root-run", os.getpid(), 2) == [0, 1]
@@ -109,7 +116,9 @@ def test_another_user_cannot_rewrite_the_ledger(reachable, monkeypatch):
     assert sorted(allocator.snapshot()["devices"][i]["holder"] for i in (0, 1)) == ["root-run", "root-run"]
 
 
-def test_without_root_and_without_configuration_the_ledger_is_per_user(tmp_path, monkeypatch):
+def test_without_root_and_without_configuration_the_ledger_is_per_user(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("KUBELAB_MACHINE_DIR", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setattr(os, "geteuid", lambda: 4242)

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 from kubelab_testing import wait_until
 
 from kubelab.backends.local.gpus import Gpu, GpuAllocator
 from kubelab.errors import ValidationError
+from kubelab.experiments import Experiments
+
+T = TypeVar("T")
 
 HOLD = """
 import json, os, pathlib, time
@@ -22,7 +28,7 @@ while not go.exists() and time.monotonic() < deadline:
 """
 
 
-def _poll(predicate, what: str, timeout: float = 30.0):
+def _poll(predicate: Callable[[], T | None], what: str, timeout: float = 30.0) -> T:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
@@ -32,7 +38,9 @@ def _poll(predicate, what: str, timeout: float = 30.0):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_two_half_gpu_runs_share_one_gpu_and_a_third_waits_for_room(lab, lab_env, monkeypatch):
+def test_two_half_gpu_runs_share_one_gpu_and_a_third_waits_for_room(
+    lab: Experiments, lab_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("KUBELAB_FAKE_GPUS", "1")
     monkeypatch.setenv("GO_FILE", str(lab_env / "go"))
     (lab_env / "hold.py").write_text(HOLD)
@@ -52,7 +60,7 @@ def test_two_half_gpu_runs_share_one_gpu_and_a_third_waits_for_room(lab, lab_env
         assert wait_until(lab, record["id"])["status"] == "Succeeded"
 
 
-def test_the_ledger_packs_shares_and_keeps_whole_gpus_for_whole_requests(tmp_path):
+def test_the_ledger_packs_shares_and_keeps_whole_gpus_for_whole_requests(tmp_path: Path) -> None:
     ledger = GpuAllocator([Gpu(0, "T4"), Gpu(1, "T4")], directory=tmp_path)
     me = __import__("os").getpid()
     first = ledger.try_acquire("a", me, 0.5)
@@ -76,7 +84,9 @@ def test_the_ledger_packs_shares_and_keeps_whole_gpus_for_whole_requests(tmp_pat
         (-0.5, "0 or more"),
     ],
 )
-def test_a_share_that_is_not_one_nth_is_refused_naming_the_field(lab, gpus, reason):
+def test_a_share_that_is_not_one_nth_is_refused_naming_the_field(
+    lab: Experiments, gpus: str | float, reason: str
+) -> None:
     with pytest.raises(ValidationError) as caught:
         lab.submit({"command": "true", "resources": {"gpus": gpus}})
     [problem] = caught.value.fields
@@ -84,7 +94,9 @@ def test_a_share_that_is_not_one_nth_is_refused_naming_the_field(lab, gpus, reas
     assert lab.list()[0] == []  # nothing was created
 
 
-def test_gpu_indices_pick_the_machines_gpus_and_a_missing_one_is_refused(lab, lab_env, monkeypatch):
+def test_gpu_indices_pick_the_machines_gpus_and_a_missing_one_is_refused(
+    lab: Experiments, lab_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("KUBELAB_FAKE_GPUS", "3")
     show = "import os; print('visible', os.environ['CUDA_VISIBLE_DEVICES'])"
     record = lab.submit({"command": ["python", "-c", show], "resources": {"gpus": 1, "gpu_indices": [2]}})
@@ -111,7 +123,7 @@ def test_gpu_indices_pick_the_machines_gpus_and_a_missing_one_is_refused(lab, la
         ({"trials_per_gpu": 65, "trial": {"command": "x"}}, "trials_per_gpu", "at most 64"),
     ],
 )
-def test_trials_per_gpu_is_checked_by_field(sweep, path, reason):
+def test_trials_per_gpu_is_checked_by_field(sweep: dict[str, Any], path: str, reason: str) -> None:
     from kubelab.sweeps.sweep_spec import SweepSpec
 
     data = {"space": {"x": {"type": "uniform", "low": 0, "high": 1}}, "max_trials": 2, **sweep}

@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -18,35 +20,35 @@ class FakeNvml:
     class NVMLError(Exception):
         pass
 
-    def __init__(self, devices=None, fail_init=False):
+    def __init__(self, devices: list[dict[str, Any]] | None = None, fail_init: bool = False) -> None:
         self.devices = devices or []
         self.fail_init = fail_init
         self.shutdown = False
 
-    def nvmlInit(self):
+    def nvmlInit(self) -> None:
         if self.fail_init:
             raise self.NVMLError("NVML Shared Library Not Found")
 
-    def nvmlShutdown(self):
+    def nvmlShutdown(self) -> None:
         self.shutdown = True
 
-    def nvmlDeviceGetCount(self):
+    def nvmlDeviceGetCount(self) -> int:
         return len(self.devices)
 
-    def nvmlDeviceGetHandleByIndex(self, index):
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> dict[str, Any]:
         return self.devices[index]
 
-    def nvmlDeviceGetName(self, handle):
-        return handle["name"].encode()  # older bindings return bytes
+    def nvmlDeviceGetName(self, handle: dict[str, Any]) -> bytes:
+        return str(handle["name"]).encode()  # older bindings return bytes
 
-    def nvmlDeviceGetUUID(self, handle):
-        return handle["uuid"]
+    def nvmlDeviceGetUUID(self, handle: dict[str, Any]) -> str:
+        return str(handle["uuid"])
 
-    def nvmlDeviceGetMemoryInfo(self, handle):
+    def nvmlDeviceGetMemoryInfo(self, handle: dict[str, Any]) -> SimpleNamespace:
         return SimpleNamespace(total=handle["mib"] * 2**20)
 
 
-def test_nvml_devices_are_read(monkeypatch):
+def test_nvml_devices_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KUBELAB_FAKE_GPUS", raising=False)
     nvml = FakeNvml(
         [
@@ -62,18 +64,18 @@ def test_nvml_devices_are_read(monkeypatch):
     assert nvml.shutdown and gpus[0].matches("a100") and not gpus[0].matches("V100")
 
 
-def test_a_machine_without_nvml_has_no_gpus(monkeypatch):
+def test_a_machine_without_nvml_has_no_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KUBELAB_FAKE_GPUS", raising=False)
     assert detect_gpus(FakeNvml(fail_init=True)) == []
     assert detect_gpus() == []  # this machine: the real library, no driver
 
 
-def test_fake_device_lists():
+def test_fake_device_lists() -> None:
     assert [g.name for g in parse_fake_gpus("T4, V100")] == ["T4", "V100"]
     assert len(parse_fake_gpus("3")) == 3 and parse_fake_gpus("") == []
 
 
-def test_ledger_is_first_come_first_served_and_reclaims_the_dead(tmp_path):
+def test_ledger_is_first_come_first_served_and_reclaims_the_dead(tmp_path: Path) -> None:
     ledger = GpuAllocator([Gpu(0, "T4"), Gpu(1, "T4"), Gpu(2, "V100")], tmp_path)
     me = os.getpid()
     assert ledger.try_acquire("a", me, 2, "T4") == [0, 1]

@@ -3,18 +3,26 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
+from typing import Any
 
 from kubelab.index import RunIndex
 from kubelab.records import SUCCEEDED, RunDirectory, Status, summary
 
 
-def make_run(root, name, state=SUCCEEDED):
+def entry(index: RunIndex, run_id: str) -> dict[str, Any]:
+    found = index.get(run_id)
+    assert found is not None
+    return found
+
+
+def make_run(root: Path, name: str, state: str = SUCCEEDED) -> RunDirectory:
     status = Status()
     status.move(state, "done", 0)
     return RunDirectory.create(root, {"name": name, "command": ["true"]}, status)
 
 
-def test_rebuilds_from_run_directories(tmp_path):
+def test_rebuilds_from_run_directories(tmp_path: Path) -> None:
     root = tmp_path / "runs"
     runs = [make_run(root, f"r{i}") for i in range(3)]
     index = RunIndex(root)
@@ -31,7 +39,7 @@ def test_rebuilds_from_run_directories(tmp_path):
     assert sorted(r["name"] for r in rebuilt.records()) == ["r1", "r2"]
 
 
-def test_unfinished_runs_are_reread_when_their_files_change(tmp_path):
+def test_unfinished_runs_are_reread_when_their_files_change(tmp_path: Path) -> None:
     root = tmp_path / "runs"
     run = RunDirectory.create(root, {"name": "live", "command": ["true"]}, Status())
     index = RunIndex(root)
@@ -43,7 +51,7 @@ def test_unfinished_runs_are_reread_when_their_files_change(tmp_path):
     assert not index.refresh()
 
 
-def test_a_corrupt_cache_is_ignored(tmp_path):
+def test_a_corrupt_cache_is_ignored(tmp_path: Path) -> None:
     root = tmp_path / "runs"
     make_run(root, "x")
     (tmp_path / "index.marshal").write_bytes(b"garbage")
@@ -52,24 +60,24 @@ def test_a_corrupt_cache_is_ignored(tmp_path):
     assert [r["name"] for r in index.records()] == ["x"]
 
 
-def test_metrics_are_folded_incrementally_and_torn_lines_wait(tmp_path):
+def test_metrics_are_folded_incrementally_and_torn_lines_wait(tmp_path: Path) -> None:
     root = tmp_path / "runs"
     run = RunDirectory.create(root, {"name": "live", "command": ["true"]}, Status())
     index = RunIndex(root)
     with open(run.metrics_file, "a") as handle:
         handle.write('{"step": 1, "metrics": {"loss": 0.5, "acc": 0.1}}\n{"step": 2, "metr')
     index.refresh()
-    assert (index.get(run.id)["metrics"], index.get(run.id)["step"]) == ({"loss": 0.5, "acc": 0.1}, 1)
+    assert (entry(index, run.id)["metrics"], entry(index, run.id)["step"]) == ({"loss": 0.5, "acc": 0.1}, 1)
     folded = index.entries[run.id][2]
     with open(run.metrics_file, "a") as handle:
         handle.write('ics": {"loss": 0.25}}\n')
     index.refresh()
-    assert index.get(run.id)["metrics"] == {"loss": 0.25, "acc": 0.1} and index.get(run.id)["step"] == 2
+    assert entry(index, run.id)["metrics"] == {"loss": 0.25, "acc": 0.1} and entry(index, run.id)["step"] == 2
     assert index.entries[run.id][2] == run.metrics_file.stat().st_size > folded
-    assert index.get(run.id)["metrics"] == summary(run)["metrics"]  # same as a full read
+    assert entry(index, run.id)["metrics"] == summary(run)["metrics"]  # same as a full read
 
 
-def test_a_run_listed_before_its_status_was_written_is_found_once_it_is(tmp_path):
+def test_a_run_listed_before_its_status_was_written_is_found_once_it_is(tmp_path: Path) -> None:
     """A refresh between a run's mkdir and its status file (code being copied) sees a folder that
     is not a run yet; the listing's stamp does not move when the status appears, so the index
     must look at that folder again rather than wait for another run to change the listing."""
@@ -89,7 +97,7 @@ def test_a_run_listed_before_its_status_was_written_is_found_once_it_is(tmp_path
     assert sorted(r["name"] for r in index.records()) == ["before", "late"]
 
 
-def test_a_listing_taken_in_the_same_tick_as_its_stamp_is_listed_again(tmp_path):
+def test_a_listing_taken_in_the_same_tick_as_its_stamp_is_listed_again(tmp_path: Path) -> None:
     """Directory mtimes move in coarse ticks: a run made in the tick of the last listing leaves
     the stamp as it was, so a listing that recent is not trusted."""
     root = tmp_path / "runs"

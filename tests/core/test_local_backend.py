@@ -8,6 +8,7 @@ import signal
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 from kubelab_testing import wait_until
@@ -19,13 +20,13 @@ from kubelab.pids import pid_alive
 PY = sys.executable
 
 
-def script(tmp_path, name: str, body: str) -> str:
+def script(tmp_path: Path, name: str, body: str) -> str:
     path = tmp_path / name
     path.write_text(textwrap.dedent(body))
     return str(path)
 
 
-def test_experiment_runs_to_success_with_metrics_and_logs(lab, lab_env):
+def test_experiment_runs_to_success_with_metrics_and_logs(lab: Experiments, lab_env: Path) -> None:
     train = script(
         lab_env,
         "train.py",
@@ -55,7 +56,7 @@ def test_experiment_runs_to_success_with_metrics_and_logs(lab, lab_env):
     assert [p["metrics"] for p in lab.metrics(record["id"])][-1] == {"default": 0.25}
 
 
-def test_failure_reports_exit_code_and_retries(lab):
+def test_failure_reports_exit_code_and_retries(lab: Experiments) -> None:
     record = lab.submit({"command": "echo attempt; exit 3", "retries": 1})
     final = wait_until(lab, record["id"])
     assert final["status"] == "Failed"
@@ -64,13 +65,13 @@ def test_failure_reports_exit_code_and_retries(lab):
     assert "".join(lab.logs(record["id"])).count("attempt") == 3  # two runs + the retry notice
 
 
-def test_timeout_fails_the_run(lab):
+def test_timeout_fails_the_run(lab: Experiments) -> None:
     record = lab.submit({"command": ["sleep", "30"], "timeout": 1})
     final = wait_until(lab, record["id"])
     assert final["status"] == "Failed" and final["reason"].startswith("timed out after 1s")
 
 
-def test_stop_terms_then_kills_a_stubborn_process(lab, lab_env):
+def test_stop_terms_then_kills_a_stubborn_process(lab: Experiments, lab_env: Path) -> None:
     stubborn = script(
         lab_env,
         "stubborn.py",
@@ -92,7 +93,9 @@ def test_stop_terms_then_kills_a_stubborn_process(lab, lab_env):
     assert not pid_alive(pid)
 
 
-def test_stop_while_queued_and_gpus_are_handed_out_first_come_first_served(lab, lab_env, monkeypatch):
+def test_stop_while_queued_and_gpus_are_handed_out_first_come_first_served(
+    lab: Experiments, lab_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("KUBELAB_FAKE_GPUS", "T4,T4")
     release = lab_env / "release"
     hold = f"echo CUDA=$CUDA_VISIBLE_DEVICES; while [ ! -e {release} ]; do sleep 0.05; done"
@@ -115,7 +118,9 @@ def test_stop_while_queued_and_gpus_are_handed_out_first_come_first_served(lab, 
     assert lab.resources()["gpus"]["free"] == 2
 
 
-def test_more_gpus_than_the_machine_has_fails_with_reason(lab, monkeypatch):
+def test_more_gpus_than_the_machine_has_fails_with_reason(
+    lab: Experiments, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("KUBELAB_FAKE_GPUS", "1")
     record = lab.submit({"command": "true", "resources": {"gpus": 3}})
     final = wait_until(lab, record["id"])
@@ -123,14 +128,14 @@ def test_more_gpus_than_the_machine_has_fails_with_reason(lab, monkeypatch):
     assert final["reason"] == "cannot be scheduled: asked for 3 GPU(s) but this machine has 1"
 
 
-def test_cpu_experiments_see_no_gpu(lab, monkeypatch):
+def test_cpu_experiments_see_no_gpu(lab: Experiments, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KUBELAB_FAKE_GPUS", "1")
     record = lab.submit({"command": 'echo "[$CUDA_VISIBLE_DEVICES]"'})
     wait_until(lab, record["id"])
     assert "[]" in "".join(lab.logs(record["id"]))
 
 
-def test_runs_survive_a_restart_and_are_reattached(lab, lab_env):
+def test_runs_survive_a_restart_and_are_reattached(lab: Experiments, lab_env: Path) -> None:
     release = lab_env / "release"
     record = lab.submit({"command": f"while [ ! -e {release} ]; do sleep 0.05; done"})
     wait_until(lab, record["id"], states=("Running",))
@@ -140,7 +145,7 @@ def test_runs_survive_a_restart_and_are_reattached(lab, lab_env):
     assert wait_until(again, record["id"])["status"] == "Succeeded"
 
 
-def test_a_lost_runner_is_noticed_and_its_orphans_stopped(lab):
+def test_a_lost_runner_is_noticed_and_its_orphans_stopped(lab: Experiments) -> None:
     record = lab.submit({"command": ["sleep", "60"]})
     wait_until(lab, record["id"], states=("Running",))
     detail = lab.get(record["id"])
@@ -155,7 +160,7 @@ def test_a_lost_runner_is_noticed_and_its_orphans_stopped(lab):
     assert not pid_alive(detail["replica_status"][0]["pid"])
 
 
-def test_code_snapshot_from_a_directory_and_from_source(lab, lab_env):
+def test_code_snapshot_from_a_directory_and_from_source(lab: Experiments, lab_env: Path) -> None:
     project = lab_env / "project"
     project.mkdir()
     (project / "helper.py").write_text("VALUE = 41\n")
@@ -175,7 +180,7 @@ def test_code_snapshot_from_a_directory_and_from_source(lab, lab_env):
     assert final["status"] == "Succeeded" and final["metrics"] == {"acc": 0.9} and final["name"] == "cell"
 
 
-def test_paths_are_checked_and_confined(lab, lab_env):
+def test_paths_are_checked_and_confined(lab: Experiments, lab_env: Path) -> None:
     with pytest.raises(ValidationError) as caught:
         lab.submit({"command": "true", "workdir": "missing"})
     assert caught.value.fields[0].path == "workdir" and "does not exist" in caught.value.fields[0].reason
@@ -185,13 +190,13 @@ def test_paths_are_checked_and_confined(lab, lab_env):
     assert list(lab.runs_root.iterdir()) == []  # nothing was created
 
 
-def test_unknown_ids_are_not_found(lab):
+def test_unknown_ids_are_not_found(lab: Experiments) -> None:
     for bad in ("nope", "../../etc", "1m7zs5xq0rqx"):
         with pytest.raises(NotFound):
             lab.get(bad)
 
 
-def test_delete_removes_the_record(lab):
+def test_delete_removes_the_record(lab: Experiments) -> None:
     record = lab.submit({"command": ["sleep", "30"]})
     wait_until(lab, record["id"], states=("Running",))
     lab.delete(record["id"])
@@ -199,7 +204,7 @@ def test_delete_removes_the_record(lab):
     assert lab.list()[1] == 0
 
 
-def test_pytorch_two_process_gloo_all_reduce(lab, lab_env):
+def test_pytorch_two_process_gloo_all_reduce(lab: Experiments, lab_env: Path) -> None:
     pytest.importorskip("torch")
     train = script(
         lab_env,
@@ -225,7 +230,7 @@ def test_pytorch_two_process_gloo_all_reduce(lab, lab_env):
 
 
 @pytest.mark.parametrize("framework", ["tensorflow", "paddle"])
-def test_distributed_environment_contract(lab, framework):
+def test_distributed_environment_contract(lab: Experiments, framework: str) -> None:
     record = lab.submit(
         {
             "command": ["python", "-c", "import os, json; print(json.dumps(dict(os.environ)))"],
@@ -250,7 +255,7 @@ def test_distributed_environment_contract(lab, framework):
         assert env["KUBELAB_RUN_ID"] == record["id"] and "KUBELAB_PARAMS" in env
 
 
-def test_one_failed_replica_stops_the_others(lab):
+def test_one_failed_replica_stops_the_others(lab: Experiments) -> None:
     record = lab.submit(
         {
             "command": 'if [ "$RANK" = 1 ]; then exit 7; fi; sleep 30',
@@ -262,7 +267,7 @@ def test_one_failed_replica_stops_the_others(lab):
     assert final["status"] == "Failed" and final["reason"] == "replica 1 exited with code 7"
 
 
-def test_logs_follow_until_the_end_and_bad_replica(lab):
+def test_logs_follow_until_the_end_and_bad_replica(lab: Experiments) -> None:
     record = lab.submit({"command": "for i in 1 2 3; do echo line $i; sleep 0.2; done"})
     text = "".join(lab.logs(record["id"], follow=True))
     assert text.split() == ["line", "1", "line", "2", "line", "3"]
@@ -271,7 +276,7 @@ def test_logs_follow_until_the_end_and_bad_replica(lab):
     assert caught.value.fields[0].path == "replica"
 
 
-def _wait_for_log(lab, run_id, text, timeout=20):
+def _wait_for_log(lab: Experiments, run_id: str, text: str, timeout: float = 20) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if text in "".join(lab.logs(run_id)):
@@ -280,7 +285,7 @@ def _wait_for_log(lab, run_id, text, timeout=20):
     raise AssertionError(f"{text!r} never appeared")
 
 
-def test_a_failed_python_run_gives_its_exception_as_the_reason(lab, lab_env):
+def test_a_failed_python_run_gives_its_exception_as_the_reason(lab: Experiments, lab_env: Path) -> None:
     crash = script(
         lab_env,
         "crash.py",

@@ -6,12 +6,15 @@ import re
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 from jupyter_server_process import JupyterServer
 from kubelab_testing import wait_until
 
+from kubelab.experiments import Experiments
 from kubelab.log_times import index_of
 
 STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z) ")
@@ -37,7 +40,7 @@ def times_of(text: str) -> list[datetime]:
     return found
 
 
-def test_runner_indexes_each_line_and_keeps_the_log_byte_for_byte(lab, lab_env):
+def test_runner_indexes_each_line_and_keeps_the_log_byte_for_byte(lab: Experiments, lab_env: Path) -> None:
     (lab_env / "lines.py").write_text(PROGRAM)
     record = lab.submit({"command": [sys.executable, str(lab_env / "lines.py")]})
     assert wait_until(lab, record["id"])["status"] == "Succeeded"
@@ -64,7 +67,7 @@ def test_runner_indexes_each_line_and_keeps_the_log_byte_for_byte(lab, lab_env):
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
     base = tmp_path_factory.mktemp("stamps")
     env = {"KUBELAB_MACHINE_DIR": str(base / "machine"), "KUBELAB_STOP_GRACE": "2"}
     with JupyterServer(base / "root", base / "home", env=env) as running:
@@ -72,7 +75,7 @@ def server(tmp_path_factory):
         yield running
 
 
-def test_rest_timestamps_follow_and_refusal(server):
+def test_rest_timestamps_follow_and_refusal(server: JupyterServer) -> None:
     run_id = server.post("experiments", {"command": ["python", "lines.py"]}).json()["id"]
     followed = server.get(f"experiments/{run_id}/logs", params={"follow": 1, "timestamps": "true"})
     assert followed.status_code == 200

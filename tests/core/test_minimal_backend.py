@@ -11,7 +11,9 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from driver_support import stop_leftovers, wait_record
@@ -28,7 +30,7 @@ REPORT = "import kubelab; kubelab.report(loss=abs(kubelab.params()['x'] - 0.2))"
 
 
 @pytest.fixture
-def installed(tmp_path, monkeypatch):
+def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """`minimal` installed as a distribution would install it: a .dist-info with the entry point,
     on the path of this process and of every process it starts."""
     site = tmp_path / "site"
@@ -54,7 +56,7 @@ def installed(tmp_path, monkeypatch):
     stop_leftovers(tmp_path / "home")
 
 
-def wait_run(lab: Experiments, run_id: str, timeout: float = 30.0) -> dict:
+def wait_run(lab: Experiments, run_id: str, timeout: float = 30.0) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         record = lab.get(run_id)
@@ -69,7 +71,7 @@ def backend_of(lab: Experiments, run_id: str) -> str:
     return str(status["backend"])
 
 
-def test_an_experiment_runs_on_an_installed_backend(installed):
+def test_an_experiment_runs_on_an_installed_backend(installed: Path) -> None:
     lab = Experiments()
     assert lab.backend.name == "minimal" and "minimal" in backend_names()
     record = lab.submit({"command": ["python", "-c", REPORT], "params": {"x": 0.5}})
@@ -80,7 +82,7 @@ def test_an_experiment_runs_on_an_installed_backend(installed):
     assert "".join(lab.logs(record["id"])) == ""  # the trial printed nothing; the log is its own
 
 
-def test_a_sweep_runs_on_an_installed_backend(installed):
+def test_a_sweep_runs_on_an_installed_backend(installed: Path) -> None:
     sweeps = Sweeps(Experiments())
     record = sweeps.create(
         {
@@ -101,7 +103,7 @@ def test_a_sweep_runs_on_an_installed_backend(installed):
     assert len(trials) == 3 and {backend_of(lab, t["id"]) for t in trials} == {"minimal"}
 
 
-def test_a_pipeline_runs_on_an_installed_backend(installed):
+def test_a_pipeline_runs_on_an_installed_backend(installed: Path) -> None:
     (installed / "train.py").write_text(
         "import json, os, kubelab\n"
         "out = os.path.join(os.environ['KUBELAB_OUTPUTS_DIR'], 'model.json')\n"
@@ -144,7 +146,9 @@ def test_a_pipeline_runs_on_an_installed_backend(installed):
     assert len(runs) == 3 and {backend_of(lab, r["id"]) for r in runs} == {"minimal"}
 
 
-def test_a_backend_is_found_by_module_path_and_unknown_names_are_refused(installed, monkeypatch):
+def test_a_backend_is_found_by_module_path_and_unknown_names_are_refused(
+    installed: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert make_backend("minimal_backend:MinimalBackend").name == "minimal"
     with pytest.raises(ValidationError) as refused:
         make_backend("slurm")
@@ -156,7 +160,7 @@ def test_a_backend_is_found_by_module_path_and_unknown_names_are_refused(install
     assert refused.value.fields[0].path == "backend" and "Nothing" in refused.value.fields[0].reason
 
 
-def test_the_local_backend_does_not_import_the_kubernetes_client():
+def test_the_local_backend_does_not_import_the_kubernetes_client() -> None:
     """The registry imports a backend's module when it is chosen, not before."""
     code = (
         "import sys; from kubelab.backends.registry import make_backend; make_backend('local'); "

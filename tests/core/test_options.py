@@ -4,6 +4,7 @@ magics and the REST layer: the same flag gives the same value or the same error 
 from __future__ import annotations
 
 import argparse
+from typing import Any, cast
 
 import pytest
 from IPython.core.error import UsageError
@@ -19,7 +20,7 @@ def cli_run(words: list[str]) -> argparse.Namespace:
     return cli.build_parser().parse_args(["run", *words])
 
 
-def experiment_flags(parser: argparse.ArgumentParser) -> dict[str, tuple]:
+def experiment_flags(parser: argparse.ArgumentParser) -> dict[str, tuple[Any, ...]]:
     """Each experiment option with what argparse knows of it (type, choices, action)."""
     names = {
         "--name",
@@ -42,20 +43,20 @@ def experiment_flags(parser: argparse.ArgumentParser) -> dict[str, tuple]:
     }
 
 
-def test_cli_and_train_magic_declare_the_same_options():
-    run_parser = cli.build_parser()._subparsers._group_actions[0].choices["run"]
+def test_cli_and_train_magic_declare_the_same_options() -> None:
+    run_parser = cast(Any, cli.build_parser())._subparsers._group_actions[0].choices["run"]
     cli_flags = experiment_flags(run_parser)
     magic_flags = experiment_flags(magic_options.train_parser())
     assert len(cli_flags) == 11
 
     # the same dests, choices and actions; types are the same functions' closures, so compare by name
-    def comparable(flags):
+    def comparable(flags: dict[str, tuple[Any, ...]]) -> dict[str, tuple[Any, ...]]:
         return {k: (d, getattr(t, "__qualname__", t), c, a, df) for k, (d, t, c, a, df) in flags.items()}
 
     assert comparable(cli_flags) == comparable(magic_flags)
 
 
-def test_the_same_line_gives_the_same_spec():
+def test_the_same_line_gives_the_same_spec() -> None:
     line = [
         "--gpus",
         "2",
@@ -78,6 +79,7 @@ def test_the_same_line_gives_the_same_spec():
     ]
     from_cli = options.apply_options({"command": ["python", "t.py"]}, cli_run(line))
     args = magic_options.train_parser().read(" ".join(line))
+    assert args is not None
     from_magic = train.overrides(args, {"command": ["python", "t.py"]})
     assert (
         from_cli
@@ -94,7 +96,7 @@ def test_the_same_line_gives_the_same_spec():
     )
 
 
-def test_params_keep_text_for_declared_inputs():
+def test_params_keep_text_for_declared_inputs() -> None:
     args = cli_run(["-P", "code=7", "-P", "on=true"])
     assert options.apply_options({"inputs": [{"name": "code"}]}, args)["params"] == {
         "code": "7",
@@ -117,7 +119,7 @@ def test_params_keep_text_for_declared_inputs():
         (["--priority", "2000000000"], "must be between 0 and 1000000000"),
     ],
 )
-def test_a_bad_option_fails_the_same_way_in_both(words, message):
+def test_a_bad_option_fails_the_same_way_in_both(words: list[str], message: str) -> None:
     with pytest.raises(ValidationError) as caught:  # the CLI reports it as the field it sets
         cli_run(words)
     assert message in caught.value.fields[0].reason
@@ -125,20 +127,26 @@ def test_a_bad_option_fails_the_same_way_in_both(words, message):
         magic_options.train_parser().read(" ".join(words))
 
 
-def test_tensorboard_requests_are_one_grammar():
+def read(parser: magic_options.MagicParser, line: str) -> argparse.Namespace:
+    args = parser.read(line)
+    assert args is not None
+    return args
+
+
+def test_tensorboard_requests_are_one_grammar() -> None:
     start = argparse.ArgumentParser()
     options.add_tensorboard_options(start)
     magic = magic_options.tensorboard_parser()
     for line in (["a", "b"], ["--sweep", "s1"], ["--query", "status:failed"], ["--project"]):
         expected = options.tensorboard_request(start.parse_args(line))
-        assert magic_options.tensorboard_request(magic, magic.read(" ".join(line))) == expected
+        assert magic_options.tensorboard_request(magic, read(magic, " ".join(line))) == expected
     assert options.tensorboard_request(start.parse_args(["--sweep", "s1"])) == {"sweep": "s1"}
     with pytest.raises(ValidationError, match="nothing to show"):
         options.tensorboard_request(start.parse_args(["a", "--project"]))
     with pytest.raises(UsageError, match="exactly one"):
-        magic_options.tensorboard_request(magic, magic.read("a --project"))
+        magic_options.tensorboard_request(magic, read(magic, "a --project"))
     # the server's check is the same function
     with pytest.raises(ValidationError) as caught:
         options.tensorboard_source({"experiments": ["a"], "colour": "red"})
     assert caught.value.fields[0].path == "colour"
-    assert tensorboard_cli.tensorboard_request is options.tensorboard_request
+    assert vars(tensorboard_cli)["tensorboard_request"] is options.tensorboard_request

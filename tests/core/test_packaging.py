@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> zipfile.ZipFile:
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
     if not (ROOT / "kubelab" / "labextension" / "package.json").exists():
         pytest.fail("the JupyterLab extension is not built: run scripts/setup")
     out = tmp_path_factory.mktemp("wheel")
@@ -37,7 +37,7 @@ def wheel(tmp_path_factory) -> zipfile.ZipFile:
     return zipfile.ZipFile(path)
 
 
-def test_wheel_holds_modules_extension_and_config(wheel):
+def test_wheel_holds_modules_extension_and_config(wheel: zipfile.ZipFile) -> None:
     names = set(wheel.namelist())
     data = next(n.split("/")[0] for n in names if ".data/" in n)
     folders = {
@@ -63,7 +63,7 @@ def test_wheel_holds_modules_extension_and_config(wheel):
     assert not any("/tests/" in n or n.startswith("tests/") for n in names)
 
 
-def test_jupyter_lists_kubelab_as_enabled():
+def test_jupyter_lists_kubelab_as_enabled() -> None:
     servers = subprocess.run(["jupyter", "server", "extension", "list"], capture_output=True, text=True)
     assert "kubelab.server_extension" in servers.stderr + servers.stdout
     assert "OK" in (servers.stderr + servers.stdout).split("kubelab.server_extension", 1)[1][:200]

@@ -11,6 +11,7 @@ from pathlib import Path
 import nbformat
 from kubelab_testing import wait_until
 
+from kubelab.experiments import Experiments
 from kubelab.papermill_run import RunError, parameters_from_env, run
 
 
@@ -26,7 +27,7 @@ def make_notebook(path: Path, *cells: tuple[str, str, list[str]]) -> Path:
     return path
 
 
-TRAIN = (
+TRAIN: tuple[tuple[str, str, list[str]], ...] = (
     ("markdown", "# train", []),
     ("code", "lr = 0.5\nepochs = 1", ["parameters"]),
     (
@@ -37,7 +38,7 @@ TRAIN = (
 )
 
 
-def execute(notebook: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+def execute(notebook: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "kubelab.papermill_run", str(notebook)],
         env={**os.environ, **env},
@@ -52,7 +53,7 @@ def outputs_of(notebook: Path) -> str:
     return "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
 
 
-def test_parameters_reach_the_parameters_cell_and_the_output_is_saved(tmp_path):
+def test_parameters_reach_the_parameters_cell_and_the_output_is_saved(tmp_path: Path) -> None:
     notebook = make_notebook(tmp_path / "train.ipynb", *TRAIN)
     outputs = tmp_path / "run" / "outputs"
     done = execute(
@@ -76,7 +77,7 @@ def test_parameters_reach_the_parameters_cell_and_the_output_is_saved(tmp_path):
     assert notebook.read_text().count("0.25") == 0  # the source notebook is untouched
 
 
-def test_without_params_the_notebook_defaults_apply(tmp_path):
+def test_without_params_the_notebook_defaults_apply(tmp_path: Path) -> None:
     notebook = make_notebook(tmp_path / "train.ipynb", *TRAIN)
     outputs = tmp_path / "out"
     done = execute(notebook, {"KUBELAB_PARAMS": "", "KUBELAB_OUTPUTS_DIR": str(outputs)})
@@ -84,7 +85,7 @@ def test_without_params_the_notebook_defaults_apply(tmp_path):
     assert "loss is 0.5" in outputs_of(outputs / "train.ipynb")
 
 
-def test_a_failing_cell_exits_1_and_keeps_the_executed_notebook(tmp_path):
+def test_a_failing_cell_exits_1_and_keeps_the_executed_notebook(tmp_path: Path) -> None:
     notebook = make_notebook(
         tmp_path / "bad.ipynb", ("code", "print('before')\nraise ValueError('boom')", [])
     )
@@ -94,7 +95,7 @@ def test_a_failing_cell_exits_1_and_keeps_the_executed_notebook(tmp_path):
     assert "before" in outputs_of(tmp_path / "out" / "bad.ipynb")
 
 
-def test_bad_requests_exit_2_naming_the_problem(tmp_path):
+def test_bad_requests_exit_2_naming_the_problem(tmp_path: Path) -> None:
     notebook = make_notebook(tmp_path / "train.ipynb", *TRAIN)
     missing = execute(tmp_path / "nope.ipynb", {})
     assert missing.returncode == 2 and "nope.ipynb: no such notebook" in missing.stderr
@@ -108,7 +109,7 @@ def test_bad_requests_exit_2_naming_the_problem(tmp_path):
     assert usage.returncode == 2 and "usage:" in usage.stderr
 
 
-def test_parameters_must_be_an_object():
+def test_parameters_must_be_an_object() -> None:
     assert parameters_from_env({"KUBELAB_PARAMS": '{"a": 1}'}) == {"a": 1}
     try:
         parameters_from_env({"KUBELAB_PARAMS": "[1, 2]"})
@@ -118,7 +119,7 @@ def test_parameters_must_be_an_object():
         raise AssertionError("a list was accepted as parameters")
 
 
-def test_run_refuses_a_directory(tmp_path):
+def test_run_refuses_a_directory(tmp_path: Path) -> None:
     folder = tmp_path / "x.ipynb"
     folder.mkdir()
     try:
@@ -129,7 +130,9 @@ def test_run_refuses_a_directory(tmp_path):
         raise AssertionError("a directory was run as a notebook")
 
 
-def test_as_an_experiment_the_executed_notebook_lands_in_the_run_directory(lab, lab_env):
+def test_as_an_experiment_the_executed_notebook_lands_in_the_run_directory(
+    lab: Experiments, lab_env: Path
+) -> None:
     notebook = make_notebook(lab_env / "train.ipynb", *TRAIN)
     record = lab.submit(
         {

@@ -6,14 +6,18 @@ from __future__ import annotations
 import json
 import textwrap
 import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
 from kubelab_testing import wait_until
 
 from kubelab.errors import ValidationError
+from kubelab.experiments import Experiments
 
 
-def poll(predicate, what: str, timeout: float = 30.0):
+def poll(predicate: Callable[[], object], what: str, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
@@ -46,7 +50,9 @@ TRAIN = textwrap.dedent(
 )
 
 
-def test_a_high_priority_run_preempts_a_low_one_which_resumes_from_its_checkpoint(lab, lab_env, monkeypatch):
+def test_a_high_priority_run_preempts_a_low_one_which_resumes_from_its_checkpoint(
+    lab: Experiments, lab_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("KUBELAB_FAKE_GPUS", "1")
     monkeypatch.setenv("GO_FILE", str(lab_env / "go"))
     (lab_env / "train.py").write_text(TRAIN)
@@ -88,7 +94,9 @@ def test_a_high_priority_run_preempts_a_low_one_which_resumes_from_its_checkpoin
     assert json.loads((run_dir / "status.json").read_text())["restarts"] == 1
 
 
-def test_a_normal_run_is_not_preempted_and_the_high_run_waits(lab, lab_env, monkeypatch):
+def test_a_normal_run_is_not_preempted_and_the_high_run_waits(
+    lab: Experiments, lab_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("KUBELAB_FAKE_GPUS", "1")
     monkeypatch.setenv("GO_FILE", str(lab_env / "go"))
     (lab_env / "train.py").write_text(TRAIN)
@@ -110,7 +118,9 @@ def test_a_normal_run_is_not_preempted_and_the_high_run_waits(lab, lab_env, monk
         ({"preemptible": "yes"}, "preemptible", "true or false"),
     ],
 )
-def test_bad_priorities_are_refused_by_field(lab, spec, path, reason):
+def test_bad_priorities_are_refused_by_field(
+    lab: Experiments, spec: dict[str, Any], path: str, reason: str
+) -> None:
     with pytest.raises(ValidationError) as caught:
         lab.submit({"command": "true", **spec})
     assert any(f.path == path and reason in f.reason for f in caught.value.fields)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import requests
@@ -12,7 +14,7 @@ from jupyter_server_process import JupyterServer, run_in_kernel
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
     base = tmp_path_factory.mktemp("rest")
     env = {"KUBELAB_MACHINE_DIR": str(base / "machine"), "KUBELAB_STOP_GRACE": "2"}
     with JupyterServer(base / "root", base / "home", env=env) as running:
@@ -38,7 +40,7 @@ ENDPOINTS = [
 
 
 @pytest.mark.parametrize(("method", "path"), ENDPOINTS)
-def test_every_endpoint_requires_authentication(server, method, path):
+def test_every_endpoint_requires_authentication(server: JupyterServer, method: str, path: str) -> None:
     response = requests.request(method, server.api + path, timeout=10, json={})
     assert response.status_code in (401, 403)
     wrong = requests.request(
@@ -47,7 +49,7 @@ def test_every_endpoint_requires_authentication(server, method, path):
     assert wrong.status_code in (401, 403)
 
 
-def test_openapi_describes_every_route(server):
+def test_openapi_describes_every_route(server: JupyterServer) -> None:
     document = server.get("openapi.json").json()
     assert document["openapi"].startswith("3.")
     paths = set(document["paths"])
@@ -59,7 +61,7 @@ def test_openapi_describes_every_route(server):
         assert f"/kubelab/api/{resource}" in paths, resource
 
 
-def test_submit_run_and_read_back(server):
+def test_submit_run_and_read_back(server: JupyterServer) -> None:
     response = server.post("experiments?cwd=project", {"name": "rest", "command": ["python", "train.py"]})
     assert response.status_code == 201, response.text
     run_id = response.json()["id"]
@@ -73,7 +75,7 @@ def test_submit_run_and_read_back(server):
     assert [p["step"] for p in points] == [0, 1, 2]
 
 
-def test_validation_errors_are_json_with_fields_and_change_nothing(server):
+def test_validation_errors_are_json_with_fields_and_change_nothing(server: JupyterServer) -> None:
     before = server.get("experiments").json()["total"]
     response = server.post("experiments", {"comand": "x", "resources": {"gpus": -1}})
     assert response.status_code == 422
@@ -94,7 +96,9 @@ def test_validation_errors_are_json_with_fields_and_change_nothing(server):
         ("experiments", "not json", 422, "body"),
     ],
 )
-def test_paths_from_requests_never_escape_the_workspace(server, path, body, status, field):
+def test_paths_from_requests_never_escape_the_workspace(
+    server: JupyterServer, path: str, body: str | dict[str, Any], status: int, field: str
+) -> None:
     if body == "not json":
         response = requests.post(server.api + path, data="{nope", headers=server.headers, timeout=10)
     else:
@@ -103,7 +107,7 @@ def test_paths_from_requests_never_escape_the_workspace(server, path, body, stat
     assert response.json()["fields"][0]["path"] == field
 
 
-def test_not_found_and_bad_arguments(server):
+def test_not_found_and_bad_arguments(server: JupyterServer) -> None:
     missing = server.get("experiments/000000000000")
     assert missing.status_code == 404 and missing.json()["error"] == "not_found"
     assert server.get("experiments/..%2f..%2fetc").status_code == 404
@@ -113,12 +117,12 @@ def test_not_found_and_bad_arguments(server):
     assert bad_query.status_code == 422 and bad_query.json()["fields"][0]["path"] == "query"
 
 
-def test_stop_delete_and_log_follow(server):
+def test_stop_delete_and_log_follow(server: JupyterServer) -> None:
     run_id = server.post("experiments", {"command": "echo begin; sleep 30"}).json()["id"]
     server.wait_for(run_id, states=("Running",))
     chunks: list[str] = []
 
-    def follow():
+    def follow() -> None:
         with requests.get(
             server.api + f"experiments/{run_id}/logs",
             params={"follow": 1},
@@ -142,11 +146,11 @@ def test_stop_delete_and_log_follow(server):
     assert server.get(f"experiments/{run_id}").status_code == 404
 
 
-def test_event_stream_carries_state_and_metric_changes(server):
-    events: list[tuple[str, dict]] = []
+def test_event_stream_carries_state_and_metric_changes(server: JupyterServer) -> None:
+    events: list[tuple[str | None, dict[str, Any]]] = []
     connected = threading.Event()
 
-    def listen():
+    def listen() -> None:
         with requests.get(server.api + "events", headers=server.headers, stream=True, timeout=60) as response:
             kind = None
             for line in response.iter_lines(decode_unicode=True):
@@ -172,7 +176,7 @@ def test_event_stream_carries_state_and_metric_changes(server):
     assert steps == [0, 1, 2]
 
 
-def test_kernels_get_an_address_and_token_for_the_api(server):
+def test_kernels_get_an_address_and_token_for_the_api(server: JupyterServer) -> None:
     code = (
         "import os, json, urllib.request\n"
         "req = urllib.request.Request(os.environ['KUBELAB_API_URL'] + '/resources',\n"
@@ -182,6 +186,6 @@ def test_kernels_get_an_address_and_token_for_the_api(server):
     assert run_in_kernel(server, code).strip() == "local"
 
 
-def test_resources(server):
+def test_resources(server: JupyterServer) -> None:
     info = server.get("resources").json()
     assert info["backend"] == "local" and info["gpus"]["total"] == 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,7 @@ def start(base: Path, authorizer: str) -> JupyterServer:
 
 
 @pytest.fixture(scope="module")
-def read_only(tmp_path_factory):
+def read_only(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[JupyterServer, Path]]:
     base = tmp_path_factory.mktemp("readonly")
     server = start(base, "ReadOnly")
     yield server, base
@@ -62,7 +63,7 @@ WRITES = [
 ]
 
 
-def test_every_route_method_names_its_action():
+def test_every_route_method_names_its_action() -> None:
     """The route table, read as the server reads it: no handler method answers unasked."""
     from kubelab.server_extension.routes import API_ROUTES
 
@@ -83,7 +84,7 @@ def test_every_route_method_names_its_action():
     assert checked >= 30  # experiments, sweeps, pipelines, schedules, TensorBoard, events…
 
 
-def test_a_read_only_user_cannot_run_an_experiment(read_only):
+def test_a_read_only_user_cannot_run_an_experiment(read_only: tuple[JupyterServer, Path]) -> None:
     server, base = read_only
     marker = base / "ran"
     spec = {"name": "x", "command": ["python", "-c", f"open({str(marker)!r}, 'w').write('ran')"]}
@@ -97,7 +98,9 @@ def test_a_read_only_user_cannot_run_an_experiment(read_only):
 
 
 @pytest.mark.parametrize(("method", "path"), WRITES)
-def test_a_read_only_user_changes_nothing(read_only, method, path):
+def test_a_read_only_user_changes_nothing(
+    read_only: tuple[JupyterServer, Path], method: str, path: str
+) -> None:
     server, _ = read_only
     import requests
 
@@ -105,7 +108,9 @@ def test_a_read_only_user_changes_nothing(read_only, method, path):
     assert response.status_code == 403, (method, path, response.status_code, response.text[:300])
 
 
-def test_reads_ask_for_read_and_anything_that_runs_code_asks_for_execute(read_only):
+def test_reads_ask_for_read_and_anything_that_runs_code_asks_for_execute(
+    read_only: tuple[JupyterServer, Path],
+) -> None:
     server, base = read_only
     for path in ("experiments", "resources", "sweeps", "tensorboards", "openapi.json"):
         assert server.get(path).status_code == 200, path
@@ -132,7 +137,7 @@ def test_reads_ask_for_read_and_anything_that_runs_code_asks_for_execute(read_on
     assert decisions[("POST", "services")] == ("execute", "kubelab.services")
 
 
-def test_changing_without_running_code_is_a_write(tmp_path):
+def test_changing_without_running_code_is_a_write(tmp_path: Path) -> None:
     server = start(tmp_path, "NoExecute")
     try:
         assert server.post("experiments", {"command": ["true"]}).status_code == 403
@@ -141,7 +146,9 @@ def test_changing_without_running_code_is_a_write(tmp_path):
         server.stop()
 
 
-def test_a_read_only_user_cannot_call_a_service_through_the_proxy(read_only):
+def test_a_read_only_user_cannot_call_a_service_through_the_proxy(
+    read_only: tuple[JupyterServer, Path],
+) -> None:
     server, _ = read_only
     import requests
 

@@ -8,16 +8,22 @@ Streams that never end by design (`events`, followed logs) are left out.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, settings
 from jupyter_server_process import JupyterServer
 
+if TYPE_CHECKING:
+    from schemathesis.specs.openapi.schemas import OpenApiCase
+
 EXAMPLES = 20
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
     base = tmp_path_factory.mktemp("fuzz")
     env = {
         "KUBELAB_MACHINE_DIR": str(base / "machine"),
@@ -29,7 +35,7 @@ def server(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def api_schema(server):
+def api_schema(server: JupyterServer) -> schemathesis.BaseSchema:
     schema = schemathesis.openapi.from_url(server.api + "openapi.json", headers=server.headers)
     schema.config.update(base_url=server.url.rstrip("/"))
     return schema
@@ -47,7 +53,7 @@ schema = schemathesis.pytest.from_fixture("api_schema").exclude(path_regex=r"/ev
     phases=[Phase.explicit, Phase.generate],
     suppress_health_check=list(HealthCheck),
 )
-def test_no_request_gets_a_server_error(case, server):
+def test_no_request_gets_a_server_error(case: OpenApiCase, server: JupyterServer) -> None:
     if case.query and "follow" in case.query:
         case.query["follow"] = "0"  # a followed log lasts as long as its run
     response = case.call(headers=server.headers, timeout=60)

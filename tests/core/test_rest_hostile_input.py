@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import marshal
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from jupyter_server_process import JupyterServer
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
     base = tmp_path_factory.mktemp("hostile")
     env = {"KUBELAB_MACHINE_DIR": str(base / "machine"), "KUBELAB_STOP_GRACE": "2"}
     with JupyterServer(base / "root", base / "home", env=env) as running:
@@ -26,14 +27,14 @@ def post_raw(server: JupyterServer, path: str, data: bytes) -> requests.Response
 
 
 def total(server: JupyterServer) -> int:
-    return server.get("experiments").json()["total"]
+    return int(server.get("experiments").json()["total"])
 
 
 def fields(response: requests.Response) -> dict[str, str]:
     return {f["path"]: f["reason"] for f in response.json()["fields"]}
 
 
-def test_a_non_ascii_token_is_refused_not_a_server_error(server):
+def test_a_non_ascii_token_is_refused_not_a_server_error(server: JupyterServer) -> None:
     for token in ("tökén", "\u00e9" * 40):
         headers = {"Authorization": f"token {token}".encode()}
         response = requests.get(server.api + "experiments", headers=headers, timeout=30)
@@ -41,7 +42,7 @@ def test_a_non_ascii_token_is_refused_not_a_server_error(server):
 
 
 @pytest.mark.parametrize("cpu", ["1e1000000", "-1e1000000", "nan", "inf"])
-def test_an_impossible_cpu_count_names_the_field(server, cpu):
+def test_an_impossible_cpu_count_names_the_field(server: JupyterServer, cpu: str) -> None:
     before = total(server)
     response = server.post("experiments", {"command": ["true"], "resources": {"cpu": cpu}})
     assert response.status_code == 422, response.text
@@ -49,7 +50,7 @@ def test_an_impossible_cpu_count_names_the_field(server, cpu):
     assert total(server) == before
 
 
-def test_a_timeout_beyond_any_float_names_the_field(server):
+def test_a_timeout_beyond_any_float_names_the_field(server: JupyterServer) -> None:
     before = total(server)
     body = json.dumps({"command": ["true"], "timeout": 10**400}).encode()
     response = post_raw(server, "experiments", body)
@@ -59,20 +60,20 @@ def test_a_timeout_beyond_any_float_names_the_field(server):
 
 
 @pytest.mark.parametrize("path", ["experiments", "sweeps", "tensorboards", "sweeps/000000000000/resume"])
-def test_a_body_that_is_not_utf8_is_a_400(server, path):
+def test_a_body_that_is_not_utf8_is_a_400(server: JupyterServer, path: str) -> None:
     response = post_raw(server, path, b'{"command": ["\xff\xfe"]}')
     assert response.status_code in (400, 422), (path, response.status_code, response.text[:300])
     assert "body" in fields(response)
 
 
-def test_deeply_nested_parentheses_in_a_query_are_refused(server):
+def test_deeply_nested_parentheses_in_a_query_are_refused(server: JupyterServer) -> None:
     query = "(" * 3000 + "status:running" + ")" * 3000
     response = server.get("experiments", params={"query": query})
     assert response.status_code == 422, response.text[:300]
     assert "query" in fields(response)
 
 
-def test_an_alias_bomb_spec_file_is_refused_by_name(server):
+def test_an_alias_bomb_spec_file_is_refused_by_name(server: JupyterServer) -> None:
     lines = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
     lines += [f"a{i}: &a{i} [{','.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 8)]
     bomb = "\n".join(
@@ -87,7 +88,7 @@ def test_an_alias_bomb_spec_file_is_refused_by_name(server):
     assert total(server) == before
 
 
-def test_spec_strings_are_bounded(server):
+def test_spec_strings_are_bounded(server: JupyterServer) -> None:
     before = total(server)
     for spec, field in (
         (
@@ -104,7 +105,7 @@ def test_spec_strings_are_bounded(server):
     assert total(server) == before
 
 
-def test_a_malformed_index_entry_does_not_break_listings(server):
+def test_a_malformed_index_entry_does_not_break_listings(server: JupyterServer) -> None:
     run = server.post("experiments", {"command": ["true"], "name": "kept"}).json()["id"]
     server.wait_for(run)
     server.get("experiments")  # a listing saves the index
@@ -121,7 +122,7 @@ def test_a_malformed_index_entry_does_not_break_listings(server):
 
 
 @pytest.mark.parametrize("name", ["offset", "length", "replica"])
-def test_a_log_range_beyond_any_file_names_the_field(server, name):
+def test_a_log_range_beyond_any_file_names_the_field(server: JupyterServer, name: str) -> None:
     run = server.post("experiments", {"command": ["python", "-c", "print('a log to read')"]}).json()["id"]
     server.wait_for(run)  # its log exists: seeking in it is what failed
     for value in ("9223372036854775807", str(10**30)):
@@ -130,7 +131,7 @@ def test_a_log_range_beyond_any_file_names_the_field(server, name):
         assert name in fields(response)
 
 
-def test_a_fifo_in_a_code_folder_is_left_out_of_the_snapshot(server):
+def test_a_fifo_in_a_code_folder_is_left_out_of_the_snapshot(server: JupyterServer) -> None:
     code = server.root / "with-fifo"
     code.mkdir()
     (code / "train.py").write_text("print('trained')\n")

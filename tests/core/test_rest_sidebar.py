@@ -3,12 +3,15 @@ can open, and output files, through a real Jupyter server."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import pytest
 from jupyter_server_process import JupyterServer
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory):
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[JupyterServer, JupyterServer]]:
     """One server whose runs live inside its root (visible), one whose runs live outside."""
     base = tmp_path_factory.mktemp("sidebar-rest")
     env = {"KUBELAB_MACHINE_DIR": str(base / "machine"), "KUBELAB_STOP_GRACE": "2"}
@@ -30,7 +33,7 @@ def servers(tmp_path_factory):
         yield inside, outside
 
 
-def test_a_spec_file_runs_with_paths_from_its_folder(servers):
+def test_a_spec_file_runs_with_paths_from_its_folder(servers: tuple[JupyterServer, JupyterServer]) -> None:
     inside, _ = servers
     response = inside.post("experiments?cwd=project", {"file": "spec.yaml"})
     assert response.status_code == 201, response.text
@@ -53,7 +56,9 @@ def test_a_spec_file_runs_with_paths_from_its_folder(servers):
         ({"file": "broken.yaml"}, "line 2"),
     ],
 )
-def test_bad_spec_files_are_refused_naming_the_file(servers, body, reason):
+def test_bad_spec_files_are_refused_naming_the_file(
+    servers: tuple[JupyterServer, JupyterServer], body: dict[str, Any], reason: str
+) -> None:
     inside, _ = servers
     before = inside.get("experiments").json()["total"]
     response = inside.post("experiments?cwd=project", body)
@@ -63,14 +68,14 @@ def test_bad_spec_files_are_refused_naming_the_file(servers, body, reason):
     assert inside.get("experiments").json()["total"] == before
 
 
-def test_a_spec_file_with_a_typo_names_the_field(servers):
+def test_a_spec_file_with_a_typo_names_the_field(servers: tuple[JupyterServer, JupyterServer]) -> None:
     inside, _ = servers
     response = inside.post("experiments?cwd=project", {"file": "typo.yaml"})
     assert response.status_code == 422
     assert any(f["path"] == "comand" and "command" in f["reason"] for f in response.json()["fields"])
 
 
-def test_run_dir_relative_and_outputs(servers):
+def test_run_dir_relative_and_outputs(servers: tuple[JupyterServer, JupyterServer]) -> None:
     inside, outside = servers
     run_id = inside.post("experiments?cwd=project", {"command": ["python", "train.py"]}).json()["id"]
     inside.wait_for(run_id)
@@ -87,7 +92,7 @@ def test_run_dir_relative_and_outputs(servers):
     assert outside.get(f"experiments/{other}/outputs/model.txt").content == b"weights"
 
 
-def test_output_paths_stay_inside_outputs(servers):
+def test_output_paths_stay_inside_outputs(servers: tuple[JupyterServer, JupyterServer]) -> None:
     inside, _ = servers
     run_id = inside.get("experiments").json()["items"][0]["id"]
     for path in ("missing.txt", "%2e%2e/status.json", "sub/%2e%2e/%2e%2e/spec.json"):

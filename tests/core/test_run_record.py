@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from kubelab import query, records
+from kubelab.experiments import Experiments
 from kubelab.run_record import RunRecord, field_kinds, json_schema, typescript_fields
 from kubelab.server_extension.openapi import document
 from kubelab.server_extension.routes import API_ROUTES
@@ -30,7 +31,7 @@ def typescript_interface(source: Path, name: str) -> dict[str, str]:
     return fields
 
 
-def test_summary_has_exactly_the_record_fields(lab):
+def test_summary_has_exactly_the_record_fields(lab: Experiments) -> None:
     record = lab.submit({"name": "r", "command": ["python", "-c", "pass"]})
     run = records.RunDirectory(lab.runs_root / record["id"])
     built = records.summary(run)
@@ -38,7 +39,7 @@ def test_summary_has_exactly_the_record_fields(lab):
     assert list(built["resources"]) == ["gpus", "gpu_type", "cpu", "memory"]
 
 
-def test_query_fields_follow_the_record():
+def test_query_fields_follow_the_record() -> None:
     assert field_kinds() == query.FIELDS
     assert query.SECTIONS == ("params", "metrics")
     assert query.FIELDS["resources.gpus"] == "number" and query.FIELDS["status"] == "status"
@@ -48,13 +49,13 @@ def test_query_fields_follow_the_record():
     assert nested <= {f.split(".")[0] for f in query.FIELDS if "." in f}
 
 
-def test_states_agree():
+def test_states_agree() -> None:
     schema = json_schema()
     assert tuple(schema["properties"]["status"]["enum"]) == records.STATES == query.STATUSES
     assert set(records.STATES) > records.TERMINAL
 
 
-def test_openapi_record_schema_is_the_record():
+def test_openapi_record_schema_is_the_record() -> None:
     schema = document(API_ROUTES)["components"]["schemas"]["Record"]
     assert schema == json_schema()
     assert schema["required"] == list(RunRecord.__annotations__)
@@ -65,7 +66,7 @@ def test_openapi_record_schema_is_the_record():
     }
 
 
-def test_typescript_record_declares_what_the_server_sends():
+def test_typescript_record_declares_what_the_server_sends() -> None:
     declared = typescript_interface(ROOT / "labextension" / "src" / "model.ts", "IExperimentRecord")
     sent = typescript_fields()
     unknown = set(declared) - set(sent)
@@ -79,7 +80,7 @@ def test_typescript_record_declares_what_the_server_sends():
     assert {"id", "name", "status", "created_at", "metrics", "params", "resources"} <= set(declared)
 
 
-def test_typescript_states_are_the_records_states():
+def test_typescript_states_are_the_records_states() -> None:
     source = (ROOT / "labextension" / "src" / "vocabulary.ts").read_text()
 
     def quoted(name: str) -> list[str]:

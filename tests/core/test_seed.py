@@ -33,9 +33,11 @@ def kubelab(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subproc
     )
 
 
-def test_the_seed_reaches_the_cli_the_magic_rest_and_the_sidebar():
+def test_the_seed_reaches_the_cli_the_magic_rest_and_the_sidebar() -> None:
     from_cli = options.apply_options(COMMAND, cli.build_parser().parse_args(["run", "--seed", "7"]))
-    from_magic = train.overrides(magic_options.train_parser().read("--seed 7"), dict(COMMAND))
+    args = magic_options.train_parser().read("--seed 7")
+    assert args is not None
+    from_magic = train.overrides(args, dict(COMMAND))
     assert from_cli == from_magic == {**COMMAND, "seed": 7}
     schema = document(API_ROUTES)["components"]["schemas"]["Spec"]["properties"]["seed"]
     assert (schema["minimum"], schema["maximum"]) == (0, 2**32 - 1)
@@ -52,13 +54,13 @@ def test_the_seed_reaches_the_cli_the_magic_rest_and_the_sidebar():
         ("4294967296", "must be at most 4294967295"),
     ],
 )
-def test_a_bad_seed_is_refused_naming_the_field(lab_env, value, reason):
+def test_a_bad_seed_is_refused_naming_the_field(lab_env: Path, value: str, reason: str) -> None:
     done = kubelab("run", "--seed", value, "--", "true", cwd=lab_env)
     assert done.returncode == 2 and f"seed: {reason}" in done.stderr, done.stderr
     assert not (lab_env / "home" / "runs").exists() or not any((lab_env / "home" / "runs").iterdir())
 
 
-def test_every_kubernetes_replica_gets_the_seed(lab_env):
+def test_every_kubernetes_replica_gets_the_seed(lab_env: Path) -> None:
     done = kubelab(
         "render", "--backend", "kubernetes", "-o", "yaml", "--seed", "7", "--replicas", "2",
         "--framework", "pytorch", "--", "python", "t.py",
@@ -77,7 +79,7 @@ def test_every_kubernetes_replica_gets_the_seed(lab_env):
         assert env["KUBELAB_SEED"] == env["PYTHONHASHSEED"] == "7"
 
 
-def test_a_local_run_gets_the_seed(lab_env):
+def test_a_local_run_gets_the_seed(lab_env: Path) -> None:
     show = "import os; print('seed', os.environ.get('KUBELAB_SEED'), os.environ.get('PYTHONHASHSEED'), hash('kubelab'))"
 
     def output(*seed: str) -> str:

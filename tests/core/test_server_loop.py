@@ -96,7 +96,7 @@ def follow_events(server: JupyterServer, seen: dict[str, int], stop: threading.E
 
 
 @pytest.mark.slow
-def test_submit_list_logs_and_events_never_block_the_loop(tmp_path):
+def test_submit_list_logs_and_events_never_block_the_loop(tmp_path: Path) -> None:
     root, home = tmp_path / "work", tmp_path / "home"
     code = root / "project"
     for index in range(FILES):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import pytest
 
 from kubelab.errors import ValidationError
@@ -10,13 +12,13 @@ from kubelab.quantity import parse_duration, parse_quantity
 from kubelab.spec import ExperimentSpec
 
 
-def problems(data) -> dict[str, str]:
+def problems(data: object) -> dict[str, str]:
     with pytest.raises(ValidationError) as caught:
         ExperimentSpec.parse(data)
     return {f.path: f.reason for f in caught.value.fields}
 
 
-def test_full_spec_round_trips():
+def test_full_spec_round_trips() -> None:
     data = {
         "name": "resnet",
         "command": "python train.py --lr={{ lr }} --opt {{ opt }}",
@@ -46,7 +48,7 @@ def test_full_spec_round_trips():
     assert ExperimentSpec.parse(spec.to_dict()) == spec
 
 
-def test_template_values_are_shell_quoted():
+def test_template_values_are_shell_quoted() -> None:
     spec = ExperimentSpec.parse({"command": "echo {{ x }}", "params": {"x": "a b; rm -rf ~"}})
     assert spec.rendered_command() == ["/bin/sh", "-c", "echo 'a b; rm -rf ~'"]
     listed = ExperimentSpec.parse({"command": ["echo", "{{x}}"], "params": {"x": "a b"}})
@@ -128,35 +130,36 @@ def test_template_values_are_shell_quoted():
         ({"command": "x", "resources": {"gpu_type": "A100"}}, "resources.gpu_type", "gpus is 0"),
     ],
 )
-def test_bad_specs_name_the_field_and_reason(data, path, reason):
+def test_bad_specs_name_the_field_and_reason(data: dict[str, Any], path: str, reason: str) -> None:
     found = problems(data)
     assert path in found, found
     assert reason in found[path]
 
 
-def test_every_problem_is_listed_at_once():
+def test_every_problem_is_listed_at_once() -> None:
     found = problems({"nme": "x", "command": "echo {{ y }}", "resources": {"gpus": -2, "cpu": "lots"}})
     assert set(found) == {"nme", "command", "resources.gpus", "resources.cpu"}
 
 
-def test_not_a_mapping():
+def test_not_a_mapping() -> None:
     assert problems(["python"]) == {"": "the spec must be a mapping of fields"}
 
 
-def test_quantities_and_durations():
+def test_quantities_and_durations() -> None:
     assert parse_quantity("500m") == parse_quantity(0.5)
     assert parse_quantity("4Gi") == 4 * 2**30
     assert parse_quantity("1e3") == 1000
+    bad: object
     for bad in ("", "4 Gi", "-1", "Gi", True, [1]):
         with pytest.raises(ValueError):
-            parse_quantity(bad)
+            parse_quantity(cast(Any, bad))
     assert parse_duration("1h30m") == 5400 and parse_duration("90s") == 90 and parse_duration(10) == 10
     for bad in ("", "1x", 0, -5, False):
         with pytest.raises(ValueError):
-            parse_duration(bad)
+            parse_duration(cast(Any, bad))
 
 
-def test_polyaxonfile_runs_as_is():
+def test_polyaxonfile_runs_as_is() -> None:
     polyaxonfile = {
         "version": 1,
         "kind": "experiment",
@@ -180,7 +183,7 @@ def test_polyaxonfile_runs_as_is():
     assert spec.rendered_command()[-1] == "python train.py --lr=0.1"
 
 
-def test_polyaxonfile_unknown_fields_are_refused():
+def test_polyaxonfile_unknown_fields_are_refused() -> None:
     with pytest.raises(ValidationError) as caught:
         convert({"version": 1, "kind": "experiment", "enviroment": {}, "run": {"cmd": "x"}})
     assert caught.value.fields[0].path == "enviroment"

@@ -6,16 +6,19 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
+from typing import Any
 
 import pytest
 from kubelab_testing import wait_until
 from recorded_nvml import RecordedNvml
 
 from kubelab.backends.local.system_sampler import NvmlReader, PsutilReader, SystemSampler, open_gpu_reader
+from kubelab.experiments import Experiments
 from kubelab.system_metrics import IDLE_WINDOW, read_lines, summarize, summarize_file
 
 
-def test_nvml_reader_reads_each_field_in_its_unit_and_leaves_out_what_a_gpu_lacks():
+def test_nvml_reader_reads_each_field_in_its_unit_and_leaves_out_what_a_gpu_lacks() -> None:
     reader = NvmlReader(RecordedNvml())
     h100, t4 = reader.read([0, 1])
     assert (h100.index, h100.util, h100.memory_mib, h100.power_w, h100.temperature_c) == (
@@ -31,7 +34,7 @@ def test_nvml_reader_reads_each_field_in_its_unit_and_leaves_out_what_a_gpu_lack
     assert (h100.util, h100.memory_mib, h100.power_w) == (87.0, 10240.0, 250.5)
 
 
-def test_no_nvml_and_fake_gpus_each_say_why_once(monkeypatch):
+def test_no_nvml_and_fake_gpus_each_say_why_once(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KUBELAB_FAKE_GPUS", raising=False)
     reader, why = open_gpu_reader(RecordedNvml(missing_library=True))
     assert reader is None and "NVML is not available" in why and "Not Found" in why
@@ -40,7 +43,7 @@ def test_no_nvml_and_fake_gpus_each_say_why_once(monkeypatch):
     assert reader is None and "simulated" in why
 
 
-def test_sampler_writes_sources_then_samples_and_the_summary_integrates_them(tmp_path):
+def test_sampler_writes_sources_then_samples_and_the_summary_integrates_them(tmp_path: Path) -> None:
     path = tmp_path / "system.jsonl"
     clock = iter([100.0, 105.0, 110.0, 115.0]).__next__
     sampler = SystemSampler(path, [0, 1], 5.0, NvmlReader(RecordedNvml()), process_reader=None, clock=clock)
@@ -73,7 +76,7 @@ def test_sampler_writes_sources_then_samples_and_the_summary_integrates_them(tmp
     assert summary.notice is None
 
 
-def test_a_torn_last_line_and_odd_values_are_skipped_not_zeroed(tmp_path):
+def test_a_torn_last_line_and_odd_values_are_skipped_not_zeroed(tmp_path: Path) -> None:
     path = tmp_path / "system.jsonl"
     path.write_text(
         '{"sources": {"process": "psutil"}, "missing": {"gpu": "no NVML"}}\n'
@@ -96,14 +99,14 @@ def test_a_torn_last_line_and_odd_values_are_skipped_not_zeroed(tmp_path):
     }
 
 
-def _idle_lines(util: float, cpu: float, seconds: float) -> list[dict]:
+def _idle_lines(util: float, cpu: float, seconds: float) -> list[dict[str, Any]]:
     return [
         {"time": t, "gpus": [{"index": 0, "util": util}], "cpu_percent": cpu}
         for t in range(0, int(seconds) + 1, 5)
     ]
 
 
-def test_a_gpu_idle_for_ten_minutes_gets_one_notice_naming_the_likely_cause():
+def test_a_gpu_idle_for_ten_minutes_gets_one_notice_naming_the_likely_cause() -> None:
     summary = summarize(_idle_lines(6, 100, IDLE_WINDOW + 60))
     assert summary.notice == "GPU 0 averaged 6% over 10 min while CPU was 100%: input-bound?"
     assert summarize(_idle_lines(6, 100, IDLE_WINDOW - 60)).notice is None  # not ten minutes yet
@@ -120,7 +123,7 @@ BUSY_CHILD = textwrap.dedent(
 )
 
 
-def test_psutil_reader_sums_the_cpu_and_memory_of_a_process_tree():
+def test_psutil_reader_sums_the_cpu_and_memory_of_a_process_tree() -> None:
     parent = subprocess.Popen([sys.executable, "-c", BUSY_CHILD], stdin=subprocess.PIPE)
     try:
         reader = PsutilReader(parent.pid)
@@ -154,8 +157,8 @@ TRIAL = textwrap.dedent(
 
 
 def test_a_local_run_on_simulated_gpus_records_its_processes_and_says_why_no_gpu_metrics(
-    lab, lab_env, monkeypatch
-):
+    lab: Experiments, lab_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("KUBELAB_FAKE_GPUS", "1")
     monkeypatch.setenv("KUBELAB_SYSTEM_METRICS_INTERVAL", "0.05")
     (lab_env / "trial.py").write_text(TRIAL)
@@ -172,14 +175,18 @@ def test_a_local_run_on_simulated_gpus_records_its_processes_and_says_why_no_gpu
     assert all("cpu_percent" not in (point.get("metrics") or {}) for point in metrics)
 
 
-def test_sampling_off_writes_nothing(lab, lab_env, monkeypatch):
+def test_sampling_off_writes_nothing(
+    lab: Experiments, lab_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("KUBELAB_SYSTEM_METRICS_INTERVAL", "0")
     record = lab.submit({"command": ["python", "-c", "pass"]})
     assert wait_until(lab, record["id"])["status"] == "Succeeded"
     assert not (lab.runs_root / record["id"] / "system.jsonl").exists()
 
 
-def test_kubelab_show_prints_the_runs_use_of_the_machine(lab, lab_env, monkeypatch):
+def test_kubelab_show_prints_the_runs_use_of_the_machine(
+    lab: Experiments, lab_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("KUBELAB_SYSTEM_METRICS_INTERVAL", "0")
     record = lab.submit({"command": ["python", "-c", "pass"]})
     assert wait_until(lab, record["id"])["status"] == "Succeeded"
@@ -202,7 +209,7 @@ def test_kubelab_show_prints_the_runs_use_of_the_machine(lab, lab_env, monkeypat
     assert "GPU 80% mean (p95 80%), 1 GPU-hours, 200 Wh, CPU 95%" in section.splitlines()[1]
 
 
-def test_the_file_is_folded_incrementally_and_agrees_with_a_full_read(tmp_path):
+def test_the_file_is_folded_incrementally_and_agrees_with_a_full_read(tmp_path: Path) -> None:
     path = tmp_path / "system.jsonl"
     lines = [
         {"time": t, "gpus": [{"index": 0, "util": t % 100, "power_w": 100 + t}]} for t in range(0, 600, 5)
@@ -221,7 +228,9 @@ def test_the_file_is_folded_incrementally_and_agrees_with_a_full_read(tmp_path):
     assert summarize_file(path).samples == 1
 
 
-def test_the_record_carries_system_sums_priority_and_restarts_and_pql_queries_them(lab, lab_env, monkeypatch):
+def test_the_record_carries_system_sums_priority_and_restarts_and_pql_queries_them(
+    lab: Experiments, lab_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("KUBELAB_SYSTEM_METRICS_INTERVAL", "0")
     idle = lab.submit({"command": ["python", "-c", "pass"], "name": "idle", "priority": "low"})
     busy = lab.submit({"command": ["python", "-c", "pass"], "name": "busy"})
@@ -241,7 +250,9 @@ def test_the_record_carries_system_sums_priority_and_restarts_and_pql_queries_th
     assert [r["name"] for r in found] == ["busy"]
 
 
-def test_usage_sums_gpu_hours_energy_and_weighted_utilisation_per_key(lab, lab_env, monkeypatch):
+def test_usage_sums_gpu_hours_energy_and_weighted_utilisation_per_key(
+    lab: Experiments, lab_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from kubelab.usage import usage
 
     monkeypatch.setenv("KUBELAB_SYSTEM_METRICS_INTERVAL", "0")

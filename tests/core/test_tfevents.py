@@ -7,15 +7,17 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 from kubelab_testing import wait_until
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.util.tensor_util import make_ndarray
 
+from kubelab.experiments import Experiments
 from kubelab.tensorboard.tfevents import SUBDIR, ScalarMirror, scalars
 
 
-def read_scalars(folder) -> dict[str, list[tuple[int, float, float]]]:
+def read_scalars(folder: Path) -> dict[str, list[tuple[int, float, float]]]:
     """What TensorBoard itself reads from the event files: tag -> (step, value, wall time),
     for the tags its scalars dashboard shows."""
     accumulator = EventAccumulator(str(folder))
@@ -30,7 +32,7 @@ def read_scalars(folder) -> dict[str, list[tuple[int, float, float]]]:
     }
 
 
-def test_a_runs_reported_metrics_appear_as_tensorboard_scalars(lab, lab_env):
+def test_a_runs_reported_metrics_appear_as_tensorboard_scalars(lab: Experiments, lab_env: Path) -> None:
     train = lab_env / "train.py"
     train.write_text(
         textwrap.dedent("""
@@ -62,7 +64,7 @@ def test_a_runs_reported_metrics_appear_as_tensorboard_scalars(lab, lab_env):
     assert [(s, v) for s, v, _ in found["final/default"]] == [(2, 0.75)]
 
 
-def test_the_mirror_waits_for_torn_lines_and_appends_only_new_ones(tmp_path):
+def test_the_mirror_waits_for_torn_lines_and_appends_only_new_ones(tmp_path: Path) -> None:
     board = tmp_path / "tensorboard"
     mirror = ScalarMirror(tmp_path, board)
     assert mirror.sync() == 0  # nothing reported yet: no file, no event file
@@ -78,7 +80,7 @@ def test_the_mirror_waits_for_torn_lines_and_appends_only_new_ones(tmp_path):
     assert read_scalars(board / SUBDIR) == {"loss": [(1, 2.0, 10.0), (2, 1.0, 11.0)]}
 
 
-def test_scalars_name_replicas_and_final_values():
+def test_scalars_name_replicas_and_final_values() -> None:
     assert scalars({"step": 3, "metrics": {"loss": 1}, "replica": 2, "time": 5}, 0) == [
         ("loss/replica-2", 1.0, 3, 5.0)
     ]
@@ -88,14 +90,14 @@ def test_scalars_name_replicas_and_final_values():
     assert scalars({"metrics": "oops"}, 0) == []
 
 
-def test_the_trial_side_never_imports_tensorboard(tmp_path):
+def test_the_trial_side_never_imports_tensorboard(tmp_path: Path) -> None:
     code = "import sys, kubelab; kubelab.report(loss=1.0); print('tensorboard' in sys.modules)"
     env = {"PATH": "/usr/bin:/bin", "KUBELAB_HOME": str(tmp_path)}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
 
 
-def test_system_samples_are_mirrored_apart_from_the_users_tags(tmp_path):
+def test_system_samples_are_mirrored_apart_from_the_users_tags(tmp_path: Path) -> None:
     board = tmp_path / "tensorboard"
     mirror = ScalarMirror(tmp_path, board)
     with open(tmp_path / "system.jsonl", "w") as out:

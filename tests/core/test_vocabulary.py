@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "labextension" / "src"
 
 
-def test_the_sidebars_typescript_is_generated_from_the_declarations():
+def test_the_sidebars_typescript_is_generated_from_the_declarations() -> None:
     committed = (ROOT / sidebar_vocabulary.TARGET).read_text()
     assert committed == sidebar_vocabulary.render(), (
         "labextension/src/vocabulary.ts is stale: run `python -m kubelab.sidebar_vocabulary`"
@@ -39,7 +39,7 @@ def typescript_list(name: str) -> list[str]:
     return re.findall(r"'([^']*)'", match.group(1))
 
 
-def test_typescript_lists_are_pythons():
+def test_typescript_lists_are_pythons() -> None:
     assert typescript_list("FRAMEWORKS") == list(FRAMEWORKS)
     assert typescript_list("TUNERS") == [n for n, kind in TUNER_KINDS.items() if kind.offered]
     assert typescript_list("EARLY_STOPPING") == list(PRUNER_KINDS)
@@ -51,7 +51,7 @@ def test_typescript_lists_are_pythons():
             assert not re.search(rf"export const {name}\b", text), f"{path.name} declares {name} again"
 
 
-def test_the_form_fields_are_the_options_with_a_form():
+def test_the_form_fields_are_the_options_with_a_form() -> None:
     source = (SRC / "vocabulary.ts").read_text()
     keys = re.findall(r"key: '(\w+)'", source)
     paths = re.findall(r"path: '([\w.]+)'", source)
@@ -63,7 +63,7 @@ def test_the_form_fields_are_the_options_with_a_form():
     assert "'resources.gpu_type'" not in form and "RUN_FORM_FIELDS" in form
 
 
-def test_every_option_sets_a_spec_field_and_both_parsers_have_it():
+def test_every_option_sets_a_spec_field_and_both_parsers_have_it() -> None:
     cli = argparse.ArgumentParser()
     options.add_experiment_options(cli)
     magic = magic_options.train_parser()
@@ -73,7 +73,7 @@ def test_every_option_sets_a_spec_field_and_both_parsers_have_it():
             assert option.flag in parser._option_string_actions
 
 
-def test_openapi_spec_schema_is_the_spec():
+def test_openapi_spec_schema_is_the_spec() -> None:
     schema = document(API_ROUTES)["components"]["schemas"]["Spec"]
     assert schema == spec_schema.json_schema()
     assert set(schema["properties"]) == {f.name for f in dataclasses.fields(ExperimentSpec)}
@@ -90,7 +90,7 @@ def test_openapi_spec_schema_is_the_spec():
             ExperimentSpec.parse({"command": "x", **bad})  # the parser refuses what the schema does
 
 
-def test_a_tuner_is_one_registry_entry():
+def test_a_tuner_is_one_registry_entry() -> None:
     """The "add a tuner" recipe: an entry alone makes it validated, resolved and built."""
     TUNER_KINDS["sobol-only"] = TunerKind(
         TUNER_KINDS["qmc"].args, optuna_sampler("QMCSampler"), requires=("scipy",), offered=False
@@ -105,7 +105,7 @@ def test_a_tuner_is_one_registry_entry():
         del TUNER_KINDS["sobol-only"]
 
 
-def test_the_trial_side_writes_the_files_run_directory_names():
+def test_the_trial_side_writes_the_files_run_directory_names() -> None:
     """The trial side imports nothing of kubelab's records (it runs in images without kubelab),
     so it spells the metrics file itself; this holds its spelling to RUN_FILES."""
     writers = [

@@ -7,6 +7,10 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
+from pathlib import Path
+from typing import Literal, TypeVar
 
 import pytest
 from kubelab_testing import wait_until
@@ -16,8 +20,10 @@ from kubelab.pids import pid_alive
 from kubelab.records import RunDirectory
 from kubelab.warm import DRIVER, RUNNER, WarmPool, idle_pid, main, pool_size
 
+T = TypeVar("T")
 
-def wait_for(condition, timeout: float = 20.0):
+
+def wait_for(condition: Callable[[], T | None | Literal[False]], timeout: float = 20.0) -> T:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = condition()
@@ -27,14 +33,18 @@ def wait_for(condition, timeout: float = 20.0):
     raise AssertionError("condition not met in time")
 
 
-def kill(pids) -> None:
+def gone(pid: int) -> bool:
+    return not pid_alive(pid)
+
+
+def kill(pids: Iterable[int]) -> None:
     for pid in pids:
         if pid_alive(pid):
             os.kill(pid, signal.SIGKILL)
 
 
 @pytest.fixture
-def pool(lab):
+def pool(lab: Experiments) -> Iterator[WarmPool]:
     runners = WarmPool(lab.home)
     yield runners
     kill(runners.idle())
@@ -49,7 +59,9 @@ def runner_pid(lab: Experiments, run_id: str) -> int | None:
     return RunDirectory(lab.runs_root / run_id).status().runner_pid
 
 
-def test_submit_is_served_by_a_warm_runner_with_the_submitters_env(lab, pool, monkeypatch, lab_env):
+def test_submit_is_served_by_a_warm_runner_with_the_submitters_env(
+    lab: Experiments, pool: WarmPool, monkeypatch: pytest.MonkeyPatch, lab_env: Path
+) -> None:
     idle = warm(pool, 2)
     monkeypatch.setenv("POOL_TEST_VALUE", "from-the-submitter")
     (lab_env / "sub").mkdir()
@@ -64,7 +76,7 @@ def test_submit_is_served_by_a_warm_runner_with_the_submitters_env(lab, pool, mo
     wait_for(lambda: len(pool.idle()) >= 2)
 
 
-def test_a_dead_idle_runner_is_skipped(lab, pool):
+def test_a_dead_idle_runner_is_skipped(lab: Experiments, pool: WarmPool) -> None:
     first, second = warm(pool, 2)[:2]  # oldest (lowest pid) first, the order claims try
     os.kill(first, signal.SIGKILL)
     wait_for(lambda: not pid_alive(first))
@@ -75,7 +87,7 @@ def test_a_dead_idle_runner_is_skipped(lab, pool):
     assert not (pool.path / f"claimed-{first}.fifo").exists()
 
 
-def test_no_idle_runner_means_a_cold_start_then_a_top_up(lab, pool):
+def test_no_idle_runner_means_a_cold_start_then_a_top_up(lab: Experiments, pool: WarmPool) -> None:
     assert pool.idle() == [] and pool.hand_over(lab.runs_root / "nothing") is None
     record = lab.submit({"command": "true"})
     assert wait_until(lab, record["id"])["status"] == "Succeeded"
@@ -85,7 +97,7 @@ def test_no_idle_runner_means_a_cold_start_then_a_top_up(lab, pool):
     assert cold not in topped_up
 
 
-def test_idle_runner_exits_after_its_timeout(lab, monkeypatch):
+def test_idle_runner_exits_after_its_timeout(lab: Experiments, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KUBELAB_WARM_RUNNER_IDLE", "0.5")
     runners = WarmPool(lab.home)
     (pid,) = warm(runners, 1)[:1]
@@ -93,7 +105,7 @@ def test_idle_runner_exits_after_its_timeout(lab, monkeypatch):
     assert not any(name.endswith(f"-{pid}.fifo") for name in os.listdir(runners.path))
 
 
-def test_an_idle_runner_exits_when_its_pool_folder_is_removed(lab):
+def test_an_idle_runner_exits_when_its_pool_folder_is_removed(lab: Experiments) -> None:
     runners = WarmPool(lab.home)
     (pid,) = warm(runners, 1)[:1]
     for name in os.listdir(runners.path):
@@ -101,7 +113,7 @@ def test_an_idle_runner_exits_when_its_pool_folder_is_removed(lab):
     wait_for(lambda: not pid_alive(pid), timeout=15)
 
 
-def test_two_concurrent_submitters_never_claim_one_runner(lab, pool):
+def test_two_concurrent_submitters_never_claim_one_runner(lab: Experiments, pool: WarmPool) -> None:
     idle = warm(pool, 2)
     target = lab.runs_root / "claim-target"
     (target / "logs").mkdir(parents=True)
@@ -122,17 +134,19 @@ def test_two_concurrent_submitters_never_claim_one_runner(lab, pool):
     assert won.count(None) == 4
     # The claimed runners received a run that is no run: they fail to serve it and exit.
     for pid in winners:
-        wait_for(lambda pid=pid: not pid_alive(pid))
+        wait_for(partial(gone, pid))
 
 
-def test_a_claim_for_a_missing_directory_starts_nothing_and_keeps_the_runner(lab, pool):
+def test_a_claim_for_a_missing_directory_starts_nothing_and_keeps_the_runner(
+    lab: Experiments, pool: WarmPool
+) -> None:
     first = warm(pool, 2)[0]
     assert pool.hand_over(lab.runs_root / "gone") == first
     assert wait_for(lambda: first in pool.idle())  # idle again, under the same pid
     assert not (lab.runs_root / "gone").exists()
 
 
-def test_the_off_switch(lab, monkeypatch):
+def test_the_off_switch(lab: Experiments, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KUBELAB_WARM_RUNNERS", "0")
     assert pool_size() == 0
     record = lab.submit({"command": "true"})
@@ -142,7 +156,7 @@ def test_the_off_switch(lab, monkeypatch):
     assert not (lab.home / "warm").exists()
 
 
-def test_settings_are_read_leniently_and_names_parsed_strictly(monkeypatch):
+def test_settings_are_read_leniently_and_names_parsed_strictly(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KUBELAB_WARM_RUNNERS", "lots")
     monkeypatch.setenv("KUBELAB_WARM_DRIVER_IDLE", "soon")
     assert pool_size() == 2 and DRIVER.idle_timeout() == 600.0
@@ -150,7 +164,7 @@ def test_settings_are_read_leniently_and_names_parsed_strictly(monkeypatch):
     assert idle_pid("idle-x.fifo") is None and idle_pid("claimed-5.fifo") is None
 
 
-def test_a_runner_serves_run_after_run_and_goes_back_to_idle(lab, pool):
+def test_a_runner_serves_run_after_run_and_goes_back_to_idle(lab: Experiments, pool: WarmPool) -> None:
     idle = warm(pool, 2)
     pids = []
     for word in ("first", "second", "third"):
@@ -163,7 +177,7 @@ def test_a_runner_serves_run_after_run_and_goes_back_to_idle(lab, pool):
     assert all(pid_alive(pid) for pid in pids)
 
 
-def test_a_stop_reaches_a_warm_runners_run_through_the_stop_file(lab, pool):
+def test_a_stop_reaches_a_warm_runners_run_through_the_stop_file(lab: Experiments, pool: WarmPool) -> None:
     warm(pool, 2)
     record = lab.submit({"command": "sleep 30"})
     wait_for(lambda: lab.get(record["id"])["status"] == "Running")
@@ -174,18 +188,19 @@ def test_a_stop_reaches_a_warm_runners_run_through_the_stop_file(lab, pool):
     assert wait_for(lambda: runner in pool.idle())  # a stop ends the run, not its runner
 
 
-def test_a_signalled_runner_ends_its_run_and_is_not_reused(lab, pool):
+def test_a_signalled_runner_ends_its_run_and_is_not_reused(lab: Experiments, pool: WarmPool) -> None:
     warm(pool, 2)
     record = lab.submit({"command": "sleep 30"})
     wait_for(lambda: lab.get(record["id"])["status"] == "Running")
     runner = runner_pid(lab, record["id"])
+    assert runner is not None
     os.kill(runner, signal.SIGTERM)  # someone told the process itself to go away
     assert wait_until(lab, record["id"])["status"] == "Stopped"
     wait_for(lambda: not pid_alive(runner))
     assert runner not in pool.idle()
 
 
-def test_a_runner_that_cannot_read_its_run_exits_and_says_why(lab, pool):
+def test_a_runner_that_cannot_read_its_run_exits_and_says_why(lab: Experiments, pool: WarmPool) -> None:
     first = warm(pool, 2)[0]
     broken = lab.runs_root / "broken"
     (broken / "logs").mkdir(parents=True)
@@ -194,7 +209,9 @@ def test_a_runner_that_cannot_read_its_run_exits_and_says_why(lab, pool):
     assert "cannot run" in (broken / "logs" / "runner.log").read_text()
 
 
-def test_a_warm_driver_takes_a_sweep_and_is_replaced(lab, lab_env, monkeypatch):
+def test_a_warm_driver_takes_a_sweep_and_is_replaced(
+    lab: Experiments, lab_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from kubelab.sweeps.service import Sweeps
     from kubelab.sweeps.watcher import SweepWatcher
 
@@ -230,7 +247,9 @@ def test_a_warm_driver_takes_a_sweep_and_is_replaced(lab, lab_env, monkeypatch):
         kill(drivers.idle())
 
 
-def test_without_a_server_no_driver_is_kept_warm(lab, lab_env, monkeypatch):
+def test_without_a_server_no_driver_is_kept_warm(
+    lab: Experiments, lab_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from kubelab.sweeps.service import Sweeps
 
     monkeypatch.setenv("KUBELAB_WARM_DRIVERS", "1")
@@ -250,13 +269,13 @@ def test_without_a_server_no_driver_is_kept_warm(lab, lab_env, monkeypatch):
     assert WarmPool(lab.home, DRIVER).idle() == []
 
 
-def test_the_helper_command_names_its_roles(capsys):
+def test_the_helper_command_names_its_roles(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bogus:/tmp/x"]) == 2 and main(["runner"]) == 2 and main([]) == 2
     assert main(["driver@me:/tmp/x"]) == 2
     assert "ROLE: runner or driver" in capsys.readouterr().err
 
 
-def test_an_idle_driver_leaves_with_its_keeper(lab, monkeypatch):
+def test_an_idle_driver_leaves_with_its_keeper(lab: Experiments, monkeypatch: pytest.MonkeyPatch) -> None:
     import subprocess
 
     monkeypatch.setenv("KUBELAB_WARM_DRIVERS", "1")

@@ -16,7 +16,7 @@ INSTALLED = "share/jupyter/labextensions/kubelab"
 
 
 @pytest.mark.slow
-def test_wheel_from_a_clean_clone_contains_the_lab_extension(tmp_path):
+def test_wheel_from_a_clean_clone_contains_the_lab_extension(tmp_path: Path) -> None:
     clone, out = tmp_path / "clone", tmp_path / "wheel"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
     assert not (clone / "kubelab" / "labextension").exists()  # git-ignored: never committed

@@ -15,7 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from controlplane.cluster import ControlPlane
+from controlplane.fixtures import RealCluster
 from kube_support import PROJECT_LABEL, notebook_env, role_documents, wait_for
+from kubelab_testing import manifest
 from kubernetes import client, config
 
 from kubelab.backends.kubernetes.backend import KubernetesBackend
@@ -34,25 +37,28 @@ def admin(kubeconfig: Path) -> Iterator[client.ApiClient]:
 def make_namespace(admin: client.ApiClient, service_account: str = "notebook") -> str:
     name = f"kl-{uuid.uuid4().hex[:8]}"
     core = client.CoreV1Api(admin)
-    core.create_namespace({"metadata": {"name": name}})
+    core.create_namespace(manifest({"metadata": {"name": name}}))
     rbac = client.RbacAuthorizationV1Api(admin)
     role, binding = role_documents(name, service_account)
-    rbac.create_namespaced_role(name, role)
-    rbac.create_namespaced_role_binding(name, binding)
-    core.create_namespaced_service_account(name, {"metadata": {"name": service_account}})
+    rbac.create_namespaced_role(name, manifest(role))
+    rbac.create_namespaced_role_binding(name, manifest(binding))
+    core.create_namespaced_service_account(name, manifest({"metadata": {"name": service_account}}))
     claims = ("home-alice", "archive-alice")  # what notebook_env mounts, as a spawner makes
     for claim in claims:
         core.create_namespaced_persistent_volume_claim(
             name,
-            {
-                "metadata": {"name": claim},
-                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
-            },
+            manifest(
+                {
+                    "metadata": {"name": claim},
+                    "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+                }
+            ),
         )
     # bound before a test's pods ask for them (else the scheduler's first word is about claims)
     wait_for(
         lambda: all(
-            c.status.phase == "Bound" for c in core.list_namespaced_persistent_volume_claim(name).items
+            c.status is not None and c.status.phase == "Bound"
+            for c in core.list_namespaced_persistent_volume_claim(name).items
         ),
         what="the workspace claims bound",
     )
@@ -67,7 +73,7 @@ def namespace(admin: client.ApiClient) -> Iterator[str]:
 
 
 @pytest.fixture
-def notebook_kubeconfig(cluster: Any, namespace: str, tmp_path: Path) -> Path:
+def notebook_kubeconfig(cluster: ControlPlane | RealCluster, namespace: str, tmp_path: Path) -> Path:
     """Credentials of the notebook's ServiceAccount: a bound token, as its pod would have."""
     return cluster.write_kubeconfig(
         tmp_path / "notebook-kubeconfig", token=cluster.token_for(namespace, "notebook"), namespace=namespace

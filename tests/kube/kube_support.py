@@ -5,12 +5,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypeVar
 
 import yaml
 from kubernetes import client
 
 from kubelab.backends.kubernetes.notebook_env import NotebookEnv
+
+T = TypeVar("T")
 
 ROLE_FILE = Path(__file__).resolve().parents[2] / "hub_config" / "rbac" / "notebook-role.yaml"
 IMAGE = "registry.example.org/lab/notebook:2024.1"
@@ -50,10 +52,10 @@ def notebook_env(namespace: str, home: Path, **changes: Any) -> NotebookEnv:
     return NotebookEnv(**values)
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
+def wait_for(predicate: Callable[[], T | None | Literal[False]], timeout: float = 30.0, what: str = "") -> T:
     """Poll until `predicate()` is truthy; fail with `what` and the last value otherwise."""
     deadline = time.monotonic() + timeout
-    value = None
+    value: T | None | Literal[False] = None
     while time.monotonic() < deadline:
         value = predicate()
         if value:
@@ -75,7 +77,8 @@ def objects(
         "configmaps": core.list_namespaced_config_map,
         "pvcs": core.list_namespaced_persistent_volume_claim,
     }[kind]
-    items = listing(namespace, label_selector=selector or "").items
+    found: Any = listing(namespace, label_selector=selector or "")
+    items = found.items
     return [admin.sanitize_for_serialization(item) for item in items]
 
 

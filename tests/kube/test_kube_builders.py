@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import kubernetes_validate
 import pytest
@@ -37,7 +38,7 @@ BASE = {
     "timeout": "2h",
     "env": {"SEED": "1"},
 }
-SHAPES = {
+SHAPES: dict[str, dict[str, Any]] = {
     "single": {},
     "single-cpu-only": {"resources": {"cpu": "1"}, "retries": 0, "timeout": None},
     "pytorch-4": {"framework": "pytorch", "replicas": 4},
@@ -77,7 +78,7 @@ def target(spec: ExperimentSpec, run_id: str = "0123456789ab") -> builders.Targe
     )
 
 
-def as_validatable(obj: dict) -> list[dict]:
+def as_validatable(obj: dict[str, Any]) -> list[dict[str, Any]]:
     """Kubeflow kinds are not in the official schemas: check their pod templates instead."""
     if obj["apiVersion"] != "kubeflow.org/v1":
         return [obj]
@@ -154,7 +155,7 @@ def test_parameters_are_data_not_shell_code() -> None:
     )
 
 
-def expand(env: list[dict], rank: int) -> dict[str, str]:
+def expand(env: list[dict[str, Any]], rank: int) -> dict[str, str]:
     """What the kubelet gives pod `rank`: the downward API index, then `$(VAR)` expansion."""
     values: dict[str, str] = {}
     for entry in env:

@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from controlplane.cluster import ControlPlane
 from kube_support import notebook_env, pods_of, wait_for
+from kubernetes import client
 
 from kubelab.backends.kubernetes.cronjob import notebook_environ
 from kubelab.records import RunDirectory
@@ -118,7 +120,9 @@ def running(admin: Any, namespace: str, pod: dict[str, Any]) -> None:
     )
 
 
-def test_run_wait_returns_when_its_job_completes(simulated_cluster, admin, namespace, kubelab) -> None:
+def test_run_wait_returns_when_its_job_completes(
+    simulated_cluster: ControlPlane, admin: client.ApiClient, namespace: str, kubelab: Callable[..., Cli]
+) -> None:
     cli = kubelab("run", "--wait", "--name", "cp", "--", "python", "-c", "pass")
     run_id = cli.run_id()
     (pod,) = live_pods(admin, namespace, run_id, 1)
@@ -134,7 +138,9 @@ def test_run_wait_returns_when_its_job_completes(simulated_cluster, admin, names
     assert "hello from the pod" in run.log_file(0).read_text()  # kept before the CLI exited
 
 
-def test_logs_follow_returns_when_the_job_ends(simulated_cluster, admin, namespace, kubelab) -> None:
+def test_logs_follow_returns_when_the_job_ends(
+    simulated_cluster: ControlPlane, admin: client.ApiClient, namespace: str, kubelab: Callable[..., Cli]
+) -> None:
     code, out, err = kubelab("run", "--", "python", "-c", "print('hi')").finish()
     assert code == 0, err
     run_id = out.strip()
@@ -147,7 +153,9 @@ def test_logs_follow_returns_when_the_job_ends(simulated_cluster, admin, namespa
     assert (code, out) == (0, "hi\n"), err
 
 
-def test_run_wait_follows_every_replica_to_the_end(simulated_cluster, admin, namespace, kubelab) -> None:
+def test_run_wait_follows_every_replica_to_the_end(
+    simulated_cluster: ControlPlane, admin: client.ApiClient, namespace: str, kubelab: Callable[..., Cli]
+) -> None:
     cli = kubelab("run", "--wait", "--replicas", "2", "--framework", "pytorch", "--", "python", "-c", "pass")
     run_id = cli.run_id()
     pods = live_pods(admin, namespace, run_id, 2)
@@ -160,7 +168,9 @@ def test_run_wait_follows_every_replica_to_the_end(simulated_cluster, admin, nam
     assert f"{run_id} Succeeded: completed" in err
 
 
-def test_run_wait_sees_pods_that_end_as_they_start(simulated_cluster, admin, namespace, kubelab) -> None:
+def test_run_wait_sees_pods_that_end_as_they_start(
+    simulated_cluster: ControlPlane, admin: client.ApiClient, namespace: str, kubelab: Callable[..., Cli]
+) -> None:
     """Told to succeed before they are even scheduled: KWOK ends them as soon as they run, so
     the CLI's first look may already find the Job complete."""
     cli = kubelab("run", "--wait", "--replicas", "2", "--framework", "pytorch", "--", "python", "-c", "pass")
@@ -173,7 +183,13 @@ def test_run_wait_sees_pods_that_end_as_they_start(simulated_cluster, admin, nam
 
 
 @pytest.mark.parametrize("output", ["text", "json"])
-def test_run_wait_returns_the_failure(simulated_cluster, admin, namespace, kubelab, output) -> None:
+def test_run_wait_returns_the_failure(
+    simulated_cluster: ControlPlane,
+    admin: client.ApiClient,
+    namespace: str,
+    kubelab: Callable[..., Cli],
+    output: str,
+) -> None:
     json_out = ["-o", "json"] if output == "json" else []
     cli = kubelab("run", "--wait", *json_out, "--", "python", "-c", "raise SystemExit(3)")
     run_id = cli.run_id()
@@ -211,7 +227,11 @@ def end_each_pod(cluster: Any, admin: Any, namespace: str, cli: Cli, count: int,
 
 
 def test_sweep_wait_returns_when_its_trial_jobs_end(
-    simulated_cluster, admin, namespace, kubelab, work
+    simulated_cluster: ControlPlane,
+    admin: client.ApiClient,
+    namespace: str,
+    kubelab: Callable[..., Cli],
+    work: Path,
 ) -> None:
     """The sweep's driver (a process the CLI starts) follows the trials' Jobs."""
     spec = {
@@ -239,7 +259,11 @@ def test_sweep_wait_returns_when_its_trial_jobs_end(
 
 
 def test_pipeline_wait_returns_when_its_step_jobs_end(
-    simulated_cluster, admin, namespace, kubelab, work
+    simulated_cluster: ControlPlane,
+    admin: client.ApiClient,
+    namespace: str,
+    kubelab: Callable[..., Cli],
+    work: Path,
 ) -> None:
     """The pipeline's driver submits step b's Job once step a's ended, and `--wait` returns
     when b's ends."""

@@ -4,33 +4,38 @@ parameter servers, Kubeflow jobs (decided by discovery) and Kueue-style suspende
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
+from controlplane.cluster import ControlPlane
 from controlplane.crds import TRAINING_OPERATOR, training_operator_crd
 from kube_support import objects, pods_of, wait_for
 from kubernetes import client
 
+from kubelab.backends.kubernetes.backend import KubernetesBackend
 from kubelab.errors import ValidationError
 from kubelab.experiments import Experiments
 
 
-def submit(lab: Experiments, home: Path, **fields) -> str:
+def submit(lab: Experiments, home: Path, **fields: Any) -> str:
     spec = {"command": ["python", "train.py"], "resources": {"cpu": "1", "memory": "1Gi"}, **fields}
-    return lab.submit(spec, base_dir=home)["id"]
+    return str(lab.submit(spec, base_dir=home)["id"])
 
 
-def env_of(pod: dict) -> dict[str, dict]:
+def env_of(pod: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
 
 
-def experiment_objects(admin, kind: str, namespace: str, run_id: str) -> list[dict]:
+def experiment_objects(
+    admin: client.ApiClient, kind: str, namespace: str, run_id: str
+) -> list[dict[str, Any]]:
     return objects(admin, kind, namespace, f"kubelab.io/experiment={run_id}")
 
 
 @pytest.fixture
-def training_operator(simulated_cluster) -> Iterator[None]:
+def training_operator(simulated_cluster: ControlPlane) -> Iterator[None]:
     """The Training Operator's API (its CRDs) is served; the test plays the operator."""
     for kind in TRAINING_OPERATOR:
         simulated_cluster.install_crd(training_operator_crd(kind))
@@ -41,9 +46,9 @@ def training_operator(simulated_cluster) -> Iterator[None]:
 
 @pytest.mark.parametrize("framework, replicas", [("pytorch", 4), ("paddle", 3)])
 def test_replicas_get_stable_names_and_ranks(
-    simulated_cluster,
-    project_node,
-    admin,
+    simulated_cluster: ControlPlane,
+    project_node: Callable[..., str],
+    admin: client.ApiClient,
     lab: Experiments,
     namespace: str,
     home: Path,
@@ -76,7 +81,13 @@ def test_replicas_get_stable_names_and_ranks(
     wait_for(lambda: not experiment_objects(admin, "services", namespace, run_id), what="Service cleanup")
 
 
-def test_pytorch_on_a100_nodes(simulated_cluster, admin, make_backend, namespace: str, home: Path) -> None:
+def test_pytorch_on_a100_nodes(
+    simulated_cluster: ControlPlane,
+    admin: client.ApiClient,
+    make_backend: Callable[..., KubernetesBackend],
+    namespace: str,
+    home: Path,
+) -> None:
     """The lab's own fleet: 4 replicas with a GPU each land on the simulated A100 nodes."""
     lab = Experiments(home=home, backend=make_backend(node_selector={}), user="alice")
     run_id = submit(
@@ -105,7 +116,7 @@ def test_pytorch_on_a100_nodes(simulated_cluster, admin, make_backend, namespace
 
 
 def test_more_gpus_than_any_node_shows_the_scheduler_reason(
-    admin, make_backend, namespace: str, home: Path
+    admin: client.ApiClient, make_backend: Callable[..., KubernetesBackend], namespace: str, home: Path
 ) -> None:
     lab = Experiments(home=home, backend=make_backend(node_selector={}), user="alice")
     run_id = submit(lab, home, resources={"cpu": "1", "memory": "1Gi", "gpus": 16, "gpu_type": "A100"})
@@ -118,7 +129,12 @@ def test_more_gpus_than_any_node_shows_the_scheduler_reason(
 
 
 def test_tensorflow_with_parameter_servers(
-    simulated_cluster, project_node, admin, lab: Experiments, namespace: str, home: Path
+    simulated_cluster: ControlPlane,
+    project_node: Callable[..., str],
+    admin: client.ApiClient,
+    lab: Experiments,
+    namespace: str,
+    home: Path,
 ) -> None:
     project_node(cpu="64", memory="256Gi")
     run_id = submit(lab, home, framework="tensorflow", replicas=2, parameter_servers=1)
@@ -147,11 +163,13 @@ def test_tensorflow_with_parameter_servers(
 
 
 def test_kubeflow_engine_when_the_operator_is_served(
-    training_operator, lab: Experiments, namespace: str, home: Path, admin
+    training_operator: None, lab: Experiments, namespace: str, home: Path, admin: client.ApiClient
 ) -> None:
     run_id = submit(lab, home, framework="pytorch", replicas=3, engine="kubeflow")
     custom = client.CustomObjectsApi(admin)
-    (job,) = custom.list_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs")["items"]
+    (job,) = cast(
+        dict[str, Any], custom.list_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs")
+    )["items"]
     assert job["metadata"]["labels"]["kubelab.io/experiment"] == run_id
     assert job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
     name = job["metadata"]["name"]
@@ -162,7 +180,10 @@ def test_kubeflow_engine_when_the_operator_is_served(
     }
     custom.replace_namespaced_custom_object_status("kubeflow.org", "v1", namespace, "pytorchjobs", name, job)
     wait_for(lambda: lab.get(run_id)["status"] == "Running", what="Running from conditions")
-    job = custom.get_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", name)
+    job = cast(
+        dict[str, Any],
+        custom.get_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", name),
+    )
     job["status"]["conditions"].append(
         {"type": "Succeeded", "status": "True", "reason": "PyTorchJobSucceeded", "message": "done"}
     )
@@ -171,14 +192,17 @@ def test_kubeflow_engine_when_the_operator_is_served(
     lab.delete(run_id)
     wait_for(
         lambda: (
-            not custom.list_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs")["items"]
+            not cast(
+                dict[str, Any],
+                custom.list_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs"),
+            )["items"]
         ),
         what="PyTorchJob deleted",
     )
 
 
 def test_kubeflow_engine_without_the_operator_is_refused(
-    lab: Experiments, admin, namespace: str, home: Path
+    lab: Experiments, admin: client.ApiClient, namespace: str, home: Path
 ) -> None:
     with pytest.raises(ValidationError) as err:
         submit(lab, home, framework="pytorch", replicas=2, engine="kubeflow")
@@ -190,7 +214,12 @@ def test_kubeflow_engine_without_the_operator_is_refused(
 
 
 def test_queue_waits_for_quota(
-    simulated_cluster, project_node, lab: Experiments, namespace: str, home: Path, admin
+    simulated_cluster: ControlPlane,
+    project_node: Callable[..., str],
+    lab: Experiments,
+    namespace: str,
+    home: Path,
+    admin: client.ApiClient,
 ) -> None:
     project_node(gpus=2)
     run_id = submit(lab, home, queue="team-a", resources={"cpu": "1", "gpus": 1})

@@ -6,13 +6,17 @@ in front of it (tests/controlplane/faults.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from controlplane.cluster import ControlPlane
+from controlplane.faults import FaultProxy
 from kube_support import objects, pods_of, wait_for
+from kubelab_testing import manifest
 from kubernetes import client
 
+from kubelab.backends.kubernetes.backend import KubernetesBackend
 from kubelab.backends.kubernetes.errors import Forbidden, QuotaExceeded, Unavailable
 from kubelab.errors import Conflict, ValidationError
 from kubelab.experiments import Experiments
@@ -22,8 +26,14 @@ SPEC = {"command": ["python", "train.py"], "resources": {"cpu": "1", "memory": "
 PYTORCH = {**SPEC, "framework": "pytorch", "replicas": 2}
 
 
+def counted(core: client.CoreV1Api, name: str, namespace: str) -> bool:
+    """The quota controller has counted the quota `name` once (its status holds the limits)."""
+    status = core.read_namespaced_resource_quota(name, namespace).status
+    return bool(status and status.hard)
+
+
 @pytest.fixture
-def proxy(simulated_cluster) -> Iterator:
+def proxy(simulated_cluster: ControlPlane) -> Iterator[FaultProxy]:
     faults = simulated_cluster.fault_proxy()
     yield faults
     faults.close()
@@ -31,7 +41,12 @@ def proxy(simulated_cluster) -> Iterator:
 
 @pytest.fixture
 def proxied_lab(
-    simulated_cluster, proxy, make_backend, namespace: str, home: Path, tmp_path: Path
+    simulated_cluster: ControlPlane,
+    proxy: FaultProxy,
+    make_backend: Callable[..., KubernetesBackend],
+    namespace: str,
+    home: Path,
+    tmp_path: Path,
 ) -> Experiments:
     """An `Experiments` service whose backend talks to the API server through the fault proxy."""
     kubeconfig = simulated_cluster.write_kubeconfig(
@@ -48,22 +63,24 @@ def can_create_jobs(kubeconfig: Path, namespace: str) -> bool:
 
     with config.new_client_from_config(str(kubeconfig)) as api:
         review = client.AuthorizationV1Api(api).create_self_subject_access_review(
-            {
-                "spec": {
-                    "resourceAttributes": {
-                        "namespace": namespace,
-                        "verb": "create",
-                        "group": "batch",
-                        "resource": "jobs",
+            manifest(
+                {
+                    "spec": {
+                        "resourceAttributes": {
+                            "namespace": namespace,
+                            "verb": "create",
+                            "group": "batch",
+                            "resource": "jobs",
+                        }
                     }
                 }
-            }
+            )
         )
-    return bool(review.status.allowed)
+    return bool(review.status and review.status.allowed)
 
 
 def test_rbac_refusal_names_the_role(
-    lab: Experiments, namespace: str, home: Path, admin, notebook_kubeconfig: Path
+    lab: Experiments, namespace: str, home: Path, admin: client.ApiClient, notebook_kubeconfig: Path
 ) -> None:
     client.RbacAuthorizationV1Api(admin).delete_namespaced_role_binding("kubelab-notebook", namespace)
     wait_for(lambda: not can_create_jobs(notebook_kubeconfig, namespace), what="RBAC to see the binding gone")
@@ -74,21 +91,23 @@ def test_rbac_refusal_names_the_role(
     assert not list((home / "runs").iterdir())
 
 
-def test_transient_5xx_is_retried(proxy, proxied_lab: Experiments, admin, namespace: str, home: Path) -> None:
+def test_transient_5xx_is_retried(
+    proxy: FaultProxy, proxied_lab: Experiments, admin: client.ApiClient, namespace: str, home: Path
+) -> None:
     proxy.fail_next("create", "jobs", 500, times=2)
     record = proxied_lab.submit(SPEC, base_dir=home)
     assert record["status"] == "Pending"
     assert len(objects(admin, "jobs", namespace)) == 1
 
 
-def test_persistent_5xx_becomes_unavailable(proxy, proxied_lab: Experiments, home: Path) -> None:
+def test_persistent_5xx_becomes_unavailable(proxy: FaultProxy, proxied_lab: Experiments, home: Path) -> None:
     proxy.fail_next("create", "jobs", 503, times=10)
     with pytest.raises(Unavailable) as err:
         proxied_lab.submit(SPEC, base_dir=home)
     assert "kept failing (503" in err.value.detail
 
 
-def test_connection_refused(proxy, proxied_lab: Experiments, home: Path) -> None:
+def test_connection_refused(proxy: FaultProxy, proxied_lab: Experiments, home: Path) -> None:
     with proxy.unreachable(), pytest.raises(Unavailable) as err:
         proxied_lab.submit(SPEC, base_dir=home)
     assert "cannot reach the Kubernetes API" in err.value.detail
@@ -96,7 +115,9 @@ def test_connection_refused(proxy, proxied_lab: Experiments, home: Path) -> None
     assert not list((home / "runs").iterdir())
 
 
-def test_invalid_object_is_a_validation_error(make_backend, home: Path) -> None:
+def test_invalid_object_is_a_validation_error(
+    make_backend: Callable[..., KubernetesBackend], home: Path
+) -> None:
     # a spawner that already mounts its own /dev/shm volume named like kubelab's
     backend = make_backend(start=False, volumes=[{"name": "dshm", "emptyDir": {}}], mounts=[])
     lab = Experiments(home=home, backend=backend, user="alice")
@@ -108,7 +129,7 @@ def test_invalid_object_is_a_validation_error(make_backend, home: Path) -> None:
 
 
 def test_name_taken_by_someone_else_is_a_conflict(
-    lab: Experiments, backend, namespace: str, home: Path, admin
+    lab: Experiments, backend: KubernetesBackend, namespace: str, home: Path, admin: client.ApiClient
 ) -> None:
     record = lab.submit(SPEC, base_dir=home)
     run = lab.run(record["id"])
@@ -118,14 +139,14 @@ def test_name_taken_by_someone_else_is_a_conflict(
     batch = client.BatchV1Api(admin)
     batch.delete_namespaced_job(job["metadata"]["name"], namespace, propagation_policy="Foreground")
     wait_for(lambda: not objects(admin, "jobs", namespace), what="the Job gone")
-    batch.create_namespaced_job(namespace, job)
+    batch.create_namespaced_job(namespace, manifest(job))
     with pytest.raises(Conflict) as err:
         backend.submit(run, spec)
     assert "already exists" in err.value.detail
 
 
 def test_retried_create_that_got_through_is_not_a_conflict(
-    lab: Experiments, backend, admin, namespace: str, home: Path
+    lab: Experiments, backend: KubernetesBackend, admin: client.ApiClient, namespace: str, home: Path
 ) -> None:
     record = lab.submit(SPEC, base_dir=home)
     run = lab.run(record["id"])
@@ -134,7 +155,7 @@ def test_retried_create_that_got_through_is_not_a_conflict(
 
 
 def test_half_created_experiment_is_cleaned_up(
-    proxy, proxied_lab: Experiments, admin, namespace: str, home: Path
+    proxy: FaultProxy, proxied_lab: Experiments, admin: client.ApiClient, namespace: str, home: Path
 ) -> None:
     proxy.fail_next(
         "create",
@@ -149,13 +170,15 @@ def test_half_created_experiment_is_cleaned_up(
     assert not objects(admin, "jobs", namespace)
 
 
-def test_quota_refusal_at_submit(lab: Experiments, namespace: str, home: Path, admin) -> None:
+def test_quota_refusal_at_submit(
+    lab: Experiments, namespace: str, home: Path, admin: client.ApiClient
+) -> None:
     core = client.CoreV1Api(admin)
     core.create_namespaced_resource_quota(
-        namespace, {"metadata": {"name": "objects"}, "spec": {"hard": {"count/jobs.batch": "0"}}}
+        namespace, manifest({"metadata": {"name": "objects"}, "spec": {"hard": {"count/jobs.batch": "0"}}})
     )
     wait_for(
-        lambda: core.read_namespaced_resource_quota("objects", namespace).status.hard,
+        lambda: counted(core, "objects", namespace),
         what="the quota controller's first count",
     )
     with pytest.raises(QuotaExceeded) as err:
@@ -166,14 +189,15 @@ def test_quota_refusal_at_submit(lab: Experiments, namespace: str, home: Path, a
 
 
 def test_gpu_quota_refusal_of_pods_is_the_pending_reason(
-    lab: Experiments, namespace: str, home: Path, admin
+    lab: Experiments, namespace: str, home: Path, admin: client.ApiClient
 ) -> None:
     core = client.CoreV1Api(admin)
     core.create_namespaced_resource_quota(
-        namespace, {"metadata": {"name": "gpus"}, "spec": {"hard": {"requests.nvidia.com/gpu": "1"}}}
+        namespace,
+        manifest({"metadata": {"name": "gpus"}, "spec": {"hard": {"requests.nvidia.com/gpu": "1"}}}),
     )
     wait_for(
-        lambda: core.read_namespaced_resource_quota("gpus", namespace).status.hard,
+        lambda: counted(core, "gpus", namespace),
         what="the quota controller's first count",
     )
     record = lab.submit({**SPEC, "resources": {"cpu": "1", "memory": "1Gi", "gpus": 2}}, base_dir=home)
@@ -187,13 +211,13 @@ def test_gpu_quota_refusal_of_pods_is_the_pending_reason(
 
 
 def test_an_admission_refusal_of_pods_is_the_pending_reason(
-    lab: Experiments, namespace: str, home: Path, admin
+    lab: Experiments, namespace: str, home: Path, admin: client.ApiClient
 ) -> None:
     """A pod the API server refuses for another reason than a quota (here a LimitRange's minimum,
     as user namespaces have) is named too, rather than 'waiting for pods to be created'."""
     core = client.CoreV1Api(admin)
     minimum = {"limits": [{"type": "Container", "min": {"cpu": "50m"}}]}
-    core.create_namespaced_limit_range(namespace, {"metadata": {"name": "limits"}, "spec": minimum})
+    core.create_namespaced_limit_range(namespace, manifest({"metadata": {"name": "limits"}, "spec": minimum}))
     record = lab.submit({**SPEC, "resources": {"cpu": "10m", "memory": "64Mi"}}, base_dir=home)
     reason = wait_for(
         lambda: "minimum cpu" in (r := lab.get(record["id"]))["reason"] and r["reason"],
@@ -205,19 +229,27 @@ def test_an_admission_refusal_of_pods_is_the_pending_reason(
 
 
 def test_watch_410_gone_relists_and_keeps_tracking(
-    simulated_cluster, proxy, proxied_lab: Experiments, project_node, admin, namespace: str, home: Path
+    simulated_cluster: ControlPlane,
+    proxy: FaultProxy,
+    proxied_lab: Experiments,
+    project_node: Callable[..., str],
+    admin: client.ApiClient,
+    namespace: str,
+    home: Path,
 ) -> None:
     project_node()
     backend = proxied_lab.backend
+    assert isinstance(backend, KubernetesBackend) and backend.watcher is not None
+    watcher = backend.watcher
     record = proxied_lab.submit(SPEC, base_dir=home)
     pod = wait_for(lambda: pods_of(admin, namespace, record["id"]))[0]["metadata"]["name"]
     wait_for(lambda: proxied_lab.get(record["id"])["status"] == "Running", what="Running")
-    relists = backend.watcher.relists
+    relists = watcher.relists
     proxy.cut_watches(expired=True)  # they resume from a compacted version and get 410
-    wait_for(lambda: backend.watcher.relists > relists, what="a re-list after 410")
+    wait_for(lambda: watcher.relists > relists, what="a re-list after 410")
     simulated_cluster.end_pod(namespace, pod)
     wait_for(lambda: proxied_lab.get(record["id"])["status"] == "Succeeded", what="Succeeded after 410")
-    assert backend.watcher.open_watches <= len(backend.watcher.kinds)
+    assert watcher.open_watches <= len(watcher.kinds)
 
 
 @pytest.mark.xfail(
@@ -226,13 +258,20 @@ def test_watch_410_gone_relists_and_keeps_tracking(
     "fresh-clone runs, not yet explained (a watcher of an earlier test on a reused proxy port?)",
 )
 def test_events_listed_before_their_job_reach_the_run(
-    simulated_cluster, proxy, make_backend, lab: Experiments, namespace: str, home: Path, tmp_path: Path
+    simulated_cluster: ControlPlane,
+    proxy: FaultProxy,
+    make_backend: Callable[..., KubernetesBackend],
+    lab: Experiments,
+    namespace: str,
+    home: Path,
+    tmp_path: Path,
 ) -> None:
     """A server starting while a run is live lists Jobs and Events at once. Here the Job list
     fails until the Event list is done, so the Job's events come before anything names their
     run; they must still reach the run once the Job list answers."""
     lab.backend.close()  # the run is submitted by a process that watches nothing (the CLI)
     record = lab.submit(SPEC, base_dir=home)
+    assert isinstance(lab.backend, KubernetesBackend)
     core = client.CoreV1Api(lab.backend.api.client)
     wait_for(
         lambda: any(

@@ -227,7 +227,7 @@ def test_the_notebook_can_create_no_other_job_in_the_build_namespace(
 ) -> None:
     token = cluster.token_for(namespace, "notebook")
     kubeconfig = cluster.write_kubeconfig(tmp_path / "nb", token=token, namespace=settings.namespace)
-    with config.new_client_from_config(str(kubeconfig)) as notebook:  # type: ignore[no-untyped-call]
+    with config.new_client_from_config(str(kubeconfig)) as notebook:
         batch: Any = client.BatchV1Api(notebook)
         core: Any = client.CoreV1Api(notebook)
         with pytest.raises(client.ApiException) as refused:

@@ -6,16 +6,25 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
+from controlplane.cluster import ControlPlane
 from kube_support import objects, pods_of, wait_for
 from kubernetes import client
 
+from kubelab.backends.kubernetes.backend import KubernetesBackend
 from kubelab.experiments import Experiments
 
 
 def test_single_experiment_end_to_end(
-    simulated_cluster, project_node, admin, lab: Experiments, namespace: str, home: Path
+    simulated_cluster: ControlPlane,
+    project_node: Callable[..., str],
+    admin: client.ApiClient,
+    lab: Experiments,
+    namespace: str,
+    home: Path,
 ) -> None:
     project_node("gpu", gpus=4, gpu_type="A100")
     record = lab.submit(
@@ -36,7 +45,12 @@ def test_single_experiment_end_to_end(
 
 
 def test_stop_deletes_job_pods_and_service(
-    simulated_cluster, project_node, admin, lab: Experiments, namespace: str, home: Path
+    simulated_cluster: ControlPlane,
+    project_node: Callable[..., str],
+    admin: client.ApiClient,
+    lab: Experiments,
+    namespace: str,
+    home: Path,
 ) -> None:
     project_node()
     record = lab.submit(
@@ -60,15 +74,24 @@ def test_pruned_stop(lab: Experiments, home: Path) -> None:
 
 
 def test_restart_recovery_rebuilds_state(
-    simulated_cluster, project_node, admin, make_backend, namespace: str, home: Path
+    simulated_cluster: ControlPlane,
+    project_node: Callable[..., str],
+    admin: client.ApiClient,
+    make_backend: Callable[..., KubernetesBackend],
+    namespace: str,
+    home: Path,
 ) -> None:
     project_node()
     first = Experiments(home=home, backend=make_backend(), user="alice")
     running = first.submit({"command": ["python", "a.py"]}, base_dir=home)["id"]
     finished = first.submit({"command": ["python", "b.py"]}, base_dir=home)["id"]
     deleted = first.submit({"command": ["python", "c.py"]}, base_dir=home)["id"]
+
+    def is_running(run_id: str) -> bool:
+        return bool(first.get(run_id)["status"] == "Running")
+
     for run_id in (running, finished):
-        wait_for(lambda run_id=run_id: first.get(run_id)["status"] == "Running")
+        wait_for(partial(is_running, run_id))
     first.backend.close()  # the server goes away; the cluster carries on
     simulated_cluster.end_pod(namespace, pods_of(admin, namespace, finished)[0]["metadata"]["name"])
     (job,) = [j for j in objects(admin, "jobs", namespace, f"kubelab.io/experiment={deleted}")]
@@ -98,7 +121,12 @@ def test_restart_recovery_rebuilds_state(
 
 
 def test_logs_follow_until_the_end(
-    simulated_cluster, project_node, admin, lab: Experiments, namespace: str, home: Path
+    simulated_cluster: ControlPlane,
+    project_node: Callable[..., str],
+    admin: client.ApiClient,
+    lab: Experiments,
+    namespace: str,
+    home: Path,
 ) -> None:
     project_node()
     record = lab.submit({"command": ["python", "train.py"]}, base_dir=home)

@@ -5,10 +5,13 @@ KWOK serving the container log in the CRI format a kubelet writes)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
+from controlplane.cluster import ControlPlane
 from kube_support import pods_of, wait_for
+from kubernetes import client
 
 from kubelab.experiments import Experiments
 from kubelab.log_times import index_of
@@ -27,7 +30,12 @@ def stamped_lines(text: str) -> list[tuple[datetime, str]]:
 
 
 def test_live_and_archived_logs_carry_the_kubelets_times(
-    simulated_cluster, project_node, admin, lab: Experiments, namespace: str, home: Path
+    simulated_cluster: ControlPlane,
+    project_node: Callable[..., str],
+    admin: client.ApiClient,
+    lab: Experiments,
+    namespace: str,
+    home: Path,
 ) -> None:
     project_node()
     record = lab.submit({"command": ["python", "train.py"]}, base_dir=home)

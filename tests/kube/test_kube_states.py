@@ -3,14 +3,21 @@ them: the scheduler's own words for an unschedulable pod, exit codes, retries, e
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from controlplane.cluster import ControlPlane
 from kube_support import pods_of, wait_for
+from kubernetes import client
 
+from kubelab.backends.kubernetes.backend import KubernetesBackend
 from kubelab.experiments import Experiments
 
 
-def start(admin, lab: Experiments, namespace: str, home: Path, **fields) -> tuple[str, str]:
+def start(
+    admin: client.ApiClient, lab: Experiments, namespace: str, home: Path, **fields: Any
+) -> tuple[str, str]:
     spec = {
         "command": ["python", "train.py"],
         "resources": {"cpu": "1", "memory": "1Gi", "gpus": 1},
@@ -21,10 +28,12 @@ def start(admin, lab: Experiments, namespace: str, home: Path, **fields) -> tupl
     return run_id, pod["metadata"]["name"]
 
 
-def settle(lab: Experiments, run_id: str, state: str, contains: str = "", timeout: float = 60) -> dict:
+def settle(
+    lab: Experiments, run_id: str, state: str, contains: str = "", timeout: float = 60
+) -> dict[str, Any]:
     seen: list[tuple[str, str]] = []
 
-    def arrived() -> dict | None:
+    def arrived() -> dict[str, Any] | None:
         record = lab.get(run_id)
         seen.append((record["status"], record["reason"]))
         return record if record["status"] == state and contains in record["reason"] else None
@@ -35,7 +44,9 @@ def settle(lab: Experiments, run_id: str, state: str, contains: str = "", timeou
         raise AssertionError(f"{exc}; last seen {seen[-1]}") from None
 
 
-def test_unschedulable_shows_the_scheduler_message(project_node, admin, lab, namespace, home) -> None:
+def test_unschedulable_shows_the_scheduler_message(
+    project_node: Callable[..., str], admin: client.ApiClient, lab: Experiments, namespace: str, home: Path
+) -> None:
     project_node("cpu", cpu="8")
     project_node("cpu", cpu="8")
     run_id, pod = start(admin, lab, namespace, home)
@@ -46,14 +57,23 @@ def test_unschedulable_shows_the_scheduler_message(project_node, admin, lab, nam
     assert "didn't match Pod's node affinity/selector" in record["reason"]
 
 
-def test_image_pull_failure(project_node, admin, lab, namespace, home) -> None:
+def test_image_pull_failure(
+    project_node: Callable[..., str], admin: client.ApiClient, lab: Experiments, namespace: str, home: Path
+) -> None:
     project_node("gpu", gpus=2)
     run_id, pod = start(admin, lab, namespace, home, image="registry.example.org/unpullable/typo:1")
     record = settle(lab, run_id, "Pending", "cannot pull image")
     assert "registry.example.org/unpullable/typo:1" in record["reason"]
 
 
-def test_oom_killed(simulated_cluster, project_node, admin, lab, namespace, home) -> None:
+def test_oom_killed(
+    simulated_cluster: ControlPlane,
+    project_node: Callable[..., str],
+    admin: client.ApiClient,
+    lab: Experiments,
+    namespace: str,
+    home: Path,
+) -> None:
     project_node("gpu", gpus=2)
     run_id, pod = start(admin, lab, namespace, home)
     settle(lab, run_id, "Running")
@@ -63,7 +83,14 @@ def test_oom_killed(simulated_cluster, project_node, admin, lab, namespace, home
     assert record["exit_code"] == 137
 
 
-def test_exit_code_is_reported(simulated_cluster, project_node, admin, lab, namespace, home) -> None:
+def test_exit_code_is_reported(
+    simulated_cluster: ControlPlane,
+    project_node: Callable[..., str],
+    admin: client.ApiClient,
+    lab: Experiments,
+    namespace: str,
+    home: Path,
+) -> None:
     project_node("gpu", gpus=2)
     run_id, pod = start(admin, lab, namespace, home)
     settle(lab, run_id, "Running")
@@ -73,7 +100,12 @@ def test_exit_code_is_reported(simulated_cluster, project_node, admin, lab, name
 
 
 def test_failures_are_retried_up_to_retries(
-    simulated_cluster, project_node, admin, lab, namespace, home
+    simulated_cluster: ControlPlane,
+    project_node: Callable[..., str],
+    admin: client.ApiClient,
+    lab: Experiments,
+    namespace: str,
+    home: Path,
 ) -> None:
     project_node("gpu", gpus=2)
     run_id, first = start(admin, lab, namespace, home, retries=1)
@@ -93,7 +125,12 @@ def test_failures_are_retried_up_to_retries(
 
 
 def test_evicted_pods_are_retried_without_counting(
-    simulated_cluster, project_node, admin, lab, namespace, home
+    simulated_cluster: ControlPlane,
+    project_node: Callable[..., str],
+    admin: client.ApiClient,
+    lab: Experiments,
+    namespace: str,
+    home: Path,
 ) -> None:
     # The Job's podFailurePolicy ignores disruptions: with retries=0 an eviction still
     # gets a replacement pod, which the real Job controller proves here.
@@ -112,14 +149,23 @@ def test_evicted_pods_are_retried_without_counting(
     assert settle(lab, run_id, "Succeeded")["exit_code"] == 0
 
 
-def test_deadline_exceeded(project_node, admin, lab, namespace, home) -> None:
+def test_deadline_exceeded(
+    project_node: Callable[..., str], admin: client.ApiClient, lab: Experiments, namespace: str, home: Path
+) -> None:
     project_node("gpu", gpus=2)
     run_id, pod = start(admin, lab, namespace, home, timeout="1s")
     record = settle(lab, run_id, "Failed")
     assert record["reason"] == "timed out after 1s"
 
 
-def test_events_are_attached_to_the_experiment(project_node, admin, lab, namespace, home, backend) -> None:
+def test_events_are_attached_to_the_experiment(
+    project_node: Callable[..., str],
+    admin: client.ApiClient,
+    lab: Experiments,
+    namespace: str,
+    home: Path,
+    backend: KubernetesBackend,
+) -> None:
     project_node("gpu", gpus=2)
     run_id, pod = start(admin, lab, namespace, home)
     run = lab.run(run_id)
@@ -133,7 +179,12 @@ def test_events_are_attached_to_the_experiment(project_node, admin, lab, namespa
 
 
 def test_pod_failure_policy_fails_at_once_on_command_not_found(
-    simulated_cluster, project_node, admin, lab, namespace, home
+    simulated_cluster: ControlPlane,
+    project_node: Callable[..., str],
+    admin: client.ApiClient,
+    lab: Experiments,
+    namespace: str,
+    home: Path,
 ) -> None:
     # exit 127 (command not found) cannot get better on a retry: the Job's podFailurePolicy
     # makes the real Job controller fail the Job at once, whatever `retries` says
@@ -147,7 +198,12 @@ def test_pod_failure_policy_fails_at_once_on_command_not_found(
 
 
 def test_a_finished_job_removed_by_its_ttl_keeps_its_record(
-    simulated_cluster, project_node, admin, lab, namespace, home
+    simulated_cluster: ControlPlane,
+    project_node: Callable[..., str],
+    admin: client.ApiClient,
+    lab: Experiments,
+    namespace: str,
+    home: Path,
 ) -> None:
     from kube_support import objects
     from kubernetes import client

@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 from controlplane.build import ensure_built
+from controlplane.cluster import ControlPlane
+from controlplane.fixtures import RealCluster
+from kubernetes import client
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +31,7 @@ def run(kubectl: str, kubeconfig: Path, *args: str, stdin: str | None = None) ->
     return done.stdout
 
 
-def test_get_nodes_shows_the_simulated_fleet(simulated_cluster, kubectl: str) -> None:
+def test_get_nodes_shows_the_simulated_fleet(simulated_cluster: ControlPlane, kubectl: str) -> None:
     table = run(kubectl, simulated_cluster.kubeconfig, "get", "nodes", "-L", "gpu-type", "--no-headers")
     rows = {line.split()[0]: line.split() for line in table.splitlines()}
     assert {"a100-0", "a100-1", "t4-0", "t4-1", "cpu-0", "cpu-1"} <= set(rows)
@@ -36,7 +39,7 @@ def test_get_nodes_shows_the_simulated_fleet(simulated_cluster, kubectl: str) ->
 
 
 def test_auth_can_i_answers_for_a_notebook_token(
-    cluster, kubectl: str, tmp_path: Path, admin, namespace: str
+    cluster: ControlPlane | RealCluster, kubectl: str, tmp_path: Path, admin: client.ApiClient, namespace: str
 ) -> None:
     kubeconfig = cluster.write_kubeconfig(
         tmp_path / "nb", token=cluster.token_for(namespace, "notebook"), namespace=namespace
@@ -51,7 +54,9 @@ def test_auth_can_i_answers_for_a_notebook_token(
     assert denied.stdout.strip() == "no" and denied.returncode == 1
 
 
-def test_server_side_apply_and_explain(cluster, kubectl: str, namespace: str) -> None:
+def test_server_side_apply_and_explain(
+    cluster: ControlPlane | RealCluster, kubectl: str, namespace: str
+) -> None:
     manifest = (
         f"apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: settings, namespace: "
         f"{namespace}}}\ndata: {{lr: '0.1'}}\n"

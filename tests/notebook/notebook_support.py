@@ -6,6 +6,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import cast
 
 import nbformat
 from jupyter_server_process import JupyterServer
@@ -41,7 +42,7 @@ def run_notebook(
         resources={"metadata": {"path": str(server.root)}},
     )
     client.execute(env=kernel_env(server))  # passed on to the kernel manager's start_kernel
-    return nb
+    return cast(nbformat.NotebookNode, nb)
 
 
 def text_of(cell: nbformat.NotebookNode) -> str:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from IPython.core.error import UsageError
@@ -34,7 +36,7 @@ SCRIPT = textwrap.dedent('''\
 ''')
 
 
-def test_plain_ipython_without_a_server_prints_text(tmp_path):
+def test_plain_ipython_without_a_server_prints_text(tmp_path: Path) -> None:
     (tmp_path / "helpers.py").write_text(
         "from util.numbers import double\n\ndef scaled(x):\n    return double(x)\n"
     )
@@ -60,7 +62,7 @@ def test_plain_ipython_without_a_server_prints_text(tmp_path):
     assert "UsageError: %train: argument --gpus: must be 0 or more, not -3" in out
 
 
-def test_snapshot_finds_local_imports_transitively(tmp_path):
+def test_snapshot_finds_local_imports_transitively(tmp_path: Path) -> None:
     (tmp_path / "model.py").write_text("from . import nothing\nimport layers\nimport os\n")
     (tmp_path / "layers.py").write_text("X = 1\n")
     (tmp_path / "pkg").mkdir()
@@ -72,7 +74,7 @@ def test_snapshot_finds_local_imports_transitively(tmp_path):
     assert cell_code("print(1)\n", tmp_path) == {"source": "print(1)\n", "filename": "main.py"}
 
 
-def test_bootstrap_unpacks_the_modules_and_runs_the_cell(tmp_path):
+def test_bootstrap_unpacks_the_modules_and_runs_the_cell(tmp_path: Path) -> None:
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "helper.py").write_text("VALUE = 41\n")
     code = cell_code("import sys\nfrom helper import VALUE\nprint(VALUE + 1, __name__)\n", tmp_path / "src")
@@ -101,17 +103,23 @@ def test_bootstrap_unpacks_the_modules_and_runs_the_cell(tmp_path):
         ("--early-stop sometimes", "invalid choice: 'sometimes'"),
     ],
 )
-def test_option_errors_name_the_option(line, message):
+def test_option_errors_name_the_option(line: str, message: str) -> None:
     with pytest.raises(UsageError) as caught:
         options.train_parser().read(line)
     assert message in str(caught.value) and "usage: train" in str(caught.value)
 
 
-def test_tensorboard_options_need_exactly_one_target():
+def read(parser: options.MagicParser, line: str) -> argparse.Namespace:
+    args = parser.read(line)
+    assert args is not None
+    return args
+
+
+def test_tensorboard_options_need_exactly_one_target() -> None:
     parser = options.tensorboard_parser()
-    assert options.tensorboard_request(parser, parser.read("a b")) == {"experiments": ["a", "b"]}
-    assert options.tensorboard_request(parser, parser.read("--query 'status:failed'")) == {
+    assert options.tensorboard_request(parser, read(parser, "a b")) == {"experiments": ["a", "b"]}
+    assert options.tensorboard_request(parser, read(parser, "--query 'status:failed'")) == {
         "query": "status:failed"
     }
     with pytest.raises(UsageError, match="exactly one"):
-        options.tensorboard_request(parser, parser.read("a --project"))
+        options.tensorboard_request(parser, read(parser, "a --project"))

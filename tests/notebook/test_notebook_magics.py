@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import requests
+from jupyter_server_process import JupyterServer
 from notebook_support import run_notebook, text_of
 
 TRAIN_CELL = textwrap.dedent("""\
@@ -26,7 +27,7 @@ TRAIN_CELL = textwrap.dedent("""\
 """)
 
 
-def test_train_runs_to_success_with_metrics_and_tensorboard(server):
+def test_train_runs_to_success_with_metrics_and_tensorboard(server: JupyterServer) -> None:
     (server.root / "helpers.py").write_text("def schedule(step):\n    return 1.0 / (step + 1)\n")
     nb = run_notebook(
         server,
@@ -80,7 +81,7 @@ def test_train_runs_to_success_with_metrics_and_tensorboard(server):
     assert bad.status_code != 200 and "tensorboard-view" not in bad.headers.get("Location", "")
 
 
-def test_train_returns_at_once_with_a_live_widget_and_stop_ends_it(server):
+def test_train_returns_at_once_with_a_live_widget_and_stop_ends_it(server: JupyterServer) -> None:
     nb = run_notebook(
         server,
         [
@@ -119,7 +120,7 @@ REFUSALS = [
 ]
 
 
-def test_bad_input_is_refused_in_the_kernel_and_nothing_is_submitted(server):
+def test_bad_input_is_refused_in_the_kernel_and_nothing_is_submitted(server: JupyterServer) -> None:
     nb = run_notebook(server, ["%load_ext kubelab", *(cell for cell, _ in REFUSALS)], allow_errors=True)
     for (cell, expected), executed in zip(REFUSALS, nb.cells[1:], strict=True):
         shown = text_of(executed)
@@ -131,7 +132,7 @@ def test_bad_input_is_refused_in_the_kernel_and_nothing_is_submitted(server):
     assert server.get("tensorboards").json()["items"] == []
 
 
-def test_tensorboard_api_refusals(server):
+def test_tensorboard_api_refusals(server: JupyterServer) -> None:
     unknown = server.post("tensorboards", {"experiments": ["0123456789ab"]})
     assert unknown.status_code == 404
     assert unknown.json()["fields"] == [{"path": "experiments[0]", "reason": "no experiment '0123456789ab'"}]
@@ -155,7 +156,7 @@ SWEEP_CELL = textwrap.dedent("""\
 """)
 
 
-def test_sweep_runs_to_its_best_trial(server):
+def test_sweep_runs_to_its_best_trial(server: JupyterServer) -> None:
     probe = server.get("sweeps")
     if probe.status_code == 404 and "json" not in probe.headers.get("Content-Type", ""):
         pytest.skip("PENDING: the sweeps REST API (/kubelab/api/sweeps) is not in this checkout yet")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from jupyter_server_process import JupyterServer
 from notebook_support import run_notebook, text_of
 
 FLOW = {
@@ -39,7 +40,7 @@ FLOW = {
 }
 
 
-def test_pipeline_magic_shows_a_live_graph_and_waits(server):
+def test_pipeline_magic_shows_a_live_graph_and_waits(server: JupyterServer) -> None:
     (server.root / "flow.json").write_text(json.dumps(FLOW))
     (server.root / "cycle.json").write_text(
         json.dumps({"steps": [{"name": "a", "depends_on": ["a"], "experiment": {"command": "true"}}]})

@@ -8,24 +8,28 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
+from jupyter_server_process import JupyterServer
 from notebook_support import kill_if_alive, pid_alive, start_server, wait_gone
 
 from kubelab.experiments import Experiments
-from kubelab.tensorboard.supervisor import TensorBoardSupervisor, run_label, session_id
+from kubelab.tensorboard.session import run_label, session_id
+from kubelab.tensorboard.supervisor import TensorBoardSupervisor
 
 
-def experiment(home) -> str:
+def experiment(home: Path) -> str:
     lab = Experiments(home)
     record = lab.submit({"name": "tb", "command": ["python", "-c", "print(1)"]})
-    return record["id"]
+    return str(record["id"])
 
 
-def started_session(server) -> dict:
+def started_session(server: JupyterServer) -> dict[str, Any]:
     run_id = experiment(server.home)
-    session = server.post("tensorboards", {"experiments": [run_id]}).json()
+    session: dict[str, Any] = server.post("tensorboards", {"experiments": [run_id]}).json()
     served = server.page(session["url"], allow_redirects=True)  # through its capability URL
     assert served.status_code == 200  # it serves: the process is really up
     assert pid_alive(session["pid"])
@@ -33,8 +37,9 @@ def started_session(server) -> dict:
 
 
 @pytest.mark.parametrize("how", ["sigterm", "api-shutdown", "sigkill"])
-def test_no_tensorboard_survives_the_server(workspace, how):
+def test_no_tensorboard_survives_the_server(workspace: Path, how: str) -> None:
     server = start_server(workspace)
+    assert server.process is not None
     try:
         session = started_session(server)
         again = server.post("tensorboards", {"experiments": list(session["source"]["experiments"])})
@@ -54,7 +59,7 @@ def test_no_tensorboard_survives_the_server(workspace, how):
             kill_if_alive(session["pid"])
 
 
-def test_idle_session_restarts_for_a_returning_page_but_not_after_a_stop(workspace):
+def test_idle_session_restarts_for_a_returning_page_but_not_after_a_stop(workspace: Path) -> None:
     server = start_server(workspace, KUBELAB_TENSORBOARD_IDLE_TIMEOUT="1.5")
     try:
         session = started_session(server)
@@ -98,13 +103,14 @@ PARENT = textwrap.dedent("""\
 
 
 @pytest.mark.parametrize("where", ["main", "thread"])
-def test_tensorboard_ends_when_its_parent_is_killed(lab_home, where):
+def test_tensorboard_ends_when_its_parent_is_killed(lab_home: Path, where: str) -> None:
     parent = subprocess.Popen(
         [sys.executable, "-c", PARENT, where],
         stdout=subprocess.PIPE,
         text=True,
         env={**os.environ, "KUBELAB_HOME": str(lab_home)},
     )
+    assert parent.stdout is not None
     pid = int(parent.stdout.readline())
     try:
         assert pid_alive(pid)
@@ -116,12 +122,12 @@ def test_tensorboard_ends_when_its_parent_is_killed(lab_home, where):
 
 
 @pytest.fixture
-def lab_home(tmp_path, monkeypatch):
+def lab_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("KUBELAB_MACHINE_DIR", str(tmp_path / "machine"))
     return tmp_path / "home"
 
 
-def test_sessions_are_reused_by_logdir_set_and_replaced_when_a_sweep_grows(lab_home):
+def test_sessions_are_reused_by_logdir_set_and_replaced_when_a_sweep_grows(lab_home: Path) -> None:
     lab = Experiments(lab_home)
     ids = [lab.submit({"name": f"r{i}", "command": ["true"]})["id"] for i in range(2)]
     supervisor = TensorBoardSupervisor(lab, idle_timeout=60)
@@ -142,7 +148,7 @@ def test_sessions_are_reused_by_logdir_set_and_replaced_when_a_sweep_grows(lab_h
         supervisor.stop_all()
 
 
-def test_requests_that_name_nothing_are_refused(lab_home):
+def test_requests_that_name_nothing_are_refused(lab_home: Path) -> None:
     from kubelab.errors import NotFound, ValidationError
 
     supervisor = TensorBoardSupervisor(Experiments(lab_home))
@@ -164,13 +170,13 @@ def test_requests_that_name_nothing_are_refused(lab_home):
     assert supervisor.sessions == {}
 
 
-def test_run_labels_are_readable_and_safe_for_logdir_spec():
+def test_run_labels_are_readable_and_safe_for_logdir_spec() -> None:
     trial = {"id": "a", "sweep": "s1", "trial": 3, "params": {"lr": 0.01, "opt": "adam,w:1"}}
     assert run_label(trial) == "trial-3-lr=0.01-opt=adam_w_1"
     assert run_label({"id": "b", "name": "my run: v2"}) == "my_run_v2"
 
 
-def test_without_a_server_the_cli_prints_tensorboards_own_url_and_serves_there(lab_home):
+def test_without_a_server_the_cli_prints_tensorboards_own_url_and_serves_there(lab_home: Path) -> None:
     run_id = experiment(lab_home)
     env = {k: v for k, v in os.environ.items() if not k.startswith("KUBELAB_API_")}
     cli = subprocess.Popen(
@@ -180,6 +186,7 @@ def test_without_a_server_the_cli_prints_tensorboards_own_url_and_serves_there(l
         text=True,
         env={**env, "KUBELAB_HOME": str(lab_home)},
     )
+    assert cli.stdout is not None and cli.stderr is not None
     try:
         line = cli.stdout.readline()
         url = next(word for word in line.split() if word.startswith("http://127.0.0.1:"))
@@ -193,7 +200,7 @@ def test_without_a_server_the_cli_prints_tensorboards_own_url_and_serves_there(l
         assert cli.wait(30) == 0, cli.stderr.read()
 
 
-def test_a_tensorboard_that_cannot_start_answers_502_naming_why(workspace, tmp_path):
+def test_a_tensorboard_that_cannot_start_answers_502_naming_why(workspace: Path, tmp_path: Path) -> None:
     shadow = tmp_path / "shadow" / "tensorboard"  # first on the path of the server and its children
     shadow.mkdir(parents=True)
     (shadow / "__init__.py").write_text('raise ImportError("tensorboard is broken here (a test)")\n')

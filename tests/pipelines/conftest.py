@@ -3,6 +3,9 @@ workspace per test, the `Pipelines` service, and cleanup of every process a test
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 from driver_support import stop_leftovers
 
@@ -11,7 +14,7 @@ from kubelab.pipelines.service import Pipelines
 
 
 @pytest.fixture
-def pipeline_env(tmp_path, monkeypatch):
+def pipeline_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("KUBELAB_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("KUBELAB_MACHINE_DIR", str(tmp_path / "machine"))
     monkeypatch.setenv("KUBELAB_STOP_GRACE", "2")
@@ -32,5 +35,5 @@ def pipeline_env(tmp_path, monkeypatch):
 
 
 @pytest.fixture
-def pipelines(pipeline_env) -> Pipelines:
+def pipelines(pipeline_env: Path) -> Pipelines:
     return Pipelines(Experiments())

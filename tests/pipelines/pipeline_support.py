@@ -5,14 +5,21 @@ from __future__ import annotations
 
 import json
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import driver_support
 
 from kubelab.pipelines.service import Pipelines
 
 
-def wait_pipeline(pipelines: Pipelines, pipeline_id: str, timeout: float = 90.0, until=None) -> dict:
+def wait_pipeline(
+    pipelines: Pipelines,
+    pipeline_id: str,
+    timeout: float = 90.0,
+    until: Callable[[dict[str, Any]], bool] | None = None,
+) -> dict[str, Any]:
     """Poll until the pipeline is no longer Running (or `until(record)` holds); fail with the record."""
     return driver_support.wait_record(
         pipelines.record, pipelines.pipeline(pipeline_id), "pipeline", timeout, until

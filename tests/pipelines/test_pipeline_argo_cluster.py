@@ -19,12 +19,16 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import test_pipeline_cluster as worked_example
 import yaml
+from controlplane.cluster import ControlPlane
 from controlplane.crds import WORKFLOW_CRD
+from kubelab_testing import manifest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -67,13 +71,13 @@ SPEC = {
 
 
 @pytest.fixture
-def argo_served(simulated_cluster):
+def argo_served(simulated_cluster: ControlPlane) -> Iterator[None]:
     simulated_cluster.install_crd(WORKFLOW_CRD)
     yield
     simulated_cluster.remove_crd("workflows.argoproj.io")
 
 
-def workflow(admin, namespace: str, name: str) -> dict:
+def workflow(admin: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
     return client.CustomObjectsApi(admin).get_namespaced_custom_object(
         "argoproj.io", "v1alpha1", namespace, "workflows", name
     )
@@ -91,12 +95,12 @@ def start_step(pipeline_id: str, step: str) -> subprocess.Popen:
 
 
 def play(
-    simulated_cluster,
-    admin,
+    simulated_cluster: ControlPlane,
+    admin: client.ApiClient,
     namespace: str,
     home: Path,
     pipeline_id: str,
-    outcomes: dict[str, tuple[str, dict]],
+    outcomes: dict[str, tuple[str, dict[str, Any]]],
     wanted: int,
 ) -> None:
     """End `wanted` step pods (each step's pod as `outcomes[step]` says), all in one sweep once
@@ -131,8 +135,8 @@ def finish(process: subprocess.Popen, expect: int | None = None) -> tuple[int, s
 
 
 def test_a_pipeline_submitted_as_a_workflow_runs_step_by_step(
-    simulated_cluster, admin, on_cluster, argo_served
-):
+    simulated_cluster: ControlPlane, admin: client.ApiClient, on_cluster, argo_served: None
+) -> None:
     namespace, nb, work = on_cluster
     home = Path(nb.home)
     for script in ("prep.py", "train.py", "eval.py"):
@@ -170,11 +174,11 @@ def test_a_pipeline_submitted_as_a_workflow_runs_step_by_step(
     )
     core = client.CoreV1Api(admin)
     for step in ("prep", "train_a", "train_b", "evaluate"):
-        core.create_namespaced_pod(namespace, argo_workflow.task_pod(made, step), dry_run="All")
+        core.create_namespaced_pod(namespace, manifest(argo_workflow.task_pod(made, step)), dry_run="All")
     loose = argo_workflow.task_pod(made, "prep")
     loose["spec"]["containers"][0].pop("securityContext")
     with pytest.raises(ApiException) as refused:  # the level is enforced: the check can fail
-        core.create_namespaced_pod(namespace, loose, dry_run="All")
+        core.create_namespaced_pod(namespace, manifest(loose), dry_run="All")
     assert refused.value.status == 403 and "restricted" in refused.value.body
 
     # A task that runs before its dependencies succeeded waits (Argo never does this).
@@ -231,8 +235,8 @@ def test_a_pipeline_submitted_as_a_workflow_runs_step_by_step(
 
 
 def test_stop_terminates_the_workflow_and_resume_is_refused(
-    simulated_cluster, admin, on_cluster, argo_served
-):
+    simulated_cluster: ControlPlane, admin: client.ApiClient, on_cluster, argo_served: None
+) -> None:
     namespace, nb, work = on_cluster
     (work / "prep.py").write_text("# run by the container\n")
     pipelines = Pipelines(Experiments())
@@ -255,7 +259,7 @@ def test_stop_terminates_the_workflow_and_resume_is_refused(
     assert refused.value.fields[0].path == "engine" and "argo retry" in refused.value.fields[0].reason
 
 
-def test_a_schedule_of_an_argo_pipeline_is_refused_by_name(on_cluster, argo_served):
+def test_a_schedule_of_an_argo_pipeline_is_refused_by_name(on_cluster, argo_served: None) -> None:
     """A schedule's fire runs under an account that may not submit Workflows: refused up front."""
     namespace, nb, work = on_cluster
     (work / "prep.py").write_text("# run by the container\n")
@@ -266,7 +270,9 @@ def test_a_schedule_of_an_argo_pipeline_is_refused_by_name(on_cluster, argo_serv
     assert "engine: driver" in refused.value.fields[0].reason and schedules.all() == []
 
 
-def test_the_worked_example_runs_as_a_workflows_tasks(simulated_cluster, admin, on_cluster, argo_served):
+def test_the_worked_example_runs_as_a_workflows_tasks(
+    simulated_cluster: ControlPlane, admin: client.ApiClient, on_cluster, argo_served: None
+) -> None:
     """docs/pipelines.md's nightly example with `engine: argo`: the tune sweep's trials, then
     train with `{{ steps.tune.best.params.lr }}`, then evaluate, each step a task's command
     (run in order by a thread, as the controller would), the containers played as in

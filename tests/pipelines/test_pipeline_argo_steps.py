@@ -8,6 +8,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
+from typing import Any
 
 from kubelab.driver_store import write_json
 from kubelab.pipelines.spec import PipelineSpec
@@ -34,7 +36,7 @@ WRITER = textwrap.dedent("""
 """)
 
 
-def pipeline(tmp_path, steps: list[dict]) -> PipelineDirectory:
+def pipeline(tmp_path: Path, steps: list[dict[str, Any]]) -> PipelineDirectory:
     spec = PipelineSpec.parse({"name": "p", "engine": "argo", "steps": steps}, base_dir=tmp_path)
     folder = PipelineDirectory(tmp_path / "home" / "pipelines" / "0123456789ab")
     folder.path.mkdir(parents=True)
@@ -45,7 +47,7 @@ def pipeline(tmp_path, steps: list[dict]) -> PipelineDirectory:
     return folder
 
 
-def test_concurrent_steps_lose_no_write(tmp_path):
+def test_concurrent_steps_lose_no_write(tmp_path: Path) -> None:
     names = [f"s{i}" for i in range(8)]
     folder = pipeline(tmp_path, [{"name": n, "experiment": {"command": "true"}} for n in names])
     writers = [
@@ -59,7 +61,7 @@ def test_concurrent_steps_lose_no_write(tmp_path):
     assert state.status == "Succeeded" and state.reason == "8 steps succeeded"
 
 
-def test_a_step_failed_for_good_fails_its_dependants_and_ends_the_pipeline(tmp_path):
+def test_a_step_failed_for_good_fails_its_dependants_and_ends_the_pipeline(tmp_path: Path) -> None:
     folder = pipeline(
         tmp_path,
         [

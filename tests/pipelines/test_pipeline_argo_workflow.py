@@ -4,6 +4,8 @@ one DAG task per step, dependencies and retries from the spec, each task the sch
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from kubelab.backends.kubernetes import cronjob
@@ -29,13 +31,13 @@ STEPS = [
 ]
 
 
-def built() -> dict:
+def built() -> dict[str, Any]:
     objects = argo_workflow.build("0123456789ab", "nightly", STEPS, NB)
     assert [o["kind"] for o in objects] == ["ServiceAccount", "Role", "RoleBinding", "Workflow"]
     return objects[-1]
 
 
-def test_the_dag_has_one_task_per_step_with_its_dependencies():
+def test_the_dag_has_one_task_per_step_with_its_dependencies() -> None:
     workflow = built()
     assert workflow["apiVersion"] == "argoproj.io/v1alpha1"
     assert workflow["metadata"] == {
@@ -64,7 +66,7 @@ def test_the_dag_has_one_task_per_step_with_its_dependencies():
     assert templates["step-train-a"]["metadata"]["labels"]["kubelab.io/pipeline-step"] == "train_a"
 
 
-def test_each_task_is_the_schedules_pod_running_one_step():
+def test_each_task_is_the_schedules_pod_running_one_step() -> None:
     workflow = built()
     spec = workflow["spec"]
     pod = cronjob.pod_spec(NB, "main", [], argo_workflow.ACCOUNT)
@@ -86,7 +88,7 @@ def test_each_task_is_the_schedules_pod_running_one_step():
     assert task["containers"][0]["command"][-1] == "train_b" and task["volumes"] == NB.volumes
 
 
-def test_the_account_holds_a_subset_of_the_notebooks_rights():
+def test_the_account_holds_a_subset_of_the_notebooks_rights() -> None:
     account = argo_workflow.account(NB)
     role = account[1]
     assert role["rules"][:-1] == cronjob.RULES
@@ -100,7 +102,7 @@ def test_the_account_holds_a_subset_of_the_notebooks_rights():
     ]
 
 
-def test_a_notebook_without_image_or_home_is_refused_by_field():
+def test_a_notebook_without_image_or_home_is_refused_by_field() -> None:
     with pytest.raises(ValidationError) as refused:
         argo_workflow.build("0123456789ab", "x", STEPS, NotebookEnv(namespace="u", user="alice"))
     assert [f.path for f in refused.value.fields] == ["image", "KUBELAB_HOME"]

@@ -10,11 +10,14 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from controlplane.cluster import ControlPlane
+from kubelab_testing import manifest
 from kubernetes import client, config
 
 from kubelab.backends.kubernetes import cronjob
@@ -33,7 +36,7 @@ def user_namespace(admin: client.ApiClient) -> str:
     """A namespace as the spawner makes it: the notebook's ServiceAccount, Role and claims."""
     name = f"kl-{uuid.uuid4().hex[:8]}"
     core = client.CoreV1Api(admin)
-    core.create_namespace({"metadata": {"name": name}})
+    core.create_namespace(manifest({"metadata": {"name": name}}))
     for doc in yaml.safe_load_all(ROLE_FILE.read_text()):
         doc["metadata"]["namespace"] = name
         for subject in doc.get("subjects") or []:
@@ -44,25 +47,33 @@ def user_namespace(admin: client.ApiClient) -> str:
             else client.RbacAuthorizationV1Api(admin).create_namespaced_role_binding
         )
         create(name, doc)
-    core.create_namespaced_service_account(name, {"metadata": {"name": "notebook"}})
+    core.create_namespaced_service_account(name, manifest({"metadata": {"name": "notebook"}}))
     core.create_namespaced_persistent_volume_claim(
         name,
-        {
-            "metadata": {"name": "home-alice"},
-            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
-        },
+        manifest(
+            {
+                "metadata": {"name": "home-alice"},
+                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+            }
+        ),
     )
     return name
 
 
 @pytest.fixture
-def admin(kubeconfig: Path):
+def admin(kubeconfig: Path) -> Iterator[client.ApiClient]:
     with config.new_client_from_config(str(kubeconfig)) as api:
         yield api
 
 
 @pytest.fixture
-def on_cluster(simulated_cluster, make_node, admin, tmp_path, monkeypatch):
+def on_cluster(
+    simulated_cluster: ControlPlane,
+    make_node: Callable[..., str],
+    admin: client.ApiClient,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[tuple[str, NotebookEnv, Path]]:
     """The notebook's environment pointing at a fresh user namespace; (namespace, home, env)."""
     namespace = user_namespace(admin)
     make_node("pl", labels={PROJECT_LABEL: namespace})
@@ -99,12 +110,17 @@ def pods(admin: client.ApiClient, namespace: str, selector: str) -> list[Any]:
     return [
         p
         for p in client.CoreV1Api(admin).list_namespaced_pod(namespace, label_selector=selector).items
-        if not p.metadata.deletion_timestamp
+        if not (p.metadata and p.metadata.deletion_timestamp)
     ]
 
 
 def play_containers(
-    simulated_cluster, admin, namespace: str, home: Path, pipeline_id: str, pipelines: Pipelines
+    simulated_cluster: ControlPlane,
+    admin: client.ApiClient,
+    namespace: str,
+    home: Path,
+    pipeline_id: str,
+    pipelines: Pipelines,
 ) -> set[str]:
     """Until the pipeline ends: for each running pod, report what its script would, then end it."""
     ended: set[str] = set()
@@ -135,8 +151,11 @@ def play_containers(
     return ended
 
 
-def test_the_worked_example_runs_as_jobs_and_its_cronjob_fires(simulated_cluster, admin, on_cluster):
+def test_the_worked_example_runs_as_jobs_and_its_cronjob_fires(
+    simulated_cluster: ControlPlane, admin: client.ApiClient, on_cluster: tuple[str, NotebookEnv, Path]
+) -> None:
     namespace, nb, work = on_cluster
+    assert nb.home is not None
     home = Path(nb.home)
     spec = yaml.safe_load(DOCS.read_text().split("<!-- file: nightly.yml -->\n```yaml\n")[1].split("```")[0])
     pipelines = Pipelines(Experiments())
@@ -159,7 +178,9 @@ def test_the_worked_example_runs_as_jobs_and_its_cronjob_fires(simulated_cluster
         .list_namespaced_job(namespace, label_selector=f"kubelab.io/pipeline={record['id']}")
         .items
     )
-    steps = sorted(j.metadata.labels["kubelab.io/pipeline-step"] for j in jobs)
+    steps = sorted(
+        admin.sanitize_for_serialization(j)["metadata"]["labels"]["kubelab.io/pipeline-step"] for j in jobs
+    )
     assert steps == ["evaluate", "train", "tune", "tune", "tune"] and len(ended) == 5  # each once
 
     # The nightly schedule on the cluster, created with the notebook's token: a CronJob (every
@@ -178,7 +199,8 @@ def test_the_worked_example_runs_as_jobs_and_its_cronjob_fires(simulated_cluster
     simulated_cluster.end_pod(namespace, fired[0].metadata.name, "Succeeded")
     batch = client.BatchV1Api(admin)
     while not any(
-        j.status.succeeded for j in batch.list_namespaced_job(namespace, label_selector=selector).items
+        j.status and j.status.succeeded
+        for j in batch.list_namespaced_job(namespace, label_selector=selector).items
     ):
         assert time.monotonic() < deadline + 60, "the CronJob's Job did not complete"
         time.sleep(0.5)

@@ -20,7 +20,7 @@ def doc_files() -> dict[str, str]:
     return dict(found)
 
 
-def kubelab(*args: str) -> subprocess.CompletedProcess:
+def kubelab(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "kubelab.cli", *args],
         capture_output=True,
@@ -30,7 +30,7 @@ def kubelab(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_the_worked_example_runs_as_documented(pipeline_env):
+def test_the_worked_example_runs_as_documented(pipeline_env: Path) -> None:
     files = doc_files()
     assert set(files) == {"tune.py", "train.py", "evaluate.py", "nightly.yml"}
     for name, text in files.items():
@@ -62,7 +62,7 @@ def test_the_worked_example_runs_as_documented(pipeline_env):
     assert kubelab("schedule", "rm", schedule["id"]).returncode == 0
 
 
-def test_cli_refusals_name_the_field(pipeline_env):
+def test_cli_refusals_name_the_field(pipeline_env: Path) -> None:
     (pipeline_env / "cycle.yml").write_text(
         json.dumps(
             {

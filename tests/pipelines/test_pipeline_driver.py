@@ -7,11 +7,14 @@ Steps are ordinary experiments and sweeps run by the local runner: tiny Python s
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 from pipeline_support import step_runs, step_sweeps, wait_driver_gone, wait_pipeline, write_script
 
 from kubelab.errors import Conflict, ValidationError
+from kubelab.pipelines.service import Pipelines
 
 TRAIN = """
     import json, os, kubelab
@@ -33,7 +36,7 @@ WAITS = """
 """
 
 
-def grid_sweep(values: list, command: list[str], **more) -> dict:
+def grid_sweep(values: list[Any], command: list[str], **more: Any) -> dict[str, Any]:
     """A sweep step's body: every value of `x` in turn, each trial reporting the metric `m`."""
     space = {"x": {"_type": "choice", "_value": values}}
     trial = {"command": command}
@@ -47,7 +50,9 @@ def grid_sweep(values: list, command: list[str], **more) -> dict:
     }
 
 
-def killed_then_restarted(pipelines, monkeypatch, crash: str, spec: dict) -> dict:
+def killed_then_restarted(
+    pipelines: Pipelines, monkeypatch: pytest.MonkeyPatch, crash: str, spec: dict[str, Any]
+) -> dict[str, Any]:
     """Run `spec` with its driver made to die at `crash`, start it again once it died, and
     wait for the pipeline to succeed."""
     monkeypatch.setenv("KUBELAB_PIPELINE_CRASH", crash)
@@ -64,7 +69,9 @@ def killed_then_restarted(pipelines, monkeypatch, crash: str, spec: dict) -> dic
     return done
 
 
-def stopped_once_started(pipelines, pipeline_env, steps: list[dict]) -> dict:
+def stopped_once_started(
+    pipelines: Pipelines, pipeline_env: Path, steps: list[dict[str, Any]]
+) -> dict[str, Any]:
     """Create the pipeline, and stop it once a step running `waits.py` has started."""
     write_script(pipeline_env, "waits.py", WAITS)
     record = pipelines.create({"steps": steps})
@@ -74,7 +81,7 @@ def stopped_once_started(pipelines, pipeline_env, steps: list[dict]) -> dict:
     return stopped
 
 
-def worked_example() -> dict:
+def worked_example() -> dict[str, Any]:
     return {
         "name": "tune-train-eval",
         "params": {"bonus": 1},
@@ -116,7 +123,7 @@ def worked_example() -> dict:
     }
 
 
-def test_the_worked_example_passes_results_between_steps(pipelines, pipeline_env):
+def test_the_worked_example_passes_results_between_steps(pipelines: Pipelines, pipeline_env: Path) -> None:
     write_script(pipeline_env, "train.py", TRAIN)
     write_script(pipeline_env, "eval.py", EVAL)
     record = pipelines.create(worked_example())
@@ -137,7 +144,7 @@ def test_the_worked_example_passes_results_between_steps(pipelines, pipeline_env
     assert sweep == {"tune": [done["steps"][0]["id"]]}
 
 
-def test_failures_fail_dependants_and_retries_run_again(pipelines, pipeline_env):
+def test_failures_fail_dependants_and_retries_run_again(pipelines: Pipelines, pipeline_env: Path) -> None:
     write_script(
         pipeline_env,
         "flaky.py",
@@ -174,7 +181,7 @@ def test_failures_fail_dependants_and_retries_run_again(pipelines, pipeline_env)
     assert "failed steps: broken" in done["reason"]
 
 
-def chain() -> dict:
+def chain() -> dict[str, Any]:
     step = {"command": ["python", "-c", "import kubelab; kubelab.report(v=1)"]}
     return {
         "steps": [
@@ -199,13 +206,17 @@ def chain() -> dict:
 
 @pytest.mark.parametrize("point", ["before-submit", "after-submit", "after-end"])
 @pytest.mark.parametrize("count", [1, 2, 3])
-def test_driver_killed_at_each_step_boundary_loses_and_repeats_nothing(pipelines, monkeypatch, point, count):
+def test_driver_killed_at_each_step_boundary_loses_and_repeats_nothing(
+    pipelines: Pipelines, monkeypatch: pytest.MonkeyPatch, point: str, count: int
+) -> None:
     done = killed_then_restarted(pipelines, monkeypatch, f"{point}:{count}", chain())
     assert pipelines.lab.get(done["steps"][1]["id"])["metrics"] == {"v": 2.0}
 
 
 @pytest.mark.parametrize("point", ["before-submit", "after-submit", "after-end"])
-def test_a_sweep_step_is_adopted_after_a_kill_not_started_again(pipelines, monkeypatch, point):
+def test_a_sweep_step_is_adopted_after_a_kill_not_started_again(
+    pipelines: Pipelines, monkeypatch: pytest.MonkeyPatch, point: str
+) -> None:
     report_x = ["python", "-c", "import kubelab; kubelab.report(m=kubelab.params()['x'])"]
     use_best = ["python", "-c", "import sys; assert sys.argv[1] == '1'", "{{ steps.tune.best.params.x }}"]
     spec = {
@@ -217,7 +228,7 @@ def test_a_sweep_step_is_adopted_after_a_kill_not_started_again(pipelines, monke
     killed_then_restarted(pipelines, monkeypatch, f"{point}:1", spec)
 
 
-def test_stop_then_resume_restarts_only_what_did_not_finish(pipelines, pipeline_env):
+def test_stop_then_resume_restarts_only_what_did_not_finish(pipelines: Pipelines, pipeline_env: Path) -> None:
     noop = {"command": ["python", "-c", "pass"]}
     stopped = stopped_once_started(
         pipelines,
@@ -243,7 +254,7 @@ def test_stop_then_resume_restarts_only_what_did_not_finish(pipelines, pipeline_
         pipelines.resume(pipeline_id)
 
 
-def test_cache_reuses_a_step_whose_inputs_did_not_change(pipelines, pipeline_env):
+def test_cache_reuses_a_step_whose_inputs_did_not_change(pipelines: Pipelines, pipeline_env: Path) -> None:
     prep, use = pipeline_env / "prep", pipeline_env / "use"
     prep.mkdir()
     use.mkdir()
@@ -277,7 +288,7 @@ def test_cache_reuses_a_step_whose_inputs_did_not_change(pipelines, pipeline_env
         ],
     }
 
-    def run(**params) -> dict:
+    def run(**params: Any) -> dict[str, Any]:
         done = wait_pipeline(pipelines, pipelines.create(spec, params=params)["id"])
         assert done["status"] == "Succeeded", done
         return done
@@ -300,7 +311,7 @@ def test_cache_reuses_a_step_whose_inputs_did_not_change(pipelines, pipeline_env
     assert pipelines.lab.get(changed["steps"][0]["id"])["metrics"] == {"rows": 2}
 
 
-def test_a_missing_result_fails_the_step_with_the_reason(pipelines):
+def test_a_missing_result_fails_the_step_with_the_reason(pipelines: Pipelines) -> None:
     record = pipelines.create(
         {
             "steps": [
@@ -377,7 +388,9 @@ BAD = [
 
 
 @pytest.mark.parametrize(("data", "path", "reason"), BAD)
-def test_bad_pipelines_are_refused_naming_the_step_and_field(pipelines, data, path, reason):
+def test_bad_pipelines_are_refused_naming_the_step_and_field(
+    pipelines: Pipelines, data: dict[str, Any], path: str, reason: str
+) -> None:
     with pytest.raises(ValidationError) as caught:
         pipelines.create(data)
     assert any(f.path == path and reason in f.reason for f in caught.value.fields), caught.value.fields
@@ -386,7 +399,7 @@ def test_bad_pipelines_are_refused_naming_the_step_and_field(pipelines, data, pa
     assert not list((home / "runs").iterdir())
 
 
-def test_unknown_params_are_refused(pipelines):
+def test_unknown_params_are_refused(pipelines: Pipelines) -> None:
     with pytest.raises(ValidationError, match="params.epoch: is not a pipeline param; did you mean 'epochs'"):
         pipelines.create(
             {"params": {"epochs": 1}, "steps": [{"name": "a", "experiment": {"command": "x"}}]},
@@ -394,7 +407,7 @@ def test_unknown_params_are_refused(pipelines):
         )
 
 
-def test_steps_from_files(pipelines, pipeline_env):
+def test_steps_from_files(pipelines: Pipelines, pipeline_env: Path) -> None:
     (pipeline_env / "step.yml").write_text(json.dumps({"command": ["python", "-c", "pass"]}))
     sweep = grid_sweep([1], ["python", "-c", "import kubelab; kubelab.report(m=1)"])
     (pipeline_env / "sweep.yml").write_text(json.dumps(sweep))
@@ -411,7 +424,7 @@ def test_steps_from_files(pipelines, pipeline_env):
     assert [s["kind"] for s in done["steps"]] == ["experiment", "sweep"]
 
 
-def test_stopping_a_pipeline_stops_its_running_sweep(pipelines, pipeline_env):
+def test_stopping_a_pipeline_stops_its_running_sweep(pipelines: Pipelines, pipeline_env: Path) -> None:
     tune = grid_sweep([1, 2], ["python", "waits.py"])
     stopped = stopped_once_started(pipelines, pipeline_env, [{"name": "tune", "sweep": tune}])
     step = stopped["steps"][0]
@@ -422,7 +435,7 @@ def test_stopping_a_pipeline_stops_its_running_sweep(pipelines, pipeline_env):
     assert all(r["status"] == "Stopped" for r in pipelines.lab.list(f"sweep:{step['id']}")[0])
 
 
-def test_a_value_is_rendered_once_so_its_quoting_holds(pipelines, pipeline_env):
+def test_a_value_is_rendered_once_so_its_quoting_holds(pipelines: Pipelines, pipeline_env: Path) -> None:
     """A pipeline value inside a command string is quoted for the shell; the step's own render
     must not read a template in it, or `{{ note }}` would be replaced by note's value inside the
     first quotes and the shell would run what note holds."""

@@ -7,9 +7,12 @@ Role does not allow them is refused naming the object, and nothing is left behin
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
+from controlplane.cluster import ControlPlane
 from controlplane.crds import WORKFLOW_CRD
+from kubelab_testing import manifest
 from kubernetes import client, config
 
 from kubelab.backends.kubernetes.backend import KubernetesBackend
@@ -33,17 +36,19 @@ def refusal(pipelines: Pipelines) -> str:
     return refused.value.fields[0].reason
 
 
-def test_on_one_machine_argo_is_refused(pipelines):
+def test_on_one_machine_argo_is_refused(pipelines: Pipelines) -> None:
     assert "needs the Kubernetes backend" in refusal(pipelines)
 
 
 @pytest.mark.cluster
-def test_argo_is_refused_by_what_discovery_finds(simulated_cluster, kubeconfig, pipeline_env, tmp_path):
+def test_argo_is_refused_by_what_discovery_finds(
+    simulated_cluster: ControlPlane, kubeconfig: Path, pipeline_env: Path, tmp_path: Path
+) -> None:
     namespace = "argo-" + str(int(time.time() * 1000))[-8:]
     with config.new_client_from_config(str(kubeconfig)) as admin:
-        client.CoreV1Api(admin).create_namespace({"metadata": {"name": namespace}})
+        client.CoreV1Api(admin).create_namespace(manifest({"metadata": {"name": namespace}}))
         client.CoreV1Api(admin).create_namespaced_service_account(
-            namespace, {"metadata": {"name": "notebook"}}
+            namespace, manifest({"metadata": {"name": "notebook"}})
         )
     try:
         token = simulated_cluster.token_for(namespace, "notebook")  # discovery needs no Role

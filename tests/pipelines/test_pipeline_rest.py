@@ -8,6 +8,9 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -21,7 +24,7 @@ from kubelab.pipelines.service import Pipelines
 OK = {"command": ["python", "-c", "import kubelab; kubelab.report(acc=0.9)"]}
 
 
-def two_steps() -> dict:
+def two_steps() -> dict[str, Any]:
     return {
         "name": "rest",
         "params": {"n": 1},
@@ -45,7 +48,7 @@ def two_steps() -> dict:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
     base = tmp_path_factory.mktemp("rest")
     env = {
         "KUBELAB_MACHINE_DIR": str(base / "machine"),
@@ -59,22 +62,23 @@ def server(tmp_path_factory):
         stop_leftovers(base / "home")
 
 
-def wait_done(server: JupyterServer, pipeline_id: str, timeout: float = 90.0) -> dict:
+def wait_done(server: JupyterServer, pipeline_id: str, timeout: float = 90.0) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
-    record: dict = {}
+    record: dict[str, Any] = {}
     while time.monotonic() < deadline:
         record = next(r for r in server.get("pipelines").json()["items"] if r["id"] == pipeline_id)
         if record["status"] != "Running":
-            return server.get(f"pipelines/{pipeline_id}").json()
+            full: dict[str, Any] = server.get(f"pipelines/{pipeline_id}").json()
+            return full
         time.sleep(0.1)
     raise AssertionError(record)
 
 
 class EventReader(threading.Thread):
-    def __init__(self, server: JupyterServer):
+    def __init__(self, server: JupyterServer) -> None:
         super().__init__(daemon=True)
         self.response = requests.get(server.api + "events", headers=server.headers, stream=True, timeout=60)
-        self.pipelines: list[dict] = []
+        self.pipelines: list[dict[str, Any]] = []
 
     def run(self) -> None:
         kind = None
@@ -88,7 +92,7 @@ class EventReader(threading.Thread):
             return
 
 
-def test_create_list_get_with_events_and_openapi(server):
+def test_create_list_get_with_events_and_openapi(server: JupyterServer) -> None:
     events = EventReader(server)
     events.start()
     made = server.post("pipelines", {"spec": two_steps(), "params": {"n": 2}})
@@ -119,7 +123,7 @@ def test_create_list_get_with_events_and_openapi(server):
         assert "/kubelab/api/" + path in paths, path
 
 
-def test_a_spec_file_stop_resume_and_schedules(server):
+def test_a_spec_file_stop_resume_and_schedules(server: JupyterServer) -> None:
     (server.root / "flows").mkdir(exist_ok=True)
     (server.root / "flows" / "wait.py").write_text(
         "import os, time\nwhile not os.path.exists('go'):\n    time.sleep(0.05)\n"
@@ -150,7 +154,7 @@ def test_a_spec_file_stop_resume_and_schedules(server):
     assert server.get("schedules").json()["items"] == []
 
 
-def test_errors_name_the_field_and_create_nothing(server):
+def test_errors_name_the_field_and_create_nothing(server: JupyterServer) -> None:
     before = server.get("pipelines").json()["items"]
     cycle = server.post(
         "pipelines", {"spec": {"steps": [{"name": "a", "depends_on": ["a"], "experiment": OK}]}}
@@ -174,7 +178,7 @@ def test_errors_name_the_field_and_create_nothing(server):
     assert requests.post(server.api + "schedules", timeout=30, json={}).status_code == 403
 
 
-def test_a_server_restarts_a_dead_pipeline_driver(tmp_path):
+def test_a_server_restarts_a_dead_pipeline_driver(tmp_path: Path) -> None:
     home, root = tmp_path / "home", tmp_path / "workspace"
     env = {"KUBELAB_MACHINE_DIR": str(tmp_path / "machine"), "KUBELAB_PIPELINE_CRASH": "after-submit:1"}
     try:
@@ -182,6 +186,7 @@ def test_a_server_restarts_a_dead_pipeline_driver(tmp_path):
             pipeline_id = first.post("pipelines", {"spec": two_steps(), "params": {"n": 2}}).json()["id"]
             pipelines = Pipelines(Experiments(home))
             wait_driver_gone(pipelines, pipeline_id)  # the driver died right after its first submit
+            assert first.process is not None
             first.process.send_signal(signal.SIGKILL)
             first.process.wait()
         env["KUBELAB_PIPELINE_CRASH"] = ""
@@ -211,7 +216,7 @@ ENDPOINTS = [
 
 
 @pytest.mark.parametrize(("method", "path"), ENDPOINTS)
-def test_every_endpoint_requires_authentication(server, method, path):
+def test_every_endpoint_requires_authentication(server: JupyterServer, method: str, path: str) -> None:
     for headers in ({}, {"Authorization": "token wrong"}):
         response = requests.request(method, server.api + path, timeout=10, json={}, headers=headers)
         assert response.status_code in (401, 403), (method, path, response.status_code)

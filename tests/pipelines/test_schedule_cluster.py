@@ -12,12 +12,16 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from controlplane.cluster import ControlPlane
+from controlplane.fixtures import RealCluster
 from controlplane.objects import create_renamed, delete_namespaces
+from kubelab_testing import manifest
 from kubernetes import client, config
 
 from kubelab.backends.kubernetes import cronjob
@@ -30,7 +34,7 @@ NODE_LABEL = "lab.example.org/schedules"
 
 
 @pytest.fixture
-def user_namespace(kubeconfig: Path, monkeypatch) -> Any:
+def user_namespace(kubeconfig: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     """A namespace as the spawner prepares it (its Role from notebook-role.yaml), enforcing the
     `restricted` Pod Security level."""
     monkeypatch.delenv("KUBELAB_HUB_AUTH", raising=False)
@@ -48,20 +52,25 @@ def user_namespace(kubeconfig: Path, monkeypatch) -> Any:
 
 
 @pytest.fixture
-def admin(kubeconfig: Path):
+def admin(kubeconfig: Path) -> Iterator[client.ApiClient]:
     with config.new_client_from_config(str(kubeconfig)) as api:
         yield api
 
 
-def notebook_kubeconfig(cluster, namespace: str, path: Path) -> Path:
+def notebook_kubeconfig(cluster: ControlPlane | RealCluster, namespace: str, path: Path) -> Path:
     return cluster.write_kubeconfig(
         path, token=cluster.token_for(namespace, NOTEBOOK_ACCOUNT), namespace=namespace
     )
 
 
 def test_a_schedule_is_a_cronjob_that_fires_pauses_and_goes(
-    cluster, simulated_cluster, make_node, admin, user_namespace, tmp_path
-):
+    cluster: ControlPlane | RealCluster,
+    simulated_cluster: ControlPlane,
+    make_node: Callable[..., str],
+    admin: client.ApiClient,
+    user_namespace: Any,
+    tmp_path: Path,
+) -> None:
     namespace = user_namespace
     make_node("sched", labels={NODE_LABEL: namespace})
     nb = NotebookEnv(
@@ -183,12 +192,12 @@ ESCALATIONS = {
 
 
 def test_a_notebook_token_cannot_escalate_through_roles_and_bindings(
-    cluster, admin, user_namespace, tmp_path
-):
+    cluster: ControlPlane | RealCluster, admin: client.ApiClient, user_namespace: Any, tmp_path: Path
+) -> None:
     namespace = user_namespace
     rbac_admin = client.RbacAuthorizationV1Api(admin)
     rbac_admin.create_namespaced_role(
-        namespace, {"metadata": {"name": "secret-reader"}, "rules": [ESCALATIONS["secrets"]]}
+        namespace, manifest({"metadata": {"name": "secret-reader"}, "rules": [ESCALATIONS["secrets"]]})
     )
     subject = [{"kind": "ServiceAccount", "name": NOTEBOOK_ACCOUNT, "namespace": namespace}]
 
@@ -202,13 +211,15 @@ def test_a_notebook_token_cannot_escalate_through_roles_and_bindings(
     with config.new_client_from_config(str(notebook_kubeconfig(cluster, namespace, tmp_path / "nb"))) as api:
         rbac = client.RbacAuthorizationV1Api(api)
         # What scheduling needs is allowed: a Role within the notebook's rights, bound.
-        rbac.create_namespaced_role(namespace, {"metadata": {"name": "within"}, "rules": cronjob.RULES})
-        rbac.create_namespaced_role_binding(namespace, binding("within", "Role", "within"))
+        rbac.create_namespaced_role(
+            namespace, manifest({"metadata": {"name": "within"}, "rules": cronjob.RULES})
+        )
+        rbac.create_namespaced_role_binding(namespace, manifest(binding("within", "Role", "within")))
         refused: dict[str, str] = {}
         for name, rule in ESCALATIONS.items():
             with pytest.raises(client.ApiException) as caught:
                 rbac.create_namespaced_role(
-                    namespace, {"metadata": {"name": name.replace("/", "-")}, "rules": [rule]}
+                    namespace, manifest({"metadata": {"name": name.replace("/", "-")}, "rules": [rule]})
                 )
             refused[f"Role granting {name}"] = caught.value.body
         for kind, role in (
@@ -217,7 +228,7 @@ def test_a_notebook_token_cannot_escalate_through_roles_and_bindings(
             ("ClusterRole", "cluster-admin"),
         ):
             with pytest.raises(client.ApiException) as caught:
-                rbac.create_namespaced_role_binding(namespace, binding(f"to-{role}", kind, role))
+                rbac.create_namespaced_role_binding(namespace, manifest(binding(f"to-{role}", kind, role)))
             refused[f"binding {kind} {role}"] = caught.value.body
     assert len(refused) == 6
     for what, body in refused.items():

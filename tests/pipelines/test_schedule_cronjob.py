@@ -10,6 +10,7 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import kubernetes_validate
 import pytest
@@ -21,7 +22,7 @@ from kubelab.errors import ValidationError
 from kubelab.experiments import Experiments
 from kubelab.schedules.scheduler import fire_once
 from kubelab.schedules.service import Schedules
-from kubelab.schedules.spec import parse_schedule
+from kubelab.schedules.spec import Schedule, parse_schedule
 
 ROLE_FILE = Path(__file__).resolve().parents[2] / "hub_config" / "rbac" / "notebook-role.yaml"
 NB = NotebookEnv(
@@ -38,16 +39,16 @@ NB = NotebookEnv(
 )
 
 
-def schedule(**fields):
+def schedule(**fields: Any) -> Schedule:
     parsed, errors = parse_schedule({"cron": "0 2 * * *", "timezone": "Europe/Berlin", **fields})
-    assert not errors
+    assert not errors and parsed is not None
     return parsed
 
 
 @pytest.mark.parametrize(
     ("concurrency", "policy"), [("forbid", "Forbid"), ("allow", "Allow"), ("replace", "Replace")]
 )
-def test_the_cronjob_and_its_service_account(concurrency, policy):
+def test_the_cronjob_and_its_service_account(concurrency: str, policy: str) -> None:
     objects = cronjob.build(
         "1m8abcdefghk", "Nightly Tune & Train!", schedule(concurrency=concurrency), True, NB
     )
@@ -102,13 +103,13 @@ def test_the_cronjob_and_its_service_account(concurrency, policy):
     assert name == "nightly-tune-train-1m8abcdefghk" and len(name) <= 52
 
 
-def test_what_a_cronjob_cannot_express_is_refused_by_field():
+def test_what_a_cronjob_cannot_express_is_refused_by_field() -> None:
     with pytest.raises(ValidationError) as caught:
         cronjob.build("1m8abcdefghk", "x", schedule(cron="*/10 * * * * *"), False, NotebookEnv())
     assert [f.path for f in caught.value.fields] == ["schedule.cron", "image", "namespace", "KUBELAB_HOME"]
 
 
-def test_fire_honours_paused_bounds_and_concurrency(pipeline_env):
+def test_fire_honours_paused_bounds_and_concurrency(pipeline_env: Path) -> None:
     (pipeline_env / "job.py").write_text(
         "import os, time\nwhile not os.path.exists('go'):\n    time.sleep(0.05)\n"
     )
@@ -131,7 +132,9 @@ def test_fire_honours_paused_bounds_and_concurrency(pipeline_env):
     assert [f["state"] for f in schedules.list()[0]["fires"]] == ["started", "skipped", "skipped", "skipped"]
 
 
-def test_schedule_fire_follows_a_pipeline_to_its_end_and_render_prints_the_cronjob(pipeline_env):
+def test_schedule_fire_follows_a_pipeline_to_its_end_and_render_prints_the_cronjob(
+    pipeline_env: Path,
+) -> None:
     (pipeline_env / "flow.json").write_text(
         json.dumps(
             {
@@ -179,7 +182,7 @@ def test_schedule_fire_follows_a_pipeline_to_its_end_and_render_prints_the_cronj
     assert [o["kind"] for o in json.loads(rendered.stdout)][-1] == "CronJob"
 
 
-def test_a_pipeline_steps_jobs_carry_its_labels():
+def test_a_pipeline_steps_jobs_carry_its_labels() -> None:
     from kubelab.backends.kubernetes import builders
     from kubelab.spec import ExperimentSpec
 

@@ -11,6 +11,8 @@ import subprocess
 import sys
 import time
 from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
 
 import pytest
 from pipeline_support import write_script
@@ -28,7 +30,7 @@ def at(text: str) -> float:
     return datetime.fromisoformat(text).replace(tzinfo=timezone.utc).timestamp()
 
 
-def test_fire_times_follow_cron_time_zone_and_bounds():
+def test_fire_times_follow_cron_time_zone_and_bounds() -> None:
     schedule, errors = parse_schedule(
         {"cron": "0 2 * * *", "timezone": "Europe/Berlin", "end": "2026-03-03T00:00:00Z"}
     )
@@ -45,6 +47,7 @@ def test_fire_times_follow_cron_time_zone_and_bounds():
     week = due(every_second, 0.0, at("2026-03-10T00:00:00"), limit=3)  # no walk through the missed
     assert week == [at("2026-03-09T23:59:58"), at("2026-03-09T23:59:59"), at("2026-03-10T00:00:00")]
     summer, _ = parse_schedule({"cron": "0 2 * * *", "timezone": "Europe/Berlin"})
+    assert summer is not None
     assert summer.next_after(at("2026-07-01T12:00:00")) == at("2026-07-02T00:00:00")  # CEST
 
 
@@ -63,7 +66,9 @@ def test_fire_times_follow_cron_time_zone_and_bounds():
         ({"timezone": "UTC"}, "schedule.cron", "is required"),
     ],
 )
-def test_bad_schedules_are_refused_and_nothing_is_created(pipeline_env, data, path, reason):
+def test_bad_schedules_are_refused_and_nothing_is_created(
+    pipeline_env: Path, data: dict[str, Any], path: str, reason: str
+) -> None:
     schedules = Schedules(Experiments())
     with pytest.raises(ValidationError) as caught:
         schedules.create(None, {"command": ["true"], "schedule": data}, start_scheduler=False)
@@ -71,7 +76,7 @@ def test_bad_schedules_are_refused_and_nothing_is_created(pipeline_env, data, pa
     assert schedules.list() == []
 
 
-def test_a_schedule_refuses_a_bad_spec_up_front(pipeline_env):
+def test_a_schedule_refuses_a_bad_spec_up_front(pipeline_env: Path) -> None:
     with pytest.raises(ValidationError) as caught:
         Schedules(Experiments()).create(
             None,
@@ -85,14 +90,14 @@ def test_a_schedule_refuses_a_bad_spec_up_front(pipeline_env):
 
 
 class Clock:
-    def __init__(self, now: float):
+    def __init__(self, now: float) -> None:
         self.now = now
 
     def __call__(self) -> float:
         return self.now
 
 
-def scheduled(pipeline_env, concurrency: str, script: str = "pass") -> tuple[Scheduler, Clock, str]:
+def scheduled(pipeline_env: Path, concurrency: str, script: str = "pass") -> tuple[Scheduler, Clock, str]:
     write_script(pipeline_env, "job.py", script)
     lab = Experiments()
     record = Schedules(lab).create(
@@ -115,7 +120,7 @@ def wait_ended(lab: Experiments, run_id: str) -> None:
         time.sleep(0.05)
 
 
-def test_allow_catches_up_every_missed_fire(pipeline_env):
+def test_allow_catches_up_every_missed_fire(pipeline_env: Path) -> None:
     scheduler, clock, _ = scheduled(pipeline_env, "allow")
     assert scheduler.tick() == []  # nothing due yet
     clock.now += 3 * DAY  # three nights of downtime
@@ -130,7 +135,7 @@ def test_allow_catches_up_every_missed_fire(pipeline_env):
     assert scheduler.tick() == []  # each fire once
 
 
-def test_forbid_catches_up_once_and_skips_while_the_last_runs(pipeline_env):
+def test_forbid_catches_up_once_and_skips_while_the_last_runs(pipeline_env: Path) -> None:
     scheduler, clock, schedule_id = scheduled(
         pipeline_env,
         "forbid",
@@ -154,7 +159,7 @@ def test_forbid_catches_up_once_and_skips_while_the_last_runs(pipeline_env):
     assert [f["state"] for f in history] == ["started", "skipped", "started"]
 
 
-def test_replace_stops_the_last_run_first(pipeline_env):
+def test_replace_stops_the_last_run_first(pipeline_env: Path) -> None:
     scheduler, clock, _ = scheduled(pipeline_env, "replace", "import time; time.sleep(600)")
     clock.now += DAY
     first = scheduler.tick()[0]
@@ -166,7 +171,7 @@ def test_replace_stops_the_last_run_first(pipeline_env):
     lab.stop(second["id"])
 
 
-def test_paused_schedules_do_not_fire(pipeline_env):
+def test_paused_schedules_do_not_fire(pipeline_env: Path) -> None:
     scheduler, clock, schedule_id = scheduled(pipeline_env, "allow")
     schedules = Schedules(Experiments())
     schedules.pause(schedule_id)
@@ -178,7 +183,7 @@ def test_paused_schedules_do_not_fire(pipeline_env):
     assert schedules.list() == []
 
 
-def kubelab(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+def kubelab(*args: str, env: dict[str, Any] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "kubelab.cli", *args],
         capture_output=True,
@@ -188,7 +193,7 @@ def kubelab(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     )
 
 
-def wait_fires(schedules: Schedules, schedule_id: str, count: int) -> list[dict]:
+def wait_fires(schedules: Schedules, schedule_id: str, count: int) -> list[dict[str, Any]]:
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         fires = [f for f in schedules.get_dir(schedule_id).read_state()["fires"] if f.get("id")]
@@ -198,7 +203,7 @@ def wait_fires(schedules: Schedules, schedule_id: str, count: int) -> list[dict]
     raise AssertionError(schedules.get_dir(schedule_id).read_state())
 
 
-def test_the_scheduler_process_fires_a_pipeline_and_comes_back_after_a_kill(pipeline_env):
+def test_the_scheduler_process_fires_a_pipeline_and_comes_back_after_a_kill(pipeline_env: Path) -> None:
     (pipeline_env / "nightly.yml").write_text(
         json.dumps(
             {
@@ -232,7 +237,7 @@ def test_the_scheduler_process_fires_a_pipeline_and_comes_back_after_a_kill(pipe
     assert kubelab("schedule", "ls", "-o", "json").stdout.count(schedule_id) == 0
 
 
-def test_run_and_sweep_send_a_scheduled_spec_to_schedule_add(pipeline_env):
+def test_run_and_sweep_send_a_scheduled_spec_to_schedule_add(pipeline_env: Path) -> None:
     (pipeline_env / "exp.json").write_text(json.dumps({"command": ["true"], "schedule": "30 1 * * 1"}))
     (pipeline_env / "sweep.json").write_text(
         json.dumps(
@@ -262,7 +267,7 @@ def test_run_and_sweep_send_a_scheduled_spec_to_schedule_add(pipeline_env):
         assert kubelab("schedule", "rm", item["id"]).returncode == 0
 
 
-def test_params_given_with_P_reach_the_schedule_and_the_pipeline(pipeline_env):
+def test_params_given_with_P_reach_the_schedule_and_the_pipeline(pipeline_env: Path) -> None:
     (pipeline_env / "nightly.yml").write_text(
         json.dumps(
             {

@@ -38,7 +38,9 @@ REPORT = "import kubelab\nfor s in range(3):\n    kubelab.report(step=s, secret_
 
 
 @pytest.fixture(scope="module")
-def tensorboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[JupyterServer, dict, str]]:
+def tensorboard(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[JupyterServer, dict[str, Any], str]]:
     folder = tmp_path_factory.mktemp("tb-secrets")
     with JupyterServer(folder / "root", folder / "home") as server:
         run = server.post("experiments", {"name": "private", "command": [sys.executable, "-c", REPORT]})
@@ -54,7 +56,9 @@ def tensorboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Jupy
 
 
 @needs_root
-def test_another_account_cannot_read_the_tensorboard_capability(tensorboard) -> None:
+def test_another_account_cannot_read_the_tensorboard_capability(
+    tensorboard: tuple[JupyterServer, dict[str, Any], str],
+) -> None:
     _, _, view = tensorboard
     capability = view.rsplit("/", 1)[1]
     with system_user("kltb") as other:
@@ -67,7 +71,9 @@ def test_another_account_cannot_read_the_tensorboard_capability(tensorboard) -> 
 
 
 @needs_root
-def test_another_account_gets_nothing_from_the_tensorboard_port(tensorboard) -> None:
+def test_another_account_gets_nothing_from_the_tensorboard_port(
+    tensorboard: tuple[JupyterServer, dict[str, Any], str],
+) -> None:
     server, session, view = tensorboard
     ports = listening_ports(session["pid"])
     assert ports, "TensorBoard listens on no port"

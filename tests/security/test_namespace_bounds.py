@@ -17,7 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from controlplane.cluster import ControlPlane
+from controlplane.fixtures import RealCluster
 from controlplane.objects import create_renamed, delete_namespaces
+from kubelab_testing import manifest
 from kubernetes import client, config
 
 from kubelab.spawner.admission_policy import POLICIES
@@ -57,7 +60,7 @@ def lab_config(folder: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def lab(cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+def lab(cluster: ControlPlane | RealCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     """Alice's namespace as her spawn prepares it (in group `public`, node selector org=public),
     with the policies and this hub's bindings, all renamed for this module."""
     folder = tmp_path_factory.mktemp("bounds")
@@ -96,7 +99,7 @@ def wait_for_policies(lab: Lab) -> None:
         core = client.CoreV1Api(api)
         while time.monotonic() < deadline:
             try:
-                core.create_namespaced_service(lab.namespace, probe, dry_run="All")
+                core.create_namespaced_service(lab.namespace, manifest(probe), dry_run="All")
             except client.ApiException as refused:
                 if "ValidatingAdmissionPolicy" in refused.body:
                     return
@@ -154,7 +157,7 @@ def outcome(lab: Lab, spec: dict[str, Any]) -> tuple[str, Any]:
     spec = {**spec, "metadata": {"name": name}}
     with lab.api() as api:
         core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
-        batch.create_namespaced_job(lab.namespace, spec)
+        batch.create_namespaced_job(lab.namespace, manifest(spec))
         try:
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
@@ -219,7 +222,9 @@ def refused(call: Any) -> str:
         ),
     ],
 )
-def test_a_job_cannot_leave_its_groups_nodes(lab: Lab, attack: str, pod_spec: dict, reason: str) -> None:
+def test_a_job_cannot_leave_its_groups_nodes(
+    lab: Lab, attack: str, pod_spec: dict[str, Any], reason: str
+) -> None:
     message = refusal_of(lab, job(attack, **pod_spec))
     assert "ValidatingAdmissionPolicy" in message and reason in message, message
 
@@ -239,7 +244,7 @@ def test_the_spawners_own_notebook_pods_pass_the_policies(lab: Lab, tmp_path: Pa
             pod = next(o for o in render("alice", [], options, path) if o["kind"] == "Pod")
             pod["metadata"]["namespace"] = lab.namespace
             pod["metadata"]["name"] = f"jupyter-{uuid.uuid4().hex[:6]}"
-            core.create_namespaced_pod(lab.namespace, pod, dry_run="All")
+            core.create_namespaced_pod(lab.namespace, manifest(pod), dry_run="All")
 
 
 def test_kubelabs_own_experiments_pass_the_policies(lab: Lab, tmp_path: Path) -> None:
@@ -305,7 +310,7 @@ def test_tiny_requests_are_refused_so_pod_slots_cannot_be_filled_cheaply(lab: La
         ),
     ],
 )
-def test_unbounded_limits_are_refused(lab: Lab, resources: dict, reason: str) -> None:
+def test_unbounded_limits_are_refused(lab: Lab, resources: dict[str, Any], reason: str) -> None:
     message = refusal_of(lab, job("limits", containers=[container(**resources)]))
     assert reason in message, message
 
@@ -343,12 +348,16 @@ def test_a_huge_ephemeral_volume_is_refused(lab: Lab) -> None:
         ({"type": "LoadBalancer"}, "must be of type ClusterIP, not LoadBalancer"),
     ],
 )
-def test_a_notebook_cannot_expose_services_outside_the_cluster(lab: Lab, spec: dict, reason: str) -> None:
+def test_a_notebook_cannot_expose_services_outside_the_cluster(
+    lab: Lab, spec: dict[str, Any], reason: str
+) -> None:
     with lab.api() as api:
         core = client.CoreV1Api(api)
-        body = refused(lambda: core.create_namespaced_service(lab.namespace, service("exposed", spec)))
+        body = refused(
+            lambda: core.create_namespaced_service(lab.namespace, manifest(service("exposed", spec)))
+        )
         assert reason in body, body
-        core.create_namespaced_service(lab.namespace, service(f"inside-{uuid.uuid4().hex[:4]}", {}))
+        core.create_namespaced_service(lab.namespace, manifest(service(f"inside-{uuid.uuid4().hex[:4]}", {})))
         hard = core.read_namespaced_resource_quota("kubelab-quota", lab.namespace).spec.hard
     assert hard["services.nodeports"] == "0" and hard["services.loadbalancers"] == "0"
 
@@ -362,7 +371,9 @@ def test_service_accounts_stop_at_the_namespaces_count(lab: Lab) -> None:
         made = 0
         for i in range(BOUNDS["serviceaccounts"] + 1):
             try:
-                core.create_namespaced_service_account(lab.namespace, {"metadata": {"name": f"flood-{i}"}})
+                core.create_namespaced_service_account(
+                    lab.namespace, manifest({"metadata": {"name": f"flood-{i}"}})
+                )
                 made += 1
             except client.ApiException as refusal:
                 assert refusal.status == 403 and "exceeded quota" in refusal.body, refusal.body
@@ -390,7 +401,9 @@ def cronjob(name: str, schedule: str) -> dict[str, Any]:
 def test_a_schedule_cannot_fire_every_minute(lab: Lab, schedule: str) -> None:
     with lab.api() as api:
         batch = client.BatchV1Api(api)
-        body = refused(lambda: batch.create_namespaced_cron_job(lab.namespace, cronjob("often", schedule)))
+        body = refused(
+            lambda: batch.create_namespaced_cron_job(lab.namespace, manifest(cronjob("often", schedule)))
+        )
     assert "spec.schedule may fire at most once per 5 minutes" in body, body
 
 
@@ -398,8 +411,10 @@ def test_schedules_stop_at_the_namespaces_count(lab: Lab) -> None:
     with lab.api() as api:
         batch = client.BatchV1Api(api)
         for i, schedule in enumerate(["*/5 * * * *", "0 3 * * *"]):
-            batch.create_namespaced_cron_job(lab.namespace, cronjob(f"ok-{i}", schedule))
-        body = refused(lambda: batch.create_namespaced_cron_job(lab.namespace, cronjob("third", "@hourly")))
+            batch.create_namespaced_cron_job(lab.namespace, manifest(cronjob(f"ok-{i}", schedule)))
+        body = refused(
+            lambda: batch.create_namespaced_cron_job(lab.namespace, manifest(cronjob("third", "@hourly")))
+        )
     assert "exceeded quota" in body and "count/cronjobs.batch=2" in body, body
 
 
@@ -419,8 +434,8 @@ def test_schedules_stop_at_the_namespaces_count(lab: Lab) -> None:
         {"kind": "ServiceAccount", "name": "default", "namespace": "kube-system"},
     ],
 )
-def test_the_notebook_role_cannot_be_handed_outside_the_namespace(lab: Lab, subject: dict) -> None:
-    def binding(name: str, subject: dict) -> dict[str, Any]:
+def test_the_notebook_role_cannot_be_handed_outside_the_namespace(lab: Lab, subject: dict[str, Any]) -> None:
+    def binding(name: str, subject: dict[str, Any]) -> dict[str, Any]:
         return {
             "metadata": {"name": name},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "kubelab-notebook"},
@@ -429,11 +444,13 @@ def test_the_notebook_role_cannot_be_handed_outside_the_namespace(lab: Lab, subj
 
     with lab.api() as api:
         rbac = client.RbacAuthorizationV1Api(api)
-        body = refused(lambda: rbac.create_namespaced_role_binding(lab.namespace, binding("shared", subject)))
+        body = refused(
+            lambda: rbac.create_namespaced_role_binding(lab.namespace, manifest(binding("shared", subject)))
+        )
         assert "may name only ServiceAccounts of its own namespace" in body, body
         own = {"kind": "ServiceAccount", "name": "kubelab-notebook", "namespace": lab.namespace}
         name = f"own-{uuid.uuid4().hex[:4]}"
-        rbac.create_namespaced_role_binding(lab.namespace, binding(name, own))
+        rbac.create_namespaced_role_binding(lab.namespace, manifest(binding(name, own)))
         rbac.delete_namespaced_role_binding(name, lab.namespace)
 
 
@@ -490,7 +507,7 @@ def test_a_wide_job_gets_at_most_the_namespaces_pod_count(lab: Lab) -> None:
     small = container(requests={"cpu": "50m", "memory": "32Mi"}, limits={"cpu": "50m", "memory": "32Mi"})
     with lab.api() as api:
         core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
-        batch.create_namespaced_job(lab.namespace, job(name, 222, containers=[small]))
+        batch.create_namespaced_job(lab.namespace, manifest(job(name, 222, containers=[small])))
         deadline, refusals = time.monotonic() + 60, []
         while time.monotonic() < deadline and not refusals:
             events = core.list_namespaced_event(lab.namespace, field_selector=f"involvedObject.name={name}")

@@ -24,13 +24,16 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
+from controlplane.cluster import ControlPlane
+from controlplane.fixtures import RealCluster
 from jupyter_server_process import JupyterServer
+from kubelab_testing import manifest
 from other_account import ASK, OTHER_PYTHON, SNOOP, listening_ports
 from system_users import as_user, needs_root, system_user
 from world_python import remove, world_python
@@ -59,7 +62,7 @@ SPEC = {"name": "b-private", "command": ["python", "-c", "print('b-secret')"]}
 def submit_and_wait(api: str, headers: dict[str, str]) -> str:
     reply = requests.post(api + "experiments", json=SPEC, headers=headers, timeout=30)
     assert reply.status_code == 201, reply.text
-    run = reply.json()["id"]
+    run = str(reply.json()["id"])
     for _ in range(240):
         if (
             requests.get(f"{api}experiments/{run}", headers=headers, timeout=30).json()["status"]
@@ -93,7 +96,9 @@ def two_labs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Jupyter
 
 
 @pytest.mark.parametrize(("method", "path"), REST)
-def test_single_user_a_token_is_refused_by_b_server(two_labs, method: str, path: str) -> None:
+def test_single_user_a_token_is_refused_by_b_server(
+    two_labs: tuple[JupyterServer, JupyterServer, str], method: str, path: str
+) -> None:
     a, b, run = two_labs
     reply = refused(method, b.api + path.replace(RUN, run), a.headers)
     assert reply.status_code in (401, 403), (method, path, reply.status_code, reply.text[:300])
@@ -270,7 +275,7 @@ OWN = {("list", "pods"), ("list", "jobs"), ("list", "events")}  # what A's Role 
 
 @pytest.fixture(scope="module")
 def two_namespaces(
-    cluster, tmp_path_factory: pytest.TempPathFactory
+    cluster: ControlPlane | RealCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[dict[str, str], Path]]:
     from controlplane.objects import create_renamed, delete_namespaces
 
@@ -304,11 +309,11 @@ def kube_call(api: Any, verb: str, resource: str, namespace: str) -> Any:
             }
         },
     }
-    calls = {
+    calls: dict[tuple[str, str], Callable[[], Any]] = {
         ("list", "pods"): lambda: core.list_namespaced_pod(namespace),
         ("get", "pods/log"): lambda: core.read_namespaced_pod_log("any", namespace),
         ("list", "jobs"): lambda: batch.list_namespaced_job(namespace),
-        ("create", "jobs"): lambda: batch.create_namespaced_job(namespace, job),
+        ("create", "jobs"): lambda: batch.create_namespaced_job(namespace, manifest(job)),
         ("delete", "jobs"): lambda: batch.delete_collection_namespaced_job(namespace),
         ("list", "secrets"): lambda: core.list_namespaced_secret(namespace),
         ("list", "configmaps"): lambda: core.list_namespaced_config_map(namespace),
@@ -318,7 +323,7 @@ def kube_call(api: Any, verb: str, resource: str, namespace: str) -> Any:
         ),
         ("list", "events"): lambda: core.list_namespaced_event(namespace),
         ("create", "serviceaccounts/token"): lambda: core.create_namespaced_service_account_token(
-            "kubelab-notebook", namespace, {"spec": {"expirationSeconds": 600}}
+            "kubelab-notebook", namespace, manifest({"spec": {"expirationSeconds": 600}})
         ),
     }
     return calls[(verb, resource)]()
@@ -326,7 +331,9 @@ def kube_call(api: Any, verb: str, resource: str, namespace: str) -> Any:
 
 @pytest.mark.cluster
 @pytest.mark.parametrize(("verb", "resource"), KUBE)
-def test_a_notebook_token_is_refused_in_b_namespace(two_namespaces, verb: str, resource: str) -> None:
+def test_a_notebook_token_is_refused_in_b_namespace(
+    two_namespaces: tuple[dict[str, str], Path], verb: str, resource: str
+) -> None:
     from kubernetes import client, config
 
     names, alice = two_namespaces

@@ -39,7 +39,8 @@ class PodStandIn:
 
     @property
     def paths(self) -> list[str]:
-        return self.httpd.paths  # type: ignore[attr-defined]
+        paths: list[str] = self.httpd.paths  # type: ignore[attr-defined]
+        return paths
 
 
 @pytest.fixture(scope="module")

@@ -55,7 +55,7 @@ def free_port() -> int:
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        return int(sock.getsockname()[1])
 
 
 def need_proxy() -> None:
@@ -224,9 +224,11 @@ class Hub:
             allow_redirects=False,
         )
 
-    def wait_server(self, user: str, ready: bool = True, server: str = "", timeout: float = 60) -> dict:
+    def wait_server(
+        self, user: str, ready: bool = True, server: str = "", timeout: float = 60
+    ) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
-        model: dict = {}
+        model: dict[str, Any] = {}
         while time.monotonic() < deadline:
             model = self.api("GET", f"users/{user}").json()
             state = (model.get("servers") or {}).get(server)

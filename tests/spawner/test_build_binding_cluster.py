@@ -43,7 +43,7 @@ def test_a_spawn_binds_the_notebook_in_the_build_namespace(lab: Lab, control_pla
         }
         token = control_plane.token_for(alice, "kubelab-notebook")
         kubeconfig = control_plane.write_kubeconfig(lab.dir / "alice", token=token, namespace=alice)
-        with k8s_config.new_client_from_config(str(kubeconfig)) as notebook:  # type: ignore[no-untyped-call]
+        with k8s_config.new_client_from_config(str(kubeconfig)) as notebook:
             batch: Any = k8s.BatchV1Api(notebook)
             job = build_job(ImageRecipe("lab/notebook:1", ("true",)), settings, "alice")
             batch.create_namespaced_job(settings.namespace, job, dry_run="All")

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 import yaml
+from kubelab_testing import manifest
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
@@ -64,7 +65,7 @@ def api_server_slice(control_plane: Any, admin: k8s.ApiClient) -> None:
         "ports": [{"name": "https", "port": server.port or 443, "protocol": "TCP"}],
     }
     try:
-        k8s.DiscoveryV1Api(admin).create_namespaced_endpoint_slice("default", body)
+        k8s.DiscoveryV1Api(admin).create_namespaced_endpoint_slice("default", manifest(body))
     except ApiException as exc:
         if exc.status != 409:  # a real cluster has it already
             raise
@@ -80,8 +81,8 @@ class Lab:
         self.admin = admin
         self.control_plane = control_plane
         core = k8s.CoreV1Api(admin)
-        core.create_namespace({"metadata": {"name": self.hub_namespace}})
-        core.create_namespaced_service_account(self.hub_namespace, {"metadata": {"name": "hub"}})
+        core.create_namespace(manifest({"metadata": {"name": self.hub_namespace}}))
+        core.create_namespaced_service_account(self.hub_namespace, manifest({"metadata": {"name": "hub"}}))
         api_server_slice(control_plane, admin)
 
     def config(self, extra: str = "") -> Path:
@@ -138,14 +139,16 @@ def render_all(lab: Lab) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(done.stdout) if d]
 
 
-def apply_objects(kubeconfig: Path, objects: list[dict[str, Any]], dry_run: bool = False) -> list[dict]:
+def apply_objects(
+    kubeconfig: Path, objects: list[dict[str, Any]], dry_run: bool = False
+) -> list[dict[str, Any]]:
     """Server-side apply as kubelab does (kubelab.spawner.apply), with the given credentials."""
     from kubernetes_asyncio import config as async_config
     from kubernetes_asyncio.client import ApiClient, Configuration
 
     from kubelab.spawner.apply import Applier
 
-    async def go() -> list[dict]:
+    async def go() -> list[dict[str, Any]]:
         configuration = Configuration()
         await async_config.load_kube_config_from_dict(
             yaml.safe_load(Path(kubeconfig).read_text()), client_configuration=configuration
@@ -382,7 +385,7 @@ def test_two_users_spawn_and_get_every_documented_object(lab: Lab, control_plane
     assert refused.value.status == 403
     with pytest.raises(ApiException) as refused:  # nor can it open its own namespace's policies
         k8s.NetworkingV1Api(alice).create_namespaced_network_policy(
-            lab.user_namespace("alice"), {"metadata": {"name": "open"}, "spec": {"podSelector": {}}}
+            lab.user_namespace("alice"), manifest({"metadata": {"name": "open"}, "spec": {"podSelector": {}}})
         )
     assert refused.value.status == 403
 
@@ -394,54 +397,68 @@ def previous_version_namespace(lab: Lab, user: str) -> str:
     namespace = lab.user_namespace(user)
     core, rbac = k8s.CoreV1Api(lab.admin), k8s.RbacAuthorizationV1Api(lab.admin)
     core.create_namespace(
-        {
-            "metadata": {
-                "name": namespace,
-                "labels": {"kubelab.io/user": user, "app.kubernetes.io/managed-by": "kubelab"},
+        manifest(
+            {
+                "metadata": {
+                    "name": namespace,
+                    "labels": {"kubelab.io/user": user, "app.kubernetes.io/managed-by": "kubelab"},
+                }
             }
-        }
+        )
     )
     managed = {"app.kubernetes.io/managed-by": "kubelab"}
     core.create_namespaced_service_account(
-        namespace, {"metadata": {"name": "kubelab-notebook", "labels": managed}}
+        namespace, manifest({"metadata": {"name": "kubelab-notebook", "labels": managed}})
     )
     rbac.create_namespaced_role(
         namespace,
-        {
-            "metadata": {"name": "kubelab-notebook", "labels": managed},
-            "rules": [
-                {
-                    "apiGroups": ["batch"],
-                    "resources": ["jobs"],
-                    "verbs": ["create", "get", "list", "watch", "delete"],
-                },
-                {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
-                {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]},
-            ],
-        },
+        manifest(
+            {
+                "metadata": {"name": "kubelab-notebook", "labels": managed},
+                "rules": [
+                    {
+                        "apiGroups": ["batch"],
+                        "resources": ["jobs"],
+                        "verbs": ["create", "get", "list", "watch", "delete"],
+                    },
+                    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+                    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]},
+                ],
+            }
+        ),
     )
     rbac.create_namespaced_role_binding(
         namespace,
-        {
-            "metadata": {"name": "kubelab-notebook", "labels": managed},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "kubelab-notebook"},
-            "subjects": [{"kind": "ServiceAccount", "name": "kubelab-notebook", "namespace": namespace}],
-        },
+        manifest(
+            {
+                "metadata": {"name": "kubelab-notebook", "labels": managed},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "Role",
+                    "name": "kubelab-notebook",
+                },
+                "subjects": [{"kind": "ServiceAccount", "name": "kubelab-notebook", "namespace": namespace}],
+            }
+        ),
     )
     core.create_namespaced_resource_quota(
         namespace,
-        {
-            "metadata": {"name": "kubelab-quota", "labels": managed},
-            "spec": {"hard": {"requests.nvidia.com/gpu": "4", "requests.cpu": "8"}},
-        },
+        manifest(
+            {
+                "metadata": {"name": "kubelab-quota", "labels": managed},
+                "spec": {"hard": {"requests.nvidia.com/gpu": "4", "requests.cpu": "8"}},
+            }
+        ),
     )
     for name, size in (("kubelab-workspace", "10Gi"), ("kubelab-archive", "20Gi")):
         core.create_namespaced_persistent_volume_claim(
             namespace,
-            {
-                "metadata": {"name": name, "labels": {**managed, "data": "keep"}},
-                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}},
-            },
+            manifest(
+                {
+                    "metadata": {"name": name, "labels": {**managed, "data": "keep"}},
+                    "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}},
+                }
+            ),
         )
     return namespace
 
@@ -533,41 +550,45 @@ def test_hub_metrics_count_the_clusters_gpus_and_experiments(lab: Lab, control_p
     namespace = lab.user_namespace("dora")
     core = k8s.CoreV1Api(lab.admin)
     core.create_namespace(
-        {
-            "metadata": {
-                "name": namespace,
-                "labels": {"app.kubernetes.io/managed-by": "kubelab", "kubelab.io/user": "dora"},
-                "annotations": {"kubelab.io/group": "public"},
+        manifest(
+            {
+                "metadata": {
+                    "name": namespace,
+                    "labels": {"app.kubernetes.io/managed-by": "kubelab", "kubelab.io/user": "dora"},
+                    "annotations": {"kubelab.io/group": "public"},
+                }
             }
-        }
+        )
     )
     forged = {"kubelab.io/user": "bob", "kubelab.io/group": "vision"}
     core.create_namespaced_pod(
         namespace,
-        {
-            "metadata": {
-                "name": "run-0",
-                "labels": {
-                    "app.kubernetes.io/name": "kubelab-experiment",
-                    "kubelab.io/experiment": "r1",
-                    **forged,
+        manifest(
+            {
+                "metadata": {
+                    "name": "run-0",
+                    "labels": {
+                        "app.kubernetes.io/name": "kubelab-experiment",
+                        "kubelab.io/experiment": "r1",
+                        **forged,
+                    },
                 },
-            },
-            "spec": {
-                "nodeSelector": {"gpu-type": "T4"},
-                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-                "containers": [
-                    {
-                        "name": "trial",
-                        "image": "python:3.11-slim",
-                        "resources": {
-                            "requests": {"cpu": "10m", "memory": "16Mi", "nvidia.com/gpu": "1"},
-                            "limits": {"nvidia.com/gpu": "1"},
-                        },
-                    }
-                ],
-            },
-        },
+                "spec": {
+                    "nodeSelector": {"gpu-type": "T4"},
+                    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                    "containers": [
+                        {
+                            "name": "trial",
+                            "image": "python:3.11-slim",
+                            "resources": {
+                                "requests": {"cpu": "10m", "memory": "16Mi", "nvidia.com/gpu": "1"},
+                                "limits": {"nvidia.com/gpu": "1"},
+                            },
+                        }
+                    ],
+                },
+            }
+        ),
     )
     overrides = (
         f"c.KubeLabSpawner.hub_namespace = {lab.hub_namespace!r}\n"

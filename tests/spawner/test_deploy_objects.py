@@ -22,7 +22,7 @@ from kubelab.spawner.apply import OWNED, RESOURCES
 from kubelab.spawner.network import HUB_ACCESS_LABEL
 
 REPO = Path(__file__).resolve().parents[2]
-VERSION = re.search(r'^version = "(.+)"$', (REPO / "pyproject.toml").read_text(), re.M).group(1)
+VERSION = re.findall(r'^version = "(.+)"$', (REPO / "pyproject.toml").read_text(), re.M)[0]
 VALUES = yaml.safe_load((REPO / "hub_config" / "values.yaml").read_text())
 DOCKERFILES = {
     "hub": REPO / "hub_config" / "hub" / "Dockerfile",

@@ -212,9 +212,10 @@ def prometheus() -> Iterator[ThreadingHTTPServer]:
 def vector(*series: tuple[dict[str, str], float]) -> dict[str, Any]:
     """Prometheus' instant-query answer shape (`resultType: vector`, values as strings)."""
     now = time.time()
-    result = [
-        {"metric": {"__name__": "DCGM_FI_DEV_GPU_UTIL", **m}, "value": [now, str(v)]} for m, v in series
-    ]
+    result: list[dict[str, Any]] = []
+    for labels, value in series:
+        metric = {"__name__": "DCGM_FI_DEV_GPU_UTIL", **labels}
+        result.append({"metric": metric, "value": [now, str(value)]})
     return {"status": "success", "data": {"resultType": "vector", "result": result}}
 
 

@@ -15,10 +15,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+from controlplane.cluster import ControlPlane
+from controlplane.fixtures import RealCluster
 from controlplane.objects import create_renamed, delete_namespaces
 from jupyter_server_process import JupyterServer
+from kubelab_testing import manifest
 from kubernetes import client, config
 
 from kubelab.spawner.cli import render
@@ -51,7 +55,9 @@ def vision_config(tmp_path: Path) -> Path:
     return path
 
 
-def test_render_shows_each_members_share_as_its_resource_quota(tmp_path: Path, monkeypatch) -> None:
+def test_render_shows_each_members_share_as_its_resource_quota(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("KUBELAB_HUB_AUTH", raising=False)
     objects = render("alice", ["vision"], {"group": "vision"}, vision_config(tmp_path))
     quota = next(o for o in objects if o["kind"] == "ResourceQuota")
@@ -65,7 +71,7 @@ def test_render_shows_each_members_share_as_its_resource_quota(tmp_path: Path, m
     }
 
 
-def gpu_job(name: str, gpus: int) -> dict:
+def gpu_job(name: str, gpus: int) -> dict[str, Any]:
     resources = {
         "requests": {"cpu": "100m", "memory": "64Mi", "nvidia.com/gpu": str(gpus)},
         "limits": {"cpu": "100m", "memory": "64Mi", "nvidia.com/gpu": str(gpus)},
@@ -144,7 +150,7 @@ def quota_refusals(core: client.CoreV1Api, namespace: str) -> dict[str, str]:
 
 @pytest.mark.cluster
 def test_members_together_cannot_exceed_the_group_quota_by_asking_the_api_server(
-    cluster, kubeconfig: Path, tmp_path: Path, monkeypatch
+    cluster: ControlPlane | RealCluster, kubeconfig: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("KUBELAB_HUB_AUTH", raising=False)
     wanted = ("Namespace", "ServiceAccount", "Role", "RoleBinding", "ResourceQuota")
@@ -161,8 +167,8 @@ def test_members_together_cannot_exceed_the_group_quota_by_asking_the_api_server
             notebook = cluster.write_kubeconfig(tmp_path / member, token=token, namespace=namespace)
             with config.new_client_from_config(str(notebook)) as api:
                 batch = client.BatchV1Api(api)
-                batch.create_namespaced_job(namespace, gpu_job("beyond-share", 2))
-                batch.create_namespaced_job(namespace, gpu_job("within-share", 1))
+                batch.create_namespaced_job(namespace, manifest(gpu_job("beyond-share", 2)))
+                batch.create_namespaced_job(namespace, manifest(gpu_job("within-share", 1)))
                 with pytest.raises(client.ApiException) as edit:  # nor may it raise its own quota
                     client.CoreV1Api(api).patch_namespaced_resource_quota(
                         "kubelab-quota", namespace, {"spec": {"hard": {"requests.nvidia.com/gpu": "2"}}}

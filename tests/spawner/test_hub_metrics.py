@@ -7,6 +7,8 @@ JupyterHub's /hub/metrics does, and parsed back with its parser.
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -18,7 +20,7 @@ CATALOG = Catalog.parse(
 )
 
 
-def node(name: str, gpu_type: str | None, gpus: int) -> dict:
+def node(name: str, gpu_type: str | None, gpus: int) -> dict[str, Any]:
     labels = {"gpu-type": gpu_type} if gpu_type else {}
     return {
         "metadata": {"name": name, "labels": labels},
@@ -33,8 +35,8 @@ def pod(
     node_name: str | None = None,
     gpus: int = 0,
     phase: str = "Running",
-    labels: dict | None = None,
-) -> dict:
+    labels: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     resources = {"limits": {"nvidia.com/gpu": str(gpus)}} if gpus else {}
     return {
         "metadata": {"name": name, "namespace": "u", "labels": labels or {}},
@@ -43,7 +45,7 @@ def pod(
     }
 
 
-def experiment(run: str, user: str) -> dict:
+def experiment(run: str, user: str) -> dict[str, Any]:
     return {
         "app.kubernetes.io/name": "kubelab-experiment",
         "kubelab.io/experiment": run,
@@ -84,7 +86,7 @@ def test_experiments_running_and_queued() -> None:
 
 def test_scrape_text_follows_jupyterhubs_naming() -> None:
     registry = CollectorRegistry()
-    registry.register(LabCollector(lambda: (NODES, PODS, CATALOG)))
+    registry.register(LabCollector(lambda: (NODES, PODS, CATALOG, [])))
     parsed = {f.name: f for f in text_string_to_metric_families(generate_latest(registry).decode())}
     assert set(parsed) == {
         "jupyterhub_kubelab_gpus_allocated",

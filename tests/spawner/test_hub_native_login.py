@@ -19,7 +19,7 @@ def form(session: requests.Session, url: str) -> str:
     page = session.get(url, timeout=30)
     assert page.status_code == 200, page.text[:300]
     found = re.search(r'name="_xsrf" value="([^"]+)"', page.text)
-    return found.group(1) if found else session.cookies.get("_xsrf", "")
+    return found.group(1) if found else str(session.cookies.get("_xsrf", ""))
 
 
 def sign_up(hub: Hub, name: str) -> None:

@@ -7,9 +7,11 @@ import pwd
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from system_users import needs_root, system_user
+from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
 from kubelab.errors import KubelabError, ValidationError
@@ -19,7 +21,7 @@ from kubelab.spawner.preflight import check_runnable_by_users, closed_to_others
 CONFIG = Path(__file__).resolve().parents[2] / "hub_config" / "jupyterhub_config.py"
 
 
-def hub_config(monkeypatch, **env: str):
+def hub_config(monkeypatch: pytest.MonkeyPatch, **env: str) -> Config:
     for name in ("KUBELAB_HUB_AUTH", "KUBELAB_HUB_MODE", "KUBELAB_HUB_GROUP"):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
@@ -27,7 +29,7 @@ def hub_config(monkeypatch, **env: str):
     return PyFileConfigLoader(CONFIG.name, str(CONFIG.parent)).load_config()
 
 
-def test_the_shipped_hubs_do_not_let_anyone_log_in_as_anyone(monkeypatch):
+def test_the_shipped_hubs_do_not_let_anyone_log_in_as_anyone(monkeypatch: pytest.MonkeyPatch) -> None:
     local = hub_config(monkeypatch, KUBELAB_HUB_MODE="local")
     assert local.JupyterHub.authenticator_class == "pam"
     cluster = hub_config(monkeypatch, KUBELAB_HUB_MODE="kubernetes")
@@ -39,14 +41,14 @@ def test_the_shipped_hubs_do_not_let_anyone_log_in_as_anyone(monkeypatch):
     assert lab.PAMAuthenticator.allowed_groups == {"lab"}
 
 
-def test_the_shared_password_is_an_opt_in_demo(monkeypatch):
+def test_the_shared_password_is_an_opt_in_demo(monkeypatch: pytest.MonkeyPatch) -> None:
     demo = hub_config(monkeypatch, KUBELAB_HUB_AUTH="shared-password", KUBELAB_HUB_PASSWORD="a-lab-password")
     assert demo.JupyterHub.authenticator_class == "shared-password"
     with pytest.raises(ValueError, match="KUBELAB_HUB_AUTH must be"):
         hub_config(monkeypatch, KUBELAB_HUB_AUTH="nobody-checks")
 
 
-def test_a_python_other_users_cannot_reach_is_named_with_the_fix():
+def test_a_python_other_users_cannot_reach_is_named_with_the_fix() -> None:
     import shutil
     import tempfile
 
@@ -77,11 +79,11 @@ def check_python_reach(tmp_path: Path) -> None:
     check_runnable_by_users([python])
 
 
-def spawner(name: str, **traits) -> LocalKubeLabSpawner:
+def spawner(name: str, **traits: Any) -> LocalKubeLabSpawner:
     return LocalKubeLabSpawner(user=SimpleNamespace(name=name), **traits)
 
 
-def test_a_hub_without_root_starts_only_its_own_users_server():
+def test_a_hub_without_root_starts_only_its_own_users_server() -> None:
     me = pwd.getpwuid(os.geteuid()).pw_name
     spawner(me, only_own_user=True).check_user()
     with pytest.raises(KubelabError, match=f"runs as {me} without root, so it starts a server only for {me}"):
@@ -89,7 +91,7 @@ def test_a_hub_without_root_starts_only_its_own_users_server():
 
 
 @needs_root
-def test_a_missing_account_is_a_sentence_or_is_created_when_configured(tmp_path):
+def test_a_missing_account_is_a_sentence_or_is_created_when_configured(tmp_path: Path) -> None:
     name = "kltnew" + os.urandom(2).hex()
     try:
         with pytest.raises(KubelabError, match=f"no system account named '{name}'"):
@@ -106,7 +108,7 @@ def test_a_missing_account_is_a_sentence_or_is_created_when_configured(tmp_path)
 
 
 @needs_root
-def test_system_user_helper_cleans_up():
+def test_system_user_helper_cleans_up() -> None:
     with system_user() as entry:
         name = entry.pw_name
     with pytest.raises(KeyError):
@@ -114,7 +116,7 @@ def test_system_user_helper_cleans_up():
 
 
 @needs_root
-def test_kubelab_hub_as_root_says_what_to_fix_when_users_cannot_run_its_python(tmp_path):
+def test_kubelab_hub_as_root_says_what_to_fix_when_users_cannot_run_its_python(tmp_path: Path) -> None:
     import sys
 
     closed = closed_to_others(Path(sys.executable))

@@ -84,7 +84,9 @@ def as_member(lab: dict[str, Any], who: str, argv: list[str]) -> subprocess.Comp
     return subprocess.run(argv, preexec_fn=become, capture_output=True, text=True, env=env, timeout=120)
 
 
-def test_a_fresh_hubs_first_look_leaves_the_ledger_usable_by_every_member(lab, tmp_path, monkeypatch):
+def test_a_fresh_hubs_first_look_leaves_the_ledger_usable_by_every_member(
+    lab: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     machine = lab["base"] / "fresh" / "machine"
     spawner = hub_spawner(lab, machine, monkeypatch)
     hub_looks(spawner)  # the spawn form opens the ledger before any server's start shares it
@@ -97,7 +99,9 @@ def test_a_fresh_hubs_first_look_leaves_the_ledger_usable_by_every_member(lab, t
     assert used.returncode == 0 and used.stdout.split() == ["[0]", "0"], used.stderr[-2000:]
 
 
-def test_a_member_cannot_remove_or_replace_the_ledger_files(lab, monkeypatch):
+def test_a_member_cannot_remove_or_replace_the_ledger_files(
+    lab: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     machine = lab["base"] / "members" / "machine"
     spawner = hub_spawner(lab, machine, monkeypatch)
     hub_looks(spawner)
@@ -110,7 +114,9 @@ def test_a_member_cannot_remove_or_replace_the_ledger_files(lab, monkeypatch):
         assert planted.returncode != 0 and not target.is_symlink(), planted
 
 
-def test_a_planted_ledger_entry_is_repaired_and_its_owner_named(lab, monkeypatch, caplog):
+def test_a_planted_ledger_entry_is_repaired_and_its_owner_named(
+    lab: dict[str, Any], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     machine = lab["base"] / "planted" / "machine"
     spawner = hub_spawner(lab, machine, monkeypatch)
     hub_looks(spawner)
@@ -130,7 +136,9 @@ def test_a_planted_ledger_entry_is_repaired_and_its_owner_named(lab, monkeypatch
     assert used.returncode == 0 and used.stdout.split() == ["[0]", "0"], used.stderr[-2000:]
 
 
-def test_a_ledger_file_closed_to_a_member_is_a_sentence_then_repaired(lab, monkeypatch, caplog):
+def test_a_ledger_file_closed_to_a_member_is_a_sentence_then_repaired(
+    lab: dict[str, Any], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     machine = lab["base"] / "closed" / "machine"
     spawner = hub_spawner(lab, machine, monkeypatch)
     hub_looks(spawner)

@@ -96,7 +96,7 @@ def test_one_user_cannot_read_or_write_anothers_workspace_or_archive() -> None:
     shutil.rmtree(base)
 
 
-def test_servers_of_every_user_share_one_ledger_through_a_group(monkeypatch) -> None:
+def test_servers_of_every_user_share_one_ledger_through_a_group(monkeypatch: pytest.MonkeyPatch) -> None:
     import grp
     import shutil
     import subprocess

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -43,11 +44,11 @@ class Host:
     labels: None = None
 
 
-def _matches(selector: dict, labels: dict | None) -> bool:
+def _matches(selector: dict[str, Any], labels: dict[str, Any] | None) -> bool:
     return labels is not None and all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
 
 
-def _peer_admits(peer: dict, other: Pod | Host, own_namespace: str) -> bool:
+def _peer_admits(peer: dict[str, Any], other: Pod | Host, own_namespace: str) -> bool:
     if "ipBlock" in peer:
         address = ipaddress.ip_address(other.ip)
         block = peer["ipBlock"]
@@ -65,13 +66,13 @@ def _peer_admits(peer: dict, other: Pod | Host, own_namespace: str) -> bool:
     return "podSelector" not in peer or _matches(peer["podSelector"], other.labels)
 
 
-def _port_admits(rule: dict, port: int, protocol: str) -> bool:
+def _port_admits(rule: dict[str, Any], port: int, protocol: str) -> bool:
     ports = rule.get("ports")
     return not ports or any(p["port"] == port and p.get("protocol", "TCP") == protocol for p in ports)
 
 
 def allowed(
-    policies: list[dict], source: Pod | Host, dest: Pod | Host, port: int, protocol: str = "TCP"
+    policies: list[dict[str, Any]], source: Pod | Host, dest: Pod | Host, port: int, protocol: str = "TCP"
 ) -> bool:
     """Would the policies (all of the namespace of `source` or `dest`) admit this connection?"""
 
@@ -102,7 +103,7 @@ def allowed(
     return side(source, "Egress", dest) and side(dest, "Ingress", source)
 
 
-def policies_for(ns: str, **overrides) -> list[dict]:
+def policies_for(ns: str, **overrides: Any) -> list[dict[str, Any]]:
     return network_policies(ns, Isolation(hub_namespace="jhub", api_server=API, **overrides))
 
 
@@ -147,7 +148,7 @@ def test_notebooks_reach_dns_the_hub_api_and_the_api_server() -> None:
 
 @pytest.mark.parametrize("labels", [NOTEBOOK, EXPERIMENT, {}])
 @pytest.mark.parametrize("internet", [True, False])
-def test_nothing_reaches_the_metadata_endpoint_or_other_users(labels: dict, internet: bool) -> None:
+def test_nothing_reaches_the_metadata_endpoint_or_other_users(labels: dict[str, Any], internet: bool) -> None:
     policies = policies_for("u-alice", internet=internet) + policies_for("u-bob", internet=internet)
     pod = Pod("u-alice", labels)
     metadata = Host(METADATA_ENDPOINT.split("/")[0])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from kubernetes_asyncio.client.rest import ApiException
@@ -89,7 +89,7 @@ def test_the_queue_serves_in_arrival_order_and_says_who_is_ahead() -> None:
 
 def busy(status: int, retry_after: str | None = None) -> ApiException:
     exc = ApiException(status=status, reason="busy")
-    exc.headers = {"Retry-After": retry_after} if retry_after else {}
+    exc.headers = cast(Any, {"Retry-After": retry_after} if retry_after else {})
     return exc
 
 
@@ -101,7 +101,7 @@ def test_retries_wait_at_least_what_the_server_asked_and_never_in_step() -> None
 
 def test_busy_answers_are_retried_and_the_last_one_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(retry, "BASE_DELAY", 0.001)
-    answers = [busy(503), busy(429, "0"), "done"]
+    answers: list[ApiException | str] = [busy(503), busy(429, "0"), "done"]
 
     async def call() -> str:
         answer = answers.pop(0)

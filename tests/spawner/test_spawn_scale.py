@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubelab_testing import manifest
 from kubernetes import client as k8s
 from test_deploy_cluster import (  # noqa: F401 - fixtures
     Lab,
@@ -206,11 +207,13 @@ def test_wait_for_first_consumer_claims_are_left_to_the_scheduler(lab: Lab, prox
     name = f"wffc-{lab.suffix}"
     storage = k8s.StorageV1Api(lab.admin)
     storage.create_storage_class(
-        {
-            "metadata": {"name": name},
-            "provisioner": "kubelab.dev/loopback-provisioner",
-            "volumeBindingMode": "WaitForFirstConsumer",
-        }
+        manifest(
+            {
+                "metadata": {"name": name},
+                "provisioner": "kubelab.dev/loopback-provisioner",
+                "volumeBindingMode": "WaitForFirstConsumer",
+            }
+        )
     )
     try:
         install(lab, lab.control_plane.kubeconfig)

@@ -10,14 +10,20 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
 from controlplane.cluster import ControlPlane, NodeSpec
+from controlplane.fixtures import RealCluster
 from hub_process import REPO, Hub
+from kubelab_testing import manifest
 from kubernetes import client, config
+
+if TYPE_CHECKING:
+    from conftest import PodStandIn  # tests/spawner/conftest.py, which pytest loads itself
 
 GROUPS = {
     "public": {"users": [], "properties": {"quota": {"user": {"gpus": 1}}}},
@@ -43,7 +49,9 @@ NODES = (
 
 
 @pytest.fixture(scope="module")
-def kube(cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+def kube(
+    cluster: ControlPlane | RealCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ControlPlane]:
     if not isinstance(cluster, ControlPlane):
         pytest.skip("counts every GPU of the cluster; KUBELAB_TEST_KUBECONFIG points at a real one")
     with ControlPlane(tmp_path_factory.mktemp("hub-cluster"), nodes=NODES) as plane:
@@ -64,7 +72,9 @@ def hub_token(kube: ControlPlane) -> str:
 
 
 @pytest.fixture(scope="module")
-def hub(kube: ControlPlane, pod_stand_in, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
+def hub(
+    kube: ControlPlane, pod_stand_in: PodStandIn, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Hub]:
     directory = tmp_path_factory.mktemp("kubehub")
     kubeconfig = kube.write_kubeconfig(directory / "kubeconfig", token=hub_token(kube))
     overrides = (
@@ -82,11 +92,12 @@ def hub(kube: ControlPlane, pod_stand_in, tmp_path_factory: pytest.TempPathFacto
         yield running
 
 
-def listed(kube: ControlPlane, path: str) -> list[dict]:
-    return kube.request("GET", path)["items"]
+def listed(kube: ControlPlane, path: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = kube.request("GET", path)["items"]
+    return items
 
 
-def wait_pod(kube: ControlPlane, namespace: str, name: str, timeout: float = 30) -> dict:
+def wait_pod(kube: ControlPlane, namespace: str, name: str, timeout: float = 30) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for pod in listed(kube, f"/api/v1/namespaces/{namespace}/pods"):
@@ -118,7 +129,7 @@ def namespaces(kube: ControlPlane) -> list[str]:
     ]
 
 
-def start_and_run(hub: Hub, kube: ControlPlane, user: str) -> dict:
+def start_and_run(hub: Hub, kube: ControlPlane, user: str) -> dict[str, Any]:
     pod = wait_pod(kube, f"user-{user}", f"jupyter-{user}")
     hub.wait_server(user)  # scheduled, run by KWOK on 127.0.0.1, answered by the stand-in
     return pod
@@ -143,7 +154,7 @@ def test_form_shows_fields_and_live_availability(hub: Hub) -> None:
     assert '<tr data-gpu-type="A100"><td>A100</td><td class="free">0</td><td class="total">0</td>' in page
 
 
-def test_spawn_through_the_form_then_stop(hub: Hub, kube: ControlPlane, pod_stand_in) -> None:
+def test_spawn_through_the_form_then_stop(hub: Hub, kube: ControlPlane, pod_stand_in: PodStandIn) -> None:
     # the group's shared dataset claim, which an admin made in the user's namespace beforehand
     kube.request("POST", "/api/v1/namespaces", {"metadata": {"name": "user-alice"}})
     kube.request(
@@ -271,7 +282,7 @@ def test_rest_api_spawn_without_gpus(hub: Hub, kube: ControlPlane) -> None:
         ),
     ],
 )
-def test_refusals_show_in_the_form(hub: Hub, kube: ControlPlane, form: dict, sentence: str) -> None:
+def test_refusals_show_in_the_form(hub: Hub, kube: ControlPlane, form: dict[str, Any], sentence: str) -> None:
     session = hub.login("carol")
     reply = hub.post_form(session, "carol", form)
     assert reply.status_code == 400
@@ -299,7 +310,9 @@ def test_a_notebook_account_cannot_touch_another_user(hub: Hub, kube: ControlPla
     path = kube.write_kubeconfig(tmp_path / "dave", token=token)
     with config.new_client_from_config(str(path)) as api:
         core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
-        assert [p.metadata.name for p in core.list_namespaced_pod("user-dave").items] == ["jupyter-dave"]
+        assert [p.metadata and p.metadata.name for p in core.list_namespaced_pod("user-dave").items] == [
+            "jupyter-dave"
+        ]
         job = {
             "metadata": {"name": "train"},
             "spec": {
@@ -308,12 +321,12 @@ def test_a_notebook_account_cannot_touch_another_user(hub: Hub, kube: ControlPla
                 }
             },
         }
-        batch.create_namespaced_job("user-dave", job)  # own namespace: allowed
-        denied = [
+        batch.create_namespaced_job("user-dave", manifest(job))  # own namespace: allowed
+        denied: list[Callable[[], object]] = [
             lambda: core.list_namespaced_pod("user-erin"),
             lambda: core.read_namespaced_pod("jupyter-erin", "user-erin"),
             lambda: core.delete_namespaced_pod("jupyter-erin", "user-erin"),
-            lambda: batch.create_namespaced_job("user-erin", job),
+            lambda: batch.create_namespaced_job("user-erin", manifest(job)),
             lambda: core.list_namespaced_persistent_volume_claim("user-erin"),
             lambda: core.list_pod_for_all_namespaces(),
             lambda: core.list_namespace(),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -39,20 +40,21 @@ def hub(machine: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub
 def user_token(hub: Hub, user: str) -> str:
     reply = hub.api("POST", f"users/{user}/tokens", {"scopes": [f"access:servers!user={user}"]})
     assert reply.status_code == 201, reply.text
-    return reply.json()["token"]
+    return str(reply.json()["token"])
 
 
-def resources(hub: Hub, user: str, token: str) -> dict:
+def resources(hub: Hub, user: str, token: str) -> dict[str, Any]:
     reply = requests.get(
         f"{hub.url}/user/{user}/kubelab/api/resources",
         timeout=30,
         headers={"Authorization": f"token {token}"},
     )
     assert reply.status_code == 200, reply.text[:2000]
-    return reply.json()
+    found: dict[str, Any] = reply.json()
+    return found
 
 
-def holders(snapshot: dict) -> list:
+def holders(snapshot: dict[str, Any]) -> list[str]:
     return sorted(d["holder"] for d in snapshot["gpus"]["devices"] if d["holder"])
 
 

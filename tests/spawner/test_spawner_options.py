@@ -4,6 +4,8 @@ admission and availability arithmetic. Each bad input must name its field and re
 from __future__ import annotations
 
 from decimal import Decimal
+from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -98,7 +100,7 @@ def test_one_claim_mounted_twice_is_one_volume() -> None:
 
 def test_a_volume_mount_must_be_text() -> None:
     with pytest.raises(ValidationError) as exc:
-        parse_volume_mount(["a(pvc):/a"])
+        parse_volume_mount(cast(Any, ["a(pvc):/a"]))
     assert reasons(exc) == ["volume_mount: must be a string such as 'name(pvc):/mnt/', not list"]
 
 
@@ -118,7 +120,7 @@ def test_a_volume_mount_must_be_text() -> None:
         (3.0, (3, None, None)),
     ],
 )
-def test_resource_gpu_strings(value: object, parsed: tuple) -> None:
+def test_resource_gpu_strings(value: object, parsed: tuple[Any, ...]) -> None:
     assert parse_resource_gpu(value) == parsed
 
 
@@ -179,7 +181,7 @@ def test_options_with_defaults_profiles_and_overrides() -> None:
         ({"gpu": 1}, "gpu: unknown option; did you mean 'gpus'?"),
     ],
 )
-def test_bad_options_name_the_field(raw: dict, reason: str) -> None:
+def test_bad_options_name_the_field(raw: dict[str, Any], reason: str) -> None:
     with pytest.raises(ValidationError) as exc:
         validate_options(raw, CATALOG)
     assert any(reason in r for r in reasons(exc)), reasons(exc)
@@ -214,7 +216,7 @@ def test_options_must_be_a_mapping_and_groups_narrow_images() -> None:
         ({"default_cpu": ["1"]}, "catalog.default_cpu: must be a string"),
     ],
 )
-def test_bad_catalogs_are_refused(data: dict, reason: str) -> None:
+def test_bad_catalogs_are_refused(data: dict[str, Any], reason: str) -> None:
     with pytest.raises(ValidationError) as exc:
         Catalog.parse(data)
     assert any(reason in r for r in reasons(exc)), reasons(exc)
@@ -289,7 +291,7 @@ def test_everyone_is_in_public_and_picks_one_group() -> None:
 # -- availability and admission ---------------------------------------------------------------
 
 
-def node(name: str, label: str | None, gpus: int, unschedulable: bool = False) -> dict:
+def node(name: str, label: str | None, gpus: int, unschedulable: bool = False) -> dict[str, Any]:
     return {
         "metadata": {"name": name, "labels": {"gpu-type": label} if label else {}},
         "spec": {"unschedulable": unschedulable},
@@ -302,12 +304,12 @@ def pod(
     gpus: int,
     phase: str = "Running",
     node_name: str | None = None,
-    selector: dict | None = None,
-    user: str = "u",
-    group: str = "g",
+    selector: dict[str, Any] | None = None,
+    user: str | None = "u",
+    group: str | None = "g",
     cpu: str = "1",
     memory: str = "1Gi",
-) -> dict:
+) -> dict[str, Any]:
     return {
         "metadata": {
             "name": name,
@@ -355,7 +357,7 @@ def test_cluster_availability_counts_running_and_pending_requests() -> None:
     assert result.group("nlp").gpus == 3 and result.user("nobody") == Usage()
 
 
-def test_local_availability_from_the_machine_ledger(tmp_path) -> None:
+def test_local_availability_from_the_machine_ledger(tmp_path: Path) -> None:
     allocator = GpuAllocator([Gpu(0, "Tesla T4"), Gpu(1, "Tesla T4"), Gpu(2, "Tesla V100-SXM2")], tmp_path)
     import os
 

@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -70,7 +71,7 @@ def test_render_prints_every_object_of_a_spawn(kubeconfig: Path) -> None:
     try:
         with config.new_client_from_config(str(kubeconfig)) as api:
             pods = client.CoreV1Api(api).list_namespaced_pod(names["user-alice"]).items
-        assert [p.metadata.name for p in pods] == ["jupyter-alice"]
+        assert [p.metadata and p.metadata.name for p in pods] == ["jupyter-alice"]
     finally:
         delete_namespaces(kubeconfig, names["user-alice"])
 
@@ -98,7 +99,7 @@ def test_trusted_lab_mode_shares_claims_on_per_user_subpaths(tmp_path: Path, kub
     assert [c["metadata"]["name"] for c in claims] == ["kubeflow-user-workspace", "kubeflow-archives"]
     assert {c["spec"]["accessModes"][0] for c in claims} == {"ReadWriteMany"}
 
-    def mounts(objects: list[dict]) -> dict[str, dict]:
+    def mounts(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         return {m["mountPath"]: m for m in objects[-1]["spec"]["containers"][0]["volumeMounts"]}
 
     mine, theirs = mounts(alice), mounts(other)
@@ -171,7 +172,7 @@ def test_shipped_manifests_are_valid_kubernetes_objects(kubeconfig: Path) -> Non
         "notebook-serviceaccount.yaml",
     }
     namespaces = ("kubelab", "jhub", "jhub-alice")
-    documents: list[dict] = [
+    documents: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}} for ns in namespaces
     ]
     for path in files:
@@ -241,6 +242,7 @@ def test_kubelab_hub_starts_jupyterhub_and_prints_its_url(tmp_path: Path) -> Non
         text=True,
         start_new_session=True,
     )
+    assert hub.stdout is not None
     try:
         first = hub.stdout.readline()
         assert first.strip() == (

@@ -10,17 +10,19 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
-from controlplane.cluster import NodeSpec
+from controlplane.cluster import ControlPlane, NodeSpec
 
 from kubelab.spawner.availability import ClusterAvailability, TypeCount
 from kubelab.spawner.culling import idle_gpu_servers
 from kubelab.spawner.profiles import Catalog
 
 
-async def _until(check, timeout: float = 10) -> None:
+async def _until(check: Callable[[], object], timeout: float = 10) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
@@ -28,7 +30,7 @@ async def _until(check, timeout: float = 10) -> None:
         await asyncio.sleep(0.05)
 
 
-def gpu_pod(name: str, user: str, gpus: int, selector: dict) -> dict:
+def gpu_pod(name: str, user: str, gpus: int, selector: dict[str, Any]) -> dict[str, Any]:
     return {
         "metadata": {"name": name, "labels": {"kubelab.io/user": user}},
         "spec": {
@@ -48,7 +50,7 @@ def gpu_pod(name: str, user: str, gpus: int, selector: dict) -> dict:
     }
 
 
-def test_the_watch_follows_nodes_and_pods_without_listing_per_view(simulated_cluster) -> None:
+def test_the_watch_follows_nodes_and_pods_without_listing_per_view(simulated_cluster: ControlPlane) -> None:
     from kubernetes_asyncio import client, config
 
     # GPU types of this test's own (label values unique to it, so the session's other nodes and
@@ -156,7 +158,7 @@ def test_gpu_exec_holds_gpus_for_the_server_process_itself(tmp_path: Path) -> No
 def test_the_gpu_culler_picks_idle_gpu_servers_only() -> None:
     now = datetime(2026, 1, 1, 12, tzinfo=timezone.utc)
 
-    def server(idle_minutes: float, options: dict, ready: bool = True) -> dict:
+    def server(idle_minutes: float, options: dict[str, Any], ready: bool = True) -> dict[str, Any]:
         last = (now - timedelta(minutes=idle_minutes)).isoformat().replace("+00:00", "Z")
         return {"ready": ready, "last_activity": last, "user_options": options}
 

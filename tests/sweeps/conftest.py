@@ -4,6 +4,9 @@ sweep_support.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 from driver_support import stop_leftovers
 
@@ -12,7 +15,7 @@ from kubelab.sweeps.service import Sweeps
 
 
 @pytest.fixture
-def sweep_env(tmp_path, monkeypatch):
+def sweep_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("KUBELAB_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("KUBELAB_MACHINE_DIR", str(tmp_path / "machine"))
     monkeypatch.setenv("KUBELAB_STOP_GRACE", "2")
@@ -26,5 +29,5 @@ def sweep_env(tmp_path, monkeypatch):
 
 
 @pytest.fixture
-def sweeps(sweep_env) -> Sweeps:
+def sweeps(sweep_env: Path) -> Sweeps:
     return Sweeps(Experiments())

@@ -3,14 +3,21 @@ helpers of `driver_support`, named for sweeps."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import driver_support
 
 from kubelab.sweeps.service import Sweeps
 
 
-def wait_sweep(sweeps: Sweeps, sweep_id: str, timeout: float = 60.0, until=None) -> dict:
+def wait_sweep(
+    sweeps: Sweeps,
+    sweep_id: str,
+    timeout: float = 60.0,
+    until: Callable[[dict[str, Any]], bool] | None = None,
+) -> dict[str, Any]:
     """Poll until the sweep is no longer Running (or `until(record)` holds); fail with the record."""
     return driver_support.wait_record(sweeps.record, sweeps.sweep(sweep_id), "sweep", timeout, until)
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import signal
 import textwrap
+from pathlib import Path
+from typing import Any
 
 import pytest
 from sweep_support import trial_runs, wait_driver_gone, wait_sweep
@@ -20,7 +22,7 @@ QUADRATIC = "import kubelab; p = kubelab.params(); kubelab.report(loss=(p['x'] -
 NUMERIC = {"x": {"_type": "uniform", "_value": [-2, 2]}, "k": {"_type": "randint", "_value": [0, 3]}}
 
 
-def spec(**fields) -> dict:
+def spec(**fields: Any) -> dict[str, Any]:
     base = {
         "space": NUMERIC,
         "objective": {"metric": "loss"},
@@ -32,13 +34,13 @@ def spec(**fields) -> dict:
     return base
 
 
-def write_script(folder, name: str, body: str):
+def write_script(folder: Path, name: str, body: str) -> Path:
     path = folder / name
     path.write_text(textwrap.dedent(body))
     return path
 
 
-def test_parameters_reach_the_trial_as_arguments_env_and_template(sweeps, sweep_env):
+def test_parameters_reach_the_trial_as_arguments_env_and_template(sweeps: Sweeps, sweep_env: Path) -> None:
     write_script(
         sweep_env,
         "trial.py",
@@ -86,7 +88,7 @@ def test_parameters_reach_the_trial_as_arguments_env_and_template(sweeps, sweep_
     assert shown["spec"]["trial"]["params"] == {"fixed": 7}
 
 
-TUNER_CASES = {
+TUNER_CASES: dict[str, dict[str, Any]] = {
     "tpe": {},
     "random": {},
     "evolution": {"tuner": {"name": "evolution", "args": {"population_size": 2}}},
@@ -100,7 +102,7 @@ TUNER_CASES = {
 }
 
 
-def test_every_tuner_runs_a_real_sweep(sweeps):
+def test_every_tuner_runs_a_real_sweep(sweeps: Sweeps) -> None:
     created = {}
     for name, fields in TUNER_CASES.items():
         data = spec(**{"tuner": name, **fields})
@@ -130,7 +132,7 @@ PRUNERS = {
 }
 
 
-def test_every_pruner_stops_clearly_bad_trials(sweeps, sweep_env):
+def test_every_pruner_stops_clearly_bad_trials(sweeps: Sweeps, sweep_env: Path) -> None:
     # Three good trials first (concurrency 1, batch order), then two ten times worse.
     write_script(
         sweep_env,
@@ -174,7 +176,7 @@ def test_every_pruner_stops_clearly_bad_trials(sweeps, sweep_env):
         assert done["counts"]["pruned"] == len(pruned)
 
 
-def test_crashing_trials_fail_the_sweep_after_max_failed_trials(sweeps):
+def test_crashing_trials_fail_the_sweep_after_max_failed_trials(sweeps: Sweeps) -> None:
     crash = "import kubelab, sys; p = kubelab.params(); sys.exit(3) if p['x'] > 0 else kubelab.report(loss=1)"
     record = sweeps.create(
         spec(
@@ -195,7 +197,7 @@ def test_crashing_trials_fail_the_sweep_after_max_failed_trials(sweeps):
     assert all(r["result"] == "failed" and r["status"] == "Failed" for r in rows)
 
 
-def test_a_trial_that_never_reports_the_objective_counts_as_failed(sweeps):
+def test_a_trial_that_never_reports_the_objective_counts_as_failed(sweeps: Sweeps) -> None:
     record = sweeps.create(
         spec(
             tuner="random",
@@ -215,7 +217,7 @@ def test_a_trial_that_never_reports_the_objective_counts_as_failed(sweeps):
         )
 
 
-def test_non_finite_objective_is_a_failed_trial(sweeps):
+def test_non_finite_objective_is_a_failed_trial(sweeps: Sweeps) -> None:
     record = sweeps.create(
         spec(
             tuner="random",
@@ -231,7 +233,9 @@ def test_non_finite_objective_is_a_failed_trial(sweeps):
 
 
 @pytest.mark.parametrize("point", ["after-ask", "before-submit", "after-submit", "after-tell"])
-def test_driver_killed_at_each_crash_window_loses_and_repeats_nothing(sweeps, sweep_env, monkeypatch, point):
+def test_driver_killed_at_each_crash_window_loses_and_repeats_nothing(
+    sweeps: Sweeps, sweep_env: Path, monkeypatch: pytest.MonkeyPatch, point: str
+) -> None:
     monkeypatch.setenv("KUBELAB_SWEEP_CRASH", f"{point}:2")
     record = sweeps.create(spec(tuner="random", max_trials=5))
     wait_driver_gone(sweeps, record["id"])
@@ -258,7 +262,9 @@ def assert_exactly_once(sweeps: Sweeps, sweep_id: str, count: int) -> None:
     assert {t.number: t.value for t in study.trials} == {e.number: e.value for e in state.entries()}
 
 
-def test_sigkilled_driver_is_restarted_by_whoever_looks_and_reattaches(sweeps, sweep_env):
+def test_sigkilled_driver_is_restarted_by_whoever_looks_and_reattaches(
+    sweeps: Sweeps, sweep_env: Path
+) -> None:
     write_script(
         sweep_env,
         "slow.py",
@@ -272,6 +278,7 @@ def test_sigkilled_driver_is_restarted_by_whoever_looks_and_reattaches(sweeps, s
     wait_sweep(sweeps, record["id"], until=lambda r: r["finished"] >= 2 and r["counts"]["running"] == 2)
     state = sweeps.sweep(record["id"]).read_state()
     running = {e.number: e.run_id for e in state.entries() if not e.final}
+    assert state.driver_pid is not None
     os.kill(state.driver_pid, signal.SIGKILL)
     wait_driver_gone(sweeps, record["id"])
     sweeps.list()  # `kubelab sweep ls` (and the server's watcher) restart dead drivers
@@ -280,10 +287,11 @@ def test_sigkilled_driver_is_restarted_by_whoever_looks_and_reattaches(sweeps, s
     assert_exactly_once(sweeps, record["id"], 6)
     after = sweeps.sweep(record["id"]).read_state()
     for number, run_id in running.items():  # trials running at the kill were followed again
-        assert after.entry(number).run_id == run_id
+        entry = after.entry(number)
+        assert entry is not None and entry.run_id == run_id
 
 
-def test_stop_then_resume_with_a_larger_budget(sweeps, sweep_env):
+def test_stop_then_resume_with_a_larger_budget(sweeps: Sweeps, sweep_env: Path) -> None:
     write_script(
         sweep_env,
         "waits.py",
@@ -313,7 +321,7 @@ def test_stop_then_resume_with_a_larger_budget(sweeps, sweep_env):
     assert sorted(trial_runs(sweeps.lab.home, record["id"])) == [0, 1, 2, 3]
 
 
-def test_extend_a_running_and_a_finished_sweep(sweeps, sweep_env):
+def test_extend_a_running_and_a_finished_sweep(sweeps: Sweeps, sweep_env: Path) -> None:
     write_script(
         sweep_env,
         "gate.py",
@@ -345,7 +353,7 @@ def test_extend_a_running_and_a_finished_sweep(sweeps, sweep_env):
         sweeps.extend(record["id"], {})
 
 
-def test_max_duration_stops_running_trials(sweeps):
+def test_max_duration_stops_running_trials(sweeps: Sweeps) -> None:
     record = sweeps.create(
         spec(
             tuner="random",
@@ -375,7 +383,7 @@ BAD_SPECS = {
 
 
 @pytest.mark.parametrize("case", list(BAD_SPECS))
-def test_bad_search_spaces_start_nothing(sweeps, case):
+def test_bad_search_spaces_start_nothing(sweeps: Sweeps, case: str) -> None:
     space, path = BAD_SPECS[case]
     with pytest.raises(ValidationError) as refused:
         sweeps.create(spec(space=space))
@@ -383,7 +391,7 @@ def test_bad_search_spaces_start_nothing(sweeps, case):
     assert_nothing_started(sweeps)
 
 
-def test_unknown_tuner_and_impossible_tuner_start_nothing(sweeps):
+def test_unknown_tuner_and_impossible_tuner_start_nothing(sweeps: Sweeps) -> None:
     with pytest.raises(ValidationError) as refused:
         sweeps.create(spec(tuner="tpee"))
     assert "unknown tuner 'tpee'; did you mean 'tpe'?" in refused.value.message()
@@ -396,7 +404,7 @@ def test_unknown_tuner_and_impossible_tuner_start_nothing(sweeps):
     assert_nothing_started(sweeps)
 
 
-def test_duplicate_parameter_names_start_nothing(sweeps, sweep_env):
+def test_duplicate_parameter_names_start_nothing(sweeps: Sweeps, sweep_env: Path) -> None:
     (sweep_env / "space.yml").write_text(
         "lr: {_type: uniform, _value: [0, 1]}\nlr: {_type: uniform, _value: [0, 2]}\n"
     )
@@ -406,7 +414,7 @@ def test_duplicate_parameter_names_start_nothing(sweeps, sweep_env):
     assert_nothing_started(sweeps)
 
 
-def test_trial_template_problems_start_nothing(sweeps):
+def test_trial_template_problems_start_nothing(sweeps: Sweeps) -> None:
     with pytest.raises(ValidationError) as refused:
         sweeps.create(spec(trial={"command": ["python", "x.py"], "workdir": "missing"}))
     assert [(f.path, f.reason) for f in refused.value.fields] == [
@@ -425,14 +433,14 @@ def assert_nothing_started(sweeps: Sweeps) -> None:
     assert not runs.exists() or list(runs.iterdir()) == []
 
 
-def test_unknown_sweep_ids(sweeps):
+def test_unknown_sweep_ids(sweeps: Sweeps) -> None:
     with pytest.raises(NotFound):
         sweeps.get("nope")
     with pytest.raises(NotFound):
         sweeps.stop("0123456789ab")
 
 
-def test_a_second_driver_leaves_the_sweep_to_the_first(sweeps, sweep_env):
+def test_a_second_driver_leaves_the_sweep_to_the_first(sweeps: Sweeps, sweep_env: Path) -> None:
     from kubelab.sweeps.driver import Driver
 
     write_script(

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import optuna
+import pytest
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 
 from kubelab.sweeps.journal import GroupCommitBackend
 
 
-def test_writes_reach_other_readers_before_sync_and_sync_fsyncs_once(tmp_path, monkeypatch):
+def test_writes_reach_other_readers_before_sync_and_sync_fsyncs_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     path = str(tmp_path / "study.journal")
     backend = GroupCommitBackend(path)
@@ -26,13 +30,20 @@ def test_writes_reach_other_readers_before_sync_and_sync_fsyncs_once(tmp_path, m
 
     synced: list[int] = []
     real = os.fsync
-    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd)))
+
+    def fsync(fd: int) -> None:
+        synced.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
     backend.sync()
     backend.sync()  # nothing new: no second fsync
     assert len(synced) == 1 and not backend.unsynced
 
 
-def test_the_one_writer_reads_from_memory_what_the_file_holds(tmp_path, monkeypatch):
+def test_the_one_writer_reads_from_memory_what_the_file_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     path = str(tmp_path / "study.journal")
     first = optuna.create_study(storage=JournalStorage(GroupCommitBackend(path)), study_name="s")

@@ -16,6 +16,7 @@ from sweep_support import wait_sweep
 
 from kubelab.records import RunDirectory
 from kubelab.shims import SHIMS
+from kubelab.sweeps.service import Sweeps
 
 sys.path.insert(0, str(SHIMS))
 try:
@@ -25,7 +26,7 @@ finally:
     sys.path.remove(str(SHIMS))
 
 
-def run_trial(code: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
+def run_trial(code: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
     """Run `code` as a trial process would see it: the shim on PYTHONPATH, kubelab's variables set."""
     full = {k: v for k, v in os.environ.items() if not k.startswith("KUBELAB_")}
     full.update(env, PYTHONPATH=str(SHIMS))
@@ -39,7 +40,7 @@ def run_trial(code: str, env: dict[str, str], cwd: Path) -> subprocess.Completed
     )
 
 
-def test_trial_api_writes_kubelab_metrics(tmp_path):
+def test_trial_api_writes_kubelab_metrics(tmp_path: Path) -> None:
     run = tmp_path / "run"
     run.mkdir()
     env = {
@@ -83,7 +84,7 @@ def test_trial_api_writes_kubelab_metrics(tmp_path):
     assert RunDirectory(run).latest_metrics() == ({"default": 0.9, "acc": 0.7, "loss": 0.1}, 1)
 
 
-def test_standalone_mode_outside_kubelab(tmp_path):
+def test_standalone_mode_outside_kubelab(tmp_path: Path) -> None:
     done = run_trial(
         """
         import nni
@@ -99,7 +100,7 @@ def test_standalone_mode_outside_kubelab(tmp_path):
     assert not list(tmp_path.rglob("metrics.jsonl"))
 
 
-def test_bad_results_are_explained_not_recorded(tmp_path):
+def test_bad_results_are_explained_not_recorded(tmp_path: Path) -> None:
     run = tmp_path / "run"
     run.mkdir()
     done = run_trial(
@@ -117,7 +118,7 @@ def test_bad_results_are_explained_not_recorded(tmp_path):
     assert [p["metrics"] for p in RunDirectory(run).metrics()] == [{"accuracy": 0.9}]
 
 
-def test_merge_parameter_like_nni():
+def test_merge_parameter_like_nni() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--lr", type=float, default=0.01)
     parser.add_argument("--epochs", type=int, default=3)
@@ -140,7 +141,7 @@ def test_merge_parameter_like_nni():
     assert OptimizeMode("maximize") is OptimizeMode.Maximize
 
 
-def test_the_shim_takes_precedence_over_an_installed_nni(sweeps, sweep_env):
+def test_the_shim_takes_precedence_over_an_installed_nni(sweeps: Sweeps, sweep_env: Path) -> None:
     fake = sweep_env / "site" / "nni"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("raise ImportError('the real NNI was imported')\n")
@@ -175,7 +176,7 @@ nni.report_final_result({"default": accuracy, "sequence": nni.get_sequence_id()}
 """
 
 
-def test_nni_trial_and_config_run_unchanged_through_the_cli(sweep_env):
+def test_nni_trial_and_config_run_unchanged_through_the_cli(sweep_env: Path) -> None:
     project = sweep_env / "mnist"
     project.mkdir()
     (project / "trial.py").write_text(TRIAL)
@@ -233,7 +234,7 @@ def test_nni_trial_and_config_run_unchanged_through_the_cli(sweep_env):
         assert trial["params"]["layer"] in ("dense", "conv")
 
 
-def test_nni_config_over_the_service_with_bad_keys(sweeps, sweep_env):
+def test_nni_config_over_the_service_with_bad_keys(sweeps: Sweeps, sweep_env: Path) -> None:
     from kubelab.errors import ValidationError
 
     with pytest.raises(ValidationError) as refused:

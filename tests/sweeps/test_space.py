@@ -7,6 +7,8 @@ import math
 import statistics
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
 
 import optuna
 import pytest
@@ -31,13 +33,13 @@ NESTED = {
 }
 
 
-def problems(data) -> dict[str, str]:
+def problems(data: object) -> dict[str, str]:
     with pytest.raises(ValidationError) as info:
         SearchSpace.parse(data)
     return {f.path: f.reason for f in info.value.fields}
 
 
-def samples(space: dict, n: int = 300, seed: int = 7) -> list[dict]:
+def samples(space: dict[str, Any], n: int = 300, seed: int = 7) -> list[dict[str, Any]]:
     tuner = Tuner(SearchSpace.parse(space), "random", {"seed": seed})
     result = []
     for _ in range(n):
@@ -50,7 +52,7 @@ def samples(space: dict, n: int = 300, seed: int = 7) -> list[dict]:
 # -- parsing -------------------------------------------------------------------------
 
 
-def test_every_type_parses():
+def test_every_type_parses() -> None:
     space = SearchSpace.parse(
         {
             "a": {"_type": "choice", "_value": ["x", 2, 3.5, True, None]},
@@ -72,7 +74,7 @@ def test_every_type_parses():
     assert space.grid_size() is None
 
 
-def test_nested_choice_names_keys_and_grid_size():
+def test_nested_choice_names_keys_and_grid_size() -> None:
     space = SearchSpace.parse(NESTED)
     assert [p.key for p in space.walk()] == ["lr", "layer", "layer/conv/kernel", "layer/pool/kernel"]
     assert space.flat_names() == ["lr", "layer", "kernel"]
@@ -85,7 +87,7 @@ def test_nested_choice_names_keys_and_grid_size():
     assert finite.grid_size() == (1 + 3 + 2) * 4  # q reaches 1 (clipped 0), 3, 6, 9
 
 
-def test_quniform_grid_values_follow_nni_rounding_and_clipping():
+def test_quniform_grid_values_follow_nni_rounding_and_clipping() -> None:
     space = SearchSpace.parse({"q": {"_type": "quniform", "_value": [1, 10, 3]}})
     assert space.params[0].grid_values() == [1.0, 3.0, 6.0, 9.0]
     assert space.params[0].quantize(9.9) == 9.0
@@ -123,13 +125,13 @@ BAD = [
 
 
 @pytest.mark.parametrize(("data", "path", "reason"), BAD)
-def test_bad_space_names_the_field_and_reason(data, path, reason):
+def test_bad_space_names_the_field_and_reason(data: dict[str, Any], path: str, reason: str) -> None:
     found = problems(data)
     assert path in found, found
     assert reason in found[path]
 
 
-def test_every_problem_is_reported_at_once():
+def test_every_problem_is_reported_at_once() -> None:
     found = problems(
         {
             "a": {"_type": "loguniform", "_value": [0, 1]},
@@ -140,11 +142,11 @@ def test_every_problem_is_reported_at_once():
     assert set(found) == {"space.a._value[0]", "space.b._value[2]", "space.c._value"}
 
 
-def test_not_a_mapping():
+def test_not_a_mapping() -> None:
     assert "must be a mapping" in problems(["lr"])["space"]
 
 
-def test_nested_names_reused_elsewhere_are_qualified_in_the_flat_parameters():
+def test_nested_names_reused_elsewhere_are_qualified_in_the_flat_parameters() -> None:
     """NNI lets nested spaces reuse names; the flat parameters tell them apart by storage key."""
     space = SearchSpace.parse({"kernel": {"_type": "randint", "_value": [1, 3]}, "layer": NESTED["layer"]})
     assert space.flat_names() == ["kernel", "layer", "layer.conv.kernel", "layer.pool.kernel"]
@@ -176,7 +178,7 @@ def test_nested_names_reused_elsewhere_are_qualified_in_the_flat_parameters():
     assert flat == {"enc": "a", "enc.a.width": 1, "dec": "b", "dec.b.width": 2}
 
 
-def test_storage_keys_must_be_unique():
+def test_storage_keys_must_be_unique() -> None:
     found = problems({"layer/conv/kernel": {"_type": "randint", "_value": [1, 3]}, "layer": NESTED["layer"]})
     assert "storage key 'layer/conv/kernel'" in found["space.layer._value[1].kernel"]
 
@@ -184,7 +186,7 @@ def test_storage_keys_must_be_unique():
 # -- loading ---------------------------------------------------------------------------
 
 
-def test_load_space_from_json_yaml_files_and_inline_text(tmp_path):
+def test_load_space_from_json_yaml_files_and_inline_text(tmp_path: Path) -> None:
     (tmp_path / "space.json").write_text(json.dumps(NESTED))
     (tmp_path / "space.yaml").write_text(
         "lr: {_type: loguniform, _value: [0.0001, 0.1]}\n"
@@ -199,7 +201,7 @@ def test_load_space_from_json_yaml_files_and_inline_text(tmp_path):
     assert load_space("x: {_type: uniform, _value: [0, 1]}").params[0].type == "uniform"
 
 
-def test_duplicate_keys_are_refused_in_json_and_yaml(tmp_path):
+def test_duplicate_keys_are_refused_in_json_and_yaml(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match="duplicate key 'lr'"):
         load_space(
             '{"lr": {"_type": "uniform", "_value": [0, 1]}, "lr": {"_type": "uniform", "_value": [0, 2]}}'
@@ -210,7 +212,7 @@ def test_duplicate_keys_are_refused_in_json_and_yaml(tmp_path):
         load_space(path)
 
 
-def test_unreadable_documents_name_the_problem(tmp_path):
+def test_unreadable_documents_name_the_problem(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match="no such file"):
         load_space(tmp_path / "missing.json")
     with pytest.raises(ValidationError, match="not valid JSON: line 1"):
@@ -222,7 +224,7 @@ def test_unreadable_documents_name_the_problem(tmp_path):
         load_space(tmp_path / "bad.json")
 
 
-def test_errors_from_files_carry_the_root_given():
+def test_errors_from_files_carry_the_root_given() -> None:
     with pytest.raises(ValidationError) as info:
         load_space('{"lr": {"_type": "uniform", "_value": [1, 0]}}', root="space_file")
     assert info.value.fields[0].path == "space_file.lr._value"
@@ -231,12 +233,12 @@ def test_errors_from_files_carry_the_root_given():
 # -- sampling with NNI semantics -------------------------------------------------------
 
 
-def test_randint_excludes_its_upper_bound_and_reaches_every_value():
+def test_randint_excludes_its_upper_bound_and_reaches_every_value() -> None:
     values = {s["n"] for s in samples({"n": {"_type": "randint", "_value": [-2, 3]}}, n=100)}
     assert values == {-2, -1, 0, 1, 2}
 
 
-def test_uniform_and_loguniform_stay_in_bounds_and_log_is_log():
+def test_uniform_and_loguniform_stay_in_bounds_and_log_is_log() -> None:
     drawn = samples(
         {"u": {"_type": "uniform", "_value": [-3, 5]}, "l": {"_type": "loguniform", "_value": [1e-4, 1]}}
     )
@@ -258,18 +260,18 @@ def test_uniform_and_loguniform_stay_in_bounds_and_log_is_log():
         ),
     ],
 )
-def test_q_types_give_only_nni_values(spec, values):
+def test_q_types_give_only_nni_values(spec: dict[str, Any], values: set[float]) -> None:
     drawn = {s["x"] for s in samples({"x": spec}, n=200)}
     assert drawn <= values
     assert len(drawn) >= 3
 
 
-def test_qloguniform_prefers_small_values():
+def test_qloguniform_prefers_small_values() -> None:
     drawn = [s["x"] for s in samples({"x": {"_type": "qloguniform", "_value": [1, 1000, 1]}})]
     assert sum(x < 32 for x in drawn) / len(drawn) > 0.35  # uniform would give about 3%
 
 
-def test_normal_types_follow_their_distribution():
+def test_normal_types_follow_their_distribution() -> None:
     drawn = samples(
         {
             "n": {"_type": "normal", "_value": [10, 2]},
@@ -288,7 +290,7 @@ def test_normal_types_follow_their_distribution():
     assert all(float(s["qln"]).is_integer() for s in drawn)
 
 
-def test_decode_maps_the_middle_quantile_to_mu():
+def test_decode_maps_the_middle_quantile_to_mu() -> None:
     space = SearchSpace.parse(
         {"n": {"_type": "normal", "_value": [3, 2]}, "l": {"_type": "lognormal", "_value": [1, 2]}}
     )
@@ -298,7 +300,7 @@ def test_decode_maps_the_middle_quantile_to_mu():
     assert encoding.decode(normal, encoding.QUANTILE_HIGH) == pytest.approx(3 + 4 * 2)
 
 
-def test_nested_choice_yields_nni_shaped_params():
+def test_nested_choice_yields_nni_shaped_params() -> None:
     drawn = samples(NESTED, n=60)
     shapes = {s["layer"]["_name"]: set(s["layer"]) for s in drawn}
     assert shapes == {"empty": {"_name"}, "conv": {"_name", "kernel"}, "pool": {"_name", "kernel"}}
@@ -306,12 +308,12 @@ def test_nested_choice_yields_nni_shaped_params():
     assert all(s["layer"]["kernel"] in (2, 3) for s in drawn if s["layer"]["_name"] == "pool")
 
 
-def test_choice_values_keep_their_types():
+def test_choice_values_keep_their_types() -> None:
     drawn = samples({"c": {"_type": "choice", "_value": ["x", 2, 3.5, True, None]}}, n=80)
     assert {repr(s["c"]) for s in drawn} == {"'x'", "2", "3.5", "True", "None"}
 
 
-def test_importing_the_pure_modules_does_not_import_optuna():
+def test_importing_the_pure_modules_does_not_import_optuna() -> None:
     code = (
         "import sys, kubelab, kubelab.sweeps.space, kubelab.sweeps.sweep_spec, kubelab.formats.nni_config; "
         "print('optuna' in sys.modules)"

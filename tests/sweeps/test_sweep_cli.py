@@ -7,14 +7,17 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 
 @pytest.fixture
-def cli(sweep_env):
-    def run(*args: str, rc: int | None = 0) -> subprocess.CompletedProcess:
+def cli(sweep_env: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
+    def run(*args: str, rc: int | None = 0) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
             [sys.executable, "-m", "kubelab.cli", "sweep", *args],
             capture_output=True,
@@ -30,7 +33,7 @@ def cli(sweep_env):
     return run
 
 
-def write_spec(folder, **fields) -> str:
+def write_spec(folder: Path, **fields: Any) -> str:
     spec = {
         "name": "cli-sweep",
         "space": {"x": {"_type": "quniform", "_value": [0, 2, 1]}},
@@ -44,7 +47,9 @@ def write_spec(folder, **fields) -> str:
     return "sweep.yml"
 
 
-def test_wait_ls_show_and_resume(cli, sweep_env):
+def test_wait_ls_show_and_resume(
+    cli: Callable[..., subprocess.CompletedProcess[str]], sweep_env: Path
+) -> None:
     done = cli("-f", write_spec(sweep_env), "--wait")
     assert (
         "trial 0: complete" in done.stderr
@@ -68,7 +73,9 @@ def test_wait_ls_show_and_resume(cli, sweep_env):
     assert f"kubelab: sweep '{sweep_id}' is not running" in stopped.stderr
 
 
-def test_failing_sweep_exits_non_zero_with_json(cli, sweep_env):
+def test_failing_sweep_exits_non_zero_with_json(
+    cli: Callable[..., subprocess.CompletedProcess[str]], sweep_env: Path
+) -> None:
     spec = write_spec(
         sweep_env,
         tuner="random",
@@ -86,7 +93,9 @@ def test_failing_sweep_exits_non_zero_with_json(cli, sweep_env):
     ), record["reason"]
 
 
-def test_stop_and_resume_from_the_cli(cli, sweep_env):
+def test_stop_and_resume_from_the_cli(
+    cli: Callable[..., subprocess.CompletedProcess[str]], sweep_env: Path
+) -> None:
     spec = write_spec(
         sweep_env,
         tuner="random",
@@ -112,7 +121,9 @@ def test_stop_and_resume_from_the_cli(cli, sweep_env):
     assert record["counts"]["succeeded"] == 4 - record["counts"]["stopped"]
 
 
-def test_bad_input_is_refused_with_the_field(cli, sweep_env):
+def test_bad_input_is_refused_with_the_field(
+    cli: Callable[..., subprocess.CompletedProcess[str]], sweep_env: Path
+) -> None:
     bad = cli("-f", write_spec(sweep_env, space={"lr": {"_type": "loguniform", "_value": [-1, 1]}}), rc=2)
     assert bad.stderr.startswith("kubelab: invalid") and "space.lr" in bad.stderr
     duplicate = sweep_env / "dup.yml"
@@ -141,7 +152,9 @@ runpy.run_module("kubelab.cli", run_name="__main__")
 """
 
 
-def test_importance_is_computed_by_show_not_by_wait_and_cached(cli, sweep_env):
+def test_importance_is_computed_by_show_not_by_wait_and_cached(
+    cli: Callable[..., subprocess.CompletedProcess[str]], sweep_env: Path
+) -> None:
     space = {"x": {"_type": "uniform", "_value": [0, 1]}}  # three distinct values: x matters
     spec = write_spec(sweep_env, tuner="random", max_trials=3, concurrency=2, space=space)
     done = subprocess.run(

@@ -7,6 +7,9 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -21,7 +24,7 @@ SPACE = {"x": {"_type": "uniform", "_value": [-2, 2]}}
 SCRIPT = "import time, kubelab; time.sleep(0.2); kubelab.report(loss=kubelab.params()['x'] ** 2)"
 
 
-def sweep_spec(**fields) -> dict:
+def sweep_spec(**fields: Any) -> dict[str, Any]:
     return {
         "space": SPACE,
         "objective": {"metric": "loss"},
@@ -33,7 +36,7 @@ def sweep_spec(**fields) -> dict:
     }
 
 
-def server_env(base) -> dict[str, str]:
+def server_env(base: Path) -> dict[str, str]:
     return {
         "KUBELAB_MACHINE_DIR": str(base / "machine"),
         "KUBELAB_STOP_GRACE": "2",
@@ -42,7 +45,7 @@ def server_env(base) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
     """One server for the module's REST tests (starting one takes seconds); each test makes its own sweeps."""
     base = tmp_path_factory.mktemp("rest")
     try:
@@ -56,14 +59,17 @@ def patch(server: JupyterServer, path: str, body: object) -> requests.Response:
     return requests.patch(server.api + path, headers=server.headers, json=body, timeout=30)
 
 
-def wait_status(server: JupyterServer, sweep_id: str, until, timeout: float = 60.0) -> dict:
+def wait_status(
+    server: JupyterServer, sweep_id: str, until: Callable[[dict[str, Any]], bool], timeout: float = 60.0
+) -> dict[str, Any]:
     """Poll the (cheap) list until `until(record)`, then return the full record."""
     deadline = time.monotonic() + timeout
-    record: dict = {}
+    record: dict[str, Any] = {}
     while time.monotonic() < deadline:
         record = next(r for r in server.get("sweeps").json()["items"] if r["id"] == sweep_id)
         if until(record):
-            return server.get(f"sweeps/{sweep_id}").json()
+            full: dict[str, Any] = server.get(f"sweeps/{sweep_id}").json()
+            return full
         time.sleep(0.1)
     raise AssertionError(f"sweep {sweep_id}: {record}")
 
@@ -71,10 +77,10 @@ def wait_status(server: JupyterServer, sweep_id: str, until, timeout: float = 60
 class EventReader(threading.Thread):
     """Collects `event: sweep` payloads from the server's event stream."""
 
-    def __init__(self, server: JupyterServer):
+    def __init__(self, server: JupyterServer) -> None:
         super().__init__(daemon=True)
         self.response = requests.get(server.api + "events", headers=server.headers, stream=True, timeout=60)
-        self.sweeps: list[dict] = []
+        self.sweeps: list[dict[str, Any]] = []
 
     def run(self) -> None:
         kind = None
@@ -88,7 +94,7 @@ class EventReader(threading.Thread):
             return
 
 
-def test_create_list_get_extend_with_events(server):
+def test_create_list_get_extend_with_events(server: JupyterServer) -> None:
     events = EventReader(server)
     events.start()
     created = server.post("sweeps", sweep_spec(name="rest"))
@@ -135,7 +141,7 @@ def test_create_list_get_extend_with_events(server):
     assert {"/kubelab/api/sweeps", "/kubelab/api/sweeps/{sweep_id}/resume"} <= set(openapi["paths"])
 
 
-def test_stop_resume_and_nni_body(server):
+def test_stop_resume_and_nni_body(server: JupyterServer) -> None:
     gate = server.root / "go"
     script = f"import os, time, kubelab\nwhile not os.path.exists({str(gate)!r}): time.sleep(0.05)\nkubelab.report(loss=1)"
     sweep_id = server.post("sweeps", sweep_spec(trial={"command": ["python", "-c", script]})).json()["id"]
@@ -171,7 +177,7 @@ def test_stop_resume_and_nni_body(server):
     assert done["status"] == "Succeeded" and done["counts"]["succeeded"] == 2, done
 
 
-def test_errors_name_the_field_and_start_nothing(server):
+def test_errors_name_the_field_and_start_nothing(server: JupyterServer) -> None:
     bad = server.post("sweeps", sweep_spec(space={"lr": {"_type": "loguniform", "_value": [0, 1]}}))
     assert bad.status_code == 422
     assert bad.json()["error"] == "invalid" and bad.json()["fields"][0]["path"].startswith("space.lr")
@@ -202,7 +208,7 @@ def test_errors_name_the_field_and_start_nothing(server):
     assert requests.get(server.api + "sweeps", timeout=30).status_code == 403  # no token
 
 
-def test_server_killed_mid_sweep_resumes_with_nothing_lost_or_repeated(tmp_path):
+def test_server_killed_mid_sweep_resumes_with_nothing_lost_or_repeated(tmp_path: Path) -> None:
     """The server and the driver both die; the next server restarts the driver, which re-attaches."""
     home, root, env = tmp_path / "home", tmp_path / "workspace", server_env(tmp_path)
     # 2 s trials: the four left after the kill cannot all end before the driver is killed too
@@ -212,10 +218,13 @@ def test_server_killed_mid_sweep_resumes_with_nothing_lost_or_repeated(tmp_path)
     with JupyterServer(root, home, env=env) as first:
         sweep_id = first.post("sweeps", spec).json()["id"]
         wait_status(first, sweep_id, lambda r: r["finished"] >= 2 and r["counts"]["running"] == 2)
+        assert first.process is not None
         first.process.send_signal(signal.SIGKILL)
         first.process.wait()
     sweeps = Sweeps(Experiments(home))
-    os.kill(sweeps.sweep(sweep_id).read_state().driver_pid, signal.SIGKILL)  # as if the machine went down
+    driver_pid = sweeps.sweep(sweep_id).read_state().driver_pid
+    assert driver_pid is not None
+    os.kill(driver_pid, signal.SIGKILL)  # as if the machine went down
     wait_driver_gone(sweeps, sweep_id)
     try:
         with JupyterServer(root, home, env=env) as second:
@@ -227,7 +236,7 @@ def test_server_killed_mid_sweep_resumes_with_nothing_lost_or_repeated(tmp_path)
     assert sorted(runs) == list(range(6)) and all(len(ids) == 1 for ids in runs.values()), runs
 
 
-def test_a_server_keeps_a_warm_driver_that_takes_the_next_sweep(tmp_path):
+def test_a_server_keeps_a_warm_driver_that_takes_the_next_sweep(tmp_path: Path) -> None:
     """The server's warm driver (kubelab.warm) serves a REST-created sweep; the server replaces it."""
     from kubelab.pids import pid_alive
     from kubelab.warm import DRIVER, WarmPool
@@ -263,7 +272,7 @@ def test_a_server_keeps_a_warm_driver_that_takes_the_next_sweep(tmp_path):
             os.kill(pid, signal.SIGKILL)
 
 
-def test_space_as_text_and_every_trials_metrics(server):
+def test_space_as_text_and_every_trials_metrics(server: JupyterServer) -> None:
     """The sweep dialog sends its search space as typed (YAML or JSON); the sweep view reads
     every trial's curve in one request."""
     yaml_space = "x:\n  _type: choice\n  _value: [1, 2]\n"

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import shlex
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from kubelab.errors import ValidationError
 from kubelab.formats.nni_config import load_nni_config, nni_to_sweep
+from kubelab.sweeps.space import Scalar
 from kubelab.sweeps.sweep_spec import SweepSpec, trial_command
 
 SPACE = {
@@ -17,7 +20,7 @@ SPACE = {
 }
 
 
-def sweep(**changes) -> dict:
+def sweep(**changes: Any) -> dict[str, Any]:
     data = {
         "name": "mnist",
         "space": SPACE,
@@ -31,13 +34,13 @@ def sweep(**changes) -> dict:
     return {k: v for k, v in data.items() if v is not None}
 
 
-def problems(data, **kwargs) -> dict[str, str]:
+def problems(data: object, **kwargs: Any) -> dict[str, str]:
     with pytest.raises(ValidationError) as info:
         SweepSpec.parse(data, **kwargs)
     return {f.path: f.reason for f in info.value.fields}
 
 
-def test_a_valid_sweep_parses_and_round_trips():
+def test_a_valid_sweep_parses_and_round_trips() -> None:
     spec = SweepSpec.parse(sweep(early_stopping="median", max_duration="2h", max_failed_trials=3))
     assert (spec.tuner.name, spec.early_stopping.name) == ("tpe", "median")
     assert (spec.objective.metric, spec.max_duration, spec.concurrency) == ("loss", 7200.0, 2)
@@ -45,7 +48,7 @@ def test_a_valid_sweep_parses_and_round_trips():
     assert again.to_dict() == spec.to_dict()
 
 
-def test_defaults_and_string_forms():
+def test_defaults_and_string_forms() -> None:
     spec = SweepSpec.parse(
         {"space": SPACE, "tuner": "random", "max_trials": 3, "trial": {"command": "python t.py"}}
     )
@@ -55,12 +58,13 @@ def test_defaults_and_string_forms():
     assert spec.concurrency == 1
 
 
-def test_trial_command_appends_quoted_arguments():
-    params = {"lr": 0.001, "name": "a b; rm -rf ~", "flag": True, "none": None}
+def test_trial_command_appends_quoted_arguments() -> None:
+    params: dict[str, Scalar] = {"lr": 0.001, "name": "a b; rm -rf ~", "flag": True, "none": None}
     assert trial_command(["python", "t.py"], params) == [
         "python", "t.py", "--lr=0.001", "--name=a b; rm -rf ~", "--flag=true", "--none=",
     ]  # fmt: skip
     line = trial_command("python t.py", params)
+    assert isinstance(line, str)
     assert shlex.split(line) == [
         "python",
         "t.py",
@@ -72,7 +76,7 @@ def test_trial_command_appends_quoted_arguments():
     assert trial_command("python t.py", {}) == "python t.py"
 
 
-def test_trial_spec_carries_params_as_arguments_env_and_template():
+def test_trial_spec_carries_params_as_arguments_env_and_template() -> None:
     spec = SweepSpec.parse(sweep(trial={"command": "python t.py --rate {{ lr }}", "env": {"A": "1"}}))
     trial = spec.trial_spec({"lr": 0.01, "opt": "adam"})
     assert trial.params == {"lr": 0.01, "opt": "adam"}
@@ -81,13 +85,13 @@ def test_trial_spec_carries_params_as_arguments_env_and_template():
     assert env_only.trial_spec({"lr": 0.01, "opt": "sgd"}).rendered_command() == ["python", "t.py"]
 
 
-def test_space_names_are_defined_template_variables_but_others_are_not():
+def test_space_names_are_defined_template_variables_but_others_are_not() -> None:
     SweepSpec.parse(sweep(trial={"command": "python t.py --lr {{ lr }} --opt {{opt}}"}))
     found = problems(sweep(trial={"command": "python t.py --lr {{ lr }} --wd {{ wd }}"}))
     assert found == {"trial.command": "undefined template variable 'wd'"}
 
 
-def test_space_file_is_read_relative_to_the_base_dir(tmp_path):
+def test_space_file_is_read_relative_to_the_base_dir(tmp_path: Path) -> None:
     (tmp_path / "space.yaml").write_text("lr: {_type: uniform, _value: [0, 1]}\n")
     spec = SweepSpec.parse(sweep(space=None, space_file="space.yaml"), base_dir=tmp_path)
     assert spec.space_file == str(tmp_path / "space.yaml")
@@ -138,23 +142,23 @@ BAD = [
 
 
 @pytest.mark.parametrize(("data", "path", "reason"), BAD)
-def test_bad_sweep_names_the_field(data, path, reason):
+def test_bad_sweep_names_the_field(data: object, path: str, reason: str) -> None:
     found = problems(data)
     assert path in found, found
     assert reason in found[path]
 
 
-def test_not_a_mapping():
+def test_not_a_mapping() -> None:
     assert "must be a mapping" in problems(["x"])[""]
 
 
-def test_trial_inputs_must_accept_the_space_values():
+def test_trial_inputs_must_accept_the_space_values() -> None:
     trial = {"command": ["t"], "inputs": [{"name": "lr", "type": "int"}, {"name": "opt", "type": "str"}]}
     found = problems(sweep(trial=trial))
     assert "values of search-space parameter 'lr' do not fit the trial's input" in found["trial.inputs (lr)"]
 
 
-def test_batch_sweep():
+def test_batch_sweep() -> None:
     configs = [{"lr": 0.1, "opt": "sgd"}, {"lr": 0.01, "opt": "adam"}]
     spec = SweepSpec.parse(sweep(space=None, tuner="batch", batch=configs, max_trials=None,
                                  trial={"command": "t --lr {{ lr }}"}))  # fmt: skip
@@ -166,7 +170,7 @@ def test_batch_sweep():
     assert "non-empty list" in problems(sweep(space=None, tuner="batch"))["batch"]
 
 
-def test_make_tuner_uses_the_objective_and_early_stopping(tmp_path):
+def test_make_tuner_uses_the_objective_and_early_stopping(tmp_path: Path) -> None:
     spec = SweepSpec.parse(sweep(objective={"direction": "maximize"}, early_stopping="asha"))
     tuner = spec.make_tuner(storage=f"sqlite:///{tmp_path}/s.db", study_name="mnist")
     assert tuner.direction == "maximize"
@@ -202,14 +206,14 @@ trainingService:
 """
 
 
-def nni_dir(tmp_path, config: str = NNI_YAML, space: dict | None = None):
+def nni_dir(tmp_path: Path, config: str = NNI_YAML, space: dict[str, Any] | None = None) -> Path:
     (tmp_path / "code").mkdir()
     (tmp_path / "search_space.json").write_text(json.dumps(space or SPACE))
     (tmp_path / "config.yml").write_text(config)
     return tmp_path / "config.yml"
 
 
-def test_nni_config_with_a_search_space_file(tmp_path):
+def test_nni_config_with_a_search_space_file(tmp_path: Path) -> None:
     converted = load_nni_config(nni_dir(tmp_path))
     code = str((tmp_path / "code").resolve())
     assert converted["space_file"] == str((tmp_path / "search_space.json").resolve())
@@ -234,7 +238,7 @@ def test_nni_config_with_a_search_space_file(tmp_path):
     assert spec.space.to_dict() == SPACE
 
 
-def test_nni_hyperband_and_bohb_advisors(tmp_path):
+def test_nni_hyperband_and_bohb_advisors(tmp_path: Path) -> None:
     base = {"searchSpace": SPACE, "trialCommand": "python t.py", "trialConcurrency": 1, "maxTrialNumber": 5}
     hyper = nni_to_sweep(
         {
@@ -252,7 +256,7 @@ def test_nni_hyperband_and_bohb_advisors(tmp_path):
         nni_to_sweep({**base, "advisor": {"name": "BOHB", "classArgs": {"top_n_percent": 15}}})
 
 
-def test_nni_batch_tuner(tmp_path):
+def test_nni_batch_tuner(tmp_path: Path) -> None:
     configs = [{"lr": 0.1}, {"lr": 0.01}]
     space = {"combine_params": {"_type": "choice", "_value": configs}}
     path = nni_dir(tmp_path, NNI_YAML.replace("name: TPE", "name: BatchTuner").split("assessor:")[0], space)
@@ -285,7 +289,7 @@ NNI_BAD = [
 
 
 @pytest.mark.parametrize(("change", "path", "reason"), NNI_BAD)
-def test_bad_nni_configs(change, path, reason):
+def test_bad_nni_configs(change: dict[str, Any], path: str, reason: str) -> None:
     data = {"searchSpace": SPACE, "trialCommand": "python t.py", "trialConcurrency": 1, "maxTrialNumber": 3,
             "tuner": {"name": "TPE", "classArgs": {"optimize_mode": "maximize"}}}  # fmt: skip
     data.update(change)
@@ -297,7 +301,7 @@ def test_bad_nni_configs(change, path, reason):
     assert reason in found[path]
 
 
-def test_nni_keys_ignore_case_and_underscores_and_errors_surface_in_the_sweep():
+def test_nni_keys_ignore_case_and_underscores_and_errors_surface_in_the_sweep() -> None:
     converted = nni_to_sweep(
         {"search_space": SPACE, "TRIAL_COMMAND": "t", "trial_concurrency": 1, "max_trial_number": 2,
          "tuner": {"name": "Anneal"}, "assessor": {"name": "Curvefitting", "classArgs": {"epoch_num": 20}}},

@@ -6,6 +6,10 @@ import importlib.util
 import itertools
 import json
 import math
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any, cast
 
 import optuna
 import pytest
@@ -48,11 +52,17 @@ NESTED = SearchSpace.parse(
 )
 
 
-def objective(params: dict) -> float:
-    return (params["x"] - 2) ** 2 + params.get("k", 0) + params.get("z", 0) ** 2
+def best_of(tuner: Tuner) -> dict[str, Any]:
+    best = tuner.best()
+    assert best is not None
+    return best
 
 
-def run(tuner: Tuner, n: int) -> list[tuple[dict, float]]:
+def objective(params: dict[str, Any]) -> float:
+    return float((params["x"] - 2) ** 2 + params.get("k", 0) + params.get("z", 0) ** 2)
+
+
+def run(tuner: Tuner, n: int) -> list[tuple[dict[str, Any], float]]:
     told = []
     for _ in range(n):
         suggestion = tuner.ask()
@@ -62,7 +72,7 @@ def run(tuner: Tuner, n: int) -> list[tuple[dict, float]]:
     return told
 
 
-def problems(call) -> dict[str, str]:
+def problems(call: Callable[[], object]) -> dict[str, str]:
     with pytest.raises(ValidationError) as info:
         call()
     return {f.path: f.reason for f in info.value.fields}
@@ -84,7 +94,7 @@ def problems(call) -> dict[str, str]:
         ("tpe", NESTED, {"multivariate": True, "group": True}),
     ],
 )
-def test_tuner_optimizes_within_bounds(name, space, args):
+def test_tuner_optimizes_within_bounds(name: str, space: SearchSpace, args: dict[str, Any]) -> None:
     tuner = Tuner(space, name, {"seed": 11, **args})
     told = run(tuner, 16 if name == "gp" else 25)
     for params, _ in told:
@@ -94,36 +104,36 @@ def test_tuner_optimizes_within_bounds(name, space, args):
         if "opt" in params:
             assert params["opt"] in ("sgd", "adam")
     best_value = min(value for _, value in told)
-    best = tuner.best()
+    best = best_of(tuner)
     assert best["value"] == best_value
     assert objective(SearchSpace.flatten(space, best["params"])) == best_value
     assert len({str(p) for p, _ in told}) >= 5  # it explores rather than repeating itself
 
 
-def test_model_based_tuners_beat_their_own_start():
+def test_model_based_tuners_beat_their_own_start() -> None:
     tuner = Tuner(NUMERIC, "tpe", {"seed": 3, "n_startup_trials": 10})
     told = run(tuner, 40)
     startup_best = min(v for _, v in told[:10])
-    assert tuner.best()["value"] <= startup_best
+    assert best_of(tuner)["value"] <= startup_best
 
 
-def test_same_seed_same_suggestions():
+def test_same_seed_same_suggestions() -> None:
     first = [s for s, _ in run(Tuner(NUMERIC, "tpe", {"seed": 5, "n_startup_trials": 3}), 8)]
     second = [s for s, _ in run(Tuner(NUMERIC, "tpe", {"seed": 5, "n_startup_trials": 3}), 8)]
     assert first == second
 
 
-def test_maximize_picks_the_largest():
+def test_maximize_picks_the_largest() -> None:
     tuner = Tuner(MIXED, "random", {"seed": 1, "optimize_mode": "maximize"})
     told = run(tuner, 10)
     assert tuner.direction == "maximize"
-    assert tuner.best()["value"] == max(v for _, v in told)
+    assert best_of(tuner)["value"] == max(v for _, v in told)
 
 
 # -- exhaustive tuners ----------------------------------------------------------------------
 
 
-def test_grid_enumerates_exactly_the_product_then_is_exhausted():
+def test_grid_enumerates_exactly_the_product_then_is_exhausted() -> None:
     space = SearchSpace.parse(
         {
             "a": {"_type": "choice", "_value": ["x", "y"]},
@@ -142,16 +152,22 @@ def test_grid_enumerates_exactly_the_product_then_is_exhausted():
         tuner.ask()
 
 
-def test_bruteforce_walks_nested_choices_without_repeats_even_while_trials_run():
+def test_bruteforce_walks_nested_choices_without_repeats_even_while_trials_run() -> None:
     tuner = Tuner(NESTED, "bruteforce", {"seed": 2})
-    running = [tuner.ask() for _ in range(NESTED.grid_size())]  # none told yet: concurrency
+    size = NESTED.grid_size()
+    assert size is not None
+    running = [tuner.ask() for _ in range(size)]  # none told yet: concurrency
     shapes = {str(s.params) for s in running}
     assert len(shapes) == NESTED.grid_size() == 5 * 4
     assert tuner.exhausted()
 
 
-def test_batch_returns_the_listed_configurations_in_order():
-    configs = [{"lr": 0.1, "opt": "sgd"}, {"lr": 0.01}, {"lr": 0.001, "opt": "adam", "warm": True}]
+def test_batch_returns_the_listed_configurations_in_order() -> None:
+    configs: list[dict[str, Any]] = [
+        {"lr": 0.1, "opt": "sgd"},
+        {"lr": 0.01},
+        {"lr": 0.001, "opt": "adam", "warm": True},
+    ]
     tuner = Tuner(SearchSpace.empty(), "batch", batch=configs)
     got = []
     while not tuner.exhausted():
@@ -160,7 +176,7 @@ def test_batch_returns_the_listed_configurations_in_order():
         assert suggestion.flat == suggestion.params
         tuner.tell(suggestion.number, suggestion.params["lr"])
     assert got == configs
-    assert tuner.best()["params"] == configs[2]
+    assert best_of(tuner)["params"] == configs[2]
     assert set(tuner.importance()) == {"lr", "opt", "warm"}
     with pytest.raises(SweepExhausted):
         tuner.ask()
@@ -169,7 +185,7 @@ def test_batch_returns_the_listed_configurations_in_order():
 # -- refusals -------------------------------------------------------------------------------
 
 
-def test_grid_divides_continuous_parameters_ever_finer_as_nni_does():
+def test_grid_divides_continuous_parameters_ever_finer_as_nni_does() -> None:
     """NNI's grid: middles first, then quartiles, eighths...; normal types by their quantiles."""
     space = SearchSpace.parse(
         {
@@ -193,7 +209,7 @@ def test_grid_divides_continuous_parameters_ever_finer_as_nni_does():
     assert not tuner.exhausted()  # continuous: runs until stopped, as NNI's grid does
 
 
-def test_grid_over_q_types_ends_after_every_reachable_value():
+def test_grid_over_q_types_ends_after_every_reachable_value() -> None:
     space = SearchSpace.parse(
         {"z": {"_type": "quniform", "_value": [2, 3, 1]}, "x": {"_type": "choice", "_value": [5, 7]}}
     )
@@ -206,23 +222,23 @@ def test_grid_over_q_types_ends_after_every_reachable_value():
     assert sorted(values) == [(2, 5), (2, 7), (3, 5), (3, 7)]
 
 
-def test_cmaes_refuses_choice_and_gp_qmc_refuse_nested():
+def test_cmaes_refuses_choice_and_gp_qmc_refuse_nested() -> None:
     assert (
         "choice is categorical and CMA-ES searches numbers only"
         in problems(lambda: Tuner(MIXED, "cmaes"))["space.opt"]
     )
     for name in ("gp", "qmc"):
-        reason = problems(lambda name=name: Tuner(NESTED, name))["space.layer"]
+        reason = problems(partial(Tuner, NESTED, name))["space.layer"]
         assert reason.startswith(
             f"{name} cannot search 'layer': its nested options make parameters conditional"
         )
 
 
-def test_empty_space_and_batch_misuse_are_refused():
+def test_empty_space_and_batch_misuse_are_refused() -> None:
     assert "is empty" in problems(lambda: Tuner(SearchSpace.empty(), "tpe"))["space"]
     assert "leave space out" in problems(lambda: Tuner(MIXED, "batch", batch=[{"a": 1}]))["space"]
     assert "only for the batch tuner" in problems(lambda: Tuner(MIXED, "tpe", batch=[{"a": 1}]))["batch"]
-    found = problems(lambda: Tuner(SearchSpace.empty(), "batch", batch=[{"a": [1, 2]}, "x"]))
+    found = problems(lambda: Tuner(SearchSpace.empty(), "batch", batch=cast(Any, [{"a": [1, 2]}, "x"])))
     assert "must be a number, string" in found["batch[0].a"]
     assert "non-empty mapping" in found["batch[1]"]
     assert "non-empty list" in problems(lambda: Tuner(SearchSpace.empty(), "batch"))["batch"]
@@ -254,12 +270,12 @@ def test_empty_space_and_batch_misuse_are_refused():
         ("SMAC", "tuner", "SMAC is not available"),
     ],
 )  # fmt: skip
-def test_bad_tuner_settings(value, path, reason):
+def test_bad_tuner_settings(value: str | int | dict[str, Any], path: str, reason: str) -> None:
     found = problems(lambda: resolve_tuner(value))
     assert reason in found[path], found
 
 
-def test_nni_names_and_arguments_map_to_optuna():
+def test_nni_names_and_arguments_map_to_optuna() -> None:
     assert resolve_tuner("GridSearch").name == "grid"
     assert resolve_tuner("BatchTuner").name == "batch"
     assert resolve_tuner({"name": "sobol"}).kwargs == {"qmc_type": "sobol"}
@@ -279,14 +295,14 @@ def test_nni_names_and_arguments_map_to_optuna():
     assert resolve_tuner({"name": "GPTuner", "args": {"cold_start_num": 4}}).kwargs == {"n_startup_trials": 4}
 
 
-def test_directions_must_agree():
+def test_directions_must_agree() -> None:
     found = problems(lambda: Tuner(MIXED, "tpe", {"optimize_mode": "maximize"}, direction="minimize"))
     assert "objective.direction says minimize" in found["tuner.args.optimize_mode"]
     found = problems(lambda: Tuner(MIXED, direction="up"))
     assert "minimize or maximize" in found["direction"]
 
 
-def test_missing_optional_package_is_named(monkeypatch):
+def test_missing_optional_package_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     real = importlib.util.find_spec
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: None if name == "scipy" else real(name, *a)
@@ -298,7 +314,7 @@ def test_missing_optional_package_is_named(monkeypatch):
 # -- results ----------------------------------------------------------------------------------
 
 
-def test_tell_records_states_and_is_idempotent():
+def test_tell_records_states_and_is_idempotent() -> None:
     tuner = Tuner(MIXED, "random", {"seed": 4})
     a, b, c, d = (tuner.ask() for _ in range(4))
     assert tuner.tell(a.number, 1.5) == "complete"
@@ -314,10 +330,10 @@ def test_tell_records_states_and_is_idempotent():
     e = tuner.ask()
     assert "objective value" in problems(lambda: tuner.tell(e.number, None))["value"]
     assert "must be one of" in problems(lambda: tuner.tell(e.number, 1.0, state="done"))["state"]
-    assert tuner.best()["number"] == a.number
+    assert best_of(tuner)["number"] == a.number
 
 
-def test_best_and_importance_before_any_result():
+def test_best_and_importance_before_any_result() -> None:
     tuner = Tuner(MIXED, "tpe", {"seed": 1})
     assert tuner.best() is None
     assert tuner.importance() == {}
@@ -327,7 +343,7 @@ def test_best_and_importance_before_any_result():
     assert importance["x"] > importance["opt"]  # the objective ignores opt
 
 
-def test_storage_needs_a_study_name(tmp_path):
+def test_storage_needs_a_study_name(tmp_path: Path) -> None:
     found = problems(lambda: Tuner(MIXED, storage=f"sqlite:///{tmp_path}/s.db"))
     assert "is required with a storage" in found["study_name"]
 
@@ -335,7 +351,7 @@ def test_storage_needs_a_study_name(tmp_path):
 # -- pruners ------------------------------------------------------------------------------------
 
 
-def feed(tuner: Tuner, curve, steps: int = 10) -> bool:
+def feed(tuner: Tuner, curve: Callable[..., float], steps: int = 10) -> bool:
     """Report a trial's learning curve; True if the pruner stopped it."""
     suggestion = tuner.ask()
     for step in range(steps):
@@ -355,7 +371,7 @@ def feed(tuner: Tuner, curve, steps: int = 10) -> bool:
         {"name": "asha", "args": {"min_resource": 1, "reduction_factor": 2}},
     ],
 )
-def test_pruner_stops_a_clearly_bad_trial(pruner):
+def test_pruner_stops_a_clearly_bad_trial(pruner: str | dict[str, Any]) -> None:
     # Hyperband puts a trial in a bracket by a hash of the study's name and the trial's number;
     # a fixed name keeps that (and so this test) the same on every run.
     tuner = Tuner(MIXED, "random", {"seed": 0}, pruner=pruner, study_name="pruning")
@@ -364,18 +380,18 @@ def test_pruner_stops_a_clearly_bad_trial(pruner):
     assert feed(tuner, lambda s: 100.0 + s)
 
 
-def test_no_pruner_never_stops():
+def test_no_pruner_never_stops() -> None:
     tuner = Tuner(MIXED, "random", {"seed": 0}, pruner="none")
     for i in range(6):
         feed(tuner, lambda s, i=i: 1.0 / (s + 1) + i)
     assert not feed(tuner, lambda s: 100.0 + s)
 
 
-def test_report_errors():
+def test_report_errors() -> None:
     tuner = Tuner(MIXED, "random", pruner="median")
     suggestion = tuner.ask()
     assert "whole number >= 0" in problems(lambda: tuner.report(suggestion.number, -1, 1.0))["step"]
-    assert "must be a number" in problems(lambda: tuner.report(suggestion.number, 0, "x"))["value"]
+    assert "must be a number" in problems(lambda: tuner.report(suggestion.number, 0, cast(Any, "x")))["value"]
     tuner.tell(suggestion.number, 1.0)
     with pytest.raises(Conflict):
         tuner.report(suggestion.number, 1, 1.0)
@@ -397,12 +413,12 @@ def test_report_errors():
         ({"name": "asha", "args": {"min_resource": "some"}}, "early_stopping.args.min_resource", "or 'auto'"),
     ],
 )  # fmt: skip
-def test_bad_pruner_settings(value, path, reason):
+def test_bad_pruner_settings(value: str | dict[str, Any], path: str, reason: str) -> None:
     found = problems(lambda: resolve_pruner(value))
     assert reason in found[path], found
 
 
-def test_nni_assessor_arguments_map_to_optuna():
+def test_nni_assessor_arguments_map_to_optuna() -> None:
     assert resolve_pruner({"name": "Medianstop", "args": {"start_step": 3}}).kwargs == {"n_warmup_steps": 3}
     hyperband = resolve_pruner({"name": "hyperband", "args": {"R": 27, "eta": 3}})
     assert hyperband.kwargs == {"max_resource": 27, "reduction_factor": 3}
@@ -414,7 +430,7 @@ def test_nni_assessor_arguments_map_to_optuna():
 # -- the anneal sampler -------------------------------------------------------------------------
 
 
-def test_anneal_samples_near_the_best_trial():
+def test_anneal_samples_near_the_best_trial() -> None:
     dist = FloatDistribution(-5, 5)
     study = optuna.create_study(sampler=AnnealSampler(seed=0, shrink_coef=1.0))
     study.add_trial(create_trial(params={"x": 3.0}, distributions={"x": dist}, value=0.0))
@@ -430,7 +446,7 @@ def test_anneal_samples_near_the_best_trial():
     assert near > 0.35  # a uniform draw lands there 10% of the time
 
 
-def test_anneal_samples_the_prior_for_parameters_the_incumbent_lacks():
+def test_anneal_samples_the_prior_for_parameters_the_incumbent_lacks() -> None:
     study = optuna.create_study(sampler=AnnealSampler(seed=0))
     study.add_trial(create_trial(params={"x": 1.0}, distributions={"x": FloatDistribution(0, 2)}, value=0.0))
     trial = study.ask()
@@ -441,7 +457,7 @@ def test_anneal_samples_the_prior_for_parameters_the_incumbent_lacks():
 # -- persistence ------------------------------------------------------------------------------
 
 
-def test_sqlite_study_survives_a_restart(tmp_path):
+def test_sqlite_study_survives_a_restart(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/study.db"
     first = Tuner(
         MIXED, "tpe", {"seed": 9, "n_startup_trials": 2}, storage=url, study_name="s", pruner="median"
@@ -465,7 +481,7 @@ def test_sqlite_study_survives_a_restart(tmp_path):
     assert again.best() == {"number": 0, "value": 1.0, "params": asked[0].params}
 
 
-def test_an_ask_interrupted_by_a_crash_is_finished_on_reopen(tmp_path):
+def test_an_ask_interrupted_by_a_crash_is_finished_on_reopen(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/study.db"
     first = Tuner(NESTED, "anneal", {"seed": 1}, storage=url, study_name="s")
     first.study.ask()  # the process died before suggesting any parameter
@@ -475,7 +491,7 @@ def test_an_ask_interrupted_by_a_crash_is_finished_on_reopen(tmp_path):
     assert set(recovered.params) == {"x", "layer"}
 
 
-def test_batch_resumes_where_it_stopped(tmp_path):
+def test_batch_resumes_where_it_stopped(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/study.db"
     configs = [{"a": 1}, {"a": 2}, {"a": 3}]
     first = Tuner(SearchSpace.empty(), "batch", storage=url, study_name="b", batch=configs)
@@ -486,7 +502,7 @@ def test_batch_resumes_where_it_stopped(tmp_path):
     assert again.exhausted()
 
 
-def test_reopening_with_another_sweep_is_refused(tmp_path):
+def test_reopening_with_another_sweep_is_refused(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/study.db"
     Tuner(MIXED, "tpe", storage=url, study_name="s")
     with pytest.raises(Conflict, match="another tuner, search space or batch"):
@@ -499,7 +515,7 @@ def test_reopening_with_another_sweep_is_refused(tmp_path):
         Tuner(MIXED, "tpe", storage=url, study_name="foreign")
 
 
-def test_seeded_reopen_does_not_replay_the_first_suggestions(tmp_path):
+def test_seeded_reopen_does_not_replay_the_first_suggestions(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/study.db"
     first = Tuner(NUMERIC, "random", {"seed": 3}, storage=url, study_name="r")
     opening = [first.ask().params for _ in range(2)]

@@ -10,28 +10,31 @@ import importlib.util
 import json
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from kubelab.errors import ValidationError
+from kubelab.sweeps.service import Sweeps
 from kubelab.sweeps.sweep_spec import SweepSpec
 
 SPACE = {"x": {"_type": "uniform", "_value": [0, 1]}}
 
 
-def sweep(**changes) -> dict:
+def sweep(**changes: Any) -> dict[str, Any]:
     data = {"space": SPACE, "tuner": "tpe", "max_trials": 3, "trial": {"command": ["python", "t.py"]}}
     data.update(changes)
     return data
 
 
-def problems(data) -> dict[str, str]:
+def problems(data: object) -> dict[str, str]:
     with pytest.raises(ValidationError) as info:
         SweepSpec.parse(data)
     return {f.path: f.reason for f in info.value.fields}
 
 
-def test_creating_a_sweep_does_not_import_optuna(sweep_env):
+def test_creating_a_sweep_does_not_import_optuna(sweep_env: Path) -> None:
     (sweep_env / "t.py").write_text("print(1)\n")
     code = (
         "import json, sys\n"
@@ -53,18 +56,20 @@ def test_creating_a_sweep_does_not_import_optuna(sweep_env):
         ({"with_margin": True, "lr_adapt": True}, "tuner.args.lr_adapt", "with_margin"),
     ],
 )
-def test_cmaes_flag_pairs_optuna_refuses_are_refused_by_field(args, path, other):
+def test_cmaes_flag_pairs_optuna_refuses_are_refused_by_field(
+    args: dict[str, Any], path: str, other: str
+) -> None:
     found = problems(sweep(tuner={"name": "cmaes", "args": args}))
     assert found[path] == f"cannot be combined with {other}"
 
 
-def test_cmaes_flags_alone_are_fine():
+def test_cmaes_flags_alone_are_fine() -> None:
     spec = SweepSpec.parse(sweep(tuner={"name": "cmaes", "args": {"with_margin": True}}))
     assert spec.tuner.kwargs == {"with_margin": True}
 
 
 @pytest.mark.parametrize(("name", "resource"), [("hyperband", "max_resource"), ("asha", "min_resource")])
-def test_bootstrapping_pruners_need_a_fixed_resource(name, resource):
+def test_bootstrapping_pruners_need_a_fixed_resource(name: str, resource: str) -> None:
     found = problems(sweep(early_stopping={"name": name, "args": {"bootstrap_count": 2}}))
     assert found["early_stopping.args.bootstrap_count"].startswith(f"needs {resource} set to a number")
     fixed = {"bootstrap_count": 2, resource: 8}
@@ -73,7 +78,9 @@ def test_bootstrapping_pruners_need_a_fixed_resource(name, resource):
     assert SweepSpec.parse(sweep(early_stopping={"name": name, "args": fixed})).early_stopping.name == name
 
 
-def test_a_tuner_missing_its_packages_is_refused_before_anything_is_written(sweeps, sweep_env, monkeypatch):
+def test_a_tuner_missing_its_packages_is_refused_before_anything_is_written(
+    sweeps: Sweeps, sweep_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "scipy" else real(n, *a))
     (sweep_env / "t.py").write_text("print(1)\n")

@@ -18,7 +18,7 @@ from kubelab.errors import FieldError, ValidationError
 def in_cluster_client() -> client.ApiClient:
     """The pod's service account, as the kubelet mounts it."""
     configuration = client.Configuration()
-    config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    config.load_incluster_config(client_configuration=configuration)
     return client.ApiClient(configuration)
 
 
@@ -29,8 +29,8 @@ def kubeconfig_client(
     context's namespace (or `default`) when it names none."""
     file = str(path) if path else None
     try:
-        api_client = config.new_client_from_config(config_file=file)  # type: ignore[no-untyped-call]
-        _, active = config.list_kube_config_contexts(config_file=file)  # type: ignore[no-untyped-call]
+        api_client = config.new_client_from_config(config_file=file)
+        _, active = config.list_kube_config_contexts(config_file=file)
     except (config.ConfigException, OSError) as exc:
         raise ValidationError(
             "no Kubernetes configuration", [FieldError("KUBECONFIG", f"cannot load a kubeconfig: {exc}")]
