@@ -37,7 +37,7 @@ from .group_quota import members_of, namespace_quota
 from .groups import ProjectGroup
 from .kube_settings import KubeLabSettings
 from .labels import MANAGED_BY
-from .network import HUB_ACCESS_LABEL, ApiServer, Isolation, extra_egress_rules
+from .network import HUB_ACCESS_LABEL, ApiServer, Isolation, extra_egress_rules, service_peers
 from .objects import Storage
 from .pod_settings import PodSettings, pod_settings
 from .profiles import Catalog, NotebookOptions
@@ -298,6 +298,7 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, BackPressure, KubeSpawner):  # 
             extra_egress=extra_egress_rules(
                 list(self.network_policy_extra_egress), "KubeLabSpawner.network_policy_extra_egress"
             ),
+            service_ingress=service_peers(list(self.service_ingress), "KubeLabSpawner.service_ingress"),
         )
 
     def namespace_objects(
@@ -322,7 +323,14 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, BackPressure, KubeSpawner):  # 
             group=group.name,
             isolation=self.isolation(api_server),
             bounds=group_bounds(self.namespace_bounds, group.name, group.bounds),
-            placement=placement(self.hub_namespace, group.node_selector, tolerations, resources),
+            placement=placement(
+                self.hub_namespace,
+                group.node_selector,
+                tolerations,
+                resources,
+                self.service_gateway,
+                self.service_domain,
+            ),
         )
         result[0]["metadata"]["labels"].update(self._expand_all(self.user_namespace_labels))
         annotations = self._expand_all(self.user_namespace_annotations)

@@ -48,6 +48,8 @@ def test_render_all_prints_the_admins_objects() -> None:
         "kubelab-user-cronjobs",
         "kubelab-user-services",
         "kubelab-user-rolebindings",
+        "kubelab-user-httproutes",
+        "kubelab-user-inferenceservices",
     ]
     assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [
         ("ClusterRole", "kubelab-hub"),
@@ -233,7 +235,7 @@ def test_a_spawn_renders_the_policies_its_settings_ask_for(tmp_path: Path) -> No
     objects = list(yaml.safe_load_all(done.stdout))
     policies = {o["metadata"]["name"]: o for o in objects if o["kind"] == "NetworkPolicy"}
     assert sorted(policies) == sorted(
-        ["kubelab-default-deny", "kubelab-dns", "kubelab-notebook", "kubelab-experiments"]
+        ["kubelab-default-deny", "kubelab-dns", "kubelab-notebook", "kubelab-experiments", "kubelab-services"]
     )
     notebook = policies["kubelab-notebook"]["spec"]
     assert notebook["ingress"][0]["from"][0]["namespaceSelector"] == {
@@ -252,7 +254,10 @@ def test_a_spawn_renders_the_policies_its_settings_ask_for(tmp_path: Path) -> No
     rules = next(
         o for o in plain if o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == "kubelab-notebook"
     )["spec"]["egress"]
-    assert len(rules) == 1 and rules[0]["ports"] == [{"protocol": "TCP", "port": 8081}]
+    assert len(rules) == 2 and rules[0]["ports"] == [{"protocol": "TCP", "port": 8081}]
+    assert rules[1] == {
+        "to": [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "kubelab-service"}}}]
+    }
     off = write_config(tmp_path, "c.KubeLabSpawner.network_policy = False\n")
     objects = list(yaml.safe_load_all(kubelab("render", "--user", "alice", "--config", str(off)).stdout))
     assert not [o for o in objects if o["kind"] == "NetworkPolicy"]
