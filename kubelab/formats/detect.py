@@ -5,6 +5,8 @@ One place tells the formats apart, so `kubelab run -f`, `kubelab sweep -f`, the 
 and v1), Polyaxon v0 files (`version: 1`, `kind: experiment | job | group`) and Polyaxon
 v1 files (`version: 1.1`, `kind: component | operation`). A file that names a format
 kubelab does not read is refused as such, never read as a kubelab spec with odd fields.
+Services (kubelab's `kind: service`, a Polyaxon v1 component whose run is a service) are told
+apart here too and read by `service_mapping`.
 """
 
 from __future__ import annotations
@@ -59,10 +61,23 @@ def is_sweep(data: Any) -> bool:
     return False
 
 
+def is_service(data: Any) -> bool:
+    """True for kubelab's `kind: service` spec and a Polyaxon v1 service component."""
+    from kubelab.formats.polyaxon_v1_service import is_service_component
+
+    if not isinstance(data, dict):
+        return False
+    if data.get("kind") == "service" and "apiVersion" not in data:
+        return True
+    return polyaxon_version(data) == "v1" and is_service_component(data)
+
+
 def refuse_unknown(data: Any, path: str | Path | None = None) -> None:
     """ValidationError for a document in a format kubelab does not read (None otherwise)."""
     if not isinstance(data, dict) or "kind" not in data or not ({"version", "apiVersion"} & set(data)):
         return
+    if data["kind"] == "service" and "apiVersion" not in data:
+        return  # kubelab's own service spec (its `version` is the service's)
     kind = data["kind"]
     where = f"{path} is" if path else "this is"
     if "apiVersion" in data:
@@ -88,6 +103,9 @@ def experiment_mapping(data: Any, base: Path, path: str | Path | None = None) ->
     """The experiment spec mapping a file stands for (a sweep document is refused, pointing to it)."""
     refuse_unknown(data, path)
     where = f"{path} is" if path else "this is"
+    if is_service(data):
+        reason = "this is a service: start it with `kubelab serve -f`"
+        raise ValidationError(f"{where} a service", [FieldError("kind", reason)])
     if is_sweep(data):
         what = "an NNI experiment config" if is_nni(data) else "a Polyaxon hyperparameter search"
         reason = "this is a sweep: run it with `kubelab sweep -f` or `kubelab run -f`"
@@ -140,6 +158,21 @@ def sweep_mapping(data: Any, base: Path) -> Any:
 
         return polyaxon_v1.sweep(data, base)
     return data
+
+
+def service_mapping(data: Any, path: str | Path | None = None) -> dict[str, Any]:
+    """The service spec mapping of kubelab's `kind: service` file or a Polyaxon v1 service."""
+    where = f"{path} is" if path else "this is"
+    if not is_service(data):
+        refuse_unknown(data, path)
+        reason = "a service file has kind: service (or is a Polyaxon v1 component whose run is kind: service)"
+        raise ValidationError(f"{where} not a service", [FieldError("kind", reason)])
+    if polyaxon_version(data) == "v1":
+        from kubelab.formats.polyaxon_v1_service import service
+
+        return service(data)
+    mapping: dict[str, Any] = data
+    return mapping
 
 
 def load_spec_file(path: str | Path) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import Any
 RUN_KINDS_REFUSED = {
     "dag": "a DAG is a pipeline: run it with `kubelab pipeline run -f` (kubelab run reads jobs)",
     "mpijob": "MPI jobs need an MPI launcher, which kubelab does not provide; use pytorchjob",
-    "service": "services (long-running servers) are not experiments; run them in JupyterHub",
+    "service": "a service is not an experiment: start it with `kubelab serve -f`",
     "notebook": "notebooks run in JupyterHub here",
     "tensorboard": "start TensorBoard with `kubelab tensorboard start ID`",
     "daskjob": "Dask jobs are not supported",
