@@ -25,6 +25,7 @@ FAST_MODULES = frozenset(
         "core/test_options.py",
         "core/test_vocabulary.py",
         "kube/test_kube_builders.py",
+        "kube/test_kube_serving_builders.py",
         "test_module_size.py",
         "test_import_cycles.py",
         "test_import_contracts.py",
