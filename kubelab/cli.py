@@ -299,6 +299,7 @@ def _extensions() -> list[Callable[[Any], None]]:
     from kubelab import usage
     from kubelab.pipelines import cli as pipelines
     from kubelab.schedules import cli as schedules
+    from kubelab.serving import cli as serving
     from kubelab.sweeps import cli as sweeps
     from kubelab.tensorboard import cli as tensorboard
 
@@ -308,6 +309,7 @@ def _extensions() -> list[Callable[[Any], None]]:
         schedules.register,
         tensorboard.register,
         usage.register,
+        serving.register,
     ]
     try:  # the one adapter the core imports (pyproject's core contract names this import)
         from kubelab.spawner import cli as hub

@@ -1,7 +1,7 @@
 """IPython side of kubelab: `%load_ext kubelab` registers the magics.
 
-`%%train`, `%train -f`, `%sweep`, `%pipeline`, `%experiments`, `%logs`, `%stop`, `%tensorboard`, `%gpus`
-(see `docs/notebook.md`). Importing this package costs little; ipywidgets and the REST
+`%%train`, `%train -f`, `%sweep`, `%pipeline`, `%experiments`, `%logs`, `%stop`, `%tensorboard`, `%gpus`,
+`%serve` (see `docs/notebook.md`). Importing this package costs little; ipywidgets and the REST
 client load when a magic first needs them.
 """
 

@@ -1,5 +1,5 @@
 """The magics: `%%train`, `%train -f`, `%sweep`, `%pipeline`, `%experiments`, `%logs`, `%stop`,
-`%tensorboard`, `%gpus`.
+`%tensorboard`, `%gpus`, `%serve`.
 
 Each magic reads its options (errors come back as usage errors naming the option), builds
 and validates what it will send, sends it to the service (REST inside a Jupyter server, the
@@ -149,6 +149,15 @@ class KubelabMagics(Magics):
         from kubelab.magics import pipeline
 
         pipeline.run(self, line)
+
+    # -- services (magics/serve.py) -----------------------------------------------------------
+    @line_magic
+    @friendly
+    def serve(self, line: str) -> None:
+        """%serve RUN --model outputs/model.joblib | --predictor module:Class | -- COMMAND: a service."""
+        from kubelab.magics import serve
+
+        serve.run(self, line)
 
     # -- looking ---------------------------------------------------------------------------
     @line_magic

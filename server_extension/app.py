@@ -16,6 +16,7 @@ from jupyter_server.utils import url_path_join
 from traitlets import Float, Unicode
 
 from kubelab.experiments import Experiments
+from kubelab.server_extension import services as services_ext
 from kubelab.server_extension import tensorboard as tensorboard_ext
 from kubelab.server_extension.events import EventHub
 from kubelab.server_extension.listen import adopt_inherited_socket
@@ -54,11 +55,13 @@ class KubeLabApp(ExtensionApp):
         self.event_streams = StreamSlots("event streams", limit_from_env("KUBELAB_MAX_EVENT_STREAMS", 32))
         self.settings["kubelab"] = self
         self.tensorboards = tensorboard_ext.install(self, self.tensorboard_idle_timeout)
+        self.services = services_ext.install(self)  # detached: they outlive the server, as runs do
 
     def initialize_handlers(self) -> None:
         for pattern, handler in API_ROUTES:  # ExtensionApp prefixes the server's base_url
             self.handlers.append((url_path_join("kubelab", "api", pattern), handler))
         self.handlers.extend(tensorboard_ext.PROXY_ROUTES)
+        self.handlers.extend(services_ext.PROXY_ROUTES)
 
     async def _start_jupyter_server_extension(self, serverapp: ServerApp) -> None:
         """Jupyter's hook for once the loop runs and the server listens (after its bind)."""

@@ -11,6 +11,7 @@ from typing import Any
 
 from kubelab import __version__, spec_schema
 from kubelab.run_record import json_schema
+from kubelab.serving.spec import ServiceSpec
 
 METHODS = ("get", "post", "put", "patch", "delete")
 
@@ -33,6 +34,9 @@ ERROR = {
 RECORD = json_schema()  # from kubelab.run_record.RunRecord, the one definition
 
 SPEC = spec_schema.json_schema()  # from kubelab.spec.ExperimentSpec, the one definition
+SERVICE_SPEC = spec_schema.model_schema(ServiceSpec)  # from kubelab.serving.spec, the one definition
+SERVICE_SPEC["properties"]["kind"] = {"type": "string", "enum": ["service"], "description": "service"}
+BODIES = {"experiments": "Spec", "services": "ServiceSpec"}  # what a POST to a collection takes
 
 MAX_INT_ARGUMENT = 2**53 - 1  # what JSON clients count exactly; far past any log's size
 WHOLE = {"type": "integer", "minimum": 0, "maximum": MAX_INT_ARGUMENT}
@@ -93,10 +97,11 @@ def document(routes: list[tuple[str, type]]) -> dict[str, Any]:
                     },
                 },
             }
-            if method == "post" and pattern == "experiments":
+            if method == "post" and pattern in BODIES:
+                body = {"$ref": f"#/components/schemas/{BODIES[pattern]}"}
                 operation["requestBody"] = {
                     "required": True,
-                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Spec"}}},
+                    "content": {"application/json": {"schema": body}},
                 }
             operations[method] = operation
         paths[path] = operations
@@ -105,7 +110,7 @@ def document(routes: list[tuple[str, type]]) -> dict[str, Any]:
         "info": {"title": "kubelab", "version": __version__},
         "paths": paths,
         "components": {
-            "schemas": {"Error": ERROR, "Record": RECORD, "Spec": SPEC},
+            "schemas": {"Error": ERROR, "Record": RECORD, "Spec": SPEC, "ServiceSpec": SERVICE_SPEC},
             "securitySchemes": {
                 "token": {
                     "type": "apiKey",

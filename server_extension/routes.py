@@ -1,11 +1,11 @@
 """The one route table of `/kubelab/api/`: experiments, sweeps, pipelines,
-schedules and TensorBoard sessions, and `openapi.json`, the API described from this table
+schedules, TensorBoard sessions and services, and `openapi.json`, the API described from this table
 (so every served resource is described).
 """
 
 from __future__ import annotations
 
-from kubelab.server_extension import handlers, pipelines, sweeps, tensorboard
+from kubelab.server_extension import handlers, pipelines, services, sweeps, tensorboard
 from kubelab.server_extension.handlers import KubelabHandler, api
 from kubelab.server_extension.openapi import document
 
@@ -23,5 +23,6 @@ API_ROUTES: list[tuple[str, type]] = [
     *sweeps.ROUTES,
     *pipelines.ROUTES,
     *tensorboard.ROUTES,
+    *services.ROUTES,
     (r"openapi.json", OpenAPIHandler),
 ]

@@ -22,7 +22,9 @@ MAX_REPLICAS = 100
 NAME = "^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$"  # a DNS label, short enough for `<name>-v<version>-...`
 VERSION = "^[a-z0-9]([-a-z0-9]{0,14}[a-z0-9])?$"
 PREDICTOR = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
-MODEL_HEALTH = "/v2/health/ready"  # the Open Inference Protocol's readiness path
+# The Open Inference Protocol's model readiness (the server's own, /v2/health/ready, answers
+# before its models have loaded)
+MODEL_HEALTH = "/v2/models/{name}/ready"
 
 
 @dataclass
@@ -127,7 +129,7 @@ class ServiceSpec:
     @property
     def readiness_path(self) -> str | None:
         """The path polled for readiness; None means the first port accepting a connection."""
-        return self.health_path or (MODEL_HEALTH if self.serves_model else None)
+        return self.health_path or (MODEL_HEALTH.format(name=self.name) if self.serves_model else None)
 
 
 def default_name(spec: ServiceSpec) -> str:

@@ -56,6 +56,9 @@ WRITES = [
     ("DELETE", "schedules/000000000000"),
     ("POST", "schedules/000000000000/pause"),
     ("POST", "schedules/000000000000/resume"),
+    ("POST", "services"),
+    ("DELETE", "services/iris-v1"),
+    ("POST", "services/iris-v1/stop"),
 ]
 
 
@@ -112,6 +115,7 @@ def test_reads_ask_for_read_and_anything_that_runs_code_asks_for_execute(read_on
     server.post("experiments/000000000000/stop")
     server.post("pipelines", {})
     server.post("schedules/000000000000/pause")
+    server.post("services", {})
     asked = [json.loads(line) for line in (base / "authz.jsonl").read_text().splitlines()]
     decisions = {
         (method, path.split("/kubelab/api/")[1]): (action, resource)
@@ -125,6 +129,7 @@ def test_reads_ask_for_read_and_anything_that_runs_code_asks_for_execute(read_on
     assert decisions[("POST", "experiments/000000000000/stop")] == ("write", "kubelab.experiments")
     assert decisions[("POST", "pipelines")] == ("execute", "kubelab.pipelines")
     assert decisions[("POST", "schedules/000000000000/pause")] == ("write", "kubelab.schedules")
+    assert decisions[("POST", "services")] == ("execute", "kubelab.services")
 
 
 def test_changing_without_running_code_is_a_write(tmp_path):
@@ -134,3 +139,17 @@ def test_changing_without_running_code_is_a_write(tmp_path):
         assert server.post("experiments/000000000000/stop").status_code == 404  # allowed, no such run
     finally:
         server.stop()
+
+
+def test_a_read_only_user_cannot_call_a_service_through_the_proxy(read_only):
+    server, _ = read_only
+    import requests
+
+    answer = requests.post(
+        server.url + "kubelab/services/iris-v1/v2/models/iris/infer",
+        headers=server.headers,
+        json={},
+        timeout=30,
+    )
+    assert answer.status_code == 403  # a prediction (or a service's form) is an `execute`
+    assert server.page("kubelab/services/iris-v1/").status_code == 404  # reading is allowed: no such service

@@ -23,7 +23,10 @@ def test_a_run_s_model_is_an_inference_service_with_lineage() -> None:
     spec = ServiceSpec.parse({"kind": "service", "model": {"run": "a1b2", "path": "outputs/model.joblib"}})
     assert spec.model == ModelRef(path="outputs/model.joblib", run="a1b2")
     assert spec.name == "model" and spec.version == "1"
-    assert spec.serves_model and spec.readiness_path == MODEL_HEALTH
+    assert (
+        spec.serves_model
+        and spec.readiness_path == MODEL_HEALTH.format(name="model") == "/v2/models/model/ready"
+    )
     assert ServiceSpec.parse(spec.to_dict()) == spec
 
 

@@ -1,0 +1,258 @@
+"""Services through the Jupyter server: `/kubelab/api/services` and the proxy to each service.
+
+`/kubelab/api/services` starts (`execute`), lists, shows, stops and deletes services (`write`).
+A service is reached at `/kubelab/services/<id>/…`, behind the server's own login (its cookie
+and XSRF check, or a token): an API call (a prediction) is forwarded to a ready replica on
+loopback and its answer passed through as it is, the model server's 4xx included. A page a
+browser navigates to is never rendered on Jupyter's origin: as with TensorBoard, the entry
+redirects to a capability URL `/kubelab/service-view/<secret>/…` whose answers are sandboxed
+(`kubelab.tensorboard.sandbox`), and every answer of the entry itself carries the same sandbox
+policy, so HTML a service returns cannot act as the user. The proxy knows only the services'
+own replicas' ports: it cannot be pointed elsewhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, cast
+from urllib.parse import parse_qsl, urlencode
+
+from jupyter_server.auth.decorator import authorized
+from jupyter_server.base.handlers import JupyterHandler
+from tornado import httpclient, web
+
+from kubelab.errors import KubelabError, NotFound
+from kubelab.server_extension.handlers import KubelabHandler, api
+from kubelab.server_extension.tensorboard import HOP_BY_HOP, NOT_FORWARDED
+from kubelab.serving.service import Services
+from kubelab.tensorboard.sandbox import page_policy
+
+NOT_SENT = NOT_FORWARDED | {"x-xsrftoken", "x-xsrf-token"}  # Jupyter's credentials stay here
+TIMEOUT = 300.0
+
+
+def install(app: Any) -> Services:
+    return Services(lab=app.lab)
+
+
+class ServicesBase(KubelabHandler):
+    auth_resource = "kubelab.services"
+
+    @property
+    def services(self) -> Services:
+        return self.kubelab.services
+
+    def publish(self, view: dict[str, Any]) -> None:
+        self.kubelab.events.publish("service", view)
+
+
+class ServicesHandler(ServicesBase):
+    @api("read")
+    async def get(self) -> None:
+        """List services: `{"items": [{id, name, version, state, reason, url, replicas, lineage...}]}`."""
+        self.reply({"items": await asyncio.to_thread(self.services.list)})
+
+    @api("execute")
+    async def post(self) -> None:
+        """Start a service from a service spec (`kind: service`: a model, a predictor or a command);
+        relative paths start from `?cwd=` in the workspace. 201 with the service."""
+        body, base = self.body(), self.workspace_dir()
+        view = await asyncio.to_thread(self.services.start, body, base_dir=base, confine=True)
+        self.publish(view)
+        self.reply(view, status=201)
+
+
+class ServiceHandler(ServicesBase):
+    @api("read")
+    async def get(self, service_id: str) -> None:
+        """One service: its state, replicas, URL and lineage (the run and file it serves)."""
+        self.reply(await asyncio.to_thread(self.services.get, service_id))
+
+    @api("write")
+    async def delete(self, service_id: str) -> None:
+        """Stop a service and remove its record and logs."""
+        await asyncio.to_thread(self.services.delete, service_id)
+        self.reply({"id": service_id, "deleted": True})
+
+
+class ServiceStopHandler(ServicesBase):
+    @api("write")
+    async def post(self, service_id: str) -> None:
+        """Stop every replica of a service."""
+        view = await asyncio.to_thread(self.services.stop, service_id)
+        self.publish(view)
+        self.reply(view)
+
+
+class ServiceLogsHandler(ServicesBase):
+    @api("read")
+    async def get(self, service_id: str) -> None:
+        """A replica's output, as text: `?replica=0`."""
+        replica = self.int_argument("replica", 0) or 0
+        text = await asyncio.to_thread(self.services.logs, service_id, replica)
+        self.set_header("Content-Type", "text/plain; charset=utf-8")
+        self.finish(text)
+
+
+async def forward(handler: web.RequestHandler, services: Services, service_id: str, path: str) -> None:
+    """The request, to a ready replica of the service; its answer back, in the sandbox."""
+    try:
+        port = await asyncio.to_thread(services.port, service_id)
+        view = None if port else await asyncio.to_thread(services.get, service_id)
+    except KubelabError as exc:
+        return _fail(handler, exc.status, exc.to_json())
+    if port is None:
+        assert view is not None
+        reason = f": {view['reason']}" if view["reason"] else ""
+        detail = f"service {service_id} is {view['state']}{reason}"
+        return _fail(handler, 503, {"error": "unavailable", "detail": detail, "fields": []})
+    request = handler.request
+    query = urlencode([(k, v) for k, v in parse_qsl(request.query, keep_blank_values=True) if k != "token"])
+    headers = {k: v for k, v in request.headers.get_all() if k.lower() not in NOT_SENT}
+    upstream = httpclient.HTTPRequest(
+        f"http://127.0.0.1:{port}{path or '/'}" + (f"?{query}" if query else ""),
+        method=request.method,
+        headers=headers,
+        body=request.body if request.method not in ("GET", "HEAD", "DELETE", "OPTIONS") else None,
+        follow_redirects=False,
+        decompress_response=False,
+        request_timeout=TIMEOUT,
+        allow_nonstandard_methods=True,
+    )
+    response = await httpclient.AsyncHTTPClient().fetch(upstream, raise_error=False)
+    if response.code == 599:  # no HTTP answer at all: a replica restarting, or gone
+        detail = f"service {service_id} did not answer: {response.error}"
+        return _fail(handler, 502, {"error": "backend", "detail": detail, "fields": []})
+    handler.set_status(response.code, response.reason)
+    for name, value in response.headers.get_all():
+        lower = name.lower()
+        if lower in HOP_BY_HOP or lower in ("content-security-policy", "set-cookie"):
+            continue  # a service's cookie would be set on Jupyter's origin
+        handler.set_header(name, value)
+    handler.set_header(
+        "Content-Security-Policy", page_policy(response.headers.get("Content-Security-Policy"))
+    )
+    handler.set_header("X-Content-Type-Options", "nosniff")
+    handler.set_header("Referrer-Policy", "no-referrer")
+    if response.body and request.method != "HEAD":
+        handler.write(response.body)
+    handler.finish()
+
+
+def _fail(handler: web.RequestHandler, status: int, body: dict[str, Any]) -> None:
+    handler.set_status(status)
+    handler.set_header("Content-Type", "application/json")
+    handler.finish(json.dumps(body))
+
+
+class ServiceEntry(JupyterHandler):
+    """`/kubelab/services/<id>/…`: behind Jupyter's login. Reading is a `read` of services,
+    anything else (a prediction, a form) an `execute`; a page navigation is redirected to the
+    service's capability URL, anything else forwarded."""
+
+    auth_resource = "kubelab.services"
+
+    @property
+    def services(self) -> Services:
+        return cast(Services, self.settings["kubelab"].services)
+
+    @web.authenticated
+    @authorized("read")  # type: ignore[untyped-decorator]  # see handlers.api
+    async def get(self, service_id: str, path: str | None = None) -> None:
+        if self.request.headers.get("Sec-Fetch-Mode") == "navigate" or _wants_page(self.request.headers):
+            await self.to_view(service_id, path)
+        else:
+            await forward(self, self.services, service_id, path or "/")
+
+    @web.authenticated
+    @authorized("read")  # type: ignore[untyped-decorator]
+    async def head(self, service_id: str, path: str | None = None) -> None:
+        await forward(self, self.services, service_id, path or "/")
+
+    @web.authenticated
+    @authorized("execute")  # type: ignore[untyped-decorator]
+    async def post(self, service_id: str, path: str | None = None) -> None:
+        await forward(self, self.services, service_id, path or "/")
+
+    @web.authenticated
+    @authorized("execute")  # type: ignore[untyped-decorator]
+    async def put(self, service_id: str, path: str | None = None) -> None:
+        await forward(self, self.services, service_id, path or "/")
+
+    @web.authenticated
+    @authorized("execute")  # type: ignore[untyped-decorator]
+    async def delete(self, service_id: str, path: str | None = None) -> None:
+        await forward(self, self.services, service_id, path or "/")
+
+    async def to_view(self, service_id: str, path: str | None) -> None:
+        try:
+            directory = await asyncio.to_thread(self.services.directory, service_id)
+            capability = await asyncio.to_thread(directory.capability)
+        except (KubelabError, OSError) as exc:
+            error = exc if isinstance(exc, KubelabError) else NotFound(f"no service '{service_id}'")
+            return _fail(self, error.status, error.to_json())
+        kept = [(k, v) for k, v in parse_qsl(self.request.query, keep_blank_values=True) if k != "token"]
+        query = f"?{urlencode(kept)}" if kept else ""
+        self.set_header("Cache-Control", "no-store")  # the Location holds the capability
+        self.set_header("Referrer-Policy", "no-referrer")
+        base = self.settings.get("base_url", "/").rstrip("/")
+        self.redirect(f"{base}/kubelab/service-view/{capability}{path or '/'}{query}")
+
+
+def _wants_page(headers: Any) -> bool:
+    accept = headers.get("Accept", "")
+    return "text/html" in accept and "application/json" not in accept
+
+
+class ServiceView(web.RequestHandler):
+    """`/kubelab/service-view/<capability>/…`: a service's pages, in a sandbox of their own.
+    The capability is issued only by `ServiceEntry` to a user Jupyter authorized; no cookie or
+    Authorization header is forwarded nor honoured here, so a forged request borrows nothing."""
+
+    def set_default_headers(self) -> None:
+        self.set_header("Content-Security-Policy", page_policy(None))
+        self.set_header("Access-Control-Allow-Origin", "*")  # the sandbox's origin is `null`
+        self.set_header("Referrer-Policy", "no-referrer")
+        self.set_header("X-Content-Type-Options", "nosniff")
+
+    def check_xsrf_cookie(self) -> None:
+        """No ambient credential is accepted on this route: there is nothing to forge."""
+
+    async def get(self, capability: str, path: str | None = None) -> None:
+        await self.view(capability, path)
+
+    async def post(self, capability: str, path: str | None = None) -> None:
+        await self.view(capability, path)
+
+    async def view(self, capability: str, path: str | None) -> None:
+        services = cast(Services, self.settings["kubelab"].services)
+        service_id = await asyncio.to_thread(_by_capability, services, capability)
+        if service_id is None:
+            return _fail(self, 404, NotFound("no such service view").to_json())
+        await forward(self, services, service_id, path or "/")
+
+
+def _by_capability(services: Services, capability: str) -> str | None:
+    import hmac
+
+    for directory in services.store.all():
+        try:
+            if hmac.compare_digest(directory.capability().encode(), capability.encode()):
+                return directory.id
+        except OSError:
+            continue
+    return None
+
+
+SERVICE = r"(?P<service_id>[^/]+)"
+ROUTES = [
+    (r"services", ServicesHandler),
+    (rf"services/{SERVICE}", ServiceHandler),
+    (rf"services/{SERVICE}/stop", ServiceStopHandler),
+    (rf"services/{SERVICE}/logs", ServiceLogsHandler),
+]
+PROXY_ROUTES = [
+    (r"kubelab/services/(?P<service_id>[^/]+)(?P<path>/.*)?", ServiceEntry),
+    (r"kubelab/service-view/(?P<capability>[A-Za-z0-9_-]+)(?P<path>/.*)?", ServiceView),
+]

@@ -1,0 +1,133 @@
+"""Services through a real Jupyter server: `/kubelab/api/services` and the proxy at
+`/kubelab/services/<id>/` (behind the login, the model server's answers passed through, pages
+sandboxed behind a capability, no credential of Jupyter's forwarded)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+from jupyter_server_process import JupyterServer, run_in_kernel
+from serving_support import IRIS_ROWS, infer_body, poll, write_model
+
+ECHO = """
+import http.server, json, os
+class Echo(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = ("<!doctype html><pre id=headers>" + json.dumps(dict(self.headers)) + "</pre>").encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Set-Cookie", "planted=1; Path=/")
+        self.end_headers()
+        self.wfile.write(body)
+http.server.HTTPServer(("127.0.0.1", int(os.environ["PORT"])), Echo).serve_forever()
+"""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
+    base = tmp_path_factory.mktemp("serving")
+    root = base / "root"
+    root.mkdir()
+    write_model(root)
+    (root / "echo.py").write_text(ECHO)
+    env = {"KUBELAB_MACHINE_DIR": str(base / "machine"), "KUBELAB_WARM_RUNNERS": "0"}
+    with JupyterServer(root, base / "home", env=env) as running:
+        yield running
+        for view in running.get("services").json()["items"]:
+            running.post(f"services/{view['id']}/stop")
+
+
+def running(server: JupyterServer, service_id: str) -> dict[str, Any]:
+    view: dict[str, Any] = poll(
+        lambda: (v := server.get(f"services/{service_id}").json())["state"] in ("Running", "Failed") and v,
+        what=f"{service_id} starts",
+    )
+    assert view["state"] == "Running", view
+    return view
+
+
+def test_a_model_answers_through_the_proxy_behind_the_login(server: JupyterServer) -> None:
+    started = server.post("services", {"name": "iris", "model": "outputs/model.joblib"})
+    assert started.status_code == 201, started.text
+    view = running(server, "iris-v1")
+    assert view["lineage"]["file"] == "outputs/model.joblib"
+    endpoint = server.url + view["url"].lstrip("/") + view["endpoint"]
+    answer = requests.post(endpoint, json=infer_body(), headers=server.headers, timeout=30)
+    assert answer.status_code == 200 and answer.json()["outputs"][0]["data"] == [0, 2]
+    assert "sandbox" in answer.headers["Content-Security-Policy"]
+    wrong = requests.post(endpoint, json={"instances": IRIS_ROWS}, headers=server.headers, timeout=30)
+    assert wrong.status_code == 422 and wrong.json()["detail"][0]["loc"] == ["body", "inputs"]  # MLServer's
+    other = server.url + view["url"].lstrip("/") + "v2/models/nosuch/infer"
+    missing = requests.post(other, json=infer_body(), headers=server.headers, timeout=30)
+    assert missing.status_code == 404 and "nosuch" in missing.text
+    assert requests.post(endpoint, json=infer_body(), timeout=30).status_code == 403  # no login
+    assert server.get("services").json()["items"][0]["id"] == "iris-v1"
+    assert "HTTP server running" in server.get("services/iris-v1/logs?replica=0").text
+    assert server.post("services/iris-v1/stop").json()["state"] == "Stopped"
+    gone = requests.post(endpoint, json=infer_body(), headers=server.headers, timeout=30)
+    assert gone.status_code == 503 and "iris-v1 is Stopped" in gone.json()["detail"]
+
+
+def test_bad_requests_name_the_field_and_change_nothing(server: JupyterServer) -> None:
+    for body, field, words in (
+        ({"model": "outputs/none.joblib"}, "model.path", "no such file"),
+        ({"model": "outputs/model.joblib", "folder": "../.."}, "folder", "outside the workspace"),
+        ({"model": "outputs/model.joblib", "replicas": {"min": 3, "max": 1}}, "replicas.max", "at least"),
+        ({"kind": "service"}, "command", "needs one of model"),
+        ([], "", "mapping"),
+    ):
+        answer = server.post("services", body)
+        assert answer.status_code == 422, answer.text
+        assert words in {f["path"]: f["reason"] for f in answer.json()["fields"]}[field]
+    assert server.get("services/nosuch-v1").status_code == 404
+    assert server.get("services/..%2F..%2Fetc").status_code == 404
+    assert server.page("kubelab/services/nosuch-v1/v2/health/ready").status_code == 404
+    assert [v["id"] for v in server.get("services").json()["items"] if v["id"].startswith("svc")] == []
+
+
+def test_pages_render_sandboxed_behind_a_capability_without_jupyter_s_credentials(
+    server: JupyterServer,
+) -> None:
+    started = server.post("services", {"name": "echo", "command": ["python", "echo.py"]})
+    assert started.status_code == 201, started.text
+    view = running(server, "echo-v1")
+    pages = server.url + view["url"].lstrip("/")
+    entry = requests.get(
+        pages + "page", headers={**server.headers, "Accept": "text/html"}, allow_redirects=False, timeout=30
+    )
+    assert entry.status_code == 302 and entry.headers["Cache-Control"] == "no-store"
+    location = entry.headers["Location"]
+    assert location.startswith("/kubelab/service-view/") and location.endswith("/page")
+    page = requests.get(server.url + location.lstrip("/"), cookies={"_xsrf": "x"}, timeout=30)
+    assert page.status_code == 200 and "<pre id=headers>" in page.text
+    policy = page.headers["Content-Security-Policy"]
+    assert "sandbox" in policy and "allow-same-origin" not in policy
+    assert "Set-Cookie" not in page.headers
+    assert "cookie" not in page.text.lower()
+    api_call = requests.get(
+        pages + "data", headers={**server.headers, "Accept": "application/json"}, timeout=30
+    )
+    assert api_call.status_code == 200 and "sandbox" in api_call.headers["Content-Security-Policy"]
+    assert server.token not in api_call.text and "authorization" not in api_call.text.lower()
+    assert requests.get(server.url + "kubelab/service-view/not-a-capability/", timeout=30).status_code == 404
+    server.delete("services/echo-v1")
+    assert server.get("services/echo-v1").status_code == 404
+
+
+def test_serve_magic_in_a_kernel_goes_through_the_server(server: JupyterServer) -> None:
+    code = (
+        "%load_ext kubelab\n"
+        "import kubelab.magics.serve as serve\n"
+        "serve.display = print  # the view's text, on the kernel's stdout\n"
+        "%serve --name magic --model outputs/model.joblib\n"
+        "%serve --model outputs/none.joblib\n"
+    )
+    printed = run_in_kernel(server, code, timeout=120)
+    assert "service magic-v1: Running" in printed, printed
+    assert f"url: {server.url}kubelab/services/magic-v1/" in printed
+    assert "predict: POST" in printed and "v2/models/magic/infer" in printed
+    assert "model.path: no such file" in printed  # a refusal reads as a usage error, no traceback
+    assert server.post("services/magic-v1/stop").json()["state"] == "Stopped"
