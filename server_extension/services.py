@@ -33,7 +33,9 @@ TIMEOUT = 300.0
 
 
 def install(app: Any) -> Services:
-    return Services(lab=app.lab)
+    from kubelab.serving.cluster import services
+
+    return cast(Services, services(lab=app.lab))  # the cluster's where the backend has a namespace
 
 
 class ServicesBase(KubelabHandler):

@@ -7,7 +7,12 @@ modules cluster/addons pins, and removes them afterwards so other tests see a pl
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +30,10 @@ from kubelab.backends.kubernetes.serving import (
     version_objects,
 )
 from kubelab.backends.kubernetes.serving_routes import Traffic, http_route, route_traffic, split
+from kubelab.errors import ValidationError
+from kubelab.experiments import Experiments
+from kubelab.serving.cluster import ClusterServices
+from kubelab.serving.cluster import services as services_for
 from kubelab.serving.spec import ServiceSpec
 
 pytestmark = pytest.mark.cluster
@@ -63,14 +72,25 @@ def restricted(admin: client.ApiClient, namespace: str) -> str:
 
 
 @pytest.fixture
-def addons(simulated_cluster: ControlPlane) -> Iterator[ControlPlane]:
+def install(simulated_cluster: ControlPlane) -> Iterator[Callable[..., None]]:
+    """Install published CRDs for this test only."""
+    installed: list[str] = []
+
+    def install(*names: str) -> None:
+        for crd in published_crds(*names):
+            simulated_cluster.install_crd(crd, timeout=60)
+            installed.append(crd["metadata"]["name"])
+
+    yield install
+    for name in installed:
+        simulated_cluster.remove_crd(name, timeout=60)
+
+
+@pytest.fixture
+def addons(install: Callable[..., None], simulated_cluster: ControlPlane) -> ControlPlane:
     """KServe's and the Gateway API's published CRDs, for this test only."""
-    crds = published_crds(KSERVE, *GATEWAY_API)
-    for crd in crds:
-        simulated_cluster.install_crd(crd, timeout=60)
-    yield simulated_cluster
-    for crd in crds:
-        simulated_cluster.remove_crd(crd["metadata"]["name"], timeout=60)
+    install(KSERVE, *GATEWAY_API)
+    return simulated_cluster
 
 
 def target(api: KubeApi) -> ServiceTarget:
@@ -176,3 +196,118 @@ def test_an_httproute_splits_and_mirrors_between_versions(addons: ControlPlane, 
     assert route["spec"]["parentRefs"][0] == {"group": "", "kind": "Service", "name": "iris", "port": 8080}
     whole = api.apply(http_route("iris", api.namespace, 8080, split("iris", ["1", "2"], {"2": 100}), labels))
     assert route_traffic(whole, "iris") == Traffic({"1": 0, "2": 100})
+
+
+# -- the services' adapter: what `kubelab serve` and `kubelab service` call with KUBELAB_BACKEND=kubernetes
+
+
+@pytest.fixture
+def services(kube: KubernetesBackend, home: Path) -> ClusterServices:
+    found = services_for(lab=Experiments(home=home, backend=kube, user="alice"))
+    assert isinstance(found, ClusterServices)
+    return found
+
+
+def command_service(version: str) -> dict[str, Any]:
+    return {
+        "kind": "service",
+        "name": "iris",
+        "version": version,
+        "image": IMAGE,
+        "command": "python -m http.server {{ port }}",
+        "resources": {"cpu": "250m", "memory": "128Mi"},
+    }
+
+
+def refused_field(call: Callable[[], Any]) -> list[str]:
+    with pytest.raises(ValidationError) as refusal:
+        call()
+    return [f.path for f in refusal.value.fields]
+
+
+def test_a_second_version_rolls_out_beside_the_first_and_takes_the_service_whole(
+    project_node: Callable[..., str], services: ClusterServices, admin: client.ApiClient, namespace: str
+) -> None:
+    """Without KServe or the Gateway API the stable Service points at one version."""
+    project_node(cpu="8", memory="32Gi")
+    first = services.start(command_service("1"))
+    assert (first["id"], first["traffic"], first["url"]) == (
+        "iris-v1",
+        100,
+        f"http://iris.{namespace}.svc:8080/",
+    )
+    assert services.wait("iris-v1", 60)["state"] == "Running"
+    services.start(command_service("2"))
+    assert [(v["id"], v["traffic"]) for v in services.list()] == [("iris-v1", 100), ("iris-v2", 0)]
+    assert refused_field(lambda: services.start(command_service("2"))) == ["version"]
+    assert refused_field(lambda: services.traffic("iris", ["2=10"])) == ["traffic"]  # a split needs a router
+    assert refused_field(lambda: services.traffic("iris", ["3=100"])) == ["traffic.3"]
+    assert refused_field(lambda: services.delete("iris-v1")) == ["traffic.1"]  # it still answers
+    assert read(admin, namespace, "Service", "iris")["spec"]["selector"]["kubelab.io/service-version"] == "1"
+    moved = services.traffic("iris", ["2=100"])
+    assert [(v["id"], v["traffic"]) for v in moved] == [("iris-v1", 0), ("iris-v2", 100)]
+    assert read(admin, namespace, "Service", "iris")["spec"]["selector"]["kubelab.io/service-version"] == "2"
+    stopped = services.stop("iris-v1")
+    assert stopped["state"] in ("Pending", "Stopped") and stopped["replicas_wanted"] == {"min": 1, "max": 1}
+    services.delete("iris-v1")
+    assert [v["id"] for v in services.list()] == ["iris-v2"]
+    services.delete("iris")
+    assert services.list() == [] and KubeApi(admin, namespace).get("Service", "iris") is None
+
+
+def test_the_gateway_api_splits_and_mirrors_a_new_version(
+    install: Callable[..., None], services: ClusterServices, admin: client.ApiClient, namespace: str
+) -> None:
+    install(*GATEWAY_API)
+    services.start(command_service("1"))
+    services.start(command_service("2"))
+    route = read(admin, namespace, "HTTPRoute", "iris")
+    assert route_traffic(route, "iris") == Traffic({"1": 100, "2": 0})  # a new version gets nothing yet
+    views = services.traffic("iris", ["2=10"], ["2=100"])
+    assert [(v["version"], v["traffic"], v["mirror"]) for v in views] == [("1", 90, 0), ("2", 10, 100)]
+    assert route_traffic(read(admin, namespace, "HTTPRoute", "iris"), "iris") == Traffic(
+        {"1": 90, "2": 10}, {"2": 100}
+    )
+    before = read(admin, namespace, "HTTPRoute", "iris")["metadata"]["resourceVersion"]
+    assert refused_field(lambda: services.traffic("iris", ["1=50", "2=60"])) == ["traffic"]
+    assert (
+        read(admin, namespace, "HTTPRoute", "iris")["metadata"]["resourceVersion"] == before
+    )  # nothing changed
+
+
+def test_kserve_rolls_a_new_version_out_as_its_canary(
+    install: Callable[..., None], services: ClusterServices, admin: client.ApiClient, namespace: str
+) -> None:
+    install(KSERVE)
+    services.start(command_service("1"))
+    second = services.start(command_service("2"))
+    assert (second["traffic"], second["state"]) == (0, "Pending")  # no KServe controller runs here
+    assert services.traffic("iris", ["2=10"])[1]["traffic"] == 10
+    isvc = read(admin, namespace, "InferenceService", "iris")
+    assert isvc["spec"]["predictor"]["canaryTrafficPercent"] == 10
+    assert refused_field(lambda: services.traffic("iris", ["2=10"], ["2=100"])) == ["mirror"]
+
+
+def test_the_cli_serves_on_the_cluster_with_the_kubernetes_backend(
+    services: ClusterServices, notebook_kubeconfig: Path, home: Path
+) -> None:
+    """`kubelab service` in a notebook whose backend is Kubernetes reads the namespace's services."""
+    services.start(command_service("1"))
+    env = {
+        **os.environ,
+        "KUBELAB_BACKEND": "kubernetes",
+        "KUBECONFIG": str(notebook_kubeconfig),
+        "KUBELAB_HOME": str(home),
+        "KUBELAB_IMAGE": IMAGE,
+    }
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+
+    def kubelab(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "kubelab.cli", *args]
+        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+
+    listed = kubelab("service", "ls", "-o", "json")
+    assert listed.returncode == 0, listed.stderr
+    assert [v["id"] for v in json.loads(listed.stdout)["items"]] == ["iris-v1"]
+    refused = kubelab("service", "traffic", "iris", "5=10")
+    assert refused.returncode != 0 and "traffic.5: service iris has no version 5" in refused.stderr

@@ -175,6 +175,18 @@ class KubeApi:
             self.call(patch, kind.group, kind.version, self.namespace, kind.plural, name, obj, **how)
         )
 
+    def merge(self, kind_name: str, name: str, patch: Obj) -> Obj:
+        """A JSON merge patch: change a few fields (a traffic percent, a selector) in place."""
+        kind, how = (
+            KINDS[kind_name],
+            {"_content_type": "application/merge-patch+json", "_preload_content": False},
+        )
+        if kind.group == "":
+            method = getattr(self.core, f"patch_namespaced_{_snake(kind.kind)}")
+            return _json(self.call(method, name, self.namespace, patch, **how))
+        patcher, ns = self.custom.patch_namespaced_custom_object, self.namespace
+        return _json(self.call(patcher, kind.group, kind.version, ns, kind.plural, name, patch, **how))
+
     def list(
         self, kind_name: str, label_selector: str | None = None, field_selector: str | None = None
     ) -> Obj:

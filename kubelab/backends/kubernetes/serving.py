@@ -54,6 +54,7 @@ class ServiceTarget:
     run: str | None = None
     path: str | None = None
     gpu_metric: str | None = None  # a per-pod custom metric of GPU utilisation (percent)
+    env: dict[str, str] = field(default_factory=dict)  # the model server's settings
 
 
 def port(spec: ServiceSpec) -> int:
@@ -112,7 +113,7 @@ def _meta(name: str, spec: ServiceSpec, target: ServiceTarget, version: bool = T
 
 def service_annotations(spec: ServiceSpec, target: ServiceTarget) -> dict[str, str]:
     """The spec (so `kubelab service show` reads it back from the cluster) and the lineage."""
-    serves = {"run": target.run, "path": target.path}
+    serves = {"run": target.run, "file": spec.model.path if spec.model else None, "path": target.path}
     return {
         SPEC_ANNOTATION: json.dumps(spec.to_dict(), sort_keys=True, separators=(",", ":")),
         LINEAGE_ANNOTATION: json.dumps(serves, sort_keys=True, separators=(",", ":")),
@@ -122,6 +123,7 @@ def service_annotations(spec: ServiceSpec, target: ServiceTarget) -> dict[str, s
 def container(spec: ServiceSpec, target: ServiceTarget, nb: NotebookEnv) -> Manifest:
     answer = port(spec)
     env = {
+        **target.env,
         **spec.env,
         "PORT": str(answer),
         "KUBELAB_SERVICE": spec.name,
