@@ -4,10 +4,13 @@ refusal names its field). The cluster accepts them too: kube/test_kube_serving.p
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
 import pytest
+import yaml
 
 from kubelab.backends.kubernetes import serving
 from kubelab.backends.kubernetes.notebook_env import NotebookEnv
@@ -144,3 +147,28 @@ def test_a_route_on_the_labs_gateway_reads_back_as_its_split() -> None:
     with pytest.raises(ValidationError) as refusal:
         Gateway.parse("shared")
     assert "KUBELAB_GATEWAY" in fields_of(refusal)
+
+
+def recipes() -> list[dict[str, Any]]:
+    """The `kind: service` files of docs/serving.md's recipes."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "serving.md").read_text()
+    blocks = re.findall(r"```yaml\n(.*?)```", text.split("## Recipes", 1)[1], re.DOTALL)
+    return [yaml.safe_load(block) for block in blocks]
+
+
+def test_the_documented_recipes_build_restricted_internal_services() -> None:
+    found = recipes()
+    assert [r["name"] for r in found] == ["adminer", "mongo-express"]
+    for recipe in found:
+        spec = ServiceSpec.parse(recipe)
+        assert not spec.serves_model
+        target = serving.ServiceTarget("alice", "alice", serving.argv(spec))
+        deployment, service = serving.version_objects(spec, target, NB)
+        for obj in (deployment, service):
+            kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+        assert container["ports"] == [{"containerPort": recipe["ports"][0], "protocol": "TCP"}]
+        if "{{ port }}" in " ".join(recipe["command"]):
+            assert f":{recipe['ports'][0]}" in " ".join(container["command"])
+        assert {e["name"] for e in container["env"]} >= set(recipe["env"])
+        assert container["securityContext"]["runAsNonRoot"] is True
