@@ -260,7 +260,7 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, BackPressure, KubeSpawner):  # 
         self.extra_labels = {**base["extra_labels"], **settings.labels}
         if self.network_policy:  # z2jh's hub policy admits pods from other namespaces by this label
             self.extra_labels[HUB_ACCESS_LABEL] = "true"
-        self._kubelab_env = settings.env
+        self._kubelab_env = dict(settings.env, KUBELAB_GATEWAY=self.service_gateway)  # routes attach there
         self._settings = settings
 
     async def get_pod_manifest(self) -> Any:
