@@ -90,6 +90,7 @@ class KubeLabApp(ExtensionApp):
 
     async def stop_extension(self) -> None:
         tensorboard_ext.shutdown(self)  # no TensorBoard outlives the server
+        await services_ext.shutdown(self)
         await self.events.stop()
         self.log_streams.close()
         self.lab.backend.close()

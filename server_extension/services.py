@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any, cast
 from urllib.parse import parse_qsl, urlencode
 
+import aiohttp
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import JupyterHandler
-from tornado import httpclient, web
+from tornado import web
 
 from kubelab.errors import KubelabError, NotFound
 from kubelab.server_extension.handlers import KubelabHandler, api
@@ -33,9 +35,18 @@ TIMEOUT = 300.0
 
 
 def install(app: Any) -> Services:
-    from kubelab.serving.cluster import services
+    from kubelab.serving.cluster import services as for_backend
 
-    return cast(Services, services(lab=app.lab))  # the cluster's where the backend has a namespace
+    services = cast(Services, for_backend(lab=app.lab))  # the cluster's where the backend has a namespace
+    app.service_upstreams = Upstreams(services)
+    return services
+
+
+async def shutdown(app: Any) -> None:
+    """The proxy's connections close with the server; the services go on (they are detached)."""
+    upstreams = getattr(app, "service_upstreams", None)
+    if upstreams is not None:
+        await upstreams.close()
 
 
 class ServicesBase(KubelabHandler):
@@ -97,11 +108,45 @@ class ServiceLogsHandler(ServicesBase):
         self.finish(text)
 
 
-async def forward(handler: web.RequestHandler, services: Services, service_id: str, path: str) -> None:
+class Upstreams:
+    """The proxy's side toward the replicas: kept-alive connections (aiohttp's pool; Tornado's
+    simple client opens one per request) and each service's ready ports, looked up again at
+    most every `FRESH` seconds or when a replica did not answer."""
+
+    FRESH = 1.0
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.ports: dict[str, tuple[float, int | None]] = {}
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            timeout = aiohttp.ClientTimeout(total=TIMEOUT)
+            jar = aiohttp.DummyCookieJar()  # a service's cookies are nobody's here
+            self._session = aiohttp.ClientSession(timeout=timeout, auto_decompress=False, cookie_jar=jar)
+        return self._session
+
+    async def port(self, service_id: str) -> int | None:
+        now = time.monotonic()
+        cached = self.ports.get(service_id)
+        if cached is not None and now - cached[0] < self.FRESH and cached[1] is not None:
+            return cached[1]
+        port = await asyncio.to_thread(self.services.port, service_id)
+        self.ports[service_id] = (now, port)
+        return port
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+
+async def forward(handler: web.RequestHandler, upstreams: Upstreams, service_id: str, path: str) -> None:
     """The request, to a ready replica of the service; its answer back, in the sandbox."""
     try:
-        port = await asyncio.to_thread(services.port, service_id)
-        view = None if port else await asyncio.to_thread(services.get, service_id)
+        port = await upstreams.port(service_id)
+        view = None if port else await asyncio.to_thread(upstreams.services.get, service_id)
     except KubelabError as exc:
         return _fail(handler, exc.status, exc.to_json())
     if port is None:
@@ -111,34 +156,30 @@ async def forward(handler: web.RequestHandler, services: Services, service_id: s
         return _fail(handler, 503, {"error": "unavailable", "detail": detail, "fields": []})
     request = handler.request
     query = urlencode([(k, v) for k, v in parse_qsl(request.query, keep_blank_values=True) if k != "token"])
-    headers = {k: v for k, v in request.headers.get_all() if k.lower() not in NOT_SENT}
-    upstream = httpclient.HTTPRequest(
-        f"http://127.0.0.1:{port}{path or '/'}" + (f"?{query}" if query else ""),
-        method=request.method,
-        headers=headers,
-        body=request.body if request.method not in ("GET", "HEAD", "DELETE", "OPTIONS") else None,
-        follow_redirects=False,
-        decompress_response=False,
-        request_timeout=TIMEOUT,
-        allow_nonstandard_methods=True,
-    )
-    response = await httpclient.AsyncHTTPClient().fetch(upstream, raise_error=False)
-    if response.code == 599:  # no HTTP answer at all: a replica restarting, or gone
-        detail = f"service {service_id} did not answer: {response.error}"
+    headers = [(k, v) for k, v in request.headers.get_all() if k.lower() not in NOT_SENT]
+    url = f"http://127.0.0.1:{port}{path or '/'}" + (f"?{query}" if query else "")
+    body = request.body if request.method not in ("GET", "HEAD", "DELETE", "OPTIONS") else None
+    try:
+        async with upstreams.session.request(
+            request.method or "GET", url, headers=headers, data=body, allow_redirects=False
+        ) as response:
+            content = await response.read()
+    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:  # a replica restarting, or gone
+        upstreams.ports.pop(service_id, None)
+        detail = f"service {service_id} did not answer: {exc or type(exc).__name__}"
         return _fail(handler, 502, {"error": "backend", "detail": detail, "fields": []})
-    handler.set_status(response.code, response.reason)
-    for name, value in response.headers.get_all():
+    handler.set_status(response.status, response.reason)
+    for name, value in response.headers.items():
         lower = name.lower()
         if lower in HOP_BY_HOP or lower in ("content-security-policy", "set-cookie"):
             continue  # a service's cookie would be set on Jupyter's origin
-        handler.set_header(name, value)
-    handler.set_header(
-        "Content-Security-Policy", page_policy(response.headers.get("Content-Security-Policy"))
-    )
+        handler.add_header(name, value)
+    policy = page_policy(response.headers.get("Content-Security-Policy"))
+    handler.set_header("Content-Security-Policy", policy)
     handler.set_header("X-Content-Type-Options", "nosniff")
     handler.set_header("Referrer-Policy", "no-referrer")
-    if response.body and request.method != "HEAD":
-        handler.write(response.body)
+    if content and request.method != "HEAD":
+        handler.write(content)
     handler.finish()
 
 
@@ -159,33 +200,37 @@ class ServiceEntry(JupyterHandler):
     def services(self) -> Services:
         return cast(Services, self.settings["kubelab"].services)
 
+    @property
+    def upstreams(self) -> Upstreams:
+        return cast(Upstreams, self.settings["kubelab"].service_upstreams)
+
     @web.authenticated
     @authorized("read")  # type: ignore[untyped-decorator]  # see handlers.api
     async def get(self, service_id: str, path: str | None = None) -> None:
         if self.request.headers.get("Sec-Fetch-Mode") == "navigate" or _wants_page(self.request.headers):
             await self.to_view(service_id, path)
         else:
-            await forward(self, self.services, service_id, path or "/")
+            await forward(self, self.upstreams, service_id, path or "/")
 
     @web.authenticated
     @authorized("read")  # type: ignore[untyped-decorator]
     async def head(self, service_id: str, path: str | None = None) -> None:
-        await forward(self, self.services, service_id, path or "/")
+        await forward(self, self.upstreams, service_id, path or "/")
 
     @web.authenticated
     @authorized("execute")  # type: ignore[untyped-decorator]
     async def post(self, service_id: str, path: str | None = None) -> None:
-        await forward(self, self.services, service_id, path or "/")
+        await forward(self, self.upstreams, service_id, path or "/")
 
     @web.authenticated
     @authorized("execute")  # type: ignore[untyped-decorator]
     async def put(self, service_id: str, path: str | None = None) -> None:
-        await forward(self, self.services, service_id, path or "/")
+        await forward(self, self.upstreams, service_id, path or "/")
 
     @web.authenticated
     @authorized("execute")  # type: ignore[untyped-decorator]
     async def delete(self, service_id: str, path: str | None = None) -> None:
-        await forward(self, self.services, service_id, path or "/")
+        await forward(self, self.upstreams, service_id, path or "/")
 
     async def to_view(self, service_id: str, path: str | None) -> None:
         try:
@@ -228,11 +273,11 @@ class ServiceView(web.RequestHandler):
         await self.view(capability, path)
 
     async def view(self, capability: str, path: str | None) -> None:
-        services = cast(Services, self.settings["kubelab"].services)
-        service_id = await asyncio.to_thread(_by_capability, services, capability)
+        upstreams = cast(Upstreams, self.settings["kubelab"].service_upstreams)
+        service_id = await asyncio.to_thread(_by_capability, upstreams.services, capability)
         if service_id is None:
             return _fail(self, 404, NotFound("no such service view").to_json())
-        await forward(self, services, service_id, path or "/")
+        await forward(self, upstreams, service_id, path or "/")
 
 
 def _by_capability(services: Services, capability: str) -> str | None:

@@ -22,6 +22,7 @@ SMALLEST = [
     ),
     pytest.param("bench_notebook.py", ["--runs", "1"], id="notebook"),
     pytest.param("bench_sweep.py", ["--repeats", "1", "--overhead-trials", "30"], id="sweep"),
+    pytest.param("bench_serving.py", ["--requests", "20", "--clients", "2", "--seconds", "1"], id="serving"),
     pytest.param("bench_kube.py", ["--live", "5", "--samples", "5"], id="kube", marks=pytest.mark.cluster),
     pytest.param(
         "bench_spawner.py", ["--rounds", "1", "--users", "2"], id="spawner", marks=pytest.mark.cluster

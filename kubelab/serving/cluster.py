@@ -33,8 +33,10 @@ from kubelab.backends.kubernetes.serving_routes import (
     version_name,
 )
 from kubelab.errors import FieldError, NotFound, ValidationError
+from kubelab.home import default_home
 from kubelab.serving.replicas import MLSERVER_MAIN, PREDICTOR_RUNTIME, RUNTIMES, SERVER_SETTINGS
 from kubelab.serving.spec import ServiceSpec
+from kubelab.serving.store import service_store
 
 Obj = dict[str, Any]
 KSERVE = ("serving.kserve.io", "v1beta1", "InferenceService")
@@ -51,6 +53,8 @@ class ClusterServices:
         self.gateway = Gateway.parse(os.environ.get("KUBELAB_GATEWAY"))
         self.gpu_metric = os.environ.get("KUBELAB_GPU_METRIC") or None
         self._serves: dict[tuple[str, str, str], bool] = {}
+        home = Path(lab.home) if lab is not None else default_home()
+        self.store = service_store(home)  # this machine's: the proxy's capability lookups find none here
 
     def serves(self, what: tuple[str, str, str]) -> bool:
         if what not in self._serves:
@@ -274,8 +278,15 @@ class ClusterServices:
 
     def port(self, sid: str) -> int | None:
         """The Jupyter server's proxy reaches this machine's services only: on the cluster a
-        service answers at its in-cluster URL (`url`), which the namespace's notebook reaches."""
-        return None
+        service answers at its in-cluster URL, which the namespace's notebook reaches."""
+        raise self._not_proxied(sid)
+
+    def directory(self, sid: str) -> Any:
+        raise self._not_proxied(sid)
+
+    def _not_proxied(self, sid: str) -> ValidationError:
+        reason = f"runs on Kubernetes: reach it at {self.get(sid)['url']} (the proxy serves this machine's)"
+        return ValidationError("not proxied", [FieldError("id", reason)])
 
     def logs(self, sid: str, replica: int = 0) -> str:
         view = self.get(sid)

@@ -248,7 +248,7 @@ class _Reader(_SpecReader):
     def health(self, value: Any) -> str | None:
         if value is None:
             return None
-        if not isinstance(value, str) or not value.startswith("/") or len(value) > 2048 or " " in value:
+        if not isinstance(value, str) or not value.startswith("/") or len(value) > 2048 or not _url(value):
             self.fail("health_path", f"must be an absolute URL path such as /healthz, not {value!r}")
             return None
         return value
@@ -268,3 +268,14 @@ class _Reader(_SpecReader):
             )
         if spec.resources.gpu_type and not spec.resources.gpus:
             self.fail("resources.gpu_type", "is set but resources.gpus is 0")
+        words = [spec.command] if isinstance(spec.command, str) else spec.command
+        texts = {"command": words, "env": [*spec.env, *spec.env.values()], "folder": [spec.folder or ""]}
+        texts.update({"model.path": [spec.model.path if spec.model else ""], "image": [spec.image or ""]})
+        for field_path, values in texts.items():
+            if any("\x00" in value for value in values):  # no file name, argument or variable holds one
+                self.fail(field_path, "may not contain a NUL character")
+
+
+def _url(value: str) -> bool:
+    """A URL path's characters: printable, no space."""
+    return value.isprintable() and " " not in value

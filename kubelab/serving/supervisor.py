@@ -72,7 +72,7 @@ def answering(port: int, path: str | None) -> bool:
     try:
         connection.request("GET", path)
         return connection.getresponse().status == 200
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a path http.client refuses
         return False
     finally:
         connection.close()
@@ -145,9 +145,10 @@ class Supervisor:
                     start_new_session=True,
                     preexec_fn=_die_with_supervisor,
                 )
-        except OSError as exc:
-            field = "command" if not self.spec.serves_model else "folder"
-            self.end(FAILED, f"{field}: cannot start {plan.argv[0]!r} in {plan.cwd}: {exc.strerror or exc}")
+        except (OSError, ValueError) as exc:  # no such program or folder; a value Popen refuses
+            why = getattr(exc, "strerror", None) or str(exc)
+            field = "env" if "environment" in why else "folder" if self.spec.serves_model else "command"
+            self.end(FAILED, f"{field}: cannot start {plan.argv[0]!r} in {plan.cwd}: {why}")
             return
         self.processes[replica.index] = process
         replica.pid, replica.port, replica.state = process.pid, plan.port, STARTING

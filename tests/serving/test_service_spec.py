@@ -126,3 +126,12 @@ def test_polyaxon_service_fields_without_an_equivalent_are_refused(tmp_path: Pat
     assert {"run.isExternal", "run.rewritePath", "run.sidecars", "run.container.command"} <= paths
     with pytest.raises(ValidationError, match="kind: service"):
         service_mapping({"command": "x"})
+
+
+def test_values_no_process_can_take_are_refused_by_field() -> None:
+    found = problems(
+        {"command": ["run\x00"], "folder": "a\x00", "env": {"K": "v\x00"}, "health_path": "/ready\n"}
+    )
+    assert found["command"] == found["folder"] == found["env"] == "may not contain a NUL character"
+    assert "absolute URL path" in found["health_path"]
+    assert "NUL" in problems({"model": "model\x00.joblib"})["model.path"]

@@ -34,6 +34,8 @@ def test_a_run_s_model_answers_the_open_inference_protocol(services: Services, t
     assert view["state"] == "Running", view
     assert view["lineage"]["run"] == run["id"] and view["lineage"]["file"] == "outputs/model.joblib"
     assert view["lineage"]["run_name"] == "train-iris"
+    folder = services.home / "services" / "iris-v1"
+    assert (folder.stat().st_mode & 0o777, (folder / "capability").stat().st_mode & 0o777) == (0o700, 0o600)
     port = view["replicas"][0]["port"]
     status, answer = post_json(f"http://127.0.0.1:{port}/{view['endpoint']}", infer_body())
     assert status == 200 and answer["outputs"][0]["data"] == [0, 2]
@@ -151,3 +153,8 @@ def test_a_command_that_exits_before_answering_fails_with_its_last_line(services
     assert "starting" in services.logs("oops-v1")
     services.delete("oops-v1")
     assert services.list() == []
+
+
+def test_an_environment_the_system_refuses_fails_naming_env(services: Services) -> None:
+    view = services.wait(services.start({"name": "badenv", "command": "true", "env": {"A=B": "c"}})["id"])
+    assert view["state"] == "Failed" and view["reason"].startswith("env: ")

@@ -64,6 +64,8 @@ def test_a_model_answers_through_the_proxy_behind_the_login(server: JupyterServe
     missing = requests.post(other, json=infer_body(), headers=server.headers, timeout=30)
     assert missing.status_code == 404 and "nosuch" in missing.text
     assert requests.post(endpoint, json=infer_body(), timeout=30).status_code == 403  # no login
+    to_login = requests.get(server.url + view["url"].lstrip("/"), allow_redirects=False, timeout=30)
+    assert to_login.status_code == 302 and "/login" in to_login.headers["Location"]
     assert server.get("services").json()["items"][0]["id"] == "iris-v1"
     assert "HTTP server running" in server.get("services/iris-v1/logs?replica=0").text
     assert server.post("services/iris-v1/stop").json()["state"] == "Stopped"
