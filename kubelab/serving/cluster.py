@@ -201,7 +201,12 @@ class ClusterServices:
         return [self._view(name, v, traffic, pods) for v in versions]
 
     def _view(self, name: str, version: str, traffic: Traffic, pods: builtins.list[Obj]) -> Obj:
-        mine = [p for p in pods if p["metadata"]["labels"].get(build.VERSION) == version]
+        mine = [
+            p
+            for p in pods
+            if p["metadata"]["labels"].get(build.VERSION) == version
+            and not p["metadata"].get("deletionTimestamp")
+        ]
         ready = [p for p in mine if _ready(p)]
         workload = self._workload(name, version)
         annotations = workload["metadata"].get("annotations") or {}
@@ -209,7 +214,7 @@ class ClusterServices:
         known = not self.serves(KSERVE) or version == self._kserve_latest(name)
         spec = json.loads(annotations.get(build.SPEC_ANNOTATION) or "{}") if known else {}
         wanted = (workload.get("spec") or {}).get("replicas", (spec.get("replicas") or {}).get("min", 1))
-        state = "Running" if ready else "Stopped" if wanted == 0 and not mine else "Pending"
+        state = "Stopped" if wanted == 0 else "Running" if ready else "Pending"
         answer = build.port(ServiceSpec.parse(spec)) if spec else build.DEFAULT_PORT
         serves = json.loads(annotations.get(build.LINEAGE_ANNOTATION) or "{}") if known else {}
         model = bool(spec.get("model") or spec.get("predictor"))

@@ -248,7 +248,7 @@ def test_a_second_version_rolls_out_beside_the_first_and_takes_the_service_whole
     assert [(v["id"], v["traffic"]) for v in moved] == [("iris-v1", 0), ("iris-v2", 100)]
     assert read(admin, namespace, "Service", "iris")["spec"]["selector"]["kubelab.io/service-version"] == "2"
     stopped = services.stop("iris-v1")
-    assert stopped["state"] in ("Pending", "Stopped") and stopped["replicas_wanted"] == {"min": 1, "max": 1}
+    assert stopped["state"] == "Stopped" and stopped["replicas_wanted"] == {"min": 1, "max": 1}
     services.delete("iris-v1")
     assert [v["id"] for v in services.list()] == ["iris-v2"]
     services.delete("iris")
