@@ -34,7 +34,6 @@ from typing import Any
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "serving"))
 
 
 def emit(**data: object) -> None:

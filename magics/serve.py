@@ -9,8 +9,8 @@ the URL is the proxy's behind the user's login; in a plain IPython it starts the
 from __future__ import annotations
 
 import html
-import os
 import time
+from pathlib import Path
 from typing import Any
 
 from IPython.display import display
@@ -56,7 +56,7 @@ def run(magics: Any, line: str) -> None:
     if args is None:
         return
     data, base = serve_request(args)
-    base_dir = base or os.getcwd()
+    base_dir = base or Path.cwd()
     service = magics.service
     if service.remote:
         client = service.client

@@ -144,30 +144,34 @@ class Upstreams:
 
 async def forward(handler: web.RequestHandler, upstreams: Upstreams, service_id: str, path: str) -> None:
     """The request, to a ready replica of the service; its answer back, in the sandbox."""
-    try:
-        port = await upstreams.port(service_id)
-        view = None if port else await asyncio.to_thread(upstreams.services.get, service_id)
-    except KubelabError as exc:
-        return _fail(handler, exc.status, exc.to_json())
-    if port is None:
-        assert view is not None
-        reason = f": {view['reason']}" if view["reason"] else ""
-        detail = f"service {service_id} is {view['state']}{reason}"
-        return _fail(handler, 503, {"error": "unavailable", "detail": detail, "fields": []})
     request = handler.request
     query = urlencode([(k, v) for k, v in parse_qsl(request.query, keep_blank_values=True) if k != "token"])
     headers = [(k, v) for k, v in request.headers.get_all() if k.lower() not in NOT_SENT]
-    url = f"http://127.0.0.1:{port}{path or '/'}" + (f"?{query}" if query else "")
     body = request.body if request.method not in ("GET", "HEAD", "DELETE", "OPTIONS") else None
-    try:
-        async with upstreams.session.request(
-            request.method or "GET", url, headers=headers, data=body, allow_redirects=False
-        ) as response:
-            content = await response.read()
-    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:  # a replica restarting, or gone
-        upstreams.ports.pop(service_id, None)
-        detail = f"service {service_id} did not answer: {exc or type(exc).__name__}"
-        return _fail(handler, 502, {"error": "backend", "detail": detail, "fields": []})
+    for attempt in (1, 2):  # a refused connection sent nothing: ask again with fresh ports
+        try:
+            port = await upstreams.port(service_id)
+            view = None if port else await asyncio.to_thread(upstreams.services.get, service_id)
+        except KubelabError as exc:
+            return _fail(handler, exc.status, exc.to_json())
+        if port is None:
+            assert view is not None
+            reason = f": {view['reason']}" if view["reason"] else ""
+            detail = f"service {service_id} is {view['state']}{reason}"
+            return _fail(handler, 503, {"error": "unavailable", "detail": detail, "fields": []})
+        url = f"http://127.0.0.1:{port}{path or '/'}" + (f"?{query}" if query else "")
+        try:
+            async with upstreams.session.request(
+                request.method or "GET", url, headers=headers, data=body, allow_redirects=False
+            ) as response:
+                content = await response.read()
+            break
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:  # a replica restarting, or gone
+            upstreams.ports.pop(service_id, None)
+            if attempt == 1 and isinstance(exc, aiohttp.ClientConnectorError):
+                continue
+            detail = f"service {service_id} did not answer: {exc or type(exc).__name__}"
+            return _fail(handler, 502, {"error": "backend", "detail": detail, "fields": []})
     handler.set_status(response.status, response.reason)
     for name, value in response.headers.items():
         lower = name.lower()
