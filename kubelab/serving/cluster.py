@@ -65,7 +65,7 @@ class ClusterServices:
     def start(self, data: Any, base_dir: Path | None = None, confine: bool = False) -> Obj:
         """Roll a version out beside the service's others (its traffic stays where it was)."""
         spec = ServiceSpec.parse(data)
-        target = self.target(spec, Path(base_dir or os.getcwd()))
+        target = self.target(spec, Path(base_dir or os.getcwd()), confine)
         versions = self.versions(spec.name)
         if spec.version in versions:
             reason = f"{spec.name} version {spec.version} is deployed: delete it, or give another version"
@@ -88,7 +88,7 @@ class ClusterServices:
             self._route(spec, Traffic(weights, current.mirror))
         return self.get(version_name(spec.name, spec.version))
 
-    def target(self, spec: ServiceSpec, base: Path) -> build.ServiceTarget:
+    def target(self, spec: ServiceSpec, base: Path, confine: bool = False) -> build.ServiceTarget:
         """The argv and settings of the version's container, and what it serves (lineage)."""
         run, path, env = None, None, {}
         if spec.model is not None:
@@ -103,6 +103,9 @@ class ClusterServices:
                     ) from None
                 run = spec.model.run
             model = (folder / spec.model.path).resolve()
+            if confine and run is None and base.resolve() not in model.parents:
+                problem = FieldError("model.path", f"'{spec.model.path}' is outside the workspace")
+                raise ValidationError("cannot start the service", [problem])
             if not model.is_file():  # the workspace is mounted at the same path in the pods
                 raise ValidationError(
                     "cannot start the service", [FieldError("model.path", f"no such file: {model}")]

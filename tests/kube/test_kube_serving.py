@@ -7,6 +7,7 @@ modules cluster/addons pins, and removes them afterwards so other tests see a pl
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -311,3 +312,34 @@ def test_the_cli_serves_on_the_cluster_with_the_kubernetes_backend(
     assert [v["id"] for v in json.loads(listed.stdout)["items"]] == ["iris-v1"]
     refused = kubelab("service", "traffic", "iris", "5=10")
     assert refused.returncode != 0 and "traffic.5: service iris has no version 5" in refused.stderr
+
+
+def test_a_model_is_served_by_mlserver_from_the_workspace(
+    services: ClusterServices, admin: client.ApiClient, namespace: str, tmp_path: Path
+) -> None:
+    (tmp_path / "outputs").mkdir()
+    (tmp_path / "outputs" / "model.joblib").write_bytes(b"a model")
+    (tmp_path / "outputs" / "model.onnx").write_bytes(b"a model")
+    model = {"kind": "service", "name": "iris", "model": "outputs/model.joblib", "image": IMAGE}
+    view = services.start(model, base_dir=tmp_path, confine=True)
+    assert view["lineage"] == {
+        "file": "outputs/model.joblib",
+        "path": str(tmp_path / "outputs" / "model.joblib"),
+    }
+    assert view["endpoint"] == "v2/models/iris/infer"
+    container = read(admin, namespace, "Deployment", "iris-v1")["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value", "") for e in container["env"]}
+    assert env["MLSERVER_MODEL_URI"] == str(tmp_path / "outputs" / "model.joblib")
+    assert env["MLSERVER_MODEL_IMPLEMENTATION"] == "mlserver_sklearn.SKLearnModel"
+    assert (env["MLSERVER_HOST"], env["MLSERVER_HTTP_PORT"]) == ("0.0.0.0", "8080")
+    probe = container["readinessProbe"]["httpGet"]
+    assert (probe["path"], probe["port"]) == (ServiceSpec.parse(model).readiness_path, 8080)
+    for path, field in [
+        ("/etc/hostname", "model.path"),  # outside the workspace
+        ("outputs/missing.joblib", "model.path"),
+        ("outputs/model.onnx", "model.path"),  # no runtime
+    ]:
+        bad = {**model, "version": "2", "model": path}
+        start = functools.partial(services.start, bad, base_dir=tmp_path, confine=True)
+        assert refused_field(start) == [field]
+    assert services.versions("iris") == ["1"]  # nothing was made
