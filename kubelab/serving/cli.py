@@ -26,7 +26,7 @@ FAILED, RUNNING = "Failed", "Running"
 
 def add_serve_options(p: argparse.ArgumentParser) -> None:
     """The flags that describe a service, shared by `kubelab serve` and `%serve`."""
-    p.add_argument("run", nargs="?", help="the run whose file --model names")
+    p.add_argument("run", nargs="?", help="the run whose file --model names (a sweep: its best trial)")
     p.add_argument("-f", "--file", help="a service spec (kind: service) or a Polyaxon v1 service")
     p.add_argument("--model", help="the model file (in the run's folder when RUN is given)")
     p.add_argument("--predictor", help="a Python class module:Class with load() and predict()")

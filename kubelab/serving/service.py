@@ -118,20 +118,37 @@ class Services:
         return self._view(directory)
 
     def _run(self, spec: ServiceSpec, problems: list[FieldError]) -> tuple[Path | None, dict[str, Any]]:
-        """The run a model comes from: its folder, and the lineage the service records."""
+        """The run a model comes from (a sweep's best trial when `model.run` names a sweep): its
+        folder, and the lineage the service records."""
         if spec.model is None or spec.model.run is None:
             return None, {}
+        run_id, lineage = spec.model.run, {}
         try:
-            run = self.lab.run(spec.model.run)
+            run = self.lab.run(run_id)
         except NotFound:
-            problems.append(FieldError("model.run", f"no experiment '{spec.model.run}'"))
-            return None, {}
+            best = self._best_trial(run_id, problems)
+            if best is None:
+                return None, {}
+            run, lineage = self.lab.run(best["id"]), {"sweep": run_id, "trial": best["trial"]}
         status = run.status()
-        lineage: dict[str, Any] = {"run": run.id, "run_name": run.spec().get("name", "")}
-        lineage["sweep"] = status.sweep
+        lineage = {"run": run.id, "run_name": run.spec().get("name", ""), "sweep": status.sweep, **lineage}
         if status.trial is not None:
             lineage["trial"] = status.trial
         return run.path.resolve(), lineage
+
+    def _best_trial(self, sweep_id: str, problems: list[FieldError]) -> dict[str, Any] | None:
+        from kubelab.sweeps.service import Sweeps
+
+        try:
+            best: dict[str, Any] | None = Sweeps(self.lab).get(sweep_id, with_importance=False)["best"]
+        except NotFound:
+            problems.append(FieldError("model.run", f"no experiment or sweep '{sweep_id}'"))
+            return None
+        if best is None:
+            problems.append(
+                FieldError("model.run", f"sweep '{sweep_id}' has no finished trial with a value yet")
+            )
+        return best
 
     # -- reading ----------------------------------------------------------------------
     def directory(self, sid: str) -> ServiceDirectory:

@@ -130,7 +130,9 @@ class Supervisor:
         except OSError as exc:
             self.end(FAILED, f"replica {replica.index} could not be prepared: {exc}")
             return
-        if self.spec.ports and port_in_use(plan.port):
+        # checked at the first start only: a crashed replica's closed connections may hold its
+        # fixed port a while (TIME_WAIT), which servers binding with SO_REUSEADDR do not mind
+        if self.spec.ports and not replica.restarts and port_in_use(plan.port):
             self.end(FAILED, f"ports[0]: port {plan.port} is already in use on this machine")
             return
         try:

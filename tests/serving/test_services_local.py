@@ -158,3 +158,55 @@ def test_a_command_that_exits_before_answering_fails_with_its_last_line(services
 def test_an_environment_the_system_refuses_fails_naming_env(services: Services) -> None:
     view = services.wait(services.start({"name": "badenv", "command": "true", "env": {"A=B": "c"}})["id"])
     assert view["state"] == "Failed" and view["reason"].startswith("env: ")
+
+
+SWEEP_TRIAL = """
+import joblib, os, kubelab
+from sklearn.datasets import load_iris
+from sklearn.linear_model import LogisticRegression
+X, y = load_iris(return_X_y=True)
+c = kubelab.params()["c"]
+model = LogisticRegression(C=c, max_iter=500).fit(X, y)
+joblib.dump(model, os.path.join(os.environ["KUBELAB_OUTPUTS_DIR"], "model.joblib"))
+kubelab.report_final({"loss": abs(c - 1.0)})
+"""
+
+
+def test_a_sweep_s_best_trial_is_served_with_its_lineage(services: Services, tmp_path: Path) -> None:
+    from kubelab.sweeps.service import Sweeps
+
+    sweeps = Sweeps(Experiments(services.home))
+    created = sweeps.create(
+        {
+            "space": {"c": {"_type": "choice", "_value": [0.01, 1.0]}},
+            "tuner": "grid",
+            "objective": {"metric": "loss", "direction": "minimize"},
+            "concurrency": 2,
+            "trial": {"command": [sys.executable, "-c", SWEEP_TRIAL]},
+        },
+        base_dir=tmp_path,
+    )
+    ended = poll(
+        lambda: (
+            (r := sweeps.get(created["id"], with_importance=False))["status"] in ("Succeeded", "Failed") and r
+        ),
+        what="the sweep ends",
+    )
+    best = ended["best"]
+    assert ended["status"] == "Succeeded" and best, ended["reason"]
+    assert best["params"] == {"c": 1.0}
+    view = services.wait(
+        services.start({"name": "best", "model": {"run": created["id"], "path": "outputs/model.joblib"}})[
+            "id"
+        ]
+    )
+    assert view["state"] == "Running", view
+    assert view["lineage"]["run"] == best["id"] and view["lineage"]["sweep"] == created["id"]
+    assert view["lineage"]["trial"] == best["trial"]
+    status, answer = post_json(
+        f"http://127.0.0.1:{view['replicas'][0]['port']}/{view['endpoint']}", infer_body()
+    )
+    assert status == 200 and answer["outputs"][0]["data"] == [0, 2]
+    with pytest.raises(ValidationError) as caught:
+        services.start({"model": {"run": "0000000000zz", "path": "outputs/model.joblib"}})
+    assert "no experiment or sweep" in fields(caught)["model.run"]
