@@ -62,9 +62,7 @@ def placement(
     """A namespace's placement: toleration keys of the catalog's GPU taints and the admin's own
     (`tolerations`), and the GPU resources (kubelab's experiments tolerate them by name)."""
     keys = {t.get("key") or "" for t in tolerations if isinstance(t, dict)} | set(gpu_resources)
-    return Placement(
-        hub_namespace, dict(node_selector), tuple(sorted(keys - {""})), gateway, service_domain
-    )
+    return Placement(hub_namespace, dict(node_selector), tuple(sorted(keys - {""})), gateway, service_domain)
 
 
 ANNOTATIONS = {
