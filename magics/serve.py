@@ -67,11 +67,12 @@ def run(magics: Any, line: str) -> None:
             view = client.record("GET", f"services/{view['id']}")
         display(ServiceView(view, client.page_url(view["url"])))
         return
-    from kubelab.serving.service import Services
+    from kubelab.serving.cluster import services as for_backend
 
-    services = Services(lab=service.lab)
+    services = for_backend(lab=service.lab)  # the cluster's where the backend has a namespace
     view = services.start(data, base_dir=base_dir)
     if not args.no_wait:
         view = services.wait(view["id"], WAIT)
     ports = [r["port"] for r in view["replicas"] if r["state"] == "Ready"]
-    display(ServiceView(view, f"http://127.0.0.1:{ports[0]}/" if ports else view["url"]))
+    local = f"http://127.0.0.1:{ports[0]}/" if ports else view["url"]
+    display(ServiceView(view, view["url"] if view["url"].startswith("http") else local))

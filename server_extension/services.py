@@ -35,7 +35,9 @@ TIMEOUT = 300.0
 
 
 def install(app: Any) -> Services:
-    services = Services(lab=app.lab)
+    from kubelab.serving.cluster import services as for_backend
+
+    services = cast(Services, for_backend(lab=app.lab))  # the cluster's where the backend has a namespace
     app.service_upstreams = Upstreams(services)
     return services
 

@@ -10,7 +10,12 @@ RBAC says which kinds a notebook's token may create; it cannot look inside them.
 - `kubelab-user-services`: a Service with `externalIPs` (CVE-2020-8554) or of another type than
   ClusterIP;
 - `kubelab-user-rolebindings`: a RoleBinding to anyone but the namespace's own ServiceAccounts
-  (such as `system:serviceaccounts`, which would hand the namespace and its quota to everyone).
+  (such as `system:serviceaccounts`, which would hand the namespace and its quota to everyone);
+- `kubelab-user-httproutes`: an HTTPRoute attached to anything but a Service of its namespace or
+  the lab's Gateway, or attached to the Gateway for a hostname outside `*.<namespace>.<domain>`
+  (a path on the hub's hostname would take the hub's requests);
+- `kubelab-user-inferenceservices`: a KServe InferenceService not labelled cluster-local (KServe
+  would publish it on the cluster's ingress).
 
 The group's values are annotations of the namespace (`kubelab.io/node-selector`, ...), which
 the spawner writes with the namespace and the policies read as `namespaceObject`: the notebook's
@@ -42,6 +47,8 @@ class Placement:
     hub_namespace: str
     node_selector: dict[str, str]
     toleration_keys: tuple[str, ...]
+    gateway: str = ""  # NAMESPACE/NAME of the Gateway services' routes may attach to ('' = none)
+    service_domain: str = ""  # a route on the Gateway serves <host>.<namespace>.<service_domain>
 
 
 def placement(
@@ -49,11 +56,13 @@ def placement(
     node_selector: dict[str, str],
     tolerations: list[Any],
     gpu_resources: list[str],
+    gateway: str = "",
+    service_domain: str = "",
 ) -> Placement:
     """A namespace's placement: toleration keys of the catalog's GPU taints and the admin's own
     (`tolerations`), and the GPU resources (kubelab's experiments tolerate them by name)."""
     keys = {t.get("key") or "" for t in tolerations if isinstance(t, dict)} | set(gpu_resources)
-    return Placement(hub_namespace, dict(node_selector), tuple(sorted(keys - {""})))
+    return Placement(hub_namespace, dict(node_selector), tuple(sorted(keys - {""})), gateway, service_domain)
 
 
 ANNOTATIONS = {
@@ -61,6 +70,8 @@ ANNOTATIONS = {
     "tolerationKeys": "kubelab.io/toleration-keys",
     "ephemeralVolume": "kubelab.io/ephemeral-volume",
     "scheduleMinutes": "kubelab.io/schedule-minutes",
+    "gateway": "kubelab.io/gateway",
+    "serviceDomain": "kubelab.io/service-domain",
 }
 
 
@@ -73,6 +84,8 @@ def namespace_annotations(placement: Placement, bounds: NamespaceBounds) -> dict
         "tolerationKeys": ",".join(sorted(keys)),
         "ephemeralVolume": bounds.ephemeral_volume,
         "scheduleMinutes": str(bounds.schedule_minutes),
+        "gateway": placement.gateway,
+        "serviceDomain": placement.service_domain,
     }
     return {ANNOTATIONS[name]: value for name, value in values.items()}
 
@@ -142,6 +155,37 @@ _ROLE_BINDING_RULES = [
 ]
 
 
+_ROUTE_PARENT = (
+    "(p.kind == 'Service' && (!has(p.group) || p.group == '') && "
+    "(!has(p.namespace) || p.namespace == request.namespace)) || "
+    "(p.kind == 'Gateway' && variables.gateway != '' && "
+    "(has(p.namespace) ? p.namespace : request.namespace) + '/' + p.name == variables.gateway)"
+)
+_HTTP_ROUTE_RULES = [
+    (
+        f"!has(object.spec.parentRefs) || object.spec.parentRefs.all(p, {_ROUTE_PARENT})",
+        "'spec.parentRefs may name Services of namespace ' + request.namespace + "
+        "(variables.gateway == '' ? '' : ' and the Gateway ' + variables.gateway)",
+    ),
+    (
+        "!has(object.spec.parentRefs) || !object.spec.parentRefs.exists(p, p.kind == 'Gateway') || "
+        "(variables.serviceDomain != '' && has(object.spec.hostnames) && size(object.spec.hostnames) > 0 "
+        "&& object.spec.hostnames.all(h, h.endsWith('.' + request.namespace + '.' + "
+        "variables.serviceDomain)))",
+        "'spec.hostnames of a route on the Gateway must each end in .' + request.namespace + '.' + "
+        "variables.serviceDomain",
+    ),
+]
+KSERVE_VISIBILITY = "networking.kserve.io/visibility"
+_INFERENCE_SERVICE_RULES = [
+    (
+        f"has(object.metadata.labels) && '{KSERVE_VISIBILITY}' in object.metadata.labels && "
+        f"object.metadata.labels['{KSERVE_VISIBILITY}'] == 'cluster-local'",
+        f"'an InferenceService must be labelled {KSERVE_VISIBILITY}: cluster-local'",
+    ),
+]
+
+
 @dataclass(frozen=True)
 class Policy:
     name: str
@@ -150,6 +194,7 @@ class Policy:
     operations: tuple[str, ...]
     rules: list[tuple[str, str]]
     variables: tuple[dict[str, str], ...] = ()
+    version: str = "v1"
 
 
 POLICIES = (
@@ -181,6 +226,22 @@ POLICIES = (
         ("CREATE", "UPDATE"),
         _ROLE_BINDING_RULES,
     ),
+    Policy(
+        "kubelab-user-httproutes",
+        "gateway.networking.k8s.io",
+        "httproutes",
+        ("CREATE", "UPDATE"),
+        _HTTP_ROUTE_RULES,
+        tuple(_from_namespace("gateway", "serviceDomain")),
+    ),
+    Policy(
+        "kubelab-user-inferenceservices",
+        "serving.kserve.io",
+        "inferenceservices",
+        ("CREATE", "UPDATE"),
+        _INFERENCE_SERVICE_RULES,
+        version="v1beta1",
+    ),
 )
 
 
@@ -192,7 +253,7 @@ def policy(policy: Policy) -> dict[str, Any]:
     """One kind's policy; one per kind, so each expression is type-checked against its kind."""
     rule = {
         "apiGroups": [policy.group],
-        "apiVersions": ["v1"],
+        "apiVersions": [policy.version],
         "operations": list(policy.operations),
         "resources": [policy.resource],
     }

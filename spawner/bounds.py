@@ -31,6 +31,10 @@ class NamespaceBounds:
     serviceaccounts: int = 20
     cronjobs: int = 10
     jobs: int = 500
+    deployments: int = 10  # served services: a Deployment and an autoscaler per version
+    horizontalpodautoscalers: int = 10
+    inferenceservices: int = 10  # KServe's, where the cluster serves them
+    httproutes: int = 10
     # claims' storage together; None: the workspace and archive plus two ephemeral volumes
     storage: str | None = None
     ephemeral_storage: str = "200Gi"  # containers' scratch space requested together
@@ -61,6 +65,10 @@ COUNTS = {
     "serviceaccounts": "count/serviceaccounts",
     "cronjobs": "count/cronjobs.batch",
     "jobs": "count/jobs.batch",
+    "deployments": "count/deployments.apps",
+    "horizontalpodautoscalers": "count/horizontalpodautoscalers.autoscaling",
+    "inferenceservices": "count/inferenceservices.serving.kserve.io",
+    "httproutes": "count/httproutes.gateway.networking.k8s.io",
 }
 INTEGERS = (*COUNTS, "cpu_ratio", "memory_ratio", "schedule_minutes")
 KEYS = tuple(f.name for f in dataclasses.fields(NamespaceBounds))

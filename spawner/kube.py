@@ -23,20 +23,18 @@ from traitlets import default
 from kubelab.errors import FieldError, KubelabError, ValidationError
 from kubelab.quantity import parse_quantity
 
-from . import builds, objects, shared_watch
+from . import builds, namespace_bundle, objects, shared_watch
 from .admission import admit
-from .admission_policy import placement
 from .apply import Applier, Outcome, api_message
 from .availability import Availability
 from .bounds import group_bounds
 from .choice import choose, hub_memberships, public_properties
 from .claims import IMMEDIATE, binding_mode, wait_bound
 from .form import admin_error, render_form
-from .group_quota import members_of, namespace_quota
 from .groups import ProjectGroup
 from .kube_settings import KubeLabSettings
 from .labels import MANAGED_BY
-from .network import HUB_ACCESS_LABEL, ApiServer, Isolation, extra_egress_rules
+from .network import HUB_ACCESS_LABEL, ApiServer, Isolation
 from .objects import Storage
 from .pod_settings import PodSettings, pod_settings, with_quantities
 from .profiles import Catalog, NotebookOptions
@@ -262,7 +260,11 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, BackPressure, WatchedStart, Kub
         self.extra_labels = {**base["extra_labels"], **settings.labels}
         if self.network_policy:  # z2jh's hub policy admits pods from other namespaces by this label
             self.extra_labels[HUB_ACCESS_LABEL] = "true"
-        self._kubelab_env = {**settings.env, **builds.notebook_env(self)}
+        self._kubelab_env = {
+            **settings.env,
+            **builds.notebook_env(self),
+            "KUBELAB_GATEWAY": self.service_gateway,
+        }
         if settings.priority_class:
             self.priority_class_name = settings.priority_class
         self._settings = settings
@@ -282,51 +284,14 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, BackPressure, WatchedStart, Kub
 
     def isolation(self, api_server: ApiServer | None) -> Isolation | None:
         """The NetworkPolicy settings, or None when they are off (or in trusted-lab mode)."""
-        if not self.network_policy or self.trusted_lab:
-            return None
-        return Isolation(
-            hub_namespace=self.hub_namespace,
-            api_server=api_server or ApiServer((), ()),
-            notebook_selector={"component": self.component_label},
-            notebook_port=self.port or 8888,
-            internet=self.network_policy_internet,
-            extra_egress=extra_egress_rules(
-                list(self.network_policy_extra_egress), "KubeLabSpawner.network_policy_extra_egress"
-            ),
-        )
+        return namespace_bundle.isolation(self, api_server)
 
     def namespace_objects(
         self, group: ProjectGroup, api_server: ApiServer | None = None
     ) -> list[dict[str, Any]]:
         """What the spawner creates besides the pod, in order (pure: used by render and
         reconcile too). Without `api_server` the notebooks' API-server egress rule is left out."""
-        role_file = self.notebook_role_file or None
-        account = self.notebook_service_account
-        if self.trusted_lab:
-            return objects.trusted_objects(self.namespace, account, self.storage, role_file)
-        resources = [t.resource for t in self.catalog.gpu_types]
-        tolerations = [*self.catalog.gpu_tolerations, *self._sorted_dict_values(self.tolerations)]
-        result = objects.user_namespace_objects(
-            self.namespace,
-            self.user_slug,
-            account,
-            namespace_quota(group.user_quota, group.group_quota, members_of(self.user, group.name)),
-            resources,
-            self.storage,
-            role_file,
-            group=group.name,
-            isolation=self.isolation(api_server),
-            bounds=group_bounds(self.namespace_bounds, group.name, group.bounds),
-            placement=placement(self.hub_namespace, group.node_selector, tolerations, resources),
-            max_priority=group.max_priority,
-        )
-        result += builds.user_objects(self, self.namespace, account)  # applied in the build namespace
-        result[0]["metadata"]["labels"].update(self._expand_all(self.user_namespace_labels))
-        annotations = self._expand_all(self.user_namespace_annotations)
-        if annotations:  # KubeSpawner's namespace setting, applied with the bundle
-            meta = result[0]["metadata"]
-            meta["annotations"] = {**annotations, **meta.get("annotations", {})}
-        return result
+        return namespace_bundle.namespace_objects(self, group, api_server)
 
     async def api_server(self) -> ApiServer:
         """The configured API server addresses, else those of default/kubernetes's EndpointSlices

@@ -72,6 +72,25 @@ class KubeLabSettings(BuildTraits):
         the lab's package mirror or object storage inside the cluster:
         [{"to": [{"ipBlock": {"cidr": "10.20.0.5/32"}}], "ports": [{"port": 443}]}].""",
     )
+    service_ingress = List(
+        Dict(),
+        config=True,
+        help="""Who else may reach users' served services (kubelab serve) besides the hub's proxy
+        and the user's notebook: NetworkPolicy peers, e.g. the ingress controller's or the
+        Gateway's pods [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name":
+        "gateway-system"}}}].""",
+    )
+    service_gateway = Unicode(
+        config=True,
+        help="""NAMESPACE/NAME of the shared Gateway users' service routes may attach to ('' =
+        none: routes split traffic inside the namespace only). Its listeners' allowedRoutes
+        must admit the user namespaces.""",
+    )
+    service_domain = Unicode(
+        config=True,
+        help="""The domain of routes on service_gateway: a user's route there serves only
+        hostnames ending in .<namespace>.<service_domain> (checked by the API server).""",
+    )
     hub_namespace = Unicode(
         config=True, help="The hub's namespace, where the hub and proxy pods run ('' = the hub's own)."
     )

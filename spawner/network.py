@@ -29,12 +29,15 @@ SINGLEUSER_ACCESS_LABEL = "hub.jupyter.org/network-access-singleuser"
 # hub.networkPolicy.interNamespaceAccessLabels=accept).
 HUB_ACCESS_LABEL = "hub.jupyter.org/network-access-hub"
 EXPERIMENT_SELECTOR = {"app.kubernetes.io/name": "kubelab-experiment"}
+# the pods of served services (kubelab serve): the backend's serving builders label them so
+SERVICE_SELECTOR = {"app.kubernetes.io/name": "kubelab-service"}
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 POLICY_NAMES = (
     "kubelab-default-deny",
     "kubelab-dns",
     "kubelab-notebook",
     "kubelab-experiments",
+    "kubelab-services",
     "kubelab-internet",
 )
 EXTRA_EGRESS_POLICY = "kubelab-extra-egress"
@@ -101,6 +104,7 @@ class Isolation:
     notebook_port: int = 8888
     internet: bool = True
     extra_egress: tuple[dict[str, Any], ...] = ()  # the lab's own services: a mirror, object storage
+    service_ingress: tuple[dict[str, Any], ...] = ()  # who else reaches served services: the ingress
 
 
 def extra_egress_rules(rules: list[Any], field_name: str) -> tuple[dict[str, Any], ...]:
@@ -125,6 +129,26 @@ def extra_egress_rules(rules: list[Any], field_name: str) -> tuple[dict[str, Any
     if problems:
         raise ValidationError("invalid NetworkPolicy settings", problems)
     return tuple(rules)
+
+
+PEER_KEYS = {"podSelector", "namespaceSelector", "ipBlock"}
+
+
+def service_peers(peers: list[Any], field_name: str) -> tuple[dict[str, Any], ...]:
+    """The admin's peers that may reach served services (NetworkPolicy `from` entries). An empty
+    peer would admit every pod of every namespace: refused by name."""
+    problems = []
+    for i, peer in enumerate(peers):
+        where = f"{field_name}[{i}]"
+        if not isinstance(peer, dict) or not peer:
+            problems.append(FieldError(where, "must be a NetworkPolicy peer: pods, namespaces or an ipBlock"))
+        elif set(peer) - PEER_KEYS:
+            unknown = ", ".join(sorted(set(peer) - PEER_KEYS))
+            keys = ", ".join(sorted(PEER_KEYS))
+            problems.append(FieldError(where, f"unknown keys {unknown} (a peer has {keys})"))
+    if problems:
+        raise ValidationError("invalid NetworkPolicy settings", problems)
+    return tuple(peers)
 
 
 def _policy(ns: str, name: str, selector: dict[str, str], spec: dict[str, Any]) -> dict[str, Any]:
@@ -197,6 +221,7 @@ def network_policies(ns: str, isolation: Isolation) -> list[dict[str, Any]]:
                         "ports": _tcp(isolation.hub_port),
                     },
                     *_api_server_rule(isolation.api_server),
+                    {"to": [{"podSelector": {"matchLabels": dict(SERVICE_SELECTOR)}}]},  # its services
                 ],
             },
         ),
@@ -208,6 +233,24 @@ def network_policies(ns: str, isolation: Isolation) -> list[dict[str, Any]]:
                 "policyTypes": ["Ingress", "Egress"],
                 "ingress": [{"from": [{"podSelector": {"matchLabels": dict(EXPERIMENT_SELECTOR)}}]}],
                 "egress": [{"to": [{"podSelector": {"matchLabels": dict(EXPERIMENT_SELECTOR)}}]}],
+            },
+        ),
+        # served services: the hub's proxy, the namespace's notebook and the lab's ingress, no one else
+        _policy(
+            ns,
+            "kubelab-services",
+            SERVICE_SELECTOR,
+            {
+                "policyTypes": ["Ingress"],
+                "ingress": [
+                    {
+                        "from": [
+                            _in_namespace(isolation.hub_namespace, {SINGLEUSER_ACCESS_LABEL: "true"}),
+                            {"podSelector": {"matchLabels": dict(isolation.notebook_selector)}},
+                            *(dict(peer) for peer in isolation.service_ingress),
+                        ]
+                    }
+                ],
             },
         ),
     ]

@@ -27,6 +27,7 @@ FAST_MODULES = frozenset(
         "core/test_vocabulary.py",
         "kube/test_kube_builders.py",
         "kube/test_image_build.py",
+        "kube/test_kube_serving_builders.py",
         "test_module_size.py",
         "test_import_cycles.py",
         "test_import_contracts.py",

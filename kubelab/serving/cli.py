@@ -92,12 +92,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--replica", type=int, default=0)
     command("stop", cmd_stop, "stop every replica of a service").add_argument("id")
     command("delete", cmd_delete, "stop a service and remove its record and logs").add_argument("id")
+    p = command("traffic", cmd_traffic, "move or mirror traffic between a service's versions (Kubernetes)")
+    p.add_argument("name")
+    p.add_argument(
+        "weights", nargs="*", metavar="VERSION=PERCENT", help="e.g. 2=10: the version not named gets the rest"
+    )
+    p.add_argument(
+        "--mirror", action="append", default=[], metavar="VERSION=PERCENT", help="copy requests to a version"
+    )
 
 
 def _services() -> Any:
-    from kubelab.serving.service import Services
+    from kubelab.serving.cluster import services
 
-    return Services()
+    return services()  # on the cluster where the backend has a namespace, else this machine's
 
 
 def describe(view: dict[str, Any]) -> str:
@@ -171,4 +179,26 @@ def cmd_delete(args: argparse.Namespace) -> int:
     _services().delete(args.id)
     if args.output != "json":
         say(f"deleted {args.id}")
+    return 0
+
+
+def cmd_traffic(args: argparse.Namespace) -> int:
+    from kubelab.errors import FieldError, ValidationError
+
+    services = _services()
+    if not hasattr(services, "traffic"):
+        reason = "versions share traffic on Kubernetes (KUBELAB_BACKEND=kubernetes); locally each has its URL"
+        raise ValidationError("cannot split traffic here", [FieldError("traffic", reason)])
+    views = services.traffic(args.name, args.weights, args.mirror)
+    if args.output == "json":
+        emit({"items": views}, "json")
+    else:
+        say(
+            grid(
+                [
+                    ("ID", "TRAFFIC", "MIRROR", "STATE"),
+                    *((v["id"], f"{v['traffic']}%", f"{v['mirror']}%", v["state"]) for v in views),
+                ]
+            )
+        )
     return 0

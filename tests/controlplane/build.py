@@ -96,6 +96,45 @@ def components() -> list[Component]:
     ]
 
 
+ADDON_CRDS = {
+    "inferenceservices.serving.kserve.io": (
+        "github.com/kserve/kserve",
+        "config/crd/full/serving.kserve.io_inferenceservices.yaml",
+    ),
+    **{
+        f"{plural}.gateway.networking.k8s.io": (
+            "sigs.k8s.io/gateway-api",
+            f"config/crd/standard/gateway.networking.k8s.io_{plural}.yaml",
+        )
+        for plural in ("gatewayclasses", "gateways", "httproutes", "referencegrants")
+    },
+}
+
+
+def addons() -> Component:
+    """The published CRD manifests of the add-ons `cluster/addons` pins (KServe, the Gateway
+    API): files only, nothing compiled. Not part of `components()`: only the tests that install
+    them fetch these modules."""
+    addons_dir = MODULES / "addons"
+    kserve = _pinned(addons_dir, "github.com/kserve/kserve")
+    gateway = _pinned(addons_dir, "sigs.k8s.io/gateway-api")
+    return Component(
+        f"addons-kserve-{kserve}-gateway-api-{gateway}",
+        addons_dir,
+        {},
+        files={f"{name}.yaml": source for name, source in ADDON_CRDS.items()},
+    )
+
+
+def ensure_addon_crds() -> dict[str, Path]:
+    """Fetch the add-ons' modules if missing; each CRD's manifest path by the CRD's name."""
+    component = addons()
+    if component.missing():
+        print(f"==> copying {component.key}'s CRDs from Go modules (once)", flush=True)
+        _build(component)
+    return {name: component.folder / f"{name}.yaml" for name in ADDON_CRDS}
+
+
 def _build(component: Component) -> None:
     go = shutil.which("go")
     if go is None:

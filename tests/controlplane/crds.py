@@ -1,11 +1,14 @@
 """CustomResourceDefinitions of optional cluster add-ons kubelab discovers: the Kubeflow
 Training Operator's job kinds and Argo Workflows' Workflow, written from their documented API
-group, version and kind. Only the API surface is installed, never the operator or controller:
-tests play it by writing the status it would."""
+group, version and kind; KServe's InferenceService and the Gateway API's kinds as their projects
+publish them (`published_crds`). Only the API surface is installed, never the operator or
+controller: tests play it by writing the status it would."""
 
 from __future__ import annotations
 
 from typing import Any
+
+import yaml
 
 TRAINING_OPERATOR = ("PyTorchJob", "TFJob")
 
@@ -51,3 +54,24 @@ def training_operator_crd(kind: str) -> dict[str, Any]:
 
 # Argo Workflows: group argoproj.io, version v1alpha1, kind Workflow (short name wf).
 WORKFLOW_CRD = crd("argoproj.io", "v1alpha1", "Workflow", ("wf",))
+
+
+def published_crds(*names: str) -> list[dict[str, Any]]:
+    """The CRDs named, as their projects publish them in the Go modules `cluster/addons` pins
+    (KServe's full InferenceService schema, the Gateway API's standard channel): the API server
+    validates objects against their real schemas."""
+    from .build import ensure_addon_crds
+
+    paths = ensure_addon_crds()
+    documents = []
+    for name in names:
+        (document,) = [d for d in yaml.safe_load_all(paths[name].read_text()) if d]
+        documents.append(document)
+    return documents
+
+
+KSERVE = "inferenceservices.serving.kserve.io"
+GATEWAY_API = tuple(
+    f"{plural}.gateway.networking.k8s.io"
+    for plural in ("gatewayclasses", "gateways", "httproutes", "referencegrants")
+)

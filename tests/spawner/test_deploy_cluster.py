@@ -506,7 +506,7 @@ def test_reconcile_brings_a_previous_versions_namespace_up_to_date(lab: Lab, con
     assert core.read_namespace(namespace).metadata.labels["kubelab.io/hub"] == lab.hub_namespace
     assert core.read_namespaced_limit_range("kubelab-limits", namespace).spec.limits[0].min["cpu"] == "50m"
     policies = k8s.NetworkingV1Api(lab.admin).list_namespaced_network_policy(namespace).items
-    assert len(policies) == 5
+    assert len(policies) == 6  # deny, DNS, notebook, experiments, services, internet
     claims_after = {
         c.metadata.name: (c.metadata.uid, c.spec.resources.requests["storage"])
         for c in core.list_namespaced_persistent_volume_claim(namespace).items
@@ -657,7 +657,7 @@ def test_the_next_spawn_brings_a_previous_versions_namespace_up_to_date(lab: Lab
     hard = core.read_namespaced_resource_quota("kubelab-quota", namespace).spec.hard
     assert hard["requests.nvidia.com/gpu"] == "1" and "requests.cpu" not in hard
     assert hard["pods"] == "50"  # and the namespace's bounds
-    assert len(k8s.NetworkingV1Api(lab.admin).list_namespaced_network_policy(namespace).items) == 5
+    assert len(k8s.NetworkingV1Api(lab.admin).list_namespaced_network_policy(namespace).items) == 6
     assert core.read_namespace(namespace).metadata.annotations["kubelab.io/group"] == "public"
     assert {
         c.metadata.name: c.metadata.uid for c in core.list_namespaced_persistent_volume_claim(namespace).items

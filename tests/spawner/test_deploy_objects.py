@@ -49,6 +49,8 @@ def test_render_all_prints_the_admins_objects() -> None:
         "kubelab-user-cronjobs",
         "kubelab-user-services",
         "kubelab-user-rolebindings",
+        "kubelab-user-httproutes",
+        "kubelab-user-inferenceservices",
     ]
     assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [
         ("ClusterRole", "kubelab-hub"),
@@ -239,14 +241,17 @@ def test_a_spawn_renders_the_policies_its_settings_ask_for(tmp_path: Path) -> No
         "c.KubeLabSpawner.hub_namespace = 'lab-hub'\n"
         "c.KubeLabSpawner.api_server_cidrs = ['172.18.0.3']\n"
         "c.KubeLabSpawner.api_server_ports = [6443]\n"
-        "c.KubeLabSpawner.network_policy_internet = False\n",
+        "c.KubeLabSpawner.network_policy_internet = False\n"
+        "c.KubeLabSpawner.service_gateway = 'gateways/shared'\n"
+        "c.KubeLabSpawner.service_domain = 'models.example.org'\n"
+        "c.KubeLabSpawner.service_ingress = [{'namespaceSelector': {'matchLabels': {'gw': 'yes'}}}]\n",
     )
     done = kubelab("render", "--user", "alice", "--config", str(config))
     assert done.returncode == 0, done.stderr
     objects = list(yaml.safe_load_all(done.stdout))
     policies = {o["metadata"]["name"]: o for o in objects if o["kind"] == "NetworkPolicy"}
     assert sorted(policies) == sorted(
-        ["kubelab-default-deny", "kubelab-dns", "kubelab-notebook", "kubelab-experiments"]
+        ["kubelab-default-deny", "kubelab-dns", "kubelab-notebook", "kubelab-experiments", "kubelab-services"]
     )
     notebook = policies["kubelab-notebook"]["spec"]
     assert notebook["ingress"][0]["from"][0]["namespaceSelector"] == {
@@ -260,12 +265,23 @@ def test_a_spawn_renders_the_policies_its_settings_ask_for(tmp_path: Path) -> No
     assert namespace["metadata"]["annotations"]["kubelab.io/group"] == "public"
     assert namespace["metadata"]["labels"]["kubelab.io/hub"] == "lab-hub"  # the hub's bindings select it
     assert pod["metadata"]["labels"][HUB_ACCESS_LABEL] == "true"
+    # served services: their routes may attach to the lab's Gateway, the gateway's pods reach them
+    annotations = namespace["metadata"]["annotations"]
+    assert annotations["kubelab.io/gateway"] == "gateways/shared"
+    assert annotations["kubelab.io/service-domain"] == "models.example.org"
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+    assert env["KUBELAB_GATEWAY"] == "gateways/shared"
+    peers = policies["kubelab-services"]["spec"]["ingress"][0]["from"]
+    assert peers[-1] == {"namespaceSelector": {"matchLabels": {"gw": "yes"}}}
     # offline and without addresses, the API-server rule is left out (a spawn reads them)
     plain = list(yaml.safe_load_all(kubelab("render", "--user", "alice").stdout))
     rules = next(
         o for o in plain if o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == "kubelab-notebook"
     )["spec"]["egress"]
-    assert len(rules) == 1 and rules[0]["ports"] == [{"protocol": "TCP", "port": 8081}]
+    assert len(rules) == 2 and rules[0]["ports"] == [{"protocol": "TCP", "port": 8081}]
+    assert rules[1] == {
+        "to": [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "kubelab-service"}}}]
+    }
     off = write_config(tmp_path, "c.KubeLabSpawner.network_policy = False\n")
     objects = list(yaml.safe_load_all(kubelab("render", "--user", "alice", "--config", str(off)).stdout))
     assert not [o for o in objects if o["kind"] == "NetworkPolicy"]

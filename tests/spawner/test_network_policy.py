@@ -225,3 +225,25 @@ def test_extra_egress_for_the_labs_own_services() -> None:
         "KubeLabSpawner.network_policy_extra_egress[1]: must be a NetworkPolicy egress rule (a mapping)",
         "KubeLabSpawner.network_policy_extra_egress[2]: unknown keys port (a rule has to, ports)",
     ]
+
+
+def test_served_services_take_connections_from_the_proxy_their_notebook_and_the_labs_ingress_only() -> None:
+    from kubelab.spawner.network import service_peers
+
+    gateway = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "gateways"}}}
+    ingress = service_peers([gateway], "KubeLabSpawner.service_ingress")
+    policies = policies_for("u-alice", service_ingress=ingress) + policies_for("u-bob")
+    served = Pod("u-alice", {"app.kubernetes.io/name": "kubelab-service", "kubelab.io/service": "iris"})
+    assert allowed(policies, PROXY, served, 8080)
+    assert allowed(policies, Pod("u-alice", NOTEBOOK), served, 8080)
+    assert allowed(policies, Pod("gateways", {"app": "envoy"}), served, 8080)
+    assert not allowed(policies, Pod("u-bob", NOTEBOOK), served, 8080)
+    assert not allowed(policies, Pod("u-alice", EXPERIMENT), served, 8080)
+    assert not allowed(policies, Pod("other", {"app": "x"}), served, 8080)
+    assert not allowed(policies_for("u-bob"), Pod("u-alice", NOTEBOOK), Pod("u-bob", served.labels), 8080)
+    with pytest.raises(ValidationError) as refused:
+        service_peers([{}, {"pods": {}}], "KubeLabSpawner.service_ingress")
+    assert [f.path for f in refused.value.fields] == [
+        "KubeLabSpawner.service_ingress[0]",
+        "KubeLabSpawner.service_ingress[1]",
+    ]

@@ -52,7 +52,7 @@ def test_render_prints_every_object_of_a_spawn(kubeconfig: Path) -> None:
         "RoleBinding",
         "ResourceQuota",
         "LimitRange",  # the namespace's bounds (security/test_namespace_bounds.py)
-        *["NetworkPolicy"] * 5,  # default deny, DNS, notebook, experiments, internet (deploy.md)
+        *["NetworkPolicy"] * 6,  # default deny, DNS, notebook, experiments, services, internet (deploy.md)
         "PersistentVolumeClaim",
         "PersistentVolumeClaim",
         "Pod",

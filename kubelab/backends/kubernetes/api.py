@@ -44,8 +44,13 @@ KINDS = {
         Kind("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs"),
         Kind("TFJob", "kubeflow.org", "v1", "tfjobs"),
         Kind("ResourceQuota", "", "v1", "resourcequotas"),
+        Kind("Deployment", "apps", "v1", "deployments"),
+        Kind("HorizontalPodAutoscaler", "autoscaling", "v2", "horizontalpodautoscalers"),
+        Kind("InferenceService", "serving.kserve.io", "v1beta1", "inferenceservices"),
+        Kind("HTTPRoute", "gateway.networking.k8s.io", "v1", "httproutes"),
     )
 }
+FIELD_MANAGER = "kubelab"
 
 
 def _json(response: Any) -> Obj:
@@ -150,6 +155,37 @@ class KubeApi:
                 return False
             raise
         return True
+
+    def apply(self, obj: Obj) -> Obj:
+        """Create or bring up to date (server-side apply as field manager `kubelab`); a field the
+        kind's schema does not know is refused (`fieldValidation=Strict`), never dropped."""
+        kind, name = KINDS[obj["kind"]], obj["metadata"]["name"]
+        how: dict[str, Any] = {
+            "field_manager": FIELD_MANAGER,
+            "force": True,
+            "field_validation": "Strict",
+            "_content_type": "application/apply-patch+yaml",
+            "_preload_content": False,
+        }
+        if kind.group == "":
+            method = getattr(self.core, f"patch_namespaced_{_snake(kind.kind)}")
+            return _json(self.call(method, name, self.namespace, obj, **how))
+        patch = self.custom.patch_namespaced_custom_object
+        return _json(
+            self.call(patch, kind.group, kind.version, self.namespace, kind.plural, name, obj, **how)
+        )
+
+    def merge(self, kind_name: str, name: str, patch: Obj) -> Obj:
+        """A JSON merge patch: change a few fields (a traffic percent, a selector) in place."""
+        kind, how = (
+            KINDS[kind_name],
+            {"_content_type": "application/merge-patch+json", "_preload_content": False},
+        )
+        if kind.group == "":
+            method = getattr(self.core, f"patch_namespaced_{_snake(kind.kind)}")
+            return _json(self.call(method, name, self.namespace, patch, **how))
+        patcher, ns = self.custom.patch_namespaced_custom_object, self.namespace
+        return _json(self.call(patcher, kind.group, kind.version, ns, kind.plural, name, patch, **how))
 
     def list(
         self, kind_name: str, label_selector: str | None = None, field_selector: str | None = None

@@ -29,7 +29,7 @@ from kubelab.gpu_share import is_fraction
 from kubelab.priorities import LOW_PRIORITY, NORMAL_PRIORITY
 from kubelab.records import RunDirectory
 from kubelab.shims import SHIMS_DIR, sweep_trial_env
-from kubelab.spec import ExperimentSpec
+from kubelab.spec import ExperimentSpec, Resources
 
 CONTAINER = "trainer"
 KUBEFLOW_CONTAINER = {"pytorch": "pytorch", "tensorflow": "tensorflow"}
@@ -315,14 +315,20 @@ def pod_template(
 
 def container_resources(spec: ExperimentSpec, nb: NotebookEnv, role: str) -> Manifest:
     """Requests equal limits (Guaranteed QoS); parameter servers get CPU and memory only."""
-    amounts: dict[str, Any] = {}
-    if spec.resources.cpu:
-        amounts["cpu"] = spec.resources.cpu
-    if spec.resources.memory:
-        amounts["memory"] = spec.resources.memory
-    if spec.resources.gpus and role != "ps":
-        amounts[nb.gpu_resource] = str(spec.resources.gpus)
+    amounts = resource_amounts(spec.resources, nb, gpus=role != "ps")
     return {"requests": dict(amounts), "limits": dict(amounts)} if amounts else {}
+
+
+def resource_amounts(resources: Resources, nb: NotebookEnv, gpus: bool = True) -> dict[str, str]:
+    """CPU, memory and (with `gpus`) the cluster's GPU resource a spec's `resources` ask for."""
+    amounts: dict[str, str] = {}
+    if resources.cpu:
+        amounts["cpu"] = resources.cpu
+    if resources.memory:
+        amounts["memory"] = resources.memory
+    if resources.gpus and gpus:
+        amounts[nb.gpu_resource] = str(resources.gpus)
+    return amounts
 
 
 def trial_env(spec: ExperimentSpec, target: Target, nb: NotebookEnv) -> list[Manifest]:
