@@ -68,6 +68,10 @@ RESOURCES = {
     "ValidatingAdmissionPolicyBinding": Resource(
         "/apis/admissionregistration.k8s.io/v1", "validatingadmissionpolicybindings", namespaced=False
     ),
+    "PriorityClass": Resource("/apis/scheduling.k8s.io/v1", "priorityclasses", namespaced=False),
+    "WorkloadPriorityClass": Resource(
+        "/apis/kueue.x-k8s.io/v1beta1", "workloadpriorityclasses", namespaced=False
+    ),
 }
 # kinds whose content kubelab owns whole: migrated from older writers, pruned when no longer built
 OWNED = ("Role", "RoleBinding", "ResourceQuota", "NetworkPolicy", "LimitRange")
