@@ -6,6 +6,8 @@ import time
 from collections.abc import Collection, Mapping
 from typing import Any, Protocol
 
+from kubernetes import client
+
 TERMINAL = ("Succeeded", "Failed", "Stopped", "Pruned")
 
 
@@ -33,3 +35,11 @@ def manifest(obj: Mapping[str, Any]) -> Any:
     """A plain Kubernetes object where the client's annotations name its model class: the client
     sends a mapping as it sends a model (`ApiClient.sanitize_for_serialization`)."""
     return obj
+
+
+def plain(model: object) -> dict[str, Any]:
+    """A Kubernetes client model (or a list's reply) as the API server's JSON, camelCase keys
+    and unset fields left out: the client's models type every field Optional, so tests read
+    what they assert on this way (`plain(pod)["metadata"]["name"]`)."""
+    data: dict[str, Any] = client.ApiClient().sanitize_for_serialization(model)
+    return data

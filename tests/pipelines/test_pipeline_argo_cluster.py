@@ -32,6 +32,7 @@ from kubelab_testing import manifest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 from kubelab.errors import ValidationError
 from kubelab.experiments import Experiments
 from kubelab.pipelines import argo_workflow
@@ -78,12 +79,14 @@ def argo_served(simulated_cluster: ControlPlane) -> Iterator[None]:
 
 
 def workflow(admin: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
-    return client.CustomObjectsApi(admin).get_namespaced_custom_object(
+    found = client.CustomObjectsApi(admin).get_namespaced_custom_object(
         "argoproj.io", "v1alpha1", namespace, "workflows", name
     )
+    assert isinstance(found, dict), found
+    return found
 
 
-def start_step(pipeline_id: str, step: str) -> subprocess.Popen:
+def start_step(pipeline_id: str, step: str) -> subprocess.Popen[str]:
     """A task pod's command, with the notebook's environment (KUBECONFIG = its token)."""
     return subprocess.Popen(
         [KUBELAB, "pipeline", "step", pipeline_id, step],
@@ -128,16 +131,20 @@ def play(
         )
 
 
-def finish(process: subprocess.Popen, expect: int | None = None) -> tuple[int, str]:
+def finish(process: subprocess.Popen[str], expect: int | None = None) -> tuple[int, str]:
     out, _ = process.communicate(timeout=120)
     assert expect is None or process.returncode == expect, out
     return process.returncode, out
 
 
 def test_a_pipeline_submitted_as_a_workflow_runs_step_by_step(
-    simulated_cluster: ControlPlane, admin: client.ApiClient, on_cluster, argo_served: None
+    simulated_cluster: ControlPlane,
+    admin: client.ApiClient,
+    on_cluster: tuple[str, NotebookEnv, Path],
+    argo_served: None,
 ) -> None:
     namespace, nb, work = on_cluster
+    assert nb.home is not None
     home = Path(nb.home)
     for script in ("prep.py", "train.py", "eval.py"):
         (work / script).write_text("# run by the container\n")
@@ -173,13 +180,13 @@ def test_a_pipeline_submitted_as_a_workflow_runs_step_by_step(
         namespace, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}}
     )
     core = client.CoreV1Api(admin)
-    for step in ("prep", "train_a", "train_b", "evaluate"):
-        core.create_namespaced_pod(namespace, manifest(argo_workflow.task_pod(made, step)), dry_run="All")
+    for name in ("prep", "train_a", "train_b", "evaluate"):
+        core.create_namespaced_pod(namespace, manifest(argo_workflow.task_pod(made, name)), dry_run="All")
     loose = argo_workflow.task_pod(made, "prep")
     loose["spec"]["containers"][0].pop("securityContext")
     with pytest.raises(ApiException) as refused:  # the level is enforced: the check can fail
         core.create_namespaced_pod(namespace, manifest(loose), dry_run="All")
-    assert refused.value.status == 403 and "restricted" in refused.value.body
+    assert refused.value.status == 403 and "restricted" in str(refused.value.body)
 
     # A task that runs before its dependencies succeeded waits (Argo never does this).
     code, out = finish(start_step(pid, "evaluate"))
@@ -221,7 +228,7 @@ def test_a_pipeline_submitted_as_a_workflow_runs_step_by_step(
     assert steps["train_a"]["attempt"] == 2 and len(steps["train_a"]["previous"]) == 1
 
     def command(step: str) -> str:  # as submitted, templates filled from the earlier steps' records
-        return json.loads((home / "runs" / steps[step]["id"] / "spec.json").read_text())["command"]
+        return str(json.loads((home / "runs" / steps[step]["id"] / "spec.json").read_text())["command"])
 
     assert command("train_a") == "python train.py 120 a" and command("train_b") == "python train.py 120 b"
     train_b_outputs = home / "runs" / steps["train_b"]["id"] / "outputs"
@@ -235,7 +242,10 @@ def test_a_pipeline_submitted_as_a_workflow_runs_step_by_step(
 
 
 def test_stop_terminates_the_workflow_and_resume_is_refused(
-    simulated_cluster: ControlPlane, admin: client.ApiClient, on_cluster, argo_served: None
+    simulated_cluster: ControlPlane,
+    admin: client.ApiClient,
+    on_cluster: tuple[str, NotebookEnv, Path],
+    argo_served: None,
 ) -> None:
     namespace, nb, work = on_cluster
     (work / "prep.py").write_text("# run by the container\n")
@@ -259,7 +269,9 @@ def test_stop_terminates_the_workflow_and_resume_is_refused(
     assert refused.value.fields[0].path == "engine" and "argo retry" in refused.value.fields[0].reason
 
 
-def test_a_schedule_of_an_argo_pipeline_is_refused_by_name(on_cluster, argo_served: None) -> None:
+def test_a_schedule_of_an_argo_pipeline_is_refused_by_name(
+    on_cluster: tuple[str, NotebookEnv, Path], argo_served: None
+) -> None:
     """A schedule's fire runs under an account that may not submit Workflows: refused up front."""
     namespace, nb, work = on_cluster
     (work / "prep.py").write_text("# run by the container\n")
@@ -271,13 +283,17 @@ def test_a_schedule_of_an_argo_pipeline_is_refused_by_name(on_cluster, argo_serv
 
 
 def test_the_worked_example_runs_as_a_workflows_tasks(
-    simulated_cluster: ControlPlane, admin: client.ApiClient, on_cluster, argo_served: None
+    simulated_cluster: ControlPlane,
+    admin: client.ApiClient,
+    on_cluster: tuple[str, NotebookEnv, Path],
+    argo_served: None,
 ) -> None:
     """docs/pipelines.md's nightly example with `engine: argo`: the tune sweep's trials, then
     train with `{{ steps.tune.best.params.lr }}`, then evaluate, each step a task's command
     (run in order by a thread, as the controller would), the containers played as in
     test_pipeline_cluster.py, with the same results as under the driver."""
     namespace, nb, work = on_cluster
+    assert nb.home is not None
     home = Path(nb.home)
     spec = yaml.safe_load(
         worked_example.DOCS.read_text().split("<!-- file: nightly.yml -->\n```yaml\n")[1].split("```")[0]

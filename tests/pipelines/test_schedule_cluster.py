@@ -21,7 +21,7 @@ import yaml
 from controlplane.cluster import ControlPlane
 from controlplane.fixtures import RealCluster
 from controlplane.objects import create_renamed, delete_namespaces
-from kubelab_testing import manifest
+from kubelab_testing import manifest, plain
 from kubernetes import client, config
 
 from kubelab.backends.kubernetes import cronjob
@@ -118,22 +118,22 @@ def test_a_schedule_is_a_cronjob_that_fires_pauses_and_goes(
         client.RbacAuthorizationV1Api(admin),
     )
     name, account = cronjob.cronjob_name("tick", made["id"]), cronjob.account(made["id"])
-    job = batch.read_namespaced_cron_job(name, namespace)
-    assert (job.spec.schedule, job.spec.time_zone, job.spec.concurrency_policy) == (
+    job = plain(batch.read_namespaced_cron_job(name, namespace))["spec"]
+    assert (job["schedule"], job["timeZone"], job["concurrencyPolicy"]) == (
         "* * * * *",
         "Europe/Berlin",
         "Replace",
     )
-    assert job.spec.job_template.spec.template.spec.service_account_name == account
-    role = rbac.read_namespaced_role(account, namespace)
-    assert {r for rule in role.rules for r in rule.resources} == {
+    assert job["jobTemplate"]["spec"]["template"]["spec"]["serviceAccountName"] == account
+    role = plain(rbac.read_namespaced_role(account, namespace))
+    assert {r for rule in role["rules"] for r in rule["resources"]} == {
         "jobs",
         "services",
         "pods",
         "pods/log",
         "events",
     }
-    assert rbac.read_namespaced_role_binding(account, namespace).subjects[0].name == account
+    assert plain(rbac.read_namespaced_role_binding(account, namespace))["subjects"][0]["name"] == account
     assert not (tmp_path / "home" / "schedules" / "scheduler.pid").exists()  # no local scheduler for it
 
     # The controller fires on the next minute boundary (it looks every 10 s).
@@ -142,21 +142,21 @@ def test_a_schedule_is_a_cronjob_that_fires_pauses_and_goes(
     while not (
         pods := [
             p
-            for p in core.list_namespaced_pod(namespace, label_selector=selector).items
-            if p.status.phase == "Running"
+            for p in plain(core.list_namespaced_pod(namespace, label_selector=selector))["items"]
+            if p["status"]["phase"] == "Running"
         ]
     ):
         assert time.monotonic() < deadline, [e.message for e in core.list_namespaced_event(namespace).items]
         time.sleep(1)
-    assert pods[0].spec.containers[0].command == ["kubelab", "schedule", "fire", made["id"]]
-    assert pods[0].spec.service_account_name == account  # admitted under `restricted`
-    simulated_cluster.end_pod(namespace, pods[0].metadata.name, "Succeeded")
+    assert pods[0]["spec"]["containers"][0]["command"] == ["kubelab", "schedule", "fire", made["id"]]
+    assert pods[0]["spec"]["serviceAccountName"] == account  # admitted under `restricted`
+    simulated_cluster.end_pod(namespace, pods[0]["metadata"]["name"], "Succeeded")
     while not (runs := kubelab("ls", "-o", "json")["items"][0]["cluster"]["runs"]) or (
         runs[-1]["state"] != "Succeeded"
     ):
         assert time.monotonic() < deadline + 60, runs
         time.sleep(0.5)
-    assert runs[-1]["job"] == pods[0].metadata.labels["job-name"]
+    assert runs[-1]["job"] == pods[0]["metadata"]["labels"]["job-name"]
     assert f"Succeeded job/{runs[-1]['job']}" in kubelab("ls")
 
     assert kubelab("pause", made["id"], "-o", "json")["paused"] is True
@@ -221,7 +221,7 @@ def test_a_notebook_token_cannot_escalate_through_roles_and_bindings(
                 rbac.create_namespaced_role(
                     namespace, manifest({"metadata": {"name": name.replace("/", "-")}, "rules": [rule]})
                 )
-            refused[f"Role granting {name}"] = caught.value.body
+            refused[f"Role granting {name}"] = str(caught.value.body)
         for kind, role in (
             ("Role", "secret-reader"),
             ("ClusterRole", "admin"),
@@ -229,12 +229,14 @@ def test_a_notebook_token_cannot_escalate_through_roles_and_bindings(
         ):
             with pytest.raises(client.ApiException) as caught:
                 rbac.create_namespaced_role_binding(namespace, manifest(binding(f"to-{role}", kind, role)))
-            refused[f"binding {kind} {role}"] = caught.value.body
+            refused[f"binding {kind} {role}"] = str(caught.value.body)
     assert len(refused) == 6
     for what, body in refused.items():
         assert json.loads(body)["code"] == 403, what
         assert "attempting to grant RBAC permissions not currently held" in body or "escalat" in body, body
-    assert sorted(r.metadata.name for r in rbac_admin.list_namespaced_role_binding(namespace).items) == [
+    assert sorted(
+        r["metadata"]["name"] for r in plain(rbac_admin.list_namespaced_role_binding(namespace))["items"]
+    ) == [
         "kubelab-notebook",
         "within",
     ]

@@ -20,7 +20,7 @@ import pytest
 from controlplane.cluster import ControlPlane
 from controlplane.fixtures import RealCluster
 from controlplane.objects import create_renamed, delete_namespaces
-from kubelab_testing import manifest
+from kubelab_testing import manifest, plain
 from kubernetes import client, config
 
 from kubelab.spawner.admission_policy import POLICIES
@@ -101,7 +101,7 @@ def wait_for_policies(lab: Lab) -> None:
             try:
                 core.create_namespaced_service(lab.namespace, manifest(probe), dry_run="All")
             except client.ApiException as refused:
-                if "ValidatingAdmissionPolicy" in refused.body:
+                if "ValidatingAdmissionPolicy" in str(refused.body):
                     return
                 raise
             time.sleep(0.2)
@@ -114,7 +114,8 @@ def wait_for_quota(lab: Lab) -> None:
     with lab.api(admin=True) as api:
         core = client.CoreV1Api(api)
         while time.monotonic() < deadline:
-            used = core.read_namespaced_resource_quota("kubelab-quota", lab.namespace).status.used or {}
+            quota = plain(core.read_namespaced_resource_quota("kubelab-quota", lab.namespace))
+            used = quota["status"].get("used") or {}
             if used:  # the quota controller has counted the namespace (its status exists)
                 return
             time.sleep(0.2)
@@ -269,17 +270,19 @@ def test_kubelabs_own_experiments_pass_the_policies(lab: Lab, tmp_path: Path) ->
     assert done.returncode == 0, done.stderr
     with lab.api() as api:
         core = client.CoreV1Api(api)
-        deadline, pods = time.monotonic() + 60, []
+        deadline = time.monotonic() + 60
+        pods: list[dict[str, Any]] = []
         while time.monotonic() < deadline and not pods:
-            pods = core.list_namespaced_pod(lab.namespace, label_selector="kubelab.io/experiment").items
+            listed = core.list_namespaced_pod(lab.namespace, label_selector="kubelab.io/experiment")
+            pods = plain(listed)["items"]
             time.sleep(0.2)
         refusals = [
             e.message for e in core.list_namespaced_event(lab.namespace).items if e.reason == "FailedCreate"
         ]
     assert pods, refusals
-    assert pods[0].spec.node_selector["org"] == "public"
-    assert "nvidia.com/gpu" in {t.key for t in pods[0].spec.tolerations}
-    for job in {p.metadata.labels["job-name"] for p in pods}:
+    assert pods[0]["spec"]["nodeSelector"]["org"] == "public"
+    assert "nvidia.com/gpu" in {t.get("key") for t in pods[0]["spec"]["tolerations"]}
+    for job in {p["metadata"]["labels"]["job-name"] for p in pods}:
         drop_job(lab, job)
 
 
@@ -358,7 +361,7 @@ def test_a_notebook_cannot_expose_services_outside_the_cluster(
         )
         assert reason in body, body
         core.create_namespaced_service(lab.namespace, manifest(service(f"inside-{uuid.uuid4().hex[:4]}", {})))
-        hard = core.read_namespaced_resource_quota("kubelab-quota", lab.namespace).spec.hard
+        hard = plain(core.read_namespaced_resource_quota("kubelab-quota", lab.namespace))["spec"]["hard"]
     assert hard["services.nodeports"] == "0" and hard["services.loadbalancers"] == "0"
 
 
@@ -376,8 +379,8 @@ def test_service_accounts_stop_at_the_namespaces_count(lab: Lab) -> None:
                 )
                 made += 1
             except client.ApiException as refusal:
-                assert refusal.status == 403 and "exceeded quota" in refusal.body, refusal.body
-                assert "limited: count/serviceaccounts=5" in refusal.body, refusal.body
+                assert refusal.status == 403 and "exceeded quota" in str(refusal.body), refusal.body
+                assert "limited: count/serviceaccounts=5" in str(refusal.body), refusal.body
                 break
     with lab.api(admin=True) as api:  # listing them is not the notebook's right
         held = client.CoreV1Api(api).list_namespaced_service_account(lab.namespace).items
@@ -508,10 +511,13 @@ def test_a_wide_job_gets_at_most_the_namespaces_pod_count(lab: Lab) -> None:
     with lab.api() as api:
         core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
         batch.create_namespaced_job(lab.namespace, manifest(job(name, 222, containers=[small])))
-        deadline, refusals = time.monotonic() + 60, []
+        deadline = time.monotonic() + 60
+        refusals: list[str] = []
         while time.monotonic() < deadline and not refusals:
             events = core.list_namespaced_event(lab.namespace, field_selector=f"involvedObject.name={name}")
-            refusals = [e.message for e in events.items if "exceeded quota" in (e.message or "")]
+            refusals = [
+                e["message"] for e in plain(events)["items"] if "exceeded quota" in e.get("message", "")
+            ]
             time.sleep(0.2)
         assert refusals and "limited: pods=6" in refusals[0], refusals
         pods = core.list_namespaced_pod(lab.namespace).items

@@ -24,10 +24,12 @@ from typing import Any
 
 import pytest
 import yaml
-from kubelab_testing import manifest
+from controlplane.cluster import ControlPlane
+from controlplane.fixtures import RealCluster
+from kubelab_testing import manifest, plain
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 REPO = Path(__file__).resolve().parents[2]
 HUB_CONFIG = REPO / "hub_config" / "jupyterhub_config.py"
@@ -44,7 +46,8 @@ def control_plane(request: pytest.FixtureRequest) -> Any:
 
 @pytest.fixture(scope="module")
 def admin(control_plane: Any) -> k8s.ApiClient:
-    return k8s_config.new_client_from_config(config_file=str(control_plane.kubeconfig))
+    api: k8s.ApiClient = k8s_config.new_client_from_config(config_file=str(control_plane.kubeconfig))
+    return api
 
 
 def api_server_slice(control_plane: Any, admin: k8s.ApiClient) -> None:
@@ -74,7 +77,9 @@ def api_server_slice(control_plane: Any, admin: k8s.ApiClient) -> None:
 class Lab:
     """One test's hub: its namespace, the hub's kubeconfig and a config file for the CLI."""
 
-    def __init__(self, control_plane: Any, admin: k8s.ApiClient, directory: Path) -> None:
+    def __init__(
+        self, control_plane: ControlPlane | RealCluster, admin: k8s.ApiClient, directory: Path
+    ) -> None:
         self.suffix = secrets.token_hex(3)
         self.hub_namespace = f"jhub-{self.suffix}"
         self.dir = directory
@@ -111,9 +116,9 @@ def lab(control_plane: Any, admin: k8s.ApiClient, tmp_path: Path) -> Iterator[La
     lab = Lab(control_plane, admin, tmp_path)
     yield lab
     core = k8s.CoreV1Api(admin)
-    for ns in core.list_namespace(label_selector="kubelab.io/user").items:
-        if ns.metadata.name.startswith(f"kl-{lab.suffix}-"):
-            core.delete_namespace(ns.metadata.name)
+    for ns in plain(core.list_namespace(label_selector="kubelab.io/user"))["items"]:
+        if ns["metadata"]["name"].startswith(f"kl-{lab.suffix}-"):
+            core.delete_namespace(ns["metadata"]["name"])
     core.delete_namespace(lab.hub_namespace)
 
 
@@ -176,10 +181,10 @@ def test_render_all_is_accepted_by_a_dry_run_and_then_applied(lab: Lab, control_
         k8s.CoreV1Api(lab.admin).read_namespaced_config_map("kubelab-notebook-role", lab.hub_namespace)
     assert missing.value.status == 404
     apply_objects(control_plane.kubeconfig, objects)
-    role = rbac.read_cluster_role("kubelab-hub")
-    assert role.metadata.managed_fields[0].manager == "kubelab"
-    binding = rbac.read_cluster_role_binding("kubelab-hub")
-    assert [(s.name, s.namespace) for s in binding.subjects] == [("hub", lab.hub_namespace)]
+    role = plain(rbac.read_cluster_role("kubelab-hub"))
+    assert role["metadata"]["managedFields"][0]["manager"] == "kubelab"
+    binding = plain(rbac.read_cluster_role_binding("kubelab-hub"))
+    assert [(s["name"], s["namespace"]) for s in binding["subjects"]] == [("hub", lab.hub_namespace)]
 
 
 def kubectl(control_plane: Any, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -347,9 +352,9 @@ def test_two_users_spawn_and_get_every_documented_object(lab: Lab, control_plane
                 key,
             )
             assert stored[key]["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "kubelab"
-        ns = k8s.CoreV1Api(lab.admin).read_namespace(namespace)
-        assert ns.metadata.labels["kubelab.io/user"] == user
-        assert ns.metadata.annotations["kubelab.io/group"] == "public"
+        ns = plain(k8s.CoreV1Api(lab.admin).read_namespace(namespace))
+        assert ns["metadata"]["labels"]["kubelab.io/user"] == user
+        assert ns["metadata"]["annotations"]["kubelab.io/group"] == "public"
     if shutil.which("kubectl"):  # docs/deploy.md step 4's checks
         done = kubectl(
             control_plane,
@@ -475,8 +480,8 @@ def test_reconcile_brings_a_previous_versions_namespace_up_to_date(lab: Lab, con
     namespace = previous_version_namespace(lab, "carol")
     core, rbac = k8s.CoreV1Api(lab.admin), k8s.RbacAuthorizationV1Api(lab.admin)
     claims_before = {
-        c.metadata.name: (c.metadata.uid, c.spec.resources.requests["storage"])
-        for c in core.list_namespaced_persistent_volume_claim(namespace).items
+        c["metadata"]["name"]: (c["metadata"]["uid"], c["spec"]["resources"]["requests"]["storage"])
+        for c in plain(core.list_namespaced_persistent_volume_claim(namespace))["items"]
     }
     config, hub = lab.config(), lab.hub_kubeconfig()
 
@@ -499,17 +504,18 @@ def test_reconcile_brings_a_previous_versions_namespace_up_to_date(lab: Lab, con
     assert [(m["manager"], m["operation"]) for m in role["metadata"]["managedFields"]] == [
         ("kubelab", "Apply")
     ]
-    quota = core.read_namespaced_resource_quota("kubelab-quota", namespace)
-    assert quota.spec.hard["requests.nvidia.com/gpu"] == "1"  # public's quota
-    assert "requests.cpu" not in quota.spec.hard  # the CPU line is gone
-    assert quota.spec.hard["count/serviceaccounts"] == "20"  # the namespace's bounds came
-    assert core.read_namespace(namespace).metadata.labels["kubelab.io/hub"] == lab.hub_namespace
-    assert core.read_namespaced_limit_range("kubelab-limits", namespace).spec.limits[0].min["cpu"] == "50m"
-    policies = k8s.NetworkingV1Api(lab.admin).list_namespaced_network_policy(namespace).items
+    hard = plain(core.read_namespaced_resource_quota("kubelab-quota", namespace))["spec"]["hard"]
+    assert hard["requests.nvidia.com/gpu"] == "1"  # public's quota
+    assert "requests.cpu" not in hard  # the CPU line is gone
+    assert hard["count/serviceaccounts"] == "20"  # the namespace's bounds came
+    assert plain(core.read_namespace(namespace))["metadata"]["labels"]["kubelab.io/hub"] == lab.hub_namespace
+    limits = plain(core.read_namespaced_limit_range("kubelab-limits", namespace))["spec"]["limits"]
+    assert limits[0]["min"]["cpu"] == "50m"
+    policies = plain(k8s.NetworkingV1Api(lab.admin).list_namespaced_network_policy(namespace))["items"]
     assert len(policies) == 6  # deny, DNS, notebook, experiments, services, internet
     claims_after = {
-        c.metadata.name: (c.metadata.uid, c.spec.resources.requests["storage"])
-        for c in core.list_namespaced_persistent_volume_claim(namespace).items
+        c["metadata"]["name"]: (c["metadata"]["uid"], c["spec"]["resources"]["requests"]["storage"])
+        for c in plain(core.list_namespaced_persistent_volume_claim(namespace))["items"]
     }
     assert claims_after == claims_before  # the same claims, untouched (not the configured 50Gi)
 
@@ -523,13 +529,15 @@ def test_reconcile_brings_a_previous_versions_namespace_up_to_date(lab: Lab, con
         "c.KubeLabSpawner.network_policy = False\n"
     )
     last = reconcile(lab, later, hub)[namespace]
-    assert sorted(last["deleted"]) == sorted(f"NetworkPolicy/{p.metadata.name}" for p in policies)
+    assert sorted(last["deleted"]) == sorted(f"NetworkPolicy/{p['metadata']['name']}" for p in policies)
     assert (
         "requests.nvidia.com/gpu"
-        not in core.read_namespaced_resource_quota("kubelab-quota", namespace).spec.hard
+        not in plain(core.read_namespaced_resource_quota("kubelab-quota", namespace))["spec"]["hard"]
     )
     assert k8s.NetworkingV1Api(lab.admin).list_namespaced_network_policy(namespace).items == []
-    assert {c.metadata.name for c in core.list_namespaced_persistent_volume_claim(namespace).items} == {
+    assert {
+        c["metadata"]["name"] for c in plain(core.list_namespaced_persistent_volume_claim(namespace))["items"]
+    } == {
         "kubelab-workspace",
         "kubelab-archive",
     }
@@ -640,7 +648,8 @@ def test_the_next_spawn_brings_a_previous_versions_namespace_up_to_date(lab: Lab
     namespace = previous_version_namespace(lab, "dave")
     core, rbac = k8s.CoreV1Api(lab.admin), k8s.RbacAuthorizationV1Api(lab.admin)
     claims_before = {
-        c.metadata.name: c.metadata.uid for c in core.list_namespaced_persistent_volume_claim(namespace).items
+        c["metadata"]["name"]: c["metadata"]["uid"]
+        for c in plain(core.list_namespaced_persistent_volume_claim(namespace))["items"]
     }
     assert spawn(lab.config(), lab.hub_kubeconfig(), ["dave"], {}) == [namespace]
     role_file = next(
@@ -654,11 +663,12 @@ def test_the_next_spawn_brings_a_previous_versions_namespace_up_to_date(lab: Lab
         ]
         == role_file["rules"]
     )
-    hard = core.read_namespaced_resource_quota("kubelab-quota", namespace).spec.hard
+    hard = plain(core.read_namespaced_resource_quota("kubelab-quota", namespace))["spec"]["hard"]
     assert hard["requests.nvidia.com/gpu"] == "1" and "requests.cpu" not in hard
     assert hard["pods"] == "50"  # and the namespace's bounds
     assert len(k8s.NetworkingV1Api(lab.admin).list_namespaced_network_policy(namespace).items) == 6
-    assert core.read_namespace(namespace).metadata.annotations["kubelab.io/group"] == "public"
+    assert plain(core.read_namespace(namespace))["metadata"]["annotations"]["kubelab.io/group"] == "public"
     assert {
-        c.metadata.name: c.metadata.uid for c in core.list_namespaced_persistent_volume_claim(namespace).items
+        c["metadata"]["name"]: c["metadata"]["uid"]
+        for c in plain(core.list_namespaced_persistent_volume_claim(namespace))["items"]
     } == (claims_before)

@@ -22,7 +22,7 @@ from controlplane.cluster import ControlPlane
 from controlplane.fixtures import RealCluster
 from controlplane.objects import create_renamed, delete_namespaces
 from jupyter_server_process import JupyterServer
-from kubelab_testing import manifest
+from kubelab_testing import manifest, plain
 from kubernetes import client, config
 
 from kubelab.spawner.cli import render
@@ -142,9 +142,9 @@ def ask_through_kubelab(namespace: str, notebook: Path, home: Path) -> None:
 def quota_refusals(core: client.CoreV1Api, namespace: str) -> dict[str, str]:
     """The Jobs whose pods the API server refused for the quota, by Job name."""
     return {
-        e.involved_object.name: e.message
-        for e in core.list_namespaced_event(namespace).items
-        if e.reason == "FailedCreate" and "exceeded quota" in (e.message or "")
+        e["involvedObject"]["name"]: e["message"]
+        for e in plain(core.list_namespaced_event(namespace))["items"]
+        if e.get("reason") == "FailedCreate" and "exceeded quota" in e.get("message", "")
     }
 
 
@@ -179,9 +179,9 @@ def test_members_together_cannot_exceed_the_group_quota_by_asking_the_api_server
         with config.new_client_from_config(str(kubeconfig)) as api:
             core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
             for member, namespace in names.items():
-                jobs = {j.metadata.name for j in batch.list_namespaced_job(namespace).items} - {
-                    "within-share"
-                }
+                jobs = {
+                    j["metadata"]["name"] for j in plain(batch.list_namespaced_job(namespace))["items"]
+                } - {"within-share"}
                 refusals: dict[str, str] = {}
                 for _ in range(300):
                     refusals = quota_refusals(core, namespace)
@@ -194,12 +194,13 @@ def test_members_together_cannot_exceed_the_group_quota_by_asking_the_api_server
                     assert "requested: requests.nvidia.com/gpu=2" in message, message
                     assert "limited: requests.nvidia.com/gpu=1" in message, message
                 owners = [
-                    p.metadata.owner_references[0].name for p in core.list_namespaced_pod(namespace).items
+                    p["metadata"]["ownerReferences"][0]["name"]
+                    for p in plain(core.list_namespaced_pod(namespace))["items"]
                 ]
                 assert owners == ["within-share"], owners
             held = sum(
                 int(
-                    core.read_namespaced_resource_quota("kubelab-quota", ns).status.used[
+                    plain(core.read_namespaced_resource_quota("kubelab-quota", ns))["status"]["used"][
                         "requests.nvidia.com/gpu"
                     ]
                 )

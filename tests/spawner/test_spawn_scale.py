@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubelab_testing import manifest
+from kubelab_testing import manifest, plain
 from kubernetes import client as k8s
 from test_deploy_cluster import (  # noqa: F401 - fixtures
     Lab,
@@ -160,14 +160,14 @@ def test_a_changed_configuration_reaches_the_next_spawn_and_reconcile_records_it
     hub = proxied_hub(lab, proxy)
     namespace = lab.user_namespace("finn")
     assert spawn_all(lab.config(), hub, ["finn"]) == [namespace]
-    policies = k8s.NetworkingV1Api(lab.admin).list_namespaced_network_policy(namespace).items
+    policies = plain(k8s.NetworkingV1Api(lab.admin).list_namespaced_network_policy(namespace))["items"]
     assert policies
 
     proxy.forget()  # an upgrade: this configuration builds no NetworkPolicies
     closed = lab.config("c.KubeLabSpawner.network_policy = False\n")
     assert spawn_all(closed, hub, ["finn"]) == [namespace]
     deleted = {r.path.rsplit("/", 1)[1] for r in bundle_writes(proxy.seen(), namespace) if r.verb == "delete"}
-    assert deleted == {p.metadata.name for p in policies}
+    assert deleted == {p["metadata"]["name"] for p in policies}
     assert k8s.NetworkingV1Api(lab.admin).list_namespaced_network_policy(namespace).items == []
 
     # `kubelab hub reconcile` with a third configuration; the spawn after it finds it done
@@ -175,7 +175,8 @@ def test_a_changed_configuration_reaches_the_next_spawn_and_reconcile_records_it
     third = lab.config("c.KubeLabSpawner.network_policy = False\n" + quota)
     report = reconcile(lab, third, lab.hub_kubeconfig())[namespace]
     assert report["applied"] and "error" not in report
-    hard = k8s.CoreV1Api(lab.admin).read_namespaced_resource_quota("kubelab-quota", namespace).spec.hard
+    quota_object = k8s.CoreV1Api(lab.admin).read_namespaced_resource_quota("kubelab-quota", namespace)
+    hard = plain(quota_object)["spec"]["hard"]
     assert hard["requests.nvidia.com/gpu"] == "3"  # beside the namespace's object counts
     proxy.forget()
     assert spawn_all(third, hub, ["finn"]) == [namespace]
@@ -183,8 +184,8 @@ def test_a_changed_configuration_reaches_the_next_spawn_and_reconcile_records_it
 
 
 def scheduling_failures(admin: Any, namespace: str) -> list[str]:
-    events = k8s.CoreV1Api(admin).list_namespaced_event(namespace).items
-    return [e.message for e in events if e.reason == "FailedScheduling"]
+    events = plain(k8s.CoreV1Api(admin).list_namespaced_event(namespace))["items"]
+    return [e.get("message") for e in events if e.get("reason") == "FailedScheduling"]
 
 
 def test_a_first_spawn_makes_its_pod_once_immediate_claims_are_bound(lab: Lab, proxy: Any) -> None:
@@ -193,8 +194,8 @@ def test_a_first_spawn_makes_its_pod_once_immediate_claims_are_bound(lab: Lab, p
     install(lab, lab.control_plane.kubeconfig)
     namespace = lab.user_namespace("gail")
     assert spawn_all(lab.config(), proxied_hub(lab, proxy), ["gail"]) == [namespace]
-    claims = k8s.CoreV1Api(lab.admin).list_namespaced_persistent_volume_claim(namespace).items
-    assert {c.status.phase for c in claims} == {"Bound"}
+    claims = plain(k8s.CoreV1Api(lab.admin).list_namespaced_persistent_volume_claim(namespace))["items"]
+    assert {c["status"]["phase"] for c in claims} == {"Bound"}
     assert scheduling_failures(lab.admin, namespace) == []
     # waited on the hub's one watch of kubelab's claims, not a list and a watch of this namespace
     reads = [r.path for r in proxy.seen() if r.resource == "persistentvolumeclaims" and r.verb != "create"]
@@ -222,8 +223,8 @@ def test_wait_for_first_consumer_claims_are_left_to_the_scheduler(lab: Lab, prox
         )
         namespace = lab.user_namespace("hal")
         assert spawn_all(config, proxied_hub(lab, proxy), ["hal"], timeout=60) == [namespace]
-        claims = k8s.CoreV1Api(lab.admin).list_namespaced_persistent_volume_claim(namespace).items
-        assert {c.spec.storage_class_name for c in claims} == {name}
+        claims = plain(k8s.CoreV1Api(lab.admin).list_namespaced_persistent_volume_claim(namespace))["items"]
+        assert {c["spec"].get("storageClassName") for c in claims} == {name}
     finally:
         storage.delete_storage_class(name)
 
