@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from controlplane.cluster import ControlPlane
 from kube_support import IMAGE, objects, pods_of, wait_for
 from kubernetes import client
@@ -38,14 +39,28 @@ def test_a_failing_init_container_fails_the_run_naming_the_step(
     tmp_path: Path,
 ) -> None:
     project_node("cpu", cpu="8")
+    core: Any = client.CoreV1Api(admin)  # the client's stubs take its models; it sends plain dicts too
+    core.patch_namespace(
+        namespace, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}}
+    )
     run_id = lab.submit(SPEC, base_dir=home)["id"]
     (job,) = objects(admin, "jobs", namespace, f"kubelab.io/experiment={run_id}")
     pod_spec = job["spec"]["template"]["spec"]
     (init,) = pod_spec["initContainers"]
     assert init["name"] == INIT_CONTAINER and init["image"] == IMAGE
     assert init["command"][-1] == str(home / "runs" / run_id)
-    assert init["securityContext"]["runAsNonRoot"] is True
-    pod = wait_for(lambda: pods_of(admin, namespace, run_id), what="the run's pod")[0]["metadata"]["name"]
+    # the namespace enforces `restricted`: the pod passes it, and would not without these fields
+    init["securityContext"] = {}
+    with pytest.raises(client.ApiException) as refused:
+        core.create_namespaced_pod(
+            namespace, {"metadata": {"name": "probe"}, "spec": pod_spec}, dry_run="All"
+        )
+    assert refused.value.status == 403 and INIT_CONTAINER in str(refused.value.body)
+    started = wait_for(  # by the simulated kubelet, which then leaves the pod's status to this test
+        lambda: [p for p in pods_of(admin, namespace, run_id) if p["status"].get("podIP")],
+        what="the pod started",
+    )
+    pod = started[0]["metadata"]["name"]
 
     # the kubelet's part: the init container's command over the run directory on the workspace
     message = tmp_path / "termination-log"
