@@ -71,7 +71,7 @@ class Experiments:
                 problems.append(
                     FieldError("environment", f"{where} does not build environments: use an image")
                 )
-            if spec.init:
+            if spec.init and not self.backend.runs_init_steps():
                 problems.append(
                     FieldError("init", f"{where} does not run init steps: put it in the code or image")
                 )

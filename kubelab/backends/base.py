@@ -114,3 +114,8 @@ class Backend(ABC):
         command (`kubelab.environments`)? False, by default: the experiments service then refuses
         such a spec by name instead of running it without them."""
         return False
+
+    def runs_init_steps(self) -> bool:
+        """Does the backend do a spec's `init` steps before the command? Where it makes
+        environments, yes; a backend may do them without making environments."""
+        return self.makes_environments()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -175,7 +176,8 @@ def test_env_ls_shows_sizes_and_rm_spares_environments_in_use(lab: Experiments, 
 
 
 def test_a_backend_that_makes_no_environments_refuses_them_by_name(tmp_path: Path) -> None:
-    """Kubernetes pods get neither yet: `kubelab render --backend kubernetes` says so, per field."""
+    """Without the hub's registry a Kubernetes pod gets no environment (`kubelab render --backend
+    kubernetes` says so, by field), while its init steps are an init container."""
     (tmp_path / "spec.yml").write_text(
         "command: python train.py\nimage: python:3.11\nenvironment: [numpy]\ninit: [{paths: [spec.yml]}]\n"
     )
@@ -188,4 +190,22 @@ def test_a_backend_that_makes_no_environments_refuses_them_by_name(tmp_path: Pat
     )
     assert done.returncode == 2, done.stdout + done.stderr
     assert "environment: the kubernetes backend does not build environments" in done.stderr
-    assert "init: the kubernetes backend does not run init steps" in done.stderr
+    assert "init" not in done.stderr  # init steps run there as an init container (without a registry)
+    (tmp_path / "spec.yml").write_text(
+        "command: python train.py\ninit: [{file: {filename: a, content: b}}]\n"
+    )
+    workspace = {
+        "volumes": [{"name": "ws", "emptyDir": {}}],
+        "mounts": [{"name": "ws", "mountPath": "/mnt/a"}],
+    }
+    env = dict(os.environ, KUBELAB_IMAGE="lab/notebook:1", KUBELAB_VOLUMES=json.dumps(workspace))
+    rendered = subprocess.run(
+        [sys.executable, "-m", "kubelab.cli", "render", "--backend", "kubernetes", "-f", "spec.yml"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert rendered.returncode == 0, rendered.stderr
+    assert "initContainers" in rendered.stdout and "kubelab.environments.init_run" in rendered.stdout

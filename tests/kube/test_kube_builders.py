@@ -11,8 +11,9 @@ import kubernetes_validate
 import pytest
 
 from kubelab.backends.distributed import replica_env
-from kubelab.backends.kubernetes import builders, names
+from kubelab.backends.kubernetes import builders, names, states
 from kubelab.backends.kubernetes.distributed_env import topology
+from kubelab.backends.kubernetes.init_container import INIT_CONTAINER
 from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 from kubelab.errors import ValidationError
 from kubelab.spec import ExperimentSpec
@@ -262,3 +263,84 @@ def test_names_are_short_valid_and_distinct() -> None:
     assert names.label_value("alice") == "alice"
     assert names.label_value("a@b.org") != names.label_value("a#b.org")
     assert len(names.label_value("x" * 100)) <= 63
+
+
+# -- init steps: an init container on the workspace ---------------------------------------------
+
+INIT = [
+    {"git": {"url": "https://git.example.org/alice/private.git", "revision": "v1"}},
+    {"file": {"filename": "a.txt", "content": "x"}},
+]
+
+
+def test_init_steps_are_an_init_container_on_the_workspace() -> None:
+    spec = ExperimentSpec.parse({**BASE, "image": "pytorch/pytorch:2", "init": INIT})
+    (job,) = builders.build(spec, target(spec), NB)
+    kubernetes_validate.validate(job, K8S_VERSION, strict=True)
+    pod = job["spec"]["template"]["spec"]
+    (init,) = pod["initContainers"]
+    main = pod["containers"][0]
+    assert init["name"] == INIT_CONTAINER and init["image"] == NB.image  # kubelab is in the notebook's
+    assert init["command"] == ["python", "-m", "kubelab.environments.init_run", target(spec).run_dir]
+    assert init["securityContext"] == main["securityContext"] and init["volumeMounts"] == NB.mounts
+    assert init["resources"]["limits"] == {"cpu": "4", "memory": "16Gi"}  # no GPU held by a clone
+    # the repository's address and any credential stay in the run directory, not the pod
+    assert "git.example.org" not in json.dumps(init)
+    assert init["env"] == [{"name": "PYTHONUNBUFFERED", "value": "1"}]
+    assert (
+        "initContainers"
+        not in builders.build(spec_of("single"), target(spec), NB)[0]["spec"]["template"]["spec"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("changes", "nb", "reason"),
+    [
+        ({"framework": "pytorch", "replicas": 2}, NB, "one-replica Job"),
+        ({"engine": "kubeflow", "framework": "pytorch"}, NB, "one-replica Job"),
+        ({"image": "pytorch/pytorch:2"}, NotebookEnv(namespace="alice", mounts=NB.mounts), "KUBELAB_IMAGE"),
+        ({}, NotebookEnv(namespace="alice", image=NB.image), "workspace volume"),
+    ],
+)
+def test_init_steps_the_cluster_cannot_run_are_refused_by_field(
+    changes: dict[str, Any], nb: NotebookEnv, reason: str
+) -> None:
+    spec = ExperimentSpec.parse({**BASE, **changes, "init": INIT})
+    with pytest.raises(ValidationError) as refused:
+        builders.build(spec, target(spec), nb)
+    (problem,) = [f for f in refused.value.fields if f.path == "init"]
+    assert reason in problem.reason
+
+
+def init_pod(phase: str, init_state: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "p-0", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"containers": [{"name": builders.CONTAINER, "image": "nb:1"}]},
+        "status": {
+            "phase": phase,
+            "initContainerStatuses": [{"name": INIT_CONTAINER, "state": init_state}],
+            "containerStatuses": [
+                {"name": builders.CONTAINER, "state": {"waiting": {"reason": "PodInitializing"}}}
+            ],
+        },
+    }
+
+
+def test_a_failing_init_step_fails_the_run_with_its_line() -> None:
+    message = "init[0].git: fatal: repository 'https://git.example.org/alice/private.git/' not found"
+    pod = init_pod("Failed", {"terminated": {"exitCode": 1, "reason": "Error", "message": message + "\n"}})
+    job = {
+        "kind": "Job",
+        "spec": {"backoffLimit": 0},
+        "status": {
+            "failed": 1,
+            "conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}],
+        },
+    }
+    seen = states.observe(job, [pod])
+    assert (seen.state, seen.reason) == ("Failed", f"replica 0 init steps failed: {message}")
+    assert seen.exit_code == 1
+    running = states.observe({"kind": "Job", "spec": {}}, [init_pod("Pending", {"running": {}})])
+    assert (running.state, running.reason) == ("Pending", "doing its init steps")
+    silent = states.describe_pod(init_pod("Failed", {"terminated": {"exitCode": 2, "reason": "Error"}}))
+    assert silent.reason == "init steps failed: exited with code 2"

@@ -281,11 +281,3 @@ def test_a_run_stopped_while_building_stops_and_starts_nothing(
         what="the shared build's end",
     )
     assert lab.get(run_id)["status"] == "Stopped" and objects(admin, "jobs", namespace) == []
-
-
-def test_init_steps_stay_refused_on_the_cluster(lab: Experiments, home: Path) -> None:
-    assert lab.backend.makes_environments()  # with the hub's registry
-    with pytest.raises(ValidationError) as refused:
-        lab.submit({**SPEC, "init": [{"file": {"filename": "a.txt", "content": "x"}}]}, base_dir=home)
-    assert [f.path for f in refused.value.fields] == ["init"]
-    assert list((home / "runs").iterdir()) == []

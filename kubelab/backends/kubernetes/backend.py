@@ -61,11 +61,8 @@ class KubernetesBackend(Backend):
         self.watch_timeout = watch_timeout
         self._client = api_client
         self._api: KubeApi | None = None
-        self._roots: set[Path] = set()
-        if runs_root is not None:
-            self._roots.add(Path(runs_root))
-        elif nb.home:
-            self._roots.add(Path(nb.home) / "runs")
+        root = Path(runs_root) if runs_root is not None else Path(nb.home) / "runs" if nb.home else None
+        self._roots: set[Path] = {root} if root else set()
         self._lock = threading.RLock()
         self._served: dict[str, bool] = {}
         self.watcher: Watcher | None = None
@@ -116,6 +113,9 @@ class KubernetesBackend(Backend):
 
     def makes_environments(self) -> bool:  # into an image, with the hub's registry (image_stage.py)
         return self.images.settings is not None
+
+    def runs_init_steps(self) -> bool:  # as an init container on the workspace (init_container.py)
+        return True
 
     # -- building --------------------------------------------------------------------------
     def target(

@@ -21,6 +21,7 @@ from typing import Any
 
 from kubelab.backends.kubernetes import names
 from kubelab.backends.kubernetes.distributed_env import distributed_env, ports_for
+from kubelab.backends.kubernetes.init_container import init_containers, init_problems
 from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 from kubelab.backends.kubernetes.pod_security import container_security, pod_security
 from kubelab.backends.kubernetes.priority_classes import KUEUE_PRIORITY_LABEL, class_name, priority_problem
@@ -132,9 +133,8 @@ def check(spec: ExperimentSpec, nb: NotebookEnv) -> None:
                 "picks GPUs of one machine; on Kubernetes the node's GPUs are given by its device plugin",
             )
         )
-    # `environment` is built into an image first (image_stage.py); init steps are the local runner's
-    if spec.init:
-        problems.append(FieldError("init", "is made for runs on this machine; on Kubernetes use an image"))
+    # `environment` is built into an image first (image_stage.py); `init` is an init container
+    problems += init_problems(spec, nb)
     for name in GPU_VISIBILITY:
         if name in spec.env:
             problems.append(FieldError(f"env.{name}", "is set by kubelab from resources.gpus"))
@@ -294,6 +294,10 @@ def pod_template(
         "securityContext": pod_security(nb),
         "containers": [container],
     }
+    amounts = resource_amounts(spec.resources, nb, gpus=False)
+    limits = {"requests": dict(amounts), "limits": dict(amounts)} if amounts else {}
+    if steps := init_containers(spec, target.run_dir, nb, limits):
+        pod["initContainers"] = steps
     if nb.service_account:
         pod["serviceAccountName"] = nb.service_account
     if nb.priority_classes:

@@ -92,7 +92,15 @@ def describe_pod(pod: Obj) -> PodView:
     disruption = _condition(pod, "DisruptionTarget")
     terminated = _terminated(status)
     waiting = _waiting(status)
-    if phase == "Pending":
+    init_failure = _init_failure(status)
+    if init_failure is not None and phase in ("Pending", "Failed"):
+        view.exit_code = init_failure.get("exitCode")
+        detail = (init_failure.get("message") or "").strip().splitlines()
+        view.reason = "init steps failed: " + (detail[-1] if detail else f"exited with code {view.exit_code}")
+        return view
+    if phase == "Pending" and _init_running(status):
+        view.reason = "doing its init steps"
+    elif phase == "Pending":
         scheduled = next((c for c in _conditions(pod) if c.get("type") == "PodScheduled"), None)
         if scheduled and scheduled.get("status") == "False" and scheduled.get("message"):
             view.reason = scheduled["message"]
@@ -128,6 +136,19 @@ def describe_pod(pod: Obj) -> PodView:
         else:
             view.reason = status.get("message") or status.get("reason") or "failed"
     return view
+
+
+def _init_failure(status: Obj) -> Obj | None:
+    """An init container that exited non-zero (restartPolicy Never: the pod fails with it)."""
+    for ctr in status.get("initContainerStatuses") or []:
+        ended = (ctr.get("state") or {}).get("terminated") or {}
+        if ended.get("exitCode"):
+            return dict(ended)
+    return None
+
+
+def _init_running(status: Obj) -> bool:
+    return any("running" in (c.get("state") or {}) for c in status.get("initContainerStatuses") or [])
 
 
 def _container_status(status: Obj) -> Obj:
