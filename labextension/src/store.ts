@@ -146,11 +146,20 @@ export class LiveStore {
     if (records) {
       this.table = loadTable(records, this.table.sort);
     }
+    const before = new Map(this.sweeps.map(sweep => [sweep.id, sweep]));
     this.sweeps = sweeps;
     this.tensorboards = tensorboards;
     this.scheduleResources(0);
     this.markLoaded();
     this.emit();
+    // A (re)connection's list may hold what the stream missed while it was down: the views
+    // that follow one sweep hear of every sweep that changed meanwhile, as from its event.
+    for (const sweep of sweeps) {
+      const old = before.get(sweep.id);
+      if (!old || JSON.stringify(old) !== JSON.stringify(sweep)) {
+        this._sweep.emit(sweep);
+      }
+    }
   }
 
   /** The list for the current query; null (and `queryError` set) when PQL was refused. */

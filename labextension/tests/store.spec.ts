@@ -20,6 +20,7 @@ describe('LiveStore', () => {
   let store: LiveStore;
   let stream: http.ServerResponse | null = null;
   let held: (() => void) | null = null;
+  let sweeps: Record<string, unknown>[] = [];
 
   const send = (event: string, data: unknown) =>
     stream?.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
@@ -40,6 +41,8 @@ describe('LiveStore', () => {
         } else {
           answer();
         }
+      } else if (url.pathname.endsWith('/sweeps')) {
+        sendJson(response, 200, { items: sweeps, total: sweeps.length });
       } else if (url.pathname.endsWith('/resources')) {
         sendJson(response, 200, { backend: 'local', gpus: { total: 0 } });
       } else {
@@ -81,5 +84,22 @@ describe('LiveStore', () => {
     expect(store.table.rows.map(r => [r.id, r.status])).toEqual([
       ['kept00000001', 'Running']
     ]);
+  });
+
+  it('tells sweep views what a reconnection found changed', async () => {
+    const sweep = (status: string) => ({
+      id: 'sweep0000001',
+      name: 'grid',
+      status,
+      objective: { metric: 'loss', direction: 'minimize' }
+    });
+    sweeps = [sweep('Running')];
+    await store.refresh();
+    const heard: string[] = [];
+    store.sweepChanged.connect((_, record) => heard.push(record.status));
+    sweeps = [sweep('Succeeded')]; // finished while the stream was down: no event came
+    await store.refresh();
+    await store.refresh(); // nothing changed since: nothing more to tell
+    expect(heard).toEqual(['Succeeded']);
   });
 });

@@ -257,6 +257,9 @@ class ControlPlane:
                 f"--root-ca-file={self.ca}",
                 "--controllers=*,-nodeipam,-service-lb-controller",
                 "--concurrent-job-syncs=10",
+                # quotas recounted every 10 s (default 5 min): a kind a CRD adds is counted, and so
+                # admitted, within a test's patience once the controller has discovered it (30 s)
+                "--resource-quota-sync-period=10s",
                 "--node-monitor-grace-period=60s",
                 "--v=1",
             ],

@@ -108,15 +108,16 @@ def wait_for_policies(lab: Lab) -> None:
     raise AssertionError("the admission policies never applied to the namespace")
 
 
-def wait_for_quota(lab: Lab) -> None:
-    """Until its controller has counted the namespace, a quota refuses what it counts."""
-    deadline = time.monotonic() + 60
+def wait_for_quota(lab: Lab, counted: tuple[str, ...] = ()) -> None:
+    """Until its controller has counted the namespace, a quota refuses what it counts; a
+    resource a CRD has just added (`counted`) is counted once the controller has found it."""
+    deadline = time.monotonic() + 120
     with lab.api(admin=True) as api:
         core = client.CoreV1Api(api)
         while time.monotonic() < deadline:
             quota = plain(core.read_namespaced_resource_quota("kubelab-quota", lab.namespace))
             used = quota["status"].get("used") or {}
-            if used:  # the quota controller has counted the namespace (its status exists)
+            if used and all(name in used for name in counted):  # the controller has counted them
                 return
             time.sleep(0.2)
     raise AssertionError(f"the namespace's quota was never counted: {used}")

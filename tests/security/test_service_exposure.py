@@ -61,7 +61,10 @@ def lab(cluster: ControlPlane | RealCluster, tmp_path_factory: pytest.TempPathFa
     lab = Lab(namespace, cluster.kubeconfig, notebook, renamed)
     try:
         wait_for_policies(lab)
-        wait_for_quota(lab)
+        # the CRDs were installed just now: the quota counts their kinds once its controller finds them
+        wait_for_quota(
+            lab, ("count/inferenceservices.serving.kserve.io", "count/httproutes.gateway.networking.k8s.io")
+        )
         yield lab
     finally:
         delete_namespaces(cluster.kubeconfig, namespace)
