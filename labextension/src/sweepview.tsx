@@ -4,12 +4,13 @@
  * per metric (pruned trials dashed), parallel coordinates whose brushes filter every panel
  * (and what Compare trials opens with), and the sortable trials table. It re-reads `GET sweeps/<id>` and
  * `GET sweeps/<id>/metrics` when a `sweep` event or one of its trials' `experiment`
- * events arrives (debounced), never on a timer.
+ * events arrives (debounced), and every 5 s while the sweep runs, so a missed
+ * event cannot leave the view stale.
  */
 import { TranslationBundle } from '@jupyterlab/translation';
 import { ReactWidget } from '@jupyterlab/ui-components';
 import { CommandRegistry } from '@lumino/commands';
-import React, { useEffect, useMemo, useState } from 'react';
+import React, { useEffect, useMemo, useRef, useState } from 'react';
 
 import { ITrialPoints, KubelabApi } from './api';
 import { Brushes, brushedTrials } from './brush';
@@ -57,6 +58,9 @@ export class SweepView extends ReactWidget {
   }
 }
 
+const FALLBACK_MS = 5000;
+const TERMINAL_SWEEP = new Set(['Succeeded', 'Failed', 'Stopped']);
+
 /** The sweep's record and its trials' points, re-read after events about it. */
 function useSweep(
   props: ISweepViewOptions
@@ -65,6 +69,7 @@ function useSweep(
   const [detail, setDetail] = useState<ISweepDetail | null>(null);
   const [curves, setCurves] = useState<ITrialPoints[]>([]);
   const [error, setError] = useState('');
+  const running = useRef(true);
   useEffect(() => {
     let disposed = false;
     let timer: ReturnType<typeof setTimeout> | null = null;
@@ -72,6 +77,7 @@ function useSweep(
       Promise.all([api.sweep(id), api.sweepMetrics(id)]).then(
         ([value, points]) => {
           if (!disposed) {
+            running.current = !TERMINAL_SWEEP.has(value.status);
             setDetail(value);
             setCurves(points);
             setError('');
@@ -100,8 +106,16 @@ function useSweep(
     store.sweepChanged.connect(onSweep);
     store.experimentChanged.connect(onExperiment);
     void load();
+    // While the sweep runs, a slow re-read too: an event the view missed (a reconnection,
+    // a view opened while its sweep's last event was in flight) cannot leave it stale.
+    const fallback = setInterval(() => {
+      if (running.current) {
+        void load();
+      }
+    }, FALLBACK_MS);
     return () => {
       disposed = true;
+      clearInterval(fallback);
       if (timer !== null) {
         clearTimeout(timer);
       }
