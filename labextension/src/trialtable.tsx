@@ -135,7 +135,11 @@ function ObjectiveCell(props: {
       }
     >
       {formatValue(shown.value, '—')}
-      {shown.last ? <sup aria-hidden="true">†</sup> : null}
+      {shown.last ? (
+        <span className="jp-kubelab-Trials-last" aria-hidden="true">
+          †
+        </span>
+      ) : null}
     </td>
   );
 }
