@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -28,3 +31,23 @@ def lab(lab_env: Path) -> Iterator[Experiments]:
     # A failed test must not leave its experiments running on the machine.
     for record in lab.list("status:pending|queued|running")[0]:
         lab.stop(record["id"])
+
+
+@pytest.fixture
+def cli(lab_env: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """`kubelab ARGS...` in its own process, in the test's lab; its exit code checked."""
+
+    def run(*args: str, check_rc: int | None = 0) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "kubelab.cli", *args],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ),
+            cwd=lab_env,
+            timeout=120,
+        )
+        if check_rc is not None:
+            assert done.returncode == check_rc, done.stdout + done.stderr
+        return done
+
+    return run

@@ -13,24 +13,6 @@ import pytest
 import yaml
 
 
-@pytest.fixture
-def cli(lab_env: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
-    def run(*args: str, check_rc: int | None = 0) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [sys.executable, "-m", "kubelab.cli", *args],
-            capture_output=True,
-            text=True,
-            env=dict(os.environ),
-            cwd=lab_env,
-            timeout=120,
-        )
-        if check_rc is not None:
-            assert done.returncode == check_rc, done.stdout + done.stderr
-        return done
-
-    return run
-
-
 def test_run_wait_streams_output_and_exit_code(cli: Callable[..., subprocess.CompletedProcess[str]]) -> None:
     done = cli(
         "run",

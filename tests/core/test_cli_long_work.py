@@ -26,24 +26,6 @@ Cli = Callable[..., subprocess.CompletedProcess[str]]
 
 
 @pytest.fixture
-def cli(lab_env: Path) -> Cli:
-    def run(*args: str, check_rc: int | None = 0) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [sys.executable, "-m", "kubelab.cli", *args],
-            capture_output=True,
-            text=True,
-            env=dict(os.environ),
-            cwd=lab_env,
-            timeout=120,
-        )
-        if check_rc is not None:
-            assert done.returncode == check_rc, done.stdout + done.stderr
-        return done
-
-    return run
-
-
-@pytest.fixture
 def drivers(lab_env: Path) -> Any:
     yield lab_env
     stop_leftovers(lab_env / "home")
