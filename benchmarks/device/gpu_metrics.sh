@@ -10,10 +10,12 @@ export KUBELAB_MACHINE_DIR=$KUBELAB_HOME/machine
 export KUBELAB_SYSTEM_METRICS_INTERVAL=${KUBELAB_SYSTEM_METRICS_INTERVAL:-1}
 unset KUBELAB_FAKE_GPUS
 python=${PYTHON:-python3}
+record_dir=${KUBELAB_RECORD_DIR:-$KUBELAB_HOME}  # where the recorded NVML answers are written
 nvidia-smi --query-gpu=name,utilization.gpu,memory.used,power.draw --format=csv
 
 cat > "$KUBELAB_HOME/matmul.py" <<'PY'
-import time, torch
+import os, time, torch
+print("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES"), "KUBELAB_GPU_FRACTION", os.environ.get("KUBELAB_GPU_FRACTION"), flush=True)
 a = torch.randn(8192, 8192, device="cuda", dtype=torch.float16)
 end = time.monotonic() + 20
 while time.monotonic() < end:
@@ -41,6 +43,8 @@ a=$("$python" -m kubelab.cli run --name share-a --gpus 0.5 -o json -- python "$K
 b=$("$python" -m kubelab.cli run --name share-b --gpus 0.5 -o json -- python "$KUBELAB_HOME/matmul.py" | "$python" -c 'import json,sys; print(json.load(sys.stdin)["id"])')
 sleep 5
 nvidia-smi --query-compute-apps=pid,used_memory --format=csv
+echo "==> recorded NVML answers while the two runs compute: $record_dir/nvml_shared_runs.json"
+"$python" benchmarks/device/record_nvml.py --processes --samples 4 --every 1 > "$record_dir/nvml_shared_runs.json"
 "$python" - "$a" "$b" <<'PY'
 import sys, time
 from kubelab.experiments import Experiments
@@ -52,10 +56,13 @@ while time.monotonic() < deadline:
         break
     time.sleep(1)
 for r in records:
-    print(r["name"], r["status"], "GPU", r.get("gpus"), "started", r.get("started_at"))
+    print(r["name"], r["status"], "started", r.get("started_at"), "finished", r.get("finished_at"))
+    print("  ", "".join(lab.logs(r["id"])).splitlines()[0])
 assert all(r["status"] == "Succeeded" for r in records), [r["reason"] for r in records]
+assert max(r["started_at"] for r in records) < min(r["finished_at"] for r in records), "not at once"
 print("OK: both shared the GPU and finished")
 PY
 
-echo "==> recorded NVML answers (for tests/core/fixtures)"
-"$python" benchmarks/device/record_nvml.py --samples 3 --every 0.5
+echo "==> recorded NVML answers of the idle GPU: $record_dir/nvml_idle.json"
+"$python" benchmarks/device/record_nvml.py --processes --samples 3 --every 0.5 > "$record_dir/nvml_idle.json"
+cat "$record_dir/nvml_idle.json"

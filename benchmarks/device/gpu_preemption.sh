@@ -52,7 +52,11 @@ for _ in $(seq 120); do
   [ "$("$python" -m kubelab.cli show "$low" -o json | "$python" -c 'import json,sys; r=json.load(sys.stdin); print(r["status"])')" = Running ] && break
   sleep 0.5
 done
-sleep 8  # past its first checkpoints
+for _ in $(seq 240); do  # until its first checkpoints are written (torch's import takes a while)
+  [ "$(ls "$KUBELAB_HOME/runs/$low/checkpoints" 2>/dev/null | wc -l)" -ge 2 ] && break
+  sleep 0.5
+done
+ls "$KUBELAB_HOME/runs/$low/checkpoints"
 echo "GPU memory with the low run: $(gpu_memory) MiB (before: $before MiB)"
 
 echo "==> a high-priority run asks for the same GPU"

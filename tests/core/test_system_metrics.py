@@ -34,6 +34,16 @@ def test_nvml_reader_reads_each_field_in_its_unit_and_leaves_out_what_a_gpu_lack
     assert (h100.util, h100.memory_mib, h100.power_w) == (87.0, 10240.0, 250.5)
 
 
+def test_answers_recorded_on_an_h200_read_busy_then_idle_in_their_units() -> None:
+    reader = NvmlReader(RecordedNvml("nvml_h200_two_runs.json"))
+    busy = [reader.read([0])[0] for _ in range(4)]  # two runs of fp16 matmuls shared the GPU
+    idle = [reader.read([0])[0] for _ in range(3)]  # after both ended
+    assert {sample.util for sample in busy} == {100.0} and {sample.util for sample in idle} == {0.0}
+    assert all(sample.power_w is not None and 600 < sample.power_w < 700 for sample in busy)
+    assert all(sample.power_w is not None and sample.power_w < 150 for sample in idle)
+    assert busy[0].memory_mib == 2761359360 / 2**20 and busy[0].temperature_c == 58.0
+
+
 def test_no_nvml_and_fake_gpus_each_say_why_once(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KUBELAB_FAKE_GPUS", raising=False)
     reader, why = open_gpu_reader(RecordedNvml(missing_library=True))

@@ -140,6 +140,32 @@ def test_a_shared_gpu_without_per_process_samples_is_not_guessed(tmp_path: Path)
     assert usage.utilisation([("bob", "")]) == {}  # the T4 is shared and keeps no per-process samples
 
 
+def test_two_notebooks_sharing_a_real_h200_are_each_read_from_their_own_samples(tmp_path: Path) -> None:
+    """Answers recorded on an H200 while two processes shared GPU 0, then after both ended."""
+    sleeper = [sys.executable, "-c", "import time; time.sleep(120)"]
+    first, second = subprocess.Popen(sleeper), subprocess.Popen(sleeper)
+    bob = ("bob", "")
+    try:
+        allocator = GpuAllocator([Gpu(0, "NVIDIA H200")], tmp_path)
+        assert allocator.try_acquire("notebook/alice/public/default", first.pid, 0.5, "H200") == [0]
+        assert allocator.try_acquire("notebook/bob/ml/default", second.pid, 0.5, "H200") == [0]
+        pids = {"process-1": first.pid, "process-2": second.pid}
+        usage = NvmlUsage(RecordedNvml("nvml_h200_two_runs.json", pids=pids), allocator.holdings)
+        rounds = [usage.utilisation([ALICE, bob]) for _ in range(5)]
+    finally:
+        for process in (first, second):
+            process.kill()
+            process.wait()
+    # each notebook is read from its own process's samples, never the GPU's whole 100%
+    assert rounds[:4] == [
+        {ALICE: 2.0, bob: 92.0},
+        {ALICE: 60.0, bob: 40.0},
+        {ALICE: 60.0, bob: 40.0},
+        {ALICE: 40.0, bob: 60.0},
+    ]
+    assert rounds[4] == {ALICE: 0.0, bob: 0.0}  # NotFound once both ended: idle, not unknown
+
+
 POD = "jupyter-alice"
 
 
