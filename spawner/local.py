@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import sys
 import time
@@ -391,6 +392,12 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):  # type: ignore
         return env
 
     async def stop(self, now: bool = False) -> None:
+        leader = self.pid  # the server leads its own process group (LocalProcessSpawner's session)
         await super().stop(now)
+        if leader and leader > 1:
+            # what the server started and left behind (code-server's extension hosts, a proxied
+            # app's children) would outlive it; runs, TensorBoards and services have their own
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(leader, signal.SIGTERM)
         if getattr(self, "_group", None) is not None:
             self.allocator().release(self.gpu_run)

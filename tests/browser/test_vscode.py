@@ -1,7 +1,8 @@
 """VS Code beside JupyterLab on the local hub, in Chromium: the spawn form's "Open in: VS Code"
 opens code-server (through jupyter-vscode-proxy) on the user's workspace, whose files it lists;
 its process (and so its terminals) finds `kubelab` first on the PATH; code-server listens on a
-private socket, not a port; and requests to it count as the server's activity (idle culling).
+private socket, not a port; requests to it count as the server's activity (idle culling); and
+stopping the server ends code-server with all it started.
 
 code-server comes from npm (4.100, the last line on Node 20), installed by `scripts/setup --test`
 into `.cache/code-server` (or named by KUBELAB_CODE_SERVER); without it the test skips and says so.
@@ -113,6 +114,14 @@ def test_vscode_opens_on_the_workspace_with_kubelab_on_its_path(open_folder: Pat
             while last_activity(page, base) == before:  # a proxied request is the server's activity
                 assert time.monotonic() < deadline, "VS Code's requests did not count as activity"
                 assert page.request.get(f"{base}/vscode/").ok
+
+            # stopping the server ends code-server and every process it started (extension hosts)
+            assert processes_named("code-server", f"JUPYTERHUB_USER={me}")
+            assert hub.api("DELETE", f"users/{me}/server").status_code in (202, 204)
+            hub.wait_server(me, ready=False, timeout=60)
+            deadline = time.monotonic() + 30
+            while left := processes_named("code-server", f"JUPYTERHUB_USER={me}"):
+                assert time.monotonic() < deadline, [command for command, _ in left]
         except Exception as failure:
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / "vscode.png"))
