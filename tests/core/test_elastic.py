@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import textwrap
 import time
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from kubelab.elastic import Elastic
 from kubelab.errors import ValidationError
 from kubelab.experiments import Experiments
 from kubelab.options import replica_count
+from kubelab.run_timeline import timeline
 from kubelab.spec import ExperimentSpec
 
 TRAIN = textwrap.dedent(
@@ -119,6 +121,9 @@ def test_a_lost_replica_leaves_the_other_training_from_its_checkpoint(
     # The weight went on from the checkpoint: one per step, whatever the group's size.
     assert [p["metrics"]["weight"] for p in points] == [float(n) for n in numbers]
     assert final["restarts"] == 1
+    spans = timeline(final["history"])  # kubelab show: the loss is a span of its own
+    assert [span.state for span in spans][-3:] == ["Running", "Running", "Succeeded"]
+    assert "1 of 2 replicas go on from step" in spans[-2].reason
 
 
 @pytest.mark.parametrize(
@@ -156,3 +161,21 @@ def test_the_three_spellings_of_a_range_are_one_spec() -> None:
     assert replica_count("1:4") == "1:4" and replica_count("3") == 3
     with pytest.raises(Exception, match="MIN:MAX"):
         replica_count("1:x")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--replicas", "1:x"), "replicas: must be a whole number or MIN:MAX such as 1:4, not '1:x'"),
+        (
+            ("--replicas", "3:2", "--framework", "pytorch"),
+            "replicas.min: must be at most replicas.max (2), not 3",
+        ),
+        (("--replicas", "1:2", "--framework", "paddle"), "framework: an elastic run (replicas min:max)"),
+    ],
+)
+def test_kubelab_run_refuses_a_bad_range_by_field(
+    cli: Callable[..., subprocess.CompletedProcess[str]], args: tuple[str, ...], message: str
+) -> None:
+    assert message in cli("run", *args, "--", "true", check_rc=2).stderr
+    assert json.loads(cli("ls", "-o", "json").stdout)["total"] == 0
