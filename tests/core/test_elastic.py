@@ -126,6 +126,43 @@ def test_a_lost_replica_leaves_the_other_training_from_its_checkpoint(
     assert "1 of 2 replicas go on from step" in spans[-2].reason
 
 
+SIZE = textwrap.dedent(
+    """
+    import os, torch.distributed as dist
+    dist.init_process_group("gloo")
+    env = os.environ
+    print(f"world {dist.get_world_size()} of {env['KUBELAB_REPLICAS']} on GPU {env['CUDA_VISIBLE_DEVICES']}", flush=True)
+    dist.destroy_process_group()
+    """
+)
+HOLD = "import os, pathlib, time\nwhile not pathlib.Path(os.environ['GO_FILE']).exists(): time.sleep(0.05)"
+
+
+def test_an_elastic_run_starts_with_the_replicas_the_free_gpus_allow(
+    lab: Experiments, lab_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("torch")
+    monkeypatch.setenv("KUBELAB_FAKE_GPUS", "2")
+    monkeypatch.setenv("GO_FILE", str(lab_env / "go"))
+    holder = lab.submit({"command": ["python", "-c", HOLD], "resources": {"gpus": 1}, "priority": "low"})
+    assert wait_until(lab, holder["id"], states={"Running"})["gpu_ids"] == [0]
+    (lab_env / "size.py").write_text(SIZE)
+    spec = {
+        "command": ["python", "size.py"],
+        "replicas": "1:2",
+        "framework": "pytorch",
+        "resources": {"gpus": 1},
+    }
+    record = lab.submit(spec)
+    final = wait_until(lab, record["id"], timeout=120)
+    assert final["status"] == "Succeeded", "".join(lab.logs(record["id"]))
+    assert "world 1 of 1 on GPU 1" in "".join(lab.logs(record["id"], replica=0))
+    held = lab.get(holder["id"])  # the free GPU was enough: the low run was not preempted for a second
+    assert held["status"] == "Running" and held["restarts"] == 0, held
+    (lab_env / "go").touch()
+    assert wait_until(lab, holder["id"])["status"] == "Succeeded"
+
+
 @pytest.mark.parametrize(
     ("spec", "path", "reason"),
     [

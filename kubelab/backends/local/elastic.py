@@ -5,7 +5,8 @@ losing any replica, the first included, leaves the store to the others. When a r
 while at least `min` still run, the runner does not stop the run as it stops a fixed-size one:
 it appends a resume marker at the latest checkpoint's step to `metrics.jsonl` (the survivors'
 scripts start again from that checkpoint and report those steps anew, as after a preemption),
-and torchrun forms the smaller group.
+and torchrun forms the smaller group. A run with GPUs starts with as many replicas as the free
+GPUs allow, between `min` and `max`, and makes room by preemption only for `min`.
 """
 
 from __future__ import annotations
@@ -74,6 +75,15 @@ class ElasticLaunch:
         """May the run go on with `running` replicas after losing one?"""
         return running >= self.elastic.min
 
-    def replica_env(self, index: int) -> dict[str, str]:
+    def replica_env(self, index: int, size: int) -> dict[str, str]:
         """kubelab's names for the replica; torchrun sets RANK, WORLD_SIZE and the rest per group."""
-        return {"KUBELAB_REPLICA": str(index), "KUBELAB_REPLICAS": str(self.elastic.max)}
+        return {"KUBELAB_REPLICA": str(index), "KUBELAB_REPLICAS": str(size)}
+
+    @staticmethod
+    def fewer_gpus(spec: ExperimentSpec) -> tuple[float, ...]:
+        """The smaller GPU counts an elastic run may start with, largest first, down to `min`
+        replicas: it starts at the size the free GPUs allow rather than waiting for `max`."""
+        per = spec.resources.gpus
+        if spec.elastic is None or not per or per != int(per):
+            return ()
+        return tuple(per * n for n in range(spec.elastic.max - 1, spec.elastic.min - 1, -1))

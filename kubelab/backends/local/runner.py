@@ -172,6 +172,7 @@ class Runner:
                     submitted=parse_iso(self.status.created_at),
                     priority=self.spec.priority,
                     preemptible=self.spec.preemptible,
+                    fewer=ElasticLaunch.fewer_gpus(self.spec),
                 )
             except ValueError as exc:
                 self.move(FAILED, f"cannot be scheduled: {exc}")
@@ -250,23 +251,24 @@ class Runner:
     # -- processes ------------------------------------------------------------------
     def start(self, gpu_ids: list[int], attempt: int) -> list[Replica]:
         spec = self.spec
-        roles = [("worker", i) for i in range(spec.replicas)]
+        per = int(spec.resources.gpus)  # whole GPUs per replica; a share (1/n) is one GPU
+        size = len(gpu_ids) // per if spec.elastic and per else spec.replicas  # elastic: as GPUs allow
+        roles = [("worker", i) for i in range(size)]
         roles += [("ps", i) for i in range(spec.parameter_servers)]
         ports = free_ports(len(roles)) if len(roles) > 1 else [0]
-        workers = [f"127.0.0.1:{ports[i]}" for i in range(spec.replicas)]
-        ps = tuple(f"127.0.0.1:{ports[spec.replicas + i]}" for i in range(spec.parameter_servers))
+        workers = [f"127.0.0.1:{ports[i]}" for i in range(size)]
+        ps = tuple(f"127.0.0.1:{ports[size + i]}" for i in range(spec.parameter_servers))
         topology = Topology(spec.framework, workers, "127.0.0.1", ports[0], ps)
         argv = spec.rendered_command()
         self.launch, self.lost = ElasticLaunch.of(spec, self.run.id), []
         if self.launch:  # torchrun agents, meeting at a store of their own
             argv = self.launch.agent_argv(argv)
             self.launch.start_store(self.base_env(), str(self.run.runner_log))
-        per = int(spec.resources.gpus)  # whole GPUs per replica; a share (1/n) is one GPU
         replicas = []
         for role, index in roles:
             env = self.base_env()
             if self.launch:
-                env.update(self.launch.replica_env(index))
+                env.update(self.launch.replica_env(index, size))
             elif spec.replicas > 1 or spec.parameter_servers:
                 if role == "worker":
                     env.update(replica_env(topology, index, local_rank=index))
