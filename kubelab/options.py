@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from kubelab.elastic import parse_replicas
 from kubelab.errors import FieldError, ValidationError, did_you_mean
 from kubelab.gpu_share import parse_gpus
 from kubelab.priorities import parse_priority
@@ -110,6 +111,14 @@ def gpu_amount(text: str) -> float:
     return amount
 
 
+def replica_count(text: str) -> int | str:
+    """An argparse type for `--replicas`: a number, or MIN:MAX for an elastic run."""
+    try:
+        return parse_replicas(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def priority_value(text: str) -> str | int:
     """An argparse type for `--priority`: a name as given, or a whole number."""
     value: str | int = int(text) if text.strip().isdigit() else text
@@ -136,7 +145,8 @@ EXPERIMENT_OPTIONS = (
     ExperimentOption(
         "replicas",
         "--replicas",
-        unit="replicas",
+        metavar="N|MIN:MAX",
+        convert=replica_count,
         form=FormField("replicas", "Replicas", "integer", default="1"),
     ),
     ExperimentOption(

@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kubelab.cli_output import clean
+from kubelab.run_timeline import span_rows, timeline
 
 STATE_STYLES = {
     "Succeeded": "green",
@@ -90,6 +91,7 @@ def layout(record: dict[str, Any], system: list[str], children: list[dict[str, A
     parts += _section("Lineage", lineage)
     parts += _section("Parameters", list((record.get("params") or {}).items()))
     parts += _section("Metrics", metrics)
+    parts += _section("Timeline (UTC)", span_rows(timeline(record.get("history") or [])))
     parts += _section("Labels", labels)
     parts += _section(
         "Resources", resources + [("gpu_ids", record.get("gpu_ids"))] * bool(record.get("gpu_ids"))

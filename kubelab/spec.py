@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kubelab import templating
+from kubelab.elastic import REPLICAS_ALSO, Elastic, elastic_problems, read_elastic
 from kubelab.environments.spec import Environment, EnvironmentReader, InitStep
 from kubelab.errors import FieldError, ValidationError, did_you_mean, type_name
 from kubelab.field_reader import about, bounds
@@ -93,7 +94,19 @@ class ExperimentSpec:
     params: dict[str, Scalar] = field(default_factory=dict, metadata=about("parameter values"))
     inputs: list[Input] = field(default_factory=list, metadata=about("declared, typed parameters"))
     resources: Resources = field(default_factory=Resources, metadata=about("what each replica asks for"))
-    replicas: int = field(default=1, metadata=about("processes that train together", minimum=1, maximum=1024))
+    replicas: int = field(
+        default=1,
+        metadata=about(
+            "processes that train together; MIN:MAX for an elastic run",
+            REPLICAS_ALSO,
+            minimum=1,
+            maximum=1024,
+        ),
+    )
+    elastic: Elastic | None = field(
+        default=None,
+        metadata=about("train on between min and max replicas (pytorch, torchrun's c10d rendezvous)"),
+    )
     framework: str = field(
         default="none", metadata=about("the framework (replicas > 1: a distributed one)", enum=[*FRAMEWORKS])
     )
@@ -229,7 +242,11 @@ class _Parser(EnvironmentReader):
         spec.command = self.command(data.get("command"))
         spec.inputs = self.inputs(data.get("inputs"))
         spec.resources = self.resources(data.get("resources"))
-        spec.replicas = self.integer(data, "replicas", 1, **bounds(ExperimentSpec, "replicas"))
+        spec.elastic, elastic_size, problems = read_elastic(data)
+        self.errors += problems
+        spec.replicas = elastic_size or self.integer(
+            data, "replicas", 1, **bounds(ExperimentSpec, "replicas")
+        )
         spec.framework = self.choice(data, "framework", "none", FRAMEWORKS)
         spec.engine = self.choice(data, "engine", "job", ENGINES)
         spec.environment = self.environment(data.get("environment"))
@@ -423,7 +440,8 @@ class _Parser(EnvironmentReader):
                 self.fail("command", f"undefined template variable '{name}'")
         if spec.parameter_servers and spec.framework != "tensorflow":
             self.fail("parameter_servers", "parameter servers exist only for framework tensorflow")
-        if spec.replicas > 1 and spec.framework not in DISTRIBUTED:
+        self.errors += elastic_problems(spec.elastic, spec.framework)
+        if spec.replicas > 1 and spec.framework not in DISTRIBUTED and not spec.elastic:
             self.fail("framework", "replicas > 1 needs a framework: pytorch, tensorflow or paddle")
         if is_fraction(spec.resources.gpus) and (spec.replicas > 1 or spec.parameter_servers):
             self.fail("resources.gpus", "a share of a GPU is for one-process runs; give replicas whole GPUs")

@@ -23,6 +23,7 @@ SMALLEST = [
     pytest.param("bench_notebook.py", ["--runs", "1"], id="notebook"),
     pytest.param("bench_sweep.py", ["--repeats", "1", "--overhead-trials", "30"], id="sweep"),
     pytest.param("bench_env.py", ["--runs", "1", "--builds", "1"], id="env"),
+    pytest.param("bench_goodput.py", ["--steps", "40", "--preemptions", "1", "--after", "0.5"], id="goodput"),
     pytest.param("bench_serving.py", ["--requests", "20", "--clients", "2", "--seconds", "1"], id="serving"),
     pytest.param("bench_views.py", ["--runs", "60", "--baseline", "20", "--repeats", "1"], id="views"),
     pytest.param("bench_kube.py", ["--live", "5", "--samples", "5"], id="kube", marks=pytest.mark.cluster),

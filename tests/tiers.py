@@ -25,6 +25,7 @@ FAST_MODULES = frozenset(
         "core/test_run_record.py",
         "core/test_options.py",
         "core/test_vocabulary.py",
+        "core/test_run_timeline.py",
         "kube/test_kube_builders.py",
         "kube/test_image_build.py",
         "kube/test_kube_serving_builders.py",

@@ -148,7 +148,7 @@ export const RUN_FORM_FIELDS = [
     path: 'replicas',
     label: 'Replicas',
     kind: 'integer',
-    help: 'processes that train together',
+    help: 'processes that train together; MIN:MAX for an elastic run',
     placeholder: '',
     default: '1',
     choices: []

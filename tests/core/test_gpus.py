@@ -92,3 +92,18 @@ def test_ledger_is_first_come_first_served_and_reclaims_the_dead(tmp_path: Path)
     assert ledger.try_acquire("e", dead.pid, 1) == [1]
     snapshot = ledger.snapshot()  # e's holder is dead: its GPU comes back
     assert snapshot["free"] == 1 and {t["type"]: t["free"] for t in snapshot["types"]} == {"T4": 1, "V100": 0}
+
+
+def test_an_elastic_request_takes_fewer_gpus_and_preempts_only_for_its_least(tmp_path: Path) -> None:
+    ledger = GpuAllocator([Gpu(0, "T4"), Gpu(1, "T4"), Gpu(2, "T4")], tmp_path)
+    me = os.getpid()
+    assert ledger.try_acquire("holder", me, 2, preemptible=True, priority=100) == [0, 1]
+    # 1 to 3 replicas of 1 GPU: the one free GPU now, no preemption for the other two
+    assert ledger.try_acquire("elastic", me, 3, fewer=(2, 1)) == [2]
+    assert ledger.preemption("holder") is None
+    ledger.release("elastic")
+    # at least 2 of 3 GPUs when 1 is free: the low holder is asked to make room for 2
+    assert ledger.try_acquire("wide", me, 3, fewer=(2,)) is None
+    assert ledger.preemption("holder") is not None
+    with pytest.raises(ValueError):  # even its least cannot fit this machine
+        ledger.try_acquire("huge", me, 8, fewer=(5, 4))

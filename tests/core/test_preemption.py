@@ -15,6 +15,7 @@ from kubelab_testing import wait_until
 
 from kubelab.errors import ValidationError
 from kubelab.experiments import Experiments
+from kubelab.run_timeline import timeline
 
 
 def poll(predicate: Callable[[], object], what: str, timeout: float = 30.0) -> None:
@@ -85,6 +86,12 @@ def test_a_high_priority_run_preempts_a_low_one_which_resumes_from_its_checkpoin
     states = [h["state"] for h in final["history"]]
     changes = [s for i, s in enumerate(states) if i == 0 or states[i - 1] != s]
     assert changes == ["Running", "Preempted", "Running", "Succeeded"], states
+    assert [span.resumed for span in timeline(final["history"])] == [
+        False,
+        False,
+        True,
+        False,
+    ]  # kubelab show
     log = "".join(lab.logs(low["id"]))
     assert "start 0 restart 0" in log and "restart 1" in log
     resumed_from = int(log.split("restart 1")[0].rsplit("start ", 1)[1].split()[0])

@@ -78,12 +78,14 @@ def test_openapi_spec_schema_is_the_spec() -> None:
     assert schema == spec_schema.json_schema()
     assert set(schema["properties"]) == {f.name for f in dataclasses.fields(ExperimentSpec)}
     assert schema["properties"]["framework"]["enum"] == list(FRAMEWORKS)
-    assert schema["properties"]["replicas"]["minimum"] == 1
+    assert schema["properties"]["replicas"]["anyOf"][0]["minimum"] == 1  # or MIN:MAX, {min, max}
     assert schema["properties"]["resources"]["properties"]["gpus"]["minimum"] == 0
     validator = jsonschema.Draft202012Validator(schema)
     full = ExperimentSpec.parse({"command": ["python", "t.py"], "resources": {"gpus": 1}}).to_dict()
     assert not list(validator.iter_errors(full))
     assert not list(validator.iter_errors({"command": "x", "resources": {"cpu": 2}, "tags": "a,b"}))
+    elastic = ExperimentSpec.parse({"command": "x", "replicas": "1:4", "framework": "pytorch"}).to_dict()
+    assert not list(validator.iter_errors(elastic)) and elastic["elastic"]["max"] == 4
     for bad in ({"replicas": 0}, {"framework": "jax"}, {"gpu": 1}, {"resources": {"gpus": -1}}):
         assert list(validator.iter_errors({"command": "x", **bad})), bad
         with pytest.raises(Exception, match="invalid experiment spec"):

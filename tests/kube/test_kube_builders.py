@@ -48,6 +48,7 @@ SHAPES: dict[str, dict[str, Any]] = {
     "paddle-3": {"framework": "paddle", "replicas": 3},
     "queued": {"queue": "team-a", "framework": "pytorch", "replicas": 2},
     "kubeflow-pytorch": {"engine": "kubeflow", "framework": "pytorch", "replicas": 4, "queue": "team-a"},
+    "kubeflow-elastic": {"engine": "kubeflow", "framework": "pytorch", "replicas": "2:4"},
     "kubeflow-tensorflow": {
         "engine": "kubeflow",
         "framework": "tensorflow",
@@ -231,6 +232,32 @@ def test_kubeflow_layouts() -> None:
     (tf,) = builders.build(spec, target(spec), NB)
     assert tf["kind"] == "TFJob"
     assert {k: v["replicas"] for k, v in tf["spec"]["tfReplicaSpecs"].items()} == {"Worker": 2, "PS": 1}
+
+
+def test_an_elastic_run_is_a_pytorchjob_with_an_elastic_policy() -> None:
+    spec = spec_of("kubeflow-elastic")
+    (job,) = builders.build(spec, target(spec), NB)
+    assert job["kind"] == "PyTorchJob"
+    assert job["spec"]["elasticPolicy"] == {
+        "rdzvBackend": "c10d",
+        "minReplicas": 2,
+        "maxReplicas": 4,
+        "maxRestarts": 3,
+        "nProcPerNode": 1,
+    }
+    (worker,) = job["spec"]["pytorchReplicaSpecs"].values()  # no Master: every c10d Worker is alike
+    assert set(job["spec"]["pytorchReplicaSpecs"]) == {"Worker"} and worker["replicas"] == 4
+    container = worker["template"]["spec"]["containers"][0]
+    assert container["command"][:4] == ["python", "-m", "torch.distributed.run", "--no-python"]
+    assert container["command"][4:] == spec.rendered_command()  # the training command, as its worker
+    assert not {"RANK", "WORLD_SIZE", "MASTER_ADDR"} & {e["name"] for e in container["env"]}  # torchrun's
+
+
+def test_an_elastic_run_needs_the_kubeflow_engine() -> None:
+    spec = ExperimentSpec.parse({**BASE, "framework": "pytorch", "replicas": {"min": 1, "max": 2}})
+    with pytest.raises(ValidationError) as err:
+        builders.build(spec, target(spec), NB)
+    assert [(f.path, "engine: kubeflow" in f.reason) for f in err.value.fields] == [("engine", True)]
 
 
 def test_what_the_cluster_cannot_run_is_refused_by_field() -> None:

@@ -201,6 +201,24 @@ def test_kubeflow_engine_when_the_operator_is_served(
     )
 
 
+def test_an_elastic_run_is_a_pytorchjob_the_api_server_keeps_with_its_elastic_policy(
+    training_operator: None, lab: Experiments, namespace: str, home: Path, admin: client.ApiClient
+) -> None:
+    run_id = submit(lab, home, framework="pytorch", replicas="1:3", engine="kubeflow")
+    custom = client.CustomObjectsApi(admin)
+    (job,) = cast(
+        dict[str, Any], custom.list_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs")
+    )["items"]
+    assert job["metadata"]["labels"]["kubelab.io/experiment"] == run_id
+    policy = job["spec"]["elasticPolicy"]
+    assert (policy["rdzvBackend"], policy["minReplicas"], policy["maxReplicas"]) == ("c10d", 1, 3)
+    assert {k: v["replicas"] for k, v in job["spec"]["pytorchReplicaSpecs"].items()} == {"Worker": 3}
+    assert lab.get(run_id)["replicas"] == 3
+    with pytest.raises(ValidationError) as err:  # the Indexed Job engine has no elastic policy
+        submit(lab, home, framework="pytorch", replicas="1:3")
+    assert [f.path for f in err.value.fields] == ["engine"]
+
+
 def test_kubeflow_engine_without_the_operator_is_refused(
     lab: Experiments, admin: client.ApiClient, namespace: str, home: Path
 ) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 
 from kubelab.backends.kubernetes import names
 from kubelab.backends.kubernetes.distributed_env import distributed_env, ports_for
+from kubelab.backends.kubernetes.elastic_policy import agent_command, elastic_policy, elastic_problems
 from kubelab.backends.kubernetes.init_container import init_containers, init_problems
 from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 from kubelab.backends.kubernetes.pod_security import container_security, pod_security
@@ -134,7 +135,7 @@ def check(spec: ExperimentSpec, nb: NotebookEnv) -> None:
             )
         )
     # `environment` is built into an image first (image_stage.py); `init` is an init container
-    problems += init_problems(spec, nb)
+    problems += init_problems(spec, nb) + elastic_problems(spec)
     for name in GPU_VISIBILITY:
         if name in spec.env:
             problems.append(FieldError(f"env.{name}", "is set by kubelab from resources.gpus"))
@@ -278,7 +279,7 @@ def pod_template(
     container: Manifest = {
         "name": container_name,
         "image": spec.image or nb.image,
-        "command": spec.rendered_command(),
+        "command": agent_command(spec.rendered_command()) if spec.elastic else spec.rendered_command(),
         "env": env,
         "resources": container_resources(spec, nb, role),
         "securityContext": container_security(),
@@ -379,8 +380,8 @@ def kubeflow_job(spec: ExperimentSpec, target: Target, nb: NotebookEnv) -> Manif
 
     if spec.framework == "pytorch":
         kind, key = "PyTorchJob", "pytorchReplicaSpecs"
-        replicas = {"Master": replica(1)}
-        if spec.replicas > 1:
+        replicas = {"Worker": replica(spec.replicas)} if spec.elastic else {"Master": replica(1)}
+        if spec.replicas > 1 and not spec.elastic:
             replicas["Worker"] = replica(spec.replicas - 1)
     else:
         kind, key = "TFJob", "tfReplicaSpecs"
@@ -396,9 +397,12 @@ def kubeflow_job(spec: ExperimentSpec, target: Target, nb: NotebookEnv) -> Manif
         run_policy["activeDeadlineSeconds"] = max(1, math.ceil(spec.timeout))
     if spec.queue:
         run_policy["suspend"] = True
+    job_spec: Manifest = {key: replicas, "runPolicy": run_policy}
+    if spec.elastic:
+        job_spec["elasticPolicy"] = elastic_policy(spec.elastic)
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": kind,
         "metadata": metadata(spec, target, target.name, queue=True),
-        "spec": {key: replicas, "runPolicy": run_policy},
+        "spec": job_spec,
     }

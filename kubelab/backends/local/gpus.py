@@ -257,6 +257,7 @@ class GpuAllocator:
         submitted: float | None = None,
         priority: int = NORMAL_PRIORITY,
         preemptible: bool = False,
+        fewer: tuple[float, ...] = (),
     ) -> list[int] | None:
         """GPU indices for `run` if its turn has come and enough are free; else queue it.
 
@@ -264,9 +265,12 @@ class GpuAllocator:
         happen to start in. A `count` under 1 is a share of one GPU (1/n, kubelab/gpu_share.py).
         The head of the queue that does not fit marks preemptible runs of lower priority to
         make room (kubelab/backends/local/preemption.py); it gets their GPUs once they let go.
+        `fewer` (an elastic run's smaller sizes, largest first) are taken when `count` does not
+        fit; only the smallest makes room by preemption.
         """
-        if count > len([g for g in self.gpus if g.matches(gpu_type)]):
-            raise ValueError(self.impossible(count, gpu_type))
+        least = min((count, *fewer))
+        if least > len([g for g in self.gpus if g.matches(gpu_type)]):
+            raise ValueError(self.impossible(least, gpu_type))
         with self._locked() as state:
             held = sorted({int(gpu) for gpu, _ in preemption.holders(state).get(run, [])})
             if held:
@@ -280,10 +284,10 @@ class GpuAllocator:
                 )
             if state["queue"][0]["run"] != run:
                 return None
-            chosen = self._fit(state, count, gpu_type)
+            chosen = next(filter(None, (self._fit(state, n, gpu_type) for n in (count, *fewer))), [])
             if not chosen:
                 candidates = [g.index for g in self.gpus if g.matches(gpu_type)]
-                victims = preemption.plan(state, candidates, count, priority, run)
+                victims = preemption.plan(state, candidates, least, priority, run)
                 preemption.mark(state, victims, run, priority, time.time())
                 return None
             holder = {

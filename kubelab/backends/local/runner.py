@@ -14,7 +14,6 @@ before the run's GPUs go back to the ledger.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import select
 import signal
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kubelab.backends.distributed import Topology, free_ports, replica_env, tf_config
+from kubelab.backends.local.elastic import ElasticLaunch
 from kubelab.backends.local.exit_reasons import describe_exit, format_seconds, last_exception
 from kubelab.backends.local.gpus import GpuAllocator
 from kubelab.backends.local.processes import (
@@ -37,7 +37,8 @@ from kubelab.backends.local.processes import (
 )
 from kubelab.backends.local.resume import describe_run, resume_point
 from kubelab.backends.local.system_sampler import SystemSampler
-from kubelab.environments.prepare import BuildFailed, activate, prepare
+from kubelab.backends.local.trial_env import trial_env
+from kubelab.environments.prepare import BuildFailed, prepare
 from kubelab.gpu_share import is_fraction
 from kubelab.log_times import LogClock
 from kubelab.pids import process_start_time
@@ -54,7 +55,6 @@ from kubelab.records import (
     RunDirectory,
     parse_iso,
 )
-from kubelab.shims import SHIMS, sweep_trial_env
 from kubelab.spec import ExperimentSpec
 from kubelab.tensorboard import tfevents
 from kubelab.tensorboard.tfevents import MirrorThread, ScalarMirror
@@ -91,6 +91,8 @@ class Runner:
         self.preempted_by: dict[str, Any] | None = None  # the ledger's mark, once acted on
         self.environment: Path | None = None  # a built virtualenv's folder (kubelab.environments)
         self.recorder: RuntimeRecorder | None = None
+        self.launch: ElasticLaunch | None = None  # an elastic run's agents and rendezvous
+        self.lost: list[str] = []  # an elastic run's replicas that ended while the others went on
 
     # -- status ---------------------------------------------------------------------
     def move(self, state: str, reason: str, exit_code: int | None = None) -> None:
@@ -170,6 +172,7 @@ class Runner:
                     submitted=parse_iso(self.status.created_at),
                     priority=self.spec.priority,
                     preemptible=self.spec.preemptible,
+                    fewer=ElasticLaunch.fewer_gpus(self.spec),
                 )
             except ValueError as exc:
                 self.move(FAILED, f"cannot be scheduled: {exc}")
@@ -208,7 +211,12 @@ class Runner:
                     return
                 continue
             if outcome is None:
-                self.move(SUCCEEDED, "exited 0" if count == 1 else f"all {count} processes exited 0", 0)
+                done = "exited 0" if count == 1 else f"all {count} processes exited 0"
+                if self.lost:
+                    done = (
+                        f"{count - len(self.lost)} of {count} processes exited 0; lost {', '.join(self.lost)}"
+                    )
+                self.move(SUCCEEDED, done, 0)
                 return
             reason, code, retryable = outcome
             if self.stop_requested():
@@ -243,18 +251,25 @@ class Runner:
     # -- processes ------------------------------------------------------------------
     def start(self, gpu_ids: list[int], attempt: int) -> list[Replica]:
         spec = self.spec
-        roles = [("worker", i) for i in range(spec.replicas)]
+        per = int(spec.resources.gpus)  # whole GPUs per replica; a share (1/n) is one GPU
+        size = len(gpu_ids) // per if spec.elastic and per else spec.replicas  # elastic: as GPUs allow
+        roles = [("worker", i) for i in range(size)]
         roles += [("ps", i) for i in range(spec.parameter_servers)]
         ports = free_ports(len(roles)) if len(roles) > 1 else [0]
-        workers = [f"127.0.0.1:{ports[i]}" for i in range(spec.replicas)]
-        ps = tuple(f"127.0.0.1:{ports[spec.replicas + i]}" for i in range(spec.parameter_servers))
+        workers = [f"127.0.0.1:{ports[i]}" for i in range(size)]
+        ps = tuple(f"127.0.0.1:{ports[size + i]}" for i in range(spec.parameter_servers))
         topology = Topology(spec.framework, workers, "127.0.0.1", ports[0], ps)
         argv = spec.rendered_command()
-        per = int(spec.resources.gpus)  # whole GPUs per replica; a share (1/n) is one GPU
+        self.launch, self.lost = ElasticLaunch.of(spec, self.run.id), []
+        if self.launch:  # torchrun agents, meeting at a store of their own
+            argv = self.launch.agent_argv(argv)
+            self.launch.start_store(self.base_env(), str(self.run.runner_log))
         replicas = []
         for role, index in roles:
             env = self.base_env()
-            if spec.replicas > 1 or spec.parameter_servers:
+            if self.launch:
+                env.update(self.launch.replica_env(index, size))
+            elif spec.replicas > 1 or spec.parameter_servers:
                 if role == "worker":
                     env.update(replica_env(topology, index, local_rank=index))
                 else:
@@ -290,36 +305,7 @@ class Runner:
     log_name = staticmethod(RunDirectory.log_name)
 
     def base_env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(self.spec.env)
-        run = self.run
-        params = self.spec.resolved_params()
-        env.update(
-            KUBELAB_RUN_ID=run.id,
-            KUBELAB_RUN_DIR=str(run.path),
-            KUBELAB_PARAMS=json.dumps(params),
-            KUBELAB_TENSORBOARD_DIR=str(run.tensorboard_dir),
-            KUBELAB_OUTPUTS_DIR=str(run.outputs_dir),
-            KUBELAB_CHECKPOINT_DIR=str(run.checkpoints_dir),
-            KUBELAB_RESTART_COUNT=str(self.status.restarts),
-            PYTHONUNBUFFERED="1",
-        )
-        if self.spec.seed is not None:
-            env.update(KUBELAB_SEED=str(self.spec.seed), PYTHONHASHSEED=str(self.spec.seed))
-        env.update(
-            sweep_trial_env(run.id, str(run.outputs_dir), self.status.sweep, self.status.trial, "local")
-        )
-        # "python" in a command means the interpreter kubelab runs under, with its packages.
-        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-        paths = [str(SHIMS)]  # `import nni` in a trial finds kubelab's NNI API first
-        if run.code_dir.exists():
-            paths.insert(0, str(run.code_dir))
-        if env.get("PYTHONPATH"):
-            paths.append(env["PYTHONPATH"])
-        env["PYTHONPATH"] = os.pathsep.join(paths)
-        if self.environment:
-            activate(env, self.environment)
-        return env
+        return trial_env(self.run, self.spec, self.status, self.environment)
 
     def watch(self, replicas: list[Replica]) -> tuple[str, int, bool] | None:
         """Wait for the replicas; None when all succeeded, else (reason, exit code, retryable)."""
@@ -350,8 +336,10 @@ class Runner:
                 if record["exit_code"] is None:
                     record.update(exit_code=code, state=SUCCEEDED if code == 0 else FAILED)
                     exited = True
-                if code != 0 and failure is None:
+                if code != 0 and failure is None and replica.label not in self.lost:
                     reason = f"{replica.label} {describe_exit(code)}"
+                    if self.goes_on_without(replica, reason, replicas):
+                        continue
                     exception = last_exception(self.run.logs_dir / self.log_name(replica.role, replica.index))
                     failure = (f"{reason}: {exception}" if exception else reason, code, True)
             if done and failure is None:
@@ -370,6 +358,19 @@ class Runner:
                 )  # wakes at the first exit
             else:
                 time.sleep(FAST_POLL if time.monotonic() - started < FAST_FOR else POLL)
+
+    def goes_on_without(self, replica: Replica, reason: str, replicas: list[Replica]) -> bool:
+        """An elastic run that still has `min` replicas goes on without this one, from its checkpoint."""
+        running = sum(r.process.poll() is None for r in replicas)
+        if self.launch is None or not self.launch.goes_on(running):
+            return False
+        self.lost.append(replica.label)
+        self.status.restarts += 1  # a resize: the others start their scripts again
+        step = resume_point(self.run, self.status.restarts)
+        where = f"step {step}" if step >= 0 else "the start (no checkpoint)"
+        self.log_all(f"kubelab: {reason}; {running} replica(s) go on from {where}\n")
+        self.move(RUNNING, f"{reason}; {running} of {len(replicas)} replicas go on from {where}")
+        return True
 
     def terminate(self, replicas: list[Replica], grace: float | None = None) -> None:
         """SIGTERM every replica's process group, SIGKILL what is left after the grace period."""
