@@ -5,8 +5,8 @@ measured in the same run, so they read the same on any machine):
 
 - `spawner_start`: one `start()` to a Running pod on a quiet cluster (median of `--rounds`),
   per-user namespace mode, a fresh user each time. KubeLabSpawner also prepares the user's
-  namespace bundle (ServiceAccount, Role, RoleBinding, ResourceQuota, NetworkPolicies, two
-  claims) and runs admission. A pod that mounts a claim waits for it to be bound, so the fair
+  namespace bundle (ServiceAccount, Role, RoleBinding, ResourceQuota, NetworkPolicies, one
+  claim) and runs admission. A pod that mounts a claim waits for it to be bound, so the fair
   baseline is KubeSpawner with a home claim of its own (`storage_pvc_ensure`).
 - `form_availability`: rendering the spawn form. KubeLabSpawner reads GPU availability from its
   watch; the baselines are KubeSpawner's profile form and listing nodes and pods per page view.
@@ -86,7 +86,7 @@ def make(cls: type, name: str, config: Config) -> Any:
 
 def configs(api_port: int) -> tuple[Config, Config, Config]:
     """Plain KubeSpawner (no volumes), the same with a home claim of its own (KubeSpawner's
-    `storage_pvc_ensure`), and KubeLabSpawner (a workspace and an archive claim)."""
+    `storage_pvc_ensure`), and KubeLabSpawner (one claim: the workspace and archive folders)."""
     plain = Config()
     plain.KubeSpawner.enable_user_namespaces = True
     plain.KubeSpawner.events_enabled = False

@@ -275,16 +275,19 @@ class Applier:
         prune: bool = True,
         turn: Callable[[], AbstractAsyncContextManager[Any]] = contextlib.nullcontext,
         known: dict[str, Any] | None = None,
+        fresh: bool = False,
     ) -> Outcome:
         """A spawn's check of the hash on the bundle's first object: `known` (a watch's copy of
-        it), else one read; a reconcile, inside `turn()` (the hub's spawn queue), only when the
+        it; with `fresh`, what the API server just answered, None for no object, not read
+        again), else one read; a reconcile, inside `turn()` (the hub's spawn queue), only when the
         object read from the API server is missing or its hash differs from what `objects`
         render to. A returning user's check does not queue: it is one read, or none."""
         wanted = list(objects)
         digest = bundle_hash(wanted)
         if known is not None and current(known, digest):
             return Outcome([], [], [], [], current=True)
-        anchor = await self.read(wanted[0])  # what a watch had may be old: ask before writing
+        # what a watch had may be old: ask before writing
+        anchor = known if fresh else await self.read(wanted[0])
         if anchor is not None and current(anchor, digest):
             return Outcome([], [], [], [], current=True)
         async with turn():  # a namespace that did not exist holds nothing to prune

@@ -23,7 +23,7 @@ from traitlets import default
 from kubelab.errors import FieldError, KubelabError, ValidationError
 from kubelab.quantity import parse_quantity
 
-from . import builds, namespace_bundle, objects, shared_watch
+from . import builds, namespace_bundle, objects, shared_watch, storage_layout
 from .admission import admit
 from .apply import Applier, Outcome, api_message
 from .availability import Availability
@@ -55,6 +55,7 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, BackPressure, WatchedStart, Kub
 
     _catalogs: ClassVar[dict[str, Catalog]] = {}
     _api_servers: ClassVar[dict[Any, tuple[float, ApiServer]]] = {}
+    storage_found: storage_layout.Found | None = None  # this spawn's storage layout
 
     @property
     def kubelab_mode(self) -> bool:
@@ -123,7 +124,16 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, BackPressure, WatchedStart, Kub
                 archive_claim=self.shared_archive_claim,
                 storage_class=cls,
             )
-        return Storage(workspace_size=self.workspace_size, archive_size=self.archive_size, storage_class=cls)
+        found = self.storage_found
+        layout = found.layout if found else storage_layout.ONE_CLAIM
+        if not self.enable_user_namespaces:  # one namespace for all: its claims as they were
+            layout = storage_layout.TWO_CLAIMS
+        return Storage(
+            workspace_size=self.workspace_size,
+            archive_size=self.archive_size,
+            storage_class=cls,
+            layout=layout,
+        )
 
     @property
     def user_slug(self) -> str:
@@ -219,11 +229,15 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, BackPressure, WatchedStart, Kub
             await super().load_user_options()
             return
         self._warn_profile_list()
+        self.storage_found = None  # planned as a new user's first; then as the namespace has it
         try:
             options, group, settings = self.plan()
             group_bounds(self.namespace_bounds, group.name, group.bounds)  # an admin's mistake: said
             if self.check_availability:
                 admit(options, group, self.user_slug, *self._held(await self._availability_for(group)))
+            self.storage_found = await storage_layout.find_for(self)
+            if self.storage_found and self.storage_found.layout != storage_layout.ONE_CLAIM:
+                settings = self.plan()[2]  # the two claims it has
         except KubelabError as exc:
             raise refusal(exc) from None
         self._group = group
@@ -349,13 +363,16 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, BackPressure, WatchedStart, Kub
             wanted = [o for o in wanted if o["kind"] != "Namespace"]
         applier = Applier(self.api.api_client, self.k8s_api_request_timeout)
         watch = shared_watch.running_watch() if wanted[0]["kind"] == "Namespace" else None
+        known = watch.user_namespace(self.namespace) if watch else None
+        found = self.storage_found  # its namespace, if this spawn just read it
         try:
             outcome = await applier.ensure_bundle(
                 self.namespace,
                 wanted,
                 prune=not self.trusted_lab,
                 turn=lambda: queue.turn(ticket),
-                known=watch.user_namespace(self.namespace) if watch else None,
+                known=found.namespace if found and found.fresh else known,
+                fresh=bool(found and found.fresh),
             )
         finally:
             if not ticket.done():  # never queued (or cancelled first): the progress page moves on

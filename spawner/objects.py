@@ -3,9 +3,10 @@ print (`kubelab hub render`), diff and validate against the official schemas.
 
 Default layout: one namespace per user holding a ServiceAccount for the notebook, a Role in
 that namespace only (the rules of `hub_config/rbac/notebook-role.yaml`, loaded, not copied), its
-RoleBinding, a ResourceQuota from the group's per-user quota, and the workspace and archive
-claims. Trusted-lab layout (cube-studio's): one namespace, one shared workspace claim and one
-shared archive claim, each user on their own subPath — users there can reach each other's files.
+RoleBinding, a ResourceQuota from the group's per-user quota, and the user's claim (one, or the
+two of earlier versions: spawner/storage_layout.py). Trusted-lab layout (cube-studio's): one
+namespace, one shared workspace claim and one shared archive claim, each user on their own
+subPath — users there can reach each other's files.
 """
 
 from __future__ import annotations
@@ -26,17 +27,21 @@ from .bounds import COUNTS, NamespaceBounds, claims_storage
 from .groups import Quota
 from .labels import MANAGED_BY
 from .network import Isolation, network_policies
+from .storage_layout import HOME_CLAIM, LAYOUT_ANNOTATION, ONE_CLAIM, TWO_CLAIMS, home_size
 
 DEFAULT_ROLE_FILE = Path(__file__).resolve().parent.parent / "hub_config" / "rbac" / "notebook-role.yaml"
 
 
 @dataclass(frozen=True)
 class Storage:
-    """Where workspaces and archives live. In trusted mode the claims are shared."""
+    """Where workspaces and archives live. In trusted mode the claims are shared; per user, one
+    claim (`home_claim`) or, with `layout` TWO_CLAIMS, the two claims of earlier versions."""
 
     trusted: bool = False
     workspace_claim: str = "kubelab-workspace"
     archive_claim: str = "kubelab-archive"
+    home_claim: str = HOME_CLAIM
+    layout: str = ONE_CLAIM
     workspace_size: str = "50Gi"
     archive_size: str = "100Gi"
     storage_class: str | None = None
@@ -207,8 +212,12 @@ def claim(ns: str, name: str, size: str, storage_class: str | None, access_mode:
 
 
 def storage_claims(ns: str, storage: Storage) -> list[dict[str, Any]]:
-    """The workspace and archive claims (per user, or the shared ones in trusted mode)."""
+    """The user's claim, or the workspace and archive claims (the two of earlier versions, or the
+    shared ones in trusted mode)."""
     mode = storage.shared_access_mode if storage.trusted else "ReadWriteOnce"
+    if not storage.trusted and storage.layout != TWO_CLAIMS:
+        size = home_size(storage.workspace_size, storage.archive_size)
+        return [claim(ns, storage.home_claim, size, storage.storage_class, mode)]
     return [
         claim(ns, storage.workspace_claim, storage.workspace_size, storage.storage_class, mode),
         claim(ns, storage.archive_claim, storage.archive_size, storage.storage_class, mode),
@@ -237,6 +246,7 @@ def user_namespace_objects(
     if placement is not None:
         labels[HUB_LABEL] = placement.hub_namespace
     space = namespace(ns, labels, group)
+    space["metadata"].setdefault("annotations", {})[LAYOUT_ANNOTATION] = storage.layout
     if placement is not None and bounds is not None:
         space["metadata"].setdefault("annotations", {}).update(namespace_annotations(placement, bounds))
     objects = [

@@ -13,15 +13,14 @@ from typing import Any
 
 from kubelab.backends.kubernetes.priority_classes import NOTEBOOK_CLASS
 
-from . import interfaces
+from . import interfaces, storage_layout
 from .availability import GROUP_LABEL, USER_LABEL, group_label
 from .groups import ProjectGroup
 from .objects import Storage
 from .profiles import DEFAULT_GPU_RESOURCE, Catalog, NotebookOptions
+from .storage_layout import WORKSPACE_ROOT
 from .volumes import VolumeMount, check_unique_paths, kubernetes_volumes
 
-WORKSPACE_ROOT = "/mnt"
-ARCHIVE_ROOT = "/archives"
 SHM_PATH = "/dev/shm"
 SHM_VOLUME = "dshm"
 
@@ -66,14 +65,7 @@ def pod_settings(
         if gpu_type
         else (catalog.gpu_types[0].resource if catalog.gpu_types else DEFAULT_GPU_RESOURCE)
     )
-    storage_mounts = [
-        VolumeMount("pvc", storage.workspace_claim, WORKSPACE_ROOT + "/", per_user=True)
-        if storage.trusted
-        else VolumeMount("pvc", storage.workspace_claim, workspace_path(user)),
-        VolumeMount("pvc", storage.archive_claim, ARCHIVE_ROOT + "/", per_user=True)
-        if storage.trusted
-        else VolumeMount("pvc", storage.archive_claim, f"{ARCHIVE_ROOT}/{user}"),
-    ]
+    storage_mounts = storage_layout.mounts(storage, user)
     shm = options.shm
     group_mounts = []
     for mount in group.volume_mounts:  # a group's memory /dev/shm is its default size, not a second mount
@@ -150,8 +142,10 @@ def _distinct(
 ) -> list[VolumeMount]:
     """Drop group entries that repeat the workspace or archive exactly (cube-studio groups often
     list `kubeflow-user-workspace(pvc):/mnt/`, which trusted mode mounts anyway)."""
-    taken = {(m.kind, m.source, m.mount_path(user), m.per_user) for m in storage_mounts}
-    return [m for m in group_mounts if (m.kind, m.source, m.mount_path(user), m.per_user) not in taken]
+    taken = {(m.kind, m.source, m.mount_path(user), m.per_user, m.sub_path) for m in storage_mounts}
+    return [
+        m for m in group_mounts if (m.kind, m.source, m.mount_path(user), m.per_user, m.sub_path) not in taken
+    ]
 
 
 def with_quantities(pod: Any, settings: PodSettings) -> Any:

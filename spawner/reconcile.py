@@ -5,7 +5,9 @@ log in for weeks keep last version's Role, quota and policies otherwise). Each n
 found by the labels the spawner puts on it (`app.kubernetes.io/managed-by=kubelab`,
 `kubelab.io/user`), its group by the annotation of its last spawn (`kubelab.io/group`; none,
 or a group the configuration no longer declares: `public`), and its objects are built by
-the same KubeLabSpawner code a spawn uses, from the same configuration file.
+the same KubeLabSpawner code a spawn uses, from the same configuration file, with the storage
+layout the namespace has (kubelab.spawner.storage_layout: a user with the two claims of earlier
+versions keeps them).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from .apply import Applier
 from .labels import MANAGED_BY
 from .objects import GROUP_ANNOTATION
 from .offline import offline_spawner
+from .storage_layout import find
 
 USER_LABEL = "kubelab.io/user"
 
@@ -47,6 +50,7 @@ async def reconcile_all(config: Any, users: list[str] | None = None) -> list[dic
         try:
             spawner = await offline_spawner(config, user, [g for g in [group_name] if g != "public"])
             spawner.namespace = meta["name"]
+            spawner.storage_found = await find(applier, meta["name"], item)  # its claims, kept
             _, group = spawner._choose({"group": group_name})
             wanted = spawner.namespace_objects(group, api_server)
             wanted[0]["metadata"]["labels"][USER_LABEL] = user  # as the spawn that made it wrote it

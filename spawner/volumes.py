@@ -33,13 +33,15 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 @dataclass(frozen=True)
 class VolumeMount:
-    """One parsed entry; `per_user` means the claim is mounted at `<path>/<user>` by subPath."""
+    """One parsed entry; `per_user` means the claim is mounted at `<path>/<user>` by the user's
+    subPath; `sub_path` is a fixed folder of the claim (a user's own claim's `workspace`)."""
 
     kind: str
     source: str
     path: str
     per_user: bool = False
     read_only: bool = False
+    sub_path: str = ""
 
     def mount_path(self, user: str) -> str:
         return f"{self.path.rstrip('/')}/{user}" if self.per_user else self.path
@@ -163,11 +165,30 @@ def to_volume(mount: VolumeMount) -> dict[str, Any]:
     return {"name": name, "nfs": {"server": server, "path": export}}
 
 
+_FOLDER = re.compile(r"^[a-z0-9_-][a-z0-9._-]{0,252}$")
+
+
+def user_folder(user: str, field: str = "username") -> str:
+    """`user` as a subPath: one folder name (no `/`, not `.` or `..`, no leading dot), or a
+    ValidationError. Users share a claim only by subPath (trusted-lab mode, a group's
+    `name(pvc):/mnt/`), so a name that could climb out of its folder is never mounted: the
+    spawner passes KubeSpawner's slug (`[a-z0-9-]`), and this holds whatever else reaches it."""
+    if not isinstance(user, str) or not _FOLDER.match(user):
+        reason = (
+            f"'{user}' cannot be a folder of a shared claim: one name of a-z, 0-9, '.', '_' "
+            "and '-', not starting with '.'"
+        )
+        raise ValidationError("invalid subPath", [FieldError(field, reason)])
+    return user
+
+
 def to_mount(mount: VolumeMount, user: str) -> dict[str, Any]:
     """The V1VolumeMount dict for one entry; per-user claims get the user's subPath."""
     result: dict[str, Any] = {"name": volume_name(mount), "mountPath": mount.mount_path(user)}
     if mount.per_user:
-        result["subPath"] = user
+        result["subPath"] = user_folder(user)
+    elif mount.sub_path:
+        result["subPath"] = mount.sub_path
     if mount.read_only:
         result["readOnly"] = True
     return result

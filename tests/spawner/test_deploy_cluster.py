@@ -494,6 +494,10 @@ def test_reconcile_brings_a_previous_versions_namespace_up_to_date(lab: Lab, con
     ]
     assert "LimitRange/kubelab-limits" in first["applied"]
     assert first["created"] == [] and first["deleted"] == []  # the claims were there
+    # its two claims are kept as they were, and the namespace records that (storage_layout.py)
+    assert (
+        plain(core.read_namespace(namespace))["metadata"]["annotations"]["kubelab.io/storage"] == "two-claims"
+    )
     role_file = next(
         d
         for d in yaml.safe_load_all((REPO / "hub_config/rbac/notebook-role.yaml").read_text())

@@ -71,11 +71,12 @@ def test_the_namespace_carries_its_bounds() -> None:
     assert meta["labels"]["kubelab.io/hub"] == "jhub"
     assert meta["annotations"] == {
         "kubelab.io/group": "vision",
+        "kubelab.io/storage": "one-claim",  # its claims' layout (spawner/storage_layout.py)
         **namespace_annotations(where, NamespaceBounds()),
     }
     assert meta["annotations"]["kubelab.io/node-selector"] == "org=vision"
     hard = by_kind["ResourceQuota"]["spec"]["hard"]
-    assert hard["requests.storage"] == "230Gi"  # the two claims and two ephemeral volumes
+    assert hard["requests.storage"] == "230Gi"  # the claim (10Gi and 20Gi) and two ephemeral volumes
     assert hard["services.nodeports"] == hard["services.loadbalancers"] == "0"
     assert hard["count/serviceaccounts"] == "20" and hard["count/cronjobs.batch"] == "10"
     assert by_kind["LimitRange"] == limit_range("user-alice", NamespaceBounds())

@@ -185,7 +185,7 @@ def test_spawn_through_the_form_then_stop(hub: Hub, kube: ControlPlane, pod_stan
         "roles": ["kubelab-notebook"],
         "rolebindings": ["kubelab-notebook"],
         "resourcequotas": ["kubelab-quota"],
-        "persistentvolumeclaims": ["datasets", "kubelab-archive", "kubelab-workspace"],
+        "persistentvolumeclaims": ["datasets", "kubelab-home"],  # one claim, two folders
         "pods": ["jupyter-alice"],
     }
     quota = listed(kube, "/api/v1/namespaces/user-alice/resourcequotas")[0]
@@ -207,10 +207,9 @@ def test_spawn_through_the_form_then_stop(hub: Hub, kube: ControlPlane, pod_stan
     assert container["workingDir"] == "/mnt/alice"
     mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in spec["volumes"]}
-    assert volumes[mounts["/mnt/alice"]["name"]]["persistentVolumeClaim"]["claimName"] == "kubelab-workspace"
-    assert (
-        volumes[mounts["/archives/alice"]["name"]]["persistentVolumeClaim"]["claimName"] == "kubelab-archive"
-    )
+    assert volumes[mounts["/mnt/alice"]["name"]]["persistentVolumeClaim"]["claimName"] == "kubelab-home"
+    assert volumes[mounts["/archives/alice"]["name"]]["persistentVolumeClaim"]["claimName"] == "kubelab-home"
+    assert (mounts["/mnt/alice"]["subPath"], mounts["/archives/alice"]["subPath"]) == ("workspace", "archive")
     assert volumes[mounts["/datasets"]["name"]]["persistentVolumeClaim"]["claimName"] == "datasets"
     assert volumes[mounts["/dev/shm"]["name"]]["emptyDir"] == {"medium": "Memory", "sizeLimit": "8G"}
     env = {e["name"]: e.get("value") for e in container["env"]}
@@ -245,7 +244,7 @@ def test_spawn_through_the_form_then_stop(hub: Hub, kube: ControlPlane, pod_stan
     hub.wait_server("alice", ready=False)
     assert listed(kube, "/api/v1/namespaces/user-alice/pods") == []
     assert (
-        len(listed(kube, "/api/v1/namespaces/user-alice/persistentvolumeclaims")) == 3
+        len(listed(kube, "/api/v1/namespaces/user-alice/persistentvolumeclaims")) == 2
     )  # the workspace stays
 
 

@@ -53,12 +53,22 @@ def test_render_prints_every_object_of_a_spawn(kubeconfig: Path) -> None:
         "ResourceQuota",
         "LimitRange",  # the namespace's bounds (security/test_namespace_bounds.py)
         *["NetworkPolicy"] * 6,  # default deny, DNS, notebook, experiments, services, internet (deploy.md)
-        "PersistentVolumeClaim",
-        "PersistentVolumeClaim",
+        "PersistentVolumeClaim",  # one claim for the workspace and the archive (storage_layout.py)
         "Pod",
     ]
     pod = objects[-1]
     assert pod["metadata"]["namespace"] == "user-alice"
+    [home] = [o for o in objects if o["kind"] == "PersistentVolumeClaim"]
+    assert home["metadata"]["name"] == "kubelab-home"
+    assert home["spec"]["resources"]["requests"]["storage"] == "150Gi"  # 50Gi and 100Gi
+    assert objects[0]["metadata"]["annotations"]["kubelab.io/storage"] == "one-claim"
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    homes = {
+        m["mountPath"]: m["subPath"]
+        for m in pod["spec"]["containers"][0]["volumeMounts"]
+        if volumes[m["name"]].get("persistentVolumeClaim", {}).get("claimName") == "kubelab-home"
+    }
+    assert homes == {"/mnt/alice": "workspace", "/archives/alice": "archive"}
     assert pod["spec"]["nodeSelector"] == {"gpu-type": "A100"}
     limits = pod["spec"]["containers"][0]["resources"]["limits"]
     assert limits == {"cpu": "2", "memory": "32Gi", "nvidia.com/gpu": "1"}
