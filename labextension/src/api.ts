@@ -19,6 +19,7 @@ import {
   parseSweep,
   parseSweepDetail
 } from './sweeps';
+import { ISystemRead, parseSystem } from './system';
 
 export type RequestFunction = (
   url: string,
@@ -349,6 +350,16 @@ export class KubelabApi {
       throw new RecordFormatError('metrics.points', 'expected a list');
     }
     return body.points as IMetricPoint[];
+  }
+
+  /** The run's use of the machine: its sums and, in at most `points` buckets, its series. */
+  async system(id: string, points = 500): Promise<ISystemRead> {
+    return parseSystem(
+      await this.json(
+        'GET',
+        `experiments/${encodeURIComponent(id)}/system?points=${points}`
+      )
+    );
   }
 
   /**
