@@ -181,3 +181,42 @@ export function summaryLine(summary: ISystemRead['summary']): string {
   }
   return parts.join(' · ');
 }
+
+/** `GET usage?since=7d`: the user's own runs summed since then. */
+export interface IUsage {
+  since: string;
+  runs: number;
+  gpu_hours: number;
+  energy_wh: number;
+  gpu_util: number | null;
+}
+
+export function parseUsage(value: unknown): IUsage {
+  const body = value as Partial<IUsage> | null;
+  if (
+    typeof body?.runs !== 'number' ||
+    typeof body.gpu_hours !== 'number' ||
+    typeof body.energy_wh !== 'number'
+  ) {
+    throw new RecordFormatError(
+      'usage',
+      'expected {runs, gpu_hours, energy_wh}'
+    );
+  }
+  return body as IUsage;
+}
+
+/** "My usage" in one line: `3.2 GPU-h · 812 Wh · GPU 61% mean · 14 runs`. */
+export function usageLine(usage: IUsage, trans: TranslationBundle): string {
+  const parts = [
+    formatSystem('gpu_hours', usage.gpu_hours),
+    formatSystem('energy_wh', usage.energy_wh)
+  ];
+  if (typeof usage.gpu_util === 'number') {
+    parts.push(
+      trans.__('GPU %1 mean', formatSystem('gpu_util', usage.gpu_util))
+    );
+  }
+  parts.push(trans._n('%1 run', '%1 runs', usage.runs));
+  return parts.join(' · ');
+}

@@ -6,7 +6,9 @@ import {
   gpuChart,
   measuredColumns,
   parseSystem,
-  summaryLine
+  parseUsage,
+  summaryLine,
+  usageLine
 } from '../src/system';
 import { record } from './server';
 
@@ -102,5 +104,34 @@ describe('system columns and charts', () => {
       'GPU 50% mean (p95 95%) · 0.5 GPU-h · 120 Wh · peak GPU memory 2 GiB'
     );
     expect(() => parseSystem({ summary: {} })).toThrow('system');
+  });
+
+  it('says My usage in one line, without a utilisation nothing measured', () => {
+    const trans = {
+      __: (text: string, ...args: unknown[]) =>
+        args.reduce<string>(
+          (t, a, i) => t.replace(`%${i + 1}`, String(a)),
+          text
+        ),
+      _n: (one: string, many: string, n: number) =>
+        (n === 1 ? one : many).replace('%1', String(n))
+    } as unknown as Parameters<typeof usageLine>[1];
+    const week = parseUsage({
+      since: '2026-11-19T00:00:00+00:00',
+      runs: 14,
+      gpu_hours: 3.25,
+      energy_wh: 812,
+      gpu_util: 61.4
+    });
+    expect(usageLine(week, trans)).toBe(
+      '3.25 GPU-h · 812 Wh · GPU 61% mean · 14 runs'
+    );
+    expect(
+      usageLine(
+        { ...week, runs: 1, gpu_hours: 0, energy_wh: 0, gpu_util: null },
+        trans
+      )
+    ).toBe('0 GPU-h · 0 Wh · 1 run');
+    expect(() => parseUsage({ runs: '3' })).toThrow('usage');
   });
 });

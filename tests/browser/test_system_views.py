@@ -1,6 +1,7 @@
 """A run's system metrics where users look, in a real JupyterLab: the experiment view's System
 section (GPU utilisation, memory and power charts, one line per GPU; the sums; why a source was
-not measured), and the system columns of Compare and of a sweep's trials table.
+not measured), the system columns of Compare and of a sweep's trials table, and the sidebar's
+My usage line.
 
 The runs' samples are written by the runs themselves in the runner's `system.jsonl` format (the
 server samples nothing here), so every number on the page is known.
@@ -63,6 +64,10 @@ def test_the_experiment_view_charts_each_gpu_and_says_what_was_not_measured(
     page.goto(f"{lab_server.url}lab?token={lab_server.token}")
     expect(page.locator("#jupyterlab-splash")).to_have_count(0, timeout=WAIT_MS)
     open_panel(page)
+    # The sidebar's My usage: this week's runs, the one without samples counted as a run.
+    expect(sidebar(page).locator(".jp-kubelab-MyUsage-line")).to_have_text(
+        "0.5528 GPU-h · 69.1 Wh · GPU 50% mean · 2 runs", timeout=WAIT_MS
+    )
     row = sidebar(page).locator(f'.jp-kubelab-Row[data-experiment-id="{busy}"]')
     row.locator(".jp-kubelab-Row-name").click()
     view = page.locator(f'.jp-kubelab-Detail[data-experiment-id="{busy}"] .jp-kubelab-Detail-system')
