@@ -7,7 +7,6 @@
  */
 
 import { STATES, TERMINAL_STATES as TERMINAL } from './vocabulary';
-import type { ISystemSums } from './system';
 
 /** The lifecycle states a backend reports (declared in `kubelab/records.py`). */
 export { STATES };
@@ -40,8 +39,6 @@ export interface IExperimentRecord {
   replicas: number;
   framework: string;
   backend: string;
-  /** What the run used of the machine; null where nothing was measured. */
-  system?: ISystemSums | null;
 }
 
 /** A message from the event stream, already checked. */

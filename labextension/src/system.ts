@@ -41,19 +41,17 @@ export function systemLabel(key: SystemKey, trans: TranslationBundle): string {
   }
 }
 
+/** A record or trial row: the server sends the `system` sums on each (run_record.py). */
+type WithSystem = { system?: ISystemSums | null };
+
 /** A record's measured value, or null (nothing measured: no GPU, simulated GPUs). */
-export function systemValue(
-  record: { system?: ISystemSums | null },
-  key: SystemKey
-): number | null {
-  const value = record.system?.[key];
+export function systemValue(record: object, key: SystemKey): number | null {
+  const value = (record as WithSystem).system?.[key];
   return typeof value === 'number' && Number.isFinite(value) ? value : null;
 }
 
 /** The system columns some of `records` have a value for. */
-export function measuredColumns(
-  records: readonly { system?: ISystemSums | null }[]
-): SystemKey[] {
+export function measuredColumns(records: readonly object[]): SystemKey[] {
   return SYSTEM_COLUMNS.filter(key =>
     records.some(record => systemValue(record, key) !== null)
   );
