@@ -7,8 +7,8 @@ for). A bucket where a GPU reported nothing holds None, drawn as a gap, never a 
 of time with no samples at all has no bucket.
 
 A view re-reads a running run every few seconds, so the samples of the last files read are
-kept as columns of floats and only the lines appended since are decoded (as `summarize_file`
-folds its sums); the bucketing is numpy's, a few milliseconds for a day.
+kept as columns of floats beside their sums (`system_metrics.Accumulator`), and only the lines
+appended since are decoded, once for both; the bucketing is numpy's, a few milliseconds for a day.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from kubelab.system_metrics import decode_lines, summarize_file
+from kubelab.system_metrics import Accumulator, SystemSummary, decode_lines
 
 DEFAULT_POINTS = 500
 """Points per series unless the reader asks otherwise (a chart is a few hundred pixels wide)."""
@@ -123,36 +123,51 @@ def series(columns: Columns, points: int = DEFAULT_POINTS) -> dict[str, Any]:
     }
 
 
-_KEPT: OrderedDict[Path, tuple[int, int, Columns]] = OrderedDict()
+class _Kept:
+    """One file as read so far: its columns and its sums, fed the same decoded lines."""
+
+    def __init__(self, inode: int) -> None:
+        self.inode, self.offset = inode, 0
+        self.columns, self.sums = Columns(), Accumulator()
+
+
+_KEPT: OrderedDict[Path, _Kept] = OrderedDict()
 _KEPT_FILES = 16  # ~0.7 MB for a day of one GPU's samples each
 _LOCK = threading.Lock()  # the server reads on worker threads
 
 
-def columns_of(path: Path) -> Columns:
-    """A `system.jsonl`'s samples, decoding only what was appended since this process last read
-    it (a file that shrank or was replaced is read again)."""
+def _read(path: Path) -> _Kept | None:
+    """A `system.jsonl` folded so far, decoding only what was appended since this process last
+    read it (a file that shrank or was replaced is read again); None where there is none."""
     try:
         info = path.stat()
     except OSError:
-        return Columns()
+        return None
     with _LOCK:
         kept = _KEPT.pop(path, None)
-        fresh = kept is None or kept[0] != info.st_ino or info.st_size < kept[1]
-        inode, offset, columns = (info.st_ino, 0, Columns()) if fresh or kept is None else kept
-        if info.st_size > offset:
+        if kept is None or kept.inode != info.st_ino or info.st_size < kept.offset:
+            kept = _Kept(info.st_ino)
+        if info.st_size > kept.offset:
             with open(path, "rb") as handle:
-                handle.seek(offset)
-                chunk = handle.read(info.st_size - offset)
+                handle.seek(kept.offset)
+                chunk = handle.read(info.st_size - kept.offset)
             complete = chunk[: chunk.rfind(b"\n") + 1]
-            columns.extend(decode_lines(complete))
-            offset += len(complete)
-        _KEPT[path] = (inode, offset, columns)
+            lines = decode_lines(complete)
+            kept.columns.extend(lines)
+            for line in lines:
+                kept.sums.add(line)
+            kept.offset += len(complete)
+        _KEPT[path] = kept
         while len(_KEPT) > _KEPT_FILES:
             _KEPT.popitem(last=False)
-        return columns
+        return kept
 
 
 def read_system(path: Path, points: int = DEFAULT_POINTS) -> dict[str, Any]:
     """What the views show of a run's `system.jsonl`: the sums (with what is missing and why, and
     the idle notice) and the series; a run with no file has empty series and no sums."""
-    return {"summary": summarize_file(path).as_json(), "series": series(columns_of(path), points)}
+    kept = _read(path)
+    if kept is None:
+        return {"summary": SystemSummary().as_json(), "series": series(Columns(), points)}
+    with _LOCK:  # another reader may be folding new lines into the same columns
+        return {"summary": kept.sums.result().as_json(), "series": series(kept.columns, points)}
