@@ -9,6 +9,10 @@ Two JSON lines, each against a baseline measured in the same run:
 - `system_read_day`: `summarize_file` on 24 h of 5 s samples (17,280 lines, one GPU), read
   cold, against the floor of decoding the same file with `json.loads` line by line; the
   target is 50 ms on a quiet machine.
+- `system_read_view`: what the experiment view asks for, `read_system` (the sums and 500
+  points per series) on the same day of samples: cold (a server that never read the file) and
+  live (the view's re-read of a running run: a sample appended since the last read), each
+  against the same floor; the target is 50 ms.
 
 Run: `python benchmarks/bench_system_metrics.py [--samples 200] [--lines 17280]`.
 """
@@ -28,7 +32,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from kubelab import system_metrics
+from kubelab import system_metrics, system_series
 from kubelab.backends.local.system_sampler import PsutilReader, SystemSampler
 from kubelab.system_metrics import DEFAULT_INTERVAL, summarize_file
 
@@ -121,6 +125,31 @@ def read_day(lines: int, repeats: int) -> dict[str, float]:
         return {"summarize_ms": median_ms(cold, repeats), "floor_ms": median_ms(floor, repeats)}
 
 
+def read_view(lines: int, repeats: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as folder:
+        path = day_file(Path(folder), lines)
+        sample = json.dumps({"time": 2e9, "gpus": [{"index": 0, "util": 50.0}]}) + "\n"
+
+        def cold() -> None:
+            system_metrics._FOLDS.clear()  # as a server that never read this run
+            system_series._KEPT.clear()
+            system_series.read_system(path)
+
+        def live() -> None:
+            with open(path, "a") as handle:  # the runner's next sample
+                handle.write(sample)
+            system_series.read_system(path)
+
+        def floor() -> None:
+            with open(path, "rb") as handle:
+                for raw in handle:
+                    json.loads(raw)
+
+        result = {"cold_ms": median_ms(cold, repeats), "floor_ms": median_ms(floor, repeats)}
+        result["live_ms"] = median_ms(live, repeats)
+        return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--samples", type=int, default=200)
@@ -149,6 +178,20 @@ def main() -> None:
                 "median_ms": round(read["summarize_ms"], 2),
                 "baseline_median_ms": round(read["floor_ms"], 2),
                 "ratio": round(read["summarize_ms"] / read["floor_ms"], 2),
+            }
+        )
+    )
+    view = read_view(args.lines, args.repeats)
+    print(
+        json.dumps(
+            {
+                "bench": "system_read_view",
+                "lines": args.lines,
+                "cold_median_ms": round(view["cold_ms"], 2),
+                "live_median_ms": round(view["live_ms"], 2),
+                "baseline_median_ms": round(view["floor_ms"], 2),
+                "ratio_cold": round(view["cold_ms"] / view["floor_ms"], 2),
+                "ratio_live": round(view["live_ms"] / view["floor_ms"], 3),
             }
         )
     )

@@ -29,6 +29,7 @@ from kubelab.records import PENDING, RUNNING, TERMINAL, RunDirectory, Status, su
 from kubelab.reopen import parent_of
 from kubelab.run_notes import checked_note, edited_tags
 from kubelab.spec import ExperimentSpec
+from kubelab.system_series import DEFAULT_POINTS, read_system
 
 RUN_ID = re.compile(r"^[0-9a-z]{12}$")
 BUILD_REPLICA = "build"  # the log tab of a run's init steps and environment build (logs/build.log)
@@ -226,6 +227,10 @@ class Experiments:
 
     def metrics(self, run_id: str) -> builtins.list[dict[str, Any]]:  # `list` is a method here
         return list(self.run(run_id).metrics())
+
+    def system(self, run_id: str, points: int = DEFAULT_POINTS) -> dict[str, Any]:
+        """The run's system sums and chart series (kubelab/system_series.py)."""
+        return read_system(self.run(run_id).system_file, points)
 
     def logs(
         self,

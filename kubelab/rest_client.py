@@ -164,6 +164,10 @@ class RestClient:
     def metrics(self, run_id: str) -> builtins.list[dict[str, Any]]:
         return self.items(f"experiments/{_id(run_id)}/metrics", "points")
 
+    def system(self, run_id: str, points: int | None = None) -> dict[str, Any]:
+        params = {} if points is None else {"points": points}
+        return self.record("GET", f"experiments/{_id(run_id)}/system", params=params)
+
     def resources(self) -> dict[str, Any]:
         return self.record("GET", "resources")
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections import OrderedDict, deque
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -27,6 +28,20 @@ from typing import Any
 
 DEFAULT_INTERVAL = 5.0
 """Seconds between samples unless the spec's `system_metrics_interval` says otherwise."""
+INTERVAL_ENV = "KUBELAB_SYSTEM_METRICS_INTERVAL"
+
+
+def interval_from_env(default: float = DEFAULT_INTERVAL) -> float:
+    """`KUBELAB_SYSTEM_METRICS_INTERVAL` seconds (`0`: sampling off), or `default`."""
+    text = os.environ.get(INTERVAL_ENV)
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        return default
+    return value if value >= 0 else default
+
 
 IDLE_UTIL = 15.0
 """A run whose GPUs average under this utilisation (percent) ..."""

@@ -82,6 +82,25 @@ def usage(records: list[dict[str, Any]], by: str = "user", since: float | None =
     return sorted(table.values(), key=lambda u: (-u.gpu_hours, u.key))
 
 
+def since_time(text: str, now: float | None = None) -> float:
+    """The epoch second `text` (a period such as 7d or 12h) before now; refused by name."""
+    try:
+        seconds = parse_duration(text)
+    except ValueError as exc:
+        raise ValidationError("cannot sum usage", [FieldError("since", str(exc))]) from None
+    if not 0 < seconds < 100 * 365 * 86400:
+        raise ValidationError(
+            "cannot sum usage", [FieldError("since", "must be a period from 1s to 100 years")]
+        )
+    return (time.time() if now is None else now) - seconds
+
+
+def total(records: list[dict[str, Any]], since: float | None = None) -> Usage:
+    """Everything in `records` since then summed as one row (a user's own: "My usage")."""
+    everything = usage([{**record, "user": "all"} for record in records], "user", since)
+    return everything[0] if everything else Usage("all")
+
+
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "usage",
@@ -97,12 +116,7 @@ def register(subparsers: Any) -> None:
 def cmd_usage(args: argparse.Namespace) -> int:
     from kubelab.experiments import Experiments
 
-    since = None
-    if args.since:
-        try:
-            since = time.time() - parse_duration(args.since)
-        except ValueError as exc:
-            raise ValidationError("cannot sum usage", [FieldError("since", str(exc))]) from None
+    since = since_time(args.since) if args.since else None
     records, _ = Experiments().list("", "", None)
     rows = usage(records, args.by, since)
     if args.output == "json":

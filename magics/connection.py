@@ -19,6 +19,7 @@ from kubelab.errors import FieldError, NotFound, ValidationError
 from kubelab.records import TERMINAL
 from kubelab.sweeps.store import RUNNING as SWEEP_RUNNING
 from kubelab.sweeps.store import SWEEP_STATES
+from kubelab.system_series import DEFAULT_POINTS
 
 if TYPE_CHECKING:
     from kubelab.pipelines.service import Pipelines
@@ -70,6 +71,9 @@ class LocalService:
 
     def metrics(self, run_id: str) -> builtins.list[dict[str, Any]]:
         return self.lab.metrics(run_id)
+
+    def system(self, run_id: str, points: int | None = None) -> dict[str, Any]:
+        return self.lab.system(run_id, points or DEFAULT_POINTS)
 
     def resources(self) -> dict[str, Any]:
         return self.lab.resources()

@@ -95,6 +95,28 @@ def sparkline(values: list[float], width: int = 140, height: int = 32) -> str:
     )
 
 
+def system_html(read: dict[str, Any]) -> str:
+    """The widget's System line from `GET experiments/<id>/system`: each GPU's latest
+    utilisation ("GPU 0: 87%") over its sparkline, the idle notice, and why a source is missing."""
+    cells = []
+    for gpu in (read.get("series") or {}).get("gpus") or []:
+        utils = [u for u in gpu.get("util") or [] if isinstance(u, (int, float))]
+        if utils:
+            cells.append(
+                f"<div style='display:inline-block;margin-right:16px' data-gpu='{int(gpu['index'])}'>"
+                f"<div>GPU {int(gpu['index'])}: <b>{utils[-1]:.0f}%</b></div>{sparkline(utils)}</div>"
+            )
+    summary = read.get("summary") or {}
+    notes = []
+    if summary.get("notice"):
+        notes.append(f"<div style='color:#9a6700'>{html.escape(summary['notice'])}</div>")
+    for source, why in sorted((summary.get("missing") or {}).items()):
+        notes.append(
+            f"<small style='color:#6e7781'>no {html.escape(source)} metrics: {html.escape(why)}</small>"
+        )
+    return (f"<div>{''.join(cells)}</div>" if cells else "") + "".join(notes)
+
+
 def series(points: list[dict[str, Any]]) -> dict[str, list[float]]:
     """Per-metric values in step order, from `metrics.jsonl` entries (final values excluded)."""
     result: dict[str, list[float]] = {}

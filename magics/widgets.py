@@ -24,6 +24,9 @@ from kubelab.sweeps.store import RUNNING as SWEEP_RUNNING
 from kubelab.sweeps.store import SWEEP_STATES
 
 SWEEP_DONE = frozenset(SWEEP_STATES) - {SWEEP_RUNNING}
+SYSTEM_EVERY = 10.0
+"""Seconds between re-reads of a live run's system samples (the runner samples every 5 s)."""
+SYSTEM_POINTS = 60  # a sparkline's worth
 
 
 class Live:
@@ -132,6 +135,8 @@ class ExperimentWidget(LiveWidget):
         self.pending_lock = threading.Lock()
         self.header = w.HTML()
         self.metrics = w.HTML()
+        self.system = w.HTML()
+        self.system_read_at = -SYSTEM_EVERY
         self.panel = w.HTML()
         self.stop_button = w.Button(description="Stop", icon="stop", button_style="danger")
         self.logs_button = w.Button(description="Logs", icon="align-left")
@@ -140,7 +145,7 @@ class ExperimentWidget(LiveWidget):
         self.logs_button.on_click(self.guarded(self.show_logs))
         self.tb_button.on_click(self.guarded(self.show_tensorboard))
         buttons = w.HBox([self.stop_button, self.logs_button, self.tb_button])
-        super().__init__([self.header, self.metrics, buttons, self.panel])
+        super().__init__([self.header, self.metrics, self.system, buttons, self.panel])
         self.render()
 
     @property
@@ -154,6 +159,7 @@ class ExperimentWidget(LiveWidget):
         self.record.update(self.service.get(self.id))
         self.points = self.service.metrics(self.id)
         self.render()
+        self.read_system()
 
     def on_event(self, kind: str, data: Any) -> None:
         if kind == "connected":  # anything that happened before the stream opened
@@ -161,6 +167,8 @@ class ExperimentWidget(LiveWidget):
         elif kind == "experiment" and data.get("id") == self.id:
             self.record.update(data)
             self.render()
+            if self.done:  # the samples up to its end
+                self.read_system()
         elif kind == "metrics" and data.get("id") == self.id:
             self.points.extend(data.get("points") or [])
             self.render()
@@ -171,7 +179,19 @@ class ExperimentWidget(LiveWidget):
     def tick(self) -> None:
         if self.record.get("started_at") and not self.done:
             self.render_header()
+            if time.monotonic() - self.system_read_at >= SYSTEM_EVERY:
+                self.read_system()
         self.open_pending_tensorboard()
+
+    def read_system(self) -> None:
+        """The System line: each GPU's utilisation now and its sparkline (kept as it was when
+        the server cannot be read this once)."""
+        self.system_read_at = time.monotonic()
+        try:
+            read = self.service.system(self.id, SYSTEM_POINTS)
+        except (KubelabError, OSError):
+            return
+        self.system.value = views.system_html(read)
 
     def render_header(self) -> None:
         r = self.record

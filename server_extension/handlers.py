@@ -26,6 +26,7 @@ from kubelab.errors import FieldError, KubelabError, NotFound, ValidationError
 from kubelab.records import RunDirectory
 from kubelab.server_extension.openapi import MAX_INT_ARGUMENT
 from kubelab.server_extension.streams import IDLE
+from kubelab.system_series import DEFAULT_POINTS, MAX_POINTS
 
 if TYPE_CHECKING:
     from kubelab.experiments import Experiments
@@ -283,6 +284,22 @@ class MetricsHandler(KubelabHandler):
         self.reply({"id": run_id, "points": await asyncio.to_thread(self.lab.metrics, run_id)})
 
 
+class SystemHandler(KubelabHandler):
+    auth_resource = "kubelab.experiments"
+
+    @api("read")
+    async def get(self, run_id: str) -> None:
+        """The run's use of the machine: `summary` (GPU-hours, energy, mean utilisation, what is
+        missing and why) and `series` (GPU utilisation, memory, power over time), in at most
+        `?points=N` buckets (default 500)."""
+        points = self.int_argument("points", DEFAULT_POINTS)
+        if points is None or not 1 <= points <= MAX_POINTS:
+            reason = f"must be 1 to {MAX_POINTS}"
+            raise ValidationError("invalid points", [FieldError("points", reason)])
+        system = await asyncio.to_thread(self.lab.system, run_id, points)
+        self.reply({"id": run_id, **system})
+
+
 class LogsHandler(KubelabHandler):
     auth_resource = "kubelab.experiments"
 
@@ -378,6 +395,7 @@ ROUTES: list[tuple[str, type[KubelabHandler]]] = [
     (rf"experiments/{ID}/stop", StopHandler),
     (rf"experiments/{ID}/logs", LogsHandler),
     (rf"experiments/{ID}/metrics", MetricsHandler),
+    (rf"experiments/{ID}/system", SystemHandler),
     (rf"experiments/{ID}/outputs/(?P<path>.+)", OutputHandler),
     (r"resources", ResourcesHandler),
     (r"events", EventsHandler),

@@ -5,7 +5,16 @@ schedules, TensorBoard sessions and services, and `openapi.json`, the API descri
 
 from __future__ import annotations
 
-from kubelab.server_extension import handlers, idle_notice, pipelines, repro, services, sweeps, tensorboard
+from kubelab.server_extension import (
+    handlers,
+    idle_notice,
+    pipelines,
+    repro,
+    services,
+    sweeps,
+    tensorboard,
+    usage,
+)
 from kubelab.server_extension.handlers import KubelabHandler, api
 from kubelab.server_extension.openapi import document
 
@@ -25,6 +34,7 @@ API_ROUTES: list[tuple[str, type]] = [
     *pipelines.ROUTES,
     *tensorboard.ROUTES,
     *idle_notice.ROUTES,
+    *usage.ROUTES,
     *services.ROUTES,
     (r"openapi.json", OpenAPIHandler),
 ]

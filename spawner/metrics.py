@@ -10,6 +10,11 @@ the spawn form's availability watch already mirrors: no extra API calls per scra
   them on it, never the pod's labels, which its user sets; outside user namespaces (trusted-lab
   mode) the `kubelab.io/user`/`kubelab.io/group` labels, empty when a pod carries none)
 - `jupyterhub_kubelab_gpus_total{gpu_type}` and `jupyterhub_kubelab_gpus_free{gpu_type}`
+- `jupyterhub_kubelab_gpu_hours_total{gpu_type, group, user}`: GPU-hours held, a counter: at
+  each scrape the collector adds what was allocated at the previous scrape times the time since
+  (so its resolution is the scrape interval, and a hub restart starts it from 0, which
+  Prometheus's `increase()` takes as a counter reset). Usage by user and group over any period
+  is then `increase(jupyterhub_kubelab_gpu_hours_total[7d])`, owners as for `gpus_allocated`.
 - `jupyterhub_kubelab_experiments{state, user}`: experiments (pods labelled
   `app.kubernetes.io/name=kubelab-experiment`, by namespace and `kubelab.io/experiment`; `user` as
   above) with a running pod
@@ -20,11 +25,13 @@ the spawn form's availability watch already mirrors: no extra API calls per scra
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from prometheus_client.core import REGISTRY, GaugeMetricFamily
+from prometheus_client.core import REGISTRY, CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from .availability import (
@@ -128,16 +135,50 @@ def families(
     return [allocated, total, free, running]
 
 
+class GpuHours:
+    """GPU-hours held by (type, group, user), summed scrape by scrape: each scrape adds the
+    allocation the previous one saw times the seconds between them."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.hours: dict[tuple[str, str, str], float] = {}
+        self.held: Counter[tuple[str, str, str]] = Counter()
+        self.seen_at: float | None = None
+        self.lock = threading.Lock()  # two scrapes at once must not count an interval twice
+
+    def observe(self, held: Counter[tuple[str, str, str]]) -> CounterMetricFamily:
+        with self.lock:
+            now = self.clock()
+            if self.seen_at is not None and now > self.seen_at:
+                for key, gpus in self.held.items():
+                    self.hours[key] = self.hours.get(key, 0.0) + gpus * (now - self.seen_at) / 3600
+            self.held = Counter(held)
+            self.seen_at = now if self.seen_at is None else max(now, self.seen_at)
+            family = CounterMetricFamily(
+                f"{PREFIX}_kubelab_gpu_hours",
+                "GPU-hours held by pods bound to a node, by GPU type, group and user (summed at each scrape)",
+                labels=["gpu_type", "group", "user"],
+            )
+            for key in sorted(set(self.hours) | set(self.held)):
+                family.add_metric(list(key), round(self.hours.get(key, 0.0), 6))
+            return family
+
+
 class LabCollector(Collector):
     """Reads the snapshot of whatever availability watch `source` returns (None: nothing yet)."""
 
-    def __init__(self, source: Callable[[], Snapshot | None]) -> None:
+    def __init__(
+        self, source: Callable[[], Snapshot | None], clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.source = source
+        self.gpu_hours = GpuHours(clock)
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         snapshot = self.source()
         if snapshot is not None:
             yield from families(*snapshot)
+            nodes, pods, catalog, namespaces = snapshot
+            yield self.gpu_hours.observe(gpus_allocated(nodes, pods, catalog, namespaces))
 
     def describe(self) -> Iterator[GaugeMetricFamily]:
         return iter(())  # computed at scrape time; nothing to check when registering

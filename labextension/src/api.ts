@@ -19,6 +19,7 @@ import {
   parseSweep,
   parseSweepDetail
 } from './sweeps';
+import { ISystemRead, IUsage, parseSystem, parseUsage } from './system';
 
 export type RequestFunction = (
   url: string,
@@ -349,6 +350,23 @@ export class KubelabApi {
       throw new RecordFormatError('metrics.points', 'expected a list');
     }
     return body.points as IMetricPoint[];
+  }
+
+  /** The user's own runs created in the last `since` (7d, 12h, …), summed. */
+  async usage(since = '7d'): Promise<IUsage> {
+    return parseUsage(
+      await this.json('GET', `usage?since=${encodeURIComponent(since)}`)
+    );
+  }
+
+  /** The run's use of the machine: its sums and, in at most `points` buckets, its series. */
+  async system(id: string, points = 500): Promise<ISystemRead> {
+    return parseSystem(
+      await this.json(
+        'GET',
+        `experiments/${encodeURIComponent(id)}/system?points=${points}`
+      )
+    );
   }
 
   /**

@@ -20,6 +20,7 @@ import { MetricCharts } from './metriccharts';
 import { CommandIDs } from './panel';
 import { IMetricsEvent, LiveStore } from './store';
 import { RunTable } from './runtablegrid';
+import { measuredColumns, systemLabel } from './system';
 
 export interface ICompareViewOptions {
   store: LiveStore;
@@ -122,7 +123,8 @@ function Compare(props: ICompareViewOptions): JSX.Element {
   const colourOf = (id: string) => styleOf(id).colour;
   const loaded = chosen.filter(id => id in points);
   const keys = columnKeys(records);
-  const shown = (kind: 'metric' | 'param', name: string) =>
+  const system = measuredColumns(records);
+  const shown = (kind: 'metric' | 'param' | 'system', name: string) =>
     !hiddenColumns.includes(`${kind}:${name}`);
   const toggleColumn = (key: string) =>
     setHiddenColumns(current =>
@@ -174,6 +176,21 @@ function Compare(props: ICompareViewOptions): JSX.Element {
             </label>
           ))}
         </fieldset>
+        {system.length ? (
+          <fieldset>
+            <legend>{trans.__('System')}</legend>
+            {system.map(key => (
+              <label key={key}>
+                <input
+                  type="checkbox"
+                  checked={shown('system', key)}
+                  onChange={() => toggleColumn(`system:${key}`)}
+                />
+                {systemLabel(key, trans)}
+              </label>
+            ))}
+          </fieldset>
+        ) : null}
         <fieldset>
           <legend>{trans.__('Parameters')}</legend>
           {keys.params.map(name => (
@@ -194,6 +211,7 @@ function Compare(props: ICompareViewOptions): JSX.Element {
         collapsed={collapsed}
         metrics={keys.metrics.filter(n => shown('metric', n))}
         params={keys.params.filter(n => shown('param', n))}
+        system={system.filter(key => shown('system', key))}
         colourOf={colourOf}
         sweepName={id => store.sweeps.find(s => s.id === id)?.name ?? id}
         onTick={tick}

@@ -33,6 +33,7 @@ import {
 } from './model';
 import { CommandIDs } from './panel';
 import { IMetricsEvent, LiveStore } from './store';
+import { SystemSection } from './systemcharts';
 
 export interface IExperimentViewOptions {
   id: string;
@@ -257,6 +258,11 @@ function ExperimentDetailView(props: IExperimentViewOptions): JSX.Element {
             />
           </>
         )}
+      </section>
+
+      <section className="jp-kubelab-Detail-section jp-kubelab-Detail-system">
+        <h2>{trans.__('System')}</h2>
+        <SystemSection api={api} id={id} live={!terminal} trans={trans} />
       </section>
 
       <section className="jp-kubelab-Detail-section" ref={logsRef}>

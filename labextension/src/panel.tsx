@@ -20,6 +20,7 @@ import { IResources } from './api';
 import { StreamState } from './events';
 import { formatNumber } from './model';
 import { IKubelabSettings } from './settings';
+import { MyUsage } from './myusage';
 import { LiveStore } from './store';
 import { formatBest, formatProgress, progressFraction } from './sweeps';
 import { ExperimentTable, QueryBox } from './table';
@@ -352,6 +353,7 @@ function ResourcesSection({ store, trans }: IPanelOptions): JSX.Element {
   return (
     <div className="jp-kubelab-Resources">
       <ResourceSummary resources={resources} trans={trans} />
+      <MyUsage store={store} trans={trans} />
       {resources?.gpus.types.map(type => (
         <div
           key={type.name}

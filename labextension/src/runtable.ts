@@ -10,8 +10,9 @@ import {
   naturalCompare,
   STATES
 } from './model';
+import { SystemKey, systemValue } from './system';
 
-/** `name`, `status`, `metric:NAME` or `param:NAME`. */
+/** `name`, `status`, `metric:NAME`, `param:NAME` or `system:KEY` (a `system` sum). */
 export type RunColumn = string;
 
 export interface IRunSort {
@@ -51,6 +52,9 @@ function cell(record: IExperimentRecord, column: RunColumn): unknown {
   }
   if (column.startsWith('param:')) {
     return record.params?.[column.slice(6)];
+  }
+  if (column.startsWith('system:')) {
+    return systemValue(record, column.slice(7) as SystemKey);
   }
   return null;
 }

@@ -9,6 +9,7 @@ import React, { useMemo, useRef, useState } from 'react';
 
 import { formatValue, IExperimentRecord } from './model';
 import { IRunSort, RunColumn, RunRow, runRows } from './runtable';
+import { formatSystem, systemLabel, SystemKey, systemValue } from './system';
 import { useGrid } from './usegrid';
 import { visibleWindow } from './virtual';
 
@@ -21,6 +22,8 @@ export interface IRunTableProps {
   collapsed: string[];
   metrics: string[];
   params: string[];
+  /** The `system` sums shown as columns (those some run measured). */
+  system: SystemKey[];
   colourOf(id: string): string;
   sweepName(id: string): string;
   onTick(ids: string[], on: boolean): void;
@@ -30,7 +33,7 @@ export interface IRunTableProps {
 }
 
 export function RunTable(props: IRunTableProps): JSX.Element {
-  const { records, selected, metrics, params, trans } = props;
+  const { records, selected, metrics, params, system, trans } = props;
   const [search, setSearch] = useState('');
   const [sort, setSort] = useState<IRunSort | null>(null);
   // While the pointer is over the table: the runs and the pinned ones as they were.
@@ -53,7 +56,7 @@ export function RunTable(props: IRunTableProps): JSX.Element {
   const waiting = frozen
     ? records.filter(r => !frozen.ids.has(r.id)).length
     : 0;
-  const width = 3 + metrics.length + params.length;
+  const width = 3 + metrics.length + system.length + params.length;
   const scroller = useRef<HTMLDivElement>(null);
   const table = useRef<HTMLTableElement>(null);
   const keys = useGrid(table, {
@@ -163,6 +166,9 @@ export function RunTable(props: IRunTableProps): JSX.Element {
               {header('name', trans.__('Name'), 'jp-kubelab-RunTable-name')}
               {header('status', trans.__('Status'))}
               {metrics.map(m => header(`metric:${m}`, m))}
+              {system.map(key =>
+                header(`system:${key}`, systemLabel(key, trans))
+              )}
               {params.map(p => header(`param:${p}`, p))}
             </tr>
           </thead>
@@ -303,6 +309,17 @@ function Row(
           className="jp-kubelab-RunTable-number"
         >
           {formatValue(record.metrics?.[m])}
+        </td>
+      ))}
+      {props.system.map(key => (
+        <td
+          role="gridcell"
+          tabIndex={-1}
+          key={`s:${key}`}
+          className="jp-kubelab-RunTable-number"
+          data-system={key}
+        >
+          {formatSystem(key, systemValue(record, key))}
         </td>
       ))}
       {props.params.map(p => (

@@ -3,6 +3,7 @@
  * detail with its trials (`GET sweeps/<id>`), and the pure functions the views use.
  */
 import { formatNumber, RecordFormatError } from './model';
+import { ISystemSums, SystemKey, systemValue } from './system';
 
 export interface IBestTrial {
   trial: number;
@@ -41,6 +42,8 @@ export interface ITrialRow {
   params: Record<string, unknown>;
   metrics: Record<string, number>;
   name?: string;
+  /** The trial's run's use of the machine (its record's `system`). */
+  system?: ISystemSums | null;
 }
 
 export interface ISweepDetail extends ISweepRecord {
@@ -143,7 +146,8 @@ export function parameterNames(trials: readonly ITrialRow[]): string[] {
 }
 
 /** A trials-table column: the trial number, status, the objective, or a parameter. */
-export type TrialSortKey = 'trial' | 'status' | 'objective' | `param:${string}`;
+export type TrialSortKey =
+  'trial' | 'status' | 'objective' | `param:${string}` | `system:${SystemKey}`;
 
 export interface ITrialSort {
   key: TrialSortKey;
@@ -153,6 +157,9 @@ export interface ITrialSort {
 function trialValue(trial: ITrialRow, key: TrialSortKey): unknown {
   if (key === 'trial' || key === 'status' || key === 'objective') {
     return trial[key];
+  }
+  if (key.startsWith('system:')) {
+    return systemValue(trial, key.slice('system:'.length) as SystemKey);
   }
   return trial.params?.[key.slice('param:'.length)];
 }

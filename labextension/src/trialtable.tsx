@@ -16,6 +16,12 @@ import {
   trialStatusText,
   TrialSortKey
 } from './sweeps';
+import {
+  formatSystem,
+  measuredColumns,
+  systemLabel,
+  systemValue
+} from './system';
 import { useGrid } from './usegrid';
 
 export function TrialTable(props: {
@@ -30,11 +36,16 @@ export function TrialTable(props: {
 }): JSX.Element {
   const { params, metric, sort, trans } = props;
   const rows = sortTrials(props.trials, sort);
+  const system = measuredColumns(props.trials);
   const table = useRef<HTMLTableElement>(null);
   const columns: { key: TrialSortKey; label: string }[] = [
     { key: 'trial', label: '#' },
     { key: 'status', label: trans.__('Status') },
     { key: 'objective', label: metric },
+    ...system.map(key => ({
+      key: `system:${key}` as TrialSortKey,
+      label: systemLabel(key, trans)
+    })),
     ...params.map(name => ({
       key: `param:${name}` as TrialSortKey,
       label: name
@@ -103,6 +114,17 @@ export function TrialTable(props: {
                 {trialStatusText(trial)}
               </td>
               <ObjectiveCell trial={trial} metric={metric} trans={trans} />
+              {system.map(key => (
+                <td
+                  role="gridcell"
+                  tabIndex={-1}
+                  key={`system:${key}`}
+                  className="jp-kubelab-Number"
+                  data-system={key}
+                >
+                  {formatSystem(key, systemValue(trial, key))}
+                </td>
+              ))}
               {params.map(name => (
                 <td role="gridcell" tabIndex={-1} key={name}>
                   {formatValue(trial.params?.[name], '—')}

@@ -52,10 +52,8 @@ def built_extension() -> Path:
     return BUILD
 
 
-@pytest.fixture(scope="module")
-def lab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
-    """JupyterLab on a free port with kubelab's server extension and this build."""
-    tmp_path = tmp_path_factory.mktemp("lab")
+def lab_at(tmp_path: Path, **extra_env: str) -> JupyterServer:
+    """JupyterLab on a free port with kubelab's server extension and this build (not started)."""
     extensions = tmp_path / "jupyter-path" / "labextensions"
     extensions.mkdir(parents=True)
     (extensions / "kubelab").symlink_to(built_extension(), target_is_directory=True)
@@ -69,6 +67,7 @@ def lab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServ
         "KUBELAB_MACHINE_DIR": str(tmp_path / "machine"),
         "KUBELAB_FAKE_GPUS": "T4,T4",
         "KUBELAB_STOP_GRACE": "2",
+        **extra_env,
     }
     # No news or update checks: the test browser has no internet and no toast should cover
     # the screenshot.
@@ -78,7 +77,13 @@ def lab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServ
         json.dumps({"fetchNews": "false", "checkForUpdates": False})
     )
     extra = ["--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
-    server = JupyterServer(tmp_path / "root", tmp_path / "kubelab", app="lab", env=env, extra=extra)
+    return JupyterServer(tmp_path / "root", tmp_path / "kubelab", app="lab", env=env, extra=extra)
+
+
+@pytest.fixture(scope="module")
+def lab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
+    """JupyterLab on a free port with kubelab's server extension and this build."""
+    server = lab_at(tmp_path_factory.mktemp("lab"))
     with server:
         yield server
 

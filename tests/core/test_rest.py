@@ -6,6 +6,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,7 +34,9 @@ ENDPOINTS = [
     ("POST", "experiments/000000000000/stop"),
     ("GET", "experiments/000000000000/logs"),
     ("GET", "experiments/000000000000/metrics"),
+    ("GET", "experiments/000000000000/system"),
     ("GET", "resources"),
+    ("GET", "usage"),
     ("GET", "events"),
     ("GET", "openapi.json"),
 ]
@@ -73,6 +76,30 @@ def test_submit_run_and_read_back(server: JupyterServer) -> None:
     assert "trained" in server.get(f"experiments/{run_id}/logs").text
     points = server.get(f"experiments/{run_id}/metrics").json()["points"]
     assert [p["step"] for p in points] == [0, 1, 2]
+
+
+def test_system_metrics_are_read_as_sums_and_bucketed_series(server: JupyterServer) -> None:
+    response = server.post("experiments?cwd=project", {"name": "sys", "command": ["python", "train.py"]})
+    run_id = response.json()["id"]
+    final = server.wait_for(run_id)
+    samples = [
+        {"time": 1000 + 5 * i, "gpus": [{"index": 0, "util": 90 if i % 2 else 70, "power_w": 200}]}
+        for i in range(10)
+    ]
+    recorded = Path(final["run_dir"]) / "recorded.jsonl"  # replaces the run's own samples whole
+    recorded.write_text(
+        '{"sources": {"gpu": "nvml"}, "missing": {"process": "psutil is not installed"}}\n'
+        + "".join(json.dumps(s) + "\n" for s in samples)
+    )
+    recorded.replace(recorded.with_name("system.jsonl"))
+    read = server.get(f"experiments/{run_id}/system", params={"points": 5}).json()
+    assert read["summary"]["gpu_util"] == 80.0 and read["summary"]["energy_wh"] == 200 * 45 / 3600
+    assert read["summary"]["missing"] == {"process": "psutil is not installed"}
+    (gpu,) = read["series"]["gpus"]
+    assert len(read["series"]["time"]) == 5 and gpu["util"] == [80.0] * 5 and gpu["memory_mib"] == [None] * 5
+    for bad in ("0", "lots", "5001"):
+        refused = server.get(f"experiments/{run_id}/system", params={"points": bad})
+        assert refused.status_code == 422 and refused.json()["fields"][0]["path"] == "points"
 
 
 def test_validation_errors_are_json_with_fields_and_change_nothing(server: JupyterServer) -> None:

@@ -549,9 +549,9 @@ def test_reconcile_brings_a_previous_versions_namespace_up_to_date(lab: Lab, con
 
 def test_hub_metrics_count_the_clusters_gpus_and_experiments(lab: Lab, control_plane: Any) -> None:
     """A real JupyterHub (kubernetes mode, the hub's credentials) serves kubelab's families on
-    /hub/metrics once its availability watch runs; an experiment pod shows up in them, counted
-    against the user and group of its namespace, not those its labels claim (issue 27, finding 9:
-    any Job's pods may carry any labels)."""
+    /hub/metrics once its availability watch runs; an experiment pod shows up in them, and in the
+    GPU-hours counter, counted against the user and group of its namespace, not those its labels
+    claim (issue 27, finding 9: any Job's pods may carry any labels)."""
     import time
 
     import requests
@@ -640,6 +640,19 @@ def test_hub_metrics_count_the_clusters_gpus_and_experiments(lab: Lab, control_p
         assert states and states <= {"running", "queued"}, samples
         allocated = (("gpu_type", "T4"), ("group", "public"), ("user", "dora"))
         assert samples[("jupyterhub_kubelab_gpus_allocated", allocated)] == 1, samples
+        # Her GPU-hours grow from one scrape to the next, against her namespace's owner too.
+        hours = ("jupyterhub_kubelab_gpu_hours_total", allocated)
+        deadline = time.monotonic() + 60
+        while samples.get(hours, 0) <= 0 and time.monotonic() < deadline:
+            time.sleep(0.5)
+            text = requests.get(f"{hub.url}/hub/metrics", timeout=30).text
+            samples = {
+                (s.name, tuple(sorted(s.labels.items()))): s.value
+                for f in text_string_to_metric_families(text)
+                for s in f.samples
+                if s.name.startswith("jupyterhub_kubelab_")
+            }
+        assert 0 < samples.get(hours, 0) < 1, samples  # one GPU for well under an hour
         claimed = [
             labels for _, labels in samples if ("user", "bob") in labels or ("group", "vision") in labels
         ]

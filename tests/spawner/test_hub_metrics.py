@@ -93,6 +93,7 @@ def test_scrape_text_follows_jupyterhubs_naming() -> None:
         "jupyterhub_kubelab_gpus_total",
         "jupyterhub_kubelab_gpus_free",
         "jupyterhub_kubelab_experiments",
+        "jupyterhub_kubelab_gpu_hours",
     }
     samples = {(f.name, tuple(sorted(s.labels.items()))): s.value for f in parsed.values() for s in f.samples}
     assert (
@@ -108,6 +109,50 @@ def test_scrape_text_follows_jupyterhubs_naming() -> None:
     assert samples[("jupyterhub_kubelab_gpus_free", (("gpu_type", "V100"),))] == 4
     assert samples[("jupyterhub_kubelab_gpus_free", (("gpu_type", "T4"),))] == 3
     assert samples[("jupyterhub_kubelab_experiments", (("state", "queued"), ("user", "bob")))] == 1
+
+
+def scrape(registry: CollectorRegistry) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    text = generate_latest(registry).decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+    }
+
+
+def test_gpu_hours_by_user_and_group_add_up_scrape_by_scrape_against_the_namespaces_owner() -> None:
+    clock = [1000.0]
+    # mallory's namespace; her pod's labels claim alice and vision
+    namespaces = [
+        {
+            "metadata": {
+                "name": "u",
+                "labels": {"app.kubernetes.io/managed-by": "kubelab", "kubelab.io/user": "mallory"},
+                "annotations": {"kubelab.io/group": "public"},
+            }
+        }
+    ]
+    snapshot: list[Any] = [NODES, PODS, CATALOG, namespaces]
+    registry = CollectorRegistry()
+    registry.register(
+        LabCollector(lambda: (snapshot[0], snapshot[1], snapshot[2], snapshot[3]), lambda: clock[0])
+    )
+    total = "jupyterhub_kubelab_gpu_hours_total"
+    mallory = (total, (("gpu_type", "V100"), ("group", "public"), ("user", "mallory")))
+    carol = (total, (("gpu_type", "T4"), ("group", "public"), ("user", "mallory")))
+    assert scrape(registry)[mallory] == 0  # the first scrape only sees what is held
+    clock[0] += 1800
+    first = scrape(registry)
+    assert first[mallory] == 2.0 and first[carol] == 0.5  # 4 V100s and 1 T4 for half an hour
+    assert not [key for key in first if key[0] == total and ("user", "alice") in key[1]]
+    snapshot[1] = [p for p in PODS if p["metadata"]["name"] != "jupyter-alice"]  # 2 V100s let go
+    clock[0] += 3600
+    second = scrape(registry)
+    assert second[mallory] == 2.0 + 4.0  # the hour counts what the last scrape saw held: 4
+    clock[0] += 3600
+    assert scrape(registry)[mallory] == 6.0 + 2.0  # a counter: it never goes down
+    clock[0] -= 10  # a clock that stepped back adds nothing
+    assert scrape(registry)[mallory] == 8.0
 
 
 def test_no_snapshot_yet_exports_nothing() -> None:
@@ -130,7 +175,9 @@ def test_the_example_dashboard_queries_only_metrics_the_hub_exports() -> None:
     dashboard = json.loads(
         (Path(__file__).resolve().parents[2] / "hub_config" / "grafana-dashboard.json").read_text()
     )
-    exported = {f.name for f in families(NODES, PODS, CATALOG)}
+    registry = CollectorRegistry()
+    registry.register(LabCollector(lambda: (NODES, PODS, CATALOG, [])))
+    exported = {name for name, _ in scrape(registry)}
     labels = {"gpu_type", "group", "user", "state"}
     for panel in dashboard["panels"]:
         for target in panel["targets"]:

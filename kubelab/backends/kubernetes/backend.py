@@ -20,7 +20,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from kubelab.backends.base import Backend, ClusterAccess
-from kubelab.backends.kubernetes import builders, names, states
+from kubelab.backends.kubernetes import builders, dcgm, names, states
 from kubelab.backends.kubernetes import events as kube_events
 from kubelab.backends.kubernetes.api import KubeApi
 from kubelab.backends.kubernetes.chores import Chores
@@ -359,14 +359,15 @@ class KubernetesBackend(Backend):
         if run is not None:
             kube_events.append_event(run.path, event)
 
-    # -- after a run ends (on the chores thread): keep the logs, remove helpers ---------------
+    # -- after a run ends (on the chores thread): keep the logs and GPU samples, remove helpers
     def _finish(self, run: RunDirectory) -> None:
-        """Keep the logs in the run directory and delete what outlives its use (ps, Service)."""
+        """Keep the logs and DCGM samples in the run directory; delete what outlives its use."""
         if self._client is None:
             return
         archive_logs(self.api, self.nb.user, run)
         spec = ExperimentSpec.parse(run.spec())
         target = self.target(run, spec)
+        dcgm.record_run(run, self.api.namespace, target.name)
         if spec.parameter_servers and spec.engine == "job":
             self.api.delete("Job", target.ps_job)
         if builders.is_distributed(spec) and spec.engine == "job":
@@ -420,8 +421,7 @@ class KubernetesBackend(Backend):
         the archived copy in the run directory once the pods are gone."""
         archived = run.log_file(replica)
         if run.status().terminal and archived.exists():
-            # Ended and archived: the copy is complete, while the watch cache may still show a
-            # pod that the API has already deleted.
+            # Ended and archived: the copy is complete (the watch may still show a deleted pod).
             if timestamps:
                 yield from byte_range(archived_text(archived, True), start)
             else:

@@ -18,9 +18,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
 
-from kubelab.system_metrics import DEFAULT_INTERVAL, GpuReading, Sample, append, sources_line
-
-INTERVAL_ENV = "KUBELAB_SYSTEM_METRICS_INTERVAL"
+from kubelab.system_metrics import GpuReading, Sample, append, interval_from_env, sources_line
 
 
 class GpuReader(Protocol):
@@ -141,17 +139,6 @@ class PsutilReader:
         if not alive:
             return None, None
         return cpu, rss / 2**20
-
-
-def interval_from_env(default: float = DEFAULT_INTERVAL) -> float:
-    text = os.environ.get(INTERVAL_ENV)
-    if not text:
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        return default
-    return value if value >= 0 else default
 
 
 class SystemSampler:
