@@ -10,12 +10,13 @@ Restartable by construction (kill it at any instant, start it again):
 
 - the tuner records a suggestion (number and parameters) in the study's journal before
   `ask()` returns: that is the trial's record before its submit;
-- the ledger (`state.json`) is written once per turn of the loop, after that turn's
-  results were told and its trials submitted; a run directory names its sweep and trial
-  number, so a crash between submit and ledger is healed by finding the run;
-- on start, trials the ledger or the study has but no run exists for are submitted (with
-  their recorded parameters, never re-asked), trials that have a run are followed again,
-  and results the tuner missed are told again (telling is idempotent).
+- the ledger (`state.json`) is written after a turn that changed it, paced by
+  `ledger_pause` (the sweep's end, a budget change and a pruning at once), so the study
+  and the runs (each names its sweep and trial number) may be ahead of it;
+- on start, trials the study has and the ledger lacks are put back, those no run exists
+  for are submitted (with their recorded parameters, never re-asked), those with a run
+  are followed again (a finished one concluded again from its files), and results the
+  tuner missed are told again (telling is idempotent).
 
 So no trial is lost, none runs twice, and every finished result is kept. The
 `KUBELAB_SWEEP_CRASH=point:n` variable makes the driver die (`os._exit`) the n-th time it
@@ -52,6 +53,7 @@ from kubelab.sweeps.store import (
     SweepDirectory,
     SweepState,
     TrialEntry,
+    ledger_pause,
 )
 from kubelab.sweeps.sweep_end import limits_reached, outcome
 from kubelab.sweeps.trial_metrics import Follow, new_points, trial_result
@@ -115,6 +117,7 @@ class Driver:
         self.state = SweepState()
         self.dirty = False  # the ledger has changes not yet written
         self.changed_at = 0.0  # monotonic time of the last submit or trial status change
+        self.save_after = 0.0  # monotonic time before which a dirty ledger waits (ledger_pause)
 
     # -- the process ------------------------------------------------------------------
     def main(self) -> int:
@@ -167,8 +170,10 @@ class Driver:
 
     def save(self) -> None:
         self.sync_study()  # the ledger never records what the study could still lose
+        started = time.monotonic()
         self.sweep.write_state(self.state)
         self.dirty = False
+        self.save_after = started + ledger_pause(time.monotonic() - started)
 
     def sync_study(self) -> None:
         """fsync the study's journal: before any submit and any ledger write (group commit)."""
@@ -200,6 +205,9 @@ class Driver:
         for number, suggestion in in_study.items():
             if self.state.entry(number) is None:
                 self.state.put(TrialEntry(number, dict(suggestion.flat), suggestion.params))
+        for summary in self.tuner.trials():  # ended in the study after the ledger's last write
+            if self.state.entry(summary.number) is None and summary.params is not None:
+                self.readmit(summary.number, run_of(summary.number))
         for entry in self.state.entries():
             if entry.final:
                 if entry.number in in_study:
@@ -214,6 +222,15 @@ class Driver:
                     entry.state = ACTIVE
                 self.follow(entry)
         self.save()
+
+    def readmit(self, number: int, run_id: str | None) -> None:
+        """Put back a trial the study ended and the ledger never heard of: with a run, to be
+        followed (its end is read again from its files); without one, it could not start."""
+        suggestion = self.tuner.suggestion(number)
+        entry = TrialEntry(number, dict(suggestion.flat), suggestion.params, ACTIVE, run_id)
+        if run_id is None:
+            entry.state, entry.reason = TRIAL_FAILED, f"trial {number} ended without a run"
+        self.state.put(entry)
 
     def sweep_runs(self) -> dict[int, str]:
         """Trial number → run id, from the run directories (the truth a crash cannot lose)."""
@@ -243,7 +260,7 @@ class Driver:
                 return
             while len(self.follows) < self.spec.concurrency and self.may_start():
                 self.start_trial()
-            if self.dirty:  # one ledger write for this turn's results and submits
+            if self.dirty and time.monotonic() >= self.save_after:  # this turn's results and submits
                 self.save()
             recent = time.monotonic() - self.changed_at < FAST_FOR
             time.sleep(FAST_POLL if recent else POLL)
