@@ -2,7 +2,7 @@
 
 It keeps `concurrency` trials running: asks the tuner, submits each trial through the
 `Experiments` as an ordinary experiment, follows the trials' run directories (status and
-metrics) every few milliseconds, reports intermediate values to the pruner, stops the
+metrics) as they change (`file_events`), reports intermediate values to the pruner, stops the
 trials it prunes, and tells the tuner each result. Like the local runner, it lives in its
 own session, so it outlives the server or CLI that started it.
 
@@ -39,6 +39,7 @@ from typing import Any
 
 from kubelab.daemon import start_module
 from kubelab.records import RunDirectory
+from kubelab.sweeps.file_events import NAMES, FileEvents
 from kubelab.sweeps.store import (
     ACTIVE,
     COMPLETE,
@@ -54,12 +55,14 @@ from kubelab.sweeps.store import (
     SweepState,
     TrialEntry,
     ledger_pause,
+    trial_runs,
 )
 from kubelab.sweeps.sweep_end import limits_reached, outcome
 from kubelab.sweeps.trial_metrics import Follow, new_points, trial_result
 
 POLL = 0.02  # seconds between looks at the running trials' files
 FAST_POLL, FAST_FOR = 0.002, 1.0  # looks (only stat calls) this often for a second after a change
+EVENT_WAIT = 0.1  # seconds between looks when file events (inotify) wake the driver at changes
 RECONCILE_EVERY = 1.0  # seconds between asking the backend about a quiet trial
 STOP_WAIT = 15.0  # extra seconds to wait for stopped trials, beyond the stop grace
 TUNER_STATE = {COMPLETE: "complete", TRIAL_FAILED: "failed", PRUNED: "pruned", TRIAL_STOPPED: "failed"}
@@ -118,6 +121,8 @@ class Driver:
         self.dirty = False  # the ledger has changes not yet written
         self.changed_at = 0.0  # monotonic time of the last submit or trial status change
         self.save_after = 0.0  # monotonic time before which a dirty ledger waits (ledger_pause)
+        self.events = FileEvents()  # wake-ups at the trials' and the sweep's changes
+        self.watched = self.events.watch(sweep.path, NAMES)  # stop and budget requests
 
     # -- the process ------------------------------------------------------------------
     def main(self) -> int:
@@ -140,6 +145,8 @@ class Driver:
             except Exception as exc:  # a sweep must always end with a status and a reason
                 traceback.print_exc()
                 self.finish(FAILED, f"sweep driver error: {exc}", stop_trials=True)
+            finally:
+                self.events.close()
         return 0
 
     def prepare(self) -> None:
@@ -198,7 +205,7 @@ class Driver:
         def run_of(number: int) -> str | None:
             nonlocal runs
             if runs is None:
-                runs = self.sweep_runs()
+                runs = trial_runs(self.lab.runs_root, self.sweep.id)
             return runs.get(number)
 
         in_study = {s.number: s for s in self.tuner.running()}
@@ -232,18 +239,6 @@ class Driver:
             entry.state, entry.reason = TRIAL_FAILED, f"trial {number} ended without a run"
         self.state.put(entry)
 
-    def sweep_runs(self) -> dict[int, str]:
-        """Trial number → run id, from the run directories (the truth a crash cannot lose)."""
-        found: dict[int, str] = {}
-        for path in self.lab.runs_root.iterdir():
-            try:
-                status = json.loads(RunDirectory(path).status_file.read_text())
-            except (OSError, ValueError):
-                continue
-            if status.get("sweep") == self.sweep.id and status.get("trial") is not None:
-                found.setdefault(int(status["trial"]), path.name)
-        return found
-
     # -- the loop -------------------------------------------------------------------------
     def loop(self) -> None:
         while True:
@@ -262,8 +257,10 @@ class Driver:
                 self.start_trial()
             if self.dirty and time.monotonic() >= self.save_after:  # this turn's results and submits
                 self.save()
-            recent = time.monotonic() - self.changed_at < FAST_FOR
-            time.sleep(FAST_POLL if recent else POLL)
+            if self.watched:  # every followed folder reports its changes: sleep until one does
+                self.events.wait(EVENT_WAIT)
+            else:
+                time.sleep(FAST_POLL if time.monotonic() - self.changed_at < FAST_FOR else POLL)
 
     def apply_budget(self, budget: dict[str, Any]) -> None:
         for key, value in budget.items():
@@ -325,6 +322,7 @@ class Driver:
     def follow(self, entry: TrialEntry) -> None:
         assert entry.run_id is not None
         self.follows[entry.number] = Follow(entry, RunDirectory(self.lab.runs_root / entry.run_id))
+        self.watched = self.events.watch(self.lab.runs_root / entry.run_id) and self.watched
 
     # -- one trial ------------------------------------------------------------------------
     def check(self, follow: Follow) -> None:
@@ -384,7 +382,8 @@ class Driver:
         entry.state, entry.value, entry.reason = state, value, reason
         self.tell(entry)
         self.crash_point("after-tell")
-        self.follows.pop(entry.number, None)
+        if self.follows.pop(entry.number, None) is not None and entry.run_id is not None:
+            self.events.unwatch(self.lab.runs_root / entry.run_id)
         self.state.put(entry)
         self.dirty = True  # written at the end of this turn, with the next trial's submit
 

@@ -30,7 +30,7 @@ from kubelab.driver_store import RUNNING as RUNNING
 from kubelab.driver_store import STOPPED as STOPPED
 from kubelab.driver_store import SUCCEEDED as SUCCEEDED
 from kubelab.driver_store import DriverDirectory, DriverLedger, DriverStore, write_json
-from kubelab.records import utcnow
+from kubelab.records import RunDirectory, utcnow
 
 SWEEP_STATES = (RUNNING, SUCCEEDED, FAILED, STOPPED)
 
@@ -116,6 +116,19 @@ def ledger_pause(took: float) -> float:
     except ValueError:
         least = LEDGER_EVERY
     return max(min(took / LEDGER_SHARE, LEDGER_AT_MOST), least)
+
+
+def trial_runs(runs_root: Path, sweep_id: str) -> dict[int, str]:
+    """Trial number → run id, from the run directories (the truth a crash cannot lose)."""
+    found: dict[int, str] = {}
+    for path in runs_root.iterdir():
+        try:
+            status = json.loads(RunDirectory(path).status_file.read_text())
+        except (OSError, ValueError):
+            continue
+        if status.get("sweep") == sweep_id and status.get("trial") is not None:
+            found.setdefault(int(status["trial"]), path.name)
+    return found
 
 
 class SweepDirectory(DriverDirectory):
