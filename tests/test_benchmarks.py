@@ -21,7 +21,9 @@ SMALLEST = [
         "bench_system_metrics.py", ["--samples", "5", "--lines", "100", "--repeats", "1"], id="system"
     ),
     pytest.param("bench_notebook.py", ["--runs", "1"], id="notebook"),
-    pytest.param("bench_sweep.py", ["--repeats", "1", "--overhead-trials", "30"], id="sweep"),
+    pytest.param(
+        "bench_sweep.py", ["--repeats", "1", "--overhead-trials", "30", "--phases", "1"], id="sweep"
+    ),
     pytest.param("bench_env.py", ["--runs", "1", "--builds", "1"], id="env"),
     pytest.param("bench_serving.py", ["--requests", "20", "--clients", "2", "--seconds", "1"], id="serving"),
     pytest.param("bench_views.py", ["--runs", "60", "--baseline", "20", "--repeats", "1"], id="views"),
