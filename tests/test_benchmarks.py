@@ -22,7 +22,9 @@ SMALLEST = [
     ),
     pytest.param("bench_notebook.py", ["--runs", "1"], id="notebook"),
     pytest.param(
-        "bench_sweep.py", ["--repeats", "1", "--overhead-trials", "30", "--phases", "1"], id="sweep"
+        "bench_sweep.py",
+        ["--repeats", "1", "--overhead-trials", "30", "--phases", "1", "--no-peers"],
+        id="sweep",
     ),
     pytest.param("bench_env.py", ["--runs", "1", "--builds", "1"], id="env"),
     pytest.param("bench_serving.py", ["--requests", "20", "--clients", "2", "--seconds", "1"], id="serving"),
