@@ -13,7 +13,8 @@ the median of the repeats' own ratios):
   says it ended (target: 1.3x the floor);
 - `sweep_per_trial`: what each trial costs once the sweep runs (ask/tell, hand-over, end
   detection): the warm sweep and the floor at `--overhead-trials` (200) and at 20 trials,
-  `((sweep_200 - floor_200) - (sweep_20 - floor_20)) / 180 * concurrency` (target 10 ms);
+  `((sweep_200 - floor_200) - (sweep_20 - floor_20)) / 180 * concurrency` (target 10 ms),
+  beside `fsync_ms`, one append and fsync on this disk (the driver makes one per trial);
 - `nni_local`: NNI 3.0's local mode on the same trial, space, TPE and concurrency, from its
   own virtualenv (`peer_venv.py`, pinned in `peers/nni.txt`, made once; `--no-peers` skips it);
 - `tuner_suggest_at_1000`: TPE `ask()` on a study with 1,000 finished trials.
@@ -22,7 +23,11 @@ the median of the repeats' own ratios):
 `peer_venv.overlay`) on PYTHONPATH for everything of that environment: the CLI, the server,
 the drivers and runners they start, the trials, and the floor's trials alike.
 
-Run: `python benchmarks/bench_sweep.py [--repeats 3] [--overhead-trials 200] [--no-peers]`.
+- `sweep_cold_phases` and `sweep_driver_start` (`--phases`, default 3 cold sweeps): the cold
+  path phase by phase from the files' timestamps, and a cold driver's start part by part
+  (`sweep_phases.py`).
+
+Run: `python benchmarks/bench_sweep.py [--repeats 3] [--overhead-trials 200] [--phases 3] [--no-peers]`.
 """
 
 from __future__ import annotations
@@ -101,7 +106,14 @@ def kubelab_command() -> list[str]:
 
 def cold_cli(folder: Path, env: dict[str, str], home: Path, work: float) -> float:
     """`kubelab sweep -f config.yml --wait -o json` with nothing warm (a fresh home)."""
+    start, end = cold_cli_at(folder, env, home, work)
+    return end - start
+
+
+def cold_cli_at(folder: Path, env: dict[str, str], home: Path, work: float) -> tuple[float, float]:
+    """The cold CLI's start and exit, wall clock (the sweep's files are timed by that clock)."""
     (folder / "config.yml").write_text(json.dumps(spec(TRIALS, work)))  # YAML is a superset of JSON
+    wall = time.time()
     start = time.perf_counter()
     done = subprocess.run(
         [*kubelab_command(), "sweep", "-f", "config.yml", "--wait", "-o", "json"],
@@ -116,7 +128,7 @@ def cold_cli(folder: Path, env: dict[str, str], home: Path, work: float) -> floa
     if done.returncode or record.get("counts", {}).get("succeeded") != TRIALS:
         raise SystemExit(f"the CLI's sweep did not succeed: {done.stderr[-2000:]}")
     shutil.rmtree(home / "warm", ignore_errors=True)  # its idle runners see it and exit
-    return elapsed
+    return wall, wall + elapsed
 
 
 def cpu_ticks(pids: list[int]) -> int:
@@ -172,6 +184,20 @@ def warm_rest(server: Any, home: Path, trials: int, work: float) -> float:
     return elapsed
 
 
+def fsync_probe(folder: Path, times: int = 20) -> float:
+    """Median ms of appending a line to a file and fsyncing it, as a driver does once per trial
+    (the study's journal, before the trial's run exists): this disk's part of each trial."""
+    taken = []
+    with open(folder / "fsync-probe", "ab") as handle:
+        for _ in range(times):
+            start = time.perf_counter()
+            handle.write(b"{}\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+            taken.append(time.perf_counter() - start)
+    return statistics.median(taken) * 1000
+
+
 def measure(
     label: str, env: dict[str, str], repeats: int, overhead_trials: int, work: float
 ) -> list[dict[str, Any]]:
@@ -207,6 +233,7 @@ def measure(
                 extra = (warm_many - f_many) - (warm20 - f20)
                 add("per_trial_ms", extra / (overhead_trials - TRIALS) * CONCURRENCY * 1000)
                 add("per_trial_all_ms", (warm_many - f_many) / overhead_trials * CONCURRENCY * 1000)
+                add("fsync_ms", fsync_probe(base))
 
     def med(key: str, digits: int = 3) -> float:
         return round(statistics.median(rows[key]), digits)
@@ -225,8 +252,23 @@ def measure(
         | {"ratio": round(med("warm_many_s") / med("floor_many_s"), 2)}
         | {"per_trial_ms": med("per_trial_ms", 1)}
         | {"per_trials_ms": [round(x, 1) for x in rows["per_trial_ms"]]}
-        | {"per_trial_with_start_and_end_ms": med("per_trial_all_ms", 1), "target_per_trial_ms": 10},
+        | {"per_trial_with_start_and_end_ms": med("per_trial_all_ms", 1), "target_per_trial_ms": 10}
+        | {"fsync_ms": med("fsync_ms", 1)},
     ]
+
+
+def phases(env: dict[str, str], repeats: int, work: float) -> list[dict[str, Any]]:
+    """The cold path, phase by phase (`sweep_phases.py`), without scikit-learn."""
+    from sweep_phases import cold_phases, driver_start
+
+    with tempfile.TemporaryDirectory(prefix="kubelab-bench-phases-") as tmp:
+        base = Path(tmp)
+        root = base / "root"
+        root.mkdir()
+        (root / "trial.py").write_text(TRIAL)
+        env = {**env, "KUBELAB_MACHINE_DIR": str(base / "machine")}
+        cold = cold_phases(lambda home: cold_cli_at(root, env, home, work), base, repeats)
+    return [cold, {"bench": "sweep_driver_start", "repeats": repeats, **driver_start(SPACE, repeats)}]
 
 
 def environments(skip_sklearn: bool) -> list[tuple[str, dict[str, str] | None, str]]:
@@ -332,6 +374,7 @@ def main() -> None:
     parser.add_argument("--work", type=float, default=0.0, help="seconds each trial 'trains'")
     parser.add_argument("--no-peers", action="store_true", help="skip NNI (its venv is made once)")
     parser.add_argument("--no-sklearn", action="store_true", help="measure without scikit-learn only")
+    parser.add_argument("--phases", type=int, default=3, help="cold sweeps timed by phase (0: none)")
     args = parser.parse_args()
     if args.overhead_trials <= TRIALS:
         parser.error(f"--overhead-trials must be more than {TRIALS}")
@@ -346,6 +389,10 @@ def main() -> None:
         lines = measure(label, env, args.repeats, args.overhead_trials, args.work)
         first = first or lines
         for line in lines:
+            emit(line)
+    if args.phases:
+        plain = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        for line in phases(plain, args.phases, args.work):
             emit(line)
     emit({"bench": "sweep_machine", "at": "end", **load()})
     emit(suggestion_time())

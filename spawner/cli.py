@@ -8,7 +8,6 @@ catalog, groups, storage) before users meet it. A refusal prints the sentence th
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import os
@@ -120,6 +119,8 @@ def render(
     config_path: Path | None = None,
 ) -> list[dict[str, Any]]:
     """Every object a spawn would create, in order; a refusal raises with the form's sentence."""
+    import asyncio  # here, not at the top: every `kubelab` command imports this module (~40 ms)
+
     config = load_config(config_path or default_config())
     with _OfflineKube():
         return asyncio.run(_render(config, user, groups, options))
@@ -143,6 +144,8 @@ def render_all(
     result = [*install.hub_rbac(hub_ns), install.notebook_role_configmap(hub_ns, role_file)]
     result += priority_classes()  # what `priority: low|normal|high` and notebooks run at
     if config.KubeLabSpawner.get("trusted_lab"):  # the shared namespace and its shared objects
+        import asyncio
+
         with _OfflineKube():
             spawner = asyncio.run(offline_spawner(config, "-", []))
         result += [objects.namespace(spawner.namespace), *spawner.namespace_objects(spawner.plan()[1])]
@@ -215,6 +218,8 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 def cmd_reconcile(args: argparse.Namespace) -> int:
     """Bring every user namespace (or those of --user) up to date with the configuration."""
+    import asyncio
+
     from aiohttp import ClientError
     from kubernetes_asyncio.client.rest import ApiException
     from kubernetes_asyncio.config import ConfigException

@@ -21,7 +21,11 @@ SMALLEST = [
         "bench_system_metrics.py", ["--samples", "5", "--lines", "100", "--repeats", "1"], id="system"
     ),
     pytest.param("bench_notebook.py", ["--runs", "1"], id="notebook"),
-    pytest.param("bench_sweep.py", ["--repeats", "1", "--overhead-trials", "30"], id="sweep"),
+    pytest.param(
+        "bench_sweep.py",
+        ["--repeats", "1", "--overhead-trials", "30", "--phases", "1", "--no-peers"],
+        id="sweep",
+    ),
     pytest.param("bench_env.py", ["--runs", "1", "--builds", "1"], id="env"),
     pytest.param("bench_goodput.py", ["--steps", "40", "--preemptions", "1", "--after", "0.5"], id="goodput"),
     pytest.param("bench_serving.py", ["--requests", "20", "--clients", "2", "--seconds", "1"], id="serving"),

@@ -24,6 +24,7 @@ from kubelab.cli_output import emit, grid, say
 from kubelab.command_group import CommandGroup
 from kubelab.progress import LiveStatus, sweep_line
 from kubelab.records import RUNNING, SUCCEEDED
+from kubelab.sweeps.file_events import NAMES, FileEvents
 
 
 def register(subparsers: Any) -> None:
@@ -121,7 +122,8 @@ def follow(sweeps: Any, sweep_id: str, output: str | None) -> int:
     told = {e.number for e in sweep.read_state().entries() if e.final}
     stamp: tuple[int, int] | None = None
     changed = read = checked = time.monotonic()
-    with LiveStatus(enabled=not quiet) as live:
+    with LiveStatus(enabled=not quiet) as live, FileEvents() as events:
+        watching = events.watch(sweep.path, NAMES)  # the state file replaced: wake at once
         while True:
             now = time.monotonic()
             look = state_stamp(sweep.state_file)
@@ -145,7 +147,10 @@ def follow(sweeps: Any, sweep_id: str, output: str | None) -> int:
             if now - checked >= DRIVER_CHECK:
                 checked = now
                 sweeps.ensure_driver(sweeps.sweep(sweep_id))
-            time.sleep(FAST_POLL if now - changed < FAST_FOR else SLOW_POLL)
+            if watching:
+                events.wait(SLOW_POLL)
+            else:
+                time.sleep(FAST_POLL if now - changed < FAST_FOR else SLOW_POLL)
     record = sweeps.get(sweep_id, with_importance=False)
     if quiet:
         emit(record, "json")

@@ -2,7 +2,7 @@
 
 It keeps `concurrency` trials running: asks the tuner, submits each trial through the
 `Experiments` as an ordinary experiment, follows the trials' run directories (status and
-metrics) every few milliseconds, reports intermediate values to the pruner, stops the
+metrics) as they change (`file_events`), reports intermediate values to the pruner, stops the
 trials it prunes, and tells the tuner each result. Like the local runner, it lives in its
 own session, so it outlives the server or CLI that started it.
 
@@ -10,12 +10,13 @@ Restartable by construction (kill it at any instant, start it again):
 
 - the tuner records a suggestion (number and parameters) in the study's journal before
   `ask()` returns: that is the trial's record before its submit;
-- the ledger (`state.json`) is written once per turn of the loop, after that turn's
-  results were told and its trials submitted; a run directory names its sweep and trial
-  number, so a crash between submit and ledger is healed by finding the run;
-- on start, trials the ledger or the study has but no run exists for are submitted (with
-  their recorded parameters, never re-asked), trials that have a run are followed again,
-  and results the tuner missed are told again (telling is idempotent).
+- the ledger (`state.json`) is written after a turn that changed it, paced by
+  `ledger_pause` (the sweep's end, a budget change and a pruning at once), so the study
+  and the runs (each names its sweep and trial number) may be ahead of it;
+- on start, trials the study has and the ledger lacks are put back, those no run exists
+  for are submitted (with their recorded parameters, never re-asked), those with a run
+  are followed again (a finished one concluded again from its files), and results the
+  tuner missed are told again (telling is idempotent).
 
 So no trial is lost, none runs twice, and every finished result is kept. The
 `KUBELAB_SWEEP_CRASH=point:n` variable makes the driver die (`os._exit`) the n-th time it
@@ -38,6 +39,7 @@ from typing import Any
 
 from kubelab.daemon import start_module
 from kubelab.records import RunDirectory
+from kubelab.sweeps.file_events import NAMES, FileEvents
 from kubelab.sweeps.store import (
     ACTIVE,
     COMPLETE,
@@ -52,12 +54,15 @@ from kubelab.sweeps.store import (
     SweepDirectory,
     SweepState,
     TrialEntry,
+    ledger_pause,
+    trial_runs,
 )
 from kubelab.sweeps.sweep_end import limits_reached, outcome
 from kubelab.sweeps.trial_metrics import Follow, new_points, trial_result
 
 POLL = 0.02  # seconds between looks at the running trials' files
 FAST_POLL, FAST_FOR = 0.002, 1.0  # looks (only stat calls) this often for a second after a change
+EVENT_WAIT = 0.1  # seconds between looks when file events (inotify) wake the driver at changes
 RECONCILE_EVERY = 1.0  # seconds between asking the backend about a quiet trial
 STOP_WAIT = 15.0  # extra seconds to wait for stopped trials, beyond the stop grace
 TUNER_STATE = {COMPLETE: "complete", TRIAL_FAILED: "failed", PRUNED: "pruned", TRIAL_STOPPED: "failed"}
@@ -115,6 +120,9 @@ class Driver:
         self.state = SweepState()
         self.dirty = False  # the ledger has changes not yet written
         self.changed_at = 0.0  # monotonic time of the last submit or trial status change
+        self.save_after = 0.0  # monotonic time before which a dirty ledger waits (ledger_pause)
+        self.events = FileEvents()  # wake-ups at the trials' and the sweep's changes
+        self.watched = self.events.watch(sweep.path, NAMES)  # stop and budget requests
 
     # -- the process ------------------------------------------------------------------
     def main(self) -> int:
@@ -137,6 +145,8 @@ class Driver:
             except Exception as exc:  # a sweep must always end with a status and a reason
                 traceback.print_exc()
                 self.finish(FAILED, f"sweep driver error: {exc}", stop_trials=True)
+            finally:
+                self.events.close()
         return 0
 
     def prepare(self) -> None:
@@ -167,8 +177,10 @@ class Driver:
 
     def save(self) -> None:
         self.sync_study()  # the ledger never records what the study could still lose
+        started = time.monotonic()
         self.sweep.write_state(self.state)
         self.dirty = False
+        self.save_after = started + ledger_pause(time.monotonic() - started)
 
     def sync_study(self) -> None:
         """fsync the study's journal: before any submit and any ledger write (group commit)."""
@@ -193,13 +205,16 @@ class Driver:
         def run_of(number: int) -> str | None:
             nonlocal runs
             if runs is None:
-                runs = self.sweep_runs()
+                runs = trial_runs(self.lab.runs_root, self.sweep.id)
             return runs.get(number)
 
         in_study = {s.number: s for s in self.tuner.running()}
         for number, suggestion in in_study.items():
             if self.state.entry(number) is None:
                 self.state.put(TrialEntry(number, dict(suggestion.flat), suggestion.params))
+        for summary in self.tuner.trials():  # ended in the study after the ledger's last write
+            if self.state.entry(summary.number) is None and summary.params is not None:
+                self.readmit(summary.number, run_of(summary.number))
         for entry in self.state.entries():
             if entry.final:
                 if entry.number in in_study:
@@ -215,17 +230,14 @@ class Driver:
                 self.follow(entry)
         self.save()
 
-    def sweep_runs(self) -> dict[int, str]:
-        """Trial number → run id, from the run directories (the truth a crash cannot lose)."""
-        found: dict[int, str] = {}
-        for path in self.lab.runs_root.iterdir():
-            try:
-                status = json.loads(RunDirectory(path).status_file.read_text())
-            except (OSError, ValueError):
-                continue
-            if status.get("sweep") == self.sweep.id and status.get("trial") is not None:
-                found.setdefault(int(status["trial"]), path.name)
-        return found
+    def readmit(self, number: int, run_id: str | None) -> None:
+        """Put back a trial the study ended and the ledger never heard of: with a run, to be
+        followed (its end is read again from its files); without one, it could not start."""
+        suggestion = self.tuner.suggestion(number)
+        entry = TrialEntry(number, dict(suggestion.flat), suggestion.params, ACTIVE, run_id)
+        if run_id is None:
+            entry.state, entry.reason = TRIAL_FAILED, f"trial {number} ended without a run"
+        self.state.put(entry)
 
     # -- the loop -------------------------------------------------------------------------
     def loop(self) -> None:
@@ -243,10 +255,12 @@ class Driver:
                 return
             while len(self.follows) < self.spec.concurrency and self.may_start():
                 self.start_trial()
-            if self.dirty:  # one ledger write for this turn's results and submits
+            if self.dirty and time.monotonic() >= self.save_after:  # this turn's results and submits
                 self.save()
-            recent = time.monotonic() - self.changed_at < FAST_FOR
-            time.sleep(FAST_POLL if recent else POLL)
+            if self.watched:  # every followed folder reports its changes: sleep until one does
+                self.events.wait(EVENT_WAIT)
+            else:
+                time.sleep(FAST_POLL if time.monotonic() - self.changed_at < FAST_FOR else POLL)
 
     def apply_budget(self, budget: dict[str, Any]) -> None:
         for key, value in budget.items():
@@ -308,6 +322,7 @@ class Driver:
     def follow(self, entry: TrialEntry) -> None:
         assert entry.run_id is not None
         self.follows[entry.number] = Follow(entry, RunDirectory(self.lab.runs_root / entry.run_id))
+        self.watched = self.events.watch(self.lab.runs_root / entry.run_id) and self.watched
 
     # -- one trial ------------------------------------------------------------------------
     def check(self, follow: Follow) -> None:
@@ -367,7 +382,8 @@ class Driver:
         entry.state, entry.value, entry.reason = state, value, reason
         self.tell(entry)
         self.crash_point("after-tell")
-        self.follows.pop(entry.number, None)
+        if self.follows.pop(entry.number, None) is not None and entry.run_id is not None:
+            self.events.unwatch(self.lab.runs_root / entry.run_id)
         self.state.put(entry)
         self.dirty = True  # written at the end of this turn, with the next trial's submit
 

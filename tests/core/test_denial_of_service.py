@@ -165,6 +165,33 @@ def test_a_stop_reaches_processes_that_left_the_process_group(lab: Experiments, 
     assert not survivors
 
 
+def test_a_finished_run_leaves_no_daemon_behind(lab: Experiments, lab_env: Path) -> None:
+    # The run exits 0 at once; its grandchild, in a session of its own, outlives its parent and
+    # so becomes the runner's child (the runner is a subreaper): the run's end must kill it.
+    pid_file = lab_env / "daemon.pid"
+    trial = write(
+        lab_env / "leave.py",
+        f"""
+        import subprocess, sys
+        subprocess.Popen([sys.executable, "-c",
+            "import subprocess, sys\\n"
+            "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'], start_new_session=True)\\n"
+            "open({str(pid_file)!r}, 'w').write(str(p.pid))\\n"]).wait()
+    """,
+    )
+    record = lab.submit({"command": [sys.executable, trial]})
+    assert wait_until(lab, record["id"])["status"] == "Succeeded"
+    daemon = int(pid_file.read_text())
+    for _ in range(100):
+        if not pid_alive(daemon):
+            break
+        time.sleep(0.1)
+    alive = pid_alive(daemon)
+    if alive:
+        os.kill(daemon, 9)  # leave nothing behind, whatever the outcome
+    assert not alive
+
+
 def test_tensorboard_sessions_are_capped_per_server(tmp_path: Path) -> None:
     env = {"KUBELAB_MACHINE_DIR": str(tmp_path / "machine"), "KUBELAB_MAX_TENSORBOARDS": "1"}
     with JupyterServer(tmp_path / "root", tmp_path / "home", env=env) as server:

@@ -247,6 +247,24 @@ def test_driver_killed_at_each_crash_window_loses_and_repeats_nothing(
     assert_exactly_once(sweeps, record["id"], 5)
 
 
+def test_a_ledger_behind_the_study_is_rebuilt_from_the_study_and_the_runs(
+    sweeps: Sweeps, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The driver writes its ledger at most every 60 s here, so when it dies at its fourth tell
+    # the ledger holds no trial at all: the study and the run directories are the only truth.
+    monkeypatch.setenv("KUBELAB_SWEEP_LEDGER_EVERY", "60")
+    monkeypatch.setenv("KUBELAB_SWEEP_CRASH", "after-tell:4")
+    record = sweeps.create(spec(tuner="random", max_trials=6))
+    wait_driver_gone(sweeps, record["id"])
+    assert sweeps.sweep(record["id"]).read_state().trials == {}
+    monkeypatch.delenv("KUBELAB_SWEEP_CRASH")
+    monkeypatch.delenv("KUBELAB_SWEEP_LEDGER_EVERY")
+    assert sweeps.ensure_driver(sweeps.sweep(record["id"]))
+    done = wait_sweep(sweeps, record["id"])
+    assert done["status"] == "Succeeded", done
+    assert_exactly_once(sweeps, record["id"], 6)
+
+
 def assert_exactly_once(sweeps: Sweeps, sweep_id: str, count: int) -> None:
     """Every trial number 0..count-1 ran exactly once, and the ledger, study and runs agree."""
     runs = trial_runs(sweeps.lab.home, sweep_id)
