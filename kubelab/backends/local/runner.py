@@ -14,7 +14,6 @@ before the run's GPUs go back to the ledger.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import select
 import signal
@@ -37,6 +36,7 @@ from kubelab.backends.local.processes import (
 )
 from kubelab.backends.local.resume import describe_run, resume_point
 from kubelab.backends.local.system_sampler import SystemSampler
+from kubelab.backends.trial_env import trial_env
 from kubelab.environments.prepare import BuildFailed, activate, prepare
 from kubelab.gpu_share import is_fraction
 from kubelab.log_times import LogClock
@@ -54,7 +54,7 @@ from kubelab.records import (
     RunDirectory,
     parse_iso,
 )
-from kubelab.shims import SHIMS, sweep_trial_env
+from kubelab.shims import SHIMS
 from kubelab.spec import ExperimentSpec
 from kubelab.tensorboard import tfevents
 from kubelab.tensorboard.tfevents import MirrorThread, ScalarMirror
@@ -290,33 +290,23 @@ class Runner:
     log_name = staticmethod(RunDirectory.log_name)
 
     def base_env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(self.spec.env)
-        run = self.run
-        params = self.spec.resolved_params()
+        env = {**os.environ, **self.spec.env}
+        run, status = self.run, self.status
         env.update(
-            KUBELAB_RUN_ID=run.id,
-            KUBELAB_RUN_DIR=str(run.path),
-            KUBELAB_PARAMS=json.dumps(params),
-            KUBELAB_TENSORBOARD_DIR=str(run.tensorboard_dir),
-            KUBELAB_OUTPUTS_DIR=str(run.outputs_dir),
-            KUBELAB_CHECKPOINT_DIR=str(run.checkpoints_dir),
-            KUBELAB_RESTART_COUNT=str(self.status.restarts),
-            PYTHONUNBUFFERED="1",
-        )
-        if self.spec.seed is not None:
-            env.update(KUBELAB_SEED=str(self.spec.seed), PYTHONHASHSEED=str(self.spec.seed))
-        env.update(
-            sweep_trial_env(run.id, str(run.outputs_dir), self.status.sweep, self.status.trial, "local")
+            trial_env(
+                run,
+                self.spec,
+                code=run.code_dir.exists(),
+                shims=str(SHIMS),
+                python_path=env.get("PYTHONPATH"),
+                sweep=status.sweep,
+                trial=status.trial,
+                platform="local",
+            ),
+            KUBELAB_RESTART_COUNT=str(status.restarts),
         )
         # "python" in a command means the interpreter kubelab runs under, with its packages.
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-        paths = [str(SHIMS)]  # `import nni` in a trial finds kubelab's NNI API first
-        if run.code_dir.exists():
-            paths.insert(0, str(run.code_dir))
-        if env.get("PYTHONPATH"):
-            paths.append(env["PYTHONPATH"])
-        env["PYTHONPATH"] = os.pathsep.join(paths)
         if self.environment:
             activate(env, self.environment)
         return env
