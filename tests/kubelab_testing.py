@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from kubernetes import client
 
-TERMINAL = ("Succeeded", "Failed", "Stopped", "Pruned")
+from kubelab.records import TERMINAL
 
 
 class Lab(Protocol):
@@ -22,9 +22,12 @@ class Lab(Protocol):
 
 
 def wait_until(
-    lab: Lab, run_id: str, states: Collection[str] = TERMINAL, timeout: float = 60.0, reason: str = ""
+    lab: Lab, run_id: str, states: str | Collection[str] = TERMINAL, timeout: float = 60.0, reason: str = ""
 ) -> dict[str, Any]:
-    """Poll `lab.get` until the run reaches one of `states` (with `reason` in its reason)."""
+    """Poll `lab.get` until the run reaches `states` (one, or one of several), with `reason` in its
+    reason; the record it reached."""
+    if isinstance(states, str):
+        states = (states,)  # not a substring test: "Run" in "Running"
     deadline = time.monotonic() + timeout
     record = None
     while time.monotonic() < deadline:
