@@ -16,15 +16,10 @@ from rich.table import Table
 from rich.text import Text
 
 from kubelab.cli_output import clean
+from kubelab.records import FAILED, PRUNED, RUNNING, STOPPED, SUCCEEDED
 from kubelab.run_timeline import span_rows, timeline
 
-STATE_STYLES = {
-    "Succeeded": "green",
-    "Failed": "red",
-    "Running": "cyan",
-    "Stopped": "yellow",
-    "Pruned": "yellow",
-}
+STATE_STYLES = {SUCCEEDED: "green", FAILED: "red", RUNNING: "cyan", STOPPED: "yellow", PRUNED: "yellow"}
 
 
 def value_text(value: Any) -> str:

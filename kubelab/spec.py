@@ -442,7 +442,8 @@ class _Parser(EnvironmentReader):
             self.fail("parameter_servers", "parameter servers exist only for framework tensorflow")
         self.errors += elastic_problems(spec.elastic, spec.framework)
         if spec.replicas > 1 and spec.framework not in DISTRIBUTED and not spec.elastic:
-            self.fail("framework", "replicas > 1 needs a framework: pytorch, tensorflow or paddle")
+            named = f"{', '.join(DISTRIBUTED[:-1])} or {DISTRIBUTED[-1]}"
+            self.fail("framework", f"replicas > 1 needs a framework: {named}")
         if is_fraction(spec.resources.gpus) and (spec.replicas > 1 or spec.parameter_servers):
             self.fail("resources.gpus", "a share of a GPU is for one-process runs; give replicas whole GPUs")
         if spec.resources.gpu_type and not spec.resources.gpus:

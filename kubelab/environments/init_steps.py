@@ -20,6 +20,7 @@ from typing import IO
 from kubelab.environments.cache import BuildFailed, failing_line, redact
 from kubelab.environments.spec import ArtifactsSource, FileSource, GitSource, InitStep
 from kubelab.errors import FieldError
+from kubelab.records import RunDirectory
 
 CREDENTIALS = "git-credentials"  # in $KUBELAB_HOME, git's `store` format, mode 0600
 
@@ -112,7 +113,7 @@ def _git(source: GitSource, code: Path, path: str | None, home: Path, log: IO[st
 
 
 def _artifacts(source: ArtifactsSource, target: Path, home: Path, where: str) -> None:
-    outputs = home / "runs" / source.run / "outputs"
+    outputs = RunDirectory(home / "runs" / source.run).outputs_dir
     if not outputs.is_dir():
         raise BuildFailed(f"{where}.run: no run {source.run} with outputs in your kubelab home")
     chosen = [(f"{where}.files", name) for name in source.files] + [(f"{where}.dirs", d) for d in source.dirs]

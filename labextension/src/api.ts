@@ -268,6 +268,15 @@ function parseGpuType(entry: unknown, index: number): IGpuType {
   };
 }
 
+/** A server error as the user should read it: the detail and each field's reason. */
+export function describeError(reason: unknown): string {
+  if (reason instanceof KubelabApiError) {
+    const fields = reason.fields.map(f => `${f.path}: ${f.reason}`);
+    return [reason.detail || reason.error, ...fields].join('\n');
+  }
+  return reason instanceof Error ? reason.message : String(reason);
+}
+
 export class KubelabApi {
   /**
    * @param baseUrl the API root ending in `kubelab/api/`

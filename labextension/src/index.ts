@@ -36,7 +36,6 @@ import {
   IExperimentDetail,
   IOutputFile,
   KubelabApi,
-  KubelabApiError,
   sessionEnded
 } from './api';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- opened from the sidebar
@@ -67,6 +66,8 @@ import { idleNoticePlugin } from './idlenoticeplugin';
 import { pipelinesPlugin } from './pipelines';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
 import { DEFAULT_SETTINGS, IKubelabSettings, readSettings } from './settings';
+// eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
+import { reportFailure } from './sidebarlist';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
 import { LiveStore } from './store';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
@@ -238,8 +239,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       return node?.dataset.experimentId ?? '';
     };
     const nameOf = (id: string) => store.experiment(id)?.name ?? id;
-    const fail = (title: string) => (reason: unknown) =>
-      showErrorMessage(title, describeError(reason));
+    const fail = reportFailure;
 
     const openExperiment = (id: string, focus?: 'logs') =>
       showView(
@@ -823,15 +823,6 @@ const plugin: JupyterFrontEndPlugin<void> = {
     palette?.addItem({ command: CommandIDs.projectTensorBoard, category });
   }
 };
-
-/** A server error as the user should read it: the detail and each field's reason. */
-export function describeError(reason: unknown): string {
-  if (reason instanceof KubelabApiError) {
-    const fields = reason.fields.map(f => `${f.path}: ${f.reason}`);
-    return [reason.detail || reason.error, ...fields].join('\n');
-  }
-  return reason instanceof Error ? reason.message : String(reason);
-}
 
 /**
  * Open an output file. Inside the file browser's root it opens in place; otherwise a

@@ -21,6 +21,7 @@ import { StreamState } from './events';
 import { formatNumber } from './model';
 import { IKubelabSettings } from './settings';
 import { MyUsage } from './myusage';
+import { ItemList, RowAction } from './sidebarlist';
 import { LiveStore } from './store';
 import { formatBest, formatProgress, progressFraction } from './sweeps';
 import { ExperimentTable, QueryBox } from './table';
@@ -278,19 +279,16 @@ function TensorBoardsSection({
   commands,
   trans
 }: IPanelOptions): JSX.Element {
-  const sessions = store.tensorboards;
-  if (sessions.length === 0) {
-    return (
-      <p className="jp-kubelab-Sidebar-empty">
-        {trans.__(
-          'No TensorBoard running. Open one from an experiment or sweep.'
-        )}
-      </p>
-    );
-  }
   return (
-    <ul className="jp-kubelab-List">
-      {sessions.map(session => {
+    <ItemList
+      items={store.tensorboards}
+      className="jp-kubelab-List"
+      emptyClassName="jp-kubelab-Sidebar-empty"
+      empty={trans.__(
+        'No TensorBoard running. Open one from an experiment or sweep.'
+      )}
+    >
+      {session => {
         const names = Object.keys(session.logdirs);
         return (
           <li
@@ -314,34 +312,32 @@ function TensorBoardsSection({
               >
                 {session.state}
               </span>
-              <button
-                className="jp-Button jp-mod-minimal jp-kubelab-TensorBoard-open"
+              <RowAction
+                className="jp-kubelab-TensorBoard-open"
+                label={trans.__('Open')}
                 onClick={() =>
-                  void commands.execute(CommandIDs.openTensorBoard, {
+                  commands.execute(CommandIDs.openTensorBoard, {
                     id: session.id,
                     url: session.url
                   })
                 }
-              >
-                {trans.__('Open')}
-              </button>
+              />
               {session.state === 'running' || session.state === 'starting' ? (
-                <button
-                  className="jp-Button jp-mod-minimal jp-kubelab-TensorBoard-stop"
+                <RowAction
+                  className="jp-kubelab-TensorBoard-stop"
+                  label={trans.__('Stop')}
                   onClick={() =>
-                    void commands.execute(CommandIDs.stopTensorBoard, {
+                    commands.execute(CommandIDs.stopTensorBoard, {
                       id: session.id
                     })
                   }
-                >
-                  {trans.__('Stop')}
-                </button>
+                />
               ) : null}
             </div>
           </li>
         );
-      })}
-    </ul>
+      }}
+    </ItemList>
   );
 }
 

@@ -10,6 +10,7 @@ import React, { useMemo, useRef, useState } from 'react';
 import { formatValue, IExperimentRecord } from './model';
 import { IRunSort, RunColumn, RunRow, runRows } from './runtable';
 import { formatSystem, systemLabel, SystemKey, systemValue } from './system';
+import { SortHeader } from './sortheader';
 import { useGrid } from './usegrid';
 import { visibleWindow } from './virtual';
 
@@ -85,32 +86,17 @@ export function RunTable(props: IRunTableProps): JSX.Element {
         : { column, descending: false }
     );
   const header = (column: RunColumn, label: string, className = '') => (
-    <th
+    <SortHeader
       key={column}
-      scope="col"
-      role="columnheader"
-      tabIndex={-1}
+      button="jp-kubelab-RunTable-sort"
       className={className}
-      data-column={column}
-      aria-sort={
-        sort?.column === column
-          ? sort.descending
-            ? 'descending'
-            : 'ascending'
-          : 'none'
-      }
-    >
-      <button
-        className="jp-kubelab-RunTable-sort"
-        data-grid-focus=""
-        tabIndex={-1}
-        title={trans.__('Sort by %1', label)}
-        onClick={() => sortBy(column)}
-      >
-        {label}
-        {sort?.column === column ? (sort.descending ? ' ▾' : ' ▴') : ''}
-      </button>
-    </th>
+      column={column}
+      label={label}
+      active={sort?.column === column}
+      descending={sort?.descending ?? false}
+      trans={trans}
+      onSort={() => sortBy(column)}
+    />
   );
   return (
     <div className="jp-kubelab-RunTable-box">

@@ -4,13 +4,14 @@
  * the schedule's own zone, and Pause/Resume/Delete. The list itself is kept live by the
  * sidebar's event stream (`schedule`, `schedule_deleted`).
  */
-import { Dialog, showDialog, showErrorMessage } from '@jupyterlab/apputils';
+import { Dialog, showDialog } from '@jupyterlab/apputils';
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 import { TranslationBundle } from '@jupyterlab/translation';
 import React from 'react';
 
 import { formatInZone, IScheduleRecord, lastFire } from './schedules';
+import { ItemList, reportFailure, RowAction } from './sidebarlist';
 
 /** A request with JupyterLab's token; the answer's JSON, or an Error with the server's detail. */
 export async function kubelabJson<T>(
@@ -35,24 +36,13 @@ export function ScheduleList(props: {
   onRemoved(id: string): void;
 }): JSX.Element {
   const { schedules, trans } = props;
-  if (schedules.length === 0) {
-    return (
-      <p className="jp-kubelab-Pipelines-empty">
-        {trans.__(
-          'No schedules. Add one with kubelab schedule add -f FILE (a spec with a schedule: section).'
-        )}
-      </p>
-    );
-  }
   const act = (record: IScheduleRecord, action: 'pause' | 'resume') =>
     kubelabJson<IScheduleRecord>(
       `schedules/${encodeURIComponent(record.id)}/${action}`,
       { method: 'POST' }
-    ).then(props.onChanged, reason =>
-      showErrorMessage(
-        trans.__('Cannot %1 %2', action, record.name),
-        String(reason instanceof Error ? reason.message : reason)
-      )
+    ).then(
+      props.onChanged,
+      reportFailure(trans.__('Cannot %1 %2', action, record.name))
     );
   const remove = async (record: IScheduleRecord) => {
     const answer = await showDialog({
@@ -63,24 +53,25 @@ export function ScheduleList(props: {
         Dialog.warnButton({ label: trans.__('Delete') })
       ]
     });
-    if (!answer.button.accept) {
-      return;
-    }
-    try {
+    if (answer.button.accept) {
       await kubelabJson<null>(`schedules/${encodeURIComponent(record.id)}`, {
         method: 'DELETE'
-      });
-      props.onRemoved(record.id);
-    } catch (reason) {
-      await showErrorMessage(
-        trans.__('Cannot delete %1', record.name),
-        String(reason instanceof Error ? reason.message : reason)
+      }).then(
+        () => props.onRemoved(record.id),
+        reportFailure(trans.__('Cannot delete %1', record.name))
       );
     }
   };
   return (
-    <ul className="jp-kubelab-ScheduleList">
-      {schedules.map(s => {
+    <ItemList
+      items={schedules}
+      className="jp-kubelab-ScheduleList"
+      emptyClassName="jp-kubelab-Pipelines-empty"
+      empty={trans.__(
+        'No schedules. Add one with kubelab schedule add -f FILE (a spec with a schedule: section).'
+      )}
+    >
+      {s => {
         const last = lastFire(s);
         return (
           <li
@@ -92,18 +83,16 @@ export function ScheduleList(props: {
             <div className="jp-kubelab-Schedule-line">
               <span className="jp-kubelab-Schedule-name">{s.name}</span>
               <span className="jp-kubelab-Schedule-kind">{s.kind}</span>
-              <button
-                className="jp-Button jp-mod-minimal jp-kubelab-Schedule-toggle"
-                onClick={() => void act(s, s.paused ? 'resume' : 'pause')}
-              >
-                {s.paused ? trans.__('Resume') : trans.__('Pause')}
-              </button>
-              <button
-                className="jp-Button jp-mod-minimal jp-kubelab-Schedule-delete"
-                onClick={() => void remove(s)}
-              >
-                {trans.__('Delete')}
-              </button>
+              <RowAction
+                className="jp-kubelab-Schedule-toggle"
+                label={s.paused ? trans.__('Resume') : trans.__('Pause')}
+                onClick={() => act(s, s.paused ? 'resume' : 'pause')}
+              />
+              <RowAction
+                className="jp-kubelab-Schedule-delete"
+                label={trans.__('Delete')}
+                onClick={() => remove(s)}
+              />
             </div>
             <div className="jp-kubelab-Schedule-when">
               <code>{s.cron}</code> {s.timezone}
@@ -130,7 +119,7 @@ export function ScheduleList(props: {
             </div>
           </li>
         );
-      })}
-    </ul>
+      }}
+    </ItemList>
   );
 }

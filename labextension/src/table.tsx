@@ -20,6 +20,7 @@ import {
   toggleSort
 } from './model';
 import { Debouncer, IQueryError, markError } from './query';
+import { SortHeader } from './sortheader';
 import { useGrid } from './usegrid';
 import { visibleWindow } from './virtual';
 
@@ -145,25 +146,17 @@ export function ExperimentTable(props: ITableProps): JSX.Element {
         style={{ gridTemplateColumns: grid, minWidth }}
       >
         {columns.map(column => (
-          <div
+          <SortHeader
             key={column}
-            role="columnheader"
-            tabIndex={-1}
+            as="div"
             className="jp-kubelab-Table-headerCell"
-            data-column={column}
-            aria-sort={
-              sort.column === column
-                ? sort.descending
-                  ? 'descending'
-                  : 'ascending'
-                : 'none'
-            }
-            onClick={() => sortBy(column)}
-            title={trans.__('Sort by %1', headerLabel(column, trans))}
-          >
-            {headerLabel(column, trans)}
-            {sort.column === column ? (sort.descending ? ' ▾' : ' ▴') : ''}
-          </div>
+            column={column}
+            label={headerLabel(column, trans)}
+            active={sort.column === column}
+            descending={sort.descending}
+            trans={trans}
+            onSort={() => sortBy(column)}
+          />
         ))}
         <div
           role="columnheader"

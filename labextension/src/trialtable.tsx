@@ -7,6 +7,7 @@ import { TranslationBundle } from '@jupyterlab/translation';
 import React, { useRef } from 'react';
 
 import { formatValue } from './model';
+import { SortHeader } from './sortheader';
 import {
   ITrialRow,
   ITrialSort,
@@ -65,24 +66,15 @@ export function TrialTable(props: {
       <thead>
         <tr role="row" aria-rowindex={1}>
           {columns.map(column => (
-            <th
+            <SortHeader
               key={column.key}
-              role="columnheader"
-              tabIndex={-1}
-              data-column={column.key}
-              aria-sort={
-                sort.key === column.key
-                  ? sort.descending
-                    ? 'descending'
-                    : 'ascending'
-                  : 'none'
-              }
-              title={trans.__('Sort by %1', column.label)}
-              onClick={() => props.onSort(toggleTrialSort(sort, column.key))}
-            >
-              {column.label}
-              {sort.key === column.key ? (sort.descending ? ' ▾' : ' ▴') : ''}
-            </th>
+              column={column.key}
+              label={column.label}
+              active={sort.key === column.key}
+              descending={sort.descending}
+              trans={trans}
+              onSort={() => props.onSort(toggleTrialSort(sort, column.key))}
+            />
           ))}
         </tr>
       </thead>

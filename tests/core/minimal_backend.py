@@ -10,7 +10,6 @@ ended. No runner, no GPUs, no retries, no timeout, no line times: only the abstr
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kubelab.backends.base import Backend
+from kubelab.backends.trial_env import trial_env
 from kubelab.errors import FieldError, ValidationError
 from kubelab.logfiles import read_from
 from kubelab.pids import pid_alive
@@ -67,19 +67,18 @@ class MinimalBackend(Backend):
 
     @staticmethod
     def trial_env(run: RunDirectory, spec: ExperimentSpec, status: Status) -> dict[str, str]:
-        paths = [str(run.code_dir), str(SHIMS), os.environ.get("PYTHONPATH", "")]
-        env = {
-            "KUBELAB_RUN_ID": run.id,
-            "KUBELAB_RUN_DIR": str(run.path),
-            "KUBELAB_PARAMS": json.dumps(spec.resolved_params()),
-            "KUBELAB_TENSORBOARD_DIR": str(run.tensorboard_dir),
-            "KUBELAB_OUTPUTS_DIR": str(run.outputs_dir),
-            "PYTHONPATH": os.pathsep.join(p for p in paths if p),
-            "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]),
-            "PYTHONUNBUFFERED": "1",
-        }
-        if status.sweep:
-            env.update(KUBELAB_SWEEP_ID=status.sweep, KUBELAB_TRIAL=str(status.trial))
+        """The trial's contract, as every backend gives it, and this interpreter's `python`."""
+        env = trial_env(
+            run,
+            spec,
+            code=True,
+            shims=str(SHIMS),
+            python_path=os.environ.get("PYTHONPATH"),
+            sweep=status.sweep,
+            trial=status.trial,
+            platform="minimal",
+        )
+        env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
         return env
 
     def reap(self, process: subprocess.Popen[bytes], run: RunDirectory) -> None:

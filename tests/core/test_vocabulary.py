@@ -109,7 +109,7 @@ def test_a_tuner_is_one_registry_entry() -> None:
 
 def test_the_trial_side_writes_the_files_run_directory_names() -> None:
     """The trial side imports nothing of kubelab's records (it runs in images without kubelab),
-    so it spells the metrics file itself; this holds its spelling to RUN_FILES."""
+    so it spells the files it writes itself; this holds its spelling to RUN_FILES."""
     writers = [
         ROOT / "kubelab" / "trial.py",
         ROOT / "kubelab" / "nni_compat" / "nni" / "__init__.py",
@@ -118,3 +118,6 @@ def test_the_trial_side_writes_the_files_run_directory_names() -> None:
     for path in writers:
         assert f'"{records.RUN_FILES["metrics"]}"' in path.read_text(), path
     assert f'"{records.RUN_FILES["tensorboard"]}"' in writers[0].read_text()
+    assert f'"{records.RUN_FILES["checkpoints"]}"' in (ROOT / "kubelab" / "checkpoints.py").read_text()
+    assert f'"{records.RUN_FILES["tracking"]}"' in writers[2].read_text()
+    assert f'"{records.RUN_FILES["outputs"]}"' in (ROOT / "kubelab" / "papermill_run.py").read_text()

@@ -60,3 +60,18 @@ def test_a_failing_step_is_the_termination_message(tmp_path: Path) -> None:
     assert message.read_text() == done.stderr.strip() and "missing.git" in message.read_text()
     assert not (run.path / init_run.DONE).exists()
     assert init_run.main([], termination_log=message) == 2
+
+
+def test_an_artifacts_step_copies_an_earlier_runs_outputs(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    earlier = make_run(home, [])
+    (earlier.outputs_dir / "model.pt").write_text("weights")
+    run = make_run(home, [{"artifacts": {"run": earlier.path.name, "files": ["model.pt"]}, "path": "w"}])
+    message = tmp_path / "termination-log"
+    assert init_run.main([str(run.path)], termination_log=message) == 0
+    assert (run.code_dir / "w" / "model.pt").read_text() == "weights"
+    missing = make_run(home, [{"artifacts": {"run": earlier.path.name, "files": ["gone.pt"]}}])
+    assert (
+        init_run.init_run(missing.path)
+        == f"init[0].artifacts.files: 'gone.pt' is not in the outputs of run {earlier.path.name}"
+    )

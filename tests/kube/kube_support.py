@@ -11,12 +11,17 @@ import yaml
 from kubernetes import client
 
 from kubelab.backends.kubernetes.notebook_env import NotebookEnv
+from kubelab.experiments import Experiments
 
 T = TypeVar("T")
 
 ROLE_FILE = Path(__file__).resolve().parents[2] / "hub_config" / "rbac" / "notebook-role.yaml"
 IMAGE = "registry.example.org/lab/notebook:2024.1"
 PROJECT_LABEL = "lab.example.org/project"
+ONE_GPU_RUN: dict[str, Any] = {
+    "command": ["python", "train.py"],
+    "resources": {"cpu": "1", "memory": "1Gi", "gpus": 1},
+}
 
 
 def role_documents(namespace: str, service_account: str) -> list[dict[str, Any]]:
@@ -96,3 +101,12 @@ def pods_of(admin: client.ApiClient, namespace: str, run_id: str) -> list[dict[s
             p["metadata"]["creationTimestamp"],
         ),
     )
+
+
+def start(
+    admin: client.ApiClient, lab: Experiments, namespace: str, home: Path, **fields: Any
+) -> tuple[str, str]:
+    """Submit a one-GPU run (`fields` over ONE_GPU_RUN) and wait for its pod: (run id, the pod's name)."""
+    run_id: str = lab.submit({**ONE_GPU_RUN, **fields}, base_dir=home)["id"]
+    pod = wait_for(lambda: pods_of(admin, namespace, run_id))[-1]
+    return run_id, pod["metadata"]["name"]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from controlplane.cluster import ControlPlane
 from kube_support import objects, pods_of, wait_for
+from kubelab_testing import wait_until
 from kubernetes import client
 
 from kubelab.backends.kubernetes.backend import KubernetesBackend
@@ -35,7 +36,7 @@ def test_single_experiment_end_to_end(
     assert record["status"] == "Pending"
     pod = wait_for(lambda: pods_of(admin, namespace, run_id), what="the pod")[0]
     name = pod["metadata"]["name"]
-    wait_for(lambda: lab.get(run_id)["status"] == "Running", what="Running")
+    wait_until(lab, run_id, "Running")
     simulated_cluster.append_log(namespace, name, "epoch 1 loss 0.5")
     simulated_cluster.end_pod(namespace, name, "Succeeded")
     final = wait_for(lambda: (r := lab.get(run_id))["status"] == "Succeeded" and r, what="Succeeded")

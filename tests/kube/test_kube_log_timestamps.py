@@ -11,6 +11,7 @@ from pathlib import Path
 
 from controlplane.cluster import ControlPlane
 from kube_support import pods_of, wait_for
+from kubelab_testing import wait_until
 from kubernetes import client
 
 from kubelab.experiments import Experiments
@@ -41,7 +42,7 @@ def test_live_and_archived_logs_carry_the_kubelets_times(
     record = lab.submit({"command": ["python", "train.py"]}, base_dir=home)
     run_id = record["id"]
     name = wait_for(lambda: pods_of(admin, namespace, run_id))[0]["metadata"]["name"]
-    wait_for(lambda: lab.get(run_id)["status"] == "Running", what="Running")
+    wait_until(lab, run_id, "Running")
     simulated_cluster.append_log(namespace, name, "epoch 1 loss 0.5", "epoch 2 loss 0.25")
     wait_for(lambda: "epoch 2" in "".join(lab.logs(run_id)), what="the log")
 
@@ -53,7 +54,7 @@ def test_live_and_archived_logs_carry_the_kubelets_times(
     assert "".join(lab.logs(run_id, start=4, length=20, timestamps=True)).encode() == text.encode()[4:24]
 
     simulated_cluster.end_pod(namespace, name, "Succeeded")
-    wait_for(lambda: lab.get(run_id)["status"] == "Succeeded", what="Succeeded")
+    wait_until(lab, run_id, "Succeeded")
     archived_log = lab.runs_root / run_id / "logs" / "replica-0.log"
     wait_for(lambda: index_of(archived_log).exists(), what="the archived times")
     assert archived_log.read_text() == "epoch 1 loss 0.5\nepoch 2 loss 0.25\n"

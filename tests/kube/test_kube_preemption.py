@@ -12,19 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kube_support import pods_of, wait_for
-from test_kube_states import settle
+from kube_support import ONE_GPU_RUN, pods_of, wait_for
+from kubelab_testing import wait_until
 
 from kubelab.backends.kubernetes.backend import KubernetesBackend
 from kubelab.backends.kubernetes.priority_classes import priority_cap_quota, priority_classes
 from kubelab.errors import ValidationError
 from kubelab.experiments import Experiments
 
-SPEC = {
-    "command": ["python", "train.py"],
-    "resources": {"cpu": "1", "memory": "1Gi", "gpus": 1},
-    "retries": 0,
-}
+SPEC = {**ONE_GPU_RUN, "retries": 0}
 
 
 @pytest.fixture
@@ -51,13 +47,13 @@ def test_a_high_run_preempts_a_low_one_which_resumes_without_spending_a_retry(
     first = wait_for(lambda: pods_of(admin, namespace, low), what="the low run's pod")[0]
     assert first["spec"]["priorityClassName"] == "kubelab-low"
     assert first["spec"]["priority"] == 100  # the API server resolved the class
-    settle(lab, low, "Running")
+    wait_until(lab, low, "Running")
 
     high = lab.submit({**SPEC, "priority": "high", "name": "deadline"}, base_dir=home)["id"]
-    record = settle(lab, low, "Preempted", timeout=90)
+    record = wait_until(lab, low, "Preempted", timeout=90)
     assert "preempted" in record["reason"], record["reason"]
     high_pod = wait_for(lambda: pods_of(admin, namespace, high), what="the high run's pod")[0]
-    settle(lab, high, "Running", timeout=90)
+    wait_until(lab, high, "Running", timeout=90)
 
     # the low run's Job made a replacement at once and did not count the preemption as a failure
     replacement = wait_for(
@@ -68,10 +64,10 @@ def test_a_high_run_preempts_a_low_one_which_resumes_without_spending_a_retry(
     )[0]
     assert lab.get(low)["status"] == "Preempted"
     simulated_cluster.end_pod(namespace, high_pod["metadata"]["name"], "Succeeded")
-    settle(lab, high, "Succeeded")
-    settle(lab, low, "Running", timeout=90)  # the GPU came back: its next pod runs
+    wait_until(lab, high, "Succeeded")
+    wait_until(lab, low, "Running", timeout=90)  # the GPU came back: its next pod runs
     simulated_cluster.end_pod(namespace, replacement["metadata"]["name"], "Succeeded")
-    final = settle(lab, low, "Succeeded")
+    final = wait_until(lab, low, "Succeeded")
     states = [entry["state"] for entry in final["history"]]
     assert "Preempted" in states and states[-2:] == ["Running", "Succeeded"], states
 
@@ -103,8 +99,10 @@ def test_a_groups_priority_cap_is_held_by_the_api_server(
     simulated_cluster.apply(cap, f"/api/v1/namespaces/{namespace}/resourcequotas")
     project_node("gpu", gpus=2)
     high = prioritised.submit({**SPEC, "priority": "high"}, base_dir=home)["id"]
-    record = settle(prioritised, high, "Pending", contains="exceeded quota: kubelab-priority-cap", timeout=90)
+    record = wait_until(
+        prioritised, high, "Pending", reason="exceeded quota: kubelab-priority-cap", timeout=90
+    )
     assert "pods=1" in record["reason"], record["reason"]
     assert pods_of(admin, namespace, high) == []
     normal = prioritised.submit(SPEC, base_dir=home)["id"]
-    settle(prioritised, normal, "Running", timeout=90)
+    wait_until(prioritised, normal, "Running", timeout=90)

@@ -5,43 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from controlplane.cluster import ControlPlane
-from kube_support import pods_of, wait_for
+from kube_support import pods_of, start, wait_for
+from kubelab_testing import wait_until
 from kubernetes import client
 
 from kubelab.backends.kubernetes.backend import KubernetesBackend
 from kubelab.experiments import Experiments
-
-
-def start(
-    admin: client.ApiClient, lab: Experiments, namespace: str, home: Path, **fields: Any
-) -> tuple[str, str]:
-    spec = {
-        "command": ["python", "train.py"],
-        "resources": {"cpu": "1", "memory": "1Gi", "gpus": 1},
-        **fields,
-    }
-    run_id = lab.submit(spec, base_dir=home)["id"]
-    pod = wait_for(lambda: pods_of(admin, namespace, run_id))[-1]
-    return run_id, pod["metadata"]["name"]
-
-
-def settle(
-    lab: Experiments, run_id: str, state: str, contains: str = "", timeout: float = 60
-) -> dict[str, Any]:
-    seen: list[tuple[str, str]] = []
-
-    def arrived() -> dict[str, Any] | None:
-        record = lab.get(run_id)
-        seen.append((record["status"], record["reason"]))
-        return record if record["status"] == state and contains in record["reason"] else None
-
-    try:
-        return wait_for(arrived, timeout=timeout, what=f"{state} / {contains}")
-    except AssertionError as exc:
-        raise AssertionError(f"{exc}; last seen {seen[-1]}") from None
 
 
 def test_unschedulable_shows_the_scheduler_message(
@@ -50,7 +21,7 @@ def test_unschedulable_shows_the_scheduler_message(
     project_node("cpu", cpu="8")
     project_node("cpu", cpu="8")
     run_id, pod = start(admin, lab, namespace, home)
-    record = settle(lab, run_id, "Pending", "nodes are available")
+    record = wait_until(lab, run_id, "Pending", reason="nodes are available")
     # the scheduler's own sentence: this test's two nodes lack GPUs, the rest are not selected
     assert record["reason"].startswith("0/"), record["reason"]
     assert "2 Insufficient nvidia.com/gpu" in record["reason"]
@@ -62,7 +33,7 @@ def test_image_pull_failure(
 ) -> None:
     project_node("gpu", gpus=2)
     run_id, pod = start(admin, lab, namespace, home, image="registry.example.org/unpullable/typo:1")
-    record = settle(lab, run_id, "Pending", "cannot pull image")
+    record = wait_until(lab, run_id, "Pending", reason="cannot pull image")
     assert "registry.example.org/unpullable/typo:1" in record["reason"]
 
 
@@ -76,9 +47,9 @@ def test_oom_killed(
 ) -> None:
     project_node("gpu", gpus=2)
     run_id, pod = start(admin, lab, namespace, home)
-    settle(lab, run_id, "Running")
+    wait_until(lab, run_id, "Running")
     simulated_cluster.end_pod(namespace, pod, "Failed", exit_code=137, reason="OOMKilled")
-    record = settle(lab, run_id, "Failed")
+    record = wait_until(lab, run_id, "Failed")
     assert record["reason"] == "replica 0 ran out of memory (OOMKilled, limit 1Gi)"
     assert record["exit_code"] == 137
 
@@ -93,9 +64,9 @@ def test_exit_code_is_reported(
 ) -> None:
     project_node("gpu", gpus=2)
     run_id, pod = start(admin, lab, namespace, home)
-    settle(lab, run_id, "Running")
+    wait_until(lab, run_id, "Running")
     simulated_cluster.end_pod(namespace, pod, "Failed", exit_code=3)
-    record = settle(lab, run_id, "Failed")
+    record = wait_until(lab, run_id, "Failed")
     assert record["reason"] == "replica 0 exited with code 3" and record["exit_code"] == 3
 
 
@@ -109,7 +80,7 @@ def test_failures_are_retried_up_to_retries(
 ) -> None:
     project_node("gpu", gpus=2)
     run_id, first = start(admin, lab, namespace, home, retries=1)
-    settle(lab, run_id, "Running")
+    wait_until(lab, run_id, "Running")
     simulated_cluster.end_pod(namespace, first, "Failed", exit_code=2)
     # the Job controller makes the replacement after its own back-off (about 10 s)
     second = wait_for(
@@ -117,10 +88,10 @@ def test_failures_are_retried_up_to_retries(
         timeout=60,
         what="the replacement pod",
     )[0]["metadata"]["name"]
-    record = settle(lab, run_id, "Running", "retrying after replica 0 exited with code 2")
+    record = wait_until(lab, run_id, "Running", reason="retrying after replica 0 exited with code 2")
     assert record["attempt"] == 1
     simulated_cluster.end_pod(namespace, second, "Failed", exit_code=2)
-    record = settle(lab, run_id, "Failed")
+    record = wait_until(lab, run_id, "Failed")
     assert record["reason"] == "replica 0 exited with code 2 (gave up after 2 failed attempts)"
 
 
@@ -136,7 +107,7 @@ def test_evicted_pods_are_retried_without_counting(
     # gets a replacement pod, which the real Job controller proves here.
     project_node("gpu", gpus=2)
     run_id, first = start(admin, lab, namespace, home)
-    settle(lab, run_id, "Running")
+    wait_until(lab, run_id, "Running")
     simulated_cluster.end_pod(namespace, first, "Evicted")
     second = wait_for(
         lambda: [p for p in pods_of(admin, namespace, run_id) if p["metadata"]["name"] != first],
@@ -146,7 +117,7 @@ def test_evicted_pods_are_retried_without_counting(
     record = lab.get(run_id)
     assert record["status"] in ("Pending", "Running"), record
     simulated_cluster.end_pod(namespace, second, "Succeeded")
-    assert settle(lab, run_id, "Succeeded")["exit_code"] == 0
+    assert wait_until(lab, run_id, "Succeeded")["exit_code"] == 0
 
 
 def test_deadline_exceeded(
@@ -154,7 +125,7 @@ def test_deadline_exceeded(
 ) -> None:
     project_node("gpu", gpus=2)
     run_id, pod = start(admin, lab, namespace, home, timeout="1s")
-    record = settle(lab, run_id, "Failed")
+    record = wait_until(lab, run_id, "Failed")
     assert record["reason"] == "timed out after 1s"
 
 
@@ -190,9 +161,9 @@ def test_pod_failure_policy_fails_at_once_on_command_not_found(
     # makes the real Job controller fail the Job at once, whatever `retries` says
     project_node("gpu", gpus=2)
     run_id, pod = start(admin, lab, namespace, home, retries=3)
-    settle(lab, run_id, "Running")
+    wait_until(lab, run_id, "Running")
     simulated_cluster.end_pod(namespace, pod, "Failed", exit_code=127)
-    record = settle(lab, run_id, "Failed")
+    record = wait_until(lab, run_id, "Failed")
     assert record["exit_code"] == 127
     assert len(pods_of(admin, namespace, run_id)) <= 1  # no replacement pod was made
 
@@ -210,10 +181,10 @@ def test_a_finished_job_removed_by_its_ttl_keeps_its_record(
 
     project_node("gpu", gpus=2)
     run_id, pod = start(admin, lab, namespace, home)
-    settle(lab, run_id, "Running")
+    wait_until(lab, run_id, "Running")
     simulated_cluster.append_log(namespace, pod, "final loss 0.1")
     simulated_cluster.end_pod(namespace, pod, "Succeeded")
-    settle(lab, run_id, "Succeeded")
+    wait_until(lab, run_id, "Succeeded")
     (job,) = objects(admin, "jobs", namespace, f"kubelab.io/experiment={run_id}")
     # the week kubelab asks for, shortened: the real TTL-after-finished controller deletes it
     client.BatchV1Api(admin).patch_namespaced_job(

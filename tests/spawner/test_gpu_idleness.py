@@ -7,19 +7,17 @@ Prometheus HTTP server are real.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from threading import Thread
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from kubelab_testing import JsonStandIn
 
 from kubelab.backends.local.gpus import Gpu, GpuAllocator
 from kubelab.errors import ValidationError
@@ -208,31 +206,15 @@ def test_notebook_pods_are_owned_by_their_namespace_not_by_annotations_a_user_ca
     }
 
 
-class Prometheus(BaseHTTPRequestHandler):
-    """A Prometheus HTTP API answering `/api/v1/query` with a recorded vector."""
-
-    def do_GET(self) -> None:
-        url = urlsplit(self.path)
-        self.server.queries.append(parse_qs(url.query)["query"][0])  # type: ignore[attr-defined]
-        body = json.dumps(self.server.answer).encode()  # type: ignore[attr-defined]
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
-def prometheus() -> Iterator[ThreadingHTTPServer]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Prometheus)
-    server.queries = []  # type: ignore[attr-defined]
-    Thread(target=server.serve_forever, daemon=True).start()
-    yield server
-    server.shutdown()
-    server.server_close()
+def prometheus() -> Iterator[JsonStandIn]:
+    """A Prometheus HTTP API answering `/api/v1/query`; each test sets the answer it records."""
+    with JsonStandIn(lambda path: {}) as stand_in:
+        yield stand_in
+
+
+def queries(prometheus: JsonStandIn) -> list[str]:
+    return [parse_qs(urlsplit(path).query)["query"][0] for path in prometheus.paths]
 
 
 def vector(*series: tuple[dict[str, str], float]) -> dict[str, Any]:
@@ -245,10 +227,8 @@ def vector(*series: tuple[dict[str, str], float]) -> dict[str, Any]:
     return {"status": "success", "data": {"resultType": "vector", "result": result}}
 
 
-def test_prometheus_usage_reads_dcgm_by_pod_with_or_without_exported_labels(
-    prometheus: ThreadingHTTPServer,
-) -> None:
-    prometheus.answer = vector(  # type: ignore[attr-defined]
+def test_prometheus_usage_reads_dcgm_by_pod_with_or_without_exported_labels(prometheus: JsonStandIn) -> None:
+    answer = vector(
         (
             {
                 "exported_namespace": "lab-alice",
@@ -261,16 +241,17 @@ def test_prometheus_usage_reads_dcgm_by_pod_with_or_without_exported_labels(
         ({"namespace": "lab-bob", "pod": "jupyter-bob"}, 71.0),
         ({"namespace": "lab-bob", "pod": "some-job"}, 100.0),
     )
+    prometheus.answer = lambda path: answer
     pods = {("lab-alice", POD): ALICE, ("lab-bob", "jupyter-bob"): ("bob", "")}
-    usage = PrometheusUsage(f"http://127.0.0.1:{prometheus.server_address[1]}", 300, lambda: pods)
+    usage = PrometheusUsage(prometheus.url, 300, lambda: pods)
     assert usage.utilisation([ALICE, ("bob", ""), ("carol", "")]) == {ALICE: 2.5, ("bob", ""): 71.0}
-    assert prometheus.queries == [  # type: ignore[attr-defined]
+    assert queries(prometheus) == [
         "max by (namespace, pod, exported_namespace, exported_pod) (avg_over_time(DCGM_FI_DEV_GPU_UTIL[300s]))"
     ]
 
 
-def test_a_prometheus_error_is_raised_with_its_reason(prometheus: ThreadingHTTPServer) -> None:
-    prometheus.answer = {"status": "error", "errorType": "bad_data", "error": "parse error"}  # type: ignore[attr-defined]
-    usage = PrometheusUsage(f"http://127.0.0.1:{prometheus.server_address[1]}", 60, dict)
+def test_a_prometheus_error_is_raised_with_its_reason(prometheus: JsonStandIn) -> None:
+    prometheus.answer = lambda path: {"status": "error", "errorType": "bad_data", "error": "parse error"}
+    usage = PrometheusUsage(prometheus.url, 60, dict)
     with pytest.raises(RuntimeError, match="Prometheus answered bad_data: parse error"):
         usage.utilisation([ALICE])

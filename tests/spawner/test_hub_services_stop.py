@@ -10,43 +10,28 @@ for the users, it is signalled and must have exited, cleanly, before a generous 
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from threading import Thread
 
 import pytest
+from kubelab_testing import JsonStandIn
 
 DEADLINE = 15.0  # far above the 2 s the services take; far below JupyterHub's 30 s wait
 
 
-class HubApi(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        self.server.paths.append(self.path)  # type: ignore[attr-defined]
-        body = json.dumps([] if "/users" in self.path else {"version": "5.3.0"}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+def hub_answer(path: str) -> object:
+    """The hub's API as the services read it: no users, and its version."""
+    return [] if "/users" in path else {"version": "5.3.0"}
 
 
 @pytest.fixture
-def hub_api() -> Iterator[ThreadingHTTPServer]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), HubApi)
-    server.paths = []  # type: ignore[attr-defined]
-    Thread(target=server.serve_forever, daemon=True).start()
-    yield server
-    server.shutdown()
-    server.server_close()
+def hub_api() -> Iterator[JsonStandIn]:
+    with JsonStandIn(hub_answer) as stand_in:
+        yield stand_in
 
 
 def ignore_sigint() -> None:
@@ -62,9 +47,9 @@ SERVICES = {
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 @pytest.mark.parametrize("service", sorted(SERVICES))
 def test_a_hub_service_exits_promptly_when_signalled(
-    service: str, sig: signal.Signals, hub_api: ThreadingHTTPServer
+    service: str, sig: signal.Signals, hub_api: JsonStandIn
 ) -> None:
-    url = f"http://127.0.0.1:{hub_api.server_address[1]}/hub/api"
+    url = f"{hub_api.url}/hub/api"
     env = {**os.environ, "JUPYTERHUB_API_URL": url, "JUPYTERHUB_API_TOKEN": "service-token"}
     args = SERVICES[service] + ([f"--url={url}"] if service == "idle-culler" else [])
     process = subprocess.Popen(
@@ -78,7 +63,7 @@ def test_a_hub_service_exits_promptly_when_signalled(
     )
     try:
         deadline = time.monotonic() + 60
-        while not any("/users" in p for p in hub_api.paths):  # type: ignore[attr-defined]
+        while not any("/users" in p for p in hub_api.paths):
             assert process.poll() is None, process.communicate()[1]
             assert time.monotonic() < deadline, "the service never asked the hub for its users"
             time.sleep(0.05)

@@ -12,18 +12,15 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 import yaml
 from controlplane.cluster import ControlPlane, NodeSpec
 from controlplane.fixtures import RealCluster
 from hub_process import REPO, Hub
-from kubelab_testing import manifest
+from kubelab_testing import JsonStandIn, manifest
 from kubernetes import client, config
-
-if TYPE_CHECKING:
-    from conftest import PodStandIn  # tests/spawner/conftest.py, which pytest loads itself
 
 GROUPS = {
     "public": {"users": [], "properties": {"quota": {"user": {"gpus": 1}}}},
@@ -73,7 +70,7 @@ def hub_token(kube: ControlPlane) -> str:
 
 @pytest.fixture(scope="module")
 def hub(
-    kube: ControlPlane, pod_stand_in: PodStandIn, tmp_path_factory: pytest.TempPathFactory
+    kube: ControlPlane, pod_stand_in: JsonStandIn, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Hub]:
     directory = tmp_path_factory.mktemp("kubehub")
     kubeconfig = kube.write_kubeconfig(directory / "kubeconfig", token=hub_token(kube))
@@ -154,7 +151,7 @@ def test_form_shows_fields_and_live_availability(hub: Hub) -> None:
     assert '<tr data-gpu-type="A100"><td>A100</td><td class="free">0</td><td class="total">0</td>' in page
 
 
-def test_spawn_through_the_form_then_stop(hub: Hub, kube: ControlPlane, pod_stand_in: PodStandIn) -> None:
+def test_spawn_through_the_form_then_stop(hub: Hub, kube: ControlPlane, pod_stand_in: JsonStandIn) -> None:
     # the group's shared dataset claim, which an admin made in the user's namespace beforehand
     kube.request("POST", "/api/v1/namespaces", {"metadata": {"name": "user-alice"}})
     kube.request(

@@ -26,11 +26,12 @@ from kubelab.backends.kubernetes.init_container import init_containers, init_pro
 from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 from kubelab.backends.kubernetes.pod_security import container_security, pod_security
 from kubelab.backends.kubernetes.priority_classes import KUEUE_PRIORITY_LABEL, class_name, priority_problem
+from kubelab.backends.trial_env import trial_env as common_trial_env
 from kubelab.errors import FieldError, ValidationError
 from kubelab.gpu_share import is_fraction
 from kubelab.priorities import LOW_PRIORITY, NORMAL_PRIORITY
 from kubelab.records import RunDirectory
-from kubelab.shims import SHIMS_DIR, sweep_trial_env
+from kubelab.shims import SHIMS_DIR
 from kubelab.spec import ExperimentSpec, Resources
 
 CONTAINER = "trainer"
@@ -338,31 +339,23 @@ def resource_amounts(resources: Resources, nb: NotebookEnv, gpus: bool = True) -
 
 def trial_env(spec: ExperimentSpec, target: Target, nb: NotebookEnv) -> list[Manifest]:
     """The trial's environment contract (docs/spec.md); it wins over the spec's own `env`."""
-    run_dir = target.run_dir.rstrip("/")
-    run = RunDirectory(Path(run_dir))  # the path inside the pods
+    run = RunDirectory(Path(target.run_dir))  # the path inside the pods (the workspace claim's)
     values = dict(spec.env)
     values.update(
-        KUBELAB_RUN_ID=target.run_id,
-        KUBELAB_RUN_DIR=run_dir,
-        KUBELAB_PARAMS=json.dumps(spec.resolved_params()),
-        KUBELAB_TENSORBOARD_DIR=str(run.tensorboard_dir),
-        KUBELAB_OUTPUTS_DIR=str(run.outputs_dir),
-        KUBELAB_CHECKPOINT_DIR=str(run.checkpoints_dir),  # on the workspace claim: survives restarts
+        common_trial_env(
+            run,
+            spec,
+            code=spec.code is not None,
+            shims=str(run.path / SHIMS_DIR),  # staged by submit
+            python_path=spec.env.get("PYTHONPATH"),
+            sweep=target.sweep,
+            trial=target.trial,
+            platform="kubernetes",
+        ),
         KUBELAB_USER=target.user,
-        PYTHONUNBUFFERED="1",
     )
-    if spec.seed is not None:
-        values.update(KUBELAB_SEED=str(spec.seed), PYTHONHASHSEED=str(spec.seed))
     if nb.home:
         values["KUBELAB_HOME"] = nb.home
-    # `import nni` / `from polyaxon import tracking` find kubelab's shims, staged by submit
-    code = str(run.code_dir) if spec.code is not None else None
-    values["PYTHONPATH"] = ":".join(
-        p for p in (code, f"{run_dir}/{SHIMS_DIR}", spec.env.get("PYTHONPATH")) if p
-    )
-    values.update(
-        sweep_trial_env(target.run_id, str(run.outputs_dir), target.sweep, target.trial, "kubernetes")
-    )
     return [{"name": k, "value": v} for k, v in values.items()]
 
 

@@ -37,7 +37,7 @@ from kubelab.backends.local.processes import (
 )
 from kubelab.backends.local.resume import describe_run, resume_point
 from kubelab.backends.local.system_sampler import SystemSampler
-from kubelab.backends.local.trial_env import trial_env
+from kubelab.backends.local.process_env import process_env
 from kubelab.environments.prepare import BuildFailed, prepare
 from kubelab.gpu_share import is_fraction
 from kubelab.log_times import LogClock
@@ -305,7 +305,7 @@ class Runner:
     log_name = staticmethod(RunDirectory.log_name)
 
     def base_env(self) -> dict[str, str]:
-        return trial_env(self.run, self.spec, self.status, self.environment)
+        return process_env(self.run, self.spec, self.status, self.environment)
 
     def watch(self, replicas: list[Replica]) -> tuple[str, int, bool] | None:
         """Wait for the replicas; None when all succeeded, else (reason, exit code, retryable)."""
