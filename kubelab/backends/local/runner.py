@@ -29,6 +29,7 @@ from kubelab.backends.distributed import Topology, free_ports, replica_env, tf_c
 from kubelab.backends.local.elastic import ElasticLaunch
 from kubelab.backends.local.exit_reasons import describe_exit, format_seconds, last_exception
 from kubelab.backends.local.gpus import GpuAllocator
+from kubelab.backends.local.process_env import process_env
 from kubelab.backends.local.processes import (
     become_subreaper,
     end_descendants,
@@ -37,7 +38,6 @@ from kubelab.backends.local.processes import (
 )
 from kubelab.backends.local.resume import describe_run, resume_point
 from kubelab.backends.local.system_sampler import SystemSampler
-from kubelab.backends.local.process_env import process_env
 from kubelab.environments.prepare import BuildFailed, prepare
 from kubelab.gpu_share import is_fraction
 from kubelab.log_times import LogClock
