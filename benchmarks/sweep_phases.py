@@ -49,7 +49,8 @@ def phases_of(home: Path, cli_start: float, cli_exit: float) -> dict[str, float]
     finished = [parse_iso(r["finished_at"]) for r in runs if r.get("finished_at")]
     recorded, ended = parse_iso(state.created_at), parse_iso(str(state.finished_at))
     points = [cli_start, recorded, min(created), min(started), max(finished), ended, cli_exit]
-    return {key: round((b - a) * 1000, 1) for (key, _), a, b in zip(PHASES, points[:-1], points[1:], strict=True)}
+    pairs = zip(PHASES, points[:-1], points[1:], strict=True)
+    return {key: round((b - a) * 1000, 1) for (key, _), a, b in pairs}
 
 
 DRIVER_PARTS = """
