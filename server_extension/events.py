@@ -25,6 +25,8 @@ from kubelab.pipelines.service import PipelineWatcher
 from kubelab.records import RunDirectory
 from kubelab.schedules.scheduler import SchedulerKeeper
 from kubelab.schedules.watcher import ScheduleWatcher
+from kubelab.serving.service import Services
+from kubelab.serving.watcher import ServiceWatcher
 from kubelab.sweeps.watcher import SweepWatcher
 
 log = logging.getLogger(__name__)
@@ -32,7 +34,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Event:
-    kind: str  # experiment | metrics | deleted | sweep | pipeline | schedule | schedule_deleted | tensorboard
+    # experiment, metrics, deleted, sweep, pipeline, schedule(_deleted), service(_deleted), tensorboard
+    kind: str
     data: dict[str, Any]
     text: str = field(default="", compare=False)  # the SSE message, encoded once
 
@@ -60,6 +63,7 @@ class EventHub:
         self.pipelines = PipelineWatcher(lab)  # `pipeline` events; dead drivers
         self.scheduler = SchedulerKeeper(lab)  # the per-user scheduler while a schedule fires here
         self.schedules = ScheduleWatcher(lab)  # `schedule` and `schedule_deleted` events
+        self.services = ServiceWatcher(Services(lab=lab))  # `service` and `service_deleted` events
 
     def start(self) -> None:
         if self.task is None:
@@ -67,6 +71,7 @@ class EventHub:
             self.sweeps.start()
             self.pipelines.start()
             self.schedules.start()
+            self.services.start()
             self.scheduler.keep_alive()
             self.task = asyncio.get_running_loop().create_task(self._run())
 
@@ -159,6 +164,9 @@ class EventHub:
         changed, removed = self.schedules.poll()
         events += [Event.of("schedule", record) for record in changed]
         events += [Event.of("schedule_deleted", {"id": schedule_id}) for schedule_id in removed]
+        services, gone = self.services.poll()
+        events += [Event.of("service", view) for view in services]
+        events += [Event.of("service_deleted", {"id": service_id}) for service_id in gone]
         self.scheduler.poll()
         return events
 

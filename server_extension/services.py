@@ -2,13 +2,16 @@
 
 `/kubelab/api/services` starts (`execute`), lists, shows, stops and deletes services (`write`).
 A service is reached at `/kubelab/services/<id>/…`, behind the server's own login (its cookie
-and XSRF check, or a token): an API call (a prediction) is forwarded to a ready replica on
-loopback and its answer passed through as it is, the model server's 4xx included. A page a
+and XSRF check, or a token): an API call (a prediction) is forwarded to a ready replica (on
+loopback, or a ready pod of the version on a cluster) and its answer passed through as it is,
+the model server's 4xx included. A page a
 browser navigates to is never rendered on Jupyter's origin: as with TensorBoard, the entry
 redirects to a capability URL `/kubelab/service-view/<secret>/…` whose answers are sandboxed
 (`kubelab.tensorboard.sandbox`), and every answer of the entry itself carries the same sandbox
-policy, so HTML a service returns cannot act as the user. The proxy knows only the services'
-own replicas' ports: it cannot be pointed elsewhere.
+policy, so HTML a service returns cannot act as the user (a cluster service's pages are not
+rendered: they have no capability here). The proxy knows only the services' own replicas: it
+cannot be pointed elsewhere, and on a cluster the server, in the notebook's pod, reaches what
+the notebook reaches and no more.
 """
 
 from __future__ import annotations
@@ -110,14 +113,15 @@ class ServiceLogsHandler(ServicesBase):
 
 class Upstreams:
     """The proxy's side toward the replicas: kept-alive connections (aiohttp's pool; Tornado's
-    simple client opens one per request) and each service's ready ports, looked up again at
-    most every `FRESH` seconds or when a replica did not answer."""
+    simple client opens one per request) and each service's ready replica (a loopback port
+    here, a pod's address on a cluster), looked up again at most every `FRESH` seconds or when
+    a replica did not answer."""
 
     FRESH = 1.0
 
     def __init__(self, services: Services) -> None:
         self.services = services
-        self.ports: dict[str, tuple[float, int | None]] = {}
+        self.bases: dict[str, tuple[float, str | None]] = {}
         self._session: aiohttp.ClientSession | None = None
 
     @property
@@ -128,14 +132,15 @@ class Upstreams:
             self._session = aiohttp.ClientSession(timeout=timeout, auto_decompress=False, cookie_jar=jar)
         return self._session
 
-    async def port(self, service_id: str) -> int | None:
+    async def base(self, service_id: str) -> str | None:
+        """`http://host:port` of a ready replica, or None while none is."""
         now = time.monotonic()
-        cached = self.ports.get(service_id)
+        cached = self.bases.get(service_id)
         if cached is not None and now - cached[0] < self.FRESH and cached[1] is not None:
             return cached[1]
-        port = await asyncio.to_thread(self.services.port, service_id)
-        self.ports[service_id] = (now, port)
-        return port
+        base = await asyncio.to_thread(self.services.upstream, service_id)
+        self.bases[service_id] = (now, base)
+        return base
 
     async def close(self) -> None:
         if self._session is not None:
@@ -148,18 +153,18 @@ async def forward(handler: web.RequestHandler, upstreams: Upstreams, service_id:
     query = urlencode([(k, v) for k, v in parse_qsl(request.query, keep_blank_values=True) if k != "token"])
     headers = [(k, v) for k, v in request.headers.get_all() if k.lower() not in NOT_SENT]
     body = request.body if request.method not in ("GET", "HEAD", "DELETE", "OPTIONS") else None
-    for attempt in (1, 2):  # a refused connection sent nothing: ask again with fresh ports
+    for attempt in (1, 2):  # a refused connection sent nothing: ask again with a fresh replica
         try:
-            port = await upstreams.port(service_id)
-            view = None if port else await asyncio.to_thread(upstreams.services.get, service_id)
+            base = await upstreams.base(service_id)
+            view = None if base else await asyncio.to_thread(upstreams.services.get, service_id)
         except KubelabError as exc:
             return _fail(handler, exc.status, exc.to_json())
-        if port is None:
+        if base is None:
             assert view is not None
             reason = f": {view['reason']}" if view["reason"] else ""
             detail = f"service {service_id} is {view['state']}{reason}"
             return _fail(handler, 503, {"error": "unavailable", "detail": detail, "fields": []})
-        url = f"http://127.0.0.1:{port}{path or '/'}" + (f"?{query}" if query else "")
+        url = f"{base}{path or '/'}" + (f"?{query}" if query else "")
         try:
             async with upstreams.session.request(
                 request.method or "GET", url, headers=headers, data=body, allow_redirects=False
@@ -167,7 +172,7 @@ async def forward(handler: web.RequestHandler, upstreams: Upstreams, service_id:
                 content = await response.read()
             break
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:  # a replica restarting, or gone
-            upstreams.ports.pop(service_id, None)
+            upstreams.bases.pop(service_id, None)
             if attempt == 1 and isinstance(exc, aiohttp.ClientConnectorError):
                 continue
             detail = f"service {service_id} did not answer: {exc or type(exc).__name__}"

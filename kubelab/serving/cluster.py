@@ -227,6 +227,7 @@ class ClusterServices:
                 "name": p["metadata"]["name"],
                 "state": "Ready" if _ready(p) else "Starting",
                 "port": answer,
+                "ip": (p.get("status") or {}).get("podIP"),
                 "restarts": sum(c.get("restartCount", 0) for c in p["status"].get("containerStatuses") or []),
             }
             for i, p in enumerate(mine)
@@ -284,17 +285,26 @@ class ClusterServices:
                 return view
             time.sleep(poll)
 
-    def port(self, sid: str) -> int | None:
-        """The Jupyter server's proxy reaches this machine's services only: on the cluster a
-        service answers at its in-cluster URL, which the namespace's notebook reaches."""
-        raise self._not_proxied(sid)
+    def upstream(self, sid: str) -> str | None:
+        """Where the Jupyter server's proxy sends a request for this version: a ready pod's
+        address, round robin (None while none is ready). The server runs in the notebook's pod,
+        so it reaches what the notebook reaches and no more (the namespace's NetworkPolicies)."""
+        view = self.get(sid)
+        ready = [r for r in view["replicas"] if r["state"] == "Ready" and r.get("ip")]
+        if view["state"] != "Running" or not ready:
+            return None
+        replica = ready[int(time.monotonic() * 1000) % len(ready)]
+        host = f"[{replica['ip']}]" if ":" in replica["ip"] else replica["ip"]
+        return f"http://{host}:{replica['port']}"
 
     def directory(self, sid: str) -> Any:
-        raise self._not_proxied(sid)
-
-    def _not_proxied(self, sid: str) -> ValidationError:
-        reason = f"runs on Kubernetes: reach it at {self.get(sid)['url']} (the proxy serves this machine's)"
-        return ValidationError("not proxied", [FieldError("id", reason)])
+        """A page opens in a sandbox behind a capability kept in a local service folder; a
+        cluster service has none, so its pages are not rendered through Jupyter."""
+        reason = (
+            f"runs on Kubernetes: its API answers through Jupyter, its pages at {self.get(sid)['url']} "
+            "(Jupyter renders pages of this machine's services only)"
+        )
+        raise ValidationError("not a page Jupyter renders", [FieldError("id", reason)])
 
     def logs(self, sid: str, replica: int = 0) -> str:
         view = self.get(sid)

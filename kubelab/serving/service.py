@@ -211,6 +211,11 @@ class Services:
             return None
         return int(ready[int(time.monotonic() * 1000) % len(ready)])
 
+    def upstream(self, sid: str) -> str | None:
+        """The base URL the Jupyter server's proxy forwards to: a ready replica on loopback."""
+        port = self.port(sid)
+        return f"http://127.0.0.1:{port}" if port else None
+
     def wait(self, sid: str, timeout: float = 120.0, poll: float = 0.05) -> dict[str, Any]:
         """The service's view once it is Running or has ended, or when `timeout` has passed."""
         deadline = time.monotonic() + timeout

@@ -13,6 +13,7 @@ import {
   parseRecord,
   RecordFormatError
 } from './model';
+import { IServiceRecord, parseService, proxyPath } from './services';
 import {
   ISweepDetail,
   ISweepRecord,
@@ -513,6 +514,44 @@ export class KubelabApi {
 
   async remove(id: string): Promise<void> {
     await this.send('DELETE', `experiments/${encodeURIComponent(id)}`);
+  }
+
+  async services(signal?: AbortSignal): Promise<IServiceRecord[]> {
+    const body = (await this.json('GET', 'services', undefined, signal)) as {
+      items?: unknown;
+    };
+    if (!Array.isArray(body?.items)) {
+      throw new RecordFormatError(
+        'response.items',
+        'expected a list of services'
+      );
+    }
+    return body.items.map(parseService);
+  }
+
+  /** Start a service from a `kind: service` spec (a model, a predictor or a command). */
+  async startService(spec: Record<string, unknown>): Promise<IServiceRecord> {
+    return parseService(await this.json('POST', 'services', spec));
+  }
+
+  async stopService(id: string): Promise<IServiceRecord> {
+    return parseService(
+      await this.json('POST', `services/${encodeURIComponent(id)}/stop`)
+    );
+  }
+
+  async deleteService(id: string): Promise<void> {
+    await this.send('DELETE', `services/${encodeURIComponent(id)}`);
+  }
+
+  /** A request to the service itself, through the server's proxy (`kubelab/services/<id>/…`). */
+  toService(
+    service: IServiceRecord,
+    path: string,
+    init: RequestInit
+  ): Promise<Response> {
+    const root = this.baseUrl.replace(/kubelab\/api\/$/, '');
+    return this.request(root + proxyPath(service, path), init);
   }
 
   async resources(): Promise<IResources> {

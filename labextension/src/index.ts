@@ -64,6 +64,10 @@ import {
 import { CommandIDs, createSidebar, ROW_ACTIONS, SIDEBAR_ID } from './panel';
 import { idleNoticePlugin } from './idlenoticeplugin';
 import { pipelinesPlugin } from './pipelines';
+// eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar's services are shown at startup
+import { addServiceCommands } from './servicecommands';
+// eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar's services are shown at startup
+import { ServiceCommandIDs } from './servicelist';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
 import { DEFAULT_SETTINGS, IKubelabSettings, readSettings } from './settings';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
@@ -203,7 +207,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
       experiment: tracker('kubelab-experiment', CommandIDs.openExperiment),
       sweep: tracker('kubelab-sweep', CommandIDs.openSweep),
       compare: tracker('kubelab-compare', CommandIDs.compare),
-      tensorboard: tracker('kubelab-tensorboard', CommandIDs.openTensorBoard)
+      tensorboard: tracker('kubelab-tensorboard', CommandIDs.openTensorBoard),
+      service: tracker('kubelab-service', ServiceCommandIDs.tryService)
     };
     const views = new Map<string, MainAreaWidget>();
     const showView = (
@@ -481,6 +486,15 @@ const plugin: JupyterFrontEndPlugin<void> = {
           { id, url }
         );
       }
+    });
+    addServiceCommands({
+      commands,
+      store,
+      api,
+      trans,
+      icon: experimentsIcon,
+      show: (key, make, args) => showView(key, make, 'service', args),
+      fail
     });
     commands.addCommand(CommandIDs.stopTensorBoard, {
       describedBy: ID_ARGS,

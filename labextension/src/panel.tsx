@@ -1,5 +1,5 @@
 /**
- * The left sidebar: Experiments, Sweeps, TensorBoards and Resources as the sections of a
+ * The left sidebar: Experiments, Sweeps, Services, TensorBoards and Resources as the sections of a
  * JupyterLab `SidePanel` (collapsible and resizable like the debugger's). Every section
  * renders from the shared `LiveStore` and re-renders on its `changed` signal.
  */
@@ -22,6 +22,7 @@ import { formatNumber } from './model';
 import { IKubelabSettings } from './settings';
 import { MyUsage } from './myusage';
 import { ItemList, RowAction } from './sidebarlist';
+import { ServiceList } from './servicelist';
 import { LiveStore } from './store';
 import { formatBest, formatProgress, progressFraction } from './sweeps';
 import { ExperimentTable, QueryBox } from './table';
@@ -79,7 +80,7 @@ export interface IPanelOptions {
   trans: TranslationBundle;
 }
 
-/** Build the sidebar widget with its four sections. */
+/** Build the sidebar widget with its five sections. */
 export function createSidebar(options: IPanelOptions): SidePanel {
   const { store, trans } = options;
   const panel = new SidePanel();
@@ -144,6 +145,13 @@ export function createSidebar(options: IPanelOptions): SidePanel {
   section(trans.__('Sweeps'), 'jp-kubelab-SweepsSection', () => (
     <SweepsSection {...options} />
   ));
+  section(trans.__('Services'), 'jp-kubelab-ServicesSection', () => (
+    <ServiceList
+      services={store.services}
+      commands={options.commands}
+      trans={trans}
+    />
+  ));
   section(trans.__('TensorBoards'), 'jp-kubelab-TensorBoardsSection', () => (
     <TensorBoardsSection {...options} />
   ));
@@ -152,7 +160,7 @@ export function createSidebar(options: IPanelOptions): SidePanel {
   ));
   // The table needs the room; the other sections start small.
   requestAnimationFrame(() =>
-    (panel.content as AccordionPanel).setRelativeSizes([5, 2, 1, 2])
+    (panel.content as AccordionPanel).setRelativeSizes([5, 2, 2, 1, 2])
   );
   return panel;
 }

@@ -1,6 +1,6 @@
 /**
  * The live state every kubelab view shares: one event stream, the experiments table,
- * sweeps, TensorBoard sessions and resources. Views subscribe to `changed` (and to
+ * sweeps, TensorBoard sessions, services and resources. Views subscribe to `changed` (and to
  * `metrics`/`experimentChanged` for one run) and never poll.
  */
 import { ISignal, Signal } from '@lumino/signaling';
@@ -26,6 +26,12 @@ import {
   sortTable
 } from './model';
 import { IQueryError, queryError } from './query';
+import {
+  applyService,
+  IServiceRecord,
+  parseService,
+  removeService
+} from './services';
 import { applySweep, ISweepRecord, parseSweep } from './sweeps';
 
 export interface IMetricsEvent {
@@ -39,6 +45,7 @@ export class LiveStore {
   table: IExperimentTable = EMPTY_TABLE;
   sweeps: ISweepRecord[] = [];
   tensorboards: ITensorBoardSession[] = [];
+  services: IServiceRecord[] = [];
   resources: IResources | null = null;
   stream: StreamState = { kind: 'connecting' };
   query = '';
@@ -116,6 +123,19 @@ export class LiveStore {
     return this.table.rows.find(row => row.id === id);
   }
 
+  service(id: string): IServiceRecord | undefined {
+    return this.services.find(service => service.id === id);
+  }
+
+  /** A service as an action's answer has it (its event may come later), or gone. */
+  noteService(record: IServiceRecord | { id: string; deleted: true }): void {
+    this.services =
+      'deleted' in record
+        ? removeService(this.services, record.id)
+        : applyService(this.services, record);
+    this.emit();
+  }
+
   /** Read the lists again now (the Refresh command), as a reconnect would. */
   async refresh(): Promise<void> {
     await this.reload(new AbortController().signal);
@@ -128,7 +148,7 @@ export class LiveStore {
 
   private async reload(signal: AbortSignal): Promise<void> {
     const generation = ++this.listGeneration;
-    const [records, sweeps, tensorboards] = await Promise.all([
+    const [records, sweeps, tensorboards, services] = await Promise.all([
       this.listExperiments(signal),
       this.api.sweeps(signal).catch(reason => {
         console.warn('kubelab: could not load sweeps', reason);
@@ -137,6 +157,10 @@ export class LiveStore {
       this.api.tensorboards(signal).catch(reason => {
         console.warn('kubelab: could not load TensorBoard sessions', reason);
         return this.tensorboards;
+      }),
+      this.api.services(signal).catch(reason => {
+        console.warn('kubelab: could not load services', reason);
+        return this.services;
       })
     ]);
     if (signal.aborted || generation !== this.listGeneration) {
@@ -149,6 +173,7 @@ export class LiveStore {
     const before = new Map(this.sweeps.map(sweep => [sweep.id, sweep]));
     this.sweeps = sweeps;
     this.tensorboards = tensorboards;
+    this.services = services;
     this.scheduleResources(0);
     this.markLoaded();
     this.emit();
@@ -236,6 +261,20 @@ export class LiveStore {
           this.emit();
           return;
         }
+        case 'service':
+          this.services = applyService(
+            this.services,
+            parseService(JSON.parse(message.data))
+          );
+          this.emit();
+          return;
+        case 'service_deleted':
+          this.services = removeService(
+            this.services,
+            String(JSON.parse(message.data)?.id)
+          );
+          this.emit();
+          return;
         case 'tensorboard': {
           const session = parseTensorBoard(JSON.parse(message.data));
           this.tensorboards = [

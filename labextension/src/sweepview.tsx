@@ -25,6 +25,7 @@ import { IChartRun, MetricCharts } from './metriccharts';
 import { IExperimentRecord } from './model';
 import { ObjectiveChart } from './objectivechart';
 import { CommandIDs } from './panel';
+import { ServiceCommandIDs } from './servicelist';
 import { ParallelCoordinates } from './parallelcoordinates';
 import { LiveStore } from './store';
 import {
@@ -242,6 +243,23 @@ function SweepDetailView(props: ISweepViewOptions): JSX.Element {
           >
             {trans.__('Compare trials')}
           </button>
+          {detail.best ? (
+            <button
+              className="jp-Button jp-mod-styled jp-kubelab-ServeBest"
+              title={trans.__(
+                'Serve the model file of trial #%1',
+                detail.best.trial
+              )}
+              onClick={() =>
+                void commands.execute(ServiceCommandIDs.serveSweep, {
+                  id,
+                  name: detail.name
+                })
+              }
+            >
+              {trans.__('Serve best…')}
+            </button>
+          ) : null}
         </div>
       </header>
       {error ? <p className="jp-kubelab-Error">{error}</p> : null}

@@ -21,6 +21,7 @@ describe('LiveStore', () => {
   let stream: http.ServerResponse | null = null;
   let held: (() => void) | null = null;
   let sweeps: Record<string, unknown>[] = [];
+  let services: Record<string, unknown>[] = [];
 
   const send = (event: string, data: unknown) =>
     stream?.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
@@ -43,6 +44,8 @@ describe('LiveStore', () => {
         }
       } else if (url.pathname.endsWith('/sweeps')) {
         sendJson(response, 200, { items: sweeps, total: sweeps.length });
+      } else if (url.pathname.endsWith('/services')) {
+        sendJson(response, 200, { items: services });
       } else if (url.pathname.endsWith('/resources')) {
         sendJson(response, 200, { backend: 'local', gpus: { total: 0 } });
       } else {
@@ -101,5 +104,32 @@ describe('LiveStore', () => {
     await store.refresh();
     await store.refresh(); // nothing changed since: nothing more to tell
     expect(heard).toEqual(['Succeeded']);
+  });
+
+  it('follows services from their list and their events', async () => {
+    const service = (id: string, state: string, day: number) => ({
+      id,
+      name: 'iris',
+      version: id.slice(-1),
+      state,
+      url: `/kubelab/services/${id}/`,
+      created_at: `2026-01-0${day}T00:00:00Z`
+    });
+    services = [service('iris-v1', 'Running', 1)];
+    await store.refresh();
+    expect(store.services.map(s => [s.id, s.state])).toEqual([
+      ['iris-v1', 'Running']
+    ]);
+    send('service', service('iris-v2', 'Pending', 2));
+    await waitFor(() => store.services.length === 2, 'the new service');
+    expect(store.services.map(s => s.id)).toEqual(['iris-v2', 'iris-v1']);
+    send('service', service('iris-v2', 'Running', 2));
+    await waitFor(
+      () => store.service('iris-v2')?.state === 'Running',
+      'iris-v2 Running'
+    );
+    send('service_deleted', { id: 'iris-v1' });
+    await waitFor(() => store.services.length === 1, 'iris-v1 gone');
+    expect(store.service('iris-v2')?.replicas).toEqual([]);
   });
 });

@@ -415,33 +415,55 @@ class ControlPlane:
     _CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
     def install_crd(self, crd: dict[str, Any], timeout: float = 30) -> None:
-        """Create (or update) a CustomResourceDefinition and wait until it is served."""
+        """Create (or update) a CustomResourceDefinition and wait until it is served and listed
+        by API discovery. `Established` alone is not enough: the new group's versions reach
+        `/apis/<group>/<version>` only once the API server's aggregator has registered them,
+        a moment later (longer on a busy machine), and a client asking discovery in between
+        (KubeApi.serves) is told the kind is not served."""
         self.apply(crd, self._CRDS)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             got = self.request("GET", f"{self._CRDS}/{crd['metadata']['name']}")
-            if any(
+            established = any(
                 c["type"] == "Established" and c["status"] == "True"
                 for c in (got.get("status") or {}).get("conditions") or []
-            ):
+            )
+            if established and all(self._discovered(crd, version) for version in _served(crd)):
                 return
             time.sleep(0.1)
-        raise TimeoutError(f"{crd['metadata']['name']} was not established")
+        raise TimeoutError(f"{crd['metadata']['name']} was not established and discovered")
 
     def remove_crd(self, name: str, timeout: float = 30) -> None:
-        """Delete a CustomResourceDefinition (and its objects) and wait until it is gone."""
+        """Delete a CustomResourceDefinition (and its objects) and wait until it is gone, from
+        discovery too (a later test asking discovery must not be told it is still served)."""
         import urllib.error
 
         deadline = time.monotonic() + timeout
+        crd: dict[str, Any] | None = None
         while time.monotonic() < deadline:
             try:
+                crd = self.request("GET", f"{self._CRDS}/{name}")
                 self.request("DELETE", f"{self._CRDS}/{name}")
             except urllib.error.HTTPError as error:
-                if error.code == 404:
+                if error.code != 404:
+                    raise
+                if crd is None or not any(self._discovered(crd, v) for v in _served(crd)):
                     return
-                raise
             time.sleep(0.2)
         raise TimeoutError(f"{name} was not removed")
+
+    def _discovered(self, crd: dict[str, Any], version: str) -> bool:
+        """Whether `/apis/<group>/<version>` lists the CRD's resource."""
+        import urllib.error
+
+        try:
+            found = self.request("GET", f"/apis/{crd['spec']['group']}/{version}")
+        except urllib.error.HTTPError as error:
+            if error.code in (404, 503):  # not (or no longer) registered with the aggregator
+                return False
+            raise
+        plural = crd["spec"]["names"]["plural"]
+        return any(r.get("name") == plural for r in found.get("resources") or [])
 
     # -- nodes ----------------------------------------------------------------------------------
 
@@ -629,3 +651,8 @@ class ControlPlane:
             "the default ServiceAccount never appeared "
             f"(controller-manager):\n{self.log_tail('kube-controller-manager')}"
         )
+
+
+def _served(crd: dict[str, Any]) -> list[str]:
+    """The versions a CustomResourceDefinition serves."""
+    return [v["name"] for v in crd["spec"].get("versions") or [] if v.get("served", True)]

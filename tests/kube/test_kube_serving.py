@@ -276,11 +276,6 @@ def test_the_gateway_api_splits_and_mirrors_a_new_version(
     )  # nothing changed
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="passes alone and with its module; in one whole-suite run the KServe CRD installed just "
-    "before it was not yet seen by discovery (a split needs KServe): a race to explain",
-)
 def test_kserve_rolls_a_new_version_out_as_its_canary(
     install: Callable[..., None], services: ClusterServices, admin: client.ApiClient, namespace: str
 ) -> None:

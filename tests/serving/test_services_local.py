@@ -121,16 +121,21 @@ def test_a_predictor_raising_on_load_fails_with_its_error(services: Services, tm
     assert status == 200 and answer["outputs"][0]["data"] == [3.0, 4.0]
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="passes alone and with its module; in one whole-suite run the restart was not seen in "
-    "time: a timing flake to explain",
-)
 def test_a_crashed_replica_is_restarted_and_a_killed_supervisor_takes_its_replicas(
     services: Services,
 ) -> None:
     command = "exec python3 -m http.server {{ port }} --bind 127.0.0.1"
-    view = services.wait(services.start({"name": "web", "command": command, "replicas": 2})["id"])
+    services.start({"name": "web", "command": command, "replicas": 2})
+    # A service is Running once one replica answers ("1 of 2 replicas ready"); replica 0 must
+    # have answered before it is killed, or its end is a failure to start, not a crash.
+    view = poll(
+        lambda: (
+            len((v := services.get("web-v1"))["replicas"]) == 2
+            and all(r["state"] == "Ready" for r in v["replicas"])
+            and v
+        ),
+        what="both replicas ready",
+    )
     assert view["state"] == "Running" and len({r["port"] for r in view["replicas"]}) == 2
     first = view["replicas"][0]
     os.kill(first["pid"], signal.SIGKILL)

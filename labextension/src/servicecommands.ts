@@ -1,0 +1,161 @@
+/**
+ * The services' commands (the sidebar's and the sweep view's buttons call them; the palette
+ * lists them): serve a sweep's best trial, open a model's Try-it panel, stop a service,
+ * delete an ended one. The store is told of an action's answer at once; the server's
+ * `service` events follow.
+ */
+import { Dialog, MainAreaWidget, showDialog } from '@jupyterlab/apputils';
+import { TranslationBundle } from '@jupyterlab/translation';
+import { LabIcon } from '@jupyterlab/ui-components';
+import { CommandRegistry } from '@lumino/commands';
+import { Widget } from '@lumino/widgets';
+
+import { KubelabApi } from './api';
+import { ServiceCommandIDs } from './servicelist';
+import { serviceName } from './services';
+import { LiveStore } from './store';
+import { tryItView } from './tryit';
+
+interface IServeForm {
+  name: string;
+  path: string;
+}
+
+/** The serve dialog's fields: the service's name and the model file in the trial's folder. */
+class ServeForm extends Widget implements Dialog.IBodyWidget<IServeForm> {
+  constructor(name: string, trans: TranslationBundle) {
+    super();
+    this.addClass('jp-kubelab-ServeForm');
+    this.name = this.field(trans.__('Service name'), 'name', name);
+    this.path = this.field(
+      trans.__('Model file, in the trial’s folder'),
+      'path',
+      'outputs/model.joblib'
+    );
+  }
+
+  getValue(): IServeForm {
+    return { name: this.name.value.trim(), path: this.path.value.trim() };
+  }
+
+  private field(label: string, name: string, value: string): HTMLInputElement {
+    const wrapper = document.createElement('label');
+    wrapper.textContent = label;
+    const input = document.createElement('input');
+    input.className = 'jp-mod-styled';
+    input.name = name;
+    input.value = value;
+    wrapper.appendChild(input);
+    this.node.appendChild(wrapper);
+    return input;
+  }
+
+  private readonly name: HTMLInputElement;
+  private readonly path: HTMLInputElement;
+}
+
+const SERVICE_ARGS = {
+  args: {
+    type: 'object',
+    properties: {
+      id: { type: 'string', description: 'service id, e.g. iris-v1' }
+    },
+    required: ['id']
+  }
+};
+
+export function addServiceCommands(options: {
+  commands: CommandRegistry;
+  store: LiveStore;
+  api: KubelabApi;
+  trans: TranslationBundle;
+  icon: LabIcon;
+  /** Show the view under `key` (made by `make` the first time), as the other views are. */
+  show(key: string, make: () => MainAreaWidget, args: { id: string }): void;
+  fail(title: string): (reason: unknown) => Promise<unknown>;
+}): void {
+  const { commands, store, api, trans, fail } = options;
+  commands.addCommand(ServiceCommandIDs.serveSweep, {
+    describedBy: {
+      args: {
+        type: 'object',
+        properties: {
+          id: { type: 'string', description: 'sweep id' },
+          name: { type: 'string', description: 'the sweep’s name' }
+        },
+        required: ['id']
+      }
+    },
+    label: trans.__('Serve the best trial…'),
+    execute: async args => {
+      const id = String(args.id);
+      const answer = await showDialog({
+        title: trans.__('Serve the best trial of %1', String(args.name ?? id)),
+        body: new ServeForm(serviceName(String(args.name ?? '')), trans),
+        buttons: [
+          Dialog.cancelButton(),
+          Dialog.okButton({ label: trans.__('Serve') })
+        ]
+      });
+      if (!answer.button.accept || !answer.value) {
+        return;
+      }
+      const { name, path } = answer.value;
+      await api
+        .startService({ kind: 'service', name, model: { run: id, path } })
+        .then(record => store.noteService(record))
+        .catch(fail(trans.__('Cannot serve the best trial')));
+    }
+  });
+  commands.addCommand(ServiceCommandIDs.tryService, {
+    describedBy: SERVICE_ARGS,
+    label: trans.__('Try service…'),
+    execute: async args => {
+      const id = String(args.id);
+      await store.ready; // a restored tab asks before the list was read
+      const service = store.service(id);
+      if (!service) {
+        await fail(trans.__('Cannot open %1', id))(
+          new Error(trans.__('no service %1', id))
+        );
+        return;
+      }
+      options.show(
+        `service:${id}`,
+        () => tryItView({ service, api, trans, icon: options.icon }),
+        { id }
+      );
+    }
+  });
+  commands.addCommand(ServiceCommandIDs.stopService, {
+    describedBy: SERVICE_ARGS,
+    label: trans.__('Stop service'),
+    execute: args =>
+      api
+        .stopService(String(args.id))
+        .then(record => store.noteService(record))
+        .catch(fail(trans.__('Cannot stop service %1', String(args.id))))
+  });
+  commands.addCommand(ServiceCommandIDs.deleteService, {
+    describedBy: SERVICE_ARGS,
+    label: trans.__('Delete service…'),
+    execute: async args => {
+      const id = String(args.id);
+      const answer = await showDialog({
+        title: trans.__('Delete service %1?', id),
+        body: trans.__('Its record and logs are removed.'),
+        buttons: [
+          Dialog.cancelButton(),
+          Dialog.warnButton({ label: trans.__('Delete') })
+        ]
+      });
+      if (!answer.button.accept) {
+        return;
+      }
+      await api
+        .deleteService(id)
+        .then(() => store.noteService({ id, deleted: true }))
+        .catch(fail(trans.__('Cannot delete service %1', id)));
+    }
+  });
+}
