@@ -17,6 +17,7 @@ import {
 } from './chartcontrols';
 import { assignSlots, columnKeys, runStyle } from './compare';
 import { MetricCharts } from './metriccharts';
+import { mergePoints } from './metricpoints';
 import { CommandIDs } from './panel';
 import { IMetricsEvent, LiveStore } from './store';
 import { RunTable } from './runtablegrid';
@@ -91,7 +92,10 @@ function Compare(props: ICompareViewOptions): JSX.Element {
     const onMetrics = (_: LiveStore, event: IMetricsEvent) =>
       setPoints(current =>
         event.id in current
-          ? { ...current, [event.id]: [...current[event.id], ...event.points] }
+          ? {
+              ...current,
+              [event.id]: mergePoints(current[event.id], event.points)
+            }
           : current
       );
     store.metrics.connect(onMetrics);

@@ -302,6 +302,18 @@ const plugin: JupyterFrontEndPlugin<void> = {
       execute: args =>
         api.stop(idOf(args)).catch(fail(trans.__('Cannot stop the experiment')))
     });
+    commands.addCommand(CommandIDs.resume, {
+      describedBy: ID_ARGS,
+      label: trans.__('Resume from checkpoint'),
+      caption: trans.__(
+        'Start this stopped run again, as the same run, from its latest checkpoint'
+      ),
+      isVisible: args => store.experiment(idOf(args))?.status === 'Stopped',
+      execute: args =>
+        api
+          .resume(idOf(args))
+          .catch(fail(trans.__('Cannot resume the experiment')))
+    });
     commands.addCommand(CommandIDs.rerun, {
       describedBy: ID_ARGS,
       label: trans.__('Re-run with changes…'),
