@@ -145,6 +145,19 @@ function Compare(props: ICompareViewOptions): JSX.Element {
         <span className="jp-kubelab-Detail-reason" data-compare-count="">
           {trans.__('%1 runs compared', chosen.length)}
         </span>
+        <button
+          className="jp-Button jp-mod-styled"
+          disabled={chosen.length !== 2}
+          title={trans.__('Tick exactly two runs to diff them')}
+          onClick={() =>
+            void commands.execute(CommandIDs.diff, {
+              a: chosen[0],
+              b: chosen[1]
+            })
+          }
+        >
+          {trans.__('Diff')}
+        </button>
       </header>
       {error ? <p className="jp-kubelab-Error">{error}</p> : null}
       <ChartControls settings={chart} trans={trans} onChange={setChart} />

@@ -43,6 +43,8 @@ import {
 import { CompareView } from './compareview';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
 import { runDialog } from './dialog';
+// eslint-disable-next-line jupyter/prefer-lazy-imports -- opened from Compare
+import { diffViewContent } from './diffview';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
 import { ExperimentView } from './experimentview';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
@@ -202,6 +204,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       experiment: tracker('kubelab-experiment', CommandIDs.openExperiment),
       sweep: tracker('kubelab-sweep', CommandIDs.openSweep),
       compare: tracker('kubelab-compare', CommandIDs.compare),
+      diff: tracker('kubelab-diff', CommandIDs.diff),
       tensorboard: tracker('kubelab-tensorboard', CommandIDs.openTensorBoard)
     };
     const views = new Map<string, MainAreaWidget>();
@@ -550,6 +553,39 @@ const plugin: JupyterFrontEndPlugin<void> = {
       }
     });
     let compareViews = 0;
+    commands.addCommand(CommandIDs.diff, {
+      label: trans.__('Diff two runs'),
+      caption: trans.__(
+        'What differs between two runs: parameters, metrics, environment and code'
+      ),
+      icon: experimentsIcon,
+      describedBy: {
+        args: {
+          type: 'object',
+          properties: { a: { type: 'string' }, b: { type: 'string' } },
+          required: ['a', 'b']
+        }
+      },
+      execute: args => {
+        const a = String(args.a);
+        const b = String(args.b);
+        showView(
+          `diff:${a}:${b}`,
+          () => {
+            const view = new MainAreaWidget({
+              content: diffViewContent({ a, b, trans })
+            });
+            view.id = `kubelab-diff-${a}-${b}`;
+            view.title.label = trans.__('Diff %1 · %2', nameOf(a), nameOf(b));
+            view.title.icon = experimentsIcon;
+            view.title.closable = true;
+            return view;
+          },
+          'diff',
+          { a, b }
+        );
+      }
+    });
     const openLink = (link: ILink) => {
       switch (link.kind) {
         case 'run':

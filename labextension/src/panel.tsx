@@ -32,6 +32,7 @@ export const CommandIDs = {
   logs: 'kubelab:experiment-logs',
   stop: 'kubelab:stop-experiment',
   resume: 'kubelab:resume-experiment',
+  diff: 'kubelab:diff-runs',
   rerun: 'kubelab:rerun-experiment',
   experimentTensorBoard: 'kubelab:experiment-tensorboard',
   openRunDir: 'kubelab:open-run-dir',

@@ -199,3 +199,44 @@ def test_sidebar_text_is_no_smaller_than_jupyterlabs(lab_server: JupyterServer, 
         return [sizes[0][0], base, sizes[0][1]];
     }""")
     assert smallest[0] >= smallest[1], smallest  # (size, JupyterLab's, the element's class)
+
+
+def test_two_ticked_runs_open_a_diff_view(lab_server: JupyterServer, page: Page) -> None:
+    ids = []
+    for name, lr, body in (("diff-a", 0.1, "loss = lr * 2\n"), ("diff-b", 0.3, "loss = lr * 3\n")):
+        folder = lab_server.root / name
+        folder.mkdir()
+        (folder / "train.py").write_text(
+            f"import kubelab\nlr = kubelab.params()['lr']\n{body}kubelab.report(loss=loss)\n"
+        )
+        spec = {"name": name, "command": ["python", "train.py"], "code": {"path": "."}, "params": {"lr": lr}}
+        response = lab_server.post(f"experiments?cwd={name}", spec)
+        assert response.status_code == 201, response.text
+        ids.append(response.json()["id"])
+    for run_id in ids:
+        assert lab_server.wait_for(run_id)["status"] == "Succeeded"
+
+    page.goto(f"{lab_server.url}lab?kubelab=compare/{ids[0]},{ids[1]}&token={lab_server.token}")
+    compare = page.locator(".jp-kubelab-Compare").last
+    expect(compare).to_be_visible(timeout=WAIT_MS)
+    diff_button = compare.get_by_role("button", name="Diff", exact=True)
+    expect(diff_button).to_be_enabled(timeout=WAIT_MS)
+    diff_button.click()
+    view = page.locator(f'[id="kubelab-diff-{ids[0]}-{ids[1]}"]')
+    expect(view).to_be_visible(timeout=WAIT_MS)
+    expect(view.locator(".jp-kubelab-Diff-side").first).to_contain_text("diff-a")
+    lr = view.locator('[data-diff="params"] tr[data-name="lr"] td')
+    expect(lr).to_have_text(["lr", "0.1", "0.3"])
+    loss = view.locator('[data-diff="metrics"] tr[data-name="loss"] td')
+    expect(loss).to_have_text(["loss", "0.2", "0.9", "0.7"])
+    changed = view.locator('.jp-kubelab-Diff-file[data-path="train.py"]')
+    expect(changed).to_have_attribute("data-change", "modified")
+    expect(changed.locator('[data-line="removed"]')).to_contain_text(["loss = lr * 2"])
+    expect(changed.locator('[data-line="added"]')).to_contain_text(["loss = lr * 3"])
+    # Asked again for the same pair: the same tab.
+    page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Compare runs").last.click()
+    diff_button.click()
+    expect(
+        page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Diff diff-a · diff-b")
+    ).to_have_count(1)
+    assert not page.problems, page.problems  # type: ignore[attr-defined]
