@@ -240,3 +240,26 @@ def test_two_ticked_runs_open_a_diff_view(lab_server: JupyterServer, page: Page)
         page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Diff diff-a · diff-b")
     ).to_have_count(1)
     assert not page.problems, page.problems  # type: ignore[attr-defined]
+
+
+def test_one_cursor_moves_across_a_runs_charts(lab_server: JupyterServer, page: Page) -> None:
+    script = "import kubelab\nfor s in range(11):\n    kubelab.report(step=s, loss=100 - s, acc=s * 10)\n"
+    made = lab_server.post("experiments", {"name": "two-metrics", "command": [sys.executable, "-c", script]})
+    assert made.status_code == 201, made.text
+    run_id = made.json()["id"]
+    assert lab_server.wait_for(run_id)["status"] == "Succeeded"
+    page.goto(f"{lab_server.url}lab?kubelab=run/{run_id}&token={lab_server.token}")
+    view = page.locator(f'[id="kubelab-experiment-view-{run_id}"]')
+    loss = view.locator('.jp-kubelab-Overlay[data-metric="loss"]')
+    acc = view.locator('.jp-kubelab-Overlay[data-metric="acc"]')
+    expect(loss.locator("canvas")).to_have_count(1, timeout=WAIT_MS)
+    expect(acc.locator("canvas")).to_have_count(1, timeout=WAIT_MS)
+    # Hovering step 0 of the loss chart shows step 0 in the accuracy chart too, and the other
+    # way round at the far end.
+    hover(page, loss, 0.01)
+    expect(acc.locator(".u-legend .u-series").first.locator(".u-value")).to_have_text("0")
+    assert legend_values(acc)[1:] == ["0"] and legend_values(loss)[1:] == ["100"]
+    hover(page, acc, 0.99)
+    expect(loss.locator(".u-legend .u-series").first.locator(".u-value")).to_have_text("10")
+    assert legend_values(loss)[1:] == ["90"]
+    assert not page.problems, page.problems  # type: ignore[attr-defined]
