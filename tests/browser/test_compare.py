@@ -213,7 +213,9 @@ def test_two_ticked_runs_open_a_diff_view(lab_server: JupyterServer, page: Page)
         response = lab_server.post(f"experiments?cwd={name}", spec)
         assert response.status_code == 201, response.text
         ids.append(response.json()["id"])
-    for run_id in ids:
+    other = lab_server.post("experiments", {"name": "diff-other", "command": [sys.executable, "-c", "pass"]})
+    assert other.status_code == 201, other.text
+    for run_id in [*ids, other.json()["id"]]:
         assert lab_server.wait_for(run_id)["status"] == "Succeeded"
 
     page.goto(f"{lab_server.url}lab?kubelab=compare/{ids[0]},{ids[1]}&token={lab_server.token}")
@@ -221,6 +223,12 @@ def test_two_ticked_runs_open_a_diff_view(lab_server: JupyterServer, page: Page)
     expect(compare).to_be_visible(timeout=WAIT_MS)
     diff_button = compare.get_by_role("button", name="Diff", exact=True)
     expect(diff_button).to_be_enabled(timeout=WAIT_MS)
+    # "Selected only": the two ticked runs and none of the module's others.
+    table_rows = compare.locator(".jp-kubelab-RunTable-row")
+    expect(table_rows).not_to_have_count(2)
+    compare.get_by_role("checkbox", name="Selected only").check()
+    expect(table_rows).to_have_count(2)
+    expect(table_rows).to_contain_text(["diff-b", "diff-a"])  # newest first, as in the sidebar
     diff_button.click()
     view = page.locator(f'[id="kubelab-diff-{ids[0]}-{ids[1]}"]')
     expect(view).to_be_visible(timeout=WAIT_MS)
