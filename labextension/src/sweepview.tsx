@@ -26,6 +26,7 @@ import { IExperimentRecord } from './model';
 import { ObjectiveChart } from './objectivechart';
 import { CommandIDs } from './panel';
 import { ParallelCoordinates } from './parallelcoordinates';
+import { ParamScatters } from './paramscatter';
 import { LiveStore } from './store';
 import {
   choiceValues,
@@ -251,6 +252,13 @@ function SweepDetailView(props: ISweepViewOptions): JSX.Element {
           trials={shown}
           metric={metric}
           direction={direction}
+          log={chart.log}
+          trans={trans}
+        />
+        <ParamScatters
+          trials={shown}
+          names={names}
+          metric={metric}
           log={chart.log}
           trans={trans}
         />

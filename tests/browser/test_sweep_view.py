@@ -121,6 +121,12 @@ def test_start_a_sweep_from_the_dialog_after_fixing_its_errors(lab_server: Jupyt
     curves = view.locator('.jp-kubelab-SweepCurves .jp-kubelab-Overlay[data-metric="loss"]')
     expect(curves.locator("canvas")).to_have_count(1, timeout=WAIT_MS)
     expect(curves.locator(".u-legend .u-series")).to_have_count(5)  # step and four trials
+    # Each parameter against the objective: a scatter with a dot per finished trial.
+    for name in ("bs", "lr"):
+        scatter = view.locator(f'.jp-kubelab-ParamScatter[data-param="{name}"]')
+        expect(scatter).to_have_attribute("data-points", "4")
+        expect(scatter.locator("canvas")).to_have_count(1)
+        expect(scatter.locator(".jp-kubelab-Overlay-title")).to_contain_text(f"loss against {name}")
 
 
 def test_brushing_the_parallel_coordinates_filters_the_trials(lab_server: JupyterServer, page: Page) -> None:
@@ -142,6 +148,7 @@ def test_brushing_the_parallel_coordinates_filters_the_trials(lab_server: Jupyte
     # Every panel follows the brush: the curves, and the trials Compare opens with.
     curves = view.locator('.jp-kubelab-SweepCurves .jp-kubelab-Overlay[data-metric="loss"]')
     expect(curves.locator(".u-legend .u-series")).to_have_count(3)  # step and two trials
+    expect(view.locator('.jp-kubelab-ParamScatter[data-param="bs"]')).to_have_attribute("data-points", "2")
     page.screenshot(path=str(ARTIFACTS / "sweep-view-brushed.png"))
     view.get_by_role("button", name="Compare trials").click()
     compare = page.locator(".jp-kubelab-Compare:visible")
