@@ -26,6 +26,7 @@ import { IExperimentRecord } from './model';
 import { ObjectiveChart } from './objectivechart';
 import { CommandIDs } from './panel';
 import { ParallelCoordinates } from './parallelcoordinates';
+import { ImportanceBars } from './importancebars';
 import { ParamScatters } from './paramscatter';
 import { LiveStore } from './store';
 import {
@@ -271,6 +272,7 @@ function SweepDetailView(props: ISweepViewOptions): JSX.Element {
         trans={trans}
         onBrush={setBrushes}
       />
+      <ImportanceBars importance={detail.importance} trans={trans} />
       <section className="jp-kubelab-Detail-section jp-kubelab-SweepCurves">
         <h2>
           {trans.__('Intermediate results')}

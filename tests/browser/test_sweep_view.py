@@ -127,6 +127,16 @@ def test_start_a_sweep_from_the_dialog_after_fixing_its_errors(lab_server: Jupyt
         expect(scatter).to_have_attribute("data-points", "4")
         expect(scatter.locator("canvas")).to_have_count(1)
         expect(scatter.locator(".jp-kubelab-Overlay-title")).to_contain_text(f"loss against {name}")
+    # Parameter importance as the server computes it, the most important first.
+    sweep_id = view.get_attribute("data-sweep-id")
+    scores = lab_server.get(f"sweeps/{sweep_id}").json()["importance"]
+    assert set(scores) == {"bs", "lr"}, scores
+    ranked = sorted(scores, key=lambda name: (-scores[name], name))
+    expect(view.locator(".jp-kubelab-Importance tr")).to_have_count(2)
+    assert (
+        view.locator(".jp-kubelab-Importance tr").evaluate_all("rows => rows.map(r => r.dataset.param)")
+        == ranked
+    )
 
 
 def test_brushing_the_parallel_coordinates_filters_the_trials(lab_server: JupyterServer, page: Page) -> None:
