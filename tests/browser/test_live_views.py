@@ -306,7 +306,9 @@ def test_a_stopped_run_is_resumed_from_its_view(lab_server: JupyterServer, page:
     expect(view.locator(".jp-kubelab-Detail-status")).to_have_text("Running", timeout=WAIT_MS)
     expect(resume).to_have_count(0)
     history = lab_server.get(f"experiments/{run_id}").json()["history"]
-    assert [h["reason"] for h in history if h["state"] == "Queued"][-1] == "resumed from the start (no checkpoint)"
+    assert [h["reason"] for h in history if h["state"] == "Queued"][
+        -1
+    ] == "resumed from the start (no checkpoint)"
     (root / "resume-go").touch()
     expect(view.locator(".jp-kubelab-Detail-status")).to_have_text("Succeeded", timeout=WAIT_MS)
     assert lab_server.get(f"experiments/{run_id}").json()["status"] == "Succeeded"

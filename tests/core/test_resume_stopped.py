@@ -81,7 +81,9 @@ def test_a_stopped_run_resumes_from_its_latest_checkpoint_as_the_same_run(
     assert [r["id"] for r in lab.list("name:long")[0]] == [run_id]  # no second run
 
 
-def test_only_a_stopped_run_is_resumed(lab: Experiments, lab_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_only_a_stopped_run_is_resumed(
+    lab: Experiments, lab_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     done = lab.submit({"command": ["python", "-c", "pass"]})
     assert wait_until(lab, done["id"])["status"] == "Succeeded"
     with pytest.raises(Conflict) as caught:
@@ -100,7 +102,9 @@ def test_only_a_stopped_run_is_resumed(lab: Experiments, lab_env: Path, monkeypa
     assert wait_until(lab, run_id)["status"] == "Succeeded"
 
 
-def test_resume_from_the_cli(cli: Cli, lab: Experiments, lab_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_resume_from_the_cli(
+    cli: Cli, lab: Experiments, lab_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     run_id = stopped_with_a_checkpoint(lab, lab_env, monkeypatch)
     said = cli("resume", run_id).stdout
     assert said.startswith(f"{run_id} Queued: resumed from step "), said
