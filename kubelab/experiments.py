@@ -269,6 +269,13 @@ class Experiments:
         self.backend.stop(run, pruned=pruned)
         return summary(run)
 
+    def resume(self, run_id: str) -> dict[str, Any]:
+        """Start a Stopped run again, the same run, from its latest checkpoint (`Backend.resume`)."""
+        run = self.run(run_id)
+        self.backend.resume(run)
+        self.index.touch(run.id)
+        return summary(run)
+
     def annotate(
         self, run_id: str, add: Sequence[str] = (), remove: Sequence[str] = (), note: str | None = None
     ) -> dict[str, Any]:

@@ -1,5 +1,6 @@
-"""`kubelab diff`, `kubelab reopen`, `kubelab tag` and `kubelab note`: comparing, reopening and
-annotating runs (docs/reproducibility.md). Mounted by `kubelab.cli` through `_extensions()`."""
+"""`kubelab diff`, `kubelab reopen`, `kubelab tag`, `kubelab note` and `kubelab resume`: comparing,
+reopening, annotating and resuming runs (docs/reproducibility.md). Mounted by `kubelab.cli`
+through `_extensions()`."""
 
 from __future__ import annotations
 
@@ -126,6 +127,15 @@ def cmd_note(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_resume(args: argparse.Namespace) -> int:
+    record = _lab().resume(args.id)
+    if args.output == "json":
+        emit(record, "json")
+    else:
+        say(f"{record['id']} {record['status']}: {record['reason']}")
+    return 0
+
+
 def tag_words(argv: list[str]) -> list[str]:
     """`tag RUN -b +a -o json` as `tag -o json RUN -- -b +a`: argparse would read `-b` as an option."""
     options: list[str] = []
@@ -158,6 +168,8 @@ def register(sub: Any) -> None:
     p = command("tag", cmd_tag, "add (+name) or remove (-name) a run's tags")
     p.add_argument("id")
     p.add_argument("edits", nargs="+", metavar="+TAG|-TAG")
+    p = command("resume", cmd_resume, "start a stopped run again from its latest checkpoint")
+    p.add_argument("id")
     p = command("note", cmd_note, "set a run's note (an empty text clears it)")
     p.add_argument("id")
     p.add_argument("text", nargs="*")

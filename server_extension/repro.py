@@ -1,5 +1,5 @@
-"""REST for comparing, reopening and annotating runs (docs/reproducibility.md): thin
-translations to `Experiments.diff`, `.reopen` and `.annotate`."""
+"""REST for comparing, reopening, annotating and resuming runs (docs/reproducibility.md): thin
+translations to `Experiments.diff`, `.reopen`, `.annotate` and `.resume`."""
 
 from __future__ import annotations
 
@@ -70,8 +70,20 @@ class NotesHandler(KubelabHandler):
         self.reply(record)
 
 
+class ResumeHandler(KubelabHandler):
+    auth_resource = "kubelab.experiments"
+
+    @api("execute")  # it runs the run's code again
+    async def post(self, run_id: str) -> None:
+        """Start a Stopped run again, the same run, from its latest checkpoint (409 otherwise)."""
+        # No event published from here: the runner may have moved the run on already, and
+        # this record would then reach the views after the newer one (the index tells them).
+        self.reply(await asyncio.to_thread(self.lab.resume, run_id))
+
+
 ROUTES: list[tuple[str, type[KubelabHandler]]] = [
     (r"diff", DiffHandler),
     (rf"experiments/{ID}/reopen", ReopenHandler),
     (rf"experiments/{ID}/notes", NotesHandler),
+    (rf"experiments/{ID}/resume", ResumeHandler),
 ]

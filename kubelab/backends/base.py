@@ -74,6 +74,14 @@ class Backend(ABC):
 
     # -- optional hooks: a backend overrides what it has; callers never probe with getattr ---
 
+    def resume(self, run: RunDirectory) -> None:
+        """Start a Stopped run again from its latest checkpoint, as the same run. Refused, by
+        default: a backend that cannot restart a run in place says so by name."""
+        from kubelab.errors import Conflict
+
+        why = f"the {self.name} backend cannot resume a stopped run; start a new one with `kubelab run`"
+        raise Conflict(why)
+
     def events(self, run: RunDirectory) -> list[dict[str, Any]] | None:
         """The platform's events about the run, oldest first; None when the backend has none
         (the local backend: its runner's log says it all)."""

@@ -193,6 +193,9 @@ class Driver:
             self.conclude(entry, STEP_FAILED, f"could not start: {exc}")
             return
         data = render(step.spec, found)
+        if step.kind != "experiment" and not data.get("name"):
+            # Its trials then read "<pipeline>.<step> #3" in every list, not the sweep's id.
+            data["name"] = f"{self.spec.name or self.pipeline.id}.{step.name}"
         if step.cache and self.reuse(step, entry, found):
             return
         if entry.id:

@@ -506,6 +506,13 @@ export class KubelabApi {
     );
   }
 
+  /** Start a Stopped run again, the same run, from its latest checkpoint. */
+  async resume(id: string): Promise<IExperimentRecord> {
+    return parseRecord(
+      await this.json('POST', `experiments/${encodeURIComponent(id)}/resume`)
+    );
+  }
+
   async stop(id: string): Promise<IExperimentRecord> {
     return parseRecord(
       await this.json('POST', `experiments/${encodeURIComponent(id)}/stop`)

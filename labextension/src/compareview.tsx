@@ -17,6 +17,7 @@ import {
 } from './chartcontrols';
 import { assignSlots, columnKeys, runStyle } from './compare';
 import { MetricCharts } from './metriccharts';
+import { mergePoints } from './metricpoints';
 import { CommandIDs } from './panel';
 import { IMetricsEvent, LiveStore } from './store';
 import { RunTable } from './runtablegrid';
@@ -92,7 +93,10 @@ function Compare(props: ICompareViewOptions): JSX.Element {
     const onMetrics = (_: LiveStore, event: IMetricsEvent) =>
       setPoints(current =>
         event.id in current
-          ? { ...current, [event.id]: [...current[event.id], ...event.points] }
+          ? {
+              ...current,
+              [event.id]: mergePoints(current[event.id], event.points)
+            }
           : current
       );
     store.metrics.connect(onMetrics);
@@ -143,6 +147,19 @@ function Compare(props: ICompareViewOptions): JSX.Element {
         <span className="jp-kubelab-Detail-reason" data-compare-count="">
           {trans.__('%1 runs compared', chosen.length)}
         </span>
+        <button
+          className="jp-Button jp-mod-styled"
+          disabled={chosen.length !== 2}
+          title={trans.__('Tick exactly two runs to diff them')}
+          onClick={() =>
+            void commands.execute(CommandIDs.diff, {
+              a: chosen[0],
+              b: chosen[1]
+            })
+          }
+        >
+          {trans.__('Diff')}
+        </button>
       </header>
       {error ? <p className="jp-kubelab-Error">{error}</p> : null}
       <ChartControls settings={chart} trans={trans} onChange={setChart} />

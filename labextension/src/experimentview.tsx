@@ -24,6 +24,7 @@ import {
 import { runColour } from './compare';
 import { LogView } from './logview';
 import { MetricCharts } from './metriccharts';
+import { mergePoints } from './metricpoints';
 import {
   elapsedSeconds,
   formatDuration,
@@ -93,7 +94,7 @@ function ExperimentDetailView(props: IExperimentViewOptions): JSX.Element {
         buffered.push(...event.points);
       } else {
         const fresh = newerThan(event.points, loadedUntil);
-        setPoints(previous => [...previous, ...fresh]);
+        setPoints(previous => mergePoints(previous, fresh));
       }
     };
     let lastStatus = '';
@@ -121,7 +122,7 @@ function ExperimentDetailView(props: IExperimentViewOptions): JSX.Element {
         );
         const late = newerThan(buffered ?? [], loadedUntil);
         buffered = null;
-        setPoints([...points, ...late]);
+        setPoints(mergePoints(points, late));
       },
       reason => !disposed && setError(String(reason?.message ?? reason))
     );
@@ -192,6 +193,14 @@ function ExperimentDetailView(props: IExperimentViewOptions): JSX.Element {
               onClick={act(CommandIDs.stop)}
             >
               {trans.__('Stop')}
+            </button>
+          ) : null}
+          {record.status === 'Stopped' ? (
+            <button
+              className="jp-Button jp-mod-styled jp-mod-accept"
+              onClick={act(CommandIDs.resume)}
+            >
+              {trans.__('Resume')}
             </button>
           ) : null}
           <button

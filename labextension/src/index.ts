@@ -42,6 +42,8 @@ import {
 import { CompareView } from './compareview';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
 import { runDialog } from './dialog';
+// eslint-disable-next-line jupyter/prefer-lazy-imports -- opened from Compare
+import { diffViewContent } from './diffview';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
 import { ExperimentView } from './experimentview';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
@@ -207,6 +209,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       experiment: tracker('kubelab-experiment', CommandIDs.openExperiment),
       sweep: tracker('kubelab-sweep', CommandIDs.openSweep),
       compare: tracker('kubelab-compare', CommandIDs.compare),
+      diff: tracker('kubelab-diff', CommandIDs.diff),
       tensorboard: tracker('kubelab-tensorboard', CommandIDs.openTensorBoard),
       service: tracker('kubelab-service', ServiceCommandIDs.tryService)
     };
@@ -306,6 +309,18 @@ const plugin: JupyterFrontEndPlugin<void> = {
       },
       execute: args =>
         api.stop(idOf(args)).catch(fail(trans.__('Cannot stop the experiment')))
+    });
+    commands.addCommand(CommandIDs.resume, {
+      describedBy: ID_ARGS,
+      label: trans.__('Resume from checkpoint'),
+      caption: trans.__(
+        'Start this stopped run again, as the same run, from its latest checkpoint'
+      ),
+      isVisible: args => store.experiment(idOf(args))?.status === 'Stopped',
+      execute: args =>
+        api
+          .resume(idOf(args))
+          .catch(fail(trans.__('Cannot resume the experiment')))
     });
     commands.addCommand(CommandIDs.rerun, {
       describedBy: ID_ARGS,
@@ -552,6 +567,39 @@ const plugin: JupyterFrontEndPlugin<void> = {
       }
     });
     let compareViews = 0;
+    commands.addCommand(CommandIDs.diff, {
+      label: trans.__('Diff two runs'),
+      caption: trans.__(
+        'What differs between two runs: parameters, metrics, environment and code'
+      ),
+      icon: experimentsIcon,
+      describedBy: {
+        args: {
+          type: 'object',
+          properties: { a: { type: 'string' }, b: { type: 'string' } },
+          required: ['a', 'b']
+        }
+      },
+      execute: args => {
+        const a = String(args.a);
+        const b = String(args.b);
+        showView(
+          `diff:${a}:${b}`,
+          () => {
+            const view = new MainAreaWidget({
+              content: diffViewContent({ a, b, trans })
+            });
+            view.id = `kubelab-diff-${a}-${b}`;
+            view.title.label = trans.__('Diff %1 · %2', nameOf(a), nameOf(b));
+            view.title.icon = experimentsIcon;
+            view.title.closable = true;
+            return view;
+          },
+          'diff',
+          { a, b }
+        );
+      }
+    });
     const openLink = (link: ILink) => {
       switch (link.kind) {
         case 'run':

@@ -4,7 +4,7 @@
  * the rest (`report_final`, single values) as numbers in a "Final values" table.
  */
 import { TranslationBundle } from '@jupyterlab/translation';
-import React, { useMemo } from 'react';
+import React, { useMemo, useState } from 'react';
 
 import { IMetricPoint } from './api';
 import { axisLabel, IChartSettings } from './chartcontrols';
@@ -50,6 +50,8 @@ export function shownValue(
   return undefined;
 }
 
+let chartGroups = 0;
+
 export function MetricCharts(props: {
   runs: readonly IChartRun[];
   settings: IChartSettings;
@@ -59,6 +61,8 @@ export function MetricCharts(props: {
 }): JSX.Element {
   const { runs, settings, trans } = props;
   const { charts, values } = chartableMetrics(runs.map(r => r.points));
+  // One cursor for this group of charts, apart from any other view's.
+  const [syncKey] = useState(() => `kubelab-charts-${++chartGroups}`);
   const single = runs.length === 1;
   return (
     <>
@@ -70,6 +74,7 @@ export function MetricCharts(props: {
             runs={runs}
             settings={settings}
             trans={trans}
+            syncKey={syncKey}
           />
         ))}
       </div>
@@ -117,6 +122,7 @@ function MetricOverlay(props: {
   runs: readonly IChartRun[];
   settings: IChartSettings;
   trans: TranslationBundle;
+  syncKey: string;
 }): JSX.Element | null {
   const { metric, runs, trans } = props;
   const { axis, smoothing, log } = props.settings;
@@ -163,6 +169,7 @@ function MetricOverlay(props: {
       xLabel={axisLabel(axis, trans)}
       latest={latest}
       trans={trans}
+      syncKey={props.syncKey}
     />
   );
 }

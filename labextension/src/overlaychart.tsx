@@ -38,6 +38,8 @@ export interface IOverlayChartProps {
   latest?: string;
   /** The x values are counts (trials): ticks only at whole numbers, never 2.5. */
   integerX?: boolean;
+  /** Charts with the same key move one cursor: hovering a step in one shows it in all. */
+  syncKey?: string;
 }
 
 const HEIGHT = 220;
@@ -112,7 +114,13 @@ export function OverlayChart(props: IOverlayChartProps): JSX.Element {
             : axis(xLabel),
           axis(metric)
         ],
-        cursor: { drag: { x: true, y: false } },
+        cursor: {
+          drag: { x: true, y: false },
+          // By x value only: the charts share the x axis, not the metric's scale.
+          sync: props.syncKey
+            ? { key: props.syncKey, scales: ['x', null] }
+            : undefined
+        },
         legend: { live: true },
         series: [{ label: xLabel }, ...series.map(seriesOptions)]
       };
@@ -137,7 +145,16 @@ export function OverlayChart(props: IOverlayChartProps): JSX.Element {
       plot.current?.destroy();
       plot.current = null;
     };
-  }, [data, series, wallTime, log, xLabel, metric, props.integerX]);
+  }, [
+    data,
+    series,
+    wallTime,
+    log,
+    xLabel,
+    metric,
+    props.integerX,
+    props.syncKey
+  ]);
 
   const reset = () => {
     const xs = data[0];

@@ -1,8 +1,9 @@
 /**
  * The pipeline graph's model, kept free of JupyterLab so jest can run it: the records the
- * REST API sends, the colour of each step state, and where each step's node goes (by
- * depth: a step sits one column right of its deepest dependency).
+ * REST API sends, the colour of each step state, and where each step's node goes (laid out
+ * by dagre, dependencies to the left).
  */
+import dagre, { EdgeLabel, GraphLabel, NodeLabel } from '@dagrejs/dagre';
 
 export interface IPipelineStep {
   name: string;
@@ -33,45 +34,73 @@ export const STEP_COLORS: Record<string, string> = {
   waiting: '#d0d7de'
 };
 
-export const NODE_W = 120;
-export const NODE_H = 34;
-export const GAP_X = 36;
-const GAP_Y = 12;
+export const NODE_W = 132;
+export const NODE_H = 36;
+const RANK_GAP = 40;
+const NODE_GAP = 14;
 
 export interface INodePlace {
   step: IPipelineStep;
+  /** The node's top-left corner. */
   x: number;
   y: number;
 }
 
-/** Steps placed by depth: a step's column is one more than its deepest dependency's. */
-export function layout(steps: IPipelineStep[]): INodePlace[] {
-  const byName = new Map(steps.map(s => [s.name, s]));
-  const depth = new Map<string, number>();
-  const depthOf = (name: string, seen: Set<string>): number => {
-    const known = depth.get(name);
-    if (known !== undefined) {
-      return known;
-    }
-    seen.add(name);
-    const deps = (byName.get(name)?.depends_on ?? []).filter(
-      d => byName.has(d) && !seen.has(d)
-    );
-    const value = deps.length
-      ? 1 + Math.max(...deps.map(d => depthOf(d, seen)))
-      : 0;
-    depth.set(name, value);
-    return value;
-  };
-  const rows = new Map<number, number>();
-  return steps.map(step => {
-    const column = depthOf(step.name, new Set());
-    const row = rows.get(column) ?? 0;
-    rows.set(column, row + 1);
-    return {
-      step,
-      x: column * (NODE_W + GAP_X),
-      y: row * (NODE_H + GAP_Y)
-    };
+export interface IEdgePlace {
+  from: string;
+  to: string;
+  /** The edge's route, as dagre draws it around the nodes between. */
+  points: { x: number; y: number }[];
+}
+
+export interface IGraphLayout {
+  nodes: INodePlace[];
+  edges: IEdgePlace[];
+  width: number;
+  height: number;
+}
+
+/**
+ * Steps laid out left to right by dagre (ranks by dependency, crossings minimised, edges
+ * routed around nodes). Dependencies on names the pipeline lacks are left out; a cycle
+ * (which the server refuses, but a record could still carry) is broken by dagre.
+ */
+export function layout(steps: IPipelineStep[]): IGraphLayout {
+  const graph = new dagre.graphlib.Graph<GraphLabel, NodeLabel, EdgeLabel>();
+  graph.setGraph({
+    rankdir: 'LR',
+    ranksep: RANK_GAP,
+    nodesep: NODE_GAP,
+    marginx: 1,
+    marginy: 1
   });
+  graph.setDefaultEdgeLabel(() => ({}));
+  const known = new Set(steps.map(s => s.name));
+  for (const step of steps) {
+    graph.setNode(step.name, { width: NODE_W, height: NODE_H });
+  }
+  for (const step of steps) {
+    for (const dep of new Set(step.depends_on)) {
+      if (known.has(dep) && dep !== step.name) {
+        graph.setEdge(dep, step.name);
+      }
+    }
+  }
+  dagre.layout(graph);
+  const nodes = steps.map(step => {
+    const at = graph.node(step.name);
+    return { step, x: (at.x ?? 0) - NODE_W / 2, y: (at.y ?? 0) - NODE_H / 2 };
+  });
+  const edges = graph.edges().map(e => ({
+    from: e.v,
+    to: e.w,
+    points: (graph.edge(e).points ?? []).map(p => ({ x: p.x, y: p.y }))
+  }));
+  const label = graph.graph();
+  return {
+    nodes,
+    edges,
+    width: Math.ceil(label.width ?? 0),
+    height: Math.ceil(label.height ?? 0)
+  };
 }

@@ -1,12 +1,14 @@
 /**
- * The Pipelines sidebar: pipelines with their steps drawn as a graph (a node per step,
- * coloured by its state, an edge per `depends_on`; clicking a node opens the step's
- * experiment or sweep), and the schedules (live, with their last and next fires; `schedulelist.tsx`). It keeps to itself: its
+ * The Pipelines sidebar: pipelines with the selected one's steps drawn as a graph scaled to
+ * the sidebar's width (`pipelineview.tsx`: a node per step coloured by its state, clicking
+ * a node opens the step's experiment or sweep; Open shows the pipeline in the main area,
+ * a tab the layout restorer brings back), and the schedules (live, with their last and next fires; `schedulelist.tsx`). It keeps to itself: its
  * own panel, its own requests to `/kubelab/api/pipelines` and `/schedules`, and its own
  * event-stream connection, of which it reads only `pipeline` events.
  */
 import {
   ILabShell,
+  ILayoutRestorer,
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
@@ -17,21 +19,16 @@ import {
   nullTranslator,
   TranslationBundle
 } from '@jupyterlab/translation';
+import { MainAreaWidget, WidgetTracker } from '@jupyterlab/apputils';
 import { ReactWidget, treeViewIcon } from '@jupyterlab/ui-components';
 import { ISignal, Signal } from '@lumino/signaling';
 import React, { useEffect, useState } from 'react';
 
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
 import { EventStream } from './events';
-import {
-  INodePlace,
-  IPipelineRecord,
-  IPipelineStep,
-  layout,
-  NODE_H,
-  NODE_W,
-  STEP_COLORS
-} from './pipelinegraph';
+import { IPipelineRecord, IPipelineStep } from './pipelinegraph';
+// eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar draws the graph at startup
+import { PipelineGraph, pipelineViewContent } from './pipelineview';
 import { kubelabJson, ScheduleList } from './schedulelist';
 import { applySchedule, IScheduleRecord, removeSchedule } from './schedules';
 
@@ -40,81 +37,10 @@ const OPEN_EXPERIMENT = 'kubelab:open-experiment';
 const OPEN_SWEEP = 'kubelab:open-sweep';
 const OPEN_PIPELINE = 'kubelab:open-pipeline';
 
-export function PipelineGraph(props: {
-  pipeline: IPipelineRecord;
-  onOpen: (step: IPipelineStep) => void;
-}): JSX.Element {
-  const places = layout(props.pipeline.steps);
-  const at = new Map(places.map(p => [p.step.name, p]));
-  const width = Math.max(...places.map(p => p.x)) + NODE_W + 2;
-  const height = Math.max(...places.map(p => p.y)) + NODE_H + 2;
-  return (
-    <svg
-      className="jp-kubelab-PipelineGraph"
-      width={width}
-      height={height}
-      role="img"
-      aria-label={`steps of pipeline ${props.pipeline.name}`}
-    >
-      {places.flatMap(p =>
-        p.step.depends_on
-          .map(d => at.get(d))
-          .filter((d): d is INodePlace => d !== undefined)
-          .map(d => (
-            <line
-              key={`${d.step.name}->${p.step.name}`}
-              x1={d.x + NODE_W}
-              y1={d.y + NODE_H / 2}
-              x2={p.x}
-              y2={p.y + NODE_H / 2}
-              stroke="var(--jp-border-color1)"
-            />
-          ))
-      )}
-      {places.map(({ step, x, y }) => (
-        <g
-          key={step.name}
-          className="jp-kubelab-PipelineStep"
-          data-step={step.name}
-          data-state={step.state}
-          transform={`translate(${x + 1},${y + 1})`}
-          style={{ cursor: step.id ? 'pointer' : 'default' }}
-          onClick={() => step.id && props.onOpen(step)}
-        >
-          <title>
-            {`${step.name}: ${step.state}${step.reason ? ` (${step.reason})` : ''}`}
-          </title>
-          <rect
-            width={NODE_W}
-            height={NODE_H}
-            rx={6}
-            fill={STEP_COLORS[step.state] ?? '#6e7781'}
-          />
-          <text
-            x={8}
-            y={14}
-            fontSize={11}
-            fontWeight="bold"
-            fill={step.state === 'waiting' ? '#24292f' : 'white'}
-          >
-            {step.name}
-          </text>
-          <text
-            x={8}
-            y={27}
-            fontSize={10}
-            fill={step.state === 'waiting' ? '#24292f' : 'white'}
-          >
-            {`${step.kind} · ${step.state}${step.cached ? ' (cached)' : ''}`}
-          </text>
-        </g>
-      ))}
-    </svg>
-  );
-}
-
 function PipelinesSection(props: {
   onOpen: (step: IPipelineStep) => void;
+  /** Opens a pipeline's view in the main area. */
+  onOpenPipeline: (id: string) => void;
   /** Emits a pipeline's id to show (a link, a command). */
   select: ISignal<unknown, string>;
   trans: TranslationBundle;
@@ -195,6 +121,16 @@ function PipelinesSection(props: {
             >
               <b>{p.name}</b> <code>{p.id}</code>{' '}
               <span data-status={p.status}>{p.status}</span>
+              <button
+                className="jp-kubelab-PipelineList-open"
+                title={trans.__('Open pipeline %1 in the main area', p.name)}
+                onClick={event => {
+                  event.stopPropagation();
+                  props.onOpenPipeline(p.id);
+                }}
+              >
+                {trans.__('Open')}
+              </button>
             </li>
           ))}
         </ul>
@@ -202,7 +138,7 @@ function PipelinesSection(props: {
       {shown && (
         <div className="jp-kubelab-PipelineDetail">
           <div title={shown.reason}>{shown.reason}</div>
-          <PipelineGraph pipeline={shown} onOpen={props.onOpen} />
+          <PipelineGraph pipeline={shown} onOpen={props.onOpen} fit />
         </div>
       )}
       <h3>{trans.__('Schedules')}</h3>
@@ -223,21 +159,32 @@ export const pipelinesPlugin: JupyterFrontEndPlugin<void> = {
     'The kubelab Pipelines sidebar: steps as a live graph, schedules.',
   autoStart: true,
   requires: [ILabShell],
-  optional: [ITranslator],
+  optional: [ITranslator, ILayoutRestorer],
   activate: (
     app: JupyterFrontEnd,
     shell: ILabShell,
-    translator: ITranslator | null
+    translator: ITranslator | null,
+    restorer: ILayoutRestorer | null
   ) => {
     const trans = (translator ?? nullTranslator).load('kubelab');
-    const open = (step: IPipelineStep) =>
+    const tracker = new WidgetTracker<MainAreaWidget>({
+      namespace: 'kubelab-pipeline'
+    });
+    const openStep = (step: IPipelineStep) =>
       void app.commands.execute(
         step.kind === 'sweep' ? OPEN_SWEEP : OPEN_EXPERIMENT,
         { id: step.id ?? '' }
       );
     const select = new Signal<unknown, string>({});
+    const openPipeline = (id: string) =>
+      void app.commands.execute(OPEN_PIPELINE, { id });
     const widget = ReactWidget.create(
-      <PipelinesSection onOpen={open} select={select} trans={trans} />
+      <PipelinesSection
+        onOpen={openStep}
+        onOpenPipeline={openPipeline}
+        select={select}
+        trans={trans}
+      />
     );
     widget.id = PIPELINES_SIDEBAR_ID;
     widget.title.icon = treeViewIcon;
@@ -250,9 +197,32 @@ export const pipelinesPlugin: JupyterFrontEndPlugin<void> = {
         args: { type: 'object', properties: { id: { type: 'string' } } }
       },
       execute: args => {
-        shell.activateById(widget.id);
-        select.emit(String(args.id));
+        const id = String(args.id);
+        select.emit(id);
+        const viewId = `kubelab-pipeline-view-${id}`;
+        const existing = tracker.find(view => view.id === viewId);
+        if (existing) {
+          shell.activateById(existing.id);
+          return;
+        }
+        const view = new MainAreaWidget({
+          content: pipelineViewContent({ id, onOpen: openStep, trans })
+        });
+        view.id = viewId;
+        view.title.label = trans.__('Pipeline %1', id);
+        view.title.icon = treeViewIcon;
+        view.title.closable = true;
+        view.title.className = 'jp-kubelab-Tab';
+        shell.add(view, 'main');
+        void tracker.add(view);
+        shell.activateById(view.id);
       }
+    });
+    // A reload opens each pipeline tab again.
+    void restorer?.restore(tracker, {
+      command: OPEN_PIPELINE,
+      args: view => ({ id: view.id.replace('kubelab-pipeline-view-', '') }),
+      name: view => view.id
     });
   }
 };

@@ -32,6 +32,8 @@ export interface IRunRowsOptions {
   sort: IRunSort | null;
   /** While the pointer is over the table, only these runs (so no row moves under it). */
   frozen: ReadonlySet<string> | null;
+  /** "Selected only": the ticked runs and nothing else. */
+  selectedOnly?: boolean;
 }
 
 export { naturalCompare };
@@ -125,6 +127,9 @@ export function runRows(
   const sorted = (list: IExperimentRecord[]) =>
     order ? list.slice().sort(order) : list;
   const pinned = sorted(visible.filter(r => ticked.has(r.id)));
+  if (options.selectedOnly) {
+    return pinned.map(record => ({ kind: 'run', record, pinned: true }));
+  }
   const rest = visible.filter(
     r => !ticked.has(r.id) && matchesSearch(r, options.search)
   );

@@ -36,6 +36,7 @@ export interface IRunTableProps {
 export function RunTable(props: IRunTableProps): JSX.Element {
   const { records, selected, metrics, params, system, trans } = props;
   const [search, setSearch] = useState('');
+  const [selectedOnly, setSelectedOnly] = useState(false);
   const [sort, setSort] = useState<IRunSort | null>(null);
   // While the pointer is over the table: the runs and the pinned ones as they were.
   const [frozen, setFrozen] = useState<{
@@ -50,9 +51,10 @@ export function RunTable(props: IRunTableProps): JSX.Element {
         collapsed: props.collapsed,
         search,
         sort,
-        frozen: frozen?.ids ?? null
+        frozen: frozen?.ids ?? null,
+        selectedOnly
       }),
-    [records, selected, props.collapsed, search, sort, frozen]
+    [records, selected, props.collapsed, search, sort, frozen, selectedOnly]
   );
   const waiting = frozen
     ? records.filter(r => !frozen.ids.has(r.id)).length
@@ -111,6 +113,14 @@ export function RunTable(props: IRunTableProps): JSX.Element {
           value={search}
           onChange={event => setSearch(event.target.value)}
         />
+        <label className="jp-kubelab-RunTable-selectedOnly">
+          <input
+            type="checkbox"
+            checked={selectedOnly}
+            onChange={event => setSelectedOnly(event.target.checked)}
+          />
+          {trans.__('Selected only')}
+        </label>
         <span className="jp-kubelab-RunTable-count">
           {trans.__('%1 rows', rows.length)}
           {waiting

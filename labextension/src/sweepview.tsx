@@ -27,6 +27,8 @@ import { ObjectiveChart } from './objectivechart';
 import { CommandIDs } from './panel';
 import { ServiceCommandIDs } from './servicelist';
 import { ParallelCoordinates } from './parallelcoordinates';
+import { ImportanceBars } from './importancebars';
+import { ParamScatters } from './paramscatter';
 import { LiveStore } from './store';
 import {
   choiceValues,
@@ -272,6 +274,13 @@ function SweepDetailView(props: ISweepViewOptions): JSX.Element {
           log={chart.log}
           trans={trans}
         />
+        <ParamScatters
+          trials={shown}
+          names={names}
+          metric={metric}
+          log={chart.log}
+          trans={trans}
+        />
       </div>
       <ParallelCoordinates
         axes={parallel.axes}
@@ -281,6 +290,7 @@ function SweepDetailView(props: ISweepViewOptions): JSX.Element {
         trans={trans}
         onBrush={setBrushes}
       />
+      <ImportanceBars importance={detail.importance} trans={trans} />
       <section className="jp-kubelab-Detail-section jp-kubelab-SweepCurves">
         <h2>
           {trans.__('Intermediate results')}

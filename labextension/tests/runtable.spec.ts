@@ -56,6 +56,26 @@ describe('the compare run table', () => {
     expect(ids(rows)).toEqual(['c', 'b']);
   });
 
+  it('shows the ticked runs alone when asked for the selected only', () => {
+    const records = [
+      run('a'),
+      run('t1', { sweep: 's', trial: 1 }),
+      run('b'),
+      run('t0', { sweep: 's', trial: 0 })
+    ];
+    const rows = runRows(records, {
+      ...NONE,
+      pinned: ['b', 't0'],
+      selectedOnly: true,
+      sort: { column: 'name', descending: false }
+    });
+    expect(ids(rows)).toEqual(['b', 't0']);
+    expect(rows.every(r => r.kind === 'run' && r.pinned)).toBe(true);
+    expect(
+      ids(runRows(records, { ...NONE, pinned: [], selectedOnly: true }))
+    ).toEqual([]);
+  });
+
   it('groups a sweep under a row that ticks every trial', () => {
     const records = [
       run('a'),

@@ -199,3 +199,75 @@ def test_sidebar_text_is_no_smaller_than_jupyterlabs(lab_server: JupyterServer, 
         return [sizes[0][0], base, sizes[0][1]];
     }""")
     assert smallest[0] >= smallest[1], smallest  # (size, JupyterLab's, the element's class)
+
+
+def test_two_ticked_runs_open_a_diff_view(lab_server: JupyterServer, page: Page) -> None:
+    ids = []
+    for name, lr, body in (("diff-a", 0.1, "loss = lr * 2\n"), ("diff-b", 0.3, "loss = lr * 3\n")):
+        folder = lab_server.root / name
+        folder.mkdir()
+        (folder / "train.py").write_text(
+            f"import kubelab\nlr = kubelab.params()['lr']\n{body}kubelab.report(loss=loss)\n"
+        )
+        spec = {"name": name, "command": ["python", "train.py"], "code": {"path": "."}, "params": {"lr": lr}}
+        response = lab_server.post(f"experiments?cwd={name}", spec)
+        assert response.status_code == 201, response.text
+        ids.append(response.json()["id"])
+    other = lab_server.post("experiments", {"name": "diff-other", "command": [sys.executable, "-c", "pass"]})
+    assert other.status_code == 201, other.text
+    for run_id in [*ids, other.json()["id"]]:
+        assert lab_server.wait_for(run_id)["status"] == "Succeeded"
+
+    page.goto(f"{lab_server.url}lab?kubelab=compare/{ids[0]},{ids[1]}&token={lab_server.token}")
+    compare = page.locator(".jp-kubelab-Compare").last
+    expect(compare).to_be_visible(timeout=WAIT_MS)
+    diff_button = compare.get_by_role("button", name="Diff", exact=True)
+    expect(diff_button).to_be_enabled(timeout=WAIT_MS)
+    # "Selected only": the two ticked runs and none of the module's others.
+    table_rows = compare.locator(".jp-kubelab-RunTable-row")
+    expect(table_rows).not_to_have_count(2)
+    compare.get_by_role("checkbox", name="Selected only").check()
+    expect(table_rows).to_have_count(2)
+    expect(table_rows).to_contain_text(["diff-b", "diff-a"])  # newest first, as in the sidebar
+    diff_button.click()
+    view = page.locator(f'[id="kubelab-diff-{ids[0]}-{ids[1]}"]')
+    expect(view).to_be_visible(timeout=WAIT_MS)
+    expect(view.locator(".jp-kubelab-Diff-side").first).to_contain_text("diff-a")
+    lr_cells = view.locator('[data-diff="params"] tr[data-name="lr"] td')
+    expect(lr_cells).to_have_text(["lr", "0.1", "0.3"])
+    loss = view.locator('[data-diff="metrics"] tr[data-name="loss"] td')
+    expect(loss).to_have_text(["loss", "0.2", "0.9", "0.7"])
+    changed = view.locator('.jp-kubelab-Diff-file[data-path="train.py"]')
+    expect(changed).to_have_attribute("data-change", "modified")
+    expect(changed.locator('[data-line="removed"]')).to_contain_text(["loss = lr * 2"])
+    expect(changed.locator('[data-line="added"]')).to_contain_text(["loss = lr * 3"])
+    # Asked again for the same pair: the same tab.
+    page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Compare runs").last.click()
+    diff_button.click()
+    expect(
+        page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Diff diff-a · diff-b")
+    ).to_have_count(1)
+    assert not page.problems, page.problems  # type: ignore[attr-defined]
+
+
+def test_one_cursor_moves_across_a_runs_charts(lab_server: JupyterServer, page: Page) -> None:
+    script = "import kubelab\nfor s in range(11):\n    kubelab.report(step=s, loss=100 - s, acc=s * 10)\n"
+    made = lab_server.post("experiments", {"name": "two-metrics", "command": [sys.executable, "-c", script]})
+    assert made.status_code == 201, made.text
+    run_id = made.json()["id"]
+    assert lab_server.wait_for(run_id)["status"] == "Succeeded"
+    page.goto(f"{lab_server.url}lab?kubelab=run/{run_id}&token={lab_server.token}")
+    view = page.locator(f'[id="kubelab-experiment-view-{run_id}"]')
+    loss = view.locator('.jp-kubelab-Overlay[data-metric="loss"]')
+    acc = view.locator('.jp-kubelab-Overlay[data-metric="acc"]')
+    expect(loss.locator("canvas")).to_have_count(1, timeout=WAIT_MS)
+    expect(acc.locator("canvas")).to_have_count(1, timeout=WAIT_MS)
+    # Hovering step 0 of the loss chart shows step 0 in the accuracy chart too, and the other
+    # way round at the far end.
+    hover(page, loss, 0.01)
+    expect(acc.locator(".u-legend .u-series").first.locator(".u-value")).to_have_text("0")
+    assert legend_values(acc)[1:] == ["0"] and legend_values(loss)[1:] == ["100"]
+    hover(page, acc, 0.99)
+    expect(loss.locator(".u-legend .u-series").first.locator(".u-value")).to_have_text("10")
+    assert legend_values(loss)[1:] == ["90"]
+    assert not page.problems, page.problems  # type: ignore[attr-defined]

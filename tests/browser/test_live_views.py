@@ -283,3 +283,33 @@ def test_compare_searches_sorts_pins_and_holds_rows_still(lab_server: JupyterSer
     page.mouse.move(5, 5)
     expect(names.nth(2)).to_have_text("arrived")  # the two pinned, then the newest run
     assert page.problems == []  # type: ignore[attr-defined]
+
+
+def test_a_stopped_run_is_resumed_from_its_view(lab_server: JupyterServer, page: Page) -> None:
+    root = lab_server.root
+    (root / "resumable.py").write_text(
+        "import os, time\nwhile not os.path.exists('resume-go'):\n    time.sleep(0.05)\nprint('went on')\n"
+    )
+    made = lab_server.post("experiments", {"name": "resumable", "command": [sys.executable, "resumable.py"]})
+    assert made.status_code == 201, made.text
+    run_id = made.json()["id"]
+    lab_server.wait_for(run_id, states={"Running"})
+    page.goto(f"{lab_server.url}lab?kubelab=run/{run_id}&token={lab_server.token}")
+    view = page.locator(f'[id="kubelab-experiment-view-{run_id}"]')
+    expect(view).to_be_visible(timeout=WAIT_MS)
+    resume = view.get_by_role("button", name="Resume", exact=True)
+    expect(resume).to_have_count(0)  # running: nothing to resume
+    view.get_by_role("button", name="Stop", exact=True).click()
+    expect(view.locator(".jp-kubelab-Detail-status")).to_have_text("Stopped", timeout=WAIT_MS)
+    resume.click()
+    assert lab_server.wait_for(run_id, states={"Running"})["status"] == "Running"
+    expect(view.locator(".jp-kubelab-Detail-status")).to_have_text("Running", timeout=WAIT_MS)
+    expect(resume).to_have_count(0)
+    history = lab_server.get(f"experiments/{run_id}").json()["history"]
+    assert [h["reason"] for h in history if h["state"] == "Queued"][
+        -1
+    ] == "resumed from the start (no checkpoint)"
+    (root / "resume-go").touch()
+    expect(view.locator(".jp-kubelab-Detail-status")).to_have_text("Succeeded", timeout=WAIT_MS)
+    assert lab_server.get(f"experiments/{run_id}").json()["status"] == "Succeeded"
+    assert page.problems == []  # type: ignore[attr-defined]

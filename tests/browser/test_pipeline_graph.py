@@ -70,3 +70,86 @@ def test_the_graph_follows_a_pipeline_and_opens_its_steps(lab_server: JupyterSer
     node(page, "train").click()
     expect(page.locator(f'[id="kubelab-experiment-view-{train_id}"]')).to_be_visible(timeout=30_000)
     assert not page.problems, page.problems  # type: ignore[attr-defined]
+
+
+def in_view(page: Page, pipeline_id: str) -> Locator:
+    return page.locator(f'[id="kubelab-pipeline-view-{pipeline_id}"]')
+
+
+def test_a_pipeline_view_lays_out_its_graph_follows_it_and_survives_a_reload(
+    lab_server: JupyterServer, page: Page
+) -> None:
+    root = lab_server.root
+    (root / "gate.py").write_text(
+        "import os, time\nwhile not os.path.exists('open'):\n    time.sleep(0.05)\n"
+    )
+    quick = {"command": ["python", "-c", "pass"]}
+    made = lab_server.post(
+        "pipelines",
+        {
+            "spec": {
+                "name": "diamond",
+                "steps": [
+                    {"name": "fetch", "experiment": quick},
+                    {
+                        "name": "left",
+                        "depends_on": ["fetch"],
+                        "experiment": {"command": ["python", "gate.py"]},
+                    },
+                    {"name": "right", "depends_on": ["fetch"], "experiment": quick},
+                    {"name": "join", "depends_on": ["left", "right"], "experiment": quick},
+                ],
+            }
+        },
+    )
+    assert made.status_code == 201, made.text
+    pipeline_id = made.json()["id"]
+
+    # A link opens the pipeline in the main area.
+    page.goto(f"{lab_server.url}lab?token={lab_server.token}&kubelab=pipeline/{pipeline_id}")
+    expect(page.locator("#jupyterlab-splash")).to_have_count(0, timeout=WAIT_MS)
+    view = in_view(page, pipeline_id)
+    expect(view).to_be_visible(timeout=30_000)
+    expect(view.locator("h2")).to_have_text("diamond")
+    expect(page.locator(".lm-TabBar-tab.jp-kubelab-Tab", has_text="Pipeline diamond")).to_be_visible()
+
+    def step(name: str) -> Locator:
+        return view.locator(f'.jp-kubelab-PipelineStep[data-step="{name}"]')
+
+    expect(step("left")).to_have_attribute("data-state", "running", timeout=WAIT_MS)
+    expect(step("right")).to_have_attribute("data-state", "succeeded", timeout=WAIT_MS)
+    expect(step("join")).to_have_attribute("data-state", "waiting")
+    expect(step("right").locator("rect")).to_have_attribute("fill", GREEN)
+    expect(step("left").locator("rect")).to_have_attribute("fill", BLUE)
+    # The layout: the two branches side by side one rank right of fetch, join right of both,
+    # and an edge drawn for each dependency.
+    boxes = {name: step(name).bounding_box() for name in ("fetch", "left", "right", "join")}
+    fetch, left, right, join = (boxes[n] for n in ("fetch", "left", "right", "join"))
+    assert fetch and left and right and join
+    assert fetch["x"] + fetch["width"] < left["x"] and left["x"] == right["x"]
+    assert abs(left["y"] - right["y"]) >= left["height"]  # one above the other, not overlapping
+    assert left["x"] + left["width"] < join["x"]
+    expect(view.locator(".jp-kubelab-PipelineEdge")).to_have_count(4)
+    expect(view.locator('.jp-kubelab-PipelineEdge[data-from="left"][data-to="join"]')).to_have_count(1)
+
+    (root / "open").touch()  # the view follows the event stream
+    expect(step("join")).to_have_attribute("data-state", "succeeded", timeout=WAIT_MS)
+    expect(step("left").locator("rect")).to_have_attribute("fill", GREEN)
+    expect(view.locator(".jp-kubelab-PipelineView-status")).to_have_text("Succeeded", timeout=WAIT_MS)
+
+    # A reload brings the tab back (the layout restorer), and a step's row opens its run.
+    page.reload()
+    expect(page.locator("#jupyterlab-splash")).to_have_count(0, timeout=WAIT_MS)
+    expect(view).to_be_visible(timeout=30_000)
+    join_id = lab_server.get(f"pipelines/{pipeline_id}").json()["steps"][3]["id"]
+    view.locator('tr[data-step="join"] a').click()
+    expect(page.locator(f'[id="kubelab-experiment-view-{join_id}"]')).to_be_visible(timeout=30_000)
+
+    # The sidebar's graph fits the sidebar's width instead of being cut off.
+    page.locator('.jp-SideBar.jp-mod-left .lm-TabBar-tab[data-id="kubelab:pipelines"]').click()
+    pipelines(page).locator(f'[data-pipeline-id="{pipeline_id}"]').click()
+    sidebar = pipelines(page).bounding_box()
+    graph = pipelines(page).locator(".jp-kubelab-PipelineGraph").bounding_box()
+    assert sidebar and graph and graph["x"] + graph["width"] <= sidebar["x"] + sidebar["width"]
+    expect(pipelines(page).locator('.jp-kubelab-PipelineStep[data-step="join"]')).to_be_visible()
+    assert not page.problems, page.problems  # type: ignore[attr-defined]

@@ -121,6 +121,22 @@ def test_start_a_sweep_from_the_dialog_after_fixing_its_errors(lab_server: Jupyt
     curves = view.locator('.jp-kubelab-SweepCurves .jp-kubelab-Overlay[data-metric="loss"]')
     expect(curves.locator("canvas")).to_have_count(1, timeout=WAIT_MS)
     expect(curves.locator(".u-legend .u-series")).to_have_count(5)  # step and four trials
+    # Each parameter against the objective: a scatter with a dot per finished trial.
+    for name in ("bs", "lr"):
+        scatter = view.locator(f'.jp-kubelab-ParamScatter[data-param="{name}"]')
+        expect(scatter).to_have_attribute("data-points", "4")
+        expect(scatter.locator("canvas")).to_have_count(1)
+        expect(scatter.locator(".jp-kubelab-Overlay-title")).to_contain_text(f"loss against {name}")
+    # Parameter importance as the server computes it, the most important first.
+    sweep_id = view.get_attribute("data-sweep-id")
+    scores = lab_server.get(f"sweeps/{sweep_id}").json()["importance"]
+    assert set(scores) == {"bs", "lr"}, scores
+    ranked = sorted(scores, key=lambda name: (-scores[name], name))
+    expect(view.locator(".jp-kubelab-Importance tr")).to_have_count(2)
+    assert (
+        view.locator(".jp-kubelab-Importance tr").evaluate_all("rows => rows.map(r => r.dataset.param)")
+        == ranked
+    )
 
 
 def test_brushing_the_parallel_coordinates_filters_the_trials(lab_server: JupyterServer, page: Page) -> None:
@@ -142,6 +158,7 @@ def test_brushing_the_parallel_coordinates_filters_the_trials(lab_server: Jupyte
     # Every panel follows the brush: the curves, and the trials Compare opens with.
     curves = view.locator('.jp-kubelab-SweepCurves .jp-kubelab-Overlay[data-metric="loss"]')
     expect(curves.locator(".u-legend .u-series")).to_have_count(3)  # step and two trials
+    expect(view.locator('.jp-kubelab-ParamScatter[data-param="bs"]')).to_have_attribute("data-points", "2")
     page.screenshot(path=str(ARTIFACTS / "sweep-view-brushed.png"))
     view.get_by_role("button", name="Compare trials").click()
     compare = page.locator(".jp-kubelab-Compare:visible")

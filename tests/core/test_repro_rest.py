@@ -104,3 +104,26 @@ def test_notes_over_rest_and_from_the_cli_reach_the_servers_listing(server: Jupy
     after = server.get(f"experiments/{run['id']}").json()
     assert (after["tags"], after["note"]) == (before["tags"], before["note"])
     assert json.loads(json.dumps(after["tags"])) == ["x", "chosen"]
+
+
+def test_a_stopped_run_is_resumed_over_rest_and_anything_else_refused(server: JupyterServer) -> None:
+    project = server.root / "project"
+    (project / "wait.py").write_text(
+        "import os, time\nwhile not os.path.exists('go'):\n    time.sleep(0.05)\nprint('went')\n"
+    )
+    made = server.post("experiments?cwd=project", {"command": ["python", "wait.py"]})
+    assert made.status_code == 201, made.text
+    run_id = made.json()["id"]
+    server.wait_for(run_id, states={"Running"})
+    assert server.post(f"experiments/{run_id}/stop").status_code == 200
+    assert server.wait_for(run_id)["status"] == "Stopped"
+
+    resumed = server.post(f"experiments/{run_id}/resume")
+    assert resumed.status_code == 200, resumed.text
+    assert resumed.json()["reason"] == "resumed from the start (no checkpoint)"
+    again = server.post(f"experiments/{run_id}/resume")
+    assert again.status_code == 409 and again.json()["fields"][0]["path"] == "status", again.text
+    server.wait_for(run_id, states={"Running"})
+    (project / "go").touch()
+    assert server.wait_for(run_id)["status"] == "Succeeded"
+    assert server.post("experiments/000000000000/resume").status_code == 404

@@ -44,6 +44,7 @@ WRITES = [
     ("POST", "experiments"),
     ("DELETE", "experiments/000000000000"),
     ("POST", "experiments/000000000000/stop"),
+    ("POST", "experiments/000000000000/resume"),
     ("POST", "sweeps"),
     ("PATCH", "sweeps/000000000000"),
     ("POST", "sweeps/000000000000/stop"),

@@ -142,6 +142,8 @@ def test_the_worked_example_passes_results_between_steps(pipelines: Pipelines, p
     assert lab.list("step:>100")[1] == 0  # `step` with a number is still the metrics step
     sweep = step_sweeps(lab.home, record["id"])
     assert sweep == {"tune": [done["steps"][0]["id"]]}
+    # A sweep step without a name of its own is named after its pipeline and step.
+    assert pipelines.get(record["id"])["steps"][0]["record"]["name"] == f"{done['name']}.tune"
 
 
 def test_failures_fail_dependants_and_retries_run_again(pipelines: Pipelines, pipeline_env: Path) -> None:

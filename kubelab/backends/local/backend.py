@@ -16,13 +16,14 @@ from typing import Any
 from kubelab.backends.base import Backend
 from kubelab.backends.local.gpus import GpuAllocator
 from kubelab.backends.local.processes import signal_group
+from kubelab.backends.local.resume import reopen_stopped
 from kubelab.backends.local.runner import stop_grace
 from kubelab.daemon import start_module
 from kubelab.errors import FieldError, ValidationError
 from kubelab.log_times import Times, stamped
 from kubelab.logfiles import byte_range, decoder, read_bytes
 from kubelab.pids import pid_alive, process_start_time
-from kubelab.records import FAILED, RunDirectory, Status
+from kubelab.records import FAILED, RunDirectory, Status, parse_iso
 from kubelab.spec import ExperimentSpec
 from kubelab.warm import WarmPool, pool_size
 
@@ -65,6 +66,11 @@ class LocalBackend(Backend):
         if pool.hand_over(run.path) is None:
             start_module("kubelab.backends.local.runner", str(run.path), run.runner_log)
             pool.top_up()
+
+    def resume(self, run: RunDirectory) -> None:
+        """The run back to Queued (`reopen_stopped`), then a runner for it as for a submit."""
+        reopen_stopped(run)
+        self.submit(run, ExperimentSpec.parse(run.spec()))
 
     def makes_environments(self) -> bool:
         """The runner does them, before it asks for GPUs (`kubelab.environments.prepare`)."""
@@ -116,7 +122,9 @@ class LocalBackend(Backend):
         if status.terminal or self.runner_alive(status):
             return status
         if status.runner_pid is None:
-            age = time.time() - run.spec_file.stat().st_mtime
+            # Since the submit, or the resume that queued it again.
+            since = max([run.spec_file.stat().st_mtime] + [parse_iso(t.at) for t in status.history[-1:]])
+            age = time.time() - since
             if age < STARTUP_GRACE:
                 return status
         # Re-read: the runner may have written its final status after we looked.
