@@ -29,6 +29,7 @@ import { EventStream } from './events';
 import { IPipelineRecord, IPipelineStep } from './pipelinegraph';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar draws the graph at startup
 import { PipelineGraph, pipelineViewContent } from './pipelineview';
+// eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar's schedules are shown at startup
 import { kubelabJson, ScheduleList } from './schedulelist';
 import { applySchedule, IScheduleRecord, removeSchedule } from './schedules';
 
