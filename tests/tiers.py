@@ -37,6 +37,7 @@ FAST_MODULES = frozenset(
         "sweeps/test_space.py",
         "sweeps/test_sweep_spec.py",
         "serving/test_service_spec.py",
+        "serving/test_traffic_stats.py",
         "sweeps/test_nni.py",
         "sweeps/test_validation_without_optuna.py",
         "spawner/test_spawner_options.py",
