@@ -31,6 +31,7 @@ from kubelab.errors import KubelabError, NotFound
 from kubelab.server_extension.handlers import KubelabHandler, api
 from kubelab.server_extension.tensorboard import HOP_BY_HOP, NOT_FORWARDED
 from kubelab.serving.service import Services
+from kubelab.serving.traffic_stats import TrafficStats
 from kubelab.tensorboard.sandbox import page_policy
 
 NOT_SENT = NOT_FORWARDED | {"x-xsrftoken", "x-xsrf-token"}  # Jupyter's credentials stay here
@@ -62,12 +63,22 @@ class ServicesBase(KubelabHandler):
     def publish(self, view: dict[str, Any]) -> None:
         self.kubelab.events.publish("service", view)
 
+    @property
+    def upstreams(self) -> Upstreams:
+        return cast(Upstreams, self.settings["kubelab"].service_upstreams)
+
+    def with_stats(self, view: dict[str, Any]) -> dict[str, Any]:
+        """The view with `stats`: the proxy's figures of the last minute (`TrafficStats.view`)."""
+        return {**view, "stats": self.upstreams.stats.view(view["id"])}
+
 
 class ServicesHandler(ServicesBase):
     @api("read")
     async def get(self) -> None:
-        """List services: `{"items": [{id, name, version, state, reason, url, replicas, lineage...}]}`."""
-        self.reply({"items": await asyncio.to_thread(self.services.list)})
+        """List services: `{"items": [{id, name, version, state, reason, url, replicas, lineage,
+        stats...}]}`, `stats` being the proxy's `{window_s, requests, rate, p50_ms, p95_ms, errors}`."""
+        views = await asyncio.to_thread(self.services.list)
+        self.reply({"items": [self.with_stats(view) for view in views]})
 
     @api("execute")
     async def post(self) -> None:
@@ -82,13 +93,15 @@ class ServicesHandler(ServicesBase):
 class ServiceHandler(ServicesBase):
     @api("read")
     async def get(self, service_id: str) -> None:
-        """One service: its state, replicas, URL and lineage (the run and file it serves)."""
-        self.reply(await asyncio.to_thread(self.services.get, service_id))
+        """One service: its state, replicas, URL, lineage (the run and file it serves) and the
+        proxy's figures of its last minute of requests (`stats`)."""
+        self.reply(self.with_stats(await asyncio.to_thread(self.services.get, service_id)))
 
     @api("write")
     async def delete(self, service_id: str) -> None:
         """Stop a service and remove its record and logs."""
         await asyncio.to_thread(self.services.delete, service_id)
+        self.upstreams.stats.forget(service_id)
         self.reply({"id": service_id, "deleted": True})
 
 
@@ -121,6 +134,7 @@ class Upstreams:
 
     def __init__(self, services: Services) -> None:
         self.services = services
+        self.stats = TrafficStats()  # what the proxy measured of each service's requests
         self.bases: dict[str, tuple[float, str | None]] = {}
         self._session: aiohttp.ClientSession | None = None
 
@@ -148,7 +162,9 @@ class Upstreams:
 
 
 async def forward(handler: web.RequestHandler, upstreams: Upstreams, service_id: str, path: str) -> None:
-    """The request, to a ready replica of the service; its answer back, in the sandbox."""
+    """The request, to a ready replica of the service; its answer back, in the sandbox. Each
+    request to a known service is timed into `upstreams.stats`, failures (5xx) counted."""
+    started = time.monotonic()
     request = handler.request
     query = urlencode([(k, v) for k, v in parse_qsl(request.query, keep_blank_values=True) if k != "token"])
     headers = [(k, v) for k, v in request.headers.get_all() if k.lower() not in NOT_SENT]
@@ -163,6 +179,7 @@ async def forward(handler: web.RequestHandler, upstreams: Upstreams, service_id:
             assert view is not None
             reason = f": {view['reason']}" if view["reason"] else ""
             detail = f"service {service_id} is {view['state']}{reason}"
+            upstreams.stats.record(service_id, time.monotonic() - started, error=True)
             return _fail(handler, 503, {"error": "unavailable", "detail": detail, "fields": []})
         url = f"{base}{path or '/'}" + (f"?{query}" if query else "")
         try:
@@ -176,7 +193,9 @@ async def forward(handler: web.RequestHandler, upstreams: Upstreams, service_id:
             if attempt == 1 and isinstance(exc, aiohttp.ClientConnectorError):
                 continue
             detail = f"service {service_id} did not answer: {exc or type(exc).__name__}"
+            upstreams.stats.record(service_id, time.monotonic() - started, error=True)
             return _fail(handler, 502, {"error": "backend", "detail": detail, "fields": []})
+    upstreams.stats.record(service_id, time.monotonic() - started, error=response.status >= 500)
     handler.set_status(response.status, response.reason)
     for name, value in response.headers.items():
         lower = name.lower()

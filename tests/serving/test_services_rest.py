@@ -133,3 +133,28 @@ def test_serve_magic_in_a_kernel_goes_through_the_server(server: JupyterServer) 
     assert "predict: POST" in printed and "v2/models/magic/infer" in printed
     assert "model.path: no such file" in printed  # a refusal reads as a usage error, no traceback
     assert server.post("services/magic-v1/stop").json()["state"] == "Stopped"
+
+
+def test_the_proxy_s_figures_of_a_service_s_requests_are_in_its_view(server: JupyterServer) -> None:
+    started = server.post("services", {"name": "busy", "command": ["python", "echo.py"]})
+    assert started.status_code == 201, started.text
+    view = running(server, "busy-v1")
+    assert view["stats"]["requests"] == 0 and view["stats"]["p50_ms"] is None
+    data = server.url + view["url"].lstrip("/") + "data"
+    for _ in range(5):
+        answer = requests.get(data, headers={**server.headers, "Accept": "application/json"}, timeout=30)
+        assert answer.status_code == 200
+    stats = server.get("services/busy-v1").json()["stats"]
+    assert stats["requests"] == 5 and stats["errors"] == 0 and stats["window_s"] == 60.0
+    assert stats["rate"] > 0 and 0 < stats["p50_ms"] <= stats["p95_ms"]
+    listed = {v["id"]: v for v in server.get("services").json()["items"]}
+    assert listed["busy-v1"]["stats"]["requests"] == 5
+    assert server.post("services/busy-v1/stop").json()["state"] == "Stopped"
+    gone = requests.get(data, headers={**server.headers, "Accept": "application/json"}, timeout=30)
+    assert gone.status_code == 503
+    stats = server.get("services/busy-v1").json()["stats"]
+    assert stats["requests"] == 6 and stats["errors"] == 1  # the refused request counts, as a failure
+    to_login = requests.get(data, allow_redirects=False, timeout=30)
+    assert to_login.status_code == 302  # no login: not forwarded, not counted
+    assert server.get("services/busy-v1").json()["stats"]["requests"] == 6
+    server.delete("services/busy-v1")
