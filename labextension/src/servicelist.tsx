@@ -1,6 +1,7 @@
 /**
  * The sidebar's Services section: each service version with what it serves, its state,
- * replicas ready, traffic share (on a cluster) and URL, and its actions: Try it (a model's
+ * replicas ready, traffic share (on a cluster), URL, its last minute's requests through the
+ * proxy (rate and median latency), and its actions: Try it (a model's
  * v2 request panel), Stop while it runs, Delete once it has ended. Rows follow the shared
  * `LiveStore` (`service` events); the actions are commands, so the palette has them too.
  */
@@ -10,8 +11,10 @@ import { CommandRegistry } from '@lumino/commands';
 import React from 'react';
 
 import {
+  describeTraffic,
   formatLineage,
   formatReplicas,
+  formatTraffic,
   IServiceRecord,
   SERVICE_ENDED
 } from './services';
@@ -101,6 +104,14 @@ export function ServiceList(props: {
                 {serves}
               </div>
             ) : null}
+            {ended ? null : (
+              <div
+                className="jp-kubelab-Service-stats jp-kubelab-Number"
+                title={describeTraffic(service.stats)}
+              >
+                {formatTraffic(service.stats)}
+              </div>
+            )}
             {ended && service.reason ? (
               <div className="jp-kubelab-Service-reason">{service.reason}</div>
             ) : null}

@@ -23,6 +23,18 @@ export interface IServiceLineage {
   predictor?: string;
 }
 
+/** What the Jupyter server's proxy measured of the service's requests in the last minute. */
+export interface IServiceStats {
+  window_s: number;
+  requests: number;
+  /** Requests per second. */
+  rate: number;
+  p50_ms: number | null;
+  p95_ms: number | null;
+  /** 5xx answers and requests no replica took. */
+  errors: number;
+}
+
 export interface IServiceRecord {
   id: string;
   name: string;
@@ -42,6 +54,8 @@ export interface IServiceRecord {
   mirror?: number;
   backend?: string;
   created_at: string;
+  /** In the REST answers only (events carry none): see `applyService`. */
+  stats?: IServiceStats;
 }
 
 export const SERVICE_ENDED: ReadonlySet<string> = new Set([
@@ -74,8 +88,13 @@ export function applyService(
   services: readonly IServiceRecord[],
   record: IServiceRecord
 ): IServiceRecord[] {
+  const old = services.find(service => service.id === record.id);
   const rest = services.filter(service => service.id !== record.id);
-  return [...rest, record].sort((a, b) =>
+  const kept =
+    record.stats === undefined && old?.stats !== undefined
+      ? { ...record, stats: old.stats } // an event's view: the last figures stay until the next list
+      : record;
+  return [...rest, kept].sort((a, b) =>
     a.created_at === b.created_at
       ? b.id.localeCompare(a.id)
       : b.created_at.localeCompare(a.created_at)
@@ -93,6 +112,38 @@ export function removeService(
 export function formatReplicas(service: IServiceRecord): string {
   const ready = service.replicas.filter(r => r.state === 'Ready').length;
   return `${ready}/${service.replicas.length}`;
+}
+
+/** A number as the sidebar shows it: one decimal below 10, whole above (`0.4`, `3.2`, `120`). */
+function figure(value: number): string {
+  return value < 10 ? value.toFixed(1) : Math.round(value).toString();
+}
+
+/**
+ * The last minute's traffic in a few words: `3.2 req/s · p50 12 ms`, with the failures when
+ * there were some (`· 2 errors`); `no requests yet` when none came through the proxy.
+ */
+export function formatTraffic(stats: IServiceStats | undefined): string {
+  if (!stats || stats.requests === 0) {
+    return 'no requests yet';
+  }
+  const parts = [`${figure(stats.rate)} req/s`];
+  if (stats.p50_ms !== null) {
+    parts.push(`p50 ${figure(stats.p50_ms)} ms`);
+  }
+  if (stats.errors > 0) {
+    parts.push(stats.errors === 1 ? '1 error' : `${stats.errors} errors`);
+  }
+  return parts.join(' · ');
+}
+
+/** The title beside it: the window, the count and p95. */
+export function describeTraffic(stats: IServiceStats | undefined): string {
+  if (!stats || stats.requests === 0) {
+    return 'no request through the proxy in the last minute';
+  }
+  const p95 = stats.p95_ms === null ? '' : `, p95 ${figure(stats.p95_ms)} ms`;
+  return `${stats.requests} requests in the last ${Math.round(stats.window_s)} s${p95}`;
 }
 
 /** What it serves, in a few words: `run 1m8b… outputs/model.joblib`, `sweep s1 trial #2`. */

@@ -1,6 +1,10 @@
 import {
+  applyService,
+  describeTraffic,
   formatLineage,
   formatReplicas,
+  formatTraffic,
+  IServiceStats,
   inferenceBody,
   parseService,
   serviceName
@@ -74,5 +78,74 @@ describe('service rows', () => {
     expect(serviceName('Iris C_2')).toBe('iris-c-2');
     expect(serviceName('2 fast!')).toBe('fast');
     expect(serviceName('___')).toBe('model');
+  });
+});
+
+describe('formatTraffic', () => {
+  const stats = (values: Partial<IServiceStats>): IServiceStats => ({
+    window_s: 60,
+    requests: 192,
+    rate: 3.2,
+    p50_ms: 12.4,
+    p95_ms: 48.25,
+    errors: 0,
+    ...values
+  });
+
+  it('shows the rate and the median latency of the last minute', () => {
+    expect(formatTraffic(stats({}))).toBe('3.2 req/s · p50 12 ms');
+    expect(formatTraffic(stats({ rate: 120.4, p50_ms: 13.6 }))).toBe(
+      '120 req/s · p50 14 ms'
+    );
+    expect(formatTraffic(stats({ rate: 0.05, p50_ms: 0.8 }))).toBe(
+      '0.1 req/s · p50 0.8 ms'
+    );
+    expect(describeTraffic(stats({}))).toBe(
+      '192 requests in the last 60 s, p95 48 ms'
+    );
+  });
+
+  it('names failures, one or several', () => {
+    expect(formatTraffic(stats({ errors: 1 }))).toBe(
+      '3.2 req/s · p50 12 ms · 1 error'
+    );
+    expect(formatTraffic(stats({ errors: 4 }))).toBe(
+      '3.2 req/s · p50 12 ms · 4 errors'
+    );
+  });
+
+  it('says so when nothing came through the proxy', () => {
+    expect(formatTraffic(undefined)).toBe('no requests yet');
+    expect(
+      formatTraffic(stats({ requests: 0, rate: 0, p50_ms: null, p95_ms: null }))
+    ).toBe('no requests yet');
+    expect(describeTraffic(undefined)).toContain('last minute');
+  });
+});
+
+describe('applyService', () => {
+  it('keeps the last figures when an event brings a view without them', () => {
+    const base = parseService({
+      id: 'iris-v1',
+      name: 'iris',
+      state: 'Running',
+      url: '/kubelab/services/iris-v1/'
+    });
+    const figures = {
+      window_s: 60,
+      requests: 2,
+      rate: 0.5,
+      p50_ms: 3,
+      p95_ms: 4,
+      errors: 0
+    };
+    const listed = applyService([], { ...base, stats: figures });
+    const evented = applyService(listed, { ...base, state: 'Stopped' });
+    expect(evented[0].state).toBe('Stopped');
+    expect(evented[0].stats).toEqual(figures);
+    const fresh = { ...figures, requests: 5 };
+    expect(applyService(evented, { ...base, stats: fresh })[0].stats).toEqual(
+      fresh
+    );
   });
 });
