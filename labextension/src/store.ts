@@ -1,7 +1,9 @@
 /**
  * The live state every kubelab view shares: one event stream, the experiments table,
  * sweeps, TensorBoard sessions, services and resources. Views subscribe to `changed` (and to
- * `metrics`/`experimentChanged` for one run) and never poll.
+ * `metrics`/`experimentChanged` for one run) and never poll. The one thing the stream does not
+ * carry is the services' traffic figures (the proxy's, changing with every request): the store
+ * reads the services' list again every `SERVICE_STATS_MS` while one of them runs.
  */
 import { ISignal, Signal } from '@lumino/signaling';
 
@@ -30,7 +32,8 @@ import {
   applyService,
   IServiceRecord,
   parseService,
-  removeService
+  removeService,
+  SERVICE_ENDED
 } from './services';
 import { applySweep, ISweepRecord, parseSweep } from './sweeps';
 
@@ -40,6 +43,7 @@ export interface IMetricsEvent {
 }
 
 const REFETCH_DELAY_MS = 300;
+export const SERVICE_STATS_MS = 10_000;
 
 export class LiveStore {
   table: IExperimentTable = EMPTY_TABLE;
@@ -50,6 +54,8 @@ export class LiveStore {
   stream: StreamState = { kind: 'connecting' };
   query = '';
   queryError: IQueryError | null = null;
+  /** How often the services' list is read again for their traffic figures, while one runs. */
+  serviceStatsMs = SERVICE_STATS_MS;
 
   private readonly _changed = new Signal<this, void>(this);
   private readonly _metrics = new Signal<this, IMetricsEvent>(this);
@@ -58,6 +64,7 @@ export class LiveStore {
   private stream_: ReturnType<KubelabApi['events']> | null = null;
   private refetchTimer: ReturnType<typeof setTimeout> | null = null;
   private resourcesTimer: ReturnType<typeof setTimeout> | null = null;
+  private statsTimer: ReturnType<typeof setTimeout> | null = null;
   private listGeneration = 0;
   private inFlight: ExperimentEvent[] | null = null;
   private listAbort: AbortController | null = null;
@@ -133,6 +140,7 @@ export class LiveStore {
       'deleted' in record
         ? removeService(this.services, record.id)
         : applyService(this.services, record);
+    this.scheduleServiceStats();
     this.emit();
   }
 
@@ -175,6 +183,7 @@ export class LiveStore {
     this.tensorboards = tensorboards;
     this.services = services;
     this.scheduleResources(0);
+    this.scheduleServiceStats();
     this.markLoaded();
     this.emit();
     // A (re)connection's list may hold what the stream missed while it was down: the views
@@ -266,6 +275,7 @@ export class LiveStore {
             this.services,
             parseService(JSON.parse(message.data))
           );
+          this.scheduleServiceStats();
           this.emit();
           return;
         case 'service_deleted':
@@ -356,13 +366,39 @@ export class LiveStore {
     }, delayMs);
   }
 
+  /** The services' list again in a while, for their traffic figures, while one runs. */
+  private scheduleServiceStats(): void {
+    const running = this.services.some(s => !SERVICE_ENDED.has(s.state));
+    if (this.statsTimer !== null || !running || this.stream_ === null) {
+      return;
+    }
+    this.statsTimer = setTimeout(() => {
+      this.statsTimer = null;
+      this.api.services().then(
+        services => {
+          this.services = services;
+          this.emit();
+          this.scheduleServiceStats();
+        },
+        reason => {
+          console.warn('kubelab: could not load services', reason);
+          this.scheduleServiceStats();
+        }
+      );
+    }, this.serviceStatsMs);
+  }
+
   private clearTimers(): void {
-    for (const timer of [this.refetchTimer, this.resourcesTimer]) {
+    for (const timer of [
+      this.refetchTimer,
+      this.resourcesTimer,
+      this.statsTimer
+    ]) {
       if (timer !== null) {
         clearTimeout(timer);
       }
     }
-    this.refetchTimer = this.resourcesTimer = null;
+    this.refetchTimer = this.resourcesTimer = this.statsTimer = null;
   }
 
   private emit(): void {

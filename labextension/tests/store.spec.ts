@@ -132,4 +132,41 @@ describe('LiveStore', () => {
     await waitFor(() => store.services.length === 1, 'iris-v1 gone');
     expect(store.service('iris-v2')?.replicas).toEqual([]);
   });
+
+  it('reads the services again for their traffic figures while one runs', async () => {
+    const stats = (requests: number) => ({
+      window_s: 60,
+      requests,
+      rate: requests / 60,
+      p50_ms: requests ? 12 : null,
+      p95_ms: requests ? 30 : null,
+      errors: 0
+    });
+    const busy = (requests: number) => ({
+      id: 'busy-v1',
+      name: 'busy',
+      version: '1',
+      state: 'Running',
+      url: '/kubelab/services/busy-v1/',
+      created_at: '2026-01-01T00:00:00Z',
+      stats: stats(requests)
+    });
+    store.serviceStatsMs = 20;
+    services = [busy(0)];
+    await store.refresh();
+    expect(store.service('busy-v1')?.stats?.requests).toBe(0);
+    services = [busy(3)];
+    await waitFor(
+      () => store.service('busy-v1')?.stats?.requests === 3,
+      'the figures read again'
+    );
+    const event: Record<string, unknown> = busy(3);
+    delete event.stats; // a view as the event stream sends it
+    send('service', { ...event, replicas: [{ index: 0, state: 'Ready' }] });
+    await waitFor(
+      () => store.service('busy-v1')?.replicas.length === 1,
+      'the event applied'
+    );
+    expect(store.service('busy-v1')?.stats?.p50_ms).toBe(12); // an event has none: kept
+  });
 });
