@@ -108,6 +108,7 @@ def test_the_best_trial_of_a_sweep_answers_from_the_try_it_panel(
         f"sweep {sweep['id']} · trial #{sweep['best']['trial']} · outputs/model.joblib"
     )
     expect(row.locator(".jp-kubelab-Service-url")).to_have_text("/kubelab/services/iris-v1/")
+    expect(row.locator(".jp-kubelab-Service-stats")).to_have_text("no requests yet")
 
     row.get_by_role("button", name="Try it").click()
     panel = page.locator('.jp-kubelab-TryIt[data-service-id="iris-v1"]')
@@ -130,6 +131,10 @@ def test_the_best_trial_of_a_sweep_answers_from_the_try_it_panel(
     body.press("Control+Enter")
     expect(status).to_have_attribute("data-status", "422", timeout=WAIT_MS)
     expect(panel.locator(".jp-kubelab-TryIt-answer.jp-mod-error")).to_contain_text('"inputs"')
+    stats = row.locator(".jp-kubelab-Service-stats")  # the proxy's figures, read again every 10 s
+    expect(stats).to_have_text(re.compile(r"^\d+(\.\d)? req/s · p50 \d+(\.\d)? ms$"), timeout=WAIT_MS)
+    figures = lab_server.get("services/iris-v1").json()["stats"]
+    assert figures["requests"] >= 2 and figures["errors"] == 0  # the 200 and the 422 (a 4xx is no failure)
     body.fill("{not json")
     panel.get_by_role("button", name="Send").click()
     expect(panel.locator(".jp-kubelab-TryIt-answer")).to_contain_text("body: not JSON")
