@@ -189,6 +189,11 @@ def take(server: JupyterServer, page: Page, ids: dict[str, str], out: Path) -> N
     expect(view.locator("[data-compare-count]")).to_have_text(f"{len(RUNS)} runs compared", timeout=WAIT_MS)
     expect(view.locator('.jp-kubelab-Overlay[data-metric="loss"] canvas')).to_have_count(1)
     shoot(view, out / "compare.png")
+    # Grouped: the four runs (none in a sweep) as one mean with its min–max band.
+    view.locator('select[name="groupBy"]').select_option("sweep")
+    charts = view.locator(".jp-kubelab-Charts")
+    expect(charts.locator('.jp-kubelab-Overlay[data-metric="loss"] .u-legend .u-series')).to_have_count(4)
+    shoot(charts, out / "compare-grouped.png")
 
     pipeline = ids["pipeline"]
     open_link(page, server, f"pipeline/{pipeline}")
