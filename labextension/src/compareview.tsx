@@ -16,6 +16,7 @@ import {
   IChartSettings
 } from './chartcontrols';
 import { assignSlots, columnKeys, runStyle } from './compare';
+import { GroupBy, groupRuns, NO_SWEEP } from './curvegroups';
 import { MetricCharts } from './metriccharts';
 import { mergePoints } from './metricpoints';
 import { CommandIDs } from './panel';
@@ -69,6 +70,7 @@ function Compare(props: ICompareViewOptions): JSX.Element {
   const [hiddenColumns, setHiddenColumns] = useState<string[]>([]);
   const [collapsed, setCollapsed] = useState<string[]>([]);
   const [error, setError] = useState('');
+  const [groupBy, setGroupBy] = useState<GroupBy>('none');
 
   // Each ticked run's points once, then its live `metrics` events.
   useEffect(() => {
@@ -168,7 +170,39 @@ function Compare(props: ICompareViewOptions): JSX.Element {
           {trans.__('Tick runs in the table below to overlay their curves.')}
         </p>
       ) : null}
+      <label className="jp-kubelab-Compare-groupBy">
+        {trans.__('Group by')}{' '}
+        <select
+          name="groupBy"
+          value={groupBy}
+          onChange={event => setGroupBy(event.target.value)}
+        >
+          <option value="none">{trans.__('nothing (each run)')}</option>
+          <option value="sweep">{trans.__('sweep')}</option>
+          <option value="tag">{trans.__('tag')}</option>
+          {keys.params.map(name => (
+            <option key={name} value={`param:${name}`}>
+              {name}
+            </option>
+          ))}
+        </select>
+      </label>
       <MetricCharts
+        groups={
+          groupBy === 'none'
+            ? undefined
+            : groupRuns(loaded, id => byId.get(id), groupBy).map(
+                (group, i) => ({
+                  label:
+                    groupBy === 'sweep' && group.key !== NO_SWEEP
+                      ? (store.sweeps.find(s => s.id === group.key)?.name ??
+                        group.key)
+                      : group.key,
+                  colour: runStyle(i).colour,
+                  ids: group.ids
+                })
+              )
+        }
         runs={loaded.map(id => ({
           id,
           label: label(id),

@@ -16,6 +16,7 @@ import {
   forLogScale,
   smooth
 } from './compare';
+import { band } from './curvegroups';
 import { formatNumber, formatValue } from './model';
 import { OverlayChart } from './overlaychart';
 
@@ -29,6 +30,13 @@ export interface IChartRun {
   dashed?: boolean;
   /** Its own dash pattern (a run past the palette's twenty colours). */
   dash?: number[];
+}
+
+/** Runs drawn as one line: their mean, with a band from their min to their max. */
+export interface IChartGroup {
+  label: string;
+  colour: string;
+  ids: readonly string[];
 }
 
 const DASH = [5, 4];
@@ -58,6 +66,8 @@ export function MetricCharts(props: {
   trans: TranslationBundle;
   /** What `report_final(value)` measured (a sweep's objective), shown for `default`. */
   finalName?: string;
+  /** Draw these groups (mean and min–max band) instead of each run's curve. */
+  groups?: readonly IChartGroup[];
 }): JSX.Element {
   const { runs, settings, trans } = props;
   const { charts, values } = chartableMetrics(runs.map(r => r.points));
@@ -67,16 +77,28 @@ export function MetricCharts(props: {
   return (
     <>
       <div className="jp-kubelab-Charts">
-        {charts.map(metric => (
-          <MetricOverlay
-            key={metric}
-            metric={metric}
-            runs={runs}
-            settings={settings}
-            trans={trans}
-            syncKey={syncKey}
-          />
-        ))}
+        {charts.map(metric =>
+          props.groups ? (
+            <GroupOverlay
+              key={metric}
+              metric={metric}
+              runs={runs}
+              groups={props.groups}
+              settings={settings}
+              trans={trans}
+              syncKey={syncKey}
+            />
+          ) : (
+            <MetricOverlay
+              key={metric}
+              metric={metric}
+              runs={runs}
+              settings={settings}
+              trans={trans}
+              syncKey={syncKey}
+            />
+          )
+        )}
       </div>
       {values.length && runs.length ? (
         <table className="jp-kubelab-FinalValues">
@@ -168,6 +190,82 @@ function MetricOverlay(props: {
       log={log}
       xLabel={axisLabel(axis, trans)}
       latest={latest}
+      trans={trans}
+      syncKey={props.syncKey}
+    />
+  );
+}
+
+/** One metric's groups: per group its mean, then its min and max with the band between. */
+function GroupOverlay(props: {
+  metric: string;
+  runs: readonly IChartRun[];
+  groups: readonly IChartGroup[];
+  settings: IChartSettings;
+  trans: TranslationBundle;
+  syncKey: string;
+}): JSX.Element | null {
+  const { metric, runs, groups, trans } = props;
+  const { axis, smoothing, log } = props.settings;
+  const byId = new Map(runs.map(run => [run.id, run]));
+  const folded = groups
+    .map(group => ({
+      group,
+      band: band(
+        group.ids
+          .map(id => byId.get(id))
+          .filter((run): run is IChartRun => run !== undefined)
+          .map(run => curve(run.points, metric, axis))
+          .filter(c => c.x.length > 0)
+          .map(c => ({ x: c.x, y: smooth(c.y, smoothing) }))
+      )
+    }))
+    .filter(f => f.band.x.length > 0);
+  const key = `${folded.map(f => `${f.group.label}|${f.group.colour}|${f.group.ids.map(id => byId.get(id)?.points.length).join('.')}`)}`;
+  const chart = useMemo(() => {
+    const curves = folded.flatMap(({ band: b }) => [
+      { x: b.x, y: b.mean },
+      { x: b.x, y: b.min },
+      { x: b.x, y: b.max }
+    ]);
+    const [xs, ...ys] = align(curves);
+    const data = [xs, ...(log ? ys.map(forLogScale) : ys)] as [
+      number[],
+      ...(number | null)[][]
+    ];
+    const series = folded.flatMap(({ group }) => [
+      {
+        label: trans.__('%1 mean (%2 runs)', group.label, group.ids.length),
+        colour: group.colour
+      },
+      {
+        label: trans.__('%1 min', group.label),
+        colour: group.colour,
+        faint: true
+      },
+      {
+        label: trans.__('%1 max', group.label),
+        colour: group.colour,
+        faint: true
+      }
+    ]);
+    const bands = folded.map(
+      (_, i) => [3 * i + 2, 3 * i + 1] as [number, number]
+    );
+    return { data, series, bands };
+  }, [key, axis, smoothing, log]);
+  if (!folded.length) {
+    return null;
+  }
+  return (
+    <OverlayChart
+      metric={metric}
+      data={chart.data}
+      series={chart.series}
+      bands={chart.bands}
+      wallTime={axis === 'wall'}
+      log={log}
+      xLabel={axisLabel(axis, trans)}
       trans={trans}
       syncKey={props.syncKey}
     />

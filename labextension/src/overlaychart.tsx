@@ -21,6 +21,8 @@ export interface IOverlaySeries {
   scatter?: boolean;
   /** A staircase: level until the next x. */
   stepped?: boolean;
+  /** A thin, pale line (a group's min or max, the edges of its band). */
+  faint?: boolean;
 }
 
 export interface IOverlayChartProps {
@@ -40,6 +42,8 @@ export interface IOverlayChartProps {
   integerX?: boolean;
   /** Charts with the same key move one cursor: hovering a step in one shows it in all. */
   syncKey?: string;
+  /** Areas filled between two series (indexes into `series`: upper, lower), in the upper's colour. */
+  bands?: readonly [number, number][];
 }
 
 const HEIGHT = 220;
@@ -78,6 +82,10 @@ function seriesOptions(s: IOverlaySeries): uPlot.Series {
   };
   if (s.dash) {
     options.dash = s.dash;
+  }
+  if (s.faint) {
+    options.width = 0.75;
+    options.stroke = `${s.colour}66`;
   }
   if (s.scatter) {
     options.paths = () => null;
@@ -122,7 +130,11 @@ export function OverlayChart(props: IOverlayChartProps): JSX.Element {
             : undefined
         },
         legend: { live: true },
-        series: [{ label: xLabel }, ...series.map(seriesOptions)]
+        series: [{ label: xLabel }, ...series.map(seriesOptions)],
+        bands: (props.bands ?? []).map(([upper, lower]) => ({
+          series: [upper + 1, lower + 1] as [number, number],
+          fill: `${series[upper].colour}33`
+        }))
       };
       plot.current = new uPlot(options, data as uPlot.AlignedData, node);
     };
@@ -153,7 +165,8 @@ export function OverlayChart(props: IOverlayChartProps): JSX.Element {
     xLabel,
     metric,
     props.integerX,
-    props.syncKey
+    props.syncKey,
+    props.bands
   ]);
 
   const reset = () => {

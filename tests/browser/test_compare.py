@@ -271,3 +271,35 @@ def test_one_cursor_moves_across_a_runs_charts(lab_server: JupyterServer, page: 
     expect(loss.locator(".u-legend .u-series").first.locator(".u-value")).to_have_text("10")
     assert legend_values(loss)[1:] == ["90"]
     assert not page.problems, page.problems  # type: ignore[attr-defined]
+
+
+def test_runs_grouped_by_a_parameter_draw_a_mean_and_a_band(lab_server: JupyterServer, page: Page) -> None:
+    script = (
+        "import kubelab\np = kubelab.params()\n"
+        "for s in range(3):\n    kubelab.report(step=s, loss=p['lr'] * 10 + p['seed'] + s)\n"
+    )
+    ids = []
+    for name, lr, seed in (("grp-a", 1, 0), ("grp-b", 1, 2), ("grp-c", 2, 0)):
+        made = lab_server.post(
+            "experiments",
+            {"name": name, "command": [sys.executable, "-c", script], "params": {"lr": lr, "seed": seed}},
+        )
+        assert made.status_code == 201, made.text
+        ids.append(made.json()["id"])
+    for run_id in ids:
+        assert lab_server.wait_for(run_id)["status"] == "Succeeded"
+    page.goto(f"{lab_server.url}lab?kubelab=compare/{','.join(ids)}&token={lab_server.token}")
+    compare = page.locator(".jp-kubelab-Compare").last
+    chart = compare.locator('.jp-kubelab-Overlay[data-metric="loss"]')
+    expect(chart.locator(".u-legend .u-series")).to_have_count(4, timeout=WAIT_MS)  # x and three runs
+    compare.locator('select[name="groupBy"]').select_option("param:lr")
+    # Per group its mean, min and max: lr=1 holds two runs (10 and 12 at step 0), lr=2 one.
+    expect(chart.locator(".u-legend .u-series")).to_have_count(7)
+    expect(chart.locator(".u-legend")).to_contain_text("1 mean (2 runs)")
+    expect(chart.locator(".u-legend")).to_contain_text("2 mean (1 runs)")
+    hover(page, chart, 0.01)
+    expect(chart.locator(".u-legend .u-series").first.locator(".u-value")).to_have_text("0")
+    assert legend_values(chart)[1:] == ["11", "10", "12", "20", "20", "20"]
+    compare.locator('select[name="groupBy"]').select_option("none")
+    expect(chart.locator(".u-legend .u-series")).to_have_count(4)
+    assert not page.problems, page.problems  # type: ignore[attr-defined]
