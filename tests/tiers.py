@@ -29,6 +29,7 @@ FAST_MODULES = frozenset(
         "kube/test_kube_builders.py",
         "kube/test_image_build.py",
         "kube/test_kube_serving_builders.py",
+        "kube/test_kube_gpu_request.py",
         "test_module_size.py",
         "test_import_cycles.py",
         "test_import_contracts.py",
