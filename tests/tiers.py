@@ -41,6 +41,7 @@ FAST_MODULES = frozenset(
         "sweeps/test_nni.py",
         "sweeps/test_validation_without_optuna.py",
         "spawner/test_spawner_options.py",
+        "spawner/test_shared_gpu_catalog.py",
         "spawner/test_namespace_bounds_config.py",
         "spawner/test_storage_layout.py",
         "notebook/test_magics_plain.py",
