@@ -12,6 +12,7 @@ from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 from kubelab.errors import ValidationError
 from spawner.availability import TypeCount, cluster_availability
 from spawner.groups import ProjectGroup
+from spawner.metrics import gpus_allocated
 from spawner.objects import Storage
 from spawner.pod_settings import pod_settings
 from spawner.profiles import Catalog, validate_options
@@ -88,3 +89,9 @@ def test_availability_counts_mig_slices_and_time_sliced_replicas() -> None:
     assert result.types["A100"] == TypeCount(total=2, free=1)
     assert result.types["A100-shared"] == TypeCount(total=16, free=15)
     assert result.unattributed == 0
+    # the hub's series count the same slices, by type, for pods bound to a node
+    assert gpus_allocated(nodes, pods, CATALOG) == {
+        ("A100-1g.10gb", "", ""): 3,
+        ("A100", "", ""): 1,
+        ("A100-shared", "", ""): 1,
+    }
