@@ -1,13 +1,16 @@
 """MIG profiles on the real control plane: a KWOK node advertises `nvidia.com/mig-1g.10gb` as
 the NVIDIA device plugin does under MIG's mixed strategy; a run of the catalog's MIG type is
 built by the pure builders, the API server accepts its Job, the scheduler binds its pod to that
-node by the resource alone, and the hub's availability counts the slice it holds."""
+node by the resource alone, the hub's availability counts the slices it holds, and the
+namespace's ResourceQuota (the spawner's, over every catalog resource) refuses a pod asking for
+slices beyond the user's GPU quota."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from controlplane.cluster import ControlPlane
 from kube_support import IMAGE, objects, wait_for
 from kubernetes import client
@@ -17,6 +20,8 @@ from kubelab.backends.kubernetes.gpu_request import parse_types, types_json
 from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 from kubelab.spec import ExperimentSpec
 from spawner.availability import TypeCount, cluster_availability
+from spawner.groups import Quota
+from spawner.objects import resource_quota
 from spawner.profiles import Catalog
 
 MIG = "nvidia.com/mig-1g.10gb"
@@ -45,6 +50,11 @@ def test_a_run_of_a_mig_type_lands_on_the_node_advertising_it_and_is_counted(
         "ann",
         namespace,
     )
+    core: Any = client.CoreV1Api(admin)  # the client's stubs take its models; it sends plain dicts too
+    resources = [t.resource for t in catalog.gpu_types]
+    core.create_namespaced_resource_quota(
+        namespace, resource_quota(namespace, "kubelab-quota", Quota(gpus=2), resources)
+    )
     batch: Any = client.BatchV1Api(admin)  # the client's stubs take its models; it sends plain dicts too
     for job in (o for o in builders.build(spec, target, nb) if o["kind"] == "Job"):
         batch.create_namespaced_job(namespace, job)
@@ -57,8 +67,23 @@ def test_a_run_of_a_mig_type_lands_on_the_node_advertising_it_and_is_counted(
     assert pod["spec"]["nodeName"] == mig_node  # no label asked for it: the resource did
     assert pod["spec"]["containers"][0]["resources"]["limits"][MIG] == "2"
 
-    core = client.CoreV1Api(admin)
     nodes = client.ApiClient().sanitize_for_serialization(core.list_node().items)
     pods = client.ApiClient().sanitize_for_serialization(core.list_pod_for_all_namespaces().items)
     result = cluster_availability(nodes, pods, catalog)
     assert result.types["A100-1g.10gb"] == TypeCount(total=7, free=5)
+
+    one_more = {
+        "metadata": {"name": "one-more-slice"},
+        "spec": {
+            "containers": [
+                {
+                    "name": "c",
+                    "image": IMAGE,
+                    "resources": {"limits": {MIG: "1", "cpu": "1", "memory": "1Gi"}},
+                }
+            ]
+        },
+    }
+    with pytest.raises(client.ApiException) as refused:
+        core.create_namespaced_pod(namespace, one_more)
+    assert refused.value.status == 403 and "exceeded quota" in str(refused.value.body)
