@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from kubelab.backends.kubernetes import builders, names
+from kubelab.backends.kubernetes.cronjob import notebook_environ
 from kubelab.backends.kubernetes.gpu_request import SharedType, parse_types, types_json
 from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 from kubelab.errors import ValidationError
@@ -77,6 +78,8 @@ def test_a_share_without_a_time_sliced_type_is_refused_by_field(
 def test_the_catalog_travels_in_one_variable_and_bad_values_are_named() -> None:
     env = {"KUBELAB_NAMESPACE": "alice", "KUBELAB_GPU_TYPES": types_json(TYPES)}
     assert NotebookEnv.from_environ(env).gpu_types == TYPES
+    # a schedule's fires submit as the notebook did: they carry the catalog on
+    assert NotebookEnv.from_environ(notebook_environ(SHARED_NB)).gpu_types == TYPES
     assert parse_types(None) == []
     for text, reason in [
         ("{", "is not JSON"),
