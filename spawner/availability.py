@@ -137,25 +137,29 @@ class Tally:
         self.catalog = catalog
         self.by_label = {t.label_value: t for t in catalog.gpu_types}
         self.resources = {t.resource for t in catalog.gpu_types} or {"nvidia.com/gpu"}
-        self.node_type: dict[str, str] = {}
+        self.node_types: dict[str, list[str]] = {}  # a MIG node offers each of its profiles
+        self.by_resource = {t.resource: t for t in catalog.gpu_types if t.by_resource}
         self.used: dict[str, int] = {}
         self.shares: dict[str, PodShare] = {}
         self.owners: dict[str, tuple[str, str]] = {}  # user namespace -> (user, group), the hub's
         self.result = Availability()
 
     def rebuild(self, nodes: Iterable[dict[str, Any]], pods: Iterable[tuple[str, dict[str, Any]]]) -> None:
-        self.node_type, self.used, self.shares, self.result = {}, {}, {}, Availability()
+        self.node_types, self.used, self.shares, self.result = {}, {}, {}, Availability()
         for listed in self.catalog.gpu_types:
             self.result.types[listed.name] = TypeCount()
             self.used[listed.name] = 0
         for node in nodes:
             meta = node.get("metadata") or {}
-            gpu_type = self.by_label.get((meta.get("labels") or {}).get(self.catalog.gpu_label, ""))
-            if gpu_type is None or (node.get("spec") or {}).get("unschedulable"):
+            if (node.get("spec") or {}).get("unschedulable"):
                 continue
-            allocatable = ((node.get("status") or {}).get("allocatable") or {}).get(gpu_type.resource, 0)
-            self.node_type[meta["name"]] = gpu_type.name
-            self.result.types[gpu_type.name].total += int(parse_quantity(allocatable))
+            allocatable = (node.get("status") or {}).get("allocatable") or {}
+            labelled = self.by_label.get((meta.get("labels") or {}).get(self.catalog.gpu_label, ""))
+            offered = [labelled] if labelled and not labelled.by_resource else []
+            for gpu_type in offered + [t for r, t in self.by_resource.items() if r in allocatable]:
+                self.node_types.setdefault(meta["name"], []).append(gpu_type.name)
+                count = parse_quantity(allocatable.get(gpu_type.resource, 0))
+                self.result.types[gpu_type.name].total += int(count)
         for key, pod in pods:
             self.pod(key, pod)
         for name in self.used:
@@ -167,18 +171,25 @@ class Tally:
         if status.get("phase") in _DONE or meta.get("deletionTimestamp"):
             return None
         gpus, cpu, memory = 0, Decimal(0), Decimal(0)
+        asked: dict[str, int] = {}
         for resource in self.resources:
             g, cpu, memory = pod_requests(pod, resource)
             gpus += g
+            asked[resource] = g
         user, group = pod_owner(pod, self.owners)  # never the pod's own labels in a user namespace
         holders = [(table, name) for table, name in (("users", user), ("groups", group)) if name]
         if meta.get("namespace"):
             holders.append(("namespaces", meta["namespace"]))
-        type_name = self.node_type.get(spec.get("nodeName") or "")
-        if type_name is None and not spec.get("nodeName"):
-            wanted = self.by_label.get((spec.get("nodeSelector") or {}).get(self.catalog.gpu_label, ""))
-            type_name = wanted.name if wanted else None
-        return PodShare(gpus, cpu, memory, tuple(holders), type_name)
+        return PodShare(gpus, cpu, memory, tuple(holders), self.pod_type(spec, asked))
+
+    def pod_type(self, spec: dict[str, Any], asked: dict[str, int]) -> str | None:
+        """Its node's type for the resource it asks; pending: its MIG profile or selector's type."""
+        if spec.get("nodeName"):
+            offered = [self.catalog.gpu_type(n) for n in self.node_types.get(spec["nodeName"], [])]
+            return next((t.name for t in offered if t and asked.get(t.resource)), None)
+        mig = next((t for r, t in self.by_resource.items() if asked.get(r)), None)
+        wanted = mig or self.by_label.get((spec.get("nodeSelector") or {}).get(self.catalog.gpu_label, ""))
+        return wanted.name if wanted else None
 
     def pod(self, key: str, pod: dict[str, Any] | None) -> None:
         """Take away what the pod at `key` held, then add what it holds now (None: gone)."""

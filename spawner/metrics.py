@@ -37,10 +37,10 @@ from prometheus_client.registry import Collector
 from .availability import (
     _DONE,
     Availability,
+    Tally,
     cluster_availability,
     namespace_owners,
     pod_owner,
-    pod_requests,
 )
 from .profiles import Catalog
 
@@ -60,25 +60,21 @@ def gpus_allocated(
     namespaces: Iterable[dict[str, Any]] = (),
 ) -> Counter[tuple[str, str, str]]:
     """GPUs of live pods bound to a catalog node, by (type, group, user)."""
-    owners = namespace_owners(namespaces)
-    by_label = {t.label_value: t.name for t in catalog.gpu_types}
-    node_type = {
-        n["metadata"]["name"]: by_label[label]
-        for n in nodes
-        if (label := ((n["metadata"].get("labels") or {}).get(catalog.gpu_label))) in by_label
-    }
-    resources = {t.resource for t in catalog.gpu_types} or {"nvidia.com/gpu"}
+    tally = Tally(catalog)  # the availability's reading of nodes and pods, MIG profiles included
+    tally.owners = namespace_owners(namespaces)
+    tally.rebuild(nodes, ())
     result: Counter[tuple[str, str, str]] = Counter()
     for pod in pods:
-        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
-        gpu_type = node_type.get(spec.get("nodeName") or "")
-        done = (pod.get("status") or {}).get("phase") in _DONE or meta.get("deletionTimestamp")
-        if gpu_type is None or done:
+        share = tally.share(pod)
+        if (
+            share is None
+            or share.gpu_type is None
+            or not share.gpus
+            or not (pod.get("spec") or {}).get("nodeName")
+        ):
             continue
-        gpus = sum(pod_requests(pod, r)[0] for r in resources)
-        if gpus:
-            user, group = pod_owner(pod, owners)
-            result[(gpu_type, group, user)] += gpus
+        user, group = pod_owner(pod, tally.owners)
+        result[(share.gpu_type, group, user)] += share.gpus
     return result
 
 

@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubelab.backends.kubernetes.gpu_request import types_json
 from kubelab.backends.kubernetes.priority_classes import NOTEBOOK_CLASS
 
 from . import interfaces, storage_layout
@@ -88,7 +89,7 @@ def pod_settings(
     if options.gpus:
         gpu_limits[resource] = options.gpus
         tolerations = [dict(t) for t in catalog.gpu_tolerations]
-        if gpu_type:
+        if gpu_type and not gpu_type.by_resource:
             node_selector[catalog.gpu_label] = gpu_type.label_value
     home = workspace_path(user)
     env = {
@@ -100,6 +101,7 @@ def pod_settings(
         "KUBELAB_TOLERATIONS": json.dumps(catalog.gpu_tolerations),
         "KUBELAB_GPU_RESOURCE": resource,
         "KUBELAB_GPU_TYPE_LABEL": catalog.gpu_label,
+        "KUBELAB_GPU_TYPES": types_json(catalog.gpu_types),
         "KUBELAB_GPU_TYPE": gpu_type.label_value if (gpu_type and options.gpus) else "",
         "KUBELAB_VOLUMES": json.dumps({"volumes": shared_volumes, "mounts": shared_mounts}),
         "KUBELAB_SHM": shm,

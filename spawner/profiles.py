@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from kubelab.backends.kubernetes.gpu_request import SHARING, default_sharing
 from kubelab.errors import FieldError, ValidationError, did_you_mean
 from kubelab.quantity import parse_quantity
 
@@ -27,12 +28,21 @@ _RESOURCE_GPU = re.compile(r"^\s*(?P<count>[^(（]*?)\s*(?:[(（](?P<inner>[^)�
 
 @dataclass(frozen=True)
 class GpuType:
-    """A kind of GPU the cluster has: found by a node label, requested by a resource name."""
+    """A kind of GPU the cluster has: found by a node label, requested by a resource name.
+    `sharing` says how the device plugin shares it: `time-slicing` (each GPU offered as several
+    replicas), `mig` (a MIG profile's own resource, whose nodes are found by that resource, not
+    a label) or `exclusive`."""
 
     name: str
     label_value: str
     resource: str = DEFAULT_GPU_RESOURCE
     max_per_user: int = 8
+    sharing: str = "exclusive"
+
+    @property
+    def by_resource(self) -> bool:
+        """Nodes are found by advertising the resource (a MIG profile), not by the type label."""
+        return self.sharing == "mig"
 
     @property
     def vendor(self) -> str:
@@ -89,12 +99,20 @@ class Catalog:
                     FieldError(f"{path}.max_per_user", f"must be a whole number >= 0, not {limit!r}")
                 )
                 limit = 0
+            resource = str(entry.get("resource", DEFAULT_GPU_RESOURCE))
+            sharing = entry.get("sharing", default_sharing(resource))
+            if sharing not in SHARING:
+                errors.append(
+                    FieldError(f"{path}.sharing", f"must be one of {', '.join(SHARING)}, not {sharing!r}")
+                )
+                sharing = "exclusive"
             catalog.gpu_types.append(
                 GpuType(
                     name=entry["name"],
                     label_value=str(entry.get("label_value", entry["name"])),
-                    resource=str(entry.get("resource", DEFAULT_GPU_RESOURCE)),
+                    resource=resource,
                     max_per_user=limit,
+                    sharing=sharing,
                 )
             )
         for key in ("images",):

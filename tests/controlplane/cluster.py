@@ -51,6 +51,7 @@ class NodeSpec:
     gpus: int = 0
     gpu_type: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
+    extended: dict[str, str] = field(default_factory=dict)  # e.g. a MIG profile's resource
     taints: tuple[dict[str, str], ...] = ()
 
     def manifest(self) -> dict[str, Any]:
@@ -67,6 +68,7 @@ class NodeSpec:
             "ephemeral-storage": self.ephemeral_storage,
             "pods": "110",
         }
+        capacity.update(self.extended)
         taints = list(self.taints)
         if self.gpus:
             capacity[GPU] = str(self.gpus)

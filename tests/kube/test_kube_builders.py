@@ -275,7 +275,7 @@ def test_a_share_of_a_gpu_is_refused_on_kubernetes_naming_what_to_ask_for() -> N
     with pytest.raises(ValidationError) as err:
         builders.build(spec, target(spec), NB)
     [problem] = err.value.fields
-    assert problem.path == "resources.gpus" and "time-sliced or a MIG profile" in problem.reason
+    assert problem.path == "resources.gpus" and "needs a time-sliced GPU type" in problem.reason
 
 
 def test_names_are_short_valid_and_distinct() -> None:

@@ -22,13 +22,13 @@ from typing import Any
 from kubelab.backends.kubernetes import names
 from kubelab.backends.kubernetes.distributed_env import distributed_env, ports_for
 from kubelab.backends.kubernetes.elastic_policy import agent_command, elastic_policy, elastic_problems
+from kubelab.backends.kubernetes.gpu_request import GpuRequest, gpu_request
 from kubelab.backends.kubernetes.init_container import init_containers, init_problems
 from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 from kubelab.backends.kubernetes.pod_security import container_security, pod_security
 from kubelab.backends.kubernetes.priority_classes import KUEUE_PRIORITY_LABEL, class_name, priority_problem
 from kubelab.backends.trial_env import trial_env as common_trial_env
 from kubelab.errors import FieldError, ValidationError
-from kubelab.gpu_share import is_fraction
 from kubelab.priorities import LOW_PRIORITY, NORMAL_PRIORITY
 from kubelab.records import RunDirectory
 from kubelab.shims import SHIMS_DIR
@@ -114,14 +114,8 @@ def check(spec: ExperimentSpec, nb: NotebookEnv) -> None:
             )
         elif key == nb.gpu_type_label and key in placed:
             problems.append(FieldError(f"node_selector.{key}", "is set by resources.gpu_type"))
-    if is_fraction(spec.resources.gpus):
-        problems.append(
-            FieldError(
-                "resources.gpus",
-                f"a share of a GPU ({spec.resources.gpus:g}) is for the local backend; on Kubernetes "
-                "ask for a whole GPU of a shared type (time-sliced or a MIG profile such as 1g.10gb)",
-            )
-        )
+    if isinstance(request := pod_gpus(spec.resources, nb), FieldError):
+        problems.append(request)
     problem = priority_problem(spec.priority, nb.priority_classes)
     if problem is not None:
         problems.append(problem)
@@ -307,8 +301,9 @@ def pod_template(
     if volumes:
         pod["volumes"] = volumes
     selector = {**spec.node_selector, **nb.node_selector}  # the group's placement wins (check refuses)
-    if spec.resources.gpu_type and role != "ps":
-        selector[nb.gpu_type_label] = spec.resources.gpu_type
+    request = pod_gpus(spec.resources, nb)
+    if isinstance(request, GpuRequest) and role != "ps":
+        selector.update(request.selector)
     if selector:
         pod["nodeSelector"] = selector
     tolerations = [*nb.tolerations, *spec.tolerations]
@@ -332,9 +327,14 @@ def resource_amounts(resources: Resources, nb: NotebookEnv, gpus: bool = True) -
         amounts["cpu"] = resources.cpu
     if resources.memory:
         amounts["memory"] = resources.memory
-    if resources.gpus and gpus:
-        amounts[nb.gpu_resource] = str(resources.gpus)
+    if gpus and isinstance(request := pod_gpus(resources, nb), GpuRequest):
+        amounts[request.resource] = str(request.amount)
     return amounts
+
+
+def pod_gpus(resources: Resources, nb: NotebookEnv) -> GpuRequest | FieldError | None:
+    """The GPU resource, count and node labels a spec's `resources` come to on this cluster."""
+    return gpu_request(resources.gpus, resources.gpu_type, nb.gpu_types, nb.gpu_resource, nb.gpu_type_label)
 
 
 def trial_env(spec: ExperimentSpec, target: Target, nb: NotebookEnv) -> list[Manifest]:

@@ -20,6 +20,7 @@ import json
 from typing import Any
 
 from kubelab.backends.kubernetes import names
+from kubelab.backends.kubernetes.gpu_request import types_json
 from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 from kubelab.backends.kubernetes.pod_security import container_security, pod_security
 from kubelab.errors import FieldError, ValidationError
@@ -193,6 +194,7 @@ def notebook_environ(nb: NotebookEnv) -> dict[str, str]:
         "KUBELAB_NODE_SELECTOR": json.dumps(nb.node_selector) if nb.node_selector else None,
         "KUBELAB_TOLERATIONS": json.dumps(nb.tolerations) if nb.tolerations else None,
         "KUBELAB_VOLUMES": json.dumps({"volumes": nb.volumes, "mounts": nb.mounts}) if nb.volumes else None,
+        "KUBELAB_GPU_TYPES": types_json(nb.gpu_types) if nb.gpu_types else None,
     }
     values.update({k: v for k, v in optional.items() if v})
     return values

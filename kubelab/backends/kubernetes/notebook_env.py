@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kubelab.backends.kubernetes.gpu_request import SharedType, parse_types
 from kubelab.errors import FieldError, ValidationError
 from kubelab.quantity import parse_quantity
 
@@ -34,6 +35,7 @@ class NotebookEnv:
     tolerations: list[dict[str, Any]] = field(default_factory=list)
     gpu_resource: str = DEFAULT_GPU_RESOURCE
     gpu_type_label: str = DEFAULT_GPU_TYPE_LABEL
+    gpu_types: list[SharedType] = field(default_factory=list)  # the hub's catalog: MIG, time-sliced
     volumes: list[dict[str, Any]] = field(default_factory=list)
     mounts: list[dict[str, Any]] = field(default_factory=list)
     shm: str | None = None
@@ -74,6 +76,11 @@ class NotebookEnv:
         for mount in mounts:
             if not isinstance(mount, dict) or mount.get("name") not in names:
                 problems.append(FieldError("KUBELAB_VOLUMES", f"mount {mount!r} names no volume"))
+        gpu_types: list[SharedType] = []
+        try:
+            gpu_types = parse_types(env.get("KUBELAB_GPU_TYPES"))
+        except ValueError as exc:
+            problems.append(FieldError("KUBELAB_GPU_TYPES", str(exc)))
         shm = env.get("KUBELAB_SHM") or None
         if shm:
             try:
@@ -92,6 +99,7 @@ class NotebookEnv:
             tolerations=tolerations,
             gpu_resource=env.get("KUBELAB_GPU_RESOURCE") or DEFAULT_GPU_RESOURCE,
             gpu_type_label=env.get("KUBELAB_GPU_TYPE_LABEL") or DEFAULT_GPU_TYPE_LABEL,
+            gpu_types=gpu_types,
             volumes=volumes,
             mounts=mounts,
             shm=shm,

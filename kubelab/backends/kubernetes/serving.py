@@ -22,7 +22,8 @@ from typing import Any
 
 from kubelab import templating
 from kubelab.backends.kubernetes import names
-from kubelab.backends.kubernetes.builders import GPU_VISIBILITY, resource_amounts
+from kubelab.backends.kubernetes.builders import GPU_VISIBILITY, pod_gpus, resource_amounts
+from kubelab.backends.kubernetes.gpu_request import GpuRequest
 from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 from kubelab.backends.kubernetes.pod_security import container_security, pod_security
 from kubelab.backends.kubernetes.serving_routes import version_name
@@ -166,8 +167,8 @@ def pod_spec(spec: ServiceSpec, target: ServiceTarget, nb: NotebookEnv) -> Manif
     if nb.volumes:
         pod["volumes"] = list(nb.volumes)
     selector = dict(nb.node_selector)
-    if spec.resources.gpu_type:
-        selector[nb.gpu_type_label] = spec.resources.gpu_type
+    if isinstance(request := pod_gpus(spec.resources, nb), GpuRequest):
+        selector.update(request.selector)
     if selector:
         pod["nodeSelector"] = selector
     tolerations = list(nb.tolerations)

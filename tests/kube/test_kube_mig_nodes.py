@@ -1,0 +1,89 @@
+"""MIG profiles on the real control plane: a KWOK node advertises `nvidia.com/mig-1g.10gb` as
+the NVIDIA device plugin does under MIG's mixed strategy; a run of the catalog's MIG type is
+built by the pure builders, the API server accepts its Job, the scheduler binds its pod to that
+node by the resource alone, the hub's availability counts the slices it holds, and the
+namespace's ResourceQuota (the spawner's, over every catalog resource) refuses a pod asking for
+slices beyond the user's GPU quota."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from controlplane.cluster import ControlPlane
+from kube_support import IMAGE, objects, wait_for
+from kubernetes import client
+
+from kubelab.backends.kubernetes import builders, names
+from kubelab.backends.kubernetes.gpu_request import parse_types, types_json
+from kubelab.backends.kubernetes.notebook_env import NotebookEnv
+from kubelab.spec import ExperimentSpec
+from spawner.availability import TypeCount, cluster_availability
+from spawner.groups import Quota
+from spawner.objects import resource_quota
+from spawner.profiles import Catalog
+
+MIG = "nvidia.com/mig-1g.10gb"
+
+
+def test_a_run_of_a_mig_type_lands_on_the_node_advertising_it_and_is_counted(
+    simulated_cluster: ControlPlane,
+    make_node: Callable[..., str],
+    admin: client.ApiClient,
+    namespace: str,
+) -> None:
+    catalog = Catalog.parse({"gpu_types": [{"name": "A100"}, {"name": "A100-1g.10gb", "resource": MIG}]})
+    mig_node = make_node("mig", cpu="16", extended={MIG: "7"})
+    nb = NotebookEnv(namespace=namespace, image=IMAGE, gpu_types=parse_types(types_json(catalog.gpu_types)))
+    spec = ExperimentSpec.parse(
+        {
+            "command": ["python", "train.py"],
+            "resources": {"cpu": "1", "memory": "1Gi", "gpus": 2, "gpu_type": "A100-1g.10gb"},
+        }
+    )
+    run_id = "0a1b2c3d4e5f"
+    target = builders.Target(
+        run_id,
+        f"/runs/{run_id}",
+        names.job_name(spec.display_name, run_id, names.owner_hash("ann", "/runs")),
+        "ann",
+        namespace,
+    )
+    core: Any = client.CoreV1Api(admin)  # the client's stubs take its models; it sends plain dicts too
+    resources = [t.resource for t in catalog.gpu_types]
+    core.create_namespaced_resource_quota(
+        namespace, resource_quota(namespace, "kubelab-quota", Quota(gpus=2), resources)
+    )
+    batch: Any = client.BatchV1Api(admin)  # the client's stubs take its models; it sends plain dicts too
+    for job in (o for o in builders.build(spec, target, nb) if o["kind"] == "Job"):
+        batch.create_namespaced_job(namespace, job)
+
+    def bound() -> dict[str, Any] | None:
+        pods = objects(admin, "pods", namespace, f"kubelab.io/experiment={run_id}")
+        return next((p for p in pods if p["spec"].get("nodeName")), None)
+
+    pod = wait_for(bound, what="the run's pod bound to a node")
+    assert pod["spec"]["nodeName"] == mig_node  # no label asked for it: the resource did
+    assert pod["spec"]["containers"][0]["resources"]["limits"][MIG] == "2"
+
+    nodes = client.ApiClient().sanitize_for_serialization(core.list_node().items)
+    pods = client.ApiClient().sanitize_for_serialization(core.list_pod_for_all_namespaces().items)
+    result = cluster_availability(nodes, pods, catalog)
+    assert result.types["A100-1g.10gb"] == TypeCount(total=7, free=5)
+
+    one_more = {
+        "metadata": {"name": "one-more-slice"},
+        "spec": {
+            "containers": [
+                {
+                    "name": "c",
+                    "image": IMAGE,
+                    "resources": {"limits": {MIG: "1", "cpu": "1", "memory": "1Gi"}},
+                }
+            ]
+        },
+    }
+    with pytest.raises(client.ApiException) as refused:
+        core.create_namespaced_pod(namespace, one_more)
+    assert refused.value.status == 403 and "exceeded quota" in str(refused.value.body)
