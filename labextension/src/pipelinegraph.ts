@@ -34,7 +34,14 @@ export const STEP_COLORS: Record<string, string> = {
   waiting: '#d0d7de'
 };
 
-export const NODE_W = 132;
+export const NODE_W = 168;
+
+/** A node's line cut to what fits its width (the full text is the node's tooltip); `charWidth`
+ *  is the font's average advance in pixels. */
+export function fitText(text: string, charWidth: number): string {
+  const room = Math.floor((NODE_W - 16) / charWidth);
+  return text.length <= room ? text : `${text.slice(0, room - 1)}…`;
+}
 export const NODE_H = 36;
 const RANK_GAP = 40;
 const NODE_GAP = 14;

@@ -17,6 +17,7 @@ import {
   IPipelineStep,
   layout,
   NODE_H,
+  fitText,
   NODE_W,
   STEP_COLORS
 } from './pipelinegraph';
@@ -93,10 +94,13 @@ export function PipelineGraph(props: {
               fill={STEP_COLORS[step.state] ?? '#6e7781'}
             />
             <text x={8} y={15} fontSize={12} fontWeight="bold" fill={ink}>
-              {step.name}
+              {fitText(step.name, 7.5)}
             </text>
             <text x={8} y={29} fontSize={11} fill={ink}>
-              {`${step.kind} · ${step.state}${step.cached ? ' (cached)' : ''}`}
+              {fitText(
+                `${step.kind} · ${step.state}${step.cached ? ' (cached)' : ''}`,
+                6.2
+              )}
             </text>
           </g>
         );

@@ -1,4 +1,5 @@
 import {
+  fitText,
   INodePlace,
   IPipelineStep,
   layout,
@@ -83,5 +84,16 @@ describe('layout', () => {
     expect(
       graph.nodes.every(p => Number.isFinite(p.x) && Number.isFinite(p.y))
     ).toBe(true);
+  });
+});
+
+describe('fitText', () => {
+  it('keeps a line that fits and cuts a longer one with an ellipsis', () => {
+    expect(fitText('experiment · succeeded', 6.2)).toBe(
+      'experiment · succeeded'
+    );
+    const long = fitText('experiment · succeeded (cached) and more', 6.2);
+    expect(long.endsWith('…')).toBe(true);
+    expect(long.length).toBe(Math.floor((NODE_W - 16) / 6.2));
   });
 });
