@@ -106,7 +106,10 @@ def test_train_returns_at_once_with_a_live_widget_and_stop_ends_it(server: Jupyt
 REFUSALS = [
     ("%%train --gpu 2\nprint(1)", "unknown option --gpu; did you mean '--gpus'?"),
     ("%%train --gpus -1\nprint(1)", "argument --gpus: must be 0 or more, not -1"),
-    ("%%train --replicas 0\nprint(1)", "argument --replicas: must be 1 or more, not 0"),
+    (
+        "%%train --replicas 0\nprint(1)",
+        "argument --replicas: must be a whole number of replicas (1 or more) or MIN:MAX, not '0'",
+    ),
     ("%%train --memory lots\nprint(1)", "resources.memory: 'lots' is not a Kubernetes quantity"),
     ("%train -f missing.yaml", "file: no such file: missing.yaml"),
     ("%%train --sweep '{\"lr\": [0.1,'\nprint(1)", "sweep: not valid JSON"),
