@@ -108,8 +108,9 @@ class ServiceHandler(ServicesBase):
 class ServiceStopHandler(ServicesBase):
     @api("write")
     async def post(self, service_id: str) -> None:
-        """Stop every replica of a service."""
+        """Stop every replica of a service; this server's proxy forgets its replica at once."""
         view = await asyncio.to_thread(self.services.stop, service_id)
+        self.upstreams.bases.pop(service_id, None)
         self.publish(view)
         self.reply(view)
 
