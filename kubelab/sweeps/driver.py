@@ -16,7 +16,8 @@ Restartable by construction (kill it at any instant, start it again):
 - on start, trials the study has and the ledger lacks are put back, those no run exists
   for are submitted (with their recorded parameters, never re-asked), those with a run
   are followed again (a finished one concluded again from its files), and results the
-  tuner missed are told again (telling is idempotent).
+  tuner missed are told again (telling is idempotent);
+- trials the user's stop interrupted run again first, as new trials (the study records each).
 
 So no trial is lost, none runs twice, and every finished result is kept. The
 `KUBELAB_SWEEP_CRASH=point:n` variable makes the driver die (`os._exit`) the n-th time it
@@ -27,6 +28,7 @@ check each crash window.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import os
@@ -44,6 +46,7 @@ from kubelab.sweeps.store import (
     ACTIVE,
     COMPLETE,
     FAILED,
+    INTERRUPTED,
     PRUNED,
     PRUNING,
     RUNNING,
@@ -66,6 +69,7 @@ EVENT_WAIT = 0.1  # seconds between looks when file events (inotify) wake the dr
 RECONCILE_EVERY = 1.0  # seconds between asking the backend about a quiet trial
 STOP_WAIT = 15.0  # extra seconds to wait for stopped trials, beyond the stop grace
 TUNER_STATE = {COMPLETE: "complete", TRIAL_FAILED: "failed", PRUNED: "pruned", TRIAL_STOPPED: "failed"}
+TUNER_STATE[INTERRUPTED] = "failed"
 
 
 def launch(sweep: SweepDirectory) -> int:
@@ -116,6 +120,8 @@ class Driver:
         self.sweep = sweep
         self.follows: dict[int, Follow] = {}
         self.exhausted = False
+        self.interrupting = False  # the user stopped the sweep: its trials that end Stopped rerun later
+        self.to_rerun: list[int] = []  # interrupted trials not yet run again, first on resume
         self.hits: Counter[str] = Counter()
         self.state = SweepState()
         self.dirty = False  # the ledger has changes not yet written
@@ -200,28 +206,23 @@ class Driver:
     # -- after a restart ----------------------------------------------------------------
     def recover(self) -> None:
         """Re-attach to every trial the ledger or the study knows; submit those never submitted."""
-        runs: dict[int, str] | None = None
-
-        def run_of(number: int) -> str | None:
-            nonlocal runs
-            if runs is None:
-                runs = trial_runs(self.lab.runs_root, self.sweep.id)
-            return runs.get(number)
-
+        runs = functools.cache(lambda: trial_runs(self.lab.runs_root, self.sweep.id))  # read at most once
         in_study = {s.number: s for s in self.tuner.running()}
         for number, suggestion in in_study.items():
             if self.state.entry(number) is None:
                 self.state.put(TrialEntry(number, dict(suggestion.flat), suggestion.params))
         for summary in self.tuner.trials():  # ended in the study after the ledger's last write
             if self.state.entry(summary.number) is None and summary.params is not None:
-                self.readmit(summary.number, run_of(summary.number))
+                self.readmit(summary.number, runs().get(summary.number))
+        done = self.tuner.reruns()  # the study records a rerun before its trial exists
+        self.to_rerun = [n for n in self.state.interrupted() if n not in done]
         for entry in self.state.entries():
             if entry.final:
                 if entry.number in in_study:
                     self.tell(entry)  # the tuner missed this result
                 continue
             if entry.run_id is None:
-                entry.run_id = run_of(entry.number)
+                entry.run_id = runs().get(entry.number)
             if entry.run_id is None:
                 self.submit(entry)
             else:
@@ -243,6 +244,7 @@ class Driver:
     def loop(self) -> None:
         while True:
             if self.sweep.stop_requested():
+                self.interrupting = True
                 self.finish(STOPPED, "stopped by user", stop_trials=True)
                 return
             if self.sweep.budget_file.exists():
@@ -270,9 +272,9 @@ class Driver:
 
     def may_start(self) -> bool:
         state = self.state
-        if self.exhausted:
+        if self.exhausted and not self.to_rerun:
             return False
-        if state.max_trials is not None and len(state.trials) >= state.max_trials:
+        if state.max_trials is not None and state.counted() >= state.max_trials:
             return False
         return not (state.max_duration is not None and state.seconds() >= state.max_duration)
 
@@ -280,7 +282,7 @@ class Driver:
         from kubelab.sweeps.tuners import SweepExhausted
 
         try:
-            suggestion = self.tuner.ask()
+            suggestion = self.tuner.rerun(self.to_rerun.pop(0)) if self.to_rerun else self.tuner.ask()
         except SweepExhausted:
             self.exhausted = True
             return
@@ -379,6 +381,8 @@ class Driver:
 
     def conclude(self, entry: TrialEntry, state: str, value: float | None, reason: str) -> None:
         """Record a trial's end: the tuner first, then the ledger (recovery re-tells if we die between)."""
+        if self.interrupting and state == TRIAL_STOPPED:
+            state, reason = INTERRUPTED, f"trial {entry.number} was interrupted by the sweep's stop"
         entry.state, entry.value, entry.reason = state, value, reason
         self.tell(entry)
         self.crash_point("after-tell")

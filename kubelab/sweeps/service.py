@@ -210,7 +210,8 @@ class Sweeps:
     def resume(self, sweep_id: str, budget: dict[str, Any] | None = None) -> dict[str, Any]:
         """Run a Stopped, Failed or Succeeded sweep again, optionally with a larger budget.
 
-        Trials already finished keep their results and count toward `max_trials`.
+        Trials already finished keep their results and count toward `max_trials`; those the
+        sweep's stop interrupted do not, and run again with the same parameters.
         A running sweep only takes the new budget.
         """
         sweep = self.sweep(sweep_id)
@@ -223,14 +224,14 @@ class Sweeps:
                 return self._extend_locked(sweep, state, changes)
             for key, value in changes.items():
                 setattr(state, key, value)
-            if state.max_trials is not None and len(state.trials) >= state.max_trials:
+            if state.max_trials is not None and state.counted() >= state.max_trials:
                 raise Conflict(
                     f"sweep '{sweep_id}' has run its max_trials ({state.max_trials}) trials; "
                     "resume it with a larger max_trials",
-                    [FieldError("max_trials", f"must be more than {len(state.trials)} to run more trials")],
+                    [FieldError("max_trials", f"must be more than {state.counted()} to run more trials")],
                 )
             size = configurations(sweep)
-            if size is not None and len(state.trials) >= size:
+            if size is not None and state.counted() >= size:
                 raise Conflict(
                     f"sweep '{sweep_id}' has tried all {size} configurations of its "
                     f"{spec_of(sweep)['tuner']['name']} tuner; there is nothing left to run"
@@ -301,12 +302,12 @@ class Sweeps:
             value = budget[key]
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 errors.append(FieldError(key, f"must be a whole number, not {value!r}"))
-            elif key == "max_trials" and value < max(1, len(state.trials)):
+            elif key == "max_trials" and value < max(1, state.counted()):
                 errors.append(
                     FieldError(
                         key,
-                        f"must be at least {max(1, len(state.trials))}: "
-                        f"{len(state.trials)} trials have already started",
+                        f"must be at least {max(1, state.counted())}: "
+                        f"{state.counted()} trials have already started",
                     )
                 )
             else:
@@ -329,6 +330,6 @@ class Sweeps:
 
 
 def budget_left(state: SweepState) -> bool:
-    if state.max_trials is not None and len(state.trials) >= state.max_trials:
+    if state.max_trials is not None and state.counted() >= state.max_trials:
         return False
     return state.max_duration is None or state.seconds() < state.max_duration

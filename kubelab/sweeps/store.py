@@ -38,7 +38,10 @@ SWEEP_STATES = (RUNNING, SUCCEEDED, FAILED, STOPPED)
 # crash between asking the tuner and submitting never loses or doubles a trial.
 SUBMITTING, ACTIVE, PRUNING = "submitting", "running", "pruning"
 COMPLETE, TRIAL_FAILED, PRUNED, TRIAL_STOPPED = "complete", "failed", "pruned", "stopped"
-TRIAL_FINAL = frozenset({COMPLETE, TRIAL_FAILED, PRUNED, TRIAL_STOPPED})
+# Stopped by the sweep's own stop: not counted toward max_trials, and run again (as a new
+# trial with the same parameters) when the sweep is resumed.
+INTERRUPTED = "interrupted"
+TRIAL_FINAL = frozenset({COMPLETE, TRIAL_FAILED, PRUNED, TRIAL_STOPPED, INTERRUPTED})
 BUDGET_FIELDS = ("max_trials", "max_duration", "max_failed_trials")
 
 
@@ -86,6 +89,13 @@ class SweepState(DriverLedger):
 
     def entries(self) -> list[TrialEntry]:
         return sorted(self.trials.values(), key=lambda e: e.number)
+
+    def interrupted(self) -> list[int]:
+        return [e.number for e in self.entries() if e.state == INTERRUPTED]
+
+    def counted(self) -> int:
+        """Trials that count toward `max_trials`: all but those the sweep's stop interrupted."""
+        return sum(1 for e in self.trials.values() if e.state != INTERRUPTED)
 
     def finish(self, status: str, reason: str) -> None:
         self.status, self.reason = status, reason

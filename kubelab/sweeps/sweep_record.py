@@ -11,6 +11,7 @@ from typing import Any
 from kubelab.sweeps.store import (
     BUDGET_FIELDS,
     COMPLETE,
+    INTERRUPTED,
     PRUNED,
     RUNNING,
     TRIAL_FAILED,
@@ -19,7 +20,13 @@ from kubelab.sweeps.store import (
     SweepState,
 )
 
-COUNT_OF = {COMPLETE: "succeeded", TRIAL_FAILED: "failed", PRUNED: "pruned", TRIAL_STOPPED: "stopped"}
+COUNT_OF = {
+    COMPLETE: "succeeded",
+    TRIAL_FAILED: "failed",
+    PRUNED: "pruned",
+    TRIAL_STOPPED: "stopped",
+    INTERRUPTED: "interrupted",
+}
 _SPECS: dict[str, dict[str, Any]] = {}  # sweep.json never changes: read each once
 
 
@@ -44,7 +51,7 @@ def sweep_record(sweep: SweepDirectory, state: SweepState) -> dict[str, Any]:
     """The sweep as clients see it (REST, CLI, the event stream, the sidebar)."""
     spec = spec_of(sweep)
     objective = spec["objective"]
-    counts = {"running": 0, "succeeded": 0, "failed": 0, "pruned": 0, "stopped": 0}
+    counts = {"running": 0, "succeeded": 0, "failed": 0, "pruned": 0, "stopped": 0, "interrupted": 0}
     for entry in state.trials.values():
         counts[COUNT_OF.get(entry.state, "running")] += 1
     budget = {key: getattr(state, key) for key in BUDGET_FIELDS}
@@ -61,8 +68,8 @@ def sweep_record(sweep: SweepDirectory, state: SweepState) -> dict[str, Any]:
         **budget,
         "concurrency": spec["concurrency"],
         "counts": counts,
-        "trials_started": len(state.trials),
-        "finished": len(state.trials) - counts["running"],
+        "trials_started": state.counted(),  # what max_trials is measured against
+        "finished": state.counted() - counts["running"],
         "best": best_trial(state, objective["direction"]),
         "created_at": state.created_at,
         "finished_at": state.finished_at,

@@ -32,6 +32,7 @@ from kubelab.sweeps.tuner_catalog import TunerChoice, check_batch, check_tuner
 
 STATES = {"complete": TrialState.COMPLETE, "pruned": TrialState.PRUNED, "failed": TrialState.FAIL}
 PARAMS_ATTR = "kubelab_params"
+RERUN_ATTR = "kubelab_rerun_of"  # a trial that runs again an interrupted trial's parameters
 META_ATTR = "kubelab"
 
 
@@ -112,15 +113,31 @@ class Tuner:
         if self.exhausted():
             raise SweepExhausted(f"the {self.choice.name} tuner has handed out every configuration")
         if self._batch is not None and not self._trials(TrialState.WAITING):
-            config = self._batch[len(self._trials())]
+            config = self._batch[len(self._fresh())]
             self.study.enqueue_trial({k: v for k, v in config.items()})
         if self._progressive is not None and not self._trials(TrialState.WAITING):
-            point = self._progressive.nth(len(self._trials()))
+            point = self._progressive.nth(len(self._fresh()))
             if point is not None:
                 self.study.enqueue_trial(point)
         trial = self.study.ask()
         self._handles[trial.number] = trial
         return self._fill(trial)
+
+    def rerun(self, number: int) -> Suggestion:
+        """A new trial with trial `number`'s parameters, recorded (with its origin) before it returns.
+
+        For a trial the sweep's stop interrupted: it runs again on resume, and the sampler
+        sees the same point rather than a new one.
+        """
+        frozen = self._frozen(number)
+        self.study.enqueue_trial(frozen.params, user_attrs={RERUN_ATTR: number}, skip_if_exists=False)
+        trial = self.study.ask()
+        self._handles[trial.number] = trial
+        return self._fill(trial)
+
+    def reruns(self) -> set[int]:
+        """The trials already run again (`rerun`): the study records it, so a crash cannot double one."""
+        return {t.user_attrs[RERUN_ATTR] for t in self._trials() if RERUN_ATTR in t.user_attrs}
 
     def tell(self, number: int, value: float | None = None, state: str = "complete") -> str:
         """Record a trial's end; returns the state recorded. Repeating the same tell is harmless.
@@ -169,12 +186,12 @@ class Tuner:
     def exhausted(self) -> bool:
         """True when a grid or batch tuner has nothing left to hand out (others never run out)."""
         if self._batch is not None:
-            return len(self._trials()) >= len(self._batch) and not self._trials(TrialState.WAITING)
+            return len(self._fresh()) >= len(self._batch) and not self._trials(TrialState.WAITING)
         if self.choice.kind.walks != "grid":
             return False
         if self._progressive is not None:
             waiting = self._trials(TrialState.WAITING)
-            return not waiting and self._progressive.nth(len(self._trials())) is None
+            return not waiting and self._progressive.nth(len(self._fresh())) is None
         seen = {
             json.dumps(t.user_attrs[PARAMS_ATTR], sort_keys=True)
             for t in self._trials()
@@ -222,7 +239,7 @@ class Tuner:
 
     def _fill(self, trial: optuna.trial.Trial) -> Suggestion:
         if self._batch is not None:
-            config = self._batch[trial.number]
+            config = self._batch_config(trial)
             for name in config:
                 trial.suggest_categorical(name, self._batch_choices[name])
             params: dict[str, Any] = dict(config)
@@ -250,6 +267,19 @@ class Tuner:
         if params is None:
             raise NotFound(f"trial {frozen.number} has no parameters yet")
         return Suggestion(frozen.number, params, self._flatten(params))
+
+    def _batch_config(self, trial: optuna.trial.Trial) -> dict[str, Any]:
+        """A batch trial's configuration: its origin's for a rerun (of a rerun...), else its own."""
+        assert self._batch is not None
+        number = trial.number
+        while (origin := self._frozen(number).user_attrs.get(RERUN_ATTR)) is not None:
+            number = origin
+        reruns = [t for t in self._trials() if t.number < number and RERUN_ATTR in t.user_attrs]
+        return self._batch[number - len(reruns)]
+
+    def _fresh(self) -> list[optuna.trial.FrozenTrial]:
+        """Trials the tuner chose (reruns of interrupted ones excluded): how far a batch or grid has got."""
+        return [t for t in self._trials() if RERUN_ATTR not in t.user_attrs]
 
     def _frozen(self, number: int) -> optuna.trial.FrozenTrial:
         # One row from the storage, not every trial: tell() and report() call this per result.

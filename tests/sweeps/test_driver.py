@@ -70,7 +70,14 @@ def test_parameters_reach_the_trial_as_arguments_env_and_template(sweeps: Sweeps
     assert record["status"] == "Running" and record["counts"]["running"] == 0
     done = wait_sweep(sweeps, record["id"])
     assert done["status"] == "Succeeded", done
-    assert done["counts"] == {"running": 0, "succeeded": 4, "failed": 0, "pruned": 0, "stopped": 0}
+    assert done["counts"] == {
+        "running": 0,
+        "succeeded": 4,
+        "failed": 0,
+        "pruned": 0,
+        "stopped": 0,
+        "interrupted": 0,
+    }
     shown = sweeps.get(record["id"])
     trials = sorted(shown["trials"], key=lambda t: t["trial"])
     assert [t["trial"] for t in trials] == [0, 1, 2, 3]
@@ -309,7 +316,9 @@ def test_sigkilled_driver_is_restarted_by_whoever_looks_and_reattaches(
         assert entry is not None and entry.run_id == run_id
 
 
-def test_stop_then_resume_with_a_larger_budget(sweeps: Sweeps, sweep_env: Path) -> None:
+def test_resume_reruns_the_trials_the_stop_interrupted_outside_the_budget(
+    sweeps: Sweeps, sweep_env: Path
+) -> None:
     write_script(
         sweep_env,
         "waits.py",
@@ -320,23 +329,44 @@ def test_stop_then_resume_with_a_larger_budget(sweeps: Sweeps, sweep_env: Path) 
         kubelab.report(loss=1.0)
     """,
     )
-    record = sweeps.create(spec(tuner="random", max_trials=2, trial={"command": ["python", "waits.py"]}))
+    record = sweeps.create(spec(tuner="random", max_trials=3, trial={"command": ["python", "waits.py"]}))
     wait_sweep(sweeps, record["id"], until=lambda r: r["counts"]["running"] == 2)
     stopped = sweeps.stop(record["id"])
     assert stopped["status"] == "Stopped" and stopped["reason"] == "stopped by user", stopped
-    assert stopped["counts"]["stopped"] == 2
+    assert stopped["counts"]["interrupted"] == 2 and stopped["counts"]["stopped"] == 0, stopped
+    assert stopped["trials_started"] == 0 and stopped["finished"] == 0  # nothing spent of max_trials
     assert {t["status"] for t in sweeps.get(record["id"])["trials"]} == {"Stopped"}
+    interrupted = {e.number: e.params for e in sweeps.sweep(record["id"]).read_state().entries()}
+    assert sorted(interrupted) == [0, 1]
     with pytest.raises(Conflict, match="not running"):
         sweeps.stop(record["id"])
-    with pytest.raises(Conflict, match="max_trials"):
-        sweeps.resume(record["id"])  # both trials were used
     (sweep_env / "go").write_text("")
-    resumed = sweeps.resume(record["id"], {"max_trials": 4})
-    assert resumed["status"] == "Running" and resumed["max_trials"] == 4
+    resumed = sweeps.resume(record["id"])  # the same budget: the interrupted trials did not use it
+    assert resumed["status"] == "Running" and resumed["max_trials"] == 3
     done = wait_sweep(sweeps, record["id"])
     assert done["status"] == "Succeeded", done
-    assert done["counts"] == {"running": 0, "succeeded": 2, "failed": 0, "pruned": 0, "stopped": 2}
-    assert sorted(trial_runs(sweeps.lab.home, record["id"])) == [0, 1, 2, 3]
+    assert done["counts"] == {
+        "running": 0,
+        "succeeded": 3,
+        "failed": 0,
+        "pruned": 0,
+        "stopped": 0,
+        "interrupted": 2,
+    }
+    assert done["trials_started"] == 3 and done["finished"] == 3 and done["max_trials"] == 3
+    state = sweeps.sweep(record["id"]).read_state()
+    assert [e.state for e in state.entries()] == ["interrupted"] * 2 + ["complete"] * 3
+    reran = [e.params for e in state.entries()[2:4]]
+    assert reran == [interrupted[0], interrupted[1]]  # the same parameters, run first
+    assert state.entries()[4].params not in reran  # then the tuner's own next suggestion
+    runs = trial_runs(sweeps.lab.home, record["id"])
+    assert sorted(runs) == [0, 1, 2, 3, 4] and all(len(ids) == 1 for ids in runs.values()), runs
+    import optuna
+
+    study = optuna.load_study(study_name=record["id"], storage=sweeps.sweep(record["id"]).storage())
+    assert [t.params for t in study.trials[2:4]] == [t.params for t in study.trials[:2]]
+    with pytest.raises(Conflict, match="max_trials"):
+        sweeps.resume(record["id"])  # now the budget is used
 
 
 def test_extend_a_running_and_a_finished_sweep(sweeps: Sweeps, sweep_env: Path) -> None:

@@ -182,6 +182,33 @@ def test_batch_returns_the_listed_configurations_in_order() -> None:
         tuner.ask()
 
 
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: Tuner(
+            SearchSpace.empty(), "batch", batch=[{"lr": 0.1}, {"lr": 0.01, "opt": "adam"}, {"lr": 1}]
+        ),
+        lambda: Tuner(NESTED, "bruteforce", {"seed": 1}),
+        lambda: Tuner(MIXED, "grid", {"seed": 1}),  # continuous: divided ever finer
+        lambda: Tuner(NESTED, "tpe", {"seed": 1}),
+    ],
+    ids=["batch", "bruteforce", "progressive-grid", "tpe"],
+)
+def test_a_rerun_repeats_the_parameters_and_leaves_the_walk_where_it_was(make: Callable[[], Tuner]) -> None:
+    plain, tuner = make(), make()
+    expected = [plain.ask().params for _ in range(3)]
+    first, second = tuner.ask(), tuner.ask()
+    for s in (first, second):
+        tuner.tell(s.number, None, "failed")  # interrupted by the sweep's stop
+    again = tuner.rerun(first.number)
+    assert again.number == 2 and again.params == first.params and again.flat == first.flat
+    assert tuner.reruns() == {first.number}
+    assert tuner.rerun(again.number).params == first.params  # a rerun interrupted in turn
+    assert tuner.ask().params == expected[2]  # the walk goes on from where it was
+    assert tuner.reruns() == {first.number, again.number}
+    assert tuner.suggestion(again.number).params == first.params
+
+
 # -- refusals -------------------------------------------------------------------------------
 
 
