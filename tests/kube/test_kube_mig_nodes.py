@@ -18,11 +18,11 @@ from kubernetes import client
 from kubelab.backends.kubernetes import builders, names
 from kubelab.backends.kubernetes.gpu_request import parse_types, types_json
 from kubelab.backends.kubernetes.notebook_env import NotebookEnv
+from kubelab.spawner.availability import TypeCount, cluster_availability
+from kubelab.spawner.groups import Quota
+from kubelab.spawner.objects import resource_quota
+from kubelab.spawner.profiles import Catalog
 from kubelab.spec import ExperimentSpec
-from spawner.availability import TypeCount, cluster_availability
-from spawner.groups import Quota
-from spawner.objects import resource_quota
-from spawner.profiles import Catalog
 
 MIG = "nvidia.com/mig-1g.10gb"
 

@@ -10,12 +10,12 @@ import pytest
 
 from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 from kubelab.errors import ValidationError
-from spawner.availability import TypeCount, cluster_availability
-from spawner.groups import ProjectGroup
-from spawner.metrics import gpus_allocated
-from spawner.objects import Storage
-from spawner.pod_settings import pod_settings
-from spawner.profiles import Catalog, validate_options
+from kubelab.spawner.availability import TypeCount, cluster_availability
+from kubelab.spawner.groups import ProjectGroup
+from kubelab.spawner.metrics import gpus_allocated
+from kubelab.spawner.objects import Storage
+from kubelab.spawner.pod_settings import pod_settings
+from kubelab.spawner.profiles import Catalog, validate_options
 
 MIG = "nvidia.com/mig-1g.10gb"
 CATALOG = Catalog.parse(
