@@ -27,6 +27,12 @@ describe('LiveStore', () => {
     stream?.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
 
   beforeEach(async () => {
+    // Each test starts from empty lists: a service left running by the one before
+    // would start the store's traffic timer at its default period, before a test sets it.
+    sweeps = [];
+    services = [];
+    held = null;
+    stream = null;
     const kept = record({ id: 'kept00000001', name: 'kept' });
     server = await startServer((request, response) => {
       const url = new URL(request.url, 'http://x');
