@@ -13,6 +13,9 @@ import {
   parseRecord,
   RecordFormatError
 } from './model';
+import type { IPipelineRecord } from './pipelinegraph';
+import type { IRunDiff } from './rundiff';
+import type { IScheduleRecord } from './schedules';
 import { IServiceRecord, parseService, proxyPath } from './services';
 import {
   ISweepDetail,
@@ -559,6 +562,47 @@ export class KubelabApi {
   ): Promise<Response> {
     const root = this.baseUrl.replace(/kubelab\/api\/$/, '');
     return this.request(root + proxyPath(service, path), init);
+  }
+
+  async pipelines(signal?: AbortSignal): Promise<IPipelineRecord[]> {
+    const body = await this.json('GET', 'pipelines', undefined, signal);
+    return (body as { items: IPipelineRecord[] }).items;
+  }
+
+  async pipeline(id: string, signal?: AbortSignal): Promise<IPipelineRecord> {
+    const path = `pipelines/${encodeURIComponent(id)}`;
+    return (await this.json('GET', path, undefined, signal)) as IPipelineRecord;
+  }
+
+  async pipelineAction(
+    id: string,
+    action: 'stop' | 'resume'
+  ): Promise<IPipelineRecord> {
+    const path = `pipelines/${encodeURIComponent(id)}/${action}`;
+    return (await this.json('POST', path)) as IPipelineRecord;
+  }
+
+  async schedules(signal?: AbortSignal): Promise<IScheduleRecord[]> {
+    const body = await this.json('GET', 'schedules', undefined, signal);
+    return (body as { items: IScheduleRecord[] }).items;
+  }
+
+  async scheduleAction(
+    id: string,
+    action: 'pause' | 'resume'
+  ): Promise<IScheduleRecord> {
+    const path = `schedules/${encodeURIComponent(id)}/${action}`;
+    return (await this.json('POST', path)) as IScheduleRecord;
+  }
+
+  async deleteSchedule(id: string): Promise<void> {
+    await this.send('DELETE', `schedules/${encodeURIComponent(id)}`);
+  }
+
+  /** What differs between runs `a` and `b`: spec, parameters, code, environment. */
+  async diff(a: string, b: string): Promise<IRunDiff> {
+    const query = `diff?a=${encodeURIComponent(a)}&b=${encodeURIComponent(b)}`;
+    return (await this.json('GET', query)) as IRunDiff;
   }
 
   async resources(): Promise<IResources> {

@@ -8,45 +8,8 @@ import { TranslationBundle } from '@jupyterlab/translation';
 import { ReactWidget } from '@jupyterlab/ui-components';
 import React, { useEffect, useState } from 'react';
 
-import { kubelabJson } from './schedulelist';
-
-interface IRunSide {
-  id: string;
-  name: string;
-  status: string;
-}
-
-interface IChanged {
-  name: string;
-  a: unknown;
-  b: unknown;
-  delta?: number | null;
-}
-
-interface IGit {
-  commit?: string;
-  dirty?: boolean;
-}
-
-export interface IRunDiff {
-  a: IRunSide;
-  b: IRunSide;
-  params: IChanged[];
-  metrics: IChanged[];
-  environment: {
-    recorded: Record<string, boolean>;
-    python: { a: string | null; b: string | null };
-    packages: {
-      added: Record<string, string>;
-      removed: Record<string, string>;
-      changed: Record<string, [string, string]>;
-    };
-    gpu?: { a: unknown; b: unknown };
-    image?: { a: unknown; b: unknown };
-    git: { a: IGit | null; b: IGit | null };
-  };
-  code: { path: string; change: string; text?: string; notebook?: boolean }[];
-}
+import { IGit, IRunDiff } from './rundiff';
+import { createApi } from './connection';
 
 function show(value: unknown): string {
   if (value === null || value === undefined) {
@@ -223,10 +186,11 @@ function DiffView(props: {
   const [diff, setDiff] = useState<IRunDiff | null>(null);
   const [error, setError] = useState('');
   useEffect(() => {
-    const query = `diff?a=${encodeURIComponent(a)}&b=${encodeURIComponent(b)}`;
-    kubelabJson<IRunDiff>(query).then(setDiff, reason =>
-      setError(reason instanceof Error ? reason.message : String(reason))
-    );
+    createApi()
+      .diff(a, b)
+      .then(setDiff, reason =>
+        setError(reason instanceof Error ? reason.message : String(reason))
+      );
   }, [a, b]);
   return (
     <div className="jp-kubelab-Detail jp-kubelab-Diff">

@@ -24,7 +24,6 @@ import {
 import { PageConfig, URLExt } from '@jupyterlab/coreutils';
 import { IDocumentWidget } from '@jupyterlab/docregistry';
 import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
-import { ServerConnection } from '@jupyterlab/services';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 import { LabIcon } from '@jupyterlab/ui-components';
@@ -40,6 +39,8 @@ import {
 } from './api';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- opened from the sidebar
 import { CompareView } from './compareview';
+// eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
+import { createApi } from './connection';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
 import { runDialog } from './dialog';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- opened from Compare
@@ -93,16 +94,6 @@ export const experimentsIcon = new LabIcon({
   name: 'kubelab:experiments',
   svgstr: experimentsSvg
 });
-
-/** A `KubelabApi` whose requests carry JupyterLab's token and XSRF headers. */
-export function createApi(
-  settings = ServerConnection.makeSettings()
-): KubelabApi {
-  return new KubelabApi(
-    URLExt.join(settings.baseUrl, 'kubelab/api/'),
-    (url, init) => ServerConnection.makeRequest(url, init, settings)
-  );
-}
 
 /** Settings as a value plus a change signal, for the sidebar's columns. */
 class SettingsSource {

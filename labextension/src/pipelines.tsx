@@ -12,8 +12,6 @@ import {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
-import { URLExt } from '@jupyterlab/coreutils';
-import { ServerConnection } from '@jupyterlab/services';
 import {
   ITranslator,
   nullTranslator,
@@ -25,12 +23,12 @@ import { ISignal, Signal } from '@lumino/signaling';
 import React, { useEffect, useState } from 'react';
 
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar is shown at startup
-import { EventStream } from './events';
+import { createApi } from './connection';
 import { IPipelineRecord, IPipelineStep } from './pipelinegraph';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar draws the graph at startup
 import { PipelineGraph, pipelineViewContent } from './pipelineview';
 // eslint-disable-next-line jupyter/prefer-lazy-imports -- the sidebar's schedules are shown at startup
-import { kubelabJson, ScheduleList } from './schedulelist';
+import { ScheduleList } from './schedulelist';
 import { applySchedule, IScheduleRecord, removeSchedule } from './schedules';
 
 export const PIPELINES_SIDEBAR_ID = 'kubelab:pipelines';
@@ -53,26 +51,20 @@ function PipelinesSection(props: {
   const [error, setError] = useState<string | null>(null);
 
   useEffect(() => {
-    const settings = ServerConnection.makeSettings();
+    const api = createApi();
     const upsert = (record: IPipelineRecord) =>
       setPipelines(list => {
         const rest = list.filter(p => p.id !== record.id);
         return [record, ...rest].sort((a, b) => (a.id < b.id ? 1 : -1));
       });
-    const stream = new EventStream({
-      open: signal =>
-        ServerConnection.makeRequest(
-          URLExt.join(settings.baseUrl, 'kubelab/api/events'),
-          { signal },
-          settings
-        ),
+    const stream = api.events({
       onConnect: async signal => {
         const [listed, scheduled] = await Promise.all([
-          kubelabJson<{ items: IPipelineRecord[] }>('pipelines', { signal }),
-          kubelabJson<{ items: IScheduleRecord[] }>('schedules', { signal })
+          api.pipelines(signal),
+          api.schedules(signal)
         ]);
-        setPipelines(listed.items);
-        setSchedules(scheduled.items);
+        setPipelines(listed);
+        setSchedules(scheduled);
         setError(null);
       },
       onEvent: event => {

@@ -5,13 +5,11 @@
  * The sidebar (`pipelines.tsx`) shows the same graph scaled to its width.
  */
 import { showErrorMessage } from '@jupyterlab/apputils';
-import { URLExt } from '@jupyterlab/coreutils';
-import { ServerConnection } from '@jupyterlab/services';
 import { TranslationBundle } from '@jupyterlab/translation';
 import { ReactWidget } from '@jupyterlab/ui-components';
 import React, { useEffect, useState } from 'react';
 
-import { EventStream } from './events';
+import { createApi } from './connection';
 import {
   IPipelineRecord,
   IPipelineStep,
@@ -21,7 +19,6 @@ import {
   NODE_W,
   STEP_COLORS
 } from './pipelinegraph';
-import { kubelabJson } from './schedulelist';
 
 const TERMINAL = new Set(['succeeded', 'failed', 'stopped']);
 
@@ -118,20 +115,13 @@ function PipelineView(props: {
   const { id, trans } = props;
   const [pipeline, setPipeline] = useState<IPipelineRecord | null>(null);
   const [error, setError] = useState<string | null>(null);
-  const path = `pipelines/${encodeURIComponent(id)}`;
+  const api = createApi();
 
   useEffect(() => {
-    const settings = ServerConnection.makeSettings();
-    const stream = new EventStream({
-      open: signal =>
-        ServerConnection.makeRequest(
-          URLExt.join(settings.baseUrl, 'kubelab/api/events'),
-          { signal },
-          settings
-        ),
+    const stream = api.events({
       onConnect: async signal => {
         // A reconnection reads the record again: what changed while the stream was down.
-        const record = await kubelabJson<IPipelineRecord>(path, { signal });
+        const record = await api.pipeline(id, signal);
         setPipeline(record);
         setError(null);
       },
@@ -157,14 +147,14 @@ function PipelineView(props: {
   }, [pipeline?.name]);
 
   const act = (action: 'stop' | 'resume') =>
-    kubelabJson<IPipelineRecord>(`${path}/${action}`, { method: 'POST' }).then(
-      setPipeline,
-      reason =>
+    api
+      .pipelineAction(id, action)
+      .then(setPipeline, reason =>
         showErrorMessage(
           trans.__('Cannot %1 pipeline %2', action, id),
           reason instanceof Error ? reason.message : String(reason)
         )
-    );
+      );
 
   if (!pipeline) {
     return (

@@ -5,28 +5,12 @@
  * sidebar's event stream (`schedule`, `schedule_deleted`).
  */
 import { Dialog, showDialog } from '@jupyterlab/apputils';
-import { URLExt } from '@jupyterlab/coreutils';
-import { ServerConnection } from '@jupyterlab/services';
 import { TranslationBundle } from '@jupyterlab/translation';
 import React from 'react';
 
+import { createApi } from './connection';
 import { formatInZone, IScheduleRecord, lastFire } from './schedules';
 import { ItemList, reportFailure, RowAction } from './sidebarlist';
-
-/** A request with JupyterLab's token; the answer's JSON, or an Error with the server's detail. */
-export async function kubelabJson<T>(
-  path: string,
-  init: RequestInit = {}
-): Promise<T> {
-  const settings = ServerConnection.makeSettings();
-  const url = URLExt.join(settings.baseUrl, 'kubelab/api/', path);
-  const response = await ServerConnection.makeRequest(url, init, settings);
-  if (!response.ok) {
-    const body = await response.json().catch(() => ({}));
-    throw new Error(body.detail ?? `${path}: ${response.status}`);
-  }
-  return (response.status === 204 ? null : await response.json()) as T;
-}
 
 export function ScheduleList(props: {
   schedules: readonly IScheduleRecord[];
@@ -36,14 +20,14 @@ export function ScheduleList(props: {
   onRemoved(id: string): void;
 }): JSX.Element {
   const { schedules, trans } = props;
+  const api = createApi();
   const act = (record: IScheduleRecord, action: 'pause' | 'resume') =>
-    kubelabJson<IScheduleRecord>(
-      `schedules/${encodeURIComponent(record.id)}/${action}`,
-      { method: 'POST' }
-    ).then(
-      props.onChanged,
-      reportFailure(trans.__('Cannot %1 %2', action, record.name))
-    );
+    api
+      .scheduleAction(record.id, action)
+      .then(
+        props.onChanged,
+        reportFailure(trans.__('Cannot %1 %2', action, record.name))
+      );
   const remove = async (record: IScheduleRecord) => {
     const answer = await showDialog({
       title: trans.__('Delete schedule %1?', record.name),
@@ -54,12 +38,12 @@ export function ScheduleList(props: {
       ]
     });
     if (answer.button.accept) {
-      await kubelabJson<null>(`schedules/${encodeURIComponent(record.id)}`, {
-        method: 'DELETE'
-      }).then(
-        () => props.onRemoved(record.id),
-        reportFailure(trans.__('Cannot delete %1', record.name))
-      );
+      await api
+        .deleteSchedule(record.id)
+        .then(
+          () => props.onRemoved(record.id),
+          reportFailure(trans.__('Cannot delete %1', record.name))
+        );
     }
   };
   return (

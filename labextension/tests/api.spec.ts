@@ -144,6 +144,46 @@ describe('KubelabApi', () => {
     ]);
   });
 
+  it('reads and acts on pipelines, schedules and a diff by escaped ids', async () => {
+    await serve((req, res) => {
+      const url = req.url ?? '';
+      if (req.method === 'DELETE') {
+        res.writeHead(204).end();
+      } else if (url.endsWith('/pipelines') || url.endsWith('/schedules')) {
+        sendJson(res, 200, { items: [{ id: 'p1', name: 'nightly' }] });
+      } else if (url.includes('/diff?')) {
+        sendJson(res, 200, { a: { id: 'a' }, b: { id: 'b' }, params: [] });
+      } else {
+        sendJson(res, 200, { id: 'p/1', name: 'nightly', state: 'Stopped' });
+      }
+    });
+    expect((await api.pipelines()).map(p => p.name)).toEqual(['nightly']);
+    expect((await api.schedules()).map(s => s.id)).toEqual(['p1']);
+    expect((await api.pipeline('p/1')).id).toBe('p/1');
+    await api.pipelineAction('p/1', 'stop');
+    await api.scheduleAction('s 1', 'pause');
+    await api.deleteSchedule('s 1');
+    expect((await api.diff('a&b', 'c')).params).toEqual([]);
+    expect(server.requests.map(r => `${r.method} ${r.url}`)).toEqual([
+      'GET /base/kubelab/api/pipelines',
+      'GET /base/kubelab/api/schedules',
+      'GET /base/kubelab/api/pipelines/p%2F1',
+      'POST /base/kubelab/api/pipelines/p%2F1/stop',
+      'POST /base/kubelab/api/schedules/s%201/pause',
+      'DELETE /base/kubelab/api/schedules/s%201',
+      'GET /base/kubelab/api/diff?a=a%26b&b=c'
+    ]);
+  });
+
+  it("names the server's reason when a schedule action is refused", async () => {
+    await serve((_req, res) =>
+      sendJson(res, 409, { error: 'schedule is paused', detail: 'nightly' })
+    );
+    await expect(api.scheduleAction('s1', 'pause')).rejects.toThrow(
+      'schedule is paused: nightly'
+    );
+  });
+
   it('reports a failed delete', async () => {
     await serve((_req, res) =>
       sendJson(res, 404, { error: 'no such experiment', detail: 'x' })
