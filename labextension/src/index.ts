@@ -587,7 +587,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
             return view;
           },
           'diff',
-          { a, b }
+          { a, b },
+          { kind: 'diff', ids: [a, b] }
         );
       }
     });
@@ -605,6 +606,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
           });
         case 'compare':
           return commands.execute(CommandIDs.compare, { ids: link.ids });
+        case 'diff':
+          return commands.execute(CommandIDs.diff, {
+            a: link.ids[0],
+            b: link.ids[1]
+          });
       }
     };
     commands.addCommand(CommandIDs.openLink, {

@@ -1,10 +1,10 @@
 /**
  * Links to kubelab's views: `/lab?kubelab=run/ID` (also `sweep/ID`, `pipeline/ID`,
- * `compare/ID,ID`) opens the view in JupyterLab, on the same server or on a hub for a user
+ * `compare/ID,ID`, `diff/A,B`) opens the view in JupyterLab, on the same server or on a hub for a user
  * allowed to read it (the view's requests are the reader's own). Pure, so jest runs it.
  */
 
-export type LinkKind = 'run' | 'sweep' | 'pipeline' | 'compare';
+export type LinkKind = 'run' | 'sweep' | 'pipeline' | 'compare' | 'diff';
 
 export interface ILink {
   kind: LinkKind;
@@ -18,7 +18,21 @@ export const LINK_PARAM = 'kubelab';
 /** The router pattern: a page URL whose query names a kubelab view. */
 export const LINK_PATTERN = /[?&]kubelab=/;
 
-const KINDS: readonly LinkKind[] = ['run', 'sweep', 'pipeline', 'compare'];
+const KINDS: readonly LinkKind[] = [
+  'run',
+  'sweep',
+  'pipeline',
+  'compare',
+  'diff'
+];
+/** How many ids each kind names: one, two (a diff's sides) or any (compared runs). */
+const COUNTS: Record<LinkKind, number | null> = {
+  run: 1,
+  sweep: 1,
+  pipeline: 1,
+  compare: null,
+  diff: 2
+};
 const ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
 /** The view a URL's query names, or null when it names none (or something malformed). */
@@ -39,7 +53,8 @@ export function parseLink(search: string): ILink | null {
   if (ids.length === 0 || !ids.every(id => ID.test(id))) {
     return null;
   }
-  if (kind !== 'compare' && ids.length !== 1) {
+  const count = COUNTS[kind];
+  if (count !== null && ids.length !== count) {
     return null;
   }
   return { kind, ids };

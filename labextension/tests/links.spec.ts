@@ -10,6 +10,10 @@ describe('links', () => {
       kind: 'compare',
       ids: ['a1', 'b2']
     });
+    expect(parseLink('?kubelab=diff/a1,b2')).toEqual({
+      kind: 'diff',
+      ids: ['a1', 'b2']
+    });
     expect(parseLink('?kubelab=sweep%2Fs1')).toEqual({
       kind: 'sweep',
       ids: ['s1']
@@ -24,7 +28,9 @@ describe('links', () => {
       '?kubelab=job/x',
       '?kubelab=run/a,b',
       '?kubelab=run/../../etc',
-      '?kubelab=compare/'
+      '?kubelab=compare/',
+      '?kubelab=diff/a1',
+      '?kubelab=diff/a1,b2,c3'
     ]) {
       expect(parseLink(search)).toBeNull();
     }

@@ -247,6 +247,12 @@ def test_two_ticked_runs_open_a_diff_view(lab_server: JupyterServer, page: Page)
     expect(
         page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Diff diff-a · diff-b")
     ).to_have_count(1)
+    # A link to a diff opens it (the other way round: its own tab, B's side first).
+    page.goto(f"{lab_server.url}lab?kubelab=diff/{ids[1]},{ids[0]}&token={lab_server.token}")
+    linked = page.locator(f'[id="kubelab-diff-{ids[1]}-{ids[0]}"]')
+    expect(linked).to_be_visible(timeout=WAIT_MS)
+    expect(linked.locator(".jp-kubelab-Diff-side").first).to_contain_text("diff-b")
+    expect(linked.locator('[data-diff="params"] tr[data-name="lr"] td')).to_have_text(["lr", "0.3", "0.1"])
     assert not page.problems, page.problems  # type: ignore[attr-defined]
 
 
