@@ -242,6 +242,7 @@ function SweepsSection({ store, commands, trans }: IPanelOptions): JSX.Element {
     <ul className="jp-kubelab-List">
       {store.sweeps.map(sweep => {
         const fraction = progressFraction(sweep);
+        const interrupted = sweep.counts.interrupted ?? 0;
         return (
           <li
             key={sweep.id}
@@ -263,6 +264,20 @@ function SweepsSection({ store, commands, trans }: IPanelOptions): JSX.Element {
                 {formatProgress(sweep)}
               </span>
             </div>
+            {interrupted > 0 && (
+              <div
+                className="jp-kubelab-Sweep-interrupted"
+                title={trans.__(
+                  'Stopped with the sweep; they do not count toward its budget, and Resume runs them again.'
+                )}
+              >
+                {trans._n(
+                  '%1 trial interrupted',
+                  '%1 trials interrupted',
+                  interrupted
+                )}
+              </div>
+            )}
             {fraction === null ? null : (
               <div className="jp-kubelab-Bar" aria-hidden="true">
                 <div style={{ width: `${fraction * 100}%` }} />

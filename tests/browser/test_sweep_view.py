@@ -276,8 +276,15 @@ def test_stop_and_resume_a_sweep_from_its_view(lab_server: JupyterServer, page: 
     view = page.locator(f'.jp-kubelab-Detail[data-sweep-id="{sweep_id}"]')
     status = view.locator(".jp-kubelab-Detail-status")
     expect(status).to_have_attribute("data-status", "Running", timeout=WAIT_MS)
+    deadline = time.monotonic() + WAIT_MS / 1000
+    while lab_server.get(f"sweeps/{sweep_id}").json()["counts"]["running"] == 0:  # a trial to interrupt
+        assert time.monotonic() < deadline, "the sweep's first trial never started"
+        time.sleep(0.05)
     view.get_by_role("button", name="Stop", exact=True).click()
     expect(status).to_have_attribute("data-status", "Stopped", timeout=WAIT_MS)
+    assert lab_server.get(f"sweeps/{sweep_id}").json()["counts"]["interrupted"] == 1
+    interrupted = item.locator(".jp-kubelab-Sweep-interrupted")
+    expect(interrupted).to_have_text("1 trial interrupted", timeout=WAIT_MS)  # the sidebar says so
     view.get_by_role("button", name="Resume…").click()
     dialog = page.locator(".jp-Dialog")
     dialog.locator("input").fill("3")
@@ -288,6 +295,7 @@ def test_stop_and_resume_a_sweep_from_its_view(lab_server: JupyterServer, page: 
     record = lab_server.get(f"sweeps/{sweep_id}").json()
     counts = record["counts"]
     assert record["max_trials"] == 3 and counts["succeeded"] + counts["stopped"] == 3, record
+    expect(interrupted).to_have_count(0 if counts["interrupted"] == 0 else 1)
 
 
 def test_the_experiments_table_is_a_keyboard_grid(lab_server: JupyterServer, page: Page) -> None:
