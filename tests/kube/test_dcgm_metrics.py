@@ -21,7 +21,8 @@ from kubernetes import client
 
 from kubelab.backends.kubernetes import dcgm
 from kubelab.experiments import Experiments
-from kubelab.system_metrics import read_lines, summarize_file
+from kubelab.system_digest import summarize_file
+from kubelab.system_metrics import read_lines
 
 RECORDED: dict[str, Any] = json.loads(
     (Path(__file__).parent / "fixtures" / "prometheus_dcgm_range.json").read_text()
