@@ -25,6 +25,7 @@ import math
 import operator
 import os
 import sys
+import tempfile
 import threading
 import zlib
 from array import array
@@ -182,16 +183,21 @@ def save(path: Path, digest: Digest) -> None:
         },
     }
     target = digest_path(path)
-    partial = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}")
-    with open(partial, "wb") as handle:
-        handle.write(json.dumps(header, separators=(",", ":")).encode() + b"\n")
-        for name in names:
-            for column in buckets.series[name]:
-                used = column[: buckets.length]
-                if sys.byteorder != "little":
-                    used.byteswap()
-                handle.write(used.tobytes())
-    partial.replace(target)
+    # A fresh name of its own (O_EXCL: never through a link someone left in the folder).
+    descriptor, partial = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(json.dumps(header, separators=(",", ":")).encode() + b"\n")
+            for name in names:
+                for column in buckets.series[name]:
+                    used = column[: buckets.length]
+                    if sys.byteorder != "little":
+                        used.byteswap()
+                    handle.write(used.tobytes())
+        os.replace(partial, target)
+    except BaseException:
+        Path(partial).unlink(missing_ok=True)
+        raise
 
 
 def load(path: Path, inode: int, size: int, with_buckets: bool) -> Digest | None:
