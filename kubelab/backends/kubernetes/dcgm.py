@@ -177,16 +177,22 @@ class LiveSamples:
     """A running run's samples while it runs. A view's read asks Prometheus, at most once an
     interval, for what came since the newest sample (from the run's start at first) and appends
     the newer samples; until the first arrive, the file is written whole each time, saying why
-    there are none. A server that restarts writes the file again from the start."""
+    there are none. A server that restarts writes the file again from the start. One lock per
+    run: a Prometheus slow to answer for one run holds up no other run's view."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self.lock = threading.Lock()
+        self.locks: dict[Path, threading.Lock] = {}
         self.followed: dict[Path, _Followed] = {}
+
+    def _lock(self, run: RunDirectory) -> threading.Lock:
+        with self.lock:
+            return self.locks.setdefault(run.path, threading.Lock())
 
     def poll(self, run: RunDirectory, namespace: str, job: str) -> None:
         every = system_metrics.interval_from_env()
-        with self.lock:  # the run's end (`finish`) writes the file under the same lock
+        with self._lock(run):  # the run's end (`finish`) writes the file under the same lock
             status = run.status()
             if every <= 0 or not status.started_at or status.terminal:
                 return
@@ -212,6 +218,8 @@ class LiveSamples:
 
     def finish(self, run: RunDirectory, namespace: str, job: str) -> None:
         """The run ended: its file written whole from its start to its end (`record_run`)."""
-        with self.lock:
+        with self._lock(run):
             self.followed.pop(run.path, None)
             record_run(run, namespace, job)
+        with self.lock:  # a view after this finds the run ended and asks nothing
+            self.locks.pop(run.path, None)
