@@ -7,12 +7,15 @@ Two JSON lines, each against a baseline measured in the same run:
   interval without sampling, and that cost as a fraction of one core at the default 5 s
   interval (target: at most 1%).
 - `system_read_day`: `summarize_file` on 24 h of 5 s samples (17,280 lines, one GPU), read
-  cold, against the floor of decoding the same file with `json.loads` line by line; the
-  target is 50 ms on a quiet machine.
+  cold (a process that never read it) with the digest the runner saved a minute before the
+  end, against the same read with no digest (every line decoded, as before digests) and the
+  floor of decoding the file with `json.loads` line by line; the target is 50 ms.
 - `system_read_view`: what the experiment view asks for, `read_system` (the sums and 500
-  points per series) on the same day of samples: cold (a server that never read the file) and
-  live (the view's re-read of a running run: a sample appended since the last read), each
-  against the same floor; the target is 50 ms.
+  points per series) on the same day of samples: cold (a server that never read the file,
+  with the runner's digest) and live (the view's re-read of a running run: a sample appended
+  since the last read), against the cold read with no digest and the same floor; the target
+  is 50 ms. Beside it, what the runner's minute costs (12 samples folded, the digest saved),
+  as a fraction of one core.
 
 Run: `python benchmarks/bench_system_metrics.py [--samples 200] [--lines 17280]`.
 """
@@ -32,9 +35,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from kubelab import system_metrics, system_series
+from kubelab import system_digest, system_metrics, system_series
 from kubelab.backends.local.system_sampler import PsutilReader, SystemSampler
-from kubelab.system_metrics import DEFAULT_INTERVAL, summarize_file
+from kubelab.system_digest import digest_path, summarize_file
+from kubelab.system_metrics import DEFAULT_INTERVAL
 
 SPIN = (  # a parent and a spinning child; the parent ends the child when its stdin closes
     "import subprocess, sys\n"
@@ -84,10 +88,15 @@ def sampling_cost(samples: int) -> dict[str, float]:
 
 
 def day_file(folder: Path, lines: int) -> Path:
+    """A day of samples, with the digest the runner saved a minute (12 samples) before the end."""
     path = folder / "system.jsonl"
     with open(path, "w") as handle:
         handle.write(json.dumps({"sources": {"gpu": "nvml", "process": "psutil"}, "missing": {}}) + "\n")
         for i in range(lines):
+            if i == max(lines - 12, 0):
+                handle.flush()
+                system_digest.read(path, save_after=1)
+                forget_kept()
             gpu = {
                 "index": 0,
                 "util": 40.0 + i % 50,
@@ -98,6 +107,27 @@ def day_file(folder: Path, lines: int) -> Path:
             sample = {"time": 1.7e9 + 5 * i, "gpus": [gpu], "cpu_percent": 97.5, "rss_mib": 812.0}
             handle.write(json.dumps(sample, separators=(",", ":")) + "\n")
     return path
+
+
+def forget_kept() -> None:
+    """As a process that never read the file (it may still find the digest beside it)."""
+    system_digest._KEPT.clear()
+    system_digest._SUMS.clear()
+
+
+def without_digest(path: Path, read: Callable[[Path], object]) -> Callable[[], None]:
+    """`read` as before digests: a copy of the file with no digest, nothing kept, every line decoded."""
+    alone = path.parent / "undigested"
+    alone.mkdir(exist_ok=True)
+    copy = alone / path.name
+    copy.write_bytes(path.read_bytes())
+
+    def run() -> None:
+        digest_path(copy).unlink(missing_ok=True)
+        forget_kept()
+        read(copy)
+
+    return run
 
 
 def median_ms(run: Callable[[], object], repeats: int) -> float:
@@ -114,7 +144,7 @@ def read_day(lines: int, repeats: int) -> dict[str, float]:
         path = day_file(Path(folder), lines)
 
         def cold() -> None:
-            system_metrics._FOLDS.clear()  # as a new process reads it
+            forget_kept()
             summarize_file(path)
 
         def floor() -> None:
@@ -122,7 +152,10 @@ def read_day(lines: int, repeats: int) -> dict[str, float]:
                 for raw in handle:
                     json.loads(raw)
 
-        return {"summarize_ms": median_ms(cold, repeats), "floor_ms": median_ms(floor, repeats)}
+        result = {"summarize_ms": median_ms(cold, repeats), "floor_ms": median_ms(floor, repeats)}
+        undigested = without_digest(path, summarize_file)
+        result["undigested_ms"] = median_ms(undigested, repeats)
+        return result
 
 
 def read_view(lines: int, repeats: int) -> dict[str, float]:
@@ -131,8 +164,7 @@ def read_view(lines: int, repeats: int) -> dict[str, float]:
         sample = json.dumps({"time": 2e9, "gpus": [{"index": 0, "util": 50.0}]}) + "\n"
 
         def cold() -> None:
-            system_metrics._FOLDS.clear()  # as a server that never read this run
-            system_series._KEPT.clear()
+            forget_kept()  # as a server that never read this run
             system_series.read_system(path)
 
         def live() -> None:
@@ -146,7 +178,15 @@ def read_view(lines: int, repeats: int) -> dict[str, float]:
                     json.loads(raw)
 
         result = {"cold_ms": median_ms(cold, repeats), "floor_ms": median_ms(floor, repeats)}
+        result["undigested_ms"] = median_ms(without_digest(path, system_series.read_system), repeats)
         result["live_ms"] = median_ms(live, repeats)
+
+        def runner_save() -> None:  # the sampler's minute: 12 samples folded, the digest saved
+            with open(path, "a") as handle:
+                handle.write(sample * 12)
+            system_digest.read(path, save_after=1)
+
+        result["save_ms"] = median_ms(runner_save, repeats)
         return result
 
 
@@ -176,8 +216,10 @@ def main() -> None:
                 "bench": "system_read_day",
                 "lines": args.lines,
                 "median_ms": round(read["summarize_ms"], 2),
+                "undigested_median_ms": round(read["undigested_ms"], 2),
                 "baseline_median_ms": round(read["floor_ms"], 2),
-                "ratio": round(read["summarize_ms"] / read["floor_ms"], 2),
+                "ratio": round(read["summarize_ms"] / read["floor_ms"], 4),
+                "ratio_to_undigested": round(read["summarize_ms"] / read["undigested_ms"], 4),
             }
         )
     )
@@ -189,9 +231,13 @@ def main() -> None:
                 "lines": args.lines,
                 "cold_median_ms": round(view["cold_ms"], 2),
                 "live_median_ms": round(view["live_ms"], 2),
+                "undigested_cold_median_ms": round(view["undigested_ms"], 2),
                 "baseline_median_ms": round(view["floor_ms"], 2),
-                "ratio_cold": round(view["cold_ms"] / view["floor_ms"], 2),
-                "ratio_live": round(view["live_ms"] / view["floor_ms"], 3),
+                "ratio_cold": round(view["cold_ms"] / view["floor_ms"], 4),
+                "ratio_live": round(view["live_ms"] / view["floor_ms"], 4),
+                "ratio_cold_to_undigested": round(view["cold_ms"] / view["undigested_ms"], 4),
+                "runner_digest_save_ms": round(view["save_ms"], 3),
+                "ratio_save_core_fraction_per_minute": round(view["save_ms"] / 60_000, 6),
             }
         )
     )

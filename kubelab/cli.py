@@ -19,7 +19,8 @@ from kubelab.cli_output import emit, say, table
 from kubelab.errors import FieldError, KubelabError, ValidationError
 from kubelab.options import add_experiment_options, apply_options, given_options, option_error
 from kubelab.records import SUCCEEDED, RunDirectory
-from kubelab.system_metrics import describe, summarize_file
+from kubelab.system_digest import summarize_file
+from kubelab.system_metrics import describe
 
 if TYPE_CHECKING:
     from kubelab.experiments import Experiments

@@ -229,8 +229,11 @@ class Experiments:
         return list(self.run(run_id).metrics())
 
     def system(self, run_id: str, points: int = DEFAULT_POINTS) -> dict[str, Any]:
-        """The run's system sums and chart series (kubelab/system_series.py)."""
-        return read_system(self.run(run_id).system_file, points)
+        """The run's system sums and chart series (kubelab/system_series.py), brought up to date
+        first where the backend records them (a running run's DCGM series on Kubernetes)."""
+        run = self.run(run_id)
+        self.backend.refresh_system(run)
+        return read_system(run.system_file, points)
 
     def logs(
         self,

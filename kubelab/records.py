@@ -21,7 +21,8 @@ from typing import Any
 
 from kubelab.priorities import NORMAL_PRIORITY
 from kubelab.run_notes import checked_notes, checked_tracking
-from kubelab.system_metrics import summarize_file, system_fields
+from kubelab.system_digest import summarize_file
+from kubelab.system_metrics import system_fields
 
 PENDING, QUEUED, RUNNING = "Pending", "Queued", "Running"
 SUCCEEDED, FAILED, STOPPED, PRUNED = "Succeeded", "Failed", "Stopped", "Pruned"

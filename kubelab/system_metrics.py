@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -149,23 +149,20 @@ def _number(value: Any) -> float | None:
     return float(value) if kind is int else None
 
 
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile of a non-empty list."""
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100 * len(ordered)))
-    return ordered[rank - 1]
-
-
 class Accumulator:
-    """Folds sample lines one at a time, so a reader that keeps it (summarize_file) only reads
-    what was appended since its last look: a day of 5 s samples is 17,280 lines."""
+    """Folds sample lines one at a time, so a reader that keeps it (or its `state` in the run's
+    digest, kubelab/system_digest.py) only reads what was appended since: a day of 5 s samples
+    is 17,280 lines. Utilisation is kept as counts per value, so p95 stays exact and small."""
 
     def __init__(self) -> None:
         self.summary = SystemSummary()
         self.previous_time: float | None = None
         self.previous_power: float | None = None
-        self.utils: list[float] = []
-        self.cpus: list[float] = []
+        self.util_counts: dict[float, int] = {}
+        self.util_sum = 0.0
+        self.util_count = 0
+        self.cpu_sum = 0.0
+        self.cpu_count = 0
         self.gpu_seconds = 0.0
         self.joules = 0.0
         self.memory_peak = -1.0
@@ -182,23 +179,28 @@ class Accumulator:
         self.summary.samples += 1
         gpus = line.get("gpus") or ()
         power = None
-        utils = self.utils
-        first_util = len(utils)
+        counts = self.util_counts
+        sample_sum, sample_count = 0.0, 0
         for gpu in gpus:
             if not isinstance(gpu, dict):
                 continue
             util = _number(gpu.get("util"))
             if util is not None:
-                utils.append(util)
+                counts[util] = counts.get(util, 0) + 1
+                self.util_sum += util
+                sample_sum += util
+                sample_count += 1
             memory = _number(gpu.get("memory_mib"))
             if memory is not None and memory > self.memory_peak:
                 self.memory_peak = memory
             watts = _number(gpu.get("power_w"))
             if watts is not None:
                 power = (power or 0.0) + watts
+        self.util_count += sample_count
         cpu = _number(line.get("cpu_percent"))
         if cpu is not None:
-            self.cpus.append(cpu)
+            self.cpu_sum += cpu
+            self.cpu_count += 1
         rss = _number(line.get("rss_mib"))
         if rss is not None and rss > self.rss_peak:
             self.rss_peak = rss
@@ -209,25 +211,69 @@ class Accumulator:
             if power is not None and self.previous_power is not None:
                 self.joules += elapsed * (power + self.previous_power) / 2
                 self.measured_power = True
-        if len(utils) > first_util and self.idle.notice is None:
-            sample = utils[first_util:]
-            self.idle.add(time, sum(sample) / len(sample), cpu, gpus)
+        if sample_count and self.idle.notice is None:
+            self.idle.add(time, sample_sum / sample_count, cpu, gpus)
         self.previous_time, self.previous_power = time, power
 
     def result(self) -> SystemSummary:
         summary = SystemSummary(samples=self.summary.samples, missing=dict(self.summary.missing))
-        if self.utils:
-            summary.gpu_util = sum(self.utils) / len(self.utils)
-            summary.gpu_util_p95 = percentile(self.utils, 95)
+        if self.util_count:
+            summary.gpu_util = self.util_sum / self.util_count
+            summary.gpu_util_p95 = counted_percentile(self.util_counts, 95)
             summary.gpu_hours = self.gpu_seconds / 3600
         if self.measured_power:
             summary.energy_wh = self.joules / 3600
-        if self.cpus:
-            summary.cpu_percent = sum(self.cpus) / len(self.cpus)
+        if self.cpu_count:
+            summary.cpu_percent = self.cpu_sum / self.cpu_count
         summary.gpu_memory_peak_mib = self.memory_peak if self.memory_peak >= 0 else None
         summary.rss_peak_mib = self.rss_peak if self.rss_peak >= 0 else None
         summary.notice = self.idle.notice
         return summary
+
+    def state(self) -> dict[str, Any]:
+        """Everything folded so far as JSON (floats round-trip exactly), for the run's digest."""
+        return {
+            "samples": self.summary.samples,
+            "missing": self.summary.missing,
+            "previous": [self.previous_time, self.previous_power],
+            "utils": [[value, count] for value, count in self.util_counts.items()],
+            "sums": [self.util_sum, self.util_count, self.cpu_sum, self.cpu_count],
+            "integrals": [self.gpu_seconds, self.joules, self.measured_power],
+            "peaks": [self.memory_peak, self.rss_peak],
+            "idle": self.idle.state(),
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> Accumulator:
+        """The inverse of `state`; raises (TypeError, ValueError, KeyError) on anything else."""
+        folded = cls()
+        folded.summary.samples = int(state["samples"])
+        folded.summary.missing = {str(k): str(v) for k, v in dict(state["missing"]).items()}
+        previous_time, previous_power = state["previous"]
+        folded.previous_time = None if previous_time is None else float(previous_time)
+        folded.previous_power = None if previous_power is None else float(previous_power)
+        folded.util_counts = {float(value): int(count) for value, count in state["utils"]}
+        util_sum, util_count, cpu_sum, cpu_count = state["sums"]
+        folded.util_sum, folded.util_count = float(util_sum), int(util_count)
+        folded.cpu_sum, folded.cpu_count = float(cpu_sum), int(cpu_count)
+        gpu_seconds, joules, measured = state["integrals"]
+        folded.gpu_seconds, folded.joules = float(gpu_seconds), float(joules)
+        folded.measured_power = bool(measured)
+        folded.memory_peak, folded.rss_peak = (float(peak) for peak in state["peaks"])
+        folded.idle = _IdleWatch.from_state(state["idle"])
+        return folded
+
+
+def counted_percentile(counts: dict[float, int], q: float) -> float:
+    """Nearest-rank percentile of values given as {value: how many times}, non-empty."""
+    ordered = sorted(counts.items())
+    rank = max(1, math.ceil(q / 100 * sum(counts.values())))
+    seen = 0
+    for value, count in ordered:
+        seen += count
+        if seen >= rank:
+            return value
+    return ordered[-1][0]
 
 
 def summarize(lines: Iterable[dict[str, Any]]) -> SystemSummary:
@@ -235,35 +281,6 @@ def summarize(lines: Iterable[dict[str, Any]]) -> SystemSummary:
     accumulator = Accumulator()
     for line in lines:
         accumulator.add(line)
-    return accumulator.result()
-
-
-_FOLDS: OrderedDict[Path, tuple[int, int, Accumulator]] = OrderedDict()
-_FOLDS_KEPT = 512  # runs a long-lived reader (the server's index) keeps folding
-
-
-def summarize_file(path: Path) -> SystemSummary:
-    """`summarize` of a run's `system.jsonl`, folding only what was appended since this
-    process last read it (a file that shrank or was replaced is read again)."""
-    try:
-        info = path.stat()
-    except OSError:
-        return SystemSummary()
-    kept = _FOLDS.pop(path, None)
-    inode, offset, accumulator = kept if kept and kept[0] == info.st_ino else (info.st_ino, 0, Accumulator())
-    if info.st_size < offset:
-        offset, accumulator = 0, Accumulator()
-    if info.st_size > offset:
-        with open(path, "rb") as handle:
-            handle.seek(offset)
-            chunk = handle.read(info.st_size - offset)
-        complete = chunk[: chunk.rfind(b"\n") + 1]
-        for line in decode_lines(complete):
-            accumulator.add(line)
-        offset += len(complete)
-    _FOLDS[path] = (inode, offset, accumulator)
-    while len(_FOLDS) > _FOLDS_KEPT:
-        _FOLDS.popitem(last=False)
     return accumulator.result()
 
 
@@ -300,6 +317,25 @@ class _IdleWatch:
             if cpu_mean >= 90:
                 text += ": input-bound?"
         self.notice = text
+        self.window.clear()  # not needed once the notice is given
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "window": [list(entry) for entry in self.window],
+            "sums": [self.util_sum, self.cpu_sum, self.cpu_count],
+            "notice": self.notice,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> _IdleWatch:
+        watch = cls()
+        for time, util, cpu in state["window"]:
+            watch.window.append((float(time), float(util), None if cpu is None else float(cpu)))
+        util_sum, cpu_sum, cpu_count = state["sums"]
+        watch.util_sum, watch.cpu_sum, watch.cpu_count = float(util_sum), float(cpu_sum), int(cpu_count)
+        notice = state["notice"]
+        watch.notice = None if notice is None else str(notice)
+        return watch
 
     def _count(self, util: float, cpu: float | None, sign: int) -> None:
         self.util_sum += sign * util

@@ -2,7 +2,8 @@
 
 Its field names are the stable `user_options` keys, so what a user picks in the form and what
 a script sends to JupyterHub's REST API are the same thing. The form shows free/total GPUs per
-type as the availability watch sees them when the page is rendered.
+type as the availability watch sees them when the page is rendered, and what each type is: whole
+GPUs, a MIG slice (its own resource) or a time-sliced share, counted in those units.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 from . import interfaces
 from .availability import Availability
 from .groups import ProjectGroup
-from .profiles import OPTION_KEYS, Catalog
+from .profiles import OPTION_KEYS, Catalog, GpuType
 
 
 def options_from_form(formdata: dict[str, list[str]]) -> dict[str, Any]:
@@ -36,6 +37,22 @@ def admin_error(exc: Any) -> str:
     """A group set up wrong is an admin's mistake: the form says which property, escaped."""
     lines = "<br>".join(escape(line.strip()) for line in exc.message().splitlines())
     return f'<div class="alert alert-danger kubelab-config-error">{lines}<br>Ask a hub admin to fix it.</div>'
+
+
+def unit(gpu_type: GpuType) -> str:
+    """What one unit of the type is, in the form's words."""
+    if gpu_type.sharing == "mig":
+        return f"MIG slice ({gpu_type.resource})"
+    if gpu_type.sharing == "time-slicing":
+        return "time-sliced share (memory not isolated)"
+    return "whole GPU"
+
+
+def _type_choice(gpu_type: GpuType, availability: Availability | None) -> str:
+    """`A100-1g.10gb: MIG slice (nvidia.com/mig-1g.10gb), 5 of 7 free`."""
+    text = f"{gpu_type.name}: {unit(gpu_type)}"
+    count = availability.types.get(gpu_type.name) if availability else None
+    return text if count is None else f"{text}, {count.free} of {count.total} free"
 
 
 def _select(name: str, label: str, choices: list[tuple[str, str]], selected: Any) -> str:
@@ -95,35 +112,33 @@ def render_form(
         )
     parts.append(_text("cpu", "CPU", previous.get("cpu"), catalog.default_cpu))
     parts.append(_text("memory", "Memory", previous.get("memory"), catalog.default_memory))
-    parts.append(_text("gpus", "GPUs (a count, or cube-studio's '1(V100)')", previous.get("gpus"), "0"))
+    example = next((t.name for t in catalog.gpu_types if t.sharing != "exclusive"), "V100")
+    label = f"GPUs (a count of the type's units, or cube-studio's '1({example})')"
+    parts.append(_text("gpus", label, previous.get("gpus"), "0"))
     if catalog.gpu_types:
-        parts.append(
-            _select(
-                "gpu_type",
-                "GPU type",
-                [("", "any")] + [(t.name, t.name) for t in catalog.gpu_types],
-                previous.get("gpu_type", ""),
-            )
-        )
+        choices = [(t.name, _type_choice(t, availability)) for t in catalog.gpu_types]
+        parts.append(_select("gpu_type", "GPU type", [("", "any")] + choices, previous.get("gpu_type", "")))
     parts.append(_text("shm", "Shared memory (/dev/shm)", previous.get("shm"), catalog.default_shm))
     choices = list(interfaces.INTERFACES.items())
     parts.append(_select("interface", "Open in", choices, previous.get("interface", interfaces.DEFAULT)))
-    parts.append(availability_table(availability))
+    parts.append(availability_table(availability, catalog))
     parts.append("</div>")
     return "\n".join(parts)
 
 
-def availability_table(availability: Availability | None) -> str:
+def availability_table(availability: Availability | None, catalog: Catalog | None = None) -> str:
     if availability is None:
         return '<p class="kubelab-availability">GPU availability is not known right now.</p>'
     if not availability.types:
         return '<p class="kubelab-availability">No GPUs are configured.</p>'
+    units = {t.name: unit(t) for t in catalog.gpu_types} if catalog else {}
     rows = "".join(
         f'<tr data-gpu-type="{escape(name)}"><td>{escape(name)}</td>'
-        f'<td class="free">{count.free}</td><td class="total">{count.total}</td></tr>'
+        f'<td class="free">{count.free}</td><td class="total">{count.total}</td>'
+        f'<td class="unit">{escape(units.get(name, ""))}</td></tr>'
         for name, count in availability.types.items()
     )
     return (
         '<table class="table kubelab-availability"><thead><tr><th>GPU type</th><th>free</th>'
-        f"<th>total</th></tr></thead><tbody>{rows}</tbody></table>"
+        f"<th>total</th><th>unit</th></tr></thead><tbody>{rows}</tbody></table>"
     )

@@ -30,9 +30,14 @@ id=$(printf '%s' "$out" | "$python" -c 'import json,sys; print(json.load(sys.std
 "$python" -m kubelab.cli show "$id"
 "$python" - "$KUBELAB_HOME/runs/$id/system.jsonl" <<'PY'
 import sys
-from kubelab.system_metrics import summarize_file
-s = summarize_file(__import__("pathlib").Path(sys.argv[1]))
+from pathlib import Path
+from kubelab.system_digest import digest_path, summarize_file
+from kubelab.system_metrics import read_lines, summarize
+path = Path(sys.argv[1])
+s = summarize_file(path)  # a fresh process: the runner's digest, and the lines after it
 print("summary:", s.as_json())
+assert digest_path(path).exists(), "the runner saves the samples' digest when the run ends"
+assert s == summarize(read_lines(path)), "the digest's sums should be every line's"
 assert s.gpu_util is not None and s.gpu_util > 50, "GPU utilisation should be above 50%"
 assert s.energy_wh is not None and s.energy_wh > 0, "energy should be measured"
 print("OK: utilisation", round(s.gpu_util), "% energy", round(s.energy_wh, 3), "Wh")

@@ -87,6 +87,12 @@ class Backend(ABC):
         (the local backend: its runner's log says it all)."""
         return None
 
+    def refresh_system(self, run: RunDirectory) -> None:
+        """Bring a running run's system samples up to date where the platform records them, not
+        the run's own sampler (the cluster's DCGM series); a view calls it before reading.
+        Nothing, by default."""
+        return None
+
     def warm_up(self, home: Path) -> None:
         """Get ready for the first submits from `home` (the local backend fills its warm-runner
         pool); servers and sweep drivers call it. Nothing, by default."""

@@ -15,7 +15,8 @@ from recorded_nvml import RecordedNvml
 
 from kubelab.backends.local.system_sampler import NvmlReader, PsutilReader, SystemSampler, open_gpu_reader
 from kubelab.experiments import Experiments
-from kubelab.system_metrics import IDLE_WINDOW, read_lines, summarize, summarize_file
+from kubelab.system_digest import summarize_file
+from kubelab.system_metrics import IDLE_WINDOW, read_lines, summarize
 
 
 def test_nvml_reader_reads_each_field_in_its_unit_and_leaves_out_what_a_gpu_lacks() -> None:

@@ -10,7 +10,8 @@ from recorded_nvml import RecordedNvml
 
 from kubelab import system_metrics
 from kubelab.backends.local.system_sampler import NvmlReader, SystemSampler
-from kubelab.system_series import Columns, read_system, series
+from kubelab.system_digest import Buckets
+from kubelab.system_series import read_system, series
 
 
 def _sampled(path: Path, samples: int) -> None:
@@ -71,9 +72,9 @@ def test_no_file_or_no_samples_is_empty_series_never_zeros(tmp_path: Path) -> No
         "series": {"time": [], "gpus": [], "cpu_percent": [], "rss_mib": []},
     }
     missing = [{"sources": {}, "missing": {"gpu": "no NVML"}}]
-    columns = Columns()
-    columns.extend(missing)
-    assert series(columns)["gpus"] == []
+    buckets = Buckets()
+    buckets.add(missing[0])
+    assert series(buckets)["gpus"] == []
     path = tmp_path / "system.jsonl"
     path.write_text(json.dumps(missing[0]) + "\n")
     assert read_system(path)["summary"]["missing"] == {"gpu": "no NVML"}

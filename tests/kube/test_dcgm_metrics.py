@@ -5,7 +5,9 @@ and what the run says where Prometheus is missing, down or empty."""
 
 from __future__ import annotations
 
+import copy
 import json
+import math
 import socket
 import threading
 import urllib.parse
@@ -20,8 +22,11 @@ from kube_support import pods_of, wait_for
 from kubernetes import client
 
 from kubelab.backends.kubernetes import dcgm
+from kubelab.backends.kubernetes.backend import KubernetesBackend
 from kubelab.experiments import Experiments
-from kubelab.system_metrics import read_lines, summarize_file
+from kubelab.records import parse_iso
+from kubelab.system_digest import summarize_file
+from kubelab.system_metrics import read_lines
 
 RECORDED: dict[str, Any] = json.loads(
     (Path(__file__).parent / "fixtures" / "prometheus_dcgm_range.json").read_text()
@@ -159,3 +164,68 @@ def test_a_run_that_ends_on_the_cluster_gets_its_pods_gpu_samples(
     pods = job.replace("-", "\\\\-") + "-.+"  # the job's pods, as a regular expression in PromQL
     assert f'exported_namespace="{namespace}",exported_pod=~"{pods}"' in util["query"]
     assert float(util["end"]) >= float(util["start"]) and util["step"] == "5"
+
+
+def shifted(to: float) -> dict[str, Any]:
+    """The recorded answers with their three moments moved to `to`, `to + 5` and `to + 10`."""
+    answers = copy.deepcopy(RECORDED)
+    for answer in answers.values():
+        if isinstance(answer, dict):
+            for series in answer["data"]["result"]:
+                series["values"] = [[moment - START + to, value] for moment, value in series["values"]]
+    return answers
+
+
+def test_a_running_runs_view_reads_the_samples_since_the_last_once_an_interval(
+    simulated_cluster: ControlPlane,
+    project_node: Callable[..., str],
+    admin: client.ApiClient,
+    backend: KubernetesBackend,
+    lab: Experiments,
+    namespace: str,
+    home: Path,
+    prometheus: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    down = f"http://127.0.0.1:{free_port()}"
+    monkeypatch.setenv(dcgm.PROMETHEUS_URL, down)
+    monkeypatch.delenv("KUBELAB_SYSTEM_METRICS_INTERVAL", raising=False)  # every 5 s
+    now = [1000.0]
+    backend._live.clock = lambda: now[0]  # the poller's monotonic clock, moved by hand
+    project_node("gpu", gpus=4, gpu_type="A100")
+    record = lab.submit({"command": ["python", "train.py"], "resources": {"gpus": 1}}, base_dir=home)
+    pod = wait_for(lambda: pods_of(admin, namespace, record["id"]), what="the pod")[0]
+    running = wait_for(lambda: (r := lab.get(record["id"]))["status"] == "Running" and r, what="Running")
+    started = parse_iso(running["started_at"])
+    first = float(math.ceil(started))  # the exporter's first sample of the run (whole seconds)
+
+    read = lab.system(record["id"])  # Prometheus down: the view says why, and nothing is recorded
+    assert read["summary"]["missing"]["gpu"].startswith(f"Prometheus at {down} did not answer: ")
+    assert read["series"]["time"] == [] and "gpu_util" not in read["summary"]
+
+    monkeypatch.setenv(dcgm.PROMETHEUS_URL, prometheus)
+    Prometheus.answers = shifted(first)
+    assert lab.system(record["id"])["summary"]["samples"] == 0  # asked 0 s ago: not again yet
+    assert Prometheus.asked == []
+    now[0] += 5
+    read = lab.system(record["id"])
+    assert read["summary"]["samples"] == 3 and "gpu" not in read["summary"]["missing"]
+    assert read["series"]["time"] == [first, first + 5, first + 10]
+    assert {float(a["start"]) for a in Prometheus.asked} == {round(started, 3)}
+    assert lab.get(record["id"])["status"] == "Running"
+
+    Prometheus.asked, Prometheus.answers = [], shifted(first + 10)  # overlaps by one moment
+    now[0] += 5
+    read = lab.system(record["id"])
+    assert read["series"]["time"] == [first + 5 * i for i in range(5)]  # the newer ones appended
+    assert {float(a["start"]) for a in Prometheus.asked} == {first + 10}
+    assert read["series"]["gpus"][1]["util"][-1] == 90.0  # the same pods keep their GPU numbers
+    assert lab.get(record["id"])["system"]["gpu_memory_peak_mib"] == 41984.0  # the record's sums too
+
+    Prometheus.asked = []
+    simulated_cluster.end_pod(namespace, pod["metadata"]["name"], "Succeeded")
+    wait_for(lambda: lab.get(record["id"])["status"] == "Succeeded", what="Succeeded")
+    now[0] += 5
+    wait_for(lambda: lab.system(record["id"])["summary"]["samples"] == 3, what="the file written whole")
+    assert len(Prometheus.asked) == 3  # once at its end, from its start; its views ask no more
+    assert {float(a["start"]) for a in Prometheus.asked} == {round(started, 3)}

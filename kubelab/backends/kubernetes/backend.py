@@ -67,6 +67,7 @@ class KubernetesBackend(Backend):
         self._served: dict[str, bool] = {}
         self.watcher: Watcher | None = None
         self._chores = Chores(self._finish)
+        self._live = dcgm.LiveSamples()  # a running run's DCGM samples, asked for by its views
         self.images = ImageStage(api_client, BuildSettings.from_environ(), retry)
 
     # -- construction ------------------------------------------------------------------------
@@ -197,16 +198,9 @@ class KubernetesBackend(Backend):
             except ApiException as exc:
                 raise translate(exc, "discover the Kubeflow Training Operator") from exc
         if not self._served[kind]:
-            raise ValidationError(
-                "cannot run this experiment on this cluster",
-                [
-                    FieldError(
-                        "engine",
-                        f"kubeflow needs the Kubeflow Training Operator ({kind} in "
-                        "kubeflow.org/v1), which this cluster does not serve; use engine: job",
-                    )
-                ],
-            )
+            why = f"kubeflow needs the Kubeflow Training Operator ({kind} in kubeflow.org/v1), which this "
+            why += "cluster does not serve; use engine: job"
+            raise ValidationError("cannot run this experiment on this cluster", [FieldError("engine", why)])
 
     # -- the objects of a run --------------------------------------------------------------
     def _run_objects(self, run: RunDirectory) -> Read:
@@ -367,7 +361,7 @@ class KubernetesBackend(Backend):
         archive_logs(self.api, self.nb.user, run)
         spec = ExperimentSpec.parse(run.spec())
         target = self.target(run, spec)
-        dcgm.record_run(run, self.api.namespace, target.name)
+        self._live.finish(run, self.api.namespace, target.name)
         if spec.parameter_servers and spec.engine == "job":
             self.api.delete("Job", target.ps_job)
         if builders.is_distributed(spec) and spec.engine == "job":
@@ -444,6 +438,10 @@ class KubernetesBackend(Backend):
         if self.watcher is not None and (run.path / kube_events.EVENTS_FILE).exists():
             return kube_events.read_events(run.path)
         return kube_events.dedupe([kube_events.event_record(e) for e in self._run_objects(run)[2]])
+
+    def refresh_system(self, run: RunDirectory) -> None:
+        if run.status().backend == self.name and self._client is not None:
+            self._live.poll(run, self.api.namespace, self.target(run, ExperimentSpec.parse(run.spec())).name)
 
     def resources(self) -> dict[str, Any]:
         """GPUs by the namespace's ResourceQuota (nodes are cluster-scoped, out of reach)."""

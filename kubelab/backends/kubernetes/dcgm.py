@@ -1,7 +1,9 @@
 """A Kubernetes run's GPU samples from the cluster's monitoring: the NVIDIA DCGM exporter's
 series (`DCGM_FI_DEV_GPU_UTIL`, `DCGM_FI_DEV_FB_USED`, `DCGM_FI_DEV_POWER_USAGE`) for the run's
-pods, read through Prometheus's HTTP API when the run ends and written as its `system.jsonl`,
-in the runner's format, so every reader (sums, views, PQL, `kubelab show`) treats them alike.
+pods, read through Prometheus's HTTP API and written as its `system.jsonl`, in the runner's
+format, so every reader (sums, views, PQL, `kubelab show`) treats them alike. While the run
+runs, a view's read appends what came since the last sample (`LiveSamples`, at most once an
+interval); when it ends, the file is written again whole from its start to its end.
 
 Prometheus is configured by `KUBELAB_PROMETHEUS_URL`. Where none is, or it does not answer, or
 it has no series for the run's pods, the file says why once and holds no samples: never zeros.
@@ -11,16 +13,21 @@ The reader is a narrow interface (`RangeQuery`): tests feed it recorded answers.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
+import threading
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from kubelab import system_metrics
+from kubelab import system_digest, system_metrics
 from kubelab.records import RunDirectory, parse_iso
+
+log = logging.getLogger(__name__)
 
 PROMETHEUS_URL = "KUBELAB_PROMETHEUS_URL"
 SERIES = {
@@ -67,9 +74,12 @@ def pods_query(series: str, namespace: str, job: str) -> str:
     )
 
 
-def samples(results: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Sample lines from each field's matrix: a GPU is its (pod, `gpu` label), numbered in that
-    order from 0; a field a GPU has no value for at a moment is left out, not zeroed."""
+def samples(
+    results: dict[str, list[dict[str, Any]]], order: dict[tuple[str, str], int] | None = None
+) -> list[dict[str, Any]]:
+    """Sample lines from each field's matrix: a GPU is its (pod, `gpu` label), numbered from 0 in
+    that order (`order`, kept across a running run's polls, keeps the numbers it gave and gives
+    new GPUs the next); a field a GPU has no value for at a moment is left out, not zeroed."""
     moments: dict[float, dict[tuple[str, str], dict[str, float]]] = {}
     for field, matrix in results.items():
         for series in matrix:
@@ -79,41 +89,64 @@ def samples(results: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
                 number = float(value)
                 if number == number and abs(number) != float("inf"):
                     moments.setdefault(float(moment), {}).setdefault(gpu, {})[field] = number
-    order = {gpu: i for i, gpu in enumerate(sorted({gpu for seen in moments.values() for gpu in seen}))}
+    order = {} if order is None else order
+    for gpu in sorted({gpu for seen in moments.values() for gpu in seen} - set(order)):
+        order[gpu] = len(order)
     return [
-        {"time": moment, "gpus": [{"index": order[gpu], **fields} for gpu, fields in sorted(seen.items())]}
+        {"time": moment, "gpus": sorted(({"index": order[g], **f} for g, f in seen.items()), key=_index)}
         for moment, seen in sorted(moments.items())
     ]
 
 
-def record(
-    path: Path, source: RangeQuery | None, namespace: str, job: str, start: float, end: float, every: float
-) -> None:
-    """Write the run's `system.jsonl` from the exporter's series between `start` and `end`."""
-    missing = {"process": NO_PROCESS}
-    lines: list[dict[str, Any]] = []
+def _index(gpu: dict[str, Any]) -> int:
+    return int(gpu["index"])
+
+
+def ask(
+    source: RangeQuery | None,
+    namespace: str,
+    job: str,
+    start: float,
+    end: float,
+    every: float,
+    order: dict[tuple[str, str], int] | None = None,
+) -> tuple[list[dict[str, Any]], str | None]:
+    """The run's samples between `start` and `end`, or none and why."""
     if source is None:
-        missing["gpu"] = f"no Prometheus configured ({PROMETHEUS_URL}): no GPU metrics on Kubernetes"
-    else:
-        step = max(every, (end - start) / MAX_POINTS, 1.0)
-        try:
-            results = {
-                field: source.query_range(pods_query(series, namespace, job), start, end, step)
-                for field, series in SERIES.items()
-            }
-        except (OSError, ValueError, KeyError, RuntimeError) as exc:
-            missing["gpu"] = f"Prometheus at {source.where} did not answer: {exc}"
-        else:
-            lines = samples(results)
-            if not lines:
-                missing["gpu"] = f"Prometheus at {source.where} has no DCGM series for this run's pods"
+        return [], f"no Prometheus configured ({PROMETHEUS_URL}): no GPU metrics on Kubernetes"
+    step = max(every, (end - start) / MAX_POINTS, 1.0)
+    try:
+        results = {
+            field: source.query_range(pods_query(series, namespace, job), start, end, step)
+            for field, series in SERIES.items()
+        }
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        return [], f"Prometheus at {source.where} did not answer: {exc}"
+    lines = samples(results, order)
+    return lines, None if lines else f"Prometheus at {source.where} has no DCGM series for this run's pods"
+
+
+def write(path: Path, lines: list[dict[str, Any]], why: str | None) -> None:
+    """The run's `system.jsonl` written whole: its sources line (why there are no GPU samples,
+    where none), then the samples; readers that kept the file before forget it."""
+    missing = {"process": NO_PROCESS}
+    if why:
+        missing["gpu"] = why
     partial = path.with_name(path.name + ".partial")
     partial.unlink(missing_ok=True)
     sources = {"gpu": "dcgm"} if lines else {}
     system_metrics.append(partial, system_metrics.sources_line(sources, missing))
     with open(partial, "a") as handle:
         handle.writelines(json.dumps(line, separators=(",", ":")) + "\n" for line in lines)
+    system_digest.forget(path)
     partial.replace(path)  # whole, for readers that fold the file as it grows
+
+
+def record(
+    path: Path, source: RangeQuery | None, namespace: str, job: str, start: float, end: float, every: float
+) -> None:
+    """Write the run's `system.jsonl` from the exporter's series between `start` and `end`."""
+    write(path, *ask(source, namespace, job, start, end, every))
 
 
 def from_environ() -> RangeQuery | None:
@@ -130,3 +163,63 @@ def record_run(run: RunDirectory, namespace: str, job: str) -> None:
         return
     end = parse_iso(status.finished_at) if status.finished_at else time.time()
     record(run.system_file, from_environ(), namespace, job, parse_iso(status.started_at), end, every)
+
+
+class _Followed:
+    def __init__(self, started_at: str) -> None:
+        self.started_at = started_at
+        self.polled: float | None = None  # monotonic
+        self.last: float | None = None  # the newest sample's time, once some were written
+        self.order: dict[tuple[str, str], int] = {}
+
+
+class LiveSamples:
+    """A running run's samples while it runs. A view's read asks Prometheus, at most once an
+    interval, for what came since the newest sample (from the run's start at first) and appends
+    the newer samples; until the first arrive, the file is written whole each time, saying why
+    there are none. A server that restarts writes the file again from the start. One lock per
+    run: a Prometheus slow to answer for one run holds up no other run's view."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.lock = threading.Lock()
+        self.locks: dict[Path, threading.Lock] = {}
+        self.followed: dict[Path, _Followed] = {}
+
+    def _lock(self, run: RunDirectory) -> threading.Lock:
+        with self.lock:
+            return self.locks.setdefault(run.path, threading.Lock())
+
+    def poll(self, run: RunDirectory, namespace: str, job: str) -> None:
+        every = system_metrics.interval_from_env()
+        with self._lock(run):  # the run's end (`finish`) writes the file under the same lock
+            status = run.status()
+            if every <= 0 or not status.started_at or status.terminal:
+                return
+            followed = self.followed.get(run.path)
+            if followed is None or followed.started_at != status.started_at:  # resumed: a new start
+                followed = self.followed[run.path] = _Followed(status.started_at)
+            now = self.clock()
+            if followed.polled is not None and now - followed.polled < every:
+                return
+            followed.polled = now
+            start = max(parse_iso(status.started_at), followed.last or 0.0)
+            lines, why = ask(from_environ(), namespace, job, start, time.time(), every, followed.order)
+            if followed.last is None:
+                write(run.system_file, lines, why)
+            elif why is None:
+                newer = [line for line in lines if line["time"] > (followed.last or 0.0)]
+                with open(run.system_file, "a") as handle:
+                    handle.writelines(json.dumps(line, separators=(",", ":")) + "\n" for line in newer)
+            else:
+                log.info("no new DCGM samples for %s: %s", run.id, why)
+            if lines:
+                followed.last = max(followed.last or lines[-1]["time"], lines[-1]["time"])
+
+    def finish(self, run: RunDirectory, namespace: str, job: str) -> None:
+        """The run ended: its file written whole from its start to its end (`record_run`)."""
+        with self._lock(run):
+            self.followed.pop(run.path, None)
+            record_run(run, namespace, job)
+        with self.lock:  # a view after this finds the run ended and asks nothing
+            self.locks.pop(run.path, None)

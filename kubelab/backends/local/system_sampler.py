@@ -4,7 +4,8 @@ Two narrow readers stand between the sampler and the hardware so tests can feed 
 answers (`GpuReader`, `ProcessReader`); `open_gpu_reader` decides once whether GPU metrics
 exist at all (no NVML library, no driver, or `KUBELAB_FAKE_GPUS` standing in for GPUs: then
 the run's `system.jsonl` says why in its first line and holds no GPU numbers). A thread
-appends one line per interval; it never raises into the run.
+appends one line per interval and, about once a minute and at the end, saves the file's digest
+(kubelab/system_digest.py) so no view decodes the day again; it never raises into the run.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
 
+from kubelab import system_digest
 from kubelab.system_metrics import GpuReading, Sample, append, interval_from_env, sources_line
 
 
@@ -141,6 +143,10 @@ class PsutilReader:
         return cpu, rss / 2**20
 
 
+DIGEST_EVERY = 60.0
+"""Seconds between the sampler's saves of the digest (readers fold what came after)."""
+
+
 class SystemSampler:
     """Appends a sample of the run's GPUs and processes to `path` every `interval` seconds.
 
@@ -211,6 +217,7 @@ class SystemSampler:
         return self
 
     def _loop(self) -> None:
+        digested = time.monotonic()
         while not self.stopped.wait(self.interval):
             sample = self.sample()
             if sample.gpus or sample.cpu_percent is not None or sample.rss_mib is not None:
@@ -218,6 +225,14 @@ class SystemSampler:
                     append(self.path, sample.as_json())
                 except OSError:
                     return  # the run folder went away (deleted while running)
+            if time.monotonic() - digested >= DIGEST_EVERY:
+                self.digest()
+                digested = time.monotonic()
+
+    def digest(self) -> None:
+        """Save the digest of what was sampled so far (only the lines since the last save are read)."""
+        with contextlib.suppress(OSError):  # the run folder went away
+            system_digest.read(self.path, save_after=1)
 
     def __exit__(
         self,
@@ -228,5 +243,6 @@ class SystemSampler:
         self.stopped.set()
         if self.thread.is_alive():
             self.thread.join(timeout=5)
+            self.digest()
         if self.gpu_reader is not None:
             self.gpu_reader.close()
