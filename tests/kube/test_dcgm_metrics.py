@@ -137,6 +137,17 @@ def test_no_prometheus_a_silent_one_or_no_series_each_say_why_and_record_nothing
     assert summarize_file(path).gpu_util is None  # nothing measured, never 0
 
 
+def start_gpu_run(
+    project_node: Callable[..., str], admin: client.ApiClient, lab: Experiments, namespace: str, home: Path
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A one-GPU run on a KWOK A100 node, Running: its record and its pod."""
+    project_node("gpu", gpus=4, gpu_type="A100")
+    record = lab.submit({"command": ["python", "train.py"], "resources": {"gpus": 1}}, base_dir=home)
+    pod = wait_for(lambda: pods_of(admin, namespace, record["id"]), what="the pod")[0]
+    wait_for(lambda: lab.get(record["id"])["status"] == "Running", what="Running")
+    return record, pod
+
+
 def test_a_run_that_ends_on_the_cluster_gets_its_pods_gpu_samples(
     simulated_cluster: ControlPlane,
     project_node: Callable[..., str],
@@ -149,10 +160,7 @@ def test_a_run_that_ends_on_the_cluster_gets_its_pods_gpu_samples(
 ) -> None:
     monkeypatch.setenv(dcgm.PROMETHEUS_URL, prometheus)
     monkeypatch.delenv("KUBELAB_SYSTEM_METRICS_INTERVAL", raising=False)
-    project_node("gpu", gpus=4, gpu_type="A100")
-    record = lab.submit({"command": ["python", "train.py"], "resources": {"gpus": 1}}, base_dir=home)
-    pod = wait_for(lambda: pods_of(admin, namespace, record["id"]), what="the pod")[0]
-    wait_for(lambda: lab.get(record["id"])["status"] == "Running", what="Running")
+    record, pod = start_gpu_run(project_node, admin, lab, namespace, home)
     simulated_cluster.end_pod(namespace, pod["metadata"]["name"], "Succeeded")
     final = wait_for(
         lambda: (r := lab.get(record["id"]))["system"]["gpu_util"] is not None and r, what="the DCGM samples"
@@ -192,10 +200,8 @@ def test_a_running_runs_view_reads_the_samples_since_the_last_once_an_interval(
     monkeypatch.delenv("KUBELAB_SYSTEM_METRICS_INTERVAL", raising=False)  # every 5 s
     now = [1000.0]
     backend._live.clock = lambda: now[0]  # the poller's monotonic clock, moved by hand
-    project_node("gpu", gpus=4, gpu_type="A100")
-    record = lab.submit({"command": ["python", "train.py"], "resources": {"gpus": 1}}, base_dir=home)
-    pod = wait_for(lambda: pods_of(admin, namespace, record["id"]), what="the pod")[0]
-    running = wait_for(lambda: (r := lab.get(record["id"]))["status"] == "Running" and r, what="Running")
+    record, pod = start_gpu_run(project_node, admin, lab, namespace, home)
+    running = lab.get(record["id"])
     started = parse_iso(running["started_at"])
     first = float(math.ceil(started))  # the exporter's first sample of the run (whole seconds)
 
