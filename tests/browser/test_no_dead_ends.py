@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import time
 from typing import Any
 
@@ -21,10 +20,10 @@ from playwright.sync_api import Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from test_sidebar import (
     ARTIFACTS,
-    SWEEP_TRIAL,
     TRAIN,
     WAIT_MS,
     file_context_menu,
+    finished_grid_sweep,
     open_panel,
     row,
     run_command_from_palette,
@@ -205,19 +204,7 @@ def test_a_failed_run_says_why(lab_server: JupyterServer, page: Page) -> None:
 
 
 def test_the_best_trial_reads_in_the_dark_theme(lab_server: JupyterServer, page: Page) -> None:
-    spec = {
-        "name": "dark-sweep",
-        "space": {"x": {"_type": "choice", "_value": [0.0, 0.4, 0.9]}},
-        "objective": {"metric": "loss"},
-        "tuner": "grid",
-        "concurrency": 2,
-        "trial": {"command": [sys.executable, "-c", SWEEP_TRIAL]},
-    }
-    response = lab_server.post("sweeps", spec)
-    assert response.status_code == 201, response.text
-    sweep_id = response.json()["id"]
-    item = sidebar(page).locator(f'.jp-kubelab-Sweep[data-sweep-id="{sweep_id}"]')
-    expect(item).to_have_attribute("data-status", "Succeeded", timeout=WAIT_MS)
+    sweep_id, item = finished_grid_sweep(lab_server, page, "dark-sweep")
     item.click()
     view = page.locator(f'.jp-kubelab-Detail[data-sweep-id="{sweep_id}"]')
     best = view.locator(".jp-kubelab-Trials-best")

@@ -185,9 +185,10 @@ def test_run_a_script_from_the_file_browser(lab_server: JupyterServer, page: Pag
     expect(view.locator(".jp-kubelab-Params")).to_contain_text("layers")
 
 
-def test_a_sweep_shows_its_best_trial(lab_server: JupyterServer, page: Page) -> None:
+def finished_grid_sweep(lab_server: JupyterServer, page: Page, name: str) -> tuple[str, Locator]:
+    """A grid sweep of three trials (x = 0.4 is best), finished: its id and its sidebar row."""
     spec = {
-        "name": "ui-sweep",
+        "name": name,
         "space": {"x": {"_type": "choice", "_value": [0.0, 0.4, 0.9]}},
         "objective": {"metric": "loss"},
         "tuner": "grid",
@@ -199,6 +200,11 @@ def test_a_sweep_shows_its_best_trial(lab_server: JupyterServer, page: Page) -> 
     sweep_id = response.json()["id"]
     item = sidebar(page).locator(f'.jp-kubelab-Sweep[data-sweep-id="{sweep_id}"]')
     expect(item).to_have_attribute("data-status", "Succeeded", timeout=WAIT_MS)
+    return sweep_id, item
+
+
+def test_a_sweep_shows_its_best_trial(lab_server: JupyterServer, page: Page) -> None:
+    sweep_id, item = finished_grid_sweep(lab_server, page, "ui-sweep")
     best = lab_server.get(f"sweeps/{sweep_id}").json()["best"]
     assert best["params"] == {"x": 0.4}
     expect(item.locator(".jp-kubelab-Sweep-best")).to_have_text(f"best loss 0.01 (trial #{best['trial']})")
