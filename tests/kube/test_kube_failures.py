@@ -254,8 +254,9 @@ def test_watch_410_gone_relists_and_keeps_tracking(
 
 @pytest.mark.xfail(
     strict=False,
-    reason="passes alone and with its module; in the whole suite its Event list also met 503s in two "
-    "fresh-clone runs, not yet explained (a watcher of an earlier test on a reused proxy port?)",
+    reason="fails about one run in two after test_kube_cli_wait.py and test_kube_distributed.py (no "
+    "proxy in the session before it, so not a reused port): the Event and Pod lists, not only the "
+    "Job list, get the fault proxy's own 503 body, as often as the Job list; cause not found",
 )
 def test_events_listed_before_their_job_reach_the_run(
     simulated_cluster: ControlPlane,
