@@ -12,11 +12,14 @@ trials paid the runner's cost on every trial and the driver's before the first. 
 - runners (`KUBELAB_WARM_RUNNERS`, default 2; 0 turns them off): the local backend hands
   each run to one and tops the pool up. A runner whose run ended cleanly goes back to
   idle and serves the next run, so a sweep reuses the same few processes instead of
-  starting one per trial;
+  starting one per trial. A server keeps this pool filled as it keeps the drivers' (below,
+  the runners naming it their keeper); a CLI's or a sweep driver's submit tops it up
+  without a keeper, for the next command within the idle timeout;
 - drivers (`KUBELAB_WARM_DRIVERS`, default 1): a sweep is handed to one. Only a
   long-lived server keeps this pool filled (`SweepWatcher.keep_warm`), naming itself the
-  *keeper*: an idle helper whose keeper died exits within a second (a stopped or culled
-  notebook server leaves no idle driver behind); a CLI never starts one.
+  *keeper*: an idle helper whose keeper died exits within a second (a stopped, culled or
+  killed notebook server leaves no idle helper of its own behind); a CLI never starts one.
+  A helper serving a run or a sweep finishes it whoever died: experiments outlive servers.
 
 Each helper is detached in its own session, exactly like a cold one, and a role module
 (`kubelab.backends.local.runner`, `kubelab.sweeps.driver`) gives three functions: `preload()` (the

@@ -9,7 +9,11 @@ The spawner (on every spawn) and `kubelab hub reconcile` (for every user namespa
   `kubectl edit`): its fields are handed to kubelab's apply, which then drops what it no longer
   sets, and from then on `kubelab` alone owns the object;
 - deletes kubelab's policies, Roles, bindings and quotas the configuration no longer builds;
-- creates claims only if missing and never changes or deletes one: they hold users' data;
+- creates claims only if missing and never changes or deletes one: they hold users' data. In a
+  namespace that existed, its claims are listed first and only the missing ones are created:
+  the quota's admission charges a create before the duplicate is refused (until the quota
+  controller's next full resync), so a create of a claim that exists is refused as `exceeded
+  quota` in a namespace at its storage quota, and repeated reconciles fill one that is not;
 - records a hash of what it applied on the bundle's first object (the namespace), last, so a
   spawn (`ensure_bundle`) reads that one object and writes nothing while the configuration
   renders the same bundle. A reconcile cut short leaves no hash: the next spawn redoes it.
@@ -254,6 +258,11 @@ class Applier:
         )
         return listed.get("items") or []
 
+    async def names(self, kind: str, namespace: str) -> list[str]:
+        """Every `kind` object's name in `namespace`, whoever made it."""
+        listed = await self.request("GET", path(kind, namespace))
+        return [item["metadata"]["name"] for item in listed.get("items") or []]
+
     async def owned_names(self, kind: str, namespace: str) -> list[str]:
         selector = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
         listed = await self.request("GET", path(kind, namespace), query=[("labelSelector", selector)])
@@ -290,11 +299,12 @@ class Applier:
         anchor = known if fresh else await self.read(wanted[0])
         if anchor is not None and current(anchor, digest):
             return Outcome([], [], [], [], current=True)
-        async with turn():  # a namespace that did not exist holds nothing to prune
-            return await self.reconcile_namespace(namespace, wanted, prune and anchor is not None)
+        async with turn():  # a namespace that did not exist holds nothing to prune, no claim
+            existed = anchor is not None
+            return await self.reconcile_namespace(namespace, wanted, prune and existed, existed)
 
     async def reconcile_namespace(
-        self, namespace: str, objects: Iterable[dict[str, Any]], prune: bool = True
+        self, namespace: str, objects: Iterable[dict[str, Any]], prune: bool = True, existed: bool = True
     ) -> Outcome:
         """Bring `namespace` to `objects` (see the module docstring). RBAC goes in order: a
         RoleBinding after its Role, whose rights the API server checks when binding; the rest
@@ -306,11 +316,15 @@ class Applier:
         rbac = [o for o in wanted if o["kind"] in ("Role", "RoleBinding")]
         rest = [o for o in wanted if o["kind"] not in ("Role", "RoleBinding", "Namespace")]
         spaces = [o for o in wanted if o["kind"] == "Namespace"]
+        kinds = sorted({o["kind"] for o in wanted if o["kind"] in CREATE_ONLY}) if existed else []
+        names = await asyncio.gather(*(self.names(kind, namespace) for kind in kinds))
+        present = {(kind, name) for kind, listed in zip(kinds, names, strict=True) for name in listed}
 
         async def one(obj: dict[str, Any]) -> None:
             key = f"{obj['kind']}/{obj['metadata']['name']}"
             if obj["kind"] in CREATE_ONLY:
-                if await self.create_if_missing(obj):
+                missing = (obj["kind"], obj["metadata"]["name"]) not in present
+                if missing and await self.create_if_missing(obj):
                     outcome.created.append(key)
                 return
             result = await self.apply(obj)

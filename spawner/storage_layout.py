@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from kubelab.quantity import parse_quantity
 
-from .apply import Applier, path
+from .apply import Applier
 from .volumes import VolumeMount
 
 if TYPE_CHECKING:
@@ -96,8 +96,7 @@ class Found:
 
 
 async def claim_names(applier: Applier, namespace: str) -> list[str]:
-    listed = await applier.request("GET", path("PersistentVolumeClaim", namespace))
-    return [item["metadata"]["name"] for item in listed.get("items") or []]
+    return await applier.names("PersistentVolumeClaim", namespace)
 
 
 async def find(applier: Applier, name: str, known: dict[str, Any] | None) -> Found:

@@ -19,6 +19,8 @@ from typing import Any
 
 import requests
 
+from kubelab.records import TERMINAL
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -113,6 +115,19 @@ class JupyterServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+    def stop_work(self) -> None:
+        """Stop what this server still runs for the test: its schedules (paused, so their
+        scheduler exits), sweeps (no new trials), pipelines and experiments. Their processes
+        outlive the server by design, so a fixture that does not stop them leaves them running
+        after the test."""
+        for schedule in self.get("schedules").json().get("items", []):
+            if not schedule.get("paused"):
+                self.post(f"schedules/{schedule['id']}/pause")
+        for kind in ("sweeps", "pipelines", "experiments"):
+            for item in self.get(kind).json().get("items", []):
+                if item.get("status") not in TERMINAL:
+                    self.post(f"{kind}/{item['id']}/stop")
 
     def __enter__(self) -> JupyterServer:
         return self.start()

@@ -93,9 +93,10 @@ class Backend(ABC):
         Nothing, by default."""
         return None
 
-    def warm_up(self, home: Path) -> None:
+    def warm_up(self, home: Path, keeper: int | None = None) -> None:
         """Get ready for the first submits from `home` (the local backend fills its warm-runner
-        pool); servers and sweep drivers call it. Nothing, by default."""
+        pool); servers and sweep drivers call it, a server naming itself the `keeper` whose
+        end the helpers kept ready for it follow. Nothing, by default."""
         return None
 
     def delete(self, run: RunDirectory) -> None:

@@ -39,7 +39,7 @@ class SweepWatcher:
 
         lab = self.sweeps.lab
         WarmPool(lab.home, DRIVER).top_up(keeper=os.getpid())
-        lab.backend.warm_up(lab.home)
+        lab.backend.warm_up(lab.home, keeper=os.getpid())
 
     def restart_dead_drivers(self) -> None:
         self.checked = time.monotonic()

@@ -9,6 +9,7 @@ browser page serve a whole module: JupyterLab's first load is the slow part.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -19,11 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 from playwright.sync_api import ConsoleMessage, Page, sync_playwright
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ for the shared helpers
 
 from jupyter_server_process import JupyterServer
+from leftover_processes import assert_none_left
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD = REPO / "kubelab" / "labextension"
@@ -80,11 +83,24 @@ def lab_at(tmp_path: Path, **extra_env: str) -> JupyterServer:
     return JupyterServer(tmp_path / "root", tmp_path / "kubelab", app="lab", env=env, extra=extra)
 
 
+@contextlib.contextmanager
+def serving(server: JupyterServer, folder: Path) -> Iterator[JupyterServer]:
+    """`server` started; at the end the work it runs stopped, then the server, and a failure if
+    a runner, warm helper or run process of `folder` (the test's own) is still alive."""
+    with server:
+        try:
+            yield server
+        finally:
+            with contextlib.suppress(requests.RequestException):  # a server the test brought down
+                server.stop_work()
+    assert_none_left(folder)
+
+
 @pytest.fixture(scope="module")
 def lab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
     """JupyterLab on a free port with kubelab's server extension and this build."""
-    server = lab_at(tmp_path_factory.mktemp("lab"))
-    with server:
+    folder = tmp_path_factory.mktemp("lab")
+    with serving(lab_at(folder), folder) as server:
         yield server
 
 

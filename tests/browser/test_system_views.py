@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-from browser.conftest import lab_at
+from browser.conftest import lab_at, serving
 from jupyter_server_process import JupyterServer
 from playwright.sync_api import Page, expect
 from test_sidebar import WAIT_MS, open_panel, sidebar
@@ -40,8 +40,8 @@ kubelab.report_final(util)
 
 @pytest.fixture(scope="module")
 def lab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
-    server = lab_at(tmp_path_factory.mktemp("lab"), KUBELAB_SYSTEM_METRICS_INTERVAL="0")
-    with server:
+    folder = tmp_path_factory.mktemp("lab")
+    with serving(lab_at(folder, KUBELAB_SYSTEM_METRICS_INTERVAL="0"), folder) as server:
         (server.root / "samples.py").write_text(SAMPLES)
         yield server
 

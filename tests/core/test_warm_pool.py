@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 import pytest
+from jupyter_server_process import JupyterServer
 from kubelab_testing import wait_until
+from leftover_processes import assert_none_left
 
 from kubelab.experiments import Experiments
 from kubelab.pids import pid_alive
@@ -292,3 +294,25 @@ def test_an_idle_driver_leaves_with_its_keeper(lab: Experiments, monkeypatch: py
     finally:
         keeper.kill()
         kill(drivers.idle())
+
+
+def test_a_killed_server_leaves_no_idle_helper_behind(lab_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runners and the driver a server keeps warm name it their keeper: a SIGKILL of the
+    server (no shutdown code runs) ends them, long before their idle timeouts."""
+    monkeypatch.setenv("KUBELAB_WARM_RUNNERS", "2")
+    monkeypatch.setenv("KUBELAB_WARM_DRIVERS", "1")
+    monkeypatch.setenv("KUBELAB_WARM_RUNNER_IDLE", "600")
+    monkeypatch.setenv("KUBELAB_WARM_DRIVER_IDLE", "600")
+    home = lab_env / "home"
+    runners, drivers = WarmPool(home), WarmPool(home, DRIVER)
+    with JupyterServer(lab_env / "root", home) as server:
+        helpers = wait_for(lambda: len(runners.idle()) == 2 and len(drivers.idle()) == 1 and runners.idle())
+        helpers += drivers.idle()
+        assert server.process is not None
+        server.process.kill()
+        server.process.wait()
+        try:
+            wait_for(lambda: not any(map(pid_alive, helpers)), timeout=30)
+        finally:
+            kill(helpers)
+    assert_none_left(lab_env)

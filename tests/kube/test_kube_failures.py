@@ -254,8 +254,11 @@ def test_watch_410_gone_relists_and_keeps_tracking(
 
 @pytest.mark.xfail(
     strict=False,
-    reason="passes alone and with its module; in the whole suite its Event list also met 503s in two "
-    "fresh-clone runs, not yet explained (a watcher of an earlier test on a reused proxy port?)",
+    reason="fails about one run in two after test_kube_cli_wait.py and test_kube_distributed.py (no "
+    "proxy before it in the session, so not a reused port): the proxy records the Pod and Event lists "
+    "answered 200, yet the watcher's Pod and Event threads get the Job list's 503 body, so responses "
+    "cross between the watcher threads sharing one ApiClient (one connection used by two threads?); "
+    "where they cross is not found yet",
 )
 def test_events_listed_before_their_job_reach_the_run(
     simulated_cluster: ControlPlane,

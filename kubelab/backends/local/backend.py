@@ -76,10 +76,11 @@ class LocalBackend(Backend):
         """The runner does them, before it asks for GPUs (`kubelab.environments.prepare`)."""
         return True
 
-    def warm_up(self, home: Path) -> None:
-        """Fill the warm-runner pool of `home` ahead of the first submit (servers and sweep drivers do)."""
+    def warm_up(self, home: Path, keeper: int | None = None) -> None:
+        """Fill the warm-runner pool of `home` ahead of the first submit (servers and sweep drivers
+        do); the idle runners started for a `keeper` (a server) leave within a second of its end."""
         if pool_size():
-            WarmPool(home).top_up()
+            WarmPool(home).top_up(keeper)
 
     def stop_grace(self) -> float:
         """A stopped run's runner waits this long between SIGTERM and SIGKILL (`KUBELAB_STOP_GRACE`)."""

@@ -37,6 +37,7 @@ from kubelab.backends.local.processes import (
     signal_group,
 )
 from kubelab.backends.local.resume import describe_run, resume_point
+from kubelab.backends.local.run_folder import RunFolder
 from kubelab.backends.local.system_sampler import SystemSampler
 from kubelab.environments.prepare import BuildFailed, prepare
 from kubelab.gpu_share import is_fraction
@@ -93,6 +94,7 @@ class Runner:
         self.recorder: RuntimeRecorder | None = None
         self.launch: ElasticLaunch | None = None  # an elastic run's agents and rendezvous
         self.lost: list[str] = []  # an elastic run's replicas that ended while the others went on
+        self.folder = RunFolder(run.path)  # deleted under the run: taken as a stop
 
     # -- status ---------------------------------------------------------------------
     def move(self, state: str, reason: str, exit_code: int | None = None) -> None:
@@ -102,10 +104,10 @@ class Runner:
             # GPUs come back before anyone can read that the run ended.
             self.allocator.release(str(self.run.path))
         self.status.move(state, reason, exit_code)
-        self.run.write_status(self.status)
+        self.folder.write(lambda: self.run.write_status(self.status))
 
     def stop_requested(self) -> bool:
-        return self.stopping or self.run.stop_file.exists()
+        return self.stopping or self.run.stop_file.exists() or self.folder.gone()
 
     def on_term(self, _signum: int, _frame: object) -> None:
         self.stopping = True
@@ -113,7 +115,10 @@ class Runner:
     def reusable(self) -> bool:
         """May this process serve another run? Only after a clean end: the final status is on
         disk and nobody signalled the process itself (that means "go away", not "stop a run")."""
-        return not self.stopping and self.run.status().terminal
+        try:
+            return not self.stopping and not self.folder.gone() and self.run.status().terminal
+        except OSError:  # its folder went away at the very end
+            return False
 
     # -- main -----------------------------------------------------------------------
     def main(self) -> int:
@@ -345,7 +350,7 @@ class Runner:
             if done and failure is None:
                 return None  # the caller's move() writes the exit codes with the final state
             if exited:
-                self.run.write_status(self.status)
+                self.folder.write(lambda: self.run.write_status(self.status))
             if failure is not None:
                 # One failed replica dooms a distributed job: stop the others, as torchrun does.
                 self.terminate(replicas)
