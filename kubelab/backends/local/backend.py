@@ -11,13 +11,11 @@ import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubelab.backends.base import Backend
-from kubelab.backends.local.gpus import GpuAllocator
-from kubelab.backends.local.processes import signal_group
+from kubelab.backends.local.processes import signal_group, stop_grace
 from kubelab.backends.local.resume import reopen_stopped
-from kubelab.backends.local.runner import stop_grace
 from kubelab.daemon import start_module
 from kubelab.errors import FieldError, ValidationError
 from kubelab.log_times import Times, stamped
@@ -26,6 +24,9 @@ from kubelab.pids import pid_alive, process_start_time
 from kubelab.records import FAILED, RunDirectory, Status, parse_iso
 from kubelab.spec import ExperimentSpec
 from kubelab.warm import WarmPool, pool_size
+
+if TYPE_CHECKING:  # the allocator's module (~20 ms of imports) only where GPUs are asked about
+    from kubelab.backends.local.gpus import GpuAllocator
 
 STARTUP_GRACE = 30.0  # seconds a new runner may take to record its pid
 
@@ -39,6 +40,8 @@ class LocalBackend(Backend):
     @property
     def allocator(self) -> GpuAllocator:
         if self._allocator is None:
+            from kubelab.backends.local.gpus import GpuAllocator
+
             self._allocator = GpuAllocator()
         return self._allocator
 
