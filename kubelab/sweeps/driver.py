@@ -229,8 +229,8 @@ class Driver:
                 self.start_trial()
             if self.dirty and time.monotonic() >= self.save_after:  # this turn's results and submits
                 self.save()
-            if self.ahead is None and not self.to_rerun and 1 < self.spec.concurrency <= len(self.follows):
-                self.ahead = self.ask() if self.may_start() else None
+            if self.ahead is None and not self.to_rerun and self.may_ask_ahead():
+                self.ahead = self.ask()
             if self.watched:  # every followed folder reports its changes: sleep until one does
                 self.events.wait(EVENT_WAIT)
             else:
@@ -249,6 +249,12 @@ class Driver:
         if state.max_trials is not None and state.counted() >= state.max_trials:
             return False
         return not (state.max_duration is not None and state.seconds() >= state.max_duration)
+
+    def may_ask_ahead(self) -> bool:
+        """Every slot busy, each trial past its start (the ask would slow that down), and room
+        for one more trial."""
+        busy = 1 < self.spec.concurrency <= len(self.follows)
+        return busy and all(f.started for f in self.follows.values()) and self.may_start()
 
     def start_trial(self) -> None:
         if self.to_rerun:
@@ -322,6 +328,7 @@ class Driver:
             follow.status_stamp, follow.checked_at = stamp, now
             self.changed_at = now
             status = run.status()
+            follow.started = status.started_at is not None or status.terminal
         elif now - follow.checked_at > RECONCILE_EVERY:
             follow.checked_at = now
             status = self.lab.backend.reconcile(run, run.status())  # a runner that died unseen
