@@ -16,7 +16,8 @@ trials paid the runner's cost on every trial and the driver's before the first. 
 - drivers (`KUBELAB_WARM_DRIVERS`, default 1): a sweep is handed to one. Only a
   long-lived server keeps this pool filled (`SweepWatcher.keep_warm`), naming itself the
   *keeper*: an idle helper whose keeper died exits within a second (a stopped or culled
-  notebook server leaves no idle driver behind); a CLI never starts one.
+  notebook server leaves no idle driver behind); a CLI starts one only for the sweep it
+  is creating, as it starts (`kubelab.sweeps.driver.start_early`), and hands it that sweep.
 
 Each helper is detached in its own session, exactly like a cold one, and a role module
 (`kubelab.backends.local.runner`, `kubelab.sweeps.driver`) gives three functions: `preload()` (the

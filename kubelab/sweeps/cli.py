@@ -71,6 +71,10 @@ def cmd_create(args: argparse.Namespace) -> int:
             "nothing to run",
             [FieldError("file", "give a sweep spec with -f FILE, or a command: ls, show, stop, resume")],
         )
+    from kubelab.home import default_home
+    from kubelab.sweeps.driver import start_early
+
+    start_early(default_home())  # Optuna imports beside the CLI's own start
     data, origin = read_document(Path(args.file), "file")
     base = origin.parent if origin else Path.cwd()
     if isinstance(data, dict) and data.get("schedule") is not None:

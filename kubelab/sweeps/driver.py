@@ -76,21 +76,34 @@ RECONCILE_EVERY = 1.0  # seconds between asking the backend about a quiet trial
 STOP_WAIT = 15.0  # extra seconds to wait for stopped trials, beyond the stop grace
 TUNER_STATE = {COMPLETE: "complete", TRIAL_FAILED: "failed", PRUNED: "pruned", TRIAL_STOPPED: "failed"}
 TUNER_STATE[INTERRUPTED] = "failed"
+EARLY_WAIT = 5.0  # seconds `launch` waits for a driver still importing before starting a cold one
 
 
 def launch(sweep: SweepDirectory) -> int:
-    """Hand `sweep` to a warm driver (`kubelab.warm`), else start a detached cold one; its pid.
-
-    A second driver for the same sweep exits at once. Only a server fills the pool
-    (`SweepWatcher.keep_warm`, every few seconds): a replacement started here would import
-    Optuna on the cores the new sweep's first trials need.
-    """
+    """Hand `sweep` to a warm driver (`kubelab.warm`; one still importing is waited for, a cold
+    one would import Optuna again), else start a detached cold one; its pid. No replacement
+    is started here (a server's `SweepWatcher.keep_warm` does): it would import Optuna on the
+    cores the first trials need. A second driver for the same sweep exits at once."""
     from kubelab.warm import DRIVER, WarmPool
 
-    pid = WarmPool(sweep.home, DRIVER).hand_over(sweep.path) if DRIVER.size() else None
+    pool = WarmPool(sweep.home, DRIVER)
+    pid = pool.hand_over(sweep.path) if DRIVER.size() else None
+    deadline = time.monotonic() + EARLY_WAIT
+    while pid is None and DRIVER.size() and pool.count() and time.monotonic() < deadline:
+        time.sleep(0.01)
+        pid = pool.hand_over(sweep.path)
     if pid is None:
         pid = start_module("kubelab.sweeps.driver", str(sweep.path), sweep.log_file).pid
     return pid
+
+
+def start_early(home: Path) -> None:
+    """A CLI about to create a sweep: a driver imports Optuna beside the CLI's own start, then
+    takes the sweep; its keeper is the CLI, so one never handed a sweep leaves with it."""
+    from kubelab.warm import DRIVER, WarmPool
+
+    if DRIVER.size():
+        WarmPool(home, DRIVER).top_up(keeper=os.getpid())
 
 
 # -- as a warm helper (kubelab.warm) ------------------------------------------------------------------
