@@ -17,7 +17,7 @@ trials paid the runner's cost on every trial and the driver's before the first. 
   long-lived server keeps this pool filled (`SweepWatcher.keep_warm`), naming itself the
   *keeper*: an idle helper whose keeper died exits within a second (a stopped or culled
   notebook server leaves no idle driver behind); a CLI starts one only for the sweep it
-  is creating, as it starts (`kubelab.sweeps.driver.start_early`), and hands it that sweep.
+  is creating, as it starts (`kubelab.sweeps.cli.start_early`), and hands it that sweep.
 
 Each helper is detached in its own session, exactly like a cold one, and a role module
 (`kubelab.backends.local.runner`, `kubelab.sweeps.driver`) gives three functions: `preload()` (the
@@ -112,8 +112,18 @@ class WarmPool:
         self.path = Path(home) / "warm" / role.name / key
 
     # -- the submitter's side ---------------------------------------------------------
-    def hand_over(self, target: Path) -> int | None:
-        """Give `target` (a run or sweep directory) to an idle helper; its pid, or None."""
+    def hand_over(self, target: Path, wait: float = 0.0) -> int | None:
+        """Give `target` (a run or sweep directory) to an idle helper; its pid, or None. With
+        `wait`, up to that many seconds for a helper still starting (a cold helper started
+        instead would pay the same imports again)."""
+        deadline = time.monotonic() + wait
+        pid = self._hand_over(target)
+        while pid is None and self.count() and time.monotonic() < deadline:
+            time.sleep(0.01)
+            pid = self._hand_over(target)
+        return pid
+
+    def _hand_over(self, target: Path) -> int | None:
         message = json.dumps({"path": str(target), "env": dict(os.environ), "cwd": os.getcwd()})
         for pid in self.idle():  # oldest first: they are the nearest to their idle timeout
             claimed = self.path / f"claimed-{pid}.fifo"

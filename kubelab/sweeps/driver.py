@@ -86,24 +86,10 @@ def launch(sweep: SweepDirectory) -> int:
     cores the first trials need. A second driver for the same sweep exits at once."""
     from kubelab.warm import DRIVER, WarmPool
 
-    pool = WarmPool(sweep.home, DRIVER)
-    pid = pool.hand_over(sweep.path) if DRIVER.size() else None
-    deadline = time.monotonic() + EARLY_WAIT
-    while pid is None and DRIVER.size() and pool.count() and time.monotonic() < deadline:
-        time.sleep(0.01)
-        pid = pool.hand_over(sweep.path)
+    pid = WarmPool(sweep.home, DRIVER).hand_over(sweep.path, wait=EARLY_WAIT) if DRIVER.size() else None
     if pid is None:
         pid = start_module("kubelab.sweeps.driver", str(sweep.path), sweep.log_file).pid
     return pid
-
-
-def start_early(home: Path) -> None:
-    """A CLI about to create a sweep: a driver imports Optuna beside the CLI's own start, then
-    takes the sweep; its keeper is the CLI, so one never handed a sweep leaves with it."""
-    from kubelab.warm import DRIVER, WarmPool
-
-    if DRIVER.size():
-        WarmPool(home, DRIVER).top_up(keeper=os.getpid())
 
 
 # -- as a warm helper (kubelab.warm) ------------------------------------------------------------------

@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # the allocator's module (~20 ms of imports) only where GPUs 
     from kubelab.backends.local.gpus import GpuAllocator
 
 STARTUP_GRACE = 30.0  # seconds a new runner may take to record its pid
+STARTING_WAIT = 2.0  # seconds a submit waits for a warm runner still importing (a cold one would too)
 
 
 class LocalBackend(Backend):
@@ -66,7 +67,7 @@ class LocalBackend(Backend):
             start_module("kubelab.backends.local.runner", str(run.path), run.runner_log)
             return
         pool = WarmPool(run.path.parent.parent)  # <home>/runs/<id>
-        if pool.hand_over(run.path) is None:
+        if pool.hand_over(run.path, wait=STARTING_WAIT) is None:
             start_module("kubelab.backends.local.runner", str(run.path), run.runner_log)
             pool.top_up()
 
