@@ -4,9 +4,10 @@ Runs one sweep driver in this process (the sweep recorded as `Sweeps.create` rec
 driver's launch left out) over two warm runners it started, on `bench_sweep.py`'s trivial trial,
 and prints one JSON line: the driver's CPU per trial and its parts (TPE ask, tell, the submit,
 the looks at running trials, the ledger writes, the journal's fsync), the runners' own CPU and
-the trials' CPU (the runners' reaped children), all from `time.process_time` and /proc, and
-how many cold runners the sweep had to start beside the warm ones. `--profile` adds cProfile's
-top functions of the driver (its wall time, on stderr).
+the trials' CPU (the runners' reaped children), all from `time.process_time` and /proc, how
+many cold runners the sweep had to start beside the warm ones, and two latencies from the
+runs' status files (a trial's end to the next submit; a submit to its trial's start).
+`--profile` adds cProfile's top functions of the driver (its wall time, on stderr).
 
 Run: `python benchmarks/sweep_cpu.py [--trials 200] [--profile]`.
 """
@@ -20,6 +21,7 @@ import json
 import os
 import pstats
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -49,6 +51,29 @@ def ticks(pid: int) -> list[int]:
     """utime, stime, children's utime and stime of `pid`, in clock ticks."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return [int(x) for x in fields[11:15]]
+
+
+def latencies(runs: Path) -> dict[str, float]:
+    """Medians over the trials, from their status files: a trial's end to the next submit (the
+    driver: end detection, tell, ask, the submit's files) and a submit to its trial's start (the
+    hand-over to a warm runner and its start of the process)."""
+    from kubelab.records import RunDirectory, parse_iso
+
+    statuses = [RunDirectory(path).status() for path in runs.iterdir() if path.is_dir()]
+    ends = sorted(parse_iso(s.finished_at) for s in statuses if s.finished_at)
+    gaps, starts = [], []
+    for status in statuses:
+        created = parse_iso(status.created_at)
+        before = [end for end in ends if end <= created]
+        if before:
+            gaps.append(created - before[-1])
+        if status.started_at:
+            starts.append(parse_iso(status.started_at) - created)
+    median = statistics.median
+    return {
+        "end_to_submit_ms": round(median(gaps) * 1000, 2),
+        "submit_to_start_ms": round(median(starts) * 1000, 2),
+    }
 
 
 def main() -> None:
@@ -109,6 +134,7 @@ def main() -> None:
     line |= {"runners_ms": round(own * tick_ms / args.trials, 2)}
     line |= {"trials_ms": round(children * tick_ms / args.trials, 2)}
     line |= {"cold_runners": len([pid for pid in pool.idle() if pid not in runners])}
+    line |= latencies(home / "runs")
     line |= {"load_1m": round(os.getloadavg()[0], 2)}
     print(json.dumps(line), flush=True)
     if profile:

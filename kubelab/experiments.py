@@ -29,7 +29,6 @@ from kubelab.records import PENDING, RUNNING, TERMINAL, RunDirectory, Status, su
 from kubelab.reopen import parent_of
 from kubelab.run_notes import checked_note, edited_tags
 from kubelab.spec import ExperimentSpec
-from kubelab.system_series import DEFAULT_POINTS, read_system
 
 RUN_ID = re.compile(r"^[0-9a-z]{12}$")
 BUILD_REPLICA = "build"  # the log tab of a run's init steps and environment build (logs/build.log)
@@ -225,15 +224,25 @@ class Experiments:
         end = None if limit is None else offset + limit
         return records[offset:end], total
 
+    def of_sweep(self, sweep_id: str) -> builtins.list[dict[str, Any]]:
+        """The records of a sweep's trials: `list(f"sweep:{sweep_id}")` without the query
+        language's imports (~25 ms), for a CLI following its sweep to the end."""
+        self.refresh()
+        self.index.save()
+        return [r for r in self.index.records() if r.get("sweep") == sweep_id]
+
     def metrics(self, run_id: str) -> builtins.list[dict[str, Any]]:  # `list` is a method here
         return list(self.run(run_id).metrics())
 
-    def system(self, run_id: str, points: int = DEFAULT_POINTS) -> dict[str, Any]:
-        """The run's system sums and chart series (kubelab/system_series.py), brought up to date
-        first where the backend records them (a running run's DCGM series on Kubernetes)."""
+    def system(self, run_id: str, points: int | None = None) -> dict[str, Any]:
+        """The run's system sums and chart series (kubelab/system_series.py; numpy, imported
+        here: a CLI that starts a sweep or a run never pays for it), brought up to date first
+        where the backend records them (a running run's DCGM series on Kubernetes)."""
+        from kubelab.system_series import DEFAULT_POINTS, read_system
+
         run = self.run(run_id)
         self.backend.refresh_system(run)
-        return read_system(run.system_file, points)
+        return read_system(run.system_file, DEFAULT_POINTS if points is None else points)
 
     def logs(
         self,

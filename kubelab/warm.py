@@ -18,8 +18,10 @@ trials paid the runner's cost on every trial and the driver's before the first. 
 - drivers (`KUBELAB_WARM_DRIVERS`, default 1): a sweep is handed to one. Only a
   long-lived server keeps this pool filled (`SweepWatcher.keep_warm`), naming itself the
   *keeper*: an idle helper whose keeper died exits within a second (a stopped, culled or
-  killed notebook server leaves no idle helper of its own behind); a CLI never starts one.
-  A helper serving a run or a sweep finishes it whoever died: experiments outlive servers.
+  killed notebook server leaves no idle helper of its own behind); a CLI starts a driver
+  only for the sweep it is creating, as it starts (`kubelab.sweeps.cli.start_early`), and
+  hands it that sweep. A helper serving a run or a sweep finishes it whoever died:
+  experiments outlive servers.
 
 Each helper is detached in its own session, exactly like a cold one, and a role module
 (`kubelab.backends.local.runner`, `kubelab.sweeps.driver`) gives three functions: `preload()` (the
@@ -114,8 +116,18 @@ class WarmPool:
         self.path = Path(home) / "warm" / role.name / key
 
     # -- the submitter's side ---------------------------------------------------------
-    def hand_over(self, target: Path) -> int | None:
-        """Give `target` (a run or sweep directory) to an idle helper; its pid, or None."""
+    def hand_over(self, target: Path, wait: float = 0.0) -> int | None:
+        """Give `target` (a run or sweep directory) to an idle helper; its pid, or None. With
+        `wait`, up to that many seconds for a helper still starting (a cold helper started
+        instead would pay the same imports again)."""
+        deadline = time.monotonic() + wait
+        pid = self._hand_over(target)
+        while pid is None and self.count() and time.monotonic() < deadline:
+            time.sleep(0.01)
+            pid = self._hand_over(target)
+        return pid
+
+    def _hand_over(self, target: Path) -> int | None:
         message = json.dumps({"path": str(target), "env": dict(os.environ), "cwd": os.getcwd()})
         for pid in self.idle():  # oldest first: they are the nearest to their idle timeout
             claimed = self.path / f"claimed-{pid}.fifo"

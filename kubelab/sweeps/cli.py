@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from kubelab.sweeps.service import Sweeps
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -71,6 +72,7 @@ def cmd_create(args: argparse.Namespace) -> int:
             "nothing to run",
             [FieldError("file", "give a sweep spec with -f FILE, or a command: ls, show, stop, resume")],
         )
+    start_early()  # Optuna and the runners import beside the CLI's own start
     data, origin = read_document(Path(args.file), "file")
     base = origin.parent if origin else Path.cwd()
     if isinstance(data, dict) and data.get("schedule") is not None:
@@ -85,6 +87,21 @@ def cmd_create(args: argparse.Namespace) -> int:
             ],
         )
     return create_and_follow(data, base, args.wait, args.output)
+
+
+def start_early() -> None:
+    """About to create a sweep: a warm driver starts importing Optuna now, beside the CLI reading
+    and checking the spec, and takes the sweep once recorded (`driver.launch`); the local
+    backend's warm runners start with it, ready for the first trials. The driver's keeper is
+    this CLI, so one never handed a sweep (a refused spec) leaves with it."""
+    from kubelab.backends.registry import DEFAULT, VARIABLE
+    from kubelab.home import default_home
+    from kubelab.warm import DRIVER, RUNNER, WarmPool
+
+    if DRIVER.size():
+        WarmPool(default_home(), DRIVER).top_up(keeper=os.getpid())
+        if (os.environ.get(VARIABLE) or DEFAULT) == "local":
+            WarmPool(default_home(), RUNNER).top_up()  # what the driver's start would do, later
 
 
 def create_and_follow(data: Any, base: Path, wait: bool, output: str | None) -> int:

@@ -17,7 +17,11 @@ Restartable by construction (kill it at any instant, start it again):
   for are submitted (with their recorded parameters, never re-asked), those with a run
   are followed again (a finished one concluded again from its files), and results the
   tuner missed are told again (telling is idempotent);
-- trials the user's stop interrupted run again first, as new trials (the study records each).
+- trials the user's stop interrupted run again first, as new trials (the study records each);
+- with every slot busy (concurrency > 1), the next trial is asked ahead, off the path from a
+  trial's end to the next one's start (it misses the result of the trial ending then, as
+  which trial ends first already decides; at concurrency 1 each ask follows the last result).
+  One asked and never run (the sweep stopped, or reached a limit) is run by a resumed sweep.
 
 So no trial is lost, none runs twice, and every finished result is kept. The
 `KUBELAB_SWEEP_CRASH=point:n` variable makes the driver die (`os._exit`) the n-th time it
@@ -28,7 +32,6 @@ check each crash window.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import math
 import os
@@ -37,11 +40,12 @@ import time
 import traceback
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubelab.daemon import start_module
 from kubelab.records import RunDirectory
 from kubelab.sweeps.file_events import NAMES, FileEvents
+from kubelab.sweeps.recovery import recover
 from kubelab.sweeps.store import (
     ACTIVE,
     COMPLETE,
@@ -58,10 +62,12 @@ from kubelab.sweeps.store import (
     SweepState,
     TrialEntry,
     ledger_pause,
-    trial_runs,
 )
 from kubelab.sweeps.sweep_end import limits_reached, outcome
 from kubelab.sweeps.trial_metrics import Follow, new_points, trial_result
+
+if TYPE_CHECKING:
+    from kubelab.sweeps.tuners import Suggestion  # imports Optuna: only once the driver runs
 
 POLL = 0.02  # seconds between looks at the running trials' files
 FAST_POLL, FAST_FOR = 0.002, 1.0  # looks (only stat calls) this often for a second after a change
@@ -70,18 +76,17 @@ RECONCILE_EVERY = 1.0  # seconds between asking the backend about a quiet trial
 STOP_WAIT = 15.0  # extra seconds to wait for stopped trials, beyond the stop grace
 TUNER_STATE = {COMPLETE: "complete", TRIAL_FAILED: "failed", PRUNED: "pruned", TRIAL_STOPPED: "failed"}
 TUNER_STATE[INTERRUPTED] = "failed"
+EARLY_WAIT = 5.0  # seconds `launch` waits for a driver still importing before starting a cold one
 
 
 def launch(sweep: SweepDirectory) -> int:
-    """Hand `sweep` to a warm driver (`kubelab.warm`), else start a detached cold one; its pid.
-
-    A second driver for the same sweep exits at once. Only a server fills the pool
-    (`SweepWatcher.keep_warm`, every few seconds): a replacement started here would import
-    Optuna on the cores the new sweep's first trials need.
-    """
+    """Hand `sweep` to a warm driver (`kubelab.warm`; one still importing is waited for, a cold
+    one would import Optuna again), else start a detached cold one; its pid. No replacement
+    is started here (a server's `SweepWatcher.keep_warm` does): it would import Optuna on the
+    cores the first trials need. A second driver for the same sweep exits at once."""
     from kubelab.warm import DRIVER, WarmPool
 
-    pid = WarmPool(sweep.home, DRIVER).hand_over(sweep.path) if DRIVER.size() else None
+    pid = WarmPool(sweep.home, DRIVER).hand_over(sweep.path, wait=EARLY_WAIT) if DRIVER.size() else None
     if pid is None:
         pid = start_module("kubelab.sweeps.driver", str(sweep.path), sweep.log_file).pid
     return pid
@@ -122,6 +127,7 @@ class Driver:
         self.exhausted = False
         self.interrupting = False  # the user stopped the sweep: its trials that end Stopped rerun later
         self.to_rerun: list[int] = []  # interrupted trials not yet run again, first on resume
+        self.ahead: Suggestion | None = None  # the next trial, asked while every slot is busy
         self.hits: Counter[str] = Counter()
         self.state = SweepState()
         self.dirty = False  # the ledger has changes not yet written
@@ -179,7 +185,7 @@ class Driver:
         storage = self.sweep.storage(self.journal)
         self.tuner = self.spec.make_tuner(storage=storage, study_name=self.sweep.id)
         self.report_steps = self.spec.early_stopping.name != "none"
-        self.recover()
+        recover(self)
 
     def save(self) -> None:
         self.sync_study()  # the ledger never records what the study could still lose
@@ -203,43 +209,6 @@ class Driver:
             if self.hits[point] == int(count or 1):
                 os._exit(137)
 
-    # -- after a restart ----------------------------------------------------------------
-    def recover(self) -> None:
-        """Re-attach to every trial the ledger or the study knows; submit those never submitted."""
-        runs = functools.cache(lambda: trial_runs(self.lab.runs_root, self.sweep.id))  # read at most once
-        in_study = {s.number: s for s in self.tuner.running()}
-        for number, suggestion in in_study.items():
-            if self.state.entry(number) is None:
-                self.state.put(TrialEntry(number, dict(suggestion.flat), suggestion.params))
-        for summary in self.tuner.trials():  # ended in the study after the ledger's last write
-            if self.state.entry(summary.number) is None and summary.params is not None:
-                self.readmit(summary.number, runs().get(summary.number))
-        done = self.tuner.reruns()  # the study records a rerun before its trial exists
-        self.to_rerun = [n for n in self.state.interrupted() if n not in done]
-        for entry in self.state.entries():
-            if entry.final:
-                if entry.number in in_study:
-                    self.tell(entry)  # the tuner missed this result
-                continue
-            if entry.run_id is None:
-                entry.run_id = runs().get(entry.number)
-            if entry.run_id is None:
-                self.submit(entry)
-            else:
-                if entry.state == SUBMITTING:
-                    entry.state = ACTIVE
-                self.follow(entry)
-        self.save()
-
-    def readmit(self, number: int, run_id: str | None) -> None:
-        """Put back a trial the study ended and the ledger never heard of: with a run, to be
-        followed (its end is read again from its files); without one, it could not start."""
-        suggestion = self.tuner.suggestion(number)
-        entry = TrialEntry(number, dict(suggestion.flat), suggestion.params, ACTIVE, run_id)
-        if run_id is None:
-            entry.state, entry.reason = TRIAL_FAILED, f"trial {number} ended without a run"
-        self.state.put(entry)
-
     # -- the loop -------------------------------------------------------------------------
     def loop(self) -> None:
         while True:
@@ -259,6 +228,8 @@ class Driver:
                 self.start_trial()
             if self.dirty and time.monotonic() >= self.save_after:  # this turn's results and submits
                 self.save()
+            if self.ahead is None and not self.to_rerun and self.may_ask_ahead():
+                self.ahead = self.ask()
             if self.watched:  # every followed folder reports its changes: sleep until one does
                 self.events.wait(EVENT_WAIT)
             else:
@@ -272,22 +243,37 @@ class Driver:
 
     def may_start(self) -> bool:
         state = self.state
-        if self.exhausted and not self.to_rerun:
+        if self.exhausted and not self.to_rerun and self.ahead is None:
             return False
         if state.max_trials is not None and state.counted() >= state.max_trials:
             return False
         return not (state.max_duration is not None and state.seconds() >= state.max_duration)
 
+    def may_ask_ahead(self) -> bool:
+        """Every slot busy, each trial past its start (the ask would slow that down), and room
+        for one more trial."""
+        busy = 1 < self.spec.concurrency <= len(self.follows)
+        return busy and all(f.started for f in self.follows.values()) and self.may_start()
+
     def start_trial(self) -> None:
+        if self.to_rerun:
+            suggestion = self.tuner.rerun(self.to_rerun.pop(0))
+        else:
+            suggestion, self.ahead = self.ahead or self.ask(), None
+        if suggestion is not None:
+            self.submit(TrialEntry(suggestion.number, dict(suggestion.flat), suggestion.params))
+
+    def ask(self) -> Suggestion | None:
+        """The tuner's next Suggestion (recorded in the study), or None once it has none left."""
         from kubelab.sweeps.tuners import SweepExhausted
 
         try:
-            suggestion = self.tuner.rerun(self.to_rerun.pop(0)) if self.to_rerun else self.tuner.ask()
+            suggestion: Suggestion = self.tuner.ask()
         except SweepExhausted:
             self.exhausted = True
-            return
+            return None
         self.crash_point("after-ask")
-        self.submit(TrialEntry(suggestion.number, dict(suggestion.flat), suggestion.params))
+        return suggestion
 
     def submit(self, entry: TrialEntry) -> None:
         from kubelab.errors import KubelabError
@@ -341,6 +327,7 @@ class Driver:
             follow.status_stamp, follow.checked_at = stamp, now
             self.changed_at = now
             status = run.status()
+            follow.started = status.started_at is not None or status.terminal
         elif now - follow.checked_at > RECONCILE_EVERY:
             follow.checked_at = now
             status = self.lab.backend.reconcile(run, run.status())  # a runner that died unseen

@@ -177,7 +177,7 @@ class Sweeps:
 
     def trials(self, sweep: SweepDirectory, state: SweepState) -> builtins.list[dict[str, Any]]:
         """The trials' experiment records, with the sweep's verdict on each (`result`, `objective`)."""
-        runs = {r["id"]: r for r in self.lab.list(f"sweep:{sweep.id}")[0]}
+        runs = {r["id"]: r for r in self.lab.of_sweep(sweep.id)}
         rows = []
         for entry in state.entries():
             # A trial that never got a run (its submit was refused) still has a row.

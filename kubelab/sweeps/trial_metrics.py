@@ -30,6 +30,7 @@ class Follow:
     metrics_seen: frozenset[str] = frozenset()
     checked_at: float = 0.0
     metrics_size: int = 0
+    started: bool = False  # its process runs (or ran): asking ahead now no longer slows its start
 
 
 def new_points(follow: Follow) -> list[dict[str, Any]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -356,17 +357,61 @@ def test_resume_reruns_the_trials_the_stop_interrupted_outside_the_budget(
     assert done["trials_started"] == 3 and done["finished"] == 3 and done["max_trials"] == 3
     state = sweeps.sweep(record["id"]).read_state()
     assert [e.state for e in state.entries()] == ["interrupted"] * 2 + ["complete"] * 3
-    reran = [e.params for e in state.entries()[2:4]]
-    assert reran == [interrupted[0], interrupted[1]]  # the same parameters, run first
-    assert state.entries()[4].params not in reran  # then the tuner's own next suggestion
+    # The interrupted trials' parameters run first, then the tuner's own next suggestion (one
+    # asked ahead while the first two ran keeps its number, 2, and runs after the reruns).
     runs = trial_runs(sweeps.lab.home, record["id"])
     assert sorted(runs) == [0, 1, 2, 3, 4] and all(len(ids) == 1 for ids in runs.values()), runs
+    again = [e for e in state.entries()[2:] if e.params in interrupted.values()]
+    fresh = [e for e in state.entries()[2:] if e.params not in interrupted.values()]
+    assert [e.params for e in again] == [interrupted[0], interrupted[1]] and len(fresh) == 1
+    assert all(str(fresh[0].run_id) > str(e.run_id) for e in again)  # ids sort by creation time
     import optuna
 
     study = optuna.load_study(study_name=record["id"], storage=sweeps.sweep(record["id"]).storage())
-    assert [t.params for t in study.trials[2:4]] == [t.params for t in study.trials[:2]]
+    origins = {
+        t.number: int(t.user_attrs["kubelab_rerun_of"])
+        for t in study.trials
+        if "kubelab_rerun_of" in t.user_attrs
+    }
+    assert {n: study.trials[n].params for n in origins} == {
+        e.number: study.trials[origins[e.number]].params for e in again
+    }
     with pytest.raises(Conflict, match="max_trials"):
         sweeps.resume(record["id"])  # now the budget is used
+
+
+def test_with_every_slot_busy_the_next_trial_is_asked_ahead_and_run_once(
+    sweeps: Sweeps, sweep_env: Path
+) -> None:
+    """The tuner's ask (milliseconds, more with every finished trial) is off the path from one
+    trial's end to the next one's start: while both slots run, trial 2 is already in the study,
+    without a run until a slot frees."""
+    import optuna
+
+    write_script(
+        sweep_env,
+        "gate.py",
+        """
+        import os, time, kubelab
+        while not os.path.exists("go"):
+            time.sleep(0.05)
+        kubelab.report(loss=kubelab.params()["x"] ** 2)
+    """,
+    )
+    record = sweeps.create(spec(tuner="random", max_trials=4, trial={"command": ["python", "gate.py"]}))
+    wait_sweep(sweeps, record["id"], until=lambda r: r["counts"]["running"] == 2)
+    storage = sweeps.sweep(record["id"]).storage()
+    deadline = time.monotonic() + 30
+    while len(optuna.load_study(study_name=record["id"], storage=storage).trials) < 3:
+        assert time.monotonic() < deadline, "no trial was asked ahead"
+        time.sleep(0.05)
+    asked = optuna.load_study(study_name=record["id"], storage=storage).trials
+    assert [t.state.name for t in asked] == ["RUNNING"] * 3
+    assert sorted(trial_runs(sweeps.lab.home, record["id"])) == [0, 1]  # trial 2: asked, not started
+    (sweep_env / "go").write_text("")
+    done = wait_sweep(sweeps, record["id"])
+    assert done["status"] == "Succeeded", done
+    assert_exactly_once(sweeps, record["id"], 4)
 
 
 def test_extend_a_running_and_a_finished_sweep(sweeps: Sweeps, sweep_env: Path) -> None:

@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -182,3 +183,48 @@ def test_importance_is_computed_by_show_not_by_wait_and_cached(
     cli("resume", record["id"], "--max-trials", "5", "--wait", "-o", "json")
     again = json.loads(cli("show", record["id"], "-o", "json").stdout)
     assert again["importance"] == {"x": 1.0} and json.loads(cache.read_text())["finished"] == 5
+
+
+def test_a_cli_sweep_is_driven_by_the_driver_it_started_beside_itself(
+    sweep_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With warm drivers on (the default outside tests), `kubelab sweep -f` starts a driver as
+    it starts, so Optuna imports while the CLI reads and checks the spec, and hands it the
+    sweep; after a refused spec that driver leaves with the CLI."""
+    from kubelab.home import default_home
+    from kubelab.sweeps.store import SweepDirectory
+    from kubelab.warm import DRIVER, WarmPool
+
+    monkeypatch.setenv("KUBELAB_WARM_DRIVERS", "1")
+    (sweep_env / "gate.py").write_text(
+        "import os, time, kubelab\n"
+        "while not os.path.exists('go'):\n"
+        "    time.sleep(0.05)\n"
+        "kubelab.report(loss=kubelab.params()['x'])\n"
+    )
+    spec = write_spec(sweep_env, concurrency=1, trial={"command": ["python", "gate.py"]})
+    command = [sys.executable, "-m", "kubelab.cli", "sweep", "-f", spec, "--wait", "-o", "json"]
+    cli = subprocess.Popen(command, cwd=sweep_env, stdout=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        state = None
+        while state is None or state.driver_pid is None:
+            assert time.monotonic() < deadline and cli.poll() is None, "the sweep never got a driver"
+            time.sleep(0.05)
+            folders = list((default_home() / "sweeps").glob("*/state.json"))
+            state = SweepDirectory(folders[0].parent).read_state() if folders else None
+        command_line = Path(f"/proc/{state.driver_pid}/cmdline").read_bytes().split(b"\0")
+        assert b"kubelab.warm" in command_line and any(w.startswith(b"driver@") for w in command_line)
+        (sweep_env / "go").write_text("")
+        out, _ = cli.communicate(timeout=60)
+    finally:
+        cli.kill()
+    assert cli.returncode == 0 and json.loads(out)["counts"]["succeeded"] == 3
+    assert WarmPool(default_home(), DRIVER).idle() == []  # none left behind
+    bad = write_spec(sweep_env, tuner="no-such-tuner")
+    refused = subprocess.run(command[:5] + [bad], cwd=sweep_env, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "tuner" in refused.stderr
+    deadline = time.monotonic() + 30
+    while WarmPool(default_home(), DRIVER).count():  # the one started for it leaves with the CLI
+        assert time.monotonic() < deadline, "a driver started for a refused spec stayed"
+        time.sleep(0.05)

@@ -48,6 +48,27 @@ def test_creating_a_sweep_does_not_import_optuna(sweep_env: Path) -> None:
     assert json.loads(out.stdout) == ["tpe", False]
 
 
+def test_a_cli_following_its_sweep_to_the_end_imports_nothing_it_does_not_use(sweep_env: Path) -> None:
+    """`kubelab sweep --wait` starts before any trial can: numpy (a run's system series), the
+    query language, the runner and GPU ledger, importlib.metadata (entry points) and Optuna
+    are for other processes, each 10-90 ms of imports paid before the driver even starts."""
+    (sweep_env / "t.py").write_text("import nni\nnni.report_final_result(nni.get_next_parameter()['x'])\n")
+    (sweep_env / "config.yml").write_text(json.dumps(sweep(max_trials=2, parameter_style="env")))
+    unused = ["numpy", "kubelab.query", "kubelab.backends.local.runner", "kubelab.backends.local.gpus"]
+    unused += ["importlib.metadata", "optuna"]
+    code = (
+        "import json, sys\n"
+        "from kubelab.cli import main\n"
+        "code = main(['sweep', '-f', 'config.yml', '--wait', '-o', 'json'])\n"
+        f"print(json.dumps([code, [name for name in {unused!r} if name in sys.modules]]), file=sys.stderr)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert json.loads(out.stdout)["counts"]["succeeded"] == 2
+    assert json.loads(out.stderr.splitlines()[-1]) == [0, []]
+
+
 @pytest.mark.parametrize(
     ("args", "path", "other"),
     [

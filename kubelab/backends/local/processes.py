@@ -20,6 +20,11 @@ REAP_POLL = 0.05  # seconds between signalling a dying tree's stragglers again (
 PR_SET_CHILD_SUBREAPER = 36
 
 
+def stop_grace() -> float:
+    """Seconds between SIGTERM and SIGKILL when stopping (`KUBELAB_STOP_GRACE`, default 10)."""
+    return float(os.environ.get("KUBELAB_STOP_GRACE", "10"))
+
+
 def become_subreaper() -> None:
     """Orphaned descendants (a daemon whose parent exited) become this process's children
     rather than init's, so they stay findable; Linux only, a no-op elsewhere."""

@@ -35,6 +35,7 @@ from kubelab.backends.local.processes import (
     end_descendants,
     open_pidfd,
     signal_group,
+    stop_grace,
 )
 from kubelab.backends.local.resume import describe_run, resume_point
 from kubelab.backends.local.run_folder import RunFolder
@@ -63,11 +64,6 @@ from kubelab.tensorboard.tfevents import MirrorThread, ScalarMirror
 POLL = 0.05
 PREEMPTION_CHECK = 0.5  # seconds between looks at the ledger for a preemption mark
 FAST_POLL, FAST_FOR = 0.005, 1.0  # a short trial's end is seen within 5 ms, a long one's within 50
-
-
-def stop_grace() -> float:
-    """Seconds between SIGTERM and SIGKILL when stopping (`KUBELAB_STOP_GRACE`, default 10)."""
-    return float(os.environ.get("KUBELAB_STOP_GRACE", "10"))
 
 
 @dataclass
