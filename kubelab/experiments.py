@@ -186,7 +186,7 @@ class Experiments:
         detail = {
             **summary(run, status, spec),
             "spec": spec,
-            "history": [vars(t) for t in status.history],
+            "history": [{k: v for k, v in vars(t).items() if v is not None} for t in status.history],
             "replica_status": status.replicas,
             "run_dir": str(run.path),
         }
