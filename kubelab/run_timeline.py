@@ -9,7 +9,7 @@ whom, and when it came back; an elastic run's spans carry its size (replicas).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from kubelab.records import PREEMPTED, RUNNING, TERMINAL, parse_iso
@@ -48,6 +48,11 @@ def timeline(history: list[dict[str, Any]]) -> list[Span]:
         size = size if isinstance(size, int) else None
         spans.append(Span(entry["state"], entry.get("reason") or "", entry["at"], seconds, resumed, size))
     return spans
+
+
+def timeline_record(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The spans as the REST record carries them (`timeline`), for the experiment view to draw."""
+    return [asdict(span) for span in timeline(history)]
 
 
 def span_rows(spans: list[Span]) -> list[tuple[str, str]]:

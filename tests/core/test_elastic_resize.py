@@ -160,6 +160,8 @@ def test_an_elastic_run_shrinks_for_a_high_run_and_grows_back_from_its_checkpoin
     assert 0 in starts and any(s >= 5 and s % 5 == 0 for s in starts), starts  # resumed, not from 0
     assert "Preempted" not in [entry["state"] for entry in final["history"]]
 
+    running = [span for span in final["timeline"] if span["state"] == "Running"]  # the REST record's
+    assert [span["replicas"] for span in running] == [2, 1, 2]
     spans = [s for s in timeline(final["history"]) if s.state == "Running"]
     assert [s.replicas for s in spans] == [2, 1, 2]
     assert spans[1].reason.startswith("shrunk to 1 of 2 replicas for urgent")
