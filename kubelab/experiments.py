@@ -28,6 +28,7 @@ from kubelab.provenance import record_code
 from kubelab.records import PENDING, RUNNING, TERMINAL, RunDirectory, Status, summary
 from kubelab.reopen import parent_of
 from kubelab.run_notes import checked_note, edited_tags
+from kubelab.run_timeline import timeline_record
 from kubelab.spec import ExperimentSpec
 
 RUN_ID = re.compile(r"^[0-9a-z]{12}$")
@@ -182,10 +183,12 @@ class Experiments:
         run = self.run(run_id)
         status = self.backend.reconcile(run, run.status())
         spec = run.spec()
+        history = [{k: v for k, v in vars(t).items() if v is not None} for t in status.history]
         detail = {
             **summary(run, status, spec),
             "spec": spec,
-            "history": [vars(t) for t in status.history],
+            "history": history,
+            "timeline": timeline_record(history),  # spans: sizes, preemptions, resumes
             "replica_status": status.replicas,
             "run_dir": str(run.path),
         }

@@ -66,6 +66,7 @@ class Transition:
     state: str
     reason: str
     at: str
+    replicas: int | None = None  # an elastic run's size from here on (it shrinks and grows)
 
 
 @dataclass
@@ -98,7 +99,9 @@ class Status:
     def terminal(self) -> bool:
         return self.state in TERMINAL
 
-    def move(self, state: str, reason: str, exit_code: int | None = None) -> Status:
+    def move(
+        self, state: str, reason: str, exit_code: int | None = None, replicas: int | None = None
+    ) -> Status:
         """Enter `state`, stamping its time; terminal states are final."""
         if self.terminal:
             return self
@@ -112,7 +115,7 @@ class Status:
             self.started_at = now
         elif state in TERMINAL:
             self.finished_at = now
-        self.history.append(Transition(state, reason, now))
+        self.history.append(Transition(state, reason, now, replicas))
         return self
 
     def duration(self) -> float | None:

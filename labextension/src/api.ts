@@ -17,6 +17,7 @@ import type { IPipelineRecord } from './pipelinegraph';
 import type { IRunDiff } from './rundiff';
 import type { IScheduleRecord } from './schedules';
 import { IServiceRecord, parseService, proxyPath } from './services';
+import { ITimelineSpan, parseTimeline } from './runtimeline';
 import {
   ISweepDetail,
   ISweepRecord,
@@ -87,6 +88,8 @@ export interface IExperimentDetail extends IExperimentRecord {
   run_dir_relative: string | null;
   outputs: IOutputFile[];
   events?: Record<string, unknown>[];
+  /** The history folded into spans (sizes, preemptions, resumes), oldest first. */
+  timeline: ITimelineSpan[];
 }
 
 /** One line of `metrics.jsonl`: `{step, metrics, time}` (and `final` for report_final). */
@@ -350,7 +353,8 @@ export class KubelabApi {
           ? detail.run_dir_relative
           : null,
       outputs: Array.isArray(detail.outputs) ? detail.outputs : [],
-      events: Array.isArray(detail.events) ? detail.events : undefined
+      events: Array.isArray(detail.events) ? detail.events : undefined,
+      timeline: parseTimeline(detail.timeline)
     };
   }
 

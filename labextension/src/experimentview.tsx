@@ -23,6 +23,7 @@ import {
 } from './chartcontrols';
 import { runColour } from './compare';
 import { LogView } from './logview';
+import { spanLabel, timelineStrip } from './runtimeline';
 import { MetricCharts } from './metriccharts';
 import { mergePoints } from './metricpoints';
 import {
@@ -289,6 +290,7 @@ function ExperimentDetailView(props: IExperimentViewOptions): JSX.Element {
 
       <section className="jp-kubelab-Detail-section">
         <h2>{trans.__('Status timeline')}</h2>
+        <TimelineStrip spans={detail.timeline} trans={trans} />
         <ol className="jp-kubelab-Timeline">
           <li>
             <span className="jp-kubelab-Timeline-state">
@@ -301,13 +303,18 @@ function ExperimentDetailView(props: IExperimentViewOptions): JSX.Element {
               {trans.__('submitted')}
             </span>
           </li>
-          {detail.history.map((entry, index) => (
-            <li key={index} data-state={entry.state}>
-              <span className="jp-kubelab-Timeline-state">{entry.state}</span>
-              <span className="jp-kubelab-Timeline-time">
-                {entry.at ? withSeconds(entry.at) : ''}
+          {detail.timeline.map((span, index) => (
+            <li key={index} data-state={span.state}>
+              <span className="jp-kubelab-Timeline-state">
+                {spanLabel(span)}
               </span>
-              <span className="jp-kubelab-Timeline-reason">{entry.reason}</span>
+              <span className="jp-kubelab-Timeline-time">
+                {withSeconds(span.start)}
+                {span.seconds === null
+                  ? ''
+                  : ` · ${formatDuration(span.seconds)}`}
+              </span>
+              <span className="jp-kubelab-Timeline-reason">{span.reason}</span>
             </li>
           ))}
         </ol>
@@ -408,6 +415,36 @@ function formatBytes(size: number): string {
 }
 
 /** A timeline moment to the second: runs change state seconds apart. */
+/** An elastic or preempted run's sizes over time: one bar per span, as wide as its time. */
+function TimelineStrip(props: {
+  spans: IExperimentDetail['timeline'];
+  trans: TranslationBundle;
+}): JSX.Element | null {
+  const pieces = timelineStrip(props.spans, Date.now() / 1000);
+  if (pieces.length === 0) {
+    return null;
+  }
+  return (
+    <div
+      className="jp-kubelab-TimelineStrip"
+      role="img"
+      aria-label={props.trans.__('sizes over time')}
+    >
+      {pieces.map((piece, index) => (
+        <span
+          key={index}
+          data-state={piece.state}
+          title={`${piece.label}: ${piece.reason}`}
+          style={{
+            width: `${(piece.width * 100).toFixed(2)}%`,
+            height: `${Math.round(piece.height * 100)}%`
+          }}
+        />
+      ))}
+    </div>
+  );
+}
+
 function withSeconds(value: string): string {
   const date = new Date(value);
   return Number.isNaN(date.getTime())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from kubelab.run_timeline import Span, timeline
+from kubelab.run_timeline import Span, span_rows, timeline, timeline_record
 from kubelab.show_layout import print_layout
 
 
@@ -61,3 +61,31 @@ def test_kubelab_show_draws_the_timeline() -> None:
     ]
     assert "Running (resumed)  10:00:10     2.0s  running 1 process on GPU 0" in text
     assert "Preempted          10:00:07     2.5s  preempted for deadline (abc) (priority high)" in text
+
+
+def test_an_elastic_runs_spans_carry_its_size_in_the_record_and_in_show() -> None:
+    history: list[dict[str, Any]] = [
+        {"state": "Running", "reason": "running 2 processes on GPU 0,1", "at": at(0), "replicas": 2},
+        {
+            "state": "Running",
+            "reason": "shrunk to 1 of 2 replicas for urgent (x)",
+            "at": at(4),
+            "replicas": 1,
+        },
+        {
+            "state": "Running",
+            "reason": "grew to 2 of 2 replicas: GPU 1 came free",
+            "at": at(9),
+            "replicas": 2,
+        },
+        {"state": "Succeeded", "reason": "all 2 processes exited 0", "at": at(12)},
+    ]
+    record = timeline_record(history)
+    assert [(s["replicas"], s["seconds"]) for s in record] == [(2, 4.0), (1, 5.0), (2, 3.0), (None, None)]
+    assert record[1]["reason"].startswith("shrunk to 1 of 2 replicas") and record[1]["start"] == at(4)
+    assert [label for label, _ in span_rows(timeline(history))] == [
+        "Running x2",
+        "Running x1",
+        "Running x2",
+        "Succeeded",
+    ]

@@ -6,7 +6,8 @@ while at least `min` still run, the runner does not stop the run as it stops a f
 it appends a resume marker at the latest checkpoint's step to `metrics.jsonl` (the survivors'
 scripts start again from that checkpoint and report those steps anew, as after a preemption),
 and torchrun forms the smaller group. A run with GPUs starts with as many replicas as the free
-GPUs allow, between `min` and `max`, and makes room by preemption only for `min`.
+GPUs allow, between `min` and `max`, and makes room by preemption only for `min`; while it
+runs it shrinks for a more urgent run and grows into free GPUs (kubelab/backends/local/resizing.py).
 """
 
 from __future__ import annotations
@@ -76,8 +77,25 @@ class ElasticLaunch:
         return running >= self.elastic.min
 
     def replica_env(self, index: int, size: int) -> dict[str, str]:
-        """kubelab's names for the replica; torchrun sets RANK, WORLD_SIZE and the rest per group."""
-        return {"KUBELAB_REPLICA": str(index), "KUBELAB_REPLICAS": str(size)}
+        """kubelab's names for the replica; torchrun sets RANK, WORLD_SIZE and the rest per group.
+
+        torchrun's shared bootstrap store is off: with it, an agent that was rank 0 before a
+        new agent joined does not publish its address in the new round, and the newcomer
+        waits for it forever (a run never grew); without it every round publishes its own."""
+        return {
+            "KUBELAB_REPLICA": str(index),
+            "KUBELAB_REPLICAS": str(size),
+            "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
+        }
+
+    @staticmethod
+    def ledger_entry(spec: ExperimentSpec) -> tuple[int, int] | None:
+        """(GPUs per replica, `min` replicas) for the ledger, which then records each GPU's
+        replica so that a preemption may take only the replicas above `min`; whole GPUs only."""
+        per = spec.resources.gpus
+        if spec.elastic is None or not per or per != int(per):
+            return None
+        return int(per), spec.elastic.min
 
     @staticmethod
     def fewer_gpus(spec: ExperimentSpec) -> tuple[float, ...]:

@@ -258,6 +258,7 @@ class GpuAllocator:
         priority: int = NORMAL_PRIORITY,
         preemptible: bool = False,
         fewer: tuple[float, ...] = (),
+        elastic: tuple[int, int] | None = None,
     ) -> list[int] | None:
         """GPU indices for `run` if its turn has come and enough are free; else queue it.
 
@@ -266,7 +267,8 @@ class GpuAllocator:
         The head of the queue that does not fit marks preemptible runs of lower priority to
         make room (kubelab/backends/local/preemption.py); it gets their GPUs once they let go.
         `fewer` (an elastic run's smaller sizes, largest first) are taken when `count` does not
-        fit; only the smallest makes room by preemption.
+        fit; only the smallest makes room by preemption. `elastic` (GPUs per replica, `min`
+        replicas) records each GPU's replica, so a preemption may take only the spare ones.
         """
         least = min((count, *fewer))
         if least > len([g for g in self.gpus if g.matches(gpu_type)]):
@@ -302,10 +304,39 @@ class GpuAllocator:
                     {**holder, "share": count}
                 )
             else:
-                for index in chosen:
-                    state["allocations"][str(index)] = holder
+                for position, index in enumerate(chosen):
+                    state["allocations"][str(index)] = (
+                        {**holder, "replica": position // elastic[0], "min_replicas": elastic[1]}
+                        if elastic
+                        else holder
+                    )
             state["queue"].pop(0)
             return chosen
+
+    def give_up(self, run: str, gpus: list[str]) -> None:
+        """An elastic run retired the replicas on `gpus`: they are free, and its mark is served."""
+        with self._locked() as state:
+            for gpu in gpus:
+                if state["allocations"].get(gpu, {}).get("run") == run:
+                    del state["allocations"][gpu]
+            preemption.forget(state, run)
+
+    def grow(self, run: str, replicas: list[int], per: int, gpu_type: str | None) -> dict[int, list[int]]:
+        """Free GPUs for more of an elastic run's replicas (index -> its GPUs), only while nobody
+        waits in the queue (a waiting run comes first) and the run holds no preemption mark."""
+        with self._locked() as state:
+            mine = [h for h in state["allocations"].values() if h["run"] == run]
+            if state["queue"] or not mine or run in (state.get("preemptions") or {}):
+                return {}
+            grown: dict[int, list[int]] = {}
+            for replica in replicas:
+                chosen = self._fit(state, per, gpu_type)
+                if not chosen:
+                    break
+                for index in chosen:
+                    state["allocations"][str(index)] = {**mine[0], "replica": replica}
+                grown[replica] = chosen
+            return grown
 
     def _fit(self, state: dict[str, Any], count: float, gpu_type: str | None) -> list[int]:
         """Free GPUs for `count`; a share goes to the fullest GPU with room, so shares pack

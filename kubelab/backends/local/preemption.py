@@ -6,6 +6,11 @@ runs as it can, lowest priority first, then the newest (the one that has done le
 the victims are marked in the ledger (`preemptions`), their runners see the mark, send their
 processes SIGTERM, wait the run's grace period, free the GPUs and queue the run again. The
 priorities are `kubelab.spec`'s (`low` 100, `normal` 1000, `high` 10000, or any int).
+
+An elastic run above its `min` replicas gives up replicas before it is preempted whole: its
+ledger entries name each GPU's replica, the plan takes its last replicas' GPUs first, and the
+mark then lists the GPUs (`gpus`) its runner frees by retiring those replicas while the others
+go on (kubelab/backends/local/resizing.py).
 """
 
 from __future__ import annotations
@@ -27,9 +32,24 @@ def holders(state: dict[str, Any]) -> dict[str, list[tuple[str, Holder]]]:
     return held
 
 
-def plan(state: dict[str, Any], candidates: Iterable[int], want: float, priority: int, run: str) -> list[str]:
-    """The runs to preempt so that `want` GPUs (or a 1/n share) fit on `candidates`; [] if none
-    or if preempting every eligible run would still not make room."""
+def spare(entries: list[tuple[str, Holder]]) -> list[list[str]]:
+    """An elastic run's GPUs above its `min` replicas, a replica's at a time, its last one first."""
+    if "replica" not in entries[0][1]:
+        return []
+    by_replica: dict[int, list[str]] = {}
+    for gpu, holder in entries:
+        by_replica.setdefault(int(holder.get("replica", 0)), []).append(gpu)
+    order = sorted(by_replica, reverse=True)
+    keep = int(entries[0][1].get("min_replicas", 1))
+    return [sorted(by_replica[replica]) for replica in order[: max(0, len(order) - keep)]]
+
+
+Takes = dict[str, list[str] | None]  # victim -> the GPUs it gives up (None: all, it stops)
+
+
+def plan(state: dict[str, Any], candidates: Iterable[int], want: float, priority: int, run: str) -> Takes:
+    """What to take so that `want` GPUs (or a 1/n share) fit on `candidates`: whole runs, or an
+    elastic run's spare replicas; {} if none or if taking all that is eligible would not make room."""
     names = [str(index) for index in candidates]
     held = holders(state)
     eligible = []
@@ -42,30 +62,41 @@ def plan(state: dict[str, Any], candidates: Iterable[int], want: float, priority
         if any(gpu in names for gpu, _ in entries):
             eligible.append((int(first.get("priority", 1000)), -float(first.get("since", 0)), victim))
     eligible.sort()
-    chosen: list[str] = []
+    chosen: Takes = {}
     for _, _, victim in eligible:
-        chosen.append(victim)
-        if _fits(state, names, want, set(chosen)):
+        given: list[str] = []
+        for piece in spare(held[victim]):  # shrinking is cheaper than stopping: tried first
+            given += piece
+            chosen[victim] = list(given)
+            if _fits(state, names, want, chosen):
+                return chosen
+        chosen[victim] = None
+        if _fits(state, names, want, chosen):
             return chosen
-    return []
+    return {}
 
 
-def _fits(state: dict[str, Any], candidates: list[str], want: float, gone: set[str]) -> bool:
-    allocations = {g: h for g, h in state.get("allocations", {}).items() if h["run"] not in gone}
+def _fits(state: dict[str, Any], candidates: list[str], want: float, taken: Takes) -> bool:
+    def kept(gpu: str, holder: Holder) -> bool:
+        given = taken.get(holder["run"], [])
+        return given is not None and gpu not in given
+
+    allocations = {g: h for g, h in state.get("allocations", {}).items() if kept(g, h)}
     used: dict[str, float] = {}
     for gpu, sharers in (state.get("shares") or {}).items():
-        used[gpu] = sum(h["share"] for h in sharers if h["run"] not in gone)
+        used[gpu] = sum(h["share"] for h in sharers if kept(gpu, h))
     if want < 1:
         return any(g not in allocations and used.get(g, 0.0) + want <= 1 + 1e-9 for g in candidates)
     free = [g for g in candidates if g not in allocations and used.get(g, 0.0) == 0]
     return len(free) >= want
 
 
-def mark(state: dict[str, Any], victims: list[str], by: str, priority: int, now: float) -> None:
-    """Record that `victims` must give their GPUs to `by` (a mark stays until the victim lets go)."""
+def mark(state: dict[str, Any], takes: Takes, by: str, priority: int, now: float) -> None:
+    """Record what the victims must give to `by` (a mark stays until the victim lets go)."""
     marks = state.setdefault("preemptions", {})
-    for victim in victims:
-        marks.setdefault(victim, {"by": by, "priority": priority, "since": now})
+    for victim, gpus in takes.items():
+        entry: dict[str, Any] = {"by": by, "priority": priority, "since": now}
+        marks.setdefault(victim, entry if gpus is None else {**entry, "gpus": gpus})
 
 
 def forget(state: dict[str, Any], run: str) -> None:

@@ -11,8 +11,11 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
 
 REAP_POLL = 0.05  # seconds between signalling a dying tree's stragglers again (the runner's POLL)
 
@@ -23,6 +26,25 @@ PR_SET_CHILD_SUBREAPER = 36
 def stop_grace() -> float:
     """Seconds between SIGTERM and SIGKILL when stopping (`KUBELAB_STOP_GRACE`, default 10)."""
     return float(os.environ.get("KUBELAB_STOP_GRACE", "10"))
+
+
+@dataclass
+class Replica:
+    """One of a run's processes (a worker, a parameter server, an elastic run's torchrun agent)."""
+
+    role: str
+    index: int
+    process: subprocess.Popen[bytes]
+    pidfd: int | None = None  # readable once the process exits: a wait with no polling delay
+
+    @property
+    def label(self) -> str:
+        return f"replica {self.index}" if self.role == "worker" else f"{self.role} {self.index}"
+
+    def record(self, state: str) -> dict[str, Any]:
+        """Its entry in the status's `replicas`."""
+        pid = self.process.pid
+        return {"role": self.role, "index": self.index, "pid": pid, "state": state, "exit_code": None}
 
 
 def become_subreaper() -> None:

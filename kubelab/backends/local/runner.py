@@ -21,7 +21,6 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +30,14 @@ from kubelab.backends.local.exit_reasons import describe_exit, format_seconds, l
 from kubelab.backends.local.gpus import GpuAllocator
 from kubelab.backends.local.process_env import process_env
 from kubelab.backends.local.processes import (
+    Replica,
     become_subreaper,
     end_descendants,
     open_pidfd,
     signal_group,
     stop_grace,
 )
+from kubelab.backends.local.resizing import Resizer
 from kubelab.backends.local.resume import describe_run, resume_point
 from kubelab.backends.local.run_folder import RunFolder
 from kubelab.backends.local.system_sampler import SystemSampler
@@ -66,18 +67,6 @@ PREEMPTION_CHECK = 0.5  # seconds between looks at the ledger for a preemption m
 FAST_POLL, FAST_FOR = 0.005, 1.0  # a short trial's end is seen within 5 ms, a long one's within 50
 
 
-@dataclass
-class Replica:
-    role: str
-    index: int
-    process: subprocess.Popen[bytes]
-    pidfd: int | None = None  # readable once the process exits: a wait with no polling delay
-
-    @property
-    def label(self) -> str:
-        return f"replica {self.index}" if self.role == "worker" else f"{self.role} {self.index}"
-
-
 class Runner:
     def __init__(self, run: RunDirectory):
         self.run = run
@@ -91,15 +80,17 @@ class Runner:
         self.launch: ElasticLaunch | None = None  # an elastic run's agents and rendezvous
         self.lost: list[str] = []  # an elastic run's replicas that ended while the others went on
         self.folder = RunFolder(run.path)  # deleted under the run: taken as a stop
+        self.resizer: Resizer | None = None  # an elastic run on whole GPUs shrinks and grows
+        self.argv: list[str] = []
 
     # -- status ---------------------------------------------------------------------
-    def move(self, state: str, reason: str, exit_code: int | None = None) -> None:
+    def move(self, state: str, reason: str, exit_code: int | None = None, size: int | None = None) -> None:
         if state in TERMINAL and self.recorder:  # a finished run's record is whole
             self.recorder.join()
         if state in TERMINAL and self.allocator:
             # GPUs come back before anyone can read that the run ended.
             self.allocator.release(str(self.run.path))
-        self.status.move(state, reason, exit_code)
+        self.status.move(state, reason, exit_code, size)
         self.folder.write(lambda: self.run.write_status(self.status))
 
     def stop_requested(self) -> bool:
@@ -174,6 +165,7 @@ class Runner:
                     priority=self.spec.priority,
                     preemptible=self.spec.preemptible,
                     fewer=ElasticLaunch.fewer_gpus(self.spec),
+                    elastic=ElasticLaunch.ledger_entry(self.spec),
                 )
             except ValueError as exc:
                 self.move(FAILED, f"cannot be scheduled: {exc}")
@@ -200,7 +192,8 @@ class Runner:
             where = f"GPU {','.join(map(str, gpu_ids))}" if gpu_ids else "CPU"
             count = len(replicas)
             more = f", attempt {attempt} of {attempts}" if attempt > 1 else ""
-            self.move(RUNNING, f"running {count} process{'es' if count > 1 else ''} on {where}{more}")
+            running = f"running {count} process{'es' if count > 1 else ''} on {where}{more}"
+            self.move(RUNNING, running, size=count if self.launch else None)
             try:
                 outcome = self.watch(replicas)
             finally:
@@ -212,6 +205,7 @@ class Runner:
                     return
                 continue
             if outcome is None:
+                count = len(replicas)  # an elastic run's last size
                 done = "exited 0" if count == 1 else f"all {count} processes exited 0"
                 if self.lost:
                     done = (
@@ -260,11 +254,12 @@ class Runner:
         workers = [f"127.0.0.1:{ports[i]}" for i in range(size)]
         ps = tuple(f"127.0.0.1:{ports[size + i]}" for i in range(spec.parameter_servers))
         topology = Topology(spec.framework, workers, "127.0.0.1", ports[0], ps)
-        argv = spec.rendered_command()
-        self.launch, self.lost = ElasticLaunch.of(spec, self.run.id), []
+        self.argv = spec.rendered_command()
+        self.launch, self.lost, self.resizer = ElasticLaunch.of(spec, self.run.id), [], None
         if self.launch:  # torchrun agents, meeting at a store of their own
-            argv = self.launch.agent_argv(argv)
+            self.argv = self.launch.agent_argv(self.argv)
             self.launch.start_store(self.base_env(), str(self.run.runner_log))
+        mode = "a" if attempt > 1 or self.status.restarts else "w"  # a resumed run keeps its log
         replicas = []
         for role, index in roles:
             env = self.base_env()
@@ -279,25 +274,26 @@ class Runner:
             if is_fraction(spec.resources.gpus):
                 mine = gpu_ids
                 env["KUBELAB_GPU_FRACTION"] = f"{spec.resources.gpus:.6g}"
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, mine))
-            log = self.run.logs_dir / self.log_name(role, index)
-            mode = "a" if attempt > 1 or self.status.restarts else "w"  # a resumed run keeps its log
-            with open(log, mode) as out:
-                process = subprocess.Popen(
-                    argv,
-                    cwd=spec.workdir or None,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            replicas.append(Replica(role, index, process, open_pidfd(process.pid)))
-        self.status.replicas = [
-            {"role": r.role, "index": r.index, "pid": r.process.pid, "state": RUNNING, "exit_code": None}
-            for r in replicas
-        ]
+            replicas.append(self.spawn(role, index, env, mine, mode))
+        self.status.replicas = [r.record(RUNNING) for r in replicas]
+        if self.launch and self.allocator and ElasticLaunch.ledger_entry(spec):
+            gpus_of = {i: gpu_ids[i * per : (i + 1) * per] for i in range(size)}
+            self.resizer = Resizer(self, self.launch, self.allocator, gpus_of, gpu_ids)
         return replicas
+
+    def spawn(self, role: str, index: int, env: dict[str, str], gpus: list[int], mode: str = "a") -> Replica:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
+        with open(self.run.logs_dir / self.log_name(role, index), mode) as out:
+            process = subprocess.Popen(
+                self.argv,
+                cwd=self.spec.workdir or None,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        return Replica(role, index, process, open_pidfd(process.pid))
 
     def log_names(self) -> list[str]:
         workers = [self.log_name("worker", i) for i in range(self.spec.replicas)]
@@ -318,9 +314,11 @@ class Runner:
             if self.stop_requested():
                 self.terminate(replicas)
                 return ("stopped by user", self.exit_code(replicas), False)
-            if self.spec.preemptible and self.allocator and time.monotonic() >= next_check:
+            if self.resizer:
+                self.resizer.settle()
+            if self.allocator and time.monotonic() >= next_check:
                 next_check = time.monotonic() + PREEMPTION_CHECK
-                mark = self.allocator.preemption(str(self.run.path))
+                mark = self.preemption_mark(self.allocator, replicas)
                 if mark is not None:  # SIGTERM: the trial saves a checkpoint within the grace
                     self.preempted_by = mark
                     self.terminate(replicas, self.spec.preemption_grace)
@@ -360,6 +358,12 @@ class Runner:
             else:
                 time.sleep(FAST_POLL if time.monotonic() - started < FAST_FOR else POLL)
 
+    def preemption_mark(self, allocator: GpuAllocator, replicas: list[Replica]) -> dict[str, Any] | None:
+        """A mark asking the whole run for its GPUs (an elastic run serves one for spare replicas)."""
+        if self.resizer:
+            return self.resizer.check(replicas)
+        return allocator.preemption(str(self.run.path)) if self.spec.preemptible else None
+
     def goes_on_without(self, replica: Replica, reason: str, replicas: list[Replica]) -> bool:
         """An elastic run that still has `min` replicas goes on without this one, from its checkpoint."""
         running = sum(r.process.poll() is None for r in replicas)
@@ -370,7 +374,9 @@ class Runner:
         step = resume_point(self.run, self.status.restarts)
         where = f"step {step}" if step >= 0 else "the start (no checkpoint)"
         self.log_all(f"kubelab: {reason}; {running} replica(s) go on from {where}\n")
-        self.move(RUNNING, f"{reason}; {running} of {len(replicas)} replicas go on from {where}")
+        self.move(
+            RUNNING, f"{reason}; {running} of {len(replicas)} replicas go on from {where}", size=running
+        )
         return True
 
     def terminate(self, replicas: list[Replica], grace: float | None = None) -> None:
