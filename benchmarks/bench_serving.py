@@ -156,11 +156,14 @@ def main() -> None:
             first_answer = time.perf_counter()
             direct = f"http://127.0.0.1:{view['replicas'][0]['port']}/{view['endpoint']}"
             try:
-                floor = latencies(server.url + "api/status", None, server.headers, args.requests)
+                status = server.url + "api/status"
+                floor = latencies(status, None, server.headers, args.requests)
+                assert server.process is not None
                 jupyter = psutil.Process(server.process.pid)
                 model = psutil.Process(view["replicas"][0]["pid"])
                 processes = {"client": psutil.Process(), "jupyter": jupyter, "model": model}
-                measure(args, direct, proxied, body, server, statistics.median(floor), processes)
+                floor_p50 = statistics.median(floor)
+                measure(args, direct, proxied, body, server.headers, status, floor_p50, processes)
             finally:
                 server.post(f"services/{view['id']}/stop")
             emit(
@@ -177,13 +180,13 @@ def measure(
     direct: str,
     proxied: str,
     body: dict[str, Any],
-    server: Any,
+    auth: dict[str, str],
+    status: str,
     jupyter_p50: float,
     processes: dict[str, psutil.Process],
 ) -> None:
     """`jupyter_p50`: an authenticated Jupyter API call's own p50 (`GET /api/status`), the
     floor of anything served through the server, measured beside."""
-    auth: dict[str, str] = server.headers
     own = latencies(direct, body, {}, args.requests)
     through = latencies(proxied, body, auth, args.requests)
     p50, p50_proxy = statistics.median(own), statistics.median(through)
@@ -203,7 +206,7 @@ def measure(
     direct_only = {name: processes[name] for name in ("client", "model")}
     own_rate, own_cpu = loaded(args, direct, body, {}, direct_only)
     proxy_rate, proxy_cpu = loaded(args, proxied, body, auth, processes)
-    _, status_cpu = loaded(args, server.url + "api/status", None, auth, {"jupyter": processes["jupyter"]})
+    _, status_cpu = loaded(args, status, None, auth, {"jupyter": processes["jupyter"]})
     emit(
         bench="serving_throughput",
         clients=args.clients,
