@@ -58,6 +58,7 @@ def test_a_model_answers_through_the_proxy_behind_the_login(server: JupyterServe
     answer = requests.post(endpoint, json=infer_body(), headers=server.headers, timeout=30)
     assert answer.status_code == 200 and answer.json()["outputs"][0]["data"] == [0, 2]
     assert "sandbox" in answer.headers["Content-Security-Policy"]
+    assert answer.headers["Content-Type"] == "application/json"  # MLServer's, not beside Tornado's default
     wrong = requests.post(endpoint, json={"instances": IRIS_ROWS}, headers=server.headers, timeout=30)
     assert wrong.status_code == 422 and wrong.json()["detail"][0]["loc"] == ["body", "inputs"]  # MLServer's
     other = server.url + view["url"].lstrip("/") + "v2/models/nosuch/infer"
