@@ -27,7 +27,8 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import JupyterHandler
 from tornado import web
 
-from kubelab.errors import KubelabError, NotFound
+from kubelab.backends.kubernetes.serving_routes import parse_assignments
+from kubelab.errors import FieldError, KubelabError, NotFound, ValidationError
 from kubelab.server_extension.handlers import KubelabHandler, api
 from kubelab.server_extension.tensorboard import HOP_BY_HOP, NOT_FORWARDED
 from kubelab.serving.service import Services
@@ -116,6 +117,42 @@ class ServiceStopHandler(ServicesBase):
         self.upstreams.bases.pop(service_id, None)
         self.publish(view)
         self.reply(view)
+
+
+class ServiceTrafficHandler(ServicesBase):
+    @api("execute")
+    async def post(self, name: str) -> None:
+        """Move or copy traffic between a service's versions on a cluster: `{"traffic": {"2": 10},
+        "mirror": {"2": 100}}`, whole percents per version (the one version left out takes the
+        rest), as `kubelab service traffic`. Answers every version's view; nothing changes when a
+        field is refused."""
+        weights, mirror = traffic_body(self.body())
+        views = await asyncio.to_thread(self.services.traffic, name, weights, mirror)
+        for view in views:
+            self.publish(view)
+        self.reply({"items": [self.with_stats(view) for view in views]})
+
+
+def traffic_body(data: Any) -> tuple[dict[str, int], dict[str, int]]:
+    """A traffic request's body, checked whole before the cluster is asked: every problem at once."""
+    if not isinstance(data, dict):
+        reason = f'must be a mapping such as {{"traffic": {{"2": 10}}}}, not {type(data).__name__}'
+        raise ValidationError("invalid traffic", [FieldError("body", reason)])
+    problems = [FieldError(key, "unknown field (traffic, mirror)") for key in data if key not in TRAFFIC]
+    if data.get("traffic") is None:
+        problems.append(FieldError("traffic", 'is required: whole percents per version, e.g. {"2": 10}'))
+    parsed: dict[str, dict[str, int]] = {}
+    for field in TRAFFIC:
+        try:
+            parsed[field] = parse_assignments(data.get(field) or {}, field)
+        except ValidationError as exc:
+            problems += exc.fields
+    if problems:
+        raise ValidationError("invalid traffic", problems)
+    return parsed["traffic"], parsed["mirror"]
+
+
+TRAFFIC = ("traffic", "mirror")
 
 
 class ServiceLogsHandler(ServicesBase):
@@ -342,6 +379,7 @@ ROUTES = [
     (rf"services/{SERVICE}", ServiceHandler),
     (rf"services/{SERVICE}/stop", ServiceStopHandler),
     (rf"services/{SERVICE}/logs", ServiceLogsHandler),
+    (r"services/(?P<name>[^/]+)/traffic", ServiceTrafficHandler),
 ]
 PROXY_ROUTES = [
     (r"kubelab/services/(?P<service_id>[^/]+)(?P<path>/.*)?", ServiceEntry),
