@@ -9,7 +9,12 @@ the Open Inference Protocol v2) for an iris classifier. Prints JSON lines:
   authenticated Jupyter call (`GET /api/status`: what the server costs any request). Target:
   the proxy adds at most 2 ms at p50.
 - `serving_throughput`: predictions per second with `--clients` concurrent clients, direct and
-  through the proxy. Target: the proxy keeps at least 80% of the direct throughput.
+  through the proxy. Target: the proxy keeps at least 80% of the direct throughput. Beside it,
+  the CPU milliseconds each process spent per request (the benchmark's clients, the Jupyter
+  server, the model server; and the server's per request for a bare authenticated
+  `GET /api/status` under the same load), the machine's load, and `cpu_bound_ratio`: the
+  direct path's CPU per prediction over the proxied one's, the ratio to expect where the three
+  processes share cores that are all busy.
 - `serving_ready`: seconds `kubelab serve` took to return (it waits until the service answers)
   and from its return to the first prediction through the proxy. Target: answering within 3 s
   of `kubelab serve` returning.
@@ -31,6 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -65,16 +71,21 @@ def latencies(url: str, body: dict[str, Any] | None, headers: dict[str, str], co
 
 
 def throughput(
-    url: str, body: dict[str, Any], headers: dict[str, str], clients: int, seconds: float
+    url: str, body: dict[str, Any] | None, headers: dict[str, str], clients: int, seconds: float
 ) -> float:
-    """Predictions per second from `clients` threads, each on its own session, for `seconds`."""
+    """Predictions (a GET without a body) per second from `clients` threads, each on its own
+    session, for `seconds`."""
     counts = [0] * clients
     deadline = time.perf_counter() + seconds
 
     def client(index: int) -> None:
         session = requests.Session()
         while time.perf_counter() < deadline:
-            if session.post(url, json=body, headers=headers, timeout=30).status_code == 200:
+            if body is None:
+                answer = session.get(url, headers=headers, timeout=30)
+            else:
+                answer = session.post(url, json=body, headers=headers, timeout=30)
+            if answer.status_code == 200:
                 counts[index] += 1
 
     threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
@@ -84,6 +95,27 @@ def throughput(
     for thread in threads:
         thread.join()
     return sum(counts) / (time.perf_counter() - start)
+
+
+def cpu_seconds(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return float(times.user + times.system)
+
+
+def loaded(
+    args: argparse.Namespace,
+    url: str,
+    body: dict[str, Any] | None,
+    headers: dict[str, str],
+    processes: dict[str, psutil.Process],
+) -> tuple[float, dict[str, float]]:
+    """Requests per second under load, and the CPU milliseconds per request of each process."""
+    before = {name: cpu_seconds(process) for name, process in processes.items()}
+    start = time.perf_counter()
+    rate = throughput(url, body, headers, args.clients, args.seconds)
+    count = max(rate * (time.perf_counter() - start), 1.0)
+    after = {name: cpu_seconds(process) for name, process in processes.items()}
+    return rate, {name: round((after[name] - before[name]) * 1000 / count, 3) for name in processes}
 
 
 def main() -> None:
@@ -124,8 +156,14 @@ def main() -> None:
             first_answer = time.perf_counter()
             direct = f"http://127.0.0.1:{view['replicas'][0]['port']}/{view['endpoint']}"
             try:
-                floor = latencies(server.url + "api/status", None, server.headers, args.requests)
-                measure(args, direct, proxied, body, server.headers, statistics.median(floor))
+                status = server.url + "api/status"
+                floor = latencies(status, None, server.headers, args.requests)
+                assert server.process is not None
+                jupyter = psutil.Process(server.process.pid)
+                model = psutil.Process(view["replicas"][0]["pid"])
+                processes = {"client": psutil.Process(), "jupyter": jupyter, "model": model}
+                floor_p50 = statistics.median(floor)
+                measure(args, direct, proxied, body, server.headers, status, floor_p50, processes)
             finally:
                 server.post(f"services/{view['id']}/stop")
             emit(
@@ -143,7 +181,9 @@ def measure(
     proxied: str,
     body: dict[str, Any],
     auth: dict[str, str],
+    status: str,
     jupyter_p50: float,
+    processes: dict[str, psutil.Process],
 ) -> None:
     """`jupyter_p50`: an authenticated Jupyter API call's own p50 (`GET /api/status`), the
     floor of anything served through the server, measured beside."""
@@ -162,8 +202,11 @@ def measure(
         jupyter_api_p50_ms=round(jupyter_p50, 3),
         target_added_p50_ms=2.0,
     )
-    own_rate = throughput(direct, body, {}, args.clients, args.seconds)
-    proxy_rate = throughput(proxied, body, auth, args.clients, args.seconds)
+    load = os.getloadavg()[0]
+    direct_only = {name: processes[name] for name in ("client", "model")}
+    own_rate, own_cpu = loaded(args, direct, body, {}, direct_only)
+    proxy_rate, proxy_cpu = loaded(args, proxied, body, auth, processes)
+    _, status_cpu = loaded(args, status, None, auth, {"jupyter": processes["jupyter"]})
     emit(
         bench="serving_throughput",
         clients=args.clients,
@@ -171,6 +214,11 @@ def measure(
         proxy_rps=round(proxy_rate, 1),
         ratio=round(proxy_rate / own_rate, 3),
         target_ratio=0.8,
+        direct_cpu_ms_per_request=own_cpu,
+        proxy_cpu_ms_per_request=proxy_cpu,
+        jupyter_api_status_cpu_ms_per_request=status_cpu["jupyter"],
+        cpu_bound_ratio=round(sum(own_cpu.values()) / sum(proxy_cpu.values()), 3),
+        load_1m=round(load, 2),
     )
 
 

@@ -58,10 +58,11 @@ class KubeLabApp(ExtensionApp):
         self.services = services_ext.install(self)  # detached: they outlive the server, as runs do
 
     def initialize_handlers(self) -> None:
+        # The services' proxy first: Tornado tries routes in order, and it answers every prediction.
+        self.handlers.extend(services_ext.PROXY_ROUTES)
         for pattern, handler in API_ROUTES:  # ExtensionApp prefixes the server's base_url
             self.handlers.append((url_path_join("kubelab", "api", pattern), handler))
         self.handlers.extend(tensorboard_ext.PROXY_ROUTES)
-        self.handlers.extend(services_ext.PROXY_ROUTES)
 
     async def _start_jupyter_server_extension(self, serverapp: ServerApp) -> None:
         """Jupyter's hook for once the loop runs and the server listens (after its bind)."""

@@ -36,7 +36,18 @@ RECORD = json_schema()  # from kubelab.run_record.RunRecord, the one definition
 SPEC = spec_schema.json_schema()  # from kubelab.spec.ExperimentSpec, the one definition
 SERVICE_SPEC = spec_schema.model_schema(ServiceSpec)  # from kubelab.serving.spec, the one definition
 SERVICE_SPEC["properties"]["kind"] = {"type": "string", "enum": ["service"], "description": "service"}
-BODIES = {"experiments": "Spec", "services": "ServiceSpec"}  # what a POST to a collection takes
+SHARES = {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0, "maximum": 100}}
+TRAFFIC = {
+    "type": "object",
+    "required": ["traffic"],
+    "additionalProperties": False,
+    "properties": {
+        "traffic": {**SHARES, "description": "percent per version; one version left out takes the rest"},
+        "mirror": {**SHARES, "description": "percent of requests copied to a version"},
+    },
+}
+# what a POST takes: to a collection, or to a service's traffic
+BODIES = {"experiments": "Spec", "services": "ServiceSpec", r"services/(?P<name>[^/]+)/traffic": "Traffic"}
 
 MAX_INT_ARGUMENT = 2**53 - 1  # what JSON clients count exactly; far past any log's size
 WHOLE = {"type": "integer", "minimum": 0, "maximum": MAX_INT_ARGUMENT}
@@ -117,7 +128,13 @@ def document(routes: list[tuple[str, type]]) -> dict[str, Any]:
         "info": {"title": "kubelab", "version": __version__},
         "paths": paths,
         "components": {
-            "schemas": {"Error": ERROR, "Record": RECORD, "Spec": SPEC, "ServiceSpec": SERVICE_SPEC},
+            "schemas": {
+                "Error": ERROR,
+                "Record": RECORD,
+                "Spec": SPEC,
+                "ServiceSpec": SERVICE_SPEC,
+                "Traffic": TRAFFIC,
+            },
             "securitySchemes": {
                 "token": {
                     "type": "apiKey",

@@ -27,7 +27,8 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import JupyterHandler
 from tornado import web
 
-from kubelab.errors import KubelabError, NotFound
+from kubelab.backends.kubernetes.serving_routes import parse_assignments
+from kubelab.errors import FieldError, KubelabError, NotFound, ValidationError
 from kubelab.server_extension.handlers import KubelabHandler, api
 from kubelab.server_extension.tensorboard import HOP_BY_HOP, NOT_FORWARDED
 from kubelab.serving.service import Services
@@ -35,6 +36,9 @@ from kubelab.serving.traffic_stats import TrafficStats
 from kubelab.tensorboard.sandbox import page_policy
 
 NOT_SENT = NOT_FORWARDED | {"x-xsrftoken", "x-xsrf-token"}  # Jupyter's credentials stay here
+# a service's cookie would be set on Jupyter's origin; its policy is replaced by the sandbox's
+NOT_PASSED = HOP_BY_HOP | {"content-security-policy", "set-cookie"}
+POLICY = page_policy(None)  # the sandbox of an answer that brings no policy of its own
 TIMEOUT = 300.0
 
 
@@ -115,6 +119,42 @@ class ServiceStopHandler(ServicesBase):
         self.reply(view)
 
 
+class ServiceTrafficHandler(ServicesBase):
+    @api("execute")
+    async def post(self, name: str) -> None:
+        """Move or copy traffic between a service's versions on a cluster: `{"traffic": {"2": 10},
+        "mirror": {"2": 100}}`, whole percents per version (the one version left out takes the
+        rest), as `kubelab service traffic`. Answers every version's view; nothing changes when a
+        field is refused."""
+        weights, mirror = traffic_body(self.body())
+        views = await asyncio.to_thread(self.services.traffic, name, weights, mirror)
+        for view in views:
+            self.publish(view)
+        self.reply({"items": [self.with_stats(view) for view in views]})
+
+
+def traffic_body(data: Any) -> tuple[dict[str, int], dict[str, int]]:
+    """A traffic request's body, checked whole before the cluster is asked: every problem at once."""
+    if not isinstance(data, dict):
+        reason = f'must be a mapping such as {{"traffic": {{"2": 10}}}}, not {type(data).__name__}'
+        raise ValidationError("invalid traffic", [FieldError("body", reason)])
+    problems = [FieldError(key, "unknown field (traffic, mirror)") for key in data if key not in TRAFFIC]
+    if data.get("traffic") is None:
+        problems.append(FieldError("traffic", 'is required: whole percents per version, e.g. {"2": 10}'))
+    parsed: dict[str, dict[str, int]] = {}
+    for field in TRAFFIC:
+        try:
+            parsed[field] = parse_assignments(data.get(field) or {}, field)
+        except ValidationError as exc:
+            problems += exc.fields
+    if problems:
+        raise ValidationError("invalid traffic", problems)
+    return parsed["traffic"], parsed["mirror"]
+
+
+TRAFFIC = ("traffic", "mirror")
+
+
 class ServiceLogsHandler(ServicesBase):
     @api("read")
     async def get(self, service_id: str) -> None:
@@ -164,10 +204,17 @@ class Upstreams:
 
 async def forward(handler: web.RequestHandler, upstreams: Upstreams, service_id: str, path: str) -> None:
     """The request, to a ready replica of the service; its answer back, in the sandbox. Each
-    request to a known service is timed into `upstreams.stats`, failures (5xx) counted."""
+    request to a known service is timed into `upstreams.stats`, failures (5xx) counted.
+
+    It runs for every prediction, so it does no more than it must: the body goes on as the bytes
+    Tornado read and comes back as the bytes the replica sent, the query is rewritten only when
+    it holds a `token`, the replica's address comes from `upstreams` (looked up at most once a
+    second, or after a failure) and the connection from its pool."""
     started = time.monotonic()
     request = handler.request
-    query = urlencode([(k, v) for k, v in parse_qsl(request.query, keep_blank_values=True) if k != "token"])
+    query = request.query
+    if "token" in query:  # Jupyter's token stays here
+        query = urlencode([(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k != "token"])
     headers = [(k, v) for k, v in request.headers.get_all() if k.lower() not in NOT_SENT]
     body = request.body if request.method not in ("GET", "HEAD", "DELETE", "OPTIONS") else None
     for attempt in (1, 2):  # a refused connection sent nothing: ask again with a fresh replica
@@ -198,13 +245,18 @@ async def forward(handler: web.RequestHandler, upstreams: Upstreams, service_id:
             return _fail(handler, 502, {"error": "backend", "detail": detail, "fields": []})
     upstreams.stats.record(service_id, time.monotonic() - started, error=response.status >= 500)
     handler.set_status(response.status, response.reason)
+    passed: set[str] = set()
     for name, value in response.headers.items():
         lower = name.lower()
-        if lower in HOP_BY_HOP or lower in ("content-security-policy", "set-cookie"):
-            continue  # a service's cookie would be set on Jupyter's origin
-        handler.add_header(name, value)
-    policy = page_policy(response.headers.get("Content-Security-Policy"))
-    handler.set_header("Content-Security-Policy", policy)
+        if lower in NOT_PASSED:
+            continue
+        if lower in passed:  # a repeated header (Link, Vary...) keeps every value
+            handler.add_header(name, value)
+        else:  # the replica's Content-Type replaces Tornado's default (text/html)
+            passed.add(lower)
+            handler.set_header(name, value)
+    theirs = response.headers.get("Content-Security-Policy")
+    handler.set_header("Content-Security-Policy", page_policy(theirs) if theirs else POLICY)
     handler.set_header("X-Content-Type-Options", "nosniff")
     handler.set_header("Referrer-Policy", "no-referrer")
     if content and request.method != "HEAD":
@@ -327,6 +379,7 @@ ROUTES = [
     (rf"services/{SERVICE}", ServiceHandler),
     (rf"services/{SERVICE}/stop", ServiceStopHandler),
     (rf"services/{SERVICE}/logs", ServiceLogsHandler),
+    (r"services/(?P<name>[^/]+)/traffic", ServiceTrafficHandler),
 ]
 PROXY_ROUTES = [
     (r"kubelab/services/(?P<service_id>[^/]+)(?P<path>/.*)?", ServiceEntry),

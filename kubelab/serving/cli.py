@@ -183,13 +183,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 
 def cmd_traffic(args: argparse.Namespace) -> int:
-    from kubelab.errors import FieldError, ValidationError
-
-    services = _services()
-    if not hasattr(services, "traffic"):
-        reason = "versions share traffic on Kubernetes (KUBELAB_BACKEND=kubernetes); locally each has its URL"
-        raise ValidationError("cannot split traffic here", [FieldError("traffic", reason)])
-    views = services.traffic(args.name, args.weights, args.mirror)
+    views = _services().traffic(args.name, args.weights, args.mirror)
     if args.output == "json":
         emit({"items": views}, "json")
     else:

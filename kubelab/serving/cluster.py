@@ -16,7 +16,6 @@ import builtins
 import json
 import os
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from kubelab.backends.base import ClusterAccess
 from kubelab.backends.kubernetes import serving as build
 from kubelab.backends.kubernetes.serving_routes import (
     Gateway,
+    Shares,
     Traffic,
     http_route,
     kserve_canary,
@@ -318,9 +318,9 @@ class ClusterServices:
         return "".join(self.api.pod_log(pods[replica]["name"], container))
 
     # -- changing ----------------------------------------------------------------------------
-    def traffic(self, name: str, weights: Sequence[str], mirror: Sequence[str] = ()) -> builtins.list[Obj]:
-        """Move traffic between versions (`["2=10"]`), or copy it (`mirror`); nothing changes
-        when a weight names no version or the weights do not add up."""
+    def traffic(self, name: str, weights: Shares, mirror: Shares = ()) -> builtins.list[Obj]:
+        """Move traffic between versions (`["2=10"]` or `{"2": 10}`), or copy it (`mirror`);
+        nothing changes when a weight names no version or the weights do not add up."""
         versions = self.versions(name)
         if not versions:
             raise NotFound(f"no service '{name}'")

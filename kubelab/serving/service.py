@@ -263,6 +263,12 @@ class Services:
                     directory.write_state(state)
         return self._view(directory)
 
+    def traffic(self, name: str, weights: Any, mirror: Any = ()) -> builtins.list[dict[str, Any]]:
+        """Refused here: on this machine each version answers at its own URL, and no router
+        stands in front of a service's versions (on a cluster, `ClusterServices.traffic`)."""
+        reason = "versions share traffic on Kubernetes (KUBELAB_BACKEND=kubernetes); locally each has its URL"
+        raise ValidationError("cannot split traffic here", [FieldError("traffic", reason)])
+
     def delete(self, sid: str) -> None:
         """Remove an ended service's folder (its logs with it)."""
         directory = self.directory(sid)

@@ -554,6 +554,30 @@ export class KubelabApi {
     );
   }
 
+  /**
+   * Move or copy traffic between a service's versions on a cluster: `traffic` maps versions
+   * to percents (the one left out takes the rest), as `kubelab service traffic` does; the
+   * answer is every version's view.
+   */
+  async setTraffic(
+    name: string,
+    traffic: Record<string, unknown>,
+    mirror: Record<string, unknown> = {}
+  ): Promise<IServiceRecord[]> {
+    const body = (await this.json(
+      'POST',
+      `services/${encodeURIComponent(name)}/traffic`,
+      { traffic, mirror }
+    )) as { items?: unknown };
+    if (!Array.isArray(body?.items)) {
+      throw new RecordFormatError(
+        'response.items',
+        'expected a list of services'
+      );
+    }
+    return body.items.map(parseService);
+  }
+
   async deleteService(id: string): Promise<void> {
     await this.send('DELETE', `services/${encodeURIComponent(id)}`);
   }

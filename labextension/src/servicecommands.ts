@@ -1,7 +1,7 @@
 /**
  * The services' commands (the sidebar's and the sweep view's buttons call them; the palette
- * lists them): serve a sweep's best trial, open a model's Try-it panel, stop a service,
- * delete an ended one. The store is told of an action's answer at once; the server's
+ * lists them): serve a sweep's best trial, open a model's Try-it panel, split a cluster
+ * service's traffic between its versions, stop a service, delete an ended one. The store is told of an action's answer at once; the server's
  * `service` events follow.
  */
 import { Dialog, MainAreaWidget, showDialog } from '@jupyterlab/apputils';
@@ -12,7 +12,12 @@ import { Widget } from '@lumino/widgets';
 
 import { KubelabApi } from './api';
 import { ServiceCommandIDs } from './servicelist';
-import { serviceName } from './services';
+import {
+  IServiceRecord,
+  serviceName,
+  serviceVersions,
+  trafficShares
+} from './services';
 import { LiveStore } from './store';
 import { tryItView } from './tryit';
 
@@ -52,6 +57,37 @@ class ServeForm extends Widget implements Dialog.IBodyWidget<IServeForm> {
 
   private readonly name: HTMLInputElement;
   private readonly path: HTMLInputElement;
+}
+
+/** One percent field per version, filled with its share now; an empty one takes the rest. */
+class TrafficForm
+  extends Widget
+  implements Dialog.IBodyWidget<Record<string, string>>
+{
+  constructor(versions: readonly IServiceRecord[], trans: TranslationBundle) {
+    super();
+    this.addClass('jp-kubelab-TrafficForm');
+    for (const version of versions) {
+      const wrapper = document.createElement('label');
+      wrapper.textContent = trans.__('version %1, percent', version.version);
+      const input = document.createElement('input');
+      input.className = 'jp-mod-styled';
+      input.name = `v${version.version}`;
+      input.inputMode = 'numeric';
+      input.value = String(version.traffic ?? 0);
+      wrapper.appendChild(input);
+      this.node.appendChild(wrapper);
+      this.inputs.set(version.version, input);
+    }
+  }
+
+  getValue(): Record<string, string> {
+    const typed: Record<string, string> = {};
+    this.inputs.forEach((input, version) => (typed[version] = input.value));
+    return typed;
+  }
+
+  private readonly inputs = new Map<string, HTMLInputElement>();
 }
 
 const SERVICE_ARGS = {
@@ -125,6 +161,37 @@ export function addServiceCommands(options: {
         () => tryItView({ service, api, trans, icon: options.icon }),
         { id }
       );
+    }
+  });
+  commands.addCommand(ServiceCommandIDs.serviceTraffic, {
+    describedBy: {
+      args: {
+        type: 'object',
+        properties: {
+          name: { type: 'string', description: 'service name, e.g. iris' }
+        },
+        required: ['name']
+      }
+    },
+    label: trans.__('Split service traffic…'),
+    execute: async args => {
+      const name = String(args.name);
+      await store.ready;
+      const answer = await showDialog({
+        title: trans.__('Traffic of %1', name),
+        body: new TrafficForm(serviceVersions(store.services, name), trans),
+        buttons: [
+          Dialog.cancelButton(),
+          Dialog.okButton({ label: trans.__('Apply') })
+        ]
+      });
+      if (!answer.button.accept || !answer.value) {
+        return;
+      }
+      await api
+        .setTraffic(name, trafficShares(answer.value))
+        .then(records => records.forEach(record => store.noteService(record)))
+        .catch(fail(trans.__('Cannot change the traffic of %1', name)));
     }
   });
   commands.addCommand(ServiceCommandIDs.stopService, {

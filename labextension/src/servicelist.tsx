@@ -1,6 +1,7 @@
 /**
  * The sidebar's Services section: each service version with what it serves, its state,
- * replicas ready, traffic share (on a cluster), URL, its last minute's requests through the
+ * replicas ready, traffic share (on a cluster; a button that opens the split when the service
+ * has several versions), URL, its last minute's requests through the
  * proxy (rate and median latency), and its actions: Try it (a model's
  * v2 request panel), Stop while it runs, Delete once it has ended. Rows follow the shared
  * `LiveStore` (`service` events); the actions are commands, so the palette has them too.
@@ -16,13 +17,15 @@ import {
   formatReplicas,
   formatTraffic,
   IServiceRecord,
-  SERVICE_ENDED
+  SERVICE_ENDED,
+  serviceVersions
 } from './services';
 
 export const ServiceCommandIDs = {
   tryService: 'kubelab:try-service',
   stopService: 'kubelab:stop-service',
   deleteService: 'kubelab:delete-service',
+  serviceTraffic: 'kubelab:service-traffic',
   serveSweep: 'kubelab:serve-sweep-best'
 } as const;
 
@@ -87,7 +90,25 @@ export function ServiceList(props: {
               >
                 {formatReplicas(service)}
               </span>
-              {service.traffic !== undefined ? (
+              {service.traffic === undefined ? null : serviceVersions(
+                  services,
+                  service.name
+                ).length > 1 ? (
+                <button
+                  className="jp-Button jp-mod-minimal jp-kubelab-Service-traffic jp-kubelab-Number"
+                  title={trans.__(
+                    'share of the traffic (mirrored: %1%); click to split it between the versions',
+                    service.mirror ?? 0
+                  )}
+                  onClick={() =>
+                    void commands.execute(ServiceCommandIDs.serviceTraffic, {
+                      name: service.name
+                    })
+                  }
+                >
+                  {service.traffic}%
+                </button>
+              ) : (
                 <span
                   className="jp-kubelab-Service-traffic jp-kubelab-Number"
                   title={trans.__(
@@ -97,7 +118,7 @@ export function ServiceList(props: {
                 >
                   {service.traffic}%
                 </span>
-              ) : null}
+              )}
             </div>
             {serves ? (
               <div className="jp-kubelab-Service-serves" title={serves}>

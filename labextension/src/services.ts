@@ -108,6 +108,34 @@ export function removeService(
   return services.filter(service => service.id !== id);
 }
 
+/** The versions of the service `name` (a cluster's, which carry a traffic share), oldest first. */
+export function serviceVersions(
+  services: readonly IServiceRecord[],
+  name: string
+): IServiceRecord[] {
+  return services
+    .filter(s => s.name === name && s.traffic !== undefined)
+    .sort((a, b) => a.created_at.localeCompare(b.created_at));
+}
+
+/**
+ * The traffic form's text as the request's percents: a whole number as a number, anything
+ * else as typed (the server names the field and the reason), an empty field left out (that
+ * version takes the rest).
+ */
+export function trafficShares(
+  typed: Record<string, string>
+): Record<string, number | string> {
+  const shares: Record<string, number | string> = {};
+  for (const [version, text] of Object.entries(typed)) {
+    const value = text.trim().replace(/%$/, '');
+    if (value !== '') {
+      shares[version] = /^\d+$/.test(value) ? Number(value) : value;
+    }
+  }
+  return shares;
+}
+
 /** `ready/running` replicas, e.g. `2/2`. */
 export function formatReplicas(service: IServiceRecord): string {
   const ready = service.replicas.filter(r => r.state === 'Ready').length;

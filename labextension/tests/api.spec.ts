@@ -94,6 +94,45 @@ describe('KubelabApi', () => {
     ]);
   });
 
+  it('posts a traffic split to the service’s name and reads every version back', async () => {
+    const view = (version: string, traffic: number) => ({
+      id: `iris-v${version}`,
+      name: 'iris',
+      version,
+      state: 'Running',
+      url: 'http://iris.user-alice.svc:8080/',
+      traffic
+    });
+    await serve((_req, res) =>
+      sendJson(res, 200, { items: [view('1', 90), view('2', 10)] })
+    );
+    const views = await api.setTraffic('iris', { '2': 10 });
+    expect(views.map(v => [v.id, v.traffic])).toEqual([
+      ['iris-v1', 90],
+      ['iris-v2', 10]
+    ]);
+    const { method, url, body } = server.requests[0];
+    expect([method, url]).toEqual([
+      'POST',
+      '/base/kubelab/api/services/iris/traffic'
+    ]);
+    expect(JSON.parse(body)).toEqual({ traffic: { '2': 10 }, mirror: {} });
+  });
+
+  it('passes a refused split’s fields on', async () => {
+    await serve((_req, res) =>
+      sendJson(res, 422, {
+        error: 'invalid',
+        detail: 'invalid traffic',
+        fields: [{ path: 'traffic.3', reason: 'service iris has no version 3' }]
+      })
+    );
+    const error = (await api
+      .setTraffic('iris', { '3': 10 })
+      .catch(e => e)) as KubelabApiError;
+    expect([error.status, error.fields[0].path]).toEqual([422, 'traffic.3']);
+  });
+
   it('keeps a non-JSON error body readable', async () => {
     await serve((_req, res) => {
       res.writeHead(502, 'Bad Gateway', { 'Content-Type': 'text/html' });

@@ -7,7 +7,9 @@ import {
   IServiceStats,
   inferenceBody,
   parseService,
-  serviceName
+  serviceName,
+  serviceVersions,
+  trafficShares
 } from '../src/services';
 
 describe('inferenceBody', () => {
@@ -147,5 +149,47 @@ describe('applyService', () => {
     expect(applyService(evented, { ...base, stats: fresh })[0].stats).toEqual(
       fresh
     );
+  });
+});
+
+describe('traffic between versions', () => {
+  const version = (v: string, created: string, traffic?: number) =>
+    parseService({
+      id: `iris-v${v}`,
+      name: 'iris',
+      version: v,
+      state: 'Running',
+      url: 'http://iris.user-alice.svc:8080/',
+      traffic,
+      created_at: created
+    });
+
+  it('lists a cluster service’s versions, oldest first', () => {
+    const services = [
+      version('2', '2026-01-02T00:00:00Z', 10),
+      version('1', '2026-01-01T00:00:00Z', 90),
+      { ...version('3', '2026-01-03T00:00:00Z'), name: 'other' }
+    ];
+    expect(serviceVersions(services, 'iris').map(s => s.version)).toEqual([
+      '1',
+      '2'
+    ]);
+  });
+
+  it('leaves out a local service, whose versions share no traffic', () => {
+    const local = version('1', '2026-01-01T00:00:00Z');
+    expect(serviceVersions([local], 'iris')).toEqual([]);
+  });
+
+  it('sends whole numbers as numbers, anything else as typed, empty left out', () => {
+    expect(
+      trafficShares({
+        '1': ' 90 ',
+        '2': '10%',
+        '3': '',
+        '4': 'ten',
+        '5': '2.5'
+      })
+    ).toEqual({ '1': 90, '2': 10, '4': 'ten', '5': '2.5' });
   });
 });

@@ -61,6 +61,7 @@ WRITES = [
     ("POST", "services"),
     ("DELETE", "services/iris-v1"),
     ("POST", "services/iris-v1/stop"),
+    ("POST", "services/iris/traffic"),
 ]
 
 
@@ -122,6 +123,7 @@ def test_reads_ask_for_read_and_anything_that_runs_code_asks_for_execute(
     server.post("pipelines", {})
     server.post("schedules/000000000000/pause")
     server.post("services", {})
+    server.post("services/iris/traffic", {"traffic": {"2": 10}})
     asked = [json.loads(line) for line in (base / "authz.jsonl").read_text().splitlines()]
     decisions = {
         (method, path.split("/kubelab/api/")[1]): (action, resource)
@@ -136,6 +138,7 @@ def test_reads_ask_for_read_and_anything_that_runs_code_asks_for_execute(
     assert decisions[("POST", "pipelines")] == ("execute", "kubelab.pipelines")
     assert decisions[("POST", "schedules/000000000000/pause")] == ("write", "kubelab.schedules")
     assert decisions[("POST", "services")] == ("execute", "kubelab.services")
+    assert decisions[("POST", "services/iris/traffic")] == ("execute", "kubelab.services")
 
 
 def test_changing_without_running_code_is_a_write(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from controlplane.cluster import ControlPlane
 from controlplane.crds import GATEWAY_API, KSERVE, published_crds
+from jupyter_server_process import JupyterServer
 from kube_support import IMAGE, wait_for
 from kubernetes import client
 
@@ -274,6 +275,52 @@ def test_the_gateway_api_splits_and_mirrors_a_new_version(
     assert (
         read(admin, namespace, "HTTPRoute", "iris")["metadata"]["resourceVersion"] == before
     )  # nothing changed
+
+
+def test_the_notebook_s_server_splits_traffic_over_rest(
+    install: Callable[..., None],
+    services: ClusterServices,
+    admin: client.ApiClient,
+    namespace: str,
+    notebook_kubeconfig: Path,
+    home: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`POST /kubelab/api/services/<name>/traffic`, as the sidebar sends it: the CLI's split,
+    with the notebook's token; a refused body names its field and changes nothing."""
+    install(*GATEWAY_API)
+    services.start(command_service("1"))
+    services.start(command_service("2"))
+    env = {
+        "KUBELAB_BACKEND": "kubernetes",
+        "KUBECONFIG": str(notebook_kubeconfig),
+        "KUBELAB_IMAGE": IMAGE,
+        "KUBELAB_MACHINE_DIR": str(tmp_path / "machine"),
+    }
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)  # the kubeconfig, not in-cluster
+    (tmp_path / "root").mkdir()
+    with JupyterServer(tmp_path / "root", home, env=env) as server:
+        moved = server.post("services/iris/traffic", {"traffic": {"2": 10}, "mirror": {"2": 100}})
+        assert moved.status_code == 200, moved.text
+        views = [(v["id"], v["traffic"], v["mirror"]) for v in moved.json()["items"]]
+        assert views == [("iris-v1", 90, 0), ("iris-v2", 10, 100)]
+        route = read(admin, namespace, "HTTPRoute", "iris")
+        assert route_traffic(route, "iris") == Traffic({"1": 90, "2": 10}, {"2": 100})
+        for body, field in (
+            ({"traffic": {"3": 10}}, "traffic.3"),  # no such version
+            ({"traffic": {"1": 60, "2": 60}}, "traffic"),  # more than 100
+            ({"traffic": {"1": 50, "2": 40}}, "traffic"),  # all named, not 100
+            ({"traffic": {"2": "ten"}}, "traffic.2"),
+        ):
+            answer = server.post("services/iris/traffic", body)
+            assert answer.status_code == 422, (body, answer.text)
+            assert field in {f["path"] for f in answer.json()["fields"]}, answer.text
+        assert server.post("services/nosuch/traffic", {"traffic": {"2": 10}}).status_code == 404
+        unchanged = read(admin, namespace, "HTTPRoute", "iris")["metadata"]["resourceVersion"]
+        assert unchanged == route["metadata"]["resourceVersion"]
+        listed = {v["id"]: v["traffic"] for v in server.get("services").json()["items"]}
+        assert listed == {"iris-v1": 90, "iris-v2": 10}
 
 
 def test_kserve_rolls_a_new_version_out_as_its_canary(

@@ -125,6 +125,18 @@ def test_an_assignment_that_is_not_version_equals_percent_is_refused(item: str) 
     assert "traffic[1]" in fields_of(refusal)
 
 
+def test_a_rest_body_s_percents_are_whole_numbers_per_version() -> None:
+    assert parse_assignments({"2": 10, "v1": 90}, "traffic") == {"2": 10, "1": 90}
+    for percent in ("ten", "10", 10.5, True, -1, 101, None):
+        with pytest.raises(ValidationError) as refusal:
+            parse_assignments({"1": 90, "2": percent}, "traffic")
+        assert [(f.path, str(percent) in f.reason) for f in refusal.value.fields] == [("traffic.2", True)]
+    for shape in ("2=10", 10, None):
+        with pytest.raises(ValidationError) as refusal:
+            parse_assignments(shape, "mirror")  # type: ignore[arg-type]  # what a JSON body may hold
+        assert list(fields_of(refusal)) == ["mirror"]
+
+
 def test_kserve_cannot_mirror_or_serve_a_third_version() -> None:
     with pytest.raises(ValidationError) as refusal:
         kserve_canary(split("iris", ["1", "2"], {"2": 10}, {"2": 100}), "1", "2")

@@ -58,6 +58,7 @@ def test_a_model_answers_through_the_proxy_behind_the_login(server: JupyterServe
     answer = requests.post(endpoint, json=infer_body(), headers=server.headers, timeout=30)
     assert answer.status_code == 200 and answer.json()["outputs"][0]["data"] == [0, 2]
     assert "sandbox" in answer.headers["Content-Security-Policy"]
+    assert answer.headers["Content-Type"] == "application/json"  # MLServer's, not beside Tornado's default
     wrong = requests.post(endpoint, json={"instances": IRIS_ROWS}, headers=server.headers, timeout=30)
     assert wrong.status_code == 422 and wrong.json()["detail"][0]["loc"] == ["body", "inputs"]  # MLServer's
     other = server.url + view["url"].lstrip("/") + "v2/models/nosuch/infer"
@@ -158,3 +159,30 @@ def test_the_proxy_s_figures_of_a_service_s_requests_are_in_its_view(server: Jup
     assert to_login.status_code == 302  # no login: not forwarded, not counted
     assert server.get("services/busy-v1").json()["stats"]["requests"] == 6
     server.delete("services/busy-v1")
+
+
+def test_a_traffic_request_is_checked_whole_and_refused_by_field_on_this_machine(
+    server: JupyterServer,
+) -> None:
+    """`POST services/<name>/traffic` (the cluster's split): a body that cannot be one names its
+    fields, all at once; a well-formed one is refused here by name (one machine has no router)."""
+    for body, expected in (
+        ({"traffic": {"2": "ten"}}, {"traffic.2": "not 'ten'"}),
+        ({"traffic": {"2": 10.5}, "mirror": {"2": True}}, {"traffic.2": "10.5", "mirror.2": "True"}),
+        ({"traffic": "2=10"}, {"traffic": "must map versions to percents"}),
+        ({"weights": {"2": 10}}, {"weights": "unknown field", "traffic": "is required"}),
+        ([["2", 10]], {"body": "must be a mapping"}),
+        ({"traffic": {"2": 10}}, {"traffic": "versions share traffic on Kubernetes"}),
+    ):
+        answer = server.post("services/iris/traffic", body)
+        assert answer.status_code == 422, (body, answer.text)
+        reasons = {f["path"]: f["reason"] for f in answer.json()["fields"]}
+        assert reasons.keys() == expected.keys() and all(
+            words in reasons[path] for path, words in expected.items()
+        ), (body, reasons)
+    not_json = requests.post(
+        server.api + "services/iris/traffic", data="2=10", headers=server.headers, timeout=30
+    )
+    assert not_json.status_code == 422 and not_json.json()["fields"][0]["path"] == "body"
+    described = server.get("openapi.json").json()["paths"]["/kubelab/api/services/{name}/traffic"]["post"]
+    assert described["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("/Traffic")

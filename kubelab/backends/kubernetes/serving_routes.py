@@ -26,6 +26,7 @@ from kubelab.errors import FieldError, ValidationError
 Manifest = dict[str, Any]
 GATEWAY_GROUP = "gateway.networking.k8s.io"
 HTTP_ROUTE_VERSION = "v1"
+Shares = Sequence[str] | Mapping[str, Any]  # percents per version: ["2=10"] (CLI) or {"2": 10} (REST)
 
 
 def version_name(service: str, version: str) -> str:
@@ -47,12 +48,19 @@ class Traffic:
         return max(self.weights, key=lambda v: (self.weights[v], -list(self.weights).index(v)))
 
 
-def parse_assignments(values: Sequence[str], where: str) -> dict[str, int]:
-    """`["2=10", "1=90"]` as `{"2": 10, "1": 90}`; each bad item named as `<where>[i]`."""
+def parse_assignments(values: Shares, where: str) -> dict[str, int]:
+    """`["2=10", "1=90"]` (the CLI's) or `{"2": 10, "1": 90}` (a REST body's) as
+    `{"2": 10, "1": 90}`; each bad item named as `<where>[i]`, or `<where>.<version>` in a
+    mapping. Anything else is refused as `<where>`."""
+    if isinstance(values, Mapping):
+        return _parse_shares(values, where)
+    if isinstance(values, str) or not isinstance(values, Sequence):
+        reason = f'must map versions to percents, e.g. {{"2": 10}}, not {type(values).__name__}'
+        raise ValidationError(f"invalid {where}", [FieldError(where, reason)])
     parsed: dict[str, int] = {}
     problems = []
     for i, item in enumerate(values):
-        version, equals, percent = item.partition("=")
+        version, equals, percent = str(item).partition("=")
         version, percent = version.strip().removeprefix("v"), percent.strip()
         if not equals or not version or not percent.isdigit() or not 0 <= int(percent) <= 100:
             problems.append(FieldError(f"{where}[{i}]", f"{item!r} is not VERSION=PERCENT (0-100)"))
@@ -60,6 +68,26 @@ def parse_assignments(values: Sequence[str], where: str) -> dict[str, int]:
             problems.append(FieldError(f"{where}[{i}]", f"version {version} is given twice"))
         else:
             parsed[version] = int(percent)
+    if problems:
+        raise ValidationError(f"invalid {where}", problems)
+    return parsed
+
+
+def _parse_shares(values: Mapping[str, Any], where: str) -> dict[str, int]:
+    """`{"2": 10}`: each percent a whole number from 0 to 100 (not `"10"`, `10.5` or `true`)."""
+    parsed: dict[str, int] = {}
+    problems = []
+    for key, percent in values.items():
+        version = str(key).strip().removeprefix("v")
+        if not version or "=" in version:
+            problems.append(FieldError(f"{where}.{key}", "is not a version, e.g. 2"))
+        elif isinstance(percent, bool) or not isinstance(percent, int) or not 0 <= percent <= 100:
+            reason = f"must be a whole percent from 0 to 100, not {percent!r}"
+            problems.append(FieldError(f"{where}.{version}", reason))
+        elif version in parsed:
+            problems.append(FieldError(f"{where}.{version}", f"version {version} is given twice"))
+        else:
+            parsed[version] = percent
     if problems:
         raise ValidationError(f"invalid {where}", problems)
     return parsed
