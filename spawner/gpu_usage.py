@@ -154,6 +154,16 @@ def notebook_pods(
     return found
 
 
+def prometheus_query(url: str, query: str, timeout: float) -> list[dict[str, Any]]:
+    """The `data.result` of an instant query to the Prometheus HTTP API at `url`."""
+    address = f"{url.rstrip('/')}/api/v1/query?" + urllib.parse.urlencode({"query": query})
+    with urllib.request.urlopen(address, timeout=timeout) as response:
+        reply = json.loads(response.read())
+    if reply.get("status") != "success":
+        raise RuntimeError(f"Prometheus answered {reply.get('errorType')}: {reply.get('error')}")
+    return list(reply["data"]["result"])
+
+
 class PrometheusUsage:
     """DCGM's utilisation by pod through a Prometheus HTTP API (`/api/v1/query`)."""
 
@@ -178,13 +188,8 @@ class PrometheusUsage:
     def utilisation(self, servers: Iterable[ServerKey]) -> dict[ServerKey, float]:
         wanted = set(servers)
         where = self.pods()
-        url = f"{self.url}/api/v1/query?" + urllib.parse.urlencode({"query": self.query()})
-        with urllib.request.urlopen(url, timeout=self.timeout) as response:
-            reply = json.loads(response.read())
-        if reply.get("status") != "success":
-            raise RuntimeError(f"Prometheus answered {reply.get('errorType')}: {reply.get('error')}")
         answer: dict[ServerKey, float] = {}
-        for series in reply["data"]["result"]:
+        for series in prometheus_query(self.url, self.query(), self.timeout):
             labels = series.get("metric") or {}
             # scraped without honorLabels, the exporter's pod labels come back as exported_*
             namespace = labels.get("exported_namespace") or labels.get("namespace", "")
