@@ -30,7 +30,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client.core import REGISTRY, CounterMetricFamily, GaugeMetricFamily
@@ -143,17 +143,17 @@ class GpuHours:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self.hours: dict[tuple[str, str, str], float] = {}
-        self.held: Counter[tuple[str, str, str]] = Counter()
+        self.held: dict[tuple[str, str, str], float] = {}
         self.seen_at: float | None = None
         self.lock = threading.Lock()  # two scrapes at once must not count an interval twice
 
-    def observe(self, held: Counter[tuple[str, str, str]]) -> CounterMetricFamily:
+    def observe(self, held: Mapping[tuple[str, str, str], float]) -> CounterMetricFamily:
         with self.lock:
             now = self.clock()
             if self.seen_at is not None and now > self.seen_at:
                 for key, gpus in self.held.items():
                     self.hours[key] = self.hours.get(key, 0.0) + gpus * (now - self.seen_at) / 3600
-            self.held = Counter(held)
+            self.held = dict(held)
             self.seen_at = now if self.seen_at is None else max(now, self.seen_at)
             family = CounterMetricFamily(
                 f"{PREFIX}_kubelab_gpu_hours",
