@@ -20,8 +20,8 @@ import contextlib
 import json
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol, TypeVar
 
 import psutil
 
@@ -30,6 +30,7 @@ from .gpu_idleness import ServerKey
 
 NOTEBOOK_PREFIX = "notebook/"
 DCGM_UTIL = "DCGM_FI_DEV_GPU_UTIL"
+K = TypeVar("K")
 
 
 class GpuUsage(Protocol):
@@ -78,28 +79,39 @@ class NvmlUsage:
     def utilisation(self, servers: Iterable[ServerKey]) -> dict[ServerKey, float]:
         wanted = set(servers)
         held: dict[ServerKey, tuple[int, list[int]]] = {}
-        sharers: dict[int, int] = {}
-        for run, (pid, gpus) in self.holdings().items():
+        holdings = self.holdings()
+        for run, (pid, gpus) in holdings.items():
             found = notebook_of(run)
-            for index in gpus:
-                sharers[index] = sharers.get(index, 0) + 1
             if found and found[0] in wanted:
                 held[found[0]] = (pid, gpus)
+        # busy if any of its GPUs is busy
+        return {key: max(values) for key, values in self.readings(held, holdings).items()}
+
+    def readings(
+        self, held: Mapping[K, tuple[int, list[int]]], holdings: Mapping[str, tuple[int, list[int]]]
+    ) -> dict[K, list[float]]:
+        """Each holder's utilisation of each GPU it holds (its pid's process tree's samples since
+        the last round), for the holders whose every GPU could be read; `holdings` is the whole
+        ledger, to tell a GPU held alone."""
+        sharers: dict[int, int] = {}
+        for _, gpus in holdings.values():
+            for index in gpus:
+                sharers[index] = sharers.get(index, 0) + 1
         per_gpu: dict[int, dict[int, float] | None] = {}
-        answer: dict[ServerKey, float] = {}
+        answer: dict[K, list[float]] = {}
         for key, (pid, gpus) in held.items():
             pids = self.tree(pid)
-            readings: list[float] = []
+            found: list[float] = []
             for index in gpus:
                 if index not in per_gpu:
                     per_gpu[index] = self._per_process(index)
                 processes = per_gpu[index]
                 if processes is not None:
-                    readings.append(sum(util for p, util in processes.items() if p in pids))
+                    found.append(sum(util for p, util in processes.items() if p in pids))
                 elif sharers.get(index, 0) == 1:  # no per-process samples: whole GPU, held alone
-                    readings.append(self._whole(index))
-            if readings and len(readings) == len(gpus):  # busy if any of its GPUs is busy
-                answer[key] = max(readings)
+                    found.append(self._whole(index))
+            if found and len(found) == len(gpus):
+                answer[key] = found
         return answer
 
     def _per_process(self, index: int) -> dict[int, float] | None:
@@ -154,6 +166,16 @@ def notebook_pods(
     return found
 
 
+def prometheus_query(url: str, query: str, timeout: float) -> list[dict[str, Any]]:
+    """The `data.result` of an instant query to the Prometheus HTTP API at `url`."""
+    address = f"{url.rstrip('/')}/api/v1/query?" + urllib.parse.urlencode({"query": query})
+    with urllib.request.urlopen(address, timeout=timeout) as response:
+        reply = json.loads(response.read())
+    if reply.get("status") != "success":
+        raise RuntimeError(f"Prometheus answered {reply.get('errorType')}: {reply.get('error')}")
+    return list(reply["data"]["result"])
+
+
 class PrometheusUsage:
     """DCGM's utilisation by pod through a Prometheus HTTP API (`/api/v1/query`)."""
 
@@ -178,13 +200,8 @@ class PrometheusUsage:
     def utilisation(self, servers: Iterable[ServerKey]) -> dict[ServerKey, float]:
         wanted = set(servers)
         where = self.pods()
-        url = f"{self.url}/api/v1/query?" + urllib.parse.urlencode({"query": self.query()})
-        with urllib.request.urlopen(url, timeout=self.timeout) as response:
-            reply = json.loads(response.read())
-        if reply.get("status") != "success":
-            raise RuntimeError(f"Prometheus answered {reply.get('errorType')}: {reply.get('error')}")
         answer: dict[ServerKey, float] = {}
-        for series in reply["data"]["result"]:
+        for series in prometheus_query(self.url, self.query(), self.timeout):
             labels = series.get("metric") or {}
             # scraped without honorLabels, the exporter's pod labels come back as exported_*
             namespace = labels.get("exported_namespace") or labels.get("namespace", "")

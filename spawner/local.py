@@ -27,7 +27,7 @@ from traitlets import Bool, Dict, Unicode, default
 from kubelab.backends.local.gpus import Gpu, GpuAllocator, detect_gpus
 from kubelab.errors import KubelabError
 
-from . import interfaces
+from . import interfaces, local_usage_metrics
 from .accounts import hub_account
 from .admission import admit
 from .availability import Availability, group_label, local_availability, notebook_run
@@ -335,6 +335,10 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):  # type: ignore
         status = await until_listening(self.proc, address, self.start_timeout)
         if status is not None:
             raise refusal(self.exit_failure(status, since)) from None
+        local_usage_metrics.register(self.allocator())  # the hub's usage series, from its first server
+        local_usage_metrics.running[(self.user.name, self.name)] = local_usage_metrics.LocalServer(
+            self.pid, self.gpu_run, group_label(self._group.name)
+        )
         return address
 
     _reserved_port = 0
@@ -393,6 +397,7 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):  # type: ignore
 
     async def stop(self, now: bool = False) -> None:
         leader = self.pid  # the server leads its own process group (LocalProcessSpawner's session)
+        local_usage_metrics.running.pop((self.user.name, self.name), None)
         await super().stop(now)
         if leader and leader > 1:
             # what the server started and left behind (code-server's extension hosts, a proxied

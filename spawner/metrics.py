@@ -20,6 +20,8 @@ the spawn form's availability watch already mirrors: no extra API calls per scra
   above) with a running pod
   (`running`), or whose pods all wait to be scheduled or started (`queued`). A Job that Kueue
   holds suspended has no pod yet and is not counted.
+- `jupyterhub_kubelab_gpu_utilisation_percent{group, user}`: mean GPU utilisation from DCGM,
+  owners as for `gpus_allocated`, where a Prometheus is configured (`utilisation_metrics`).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client.core import REGISTRY, CounterMetricFamily, GaugeMetricFamily
@@ -43,6 +45,9 @@ from .availability import (
     pod_owner,
 )
 from .profiles import Catalog
+from .utilisation_metrics import DcgmUtilisation
+from .utilisation_metrics import family as utilisation_family
+from .utilisation_metrics import from_environ as utilisation_from_environ
 
 # What a collector reads: the nodes, pods and user namespaces an availability watch mirrors,
 # and its catalog.
@@ -138,17 +143,17 @@ class GpuHours:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self.hours: dict[tuple[str, str, str], float] = {}
-        self.held: Counter[tuple[str, str, str]] = Counter()
+        self.held: dict[tuple[str, str, str], float] = {}
         self.seen_at: float | None = None
         self.lock = threading.Lock()  # two scrapes at once must not count an interval twice
 
-    def observe(self, held: Counter[tuple[str, str, str]]) -> CounterMetricFamily:
+    def observe(self, held: Mapping[tuple[str, str, str], float]) -> CounterMetricFamily:
         with self.lock:
             now = self.clock()
             if self.seen_at is not None and now > self.seen_at:
                 for key, gpus in self.held.items():
                     self.hours[key] = self.hours.get(key, 0.0) + gpus * (now - self.seen_at) / 3600
-            self.held = Counter(held)
+            self.held = dict(held)
             self.seen_at = now if self.seen_at is None else max(now, self.seen_at)
             family = CounterMetricFamily(
                 f"{PREFIX}_kubelab_gpu_hours",
@@ -164,10 +169,14 @@ class LabCollector(Collector):
     """Reads the snapshot of whatever availability watch `source` returns (None: nothing yet)."""
 
     def __init__(
-        self, source: Callable[[], Snapshot | None], clock: Callable[[], float] = time.monotonic
+        self,
+        source: Callable[[], Snapshot | None],
+        clock: Callable[[], float] = time.monotonic,
+        utilisation: DcgmUtilisation | None = None,
     ) -> None:
         self.source = source
         self.gpu_hours = GpuHours(clock)
+        self.utilisation = utilisation
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         snapshot = self.source()
@@ -175,6 +184,8 @@ class LabCollector(Collector):
             yield from families(*snapshot)
             nodes, pods, catalog, namespaces = snapshot
             yield self.gpu_hours.observe(gpus_allocated(nodes, pods, catalog, namespaces))
+            if self.utilisation is not None:  # what Prometheus last answered: a scrape never waits
+                yield utilisation_family(self.utilisation.by_owner(pods, namespaces))
 
     def describe(self) -> Iterator[GaugeMetricFamily]:
         return iter(())  # computed at scrape time; nothing to check when registering
@@ -186,7 +197,7 @@ _registered: list[LabCollector] = []
 def register(source: Callable[[], Snapshot | None]) -> LabCollector:
     """Register once per process in the registry /hub/metrics exports."""
     if not _registered:
-        collector = LabCollector(source)
+        collector = LabCollector(source, utilisation=utilisation_from_environ())
         REGISTRY.register(collector)
         _registered.append(collector)
     return _registered[0]

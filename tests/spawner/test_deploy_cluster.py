@@ -27,7 +27,7 @@ import pytest
 import yaml
 from controlplane.cluster import ControlPlane
 from controlplane.fixtures import RealCluster
-from kubelab_testing import manifest, plain
+from kubelab_testing import JsonStandIn, manifest, plain
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
@@ -603,7 +603,8 @@ def test_hub_metrics_count_the_clusters_gpus_and_experiments(lab: Lab, control_p
     """A real JupyterHub (kubernetes mode, the hub's credentials) serves kubelab's families on
     /hub/metrics once its availability watch runs; an experiment pod shows up in them, and in the
     GPU-hours counter, counted against the user and group of its namespace, not those its labels
-    claim (issue 27, finding 9: any Job's pods may carry any labels)."""
+    claim (issue 27, finding 9: any Job's pods may carry any labels); so is its mean GPU
+    utilisation from a recorded Prometheus answer (DCGM series by pod)."""
     import time
 
     import requests
@@ -659,11 +660,23 @@ def test_hub_metrics_count_the_clusters_gpus_and_experiments(lab: Lab, control_p
         "c.JupyterHub.authenticate_prometheus = False\n"
     )
     (lab.dir / "hub").mkdir()
-    with Hub(
-        lab.dir / "hub",
-        overrides,
-        {"KUBELAB_HUB_MODE": "kubernetes", "KUBECONFIG": str(lab.hub_kubeconfig())},
-    ) as hub:
+    # Prometheus's recorded answer: two GPUs' DCGM series for dora's pod (80% and 40.5%), and a
+    # pod the hub does not see (it ended)
+    recorded = json.loads((Path(__file__).parent / "fixtures" / "prometheus_dcgm_util.json").read_text())
+    for series in recorded["data"]["result"][:2]:
+        series["metric"].update(exported_namespace=namespace, exported_pod="run-0")
+    with (
+        JsonStandIn(lambda path: recorded) as prometheus,
+        Hub(
+            lab.dir / "hub",
+            overrides,
+            {
+                "KUBELAB_HUB_MODE": "kubernetes",
+                "KUBECONFIG": str(lab.hub_kubeconfig()),
+                "KUBELAB_PROMETHEUS_URL": prometheus.url,
+            },
+        ) as hub,
+    ):
         session = hub.login("dora")
         assert session.get(f"{hub.url}/hub/spawn/dora", timeout=60).status_code == 200  # starts the watch
         deadline, samples = time.monotonic() + 60, {}
@@ -705,6 +718,22 @@ def test_hub_metrics_count_the_clusters_gpus_and_experiments(lab: Lab, control_p
                 if s.name.startswith("jupyterhub_kubelab_")
             }
         assert 0 < samples.get(hours, 0) < 1, samples  # one GPU for well under an hour
+        # Her pod's mean GPU utilisation from DCGM, read in a thread: a later scrape has it.
+        busy = ("jupyterhub_kubelab_gpu_utilisation_percent", (("group", "public"), ("user", "dora")))
+        deadline = time.monotonic() + 60
+        while busy not in samples and time.monotonic() < deadline:
+            time.sleep(0.5)
+            text = requests.get(f"{hub.url}/hub/metrics", timeout=30).text
+            samples = {
+                (s.name, tuple(sorted(s.labels.items()))): s.value
+                for f in text_string_to_metric_families(text)
+                for s in f.samples
+                if s.name.startswith("jupyterhub_kubelab_")
+            }
+        assert samples.get(busy) == 60.25, samples
+        utilisation = [key for key in samples if key[0] == busy[0]]
+        assert utilisation == [busy], utilisation  # nothing for the pod's forged owner, nor the ended pod
+        assert prometheus.paths, "the hub never asked Prometheus"
         claimed = [
             labels for _, labels in samples if ("user", "bob") in labels or ("group", "vision") in labels
         ]

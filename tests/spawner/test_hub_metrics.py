@@ -7,6 +7,7 @@ JupyterHub's /hub/metrics does, and parsed back with its parser.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -175,9 +176,22 @@ def test_the_example_dashboard_queries_only_metrics_the_hub_exports() -> None:
     dashboard = json.loads(
         (Path(__file__).resolve().parents[2] / "hub_config" / "grafana-dashboard.json").read_text()
     )
-    registry = CollectorRegistry()
-    registry.register(LabCollector(lambda: (NODES, PODS, CATALOG, [])))
-    exported = {name for name, _ in scrape(registry)}
+    from kubelab_testing import JsonStandIn
+
+    from kubelab.spawner.utilisation_metrics import DcgmUtilisation
+
+    dcgm = {"metric": {"exported_namespace": "u", "exported_pod": "carol"}, "value": [0, "50"]}
+    answer = {"status": "success", "data": {"resultType": "vector", "result": [dcgm]}}
+    with JsonStandIn(lambda path: answer) as prometheus:
+        registry = CollectorRegistry()
+        utilisation = DcgmUtilisation(prometheus.url, ttl=3600)
+        registry.register(LabCollector(lambda: (NODES, PODS, CATALOG, []), utilisation=utilisation))
+        scrape(registry)  # starts the one query; a later scrape has its answer
+        deadline = time.monotonic() + 30
+        while utilisation.answer.read_at is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        exported = {name for name, _ in scrape(registry)}
+    assert "jupyterhub_kubelab_gpu_utilisation_percent" in exported
     labels = {"gpu_type", "group", "user", "state"}
     for panel in dashboard["panels"]:
         for target in panel["targets"]:

@@ -24,7 +24,10 @@ def machine(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def hub(machine: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
     directory = tmp_path_factory.mktemp("localhub")
-    overrides = "c.LocalKubeLabSpawner.run_as_users = False\nc.LocalKubeLabSpawner.start_timeout = 90\n"
+    overrides = (
+        "c.LocalKubeLabSpawner.run_as_users = False\nc.LocalKubeLabSpawner.start_timeout = 90\n"
+        "c.JupyterHub.authenticate_prometheus = False\n"
+    )
     env = {
         "KUBELAB_HUB_MODE": "local",
         "KUBELAB_HUB_ROOT": str(directory / "root"),
@@ -98,3 +101,31 @@ def test_local_form_offers_no_images_and_refuses_one(hub: Hub) -> None:
     reply = hub.post_form(session, "dave", {"image": "x:1"})
     assert reply.status_code == 400
     assert "image: this hub runs servers on one machine and offers no images" in reply.text
+
+
+def test_the_local_hub_exports_gpu_hours_per_user_and_group(hub: Hub) -> None:
+    """/hub/metrics counts the ledger's GPUs held by each running server, against the user and
+    group the hub started it for (bob's server from the test above holds a T4)."""
+    import time
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    if hub.api("GET", "users/bob").json().get("server") is None:
+        assert hub.api("POST", "users/bob/server", {"gpus": 1}).status_code in (201, 202)
+        hub.wait_server("bob", timeout=90)
+    hours = (
+        "jupyterhub_kubelab_gpu_hours_total",
+        (("gpu_type", "Tesla T4"), ("group", "public"), ("user", "bob")),
+    )
+    deadline, samples = time.monotonic() + 60, {}
+    while samples.get(hours, 0) <= 0 and time.monotonic() < deadline:
+        text = requests.get(f"{hub.url}/hub/metrics", timeout=30).text
+        samples = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in text_string_to_metric_families(text)
+            for s in f.samples
+            if s.name.startswith("jupyterhub_kubelab_")
+        }
+        time.sleep(0.5)
+    assert 0 < samples.get(hours, 0) < 1, samples  # one T4 for well under an hour
+    assert all(dict(labels).get("user") != "alice" for _, labels in samples), samples  # hers stopped
