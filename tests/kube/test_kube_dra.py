@@ -11,21 +11,33 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from controlplane.cluster import ControlPlane
 from kube_support import pods_of, wait_for
-from kubernetes import client
+from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from kubelab.backends.kubernetes import dra
 from kubelab.backends.kubernetes.backend import KubernetesBackend
 from kubelab.backends.kubernetes.dra import quota_key
-from kubelab.backends.kubernetes.gpu_request import SharedType
+from kubelab.backends.kubernetes.gpu_request import DraRequest, SharedType
 from kubelab.errors import ValidationError
 from kubelab.experiments import Experiments
+from kubelab.spawner.admission_policy import (
+    HUB_LABEL,
+    POLICIES,
+    binding,
+    namespace_annotations,
+    placement,
+    policy,
+)
+from kubelab.spawner.bounds import NamespaceBounds
 from kubelab.spawner.groups import Quota
+from kubelab.spawner.labels import MANAGED_BY
 from kubelab.spawner.objects import resource_quota
 from kubelab.spawner.profiles import Catalog
 
@@ -176,3 +188,71 @@ def test_a_share_of_a_dra_type_and_a_dra_type_without_class_are_refused_by_name(
     with pytest.raises(ValidationError) as bad:
         Catalog.parse({"gpu_types": [{"name": "x", "sharing": "dra"}]})
     assert [f.path for f in bad.value.fields] == ["catalog.gpu_types[0].device_class"]
+
+
+def test_a_notebook_token_cannot_claim_a_device_class_outside_the_catalog(
+    admin: client.ApiClient, device_class: str, namespace: str, notebook_kubeconfig: Path
+) -> None:
+    suffix = uuid.uuid4().hex[:6]
+    hub = f"hub-{suffix}"
+    where = placement(hub, {}, [], [], device_classes=(device_class,))
+    core: Any = client.CoreV1Api(admin)
+    labels = {**MANAGED_BY, HUB_LABEL: hub}
+    core.patch_namespace(
+        namespace,
+        {"metadata": {"labels": labels, "annotations": namespace_annotations(where, NamespaceBounds())}},
+    )
+    admission: Any = client.AdmissionregistrationV1Api(admin)
+    made = []
+    for kept in (p for p in POLICIES if p.resource.startswith("resourceclaim")):
+        renamed = replace(kept, name=f"{kept.name}-{suffix}")
+        admission.create_validating_admission_policy(policy(renamed))
+        admission.create_validating_admission_policy_binding(binding(renamed, hub))
+        made.append(renamed)
+    try:
+        with config.new_client_from_config(str(notebook_kubeconfig)) as api:
+            custom: Any = client.CustomObjectsApi(api)
+
+            def template(name: str, device_class: str) -> dict[str, Any]:
+                return dra.claim_template(DraRequest(device_class, 1), name, {})
+
+            def create(body: dict[str, Any], dry_run: str | None = None) -> Any:
+                kw = {"dry_run": dry_run} if dry_run else {}
+                return custom.create_namespaced_custom_object(
+                    GROUP, VERSION, namespace, "resourceclaimtemplates", body, **kw
+                )
+
+            def policy_applies() -> bool:  # the API server has compiled the policy and sees its binding
+                try:
+                    create(template("probe", "other.example.com"), dry_run="All")
+                except ApiException as refused:
+                    return "ValidatingAdmissionPolicy" in str(refused.body)
+                return False
+
+            wait_for(policy_applies, what="the claim policy applied to the namespace")
+            with pytest.raises(ApiException) as refused:
+                create(template("elsewhere", "other.example.com"))
+            assert refused.value.status == 403
+            assert f"only the DeviceClasses of the GPU catalog: {device_class}" in str(refused.value.body)
+            assert create(template("allowed", device_class))["metadata"]["name"] == "allowed"
+        # the claims the resourceclaim controller makes from a template are held to the same list
+        claim: dict[str, Any] = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceClaim"}
+        claim.update(
+            metadata={"name": "direct"}, spec=template("direct", "other.example.com")["spec"]["spec"]
+        )
+        claims: Any = client.CustomObjectsApi(admin)
+
+        def claim_refusal() -> str | None:  # dry-run: admission runs, nothing is stored
+            try:
+                claims.create_namespaced_custom_object(
+                    GROUP, VERSION, namespace, "resourceclaims", claim, dry_run="All"
+                )
+            except ApiException as refused:
+                return str(refused.body) if "ValidatingAdmissionPolicy" in str(refused.body) else None
+            return None
+
+        assert "only the DeviceClasses" in wait_for(claim_refusal, what="a claim outside the catalog refused")
+    finally:
+        for made_policy in made:
+            admission.delete_validating_admission_policy_binding(f"{made_policy.name}-{hub}")
+            admission.delete_validating_admission_policy(made_policy.name)
