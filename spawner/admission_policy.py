@@ -15,7 +15,9 @@ RBAC says which kinds a notebook's token may create; it cannot look inside them.
   the lab's Gateway, or attached to the Gateway for a hostname outside `*.<namespace>.<domain>`
   (a path on the hub's hostname would take the hub's requests);
 - `kubelab-user-inferenceservices`: a KServe InferenceService not labelled cluster-local (KServe
-  would publish it on the cluster's ingress).
+  would publish it on the cluster's ingress);
+- `kubelab-user-resourceclaims`, `kubelab-user-resourceclaimtemplates`: a DRA claim (or claim
+  template) naming a DeviceClass outside the catalog's DRA types (`kubelab.io/device-classes`).
 
 The group's values are annotations of the namespace (`kubelab.io/node-selector`, ...), which
 the spawner writes with the namespace and the policies read as `namespaceObject`: the notebook's
@@ -49,6 +51,7 @@ class Placement:
     toleration_keys: tuple[str, ...]
     gateway: str = ""  # NAMESPACE/NAME of the Gateway services' routes may attach to ('' = none)
     service_domain: str = ""  # a route on the Gateway serves <host>.<namespace>.<service_domain>
+    device_classes: tuple[str, ...] = ()  # the DeviceClasses of the catalog's DRA types
 
 
 def placement(
@@ -58,11 +61,15 @@ def placement(
     gpu_resources: list[str],
     gateway: str = "",
     service_domain: str = "",
+    device_classes: tuple[str, ...] = (),
 ) -> Placement:
     """A namespace's placement: toleration keys of the catalog's GPU taints and the admin's own
     (`tolerations`), and the GPU resources (kubelab's experiments tolerate them by name)."""
     keys = {t.get("key") or "" for t in tolerations if isinstance(t, dict)} | set(gpu_resources)
-    return Placement(hub_namespace, dict(node_selector), tuple(sorted(keys - {""})), gateway, service_domain)
+    classes = tuple(sorted(set(device_classes)))
+    return Placement(
+        hub_namespace, dict(node_selector), tuple(sorted(keys - {""})), gateway, service_domain, classes
+    )
 
 
 ANNOTATIONS = {
@@ -72,6 +79,7 @@ ANNOTATIONS = {
     "scheduleMinutes": "kubelab.io/schedule-minutes",
     "gateway": "kubelab.io/gateway",
     "serviceDomain": "kubelab.io/service-domain",
+    "deviceClasses": "kubelab.io/device-classes",
 }
 
 
@@ -86,6 +94,7 @@ def namespace_annotations(placement: Placement, bounds: NamespaceBounds) -> dict
         "scheduleMinutes": str(bounds.schedule_minutes),
         "gateway": placement.gateway,
         "serviceDomain": placement.service_domain,
+        "deviceClasses": ",".join(placement.device_classes),
     }
     return {ANNOTATIONS[name]: value for name, value in values.items()}
 
@@ -197,6 +206,19 @@ class Policy:
     version: str = "v1"
 
 
+def _claim_rules(devices: str) -> list[tuple[str, str]]:
+    """Every request of a claim's `devices` names an allowed DeviceClass (a prioritized list's
+    alternatives too); an empty list allows none."""
+    allowed = "variables.deviceClasses.split(',')"
+    return [
+        (
+            f"{devices}.requests.all(r, (!has(r.exactly) || r.exactly.deviceClassName in {allowed}) && "
+            f"(!has(r.firstAvailable) || r.firstAvailable.all(s, s.deviceClassName in {allowed})))",
+            "'a claim may name only the DeviceClasses of the GPU catalog: ' + variables.deviceClasses",
+        )
+    ]
+
+
 POLICIES = (
     Policy(
         "kubelab-user-pods",
@@ -241,6 +263,22 @@ POLICIES = (
         ("CREATE", "UPDATE"),
         _INFERENCE_SERVICE_RULES,
         version="v1beta1",
+    ),
+    Policy(
+        "kubelab-user-resourceclaims",
+        "resource.k8s.io",
+        "resourceclaims",
+        ("CREATE",),
+        _claim_rules("object.spec.devices"),
+        tuple(_from_namespace("deviceClasses")),
+    ),
+    Policy(
+        "kubelab-user-resourceclaimtemplates",
+        "resource.k8s.io",
+        "resourceclaimtemplates",
+        ("CREATE",),
+        _claim_rules("object.spec.spec.devices"),
+        tuple(_from_namespace("deviceClasses")),
     ),
 )
 

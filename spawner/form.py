@@ -43,6 +43,8 @@ def unit(gpu_type: GpuType) -> str:
     """What one unit of the type is, in the form's words."""
     if gpu_type.sharing == "mig":
         return f"MIG slice ({gpu_type.resource})"
+    if gpu_type.sharing == "dra":
+        return f"DRA device ({gpu_type.device_class}), for runs"
     if gpu_type.sharing == "time-slicing":
         return "time-sliced share (memory not isolated)"
     return "whole GPU"

@@ -63,6 +63,7 @@ def namespace_objects(
             resources,
             spawner.service_gateway,
             spawner.service_domain,
+            tuple(t.device_class for t in spawner.catalog.gpu_types if t.sharing == "dra"),
         ),
         max_priority=group.max_priority,
     )

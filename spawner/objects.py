@@ -156,7 +156,8 @@ def resource_quota(
     hard: dict[str, str] = {}
     if quota.gpus is not None:
         for resource in sorted(set(gpu_resources)) or ["nvidia.com/gpu"]:
-            hard[f"requests.{resource}"] = str(quota.gpus)
+            dra = resource.endswith(".deviceclass.resource.k8s.io/devices")  # a DRA type's claimed devices
+            hard[resource if dra else f"requests.{resource}"] = str(quota.gpus)
     if quota.cpu is not None:
         hard["requests.cpu"] = quota.cpu
     if quota.memory is not None:

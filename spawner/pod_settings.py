@@ -64,7 +64,7 @@ def pod_settings(
     resource = (
         gpu_type.resource
         if gpu_type
-        else (catalog.gpu_types[0].resource if catalog.gpu_types else DEFAULT_GPU_RESOURCE)
+        else next((t.resource for t in catalog.gpu_types if t.sharing != "dra"), DEFAULT_GPU_RESOURCE)
     )
     storage_mounts = storage_layout.mounts(storage, user)
     shm = options.shm

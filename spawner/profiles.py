@@ -13,11 +13,14 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from kubelab.backends.kubernetes.dra import quota_key
 from kubelab.backends.kubernetes.gpu_request import SHARING, default_sharing
 from kubelab.errors import FieldError, ValidationError, did_you_mean
 from kubelab.quantity import parse_quantity
 
 from . import interfaces
+
+DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 OPTION_KEYS = ("profile", "image", "cpu", "memory", "gpus", "gpu_type", "group", "shm", "interface")
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
@@ -31,13 +34,16 @@ class GpuType:
     """A kind of GPU the cluster has: found by a node label, requested by a resource name.
     `sharing` says how the device plugin shares it: `time-slicing` (each GPU offered as several
     replicas), `mig` (a MIG profile's own resource, whose nodes are found by that resource, not
-    a label) or `exclusive`."""
+    a label), `dra` (claimed through Dynamic Resource Allocation from `device_class`, optionally
+    narrowed by a CEL `selector`; its `resource` is the class's quota key) or `exclusive`."""
 
     name: str
     label_value: str
     resource: str = DEFAULT_GPU_RESOURCE
     max_per_user: int = 8
     sharing: str = "exclusive"
+    device_class: str = ""
+    selector: str = ""
 
     @property
     def by_resource(self) -> bool:
@@ -48,6 +54,19 @@ class GpuType:
     def vendor(self) -> str:
         """`nvidia` for `nvidia.com/gpu`: what cube-studio writes in `1(nvidia,V100)`."""
         return self.resource.split(".", 1)[0].split("/", 1)[0].lower()
+
+
+def dra_problems(path: str, sharing: str, device_class: Any, selector: Any) -> list[FieldError]:
+    """Why a DRA type's DeviceClass or selector cannot be used (none for a good one)."""
+    problems = []
+    if sharing == "dra" and (not isinstance(device_class, str) or not DNS_NAME.match(device_class)):
+        why = "names the DeviceClass a DRA type claims from (a DNS name such as gpu.example.com)"
+        problems.append(FieldError(f"{path}.device_class", f"is required: it {why}, not {device_class!r}"))
+    elif sharing != "dra" and device_class:
+        problems.append(FieldError(f"{path}.device_class", "is only for sharing: dra"))
+    if not isinstance(selector, str) or (selector and sharing != "dra"):
+        problems.append(FieldError(f"{path}.selector", "must be a CEL expression, for sharing: dra only"))
+    return problems
 
 
 @dataclass
@@ -100,12 +119,16 @@ class Catalog:
                 )
                 limit = 0
             resource = str(entry.get("resource", DEFAULT_GPU_RESOURCE))
-            sharing = entry.get("sharing", default_sharing(resource))
+            device_class, selector = entry.get("device_class", ""), entry.get("selector", "")
+            sharing = entry.get("sharing", "dra" if device_class else default_sharing(resource))
             if sharing not in SHARING:
                 errors.append(
                     FieldError(f"{path}.sharing", f"must be one of {', '.join(SHARING)}, not {sharing!r}")
                 )
                 sharing = "exclusive"
+            errors += dra_problems(path, sharing, device_class, selector)
+            if sharing == "dra" and isinstance(device_class, str):
+                resource = quota_key(device_class)
             catalog.gpu_types.append(
                 GpuType(
                     name=entry["name"],
@@ -113,6 +136,8 @@ class Catalog:
                     resource=resource,
                     max_per_user=limit,
                     sharing=sharing,
+                    device_class=str(device_class or ""),
+                    selector=str(selector or ""),
                 )
             )
         for key in ("images",):
@@ -341,6 +366,9 @@ def validate_options(
                         f"vendor '{vendor}' does not make {known.name} (its resource is {known.resource})",
                     )
                 )
+            if gpus and known.sharing == "dra":
+                why = f"{known.name} is claimed through DRA (DeviceClass {known.device_class}): runs may ask"
+                errors.append(FieldError("gpu_type", why + " for it; a notebook server cannot yet"))
             if gpus > known.max_per_user:
                 errors.append(
                     FieldError(

@@ -30,6 +30,7 @@ FAST_MODULES = frozenset(
         "kube/test_image_build.py",
         "kube/test_kube_serving_builders.py",
         "kube/test_kube_gpu_request.py",
+        "kube/test_kube_dra_builders.py",
         "test_module_size.py",
         "test_import_cycles.py",
         "test_import_contracts.py",

@@ -51,6 +51,8 @@ def test_render_all_prints_the_admins_objects() -> None:
         "kubelab-user-rolebindings",
         "kubelab-user-httproutes",
         "kubelab-user-inferenceservices",
+        "kubelab-user-resourceclaims",
+        "kubelab-user-resourceclaimtemplates",
     ]
     assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [
         ("ClusterRole", "kubelab-hub"),

@@ -48,6 +48,7 @@ KINDS = {
         Kind("HorizontalPodAutoscaler", "autoscaling", "v2", "horizontalpodautoscalers"),
         Kind("InferenceService", "serving.kserve.io", "v1beta1", "inferenceservices"),
         Kind("HTTPRoute", "gateway.networking.k8s.io", "v1", "httproutes"),
+        Kind("ResourceClaimTemplate", "resource.k8s.io", "v1", "resourceclaimtemplates"),
     )
 }
 FIELD_MANAGER = "kubelab"

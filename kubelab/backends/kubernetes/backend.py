@@ -20,7 +20,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from kubelab.backends.base import Backend, ClusterAccess
-from kubelab.backends.kubernetes import builders, dcgm, names, states
+from kubelab.backends.kubernetes import builders, dcgm, dra, names, states
 from kubelab.backends.kubernetes import events as kube_events
 from kubelab.backends.kubernetes.api import KubeApi
 from kubelab.backends.kubernetes.chores import Chores
@@ -160,7 +160,7 @@ class KubernetesBackend(Backend):
         for obj in objects:
             action = f"create {obj['kind']} {obj['metadata']['name']}"
             try:
-                created.append(self._create(obj, run.id))
+                created.append(self._create(dra.owned(obj, created), run.id))
             except ApiException as exc:
                 self._undo(created)
                 raise translate(exc, action) from exc

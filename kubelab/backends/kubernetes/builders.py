@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kubelab.backends.kubernetes import names
+from kubelab.backends.kubernetes import dra, names
 from kubelab.backends.kubernetes.distributed_env import distributed_env, ports_for
 from kubelab.backends.kubernetes.elastic_policy import agent_command, elastic_policy, elastic_problems
-from kubelab.backends.kubernetes.gpu_request import GpuRequest, gpu_request
+from kubelab.backends.kubernetes.gpu_request import DraRequest, GpuRequest, gpu_request
 from kubelab.backends.kubernetes.init_container import init_containers, init_problems
 from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 from kubelab.backends.kubernetes.pod_security import container_security, pod_security
@@ -75,15 +75,19 @@ def is_distributed(spec: ExperimentSpec) -> bool:
 def build(spec: ExperimentSpec, target: Target, nb: NotebookEnv) -> list[Manifest]:
     """Every object `submit` creates for this run, in creation order."""
     check(spec, nb)
+    claims = pod_gpus(spec.resources, nb)
+    template = []  # DRA: the claim template the run's pods claim their GPUs from
+    if isinstance(claims, DraRequest):
+        template.append(dra.claim_template(claims, target.name, labels(spec, target)))
     if spec.engine == "kubeflow":
-        return [kubeflow_job(spec, target, nb)]
+        return [kubeflow_job(spec, target, nb)] + template
     objects: list[Manifest] = []
     if is_distributed(spec):
         objects.append(headless_service(spec, target))
     objects.append(job(spec, target, nb))
     if spec.parameter_servers:
         objects.append(job(spec, target, nb, role="ps"))
-    return objects
+    return objects + template
 
 
 def check(spec: ExperimentSpec, nb: NotebookEnv) -> None:
@@ -304,6 +308,8 @@ def pod_template(
     request = pod_gpus(spec.resources, nb)
     if isinstance(request, GpuRequest) and role != "ps":
         selector.update(request.selector)
+    elif isinstance(request, DraRequest) and role != "ps":
+        dra.attach(pod, target.name)  # the devices' node is the scheduler's pick, by the claim
     if selector:
         pod["nodeSelector"] = selector
     tolerations = [*nb.tolerations, *spec.tolerations]
@@ -332,7 +338,7 @@ def resource_amounts(resources: Resources, nb: NotebookEnv, gpus: bool = True) -
     return amounts
 
 
-def pod_gpus(resources: Resources, nb: NotebookEnv) -> GpuRequest | FieldError | None:
+def pod_gpus(resources: Resources, nb: NotebookEnv) -> GpuRequest | DraRequest | FieldError | None:
     """The GPU resource, count and node labels a spec's `resources` come to on this cluster."""
     return gpu_request(resources.gpus, resources.gpu_type, nb.gpu_types, nb.gpu_resource, nb.gpu_type_label)
 
