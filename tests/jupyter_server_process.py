@@ -92,7 +92,7 @@ class JupyterServer:
             self.process = subprocess.Popen(
                 self.command(), env=self.env, stdout=out, stderr=subprocess.STDOUT, cwd=self.root
             )
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120  # a loaded 2-core machine starts it in 60 s at worst
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 if "is already in use" in self.log.read_text():
