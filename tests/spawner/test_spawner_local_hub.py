@@ -117,7 +117,8 @@ def test_the_local_hub_exports_gpu_hours_per_user_and_group(hub: Hub) -> None:
         "jupyterhub_kubelab_gpu_hours_total",
         (("gpu_type", "Tesla T4"), ("group", "public"), ("user", "bob")),
     )
-    deadline, samples = time.monotonic() + 60, {}
+    deadline = time.monotonic() + 60
+    samples: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
     while samples.get(hours, 0) <= 0 and time.monotonic() < deadline:
         text = requests.get(f"{hub.url}/hub/metrics", timeout=30).text
         samples = {
