@@ -628,6 +628,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
         const url = new URL(window.location.href);
         url.search = withoutLink(url.search);
         window.history.replaceState(window.history.state, '', url.toString());
+        // The router runs as the app starts, while the layout is still being restored:
+        // opened after it, the linked view stays in front of the tab the layout brings back.
+        await app.restored;
         await openLink(link);
       }
     });

@@ -231,6 +231,7 @@ def test_kubelab_hub_starts_jupyterhub_and_prints_its_url(tmp_path: Path) -> Non
     import contextlib
     import os
     import signal
+    import threading
     import time
 
     import requests
@@ -254,8 +255,10 @@ def test_kubelab_hub_starts_jupyterhub_and_prints_its_url(tmp_path: Path) -> Non
         start_new_session=True,
     )
     assert hub.stdout is not None
+    output: list[str] = []  # read as it comes: a full pipe would block the hub's logging, and its exit
     try:
         first = hub.stdout.readline()
+        threading.Thread(target=lambda: output.extend(hub.stdout or ()), daemon=True).start()
         assert first.strip() == (
             f"kubelab hub: http://localhost:{port}/  (any user name; password: a-lab-password)"
         )
@@ -269,11 +272,17 @@ def test_kubelab_hub_starts_jupyterhub_and_prints_its_url(tmp_path: Path) -> Non
             if hub.poll() is not None or time.monotonic() > deadline:
                 os.killpg(hub.pid, signal.SIGTERM)
                 raise AssertionError(
-                    f"the hub did not answer (exit {hub.poll()}):\n{hub.stdout.read()[-3000:]}"
+                    f"the hub did not answer (exit {hub.poll()}):\n{''.join(output)[-3000:]}"
                 )
             time.sleep(0.3)
         assert (tmp_path / "root" / "jupyterhub.sqlite").exists()
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(hub.pid, signal.SIGTERM)  # the hub, its proxy and its services
-        hub.wait(timeout=30)
+        try:
+            hub.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(hub.pid, signal.SIGKILL)
+            raise AssertionError(
+                f"the hub did not end on SIGTERM within 30 s:\n{''.join(output)[-3000:]}"
+            ) from None
