@@ -295,7 +295,7 @@ def test_runs_grouped_by_a_parameter_draw_a_mean_and_a_band(lab_server: JupyterS
     for run_id in ids:
         assert lab_server.wait_for(run_id)["status"] == "Succeeded"
     page.goto(f"{lab_server.url}lab?kubelab=compare/{','.join(ids)}&token={lab_server.token}")
-    compare = page.locator(".jp-kubelab-Compare").last
+    compare = page.locator(".jp-kubelab-Compare:visible")  # the linked one, in front
     chart = compare.locator('.jp-kubelab-Overlay[data-metric="loss"]')
     expect(chart.locator(".u-legend .u-series")).to_have_count(4, timeout=WAIT_MS)  # x and three runs
     compare.locator('select[name="groupBy"]').select_option("param:lr")
