@@ -253,11 +253,13 @@ def test_an_elastic_run_is_a_pytorchjob_with_an_elastic_policy() -> None:
     assert not {"RANK", "WORLD_SIZE", "MASTER_ADDR"} & {e["name"] for e in container["env"]}  # torchrun's
 
 
-def test_an_elastic_run_needs_the_kubeflow_engine() -> None:
-    spec = ExperimentSpec.parse({**BASE, "framework": "pytorch", "replicas": {"min": 1, "max": 2}})
+def test_an_elastic_run_in_a_kueue_queue_is_refused_on_the_job_engine() -> None:
+    spec = ExperimentSpec.parse(
+        {**BASE, "framework": "pytorch", "replicas": {"min": 1, "max": 2}, "queue": "team"}
+    )
     with pytest.raises(ValidationError) as err:
         builders.build(spec, target(spec), NB)
-    assert [(f.path, "engine: kubeflow" in f.reason) for f in err.value.fields] == [("engine", True)]
+    assert [(f.path, "engine: kubeflow" in f.reason) for f in err.value.fields] == [("queue", True)]
 
 
 def test_what_the_cluster_cannot_run_is_refused_by_field() -> None:

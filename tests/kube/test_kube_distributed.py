@@ -214,9 +214,6 @@ def test_an_elastic_run_is_a_pytorchjob_the_api_server_keeps_with_its_elastic_po
     assert (policy["rdzvBackend"], policy["minReplicas"], policy["maxReplicas"]) == ("c10d", 1, 3)
     assert {k: v["replicas"] for k, v in job["spec"]["pytorchReplicaSpecs"].items()} == {"Worker": 3}
     assert lab.get(run_id)["replicas"] == 3
-    with pytest.raises(ValidationError) as err:  # the Indexed Job engine has no elastic policy
-        submit(lab, home, framework="pytorch", replicas="1:3")
-    assert [f.path for f in err.value.fields] == ["engine"]
 
 
 def test_kubeflow_engine_without_the_operator_is_refused(

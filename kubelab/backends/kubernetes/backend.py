@@ -25,6 +25,7 @@ from kubelab.backends.kubernetes import events as kube_events
 from kubelab.backends.kubernetes.api import KubeApi
 from kubelab.backends.kubernetes.chores import Chores
 from kubelab.backends.kubernetes.connection import in_cluster_client, kubeconfig_client
+from kubelab.backends.kubernetes.elastic_resizer import ElasticResizer
 from kubelab.backends.kubernetes.errors import DEFAULT_RETRY, RetryPolicy, translate
 from kubelab.backends.kubernetes.image_build import BuildSettings
 from kubelab.backends.kubernetes.image_stage import ImageStage
@@ -66,6 +67,7 @@ class KubernetesBackend(Backend):
         self._lock = threading.RLock()
         self._served: dict[str, bool] = {}
         self.watcher: Watcher | None = None
+        self.elastic = ElasticResizer(lambda: self.api, nb, lambda: self.watcher)  # elastic Jobs' sizes
         self._chores = Chores(self._finish)
         self._live = dcgm.LiveSamples()  # a running run's DCGM samples, asked for by its views
         self.images = ImageStage(api_client, BuildSettings.from_environ(), retry)
@@ -155,7 +157,8 @@ class KubernetesBackend(Backend):
         self._apply(run, states.Observation(BUILDING, f"building the image {spec.image}"))
 
     def _start(self, run: RunDirectory, spec: ExperimentSpec) -> None:
-        objects = builders.build(spec, self.target(run, spec, run.status()), self.nb)
+        target = self.elastic.sized(self.target(run, spec, run.status()), spec)
+        objects = builders.build(spec, target, self.nb)
         created: list[Obj] = []
         for obj in objects:
             action = f"create {obj['kind']} {obj['metadata']['name']}"
@@ -251,7 +254,7 @@ class KubernetesBackend(Backend):
             if not changed:
                 return status
             if (state, reason) != (status.state, status.reason):
-                status.move(state, reason, code)
+                status.move(state, reason, code, obs.size)
             status.exit_code = code if code is not None else status.exit_code
             status.replicas, status.attempt = obs.replicas, obs.attempt
             run.write_status(status)
@@ -267,15 +270,11 @@ class KubernetesBackend(Backend):
                 return status
             if run.stop_file.exists():
                 status.move(*run.stop_outcome())
+            elif time.time() - run.spec_file.stat().st_mtime < SUBMIT_GRACE:
+                return status
             else:
-                age = time.time() - run.spec_file.stat().st_mtime
-                if age < SUBMIT_GRACE:
-                    return status
-                status.move(
-                    FAILED,
-                    "its Kubernetes Job no longer exists (deleted outside "
-                    "kubelab, or removed after it finished while nobody watched)",
-                )
+                why = "deleted outside kubelab, or removed after it finished while nobody watched"
+                status.move(FAILED, f"its Kubernetes Job no longer exists ({why})")
             run.write_status(status)
             return status
 
@@ -317,11 +316,13 @@ class KubernetesBackend(Backend):
         )
         self.watcher.start()
         self._chores.ensure()
+        self.elastic.start()
 
     def close(self) -> None:
         if self.watcher is not None:
             self.watcher.stop()
             self.watcher = None
+        self.elastic.close()
         self._chores.close()
 
     def _find_run(self, run_id: str) -> RunDirectory | None:
@@ -333,6 +334,7 @@ class KubernetesBackend(Backend):
 
     def _on_change(self, run_id: str, kind: str) -> None:
         run = self._find_run(run_id)
+        self.elastic.poke()
         if run is None or self.watcher is None:
             return
         try:

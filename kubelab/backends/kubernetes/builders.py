@@ -5,6 +5,8 @@ prints exactly this list, and `KubernetesBackend.submit` sends exactly this list
 
 Layout:
 - one replica: a `batch/v1` Job;
+- an elastic run (`replicas: {min, max}`): an Indexed Job and headless Service as below, started
+  at `Target.replicas` and resized by kubelab (elastic_policy.py, elastic_resizer.py);
 - several replicas (or TensorFlow parameter servers): an Indexed Job whose completion index
   is the rank, plus a headless Service giving each pod the stable name `<job>-<i>.<service>`;
   parameter servers are a second Indexed Job `<job>-ps` behind the same Service;
@@ -21,7 +23,12 @@ from typing import Any
 
 from kubelab.backends.kubernetes import dra, names
 from kubelab.backends.kubernetes.distributed_env import distributed_env, ports_for
-from kubelab.backends.kubernetes.elastic_policy import agent_command, elastic_policy, elastic_problems
+from kubelab.backends.kubernetes.elastic_policy import (
+    agent_command,
+    elastic_env,
+    elastic_policy,
+    elastic_problems,
+)
 from kubelab.backends.kubernetes.gpu_request import DraRequest, GpuRequest, gpu_request
 from kubelab.backends.kubernetes.init_container import init_containers, init_problems
 from kubelab.backends.kubernetes.notebook_env import NotebookEnv
@@ -55,6 +62,7 @@ class Target:
     trial: int | None = None
     pipeline: str | None = None
     pipeline_step: str | None = None
+    replicas: int | None = None  # an elastic run's first size (what the free GPUs allow); else max
 
     @property
     def service(self) -> str:
@@ -69,7 +77,7 @@ GPU_VISIBILITY = ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "NVIDIA_DRIV
 
 
 def is_distributed(spec: ExperimentSpec) -> bool:
-    return spec.replicas > 1 or spec.parameter_servers > 0
+    return spec.replicas > 1 or spec.parameter_servers > 0 or spec.elastic is not None
 
 
 def build(spec: ExperimentSpec, target: Target, nb: NotebookEnv) -> list[Manifest]:
@@ -214,6 +222,10 @@ def job(spec: ExperimentSpec, target: Target, nb: NotebookEnv, role: str = "work
     distributed = is_distributed(spec)
     name = target.ps_job if role == "ps" else target.name
     count = spec.parameter_servers if role == "ps" else spec.replicas
+    meta = metadata(spec, target, name, role, queue=True)
+    if spec.elastic is not None:  # resized by kubelab between min and max (elastic_resizer.py)
+        count = max(spec.elastic.min, min(spec.elastic.max, target.replicas or spec.elastic.max))
+        meta["annotations"][names.ELASTIC_ANNOTATION] = f"{spec.elastic.min}:{spec.elastic.max}"
     template = pod_template(spec, target, nb, role)
     if distributed:
         template["spec"]["subdomain"] = target.service
@@ -232,7 +244,7 @@ def job(spec: ExperimentSpec, target: Target, nb: NotebookEnv, role: str = "work
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": metadata(spec, target, name, role, queue=True),
+        "metadata": meta,
         "spec": body,
     }
 
@@ -267,7 +279,9 @@ def pod_template(
     if not spec.resources.gpus or role == "ps":
         # On a GPU node the NVIDIA runtime shows every GPU to a container that asks for none.
         env.append({"name": "NVIDIA_VISIBLE_DEVICES", "value": "none"})
-    if with_ranks and is_distributed(spec):
+    if with_ranks and spec.elastic is not None:
+        env += elastic_env(spec.elastic, target.run_id, target.name, target.service, spec.framework)
+    elif with_ranks and is_distributed(spec):
         env += distributed_env(spec, target.name, target.service, target.ps_job, role)
     volumes = list(nb.volumes)
     mounts = list(nb.mounts)

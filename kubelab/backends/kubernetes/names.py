@@ -24,6 +24,8 @@ RUN_DIR_ANNOTATION = "kubelab.io/run-dir"
 USER_ANNOTATION = "kubelab.io/user"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+ELASTIC_ANNOTATION = "kubelab.io/elastic"  # MIN:MAX on an elastic Indexed Job kubelab resizes
+RESIZED_ANNOTATION = "kubelab.io/resized"  # why it has its size now (the run's status reason)
 
 SLUG_LIMIT = 20  # keeps `<slug>-<id>-<owner>-ps-<index>` within 63 characters
 _INVALID = re.compile(r"[^a-z0-9]+")

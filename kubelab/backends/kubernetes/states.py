@@ -11,7 +11,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubelab.backends.kubernetes.names import INDEX_ANNOTATION, QUEUE_LABEL, ROLE
+from kubelab.backends.kubernetes.names import (
+    ELASTIC_ANNOTATION,
+    INDEX_ANNOTATION,
+    QUEUE_LABEL,
+    RESIZED_ANNOTATION,
+    ROLE,
+)
 from kubelab.records import FAILED, PENDING, PREEMPTED, QUEUED, RUNNING, SUCCEEDED
 
 Obj = dict[str, Any]
@@ -34,6 +40,7 @@ class Observation:
     attempt: int = 0
     replicas: list[dict[str, Any]] = field(default_factory=list)
     provisional: bool = False  # the pod that explains it has not been seen yet: wait for it
+    size: int | None = None  # an elastic Indexed Job's size (its parallelism), for the timeline
 
 
 @dataclass
@@ -231,6 +238,20 @@ def observe_job(job: Obj, pods: list[Obj], events: Sequence[Obj] = ()) -> Observ
     """State of a plain (possibly Indexed) Job run: `pods` are all its worker pods."""
     spec, status = job.get("spec") or {}, job.get("status") or {}
     worker_pods = [p for p in pods if describe_pod(p).role == "worker"]
+    annotations = (job.get("metadata") or {}).get("annotations") or {}
+    if ELASTIC_ANNOTATION in annotations:  # pods above its size are leaving: no longer its replicas
+        size = int(spec.get("completions") or 1)
+        worker_pods = [p for p in worker_pods if describe_pod(p).index < size]
+        meta = dict(job.get("metadata") or {}, annotations={})  # observed as a fixed-size Job
+        seen = observe_job(dict(job, metadata=meta), worker_pods, events)
+        seen.size = size
+        if seen.state in (PENDING, PREEMPTED, RUNNING) and any(
+            v.phase == "Running" for v in latest_per_replica(worker_pods)
+        ):
+            top = annotations[ELASTIC_ANNOTATION].partition(":")[2]
+            default = f"running {size} of {top} replicas"
+            seen.state, seen.reason = RUNNING, annotations.get(RESIZED_ANNOTATION) or default
+        return seen
     views = latest_per_replica(worker_pods)
     all_views = [describe_pod(p) for p in worker_pods]
     records = [v.record() for v in views]

@@ -1,0 +1,130 @@
+"""An elastic run without the Training Operator on the real control plane: an Indexed Job that
+kubelab shrinks for a high-priority run and grows back when it ends.
+
+The backend runs with the notebook's token (its Role is all it has), so it sizes runs by the
+namespace's GPU quota; the pods sit on a KWOK node advertising `nvidia.com/gpu`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kube_support import ONE_GPU_RUN, objects, pods_of, wait_for
+from kubelab_testing import manifest, wait_until
+from kubernetes import client
+
+from kubelab.backends.kubernetes.backend import KubernetesBackend
+from kubelab.backends.kubernetes.priority_classes import priority_classes
+from kubelab.errors import ValidationError
+from kubelab.experiments import Experiments
+
+ELASTIC = {**ONE_GPU_RUN, "framework": "pytorch", "replicas": "1:2", "priority": "low", "name": "elastic"}
+
+
+@pytest.fixture
+def prioritised(
+    simulated_cluster: Any, make_backend: Callable[..., KubernetesBackend], home: Path
+) -> Experiments:
+    for document in priority_classes():
+        simulated_cluster.apply(document, "/apis/scheduling.k8s.io/v1/priorityclasses")
+    return Experiments(home=home, backend=make_backend(priority_classes=True), user="alice")
+
+
+def gpu_quota(admin: client.ApiClient, namespace: str, gpus: int) -> None:
+    body = {"metadata": {"name": "gpus"}, "spec": {"hard": {"requests.nvidia.com/gpu": str(gpus)}}}
+    client.CoreV1Api(admin).create_namespaced_resource_quota(namespace, manifest(body))
+    wait_for(
+        lambda: [q for q in objects_quota(admin, namespace) if (q.get("status") or {}).get("hard")],
+        what="the quota's status",
+    )
+
+
+def objects_quota(admin: client.ApiClient, namespace: str) -> list[dict[str, Any]]:
+    found: Any = client.CoreV1Api(admin).list_namespaced_resource_quota(namespace)
+    return [admin.sanitize_for_serialization(q) for q in found.items]
+
+
+def job_of(admin: client.ApiClient, namespace: str, run_id: str) -> dict[str, Any]:
+    (job,) = objects(admin, "jobs", namespace, f"kubelab.io/experiment={run_id}")
+    return job
+
+
+def size_of(admin: client.ApiClient, namespace: str, run_id: str) -> tuple[int, int]:
+    spec = job_of(admin, namespace, run_id)["spec"]
+    return spec["parallelism"], spec["completions"]
+
+
+def test_an_elastic_job_shrinks_for_a_high_run_and_grows_back(
+    simulated_cluster: Any,
+    project_node: Callable[..., str],
+    admin: client.ApiClient,
+    prioritised: Experiments,
+    namespace: str,
+    home: Path,
+) -> None:
+    lab = prioritised
+    project_node("gpu", gpus=2)
+    gpu_quota(admin, namespace, 2)
+    elastic = lab.submit(ELASTIC, base_dir=home)["id"]
+    job = job_of(admin, namespace, elastic)
+    assert job["spec"]["completionMode"] == "Indexed" and size_of(admin, namespace, elastic) == (2, 2)
+    env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["PET_NNODES"] == "1:2" and env["PET_RDZV_BACKEND"] == "c10d"
+    assert env["PET_RDZV_ENDPOINT"] == f"{job['metadata']['name']}-0.{job['metadata']['name']}:23456"
+    wait_for(lambda: len(pods_of(admin, namespace, elastic)) == 2, what="two elastic pods")
+    wait_until(lab, elastic, "Running", reason="running 2 of 2 replicas", timeout=90)
+
+    high = lab.submit({**ONE_GPU_RUN, "priority": "high", "name": "deadline"}, base_dir=home)["id"]
+    wait_for(lambda: size_of(admin, namespace, elastic) == (1, 1), timeout=60, what="the Job shrunk")
+    left = wait_for(
+        lambda: (found := pods_of(admin, namespace, elastic)) and len(found) == 1 and found,
+        timeout=60,
+        what="one elastic pod",
+    )
+    assert left[0]["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] == "0"
+    record = wait_until(lab, elastic, "Running", reason="shrunk to 1 of 2 replicas for", timeout=60)
+    assert "priority high" in record["reason"] and high in record["reason"], record["reason"]
+    high_pod = wait_for(lambda: pods_of(admin, namespace, high), timeout=90, what="the high run's pod")[0]
+    wait_until(lab, high, "Running", timeout=90)
+
+    simulated_cluster.end_pod(namespace, high_pod["metadata"]["name"], "Succeeded")
+    wait_until(lab, high, "Succeeded", timeout=60)
+    wait_for(lambda: size_of(admin, namespace, elastic) == (2, 2), timeout=60, what="the Job grown back")
+    wait_for(lambda: len(pods_of(admin, namespace, elastic)) == 2, timeout=60, what="two elastic pods again")
+    record = wait_until(lab, elastic, "Running", reason="grew to 2 of 2 replicas", timeout=60)
+    sizes = [span["replicas"] for span in record["timeline"] if span["state"] == "Running"]
+    spans = [(s["replicas"], s["reason"]) for s in record["timeline"]]
+    assert sizes == [2, 1, 2], spans
+    assert job_of(admin, namespace, elastic)["status"].get("failed", 0) == 0  # removed, not failed
+
+
+def test_an_elastic_job_starts_at_the_size_the_quota_allows(
+    project_node: Callable[..., str],
+    admin: client.ApiClient,
+    prioritised: Experiments,
+    namespace: str,
+    home: Path,
+) -> None:
+    project_node("gpu", gpus=4)
+    gpu_quota(admin, namespace, 2)
+    first = prioritised.submit({**ONE_GPU_RUN, "name": "fixed"}, base_dir=home)["id"]
+    wait_until(prioritised, first, "Running", timeout=90)
+    elastic = prioritised.submit({**ELASTIC, "replicas": "1:3"}, base_dir=home)["id"]
+    assert size_of(admin, namespace, elastic) == (1, 1)
+    wait_until(prioritised, elastic, "Running", reason="running 1 of 3 replicas", timeout=90)
+
+
+@pytest.mark.parametrize(
+    ("fields", "path"),
+    [({"replicas": "3:2"}, "replicas.min"), ({"framework": "tensorflow"}, "framework")],
+)
+def test_a_bad_elastic_spec_is_refused_by_field_on_kubernetes(
+    lab: Experiments, home: Path, fields: dict[str, Any], path: str
+) -> None:
+    with pytest.raises(ValidationError) as caught:
+        lab.submit({**ELASTIC, "priority": "normal", **fields}, base_dir=home)
+    assert path in [f.path for f in caught.value.fields]
+    assert lab.list()[0] == []  # nothing was created
