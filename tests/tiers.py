@@ -31,6 +31,7 @@ FAST_MODULES = frozenset(
         "kube/test_kube_serving_builders.py",
         "kube/test_kube_gpu_request.py",
         "kube/test_kube_dra_builders.py",
+        "kube/test_kube_elastic_sizing.py",
         "test_module_size.py",
         "test_import_cycles.py",
         "test_import_contracts.py",

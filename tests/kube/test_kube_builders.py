@@ -49,6 +49,7 @@ SHAPES: dict[str, dict[str, Any]] = {
     "queued": {"queue": "team-a", "framework": "pytorch", "replicas": 2},
     "kubeflow-pytorch": {"engine": "kubeflow", "framework": "pytorch", "replicas": 4, "queue": "team-a"},
     "kubeflow-elastic": {"engine": "kubeflow", "framework": "pytorch", "replicas": "2:4"},
+    "elastic-job": {"framework": "pytorch", "replicas": "2:4"},
     "kubeflow-tensorflow": {
         "engine": "kubeflow",
         "framework": "tensorflow",
