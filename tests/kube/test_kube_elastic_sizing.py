@@ -37,7 +37,7 @@ SPEC = {
 
 
 def low(size: int = 3, nodes: dict[int, str | None] | None = None, **fields: Any) -> ElasticRun:
-    placed = nodes if nodes is not None else {i: "n1" for i in range(size)}
+    placed: dict[int, str | None] = dict(nodes) if nodes is not None else {i: "n1" for i in range(size)}
     return ElasticRun("elastic", 1, 3, size, 1, LOW_PRIORITY, nodes=placed, **fields)
 
 
