@@ -15,6 +15,7 @@ import pytest
 from kube_support import ONE_GPU_RUN, objects, pods_of, wait_for
 from kubelab_testing import manifest, wait_until
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from kubelab.backends.kubernetes.backend import KubernetesBackend
 from kubelab.backends.kubernetes.priority_classes import priority_classes
@@ -128,3 +129,50 @@ def test_a_bad_elastic_spec_is_refused_by_field_on_kubernetes(
         lab.submit({**ELASTIC, "priority": "normal", **fields}, base_dir=home)
     assert path in [f.path for f in caught.value.fields]
     assert lab.list()[0] == []  # nothing was created
+
+
+def test_the_notebooks_right_to_patch_jobs_cannot_pass_the_quota_nor_change_the_pods(
+    simulated_cluster: Any,
+    project_node: Callable[..., str],
+    admin: client.ApiClient,
+    make_backend: Callable[..., KubernetesBackend],
+    namespace: str,
+    home: Path,
+) -> None:
+    """The Role's `patch` on Jobs (for resizing) with the notebook's own token: a Job patched
+    past the GPU quota gets no more pods, and its pods' template (priority, placement, image)
+    cannot change, so nothing a patch does escapes what the API server already holds."""
+    for document in priority_classes():
+        simulated_cluster.apply(document, "/apis/scheduling.k8s.io/v1/priorityclasses")
+    backend = make_backend(priority_classes=True, start=False)  # nobody resizes behind the test
+    lab = Experiments(home=home, backend=backend, user="alice")
+    project_node("gpu", gpus=4)
+    gpu_quota(admin, namespace, 2)
+    elastic = lab.submit({**ELASTIC, "replicas": "1:2"}, base_dir=home)["id"]
+    name = job_of(admin, namespace, elastic)["metadata"]["name"]
+    wait_for(lambda: len(pods_of(admin, namespace, elastic)) == 2, timeout=60, what="two pods")
+
+    backend.api.merge("Job", name, {"spec": {"parallelism": 4, "completions": 4}})
+    wait_for(
+        lambda: [
+            e
+            for e in objects_events(admin, namespace)
+            if e.get("reason") == "FailedCreate" and "exceeded quota" in (e.get("message") or "")
+        ],
+        timeout=60,
+        what="the quota refusing the third pod",
+    )
+    assert len(pods_of(admin, namespace, elastic)) == 2
+    for change in (
+        {"priorityClassName": "kubelab-high"},
+        {"nodeSelector": {"elsewhere": "yes"}},
+        {"containers": [{"name": "trainer", "image": "evil.example.org/x:1"}]},
+    ):
+        with pytest.raises(ApiException) as refused:
+            backend.api.merge("Job", name, {"spec": {"template": {"spec": change}}})
+        assert refused.value.status == 422 and "immutable" in str(refused.value.body), change
+
+
+def objects_events(admin: client.ApiClient, namespace: str) -> list[dict[str, Any]]:
+    found: Any = client.CoreV1Api(admin).list_namespaced_event(namespace)
+    return [admin.sanitize_for_serialization(e) for e in found.items]
