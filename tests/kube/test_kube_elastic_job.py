@@ -118,6 +118,26 @@ def test_an_elastic_job_starts_at_the_size_the_quota_allows(
     wait_until(prioritised, elastic, "Running", reason="running 1 of 3 replicas", timeout=90)
 
 
+def test_with_nodes_in_reach_an_elastic_job_starts_at_what_the_groups_nodes_have_free(
+    project_node: Callable[..., str],
+    admin: client.ApiClient,
+    kubeconfig: Path,
+    make_backend: Callable[..., KubernetesBackend],
+    namespace: str,
+    home: Path,
+) -> None:
+    """An account that may list nodes and pods (here the admin's) sizes by free GPUs per node:
+    two nodes of the group with one GPU taken on one, no quota; a two-GPU replica fits once."""
+    lab = Experiments(home=home, backend=make_backend(kubeconfig=kubeconfig), user="alice")
+    project_node("gpu", gpus=2)
+    project_node("gpu", gpus=1)
+    first = lab.submit({**ONE_GPU_RUN, "name": "fixed"}, base_dir=home)["id"]
+    wait_until(lab, first, "Running", timeout=90)
+    two = {**ONE_GPU_RUN, "resources": {"cpu": "1", "memory": "1Gi", "gpus": 2}}
+    elastic = lab.submit({**ELASTIC, **two, "priority": "normal", "replicas": "1:3"}, base_dir=home)["id"]
+    assert size_of(admin, namespace, elastic) == (1, 1)
+
+
 @pytest.mark.parametrize(
     ("fields", "path"),
     [({"replicas": "3:2"}, "replicas.min"), ({"framework": "tensorflow"}, "framework")],
