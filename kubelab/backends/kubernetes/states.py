@@ -239,19 +239,8 @@ def observe_job(job: Obj, pods: list[Obj], events: Sequence[Obj] = ()) -> Observ
     spec, status = job.get("spec") or {}, job.get("status") or {}
     worker_pods = [p for p in pods if describe_pod(p).role == "worker"]
     annotations = (job.get("metadata") or {}).get("annotations") or {}
-    if ELASTIC_ANNOTATION in annotations:  # pods above its size are leaving: no longer its replicas
-        size = int(spec.get("completions") or 1)
-        worker_pods = [p for p in worker_pods if describe_pod(p).index < size]
-        meta = dict(job.get("metadata") or {}, annotations={})  # observed as a fixed-size Job
-        seen = observe_job(dict(job, metadata=meta), worker_pods, events)
-        seen.size = size
-        if seen.state in (PENDING, PREEMPTED, RUNNING) and any(
-            v.phase == "Running" for v in latest_per_replica(worker_pods)
-        ):
-            top = annotations[ELASTIC_ANNOTATION].partition(":")[2]
-            default = f"running {size} of {top} replicas"
-            seen.state, seen.reason = RUNNING, annotations.get(RESIZED_ANNOTATION) or default
-        return seen
+    if ELASTIC_ANNOTATION in annotations:
+        return _observe_elastic(job, worker_pods, events, annotations)
     views = latest_per_replica(worker_pods)
     all_views = [describe_pod(p) for p in worker_pods]
     records = [v.record() for v in views]
@@ -286,6 +275,24 @@ def observe_job(job: Obj, pods: list[Obj], events: Sequence[Obj] = ()) -> Observ
         reason = f"waiting for quota in queue '{queue}'" if queue else "suspended"
         return Observation(QUEUED, reason, None, attempt, records)
     return _from_pods(views, all_views, events, int(spec.get("completions") or 1), attempt, records)
+
+
+def _observe_elastic(
+    job: Obj, pods: list[Obj], events: Sequence[Obj], annotations: dict[str, str]
+) -> Observation:
+    """An elastic Indexed Job kubelab resizes: pods above its size are leaving (not its replicas);
+    while one replica runs the run is `Running` (a new replica may still be pending), with the
+    reason of its last resize and its size (the timeline's)."""
+    size = int((job.get("spec") or {}).get("completions") or 1)
+    pods = [p for p in pods if describe_pod(p).index < size]
+    meta = dict(job.get("metadata") or {}, annotations={})  # observed as a fixed-size Job
+    seen = observe_job(dict(job, metadata=meta), pods, events)
+    running = any(v.phase == "Running" for v in latest_per_replica(pods))
+    if seen.state in (PENDING, PREEMPTED, RUNNING) and running:
+        default = f"running {size} of {annotations[ELASTIC_ANNOTATION].partition(':')[2]} replicas"
+        seen.state, seen.reason = RUNNING, annotations.get(RESIZED_ANNOTATION) or default
+        seen.size = size
+    return seen
 
 
 def _from_pods(
