@@ -148,7 +148,11 @@ class ElasticResizer:
         """`target` with an elastic Indexed Job's first size."""
         if spec.elastic is None or spec.engine != "job":
             return target
-        return replace(target, replicas=self.start_size(spec))
+        try:
+            return replace(target, replicas=self.start_size(spec))
+        except (ApiException, KubelabError) as exc:  # an account that may not read them (a schedule's)
+            log.info("cannot read the free GPUs (%s): the elastic run starts at its max", exc)
+            return target
 
     def start_size(self, spec: ExperimentSpec) -> int | None:
         """A new elastic run's first size: what the free GPUs allow (after the resizes under
