@@ -105,7 +105,11 @@ class ElasticResizer:
 
     # -- one look --------------------------------------------------------------------------
     def step(self) -> list[sizing.Resize]:
-        """Read, plan, patch: the resizes made."""
+        """Read, plan, patch: the resizes made. Only from a synced watch's cache: nothing is
+        listed behind the watch's back, and the quota only while an elastic run is live."""
+        watcher = self.watcher()
+        if watcher is None or not watcher.is_synced:
+            return []
         jobs, pods = self.objects()
         resource = self.nb.gpu_resource
         runs = [r for r in (sizing.elastic_run(j, pods, resource) for j in jobs) if r is not None]
