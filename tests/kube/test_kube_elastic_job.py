@@ -97,8 +97,9 @@ def test_an_elastic_job_shrinks_for_a_high_run_and_grows_back(
     wait_for(lambda: len(pods_of(admin, namespace, elastic)) == 2, timeout=60, what="two elastic pods again")
     record = wait_until(lab, elastic, "Running", reason="grew to 2 of 2 replicas", timeout=60)
     sizes = [span["replicas"] for span in record["timeline"] if span["state"] == "Running"]
+    changes = [size for at, size in enumerate(sizes) if at == 0 or sizes[at - 1] != size]
     spans = [(s["replicas"], s["reason"]) for s in record["timeline"]]
-    assert sizes == [2, 1, 2], spans
+    assert changes == [2, 1, 2], spans  # (a watch's late, older view may repeat a span: not a size)
     assert job_of(admin, namespace, elastic)["status"].get("failed", 0) == 0  # removed, not failed
 
 
