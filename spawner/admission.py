@@ -10,6 +10,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from kubelab.errors import FieldError, ValidationError
+from kubelab.gpu_share import is_fraction
 from kubelab.quantity import parse_quantity
 
 from .availability import Availability, Usage, group_label
@@ -35,7 +36,8 @@ def admit(
     errors: list[FieldError] = []
     if options.gpus:
         free = availability.free(options.gpu_type)
-        if options.gpus > free:
+        shares = is_fraction(options.gpus) and availability.room(options.gpu_type) >= options.gpus - 1e-9
+        if options.units > free and not shares:
             kind = f" {options.gpu_type}" if options.gpu_type else ""
             errors.append(
                 FieldError(
@@ -47,7 +49,7 @@ def admit(
                     ),
                 )
             )
-    asked = Usage(options.gpus, parse_quantity(options.cpu), parse_quantity(options.memory))
+    asked = Usage(options.units, parse_quantity(options.cpu), parse_quantity(options.memory))
     _check_quota(
         errors,
         group.user_quota,

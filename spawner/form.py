@@ -3,7 +3,8 @@
 Its field names are the stable `user_options` keys, so what a user picks in the form and what
 a script sends to JupyterHub's REST API are the same thing. The form shows free/total GPUs per
 type as the availability watch sees them when the page is rendered, and what each type is: whole
-GPUs, a MIG slice (its own resource) or a time-sliced share, counted in those units.
+GPUs, a MIG slice (its own resource) or a time-sliced share, counted in those units. A notebook
+may ask for 1/n of a shareable GPU (`0.5`), as a run's `resources.gpus` does.
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ def render_form(
     parts.append(_text("cpu", "CPU", previous.get("cpu"), catalog.default_cpu))
     parts.append(_text("memory", "Memory", previous.get("memory"), catalog.default_memory))
     example = next((t.name for t in catalog.gpu_types if t.sharing != "exclusive"), "V100")
-    label = f"GPUs (a count of the type's units, or cube-studio's '1({example})')"
+    label = f"GPUs (a count of the type's units, 0.5 or 0.25 to share one, or cube-studio's '1({example})')"
     parts.append(_text("gpus", label, previous.get("gpus"), "0"))
     if catalog.gpu_types:
         choices = [(t.name, _type_choice(t, availability)) for t in catalog.gpu_types]

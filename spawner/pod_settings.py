@@ -13,6 +13,7 @@ from typing import Any
 
 from kubelab.backends.kubernetes.gpu_request import types_json
 from kubelab.backends.kubernetes.priority_classes import NOTEBOOK_CLASS
+from kubelab.gpu_share import is_fraction
 
 from . import interfaces, storage_layout
 from .availability import GROUP_LABEL, USER_LABEL, group_label
@@ -87,7 +88,7 @@ def pod_settings(
     tolerations: list[dict[str, Any]] = []
     gpu_limits: dict[str, int] = {}
     if options.gpus:
-        gpu_limits[resource] = options.gpus
+        gpu_limits[resource] = options.units  # a share: one replica of the time-sliced type
         tolerations = [dict(t) for t in catalog.gpu_tolerations]
         if gpu_type and not gpu_type.by_resource:
             node_selector[catalog.gpu_label] = gpu_type.label_value
@@ -110,6 +111,8 @@ def pod_settings(
         "KUBELAB_SERVICE_ACCOUNT": account,
         **interfaces.vscode_env(options.interface, home),  # code-server is in the notebook image
     }
+    if is_fraction(options.gpus):  # what a run's share is told (docs/gpus.md)
+        env["KUBELAB_GPU_FRACTION"] = f"{options.gpus:.6g}"
     if not options.gpus:
         env["NVIDIA_VISIBLE_DEVICES"] = "none"  # images with the NVIDIA runtime would expose all GPUs
     if priority_classes:

@@ -14,8 +14,9 @@ import contextlib
 from kubespawner.clients import shared_client
 
 from . import metrics
-from .availability import ClusterAvailability, Mirror
+from .availability import ClusterAvailability
 from .labels import MANAGED_BY
+from .mirror import Mirror
 from .profiles import Catalog
 
 _watches: dict[asyncio.AbstractEventLoop, ClusterAvailability] = {}
