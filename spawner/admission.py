@@ -34,7 +34,7 @@ def admit(
     namespace a pod is in (its user and group as the hub wrote them), never by the pod's labels,
     except outside user namespaces (trusted-lab mode), where labels are all there is."""
     errors: list[FieldError] = []
-    if options.gpus:
+    if options.gpus and options.gpu_type not in availability.unknown:  # unknown: the scheduler's
         free = availability.free(options.gpu_type)
         shares = is_fraction(options.gpus) and availability.room(options.gpu_type) >= options.gpus - 1e-9
         if options.units > free and not shares:

@@ -20,6 +20,7 @@ from typing import Any, cast
 
 from kubelab.quantity import parse_quantity
 
+from . import dra_availability
 from .mirror import Mirror
 from .profiles import Catalog
 
@@ -60,6 +61,7 @@ class Availability:
     namespaces: dict[str, Usage] = field(default_factory=lambda: defaultdict(Usage))
     unattributed: int = 0  # GPUs asked for by pending pods that name no type
     shares_left: dict[str, float] = field(default_factory=dict)  # the most left on one shared GPU
+    unknown: set[str] = field(default_factory=set)  # DRA types whose free count kubelab cannot tell
 
     def room(self, gpu_type: str | None) -> float:
         """The largest share still free on one GPU already shared (this machine's ledger)."""
@@ -275,7 +277,7 @@ class ClusterAvailability:
     """Nodes and pods mirrored by watches; `current()` is cheap: a pod's event updates the
     tally in place, a node's event (or a fresh list) recounts on the next read."""
 
-    def __init__(self, core_api: Any, catalog: Catalog) -> None:
+    def __init__(self, core_api: Any, catalog: Catalog, custom_api: Any = None) -> None:
         self._catalog = catalog
         self._tally: Tally | None = None
         self._node_seen: dict[str, str] = {}
@@ -284,7 +286,20 @@ class ClusterAvailability:
         self.namespaces = Mirror(
             core_api.list_namespace, self._namespace_changed, label_selector=USER_NAMESPACES
         )
+        # DRA's slices, claims and classes, mirrored where the catalog has DRA types
+        self.dra = {
+            plural: Mirror(dra_availability.lister(custom_api, plural), self._dra_changed)
+            for plural in (dra_availability.PLURALS if custom_api is not None else ())
+        }
+        self._dra_counts: dict[str, dra_availability.DraCount] | None = None
         self._tasks: list[asyncio.Task[None]] = []
+
+    def _dra_changed(self, key: str | None, obj: dict[str, Any] | None) -> None:
+        self._dra_counts = None
+
+    def _mirrors(self) -> list[Mirror]:
+        dra = [t for t in self._catalog.gpu_types if t.sharing == "dra"]
+        return [self.nodes, self.pods, self.namespaces, *(self.dra.values() if dra else ())]
 
     @property
     def catalog(self) -> Catalog:
@@ -339,7 +354,7 @@ class ClusterAvailability:
             self._tally.pod(key, pod)
 
     async def start(self, timeout: float = 30) -> None:
-        mirrors = (self.nodes, self.pods, self.namespaces)
+        mirrors = self._mirrors()
         if not self._tasks:
             self._tasks = [asyncio.create_task(m.run()) for m in mirrors]
         await asyncio.wait_for(asyncio.gather(*(m.loaded.wait() for m in mirrors)), timeout)
@@ -356,6 +371,19 @@ class ClusterAvailability:
             self._tally = Tally(self._catalog)
             self._tally.owners = namespace_owners(self.namespaces.items.values())
             self._tally.rebuild(self.nodes.items.values(), self.pods.items.items())
+            self._dra_counts = None
+        if self._dra_counts is None and len(self._mirrors()) > 3:
+            slices, claims, classes = (self.dra[p].items.values() for p in dra_availability.PLURALS)
+            dra = [t for t in self._catalog.gpu_types if t.sharing == "dra"]
+            self._dra_counts = dra_availability.dra_counts(
+                dra, dra_availability.class_selectors(classes), slices, claims
+            )
+            result = self._tally.result
+            for name, count in self._dra_counts.items():  # devices, not node resources
+                result.types[name] = TypeCount(count.total, count.free or 0)
+                result.unknown.discard(name)
+                if count.free is None:
+                    result.unknown.add(name)
         return self._tally.result
 
     async def stop(self) -> None:

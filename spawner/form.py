@@ -45,7 +45,7 @@ def unit(gpu_type: GpuType) -> str:
     if gpu_type.sharing == "mig":
         return f"MIG slice ({gpu_type.resource})"
     if gpu_type.sharing == "dra":
-        return f"DRA device ({gpu_type.device_class}), for runs"
+        return f"DRA device ({gpu_type.device_class})"
     if gpu_type.sharing == "time-slicing":
         return "time-sliced share (memory not isolated)"
     return "whole GPU"
@@ -55,6 +55,8 @@ def _type_choice(gpu_type: GpuType, availability: Availability | None) -> str:
     """`A100-1g.10gb: MIG slice (nvidia.com/mig-1g.10gb), 5 of 7 free`."""
     text = f"{gpu_type.name}: {unit(gpu_type)}"
     count = availability.types.get(gpu_type.name) if availability else None
+    if count is not None and availability and gpu_type.name in availability.unknown:
+        return f"{text}, {count.total} in its class, free count unknown"
     return text if count is None else f"{text}, {count.free} of {count.total} free"
 
 
@@ -137,7 +139,8 @@ def availability_table(availability: Availability | None, catalog: Catalog | Non
     units = {t.name: unit(t) for t in catalog.gpu_types} if catalog else {}
     rows = "".join(
         f'<tr data-gpu-type="{escape(name)}"><td>{escape(name)}</td>'
-        f'<td class="free">{count.free}</td><td class="total">{count.total}</td>'
+        f'<td class="free">{"unknown" if name in availability.unknown else count.free}</td>'
+        f'<td class="total">{count.total}</td>'
         f'<td class="unit">{escape(units.get(name, ""))}</td></tr>'
         for name, count in availability.types.items()
     )

@@ -29,7 +29,9 @@ def hub_watch(catalog: Catalog) -> ClusterAvailability:
     loop = asyncio.get_running_loop()
     watch = _watches.get(loop)
     if watch is None:
-        watch = _watches[loop] = ClusterAvailability(shared_client("CoreV1Api"), catalog)
+        watch = _watches[loop] = ClusterAvailability(
+            shared_client("CoreV1Api"), catalog, shared_client("CustomObjectsApi")
+        )
     watch.catalog = catalog
     return watch
 
