@@ -382,9 +382,6 @@ def validate_options(
                         f"vendor '{vendor}' does not make {known.name} (its resource is {known.resource})",
                     )
                 )
-            if gpus and known.sharing == "dra":
-                why = f"{known.name} is claimed through DRA (DeviceClass {known.device_class}): runs may ask"
-                errors.append(FieldError("gpu_type", why + " for it; a notebook server cannot yet"))
             if gpus > known.max_per_user:
                 errors.append(
                     FieldError(
