@@ -85,7 +85,8 @@ def until(check: Callable[[], Any], what: str, timeout: float = 60) -> Any:
 
 
 def choice(page: str) -> str:
-    return dict(re.findall(r'<option value="([^"]*)"[^>]*>([^<]*)</option>', page))["A100-dra"]
+    options: dict[str, str] = dict(re.findall(r'<option value="([^"]*)"[^>]*>([^<]*)</option>', page))
+    return options["A100-dra"]
 
 
 def test_a_notebook_of_a_dra_type_claims_a_device_and_the_quota_bounds_a_second(
