@@ -20,7 +20,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from kubelab.backends.base import Backend, ClusterAccess
-from kubelab.backends.kubernetes import builders, dcgm, dra, names, states
+from kubelab.backends.kubernetes import builders, dcgm, dra, names, pod_metrics, states
 from kubelab.backends.kubernetes import events as kube_events
 from kubelab.backends.kubernetes.api import KubeApi
 from kubelab.backends.kubernetes.chores import Chores
@@ -67,7 +67,7 @@ class KubernetesBackend(Backend):
         self._served: dict[str, bool] = {}
         self.watcher: Watcher | None = None
         self._chores = Chores(self._finish)
-        self._live = dcgm.LiveSamples()  # a running run's DCGM samples, asked for by its views
+        self._live = dcgm.LiveSamples()  # a running run's DCGM and metrics API samples, for its views
         self.images = ImageStage(api_client, BuildSettings.from_environ(), retry)
 
     # -- construction ------------------------------------------------------------------------
@@ -441,7 +441,9 @@ class KubernetesBackend(Backend):
 
     def refresh_system(self, run: RunDirectory) -> None:
         if run.status().backend == self.name and self._client is not None:
-            self._live.poll(run, self.api.namespace, self.target(run, ExperimentSpec.parse(run.spec())).name)
+            job = self.target(run, ExperimentSpec.parse(run.spec())).name
+            selector = names.run_selector(self.nb.user, run.id)
+            self._live.poll(run, self.api.namespace, job, lambda: pod_metrics.read(self.api, selector))
 
     def resources(self) -> dict[str, Any]:
         """GPUs by the namespace's ResourceQuota (nodes are cluster-scoped, out of reach)."""
