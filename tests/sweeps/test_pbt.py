@@ -165,3 +165,35 @@ def test_max_trials_must_allow_two_generations(sweeps: Sweeps, sweep_env: Path) 
     with pytest.raises(ValidationError) as refused:
         sweeps.create(nni_config(PBT_ARGS, trials=3))
     assert "max_trials: must be at least 4 for pbt" in refused.value.message()
+
+
+# NNI's PBT trial, unchanged: it loads from load_checkpoint_dir and saves into save_checkpoint_dir.
+NNI_MEMBER = textwrap.dedent(
+    """
+    import os, nni
+    params = nni.get_next_parameter()
+    saved = os.path.join(params["load_checkpoint_dir"], "value")
+    value = float(open(saved).read()) if os.path.isfile(saved) else 0.0
+    value += params["lr"]
+    nni.report_intermediate_result(value)
+    with open(os.path.join(params["save_checkpoint_dir"], "value"), "w") as f:
+        f.write(repr(value))
+    nni.report_final_result(value)
+    """
+)
+
+
+def test_an_nni_pbt_trial_runs_unchanged(sweeps: Sweeps, sweep_env: Path) -> None:
+    (sweep_env / "member.py").write_text(NNI_MEMBER)
+    args = {k: v for k, v in PBT_ARGS.items() if k != "steps_per_generation"}
+    args["all_checkpoint_dir"] = "~/nni/checkpoint"  # NNI's; each member's checkpoints stay in its run
+    sweep_id = sweeps.create(nni_config(args, trials=4))["id"]
+    done = wait_sweep(sweeps, sweep_id, timeout=120)
+    assert done["status"] == "Succeeded", done
+    rows = {row["trial"]: row for row in sweeps.get(sweep_id)["trials"]}
+    second = [r for r in rows.values() if r["lineage"]["generation"] == 1]
+    assert len(second) == 2
+    for row in second:
+        parent = rows[row["lineage"]["parent"]]
+        assert row["lineage"]["start_step"] == 1  # the generation the parent trained
+        assert row["objective"] == pytest.approx(parent["objective"] + row["params"]["lr"])
