@@ -4,6 +4,8 @@ inputs it refuses before anything starts."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -101,6 +103,15 @@ def test_an_nni_pbt_config_runs_generations_from_checkpoints(sweeps: Sweeps, swe
                 assert lineage["parent"] == previous[lineage["parent"]]["trial"]
                 assert parent["lineage"]["member"] == lineage["member"] and row["params"] == parent["params"]
     assert exploited == 2  # one member of two is replaced in each new generation
+    shown = subprocess.run(
+        [sys.executable, "-m", "kubelab.cli", "sweep", "show", sweep_id],
+        capture_output=True,
+        text=True,
+        cwd=sweep_env,
+        timeout=60,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "LINEAGE" in shown.stdout and " at step 3 (exploited)" in shown.stdout, shown.stdout
 
 
 def test_a_member_without_a_checkpoint_fails_the_sweep_before_the_next_generation(
