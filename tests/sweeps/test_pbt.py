@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sweep_support import trial_runs, wait_sweep
+from sweep_support import trial_runs, wait_driver_gone, wait_sweep
 
 from kubelab.errors import ValidationError
 from kubelab.experiments import Experiments
@@ -21,8 +21,11 @@ from kubelab.sweeps.service import Sweeps
 # KUBELAB_STOP_STEP; then saves a checkpoint there. The value proves which checkpoint it read.
 MEMBER = textwrap.dedent(
     """
-    import os, kubelab
+    import os, time, kubelab
     lr = kubelab.params()["lr"]
+    go = os.environ.get("GO_FILE")  # a test's cue for generation 1 to go on
+    while go and os.environ["KUBELAB_PBT_GENERATION"] == "1" and not os.path.exists(go):
+        time.sleep(0.05)
     found = kubelab.latest_checkpoint()
     start, value = 0, 0.0
     if found:
@@ -208,3 +211,56 @@ def test_an_nni_pbt_trial_runs_unchanged(sweeps: Sweeps, sweep_env: Path) -> Non
         parent = rows[row["lineage"]["parent"]]
         assert row["lineage"]["start_step"] == 1  # the generation the parent trained
         assert row["objective"] == pytest.approx(parent["objective"] + row["params"]["lr"])
+
+
+@pytest.mark.parametrize("point", ["after-ask:3", "after-submit:4"])
+def test_a_driver_killed_in_a_new_generation_goes_on_with_the_same_plan(
+    sweeps: Sweeps, sweep_env: Path, monkeypatch: pytest.MonkeyPatch, point: str
+) -> None:
+    (sweep_env / "member.py").write_text(MEMBER)
+    monkeypatch.setenv("KUBELAB_SWEEP_CRASH", point)  # the 3rd ask and 4th submit are generation 1's
+    sweep_id = sweeps.create(nni_config(PBT_ARGS))["id"]
+    wait_driver_gone(sweeps, sweep_id)
+    assert sweeps.record(sweeps.sweep(sweep_id))["status"] == "Running"  # died, did not finish
+    monkeypatch.delenv("KUBELAB_SWEEP_CRASH")
+    assert sweeps.ensure_driver(sweeps.sweep(sweep_id))
+    done = wait_sweep(sweeps, sweep_id, timeout=120)
+    assert done["status"] == "Succeeded", done
+    runs = trial_runs(sweep_env.parent / "home", sweep_id)
+    assert sorted(runs) == list(range(6)) and all(len(ids) == 1 for ids in runs.values()), runs
+    rows = sweeps.get(sweep_id)["trials"]
+    members = sorted((r["lineage"]["generation"], r["lineage"]["member"]) for r in rows)
+    assert members == [(g, m) for g in range(3) for m in range(2)]  # each member once per generation
+    for row in rows:
+        if row["lineage"]["generation"]:
+            steps = [p["step"] for p in Experiments().metrics(row["id"]) if "step" in p]
+            assert steps[0] == row["lineage"]["start_step"] + 1 > 1, (row["lineage"], steps)
+
+
+def test_a_stopped_sweep_reruns_its_interrupted_members_with_their_lineage(
+    sweeps: Sweeps, sweep_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (sweep_env / "member.py").write_text(MEMBER)
+    monkeypatch.setenv("GO_FILE", str(sweep_env / "go"))
+    sweep_id = sweeps.create(nni_config(PBT_ARGS))["id"]
+
+    def second_generation_running(record: dict[str, Any]) -> bool:
+        return bool(record["trials_started"] == 4 and record["counts"]["running"] == 2)
+
+    wait_sweep(sweeps, sweep_id, until=second_generation_running)
+    before = {r["trial"]: r for r in sweeps.get(sweep_id)["trials"] if r["lineage"]["generation"] == 1}
+    assert sweeps.stop(sweep_id)["status"] == "Stopped"
+    (sweep_env / "go").touch()
+    sweeps.resume(sweep_id)
+    done = wait_sweep(sweeps, sweep_id, timeout=120)
+    assert done["status"] == "Succeeded" and done["counts"]["interrupted"] == 2, done
+    rows = sweeps.get(sweep_id)["trials"]
+    complete = sorted(
+        (r["lineage"]["generation"], r["lineage"]["member"]) for r in rows if r["result"] == "complete"
+    )
+    assert complete == [(g, m) for g in range(3) for m in range(2)]
+    for row in rows:
+        if row["lineage"]["generation"] == 1 and row["result"] == "complete":
+            (first,) = [b for b in before.values() if b["lineage"]["member"] == row["lineage"]["member"]]
+            assert row["trial"] not in before and row["lineage"] == first["lineage"]  # the same plan again
+            assert row["params"] == first["params"]
