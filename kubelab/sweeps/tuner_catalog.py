@@ -267,7 +267,8 @@ TUNER_KINDS: dict[str, TunerKind] = {
                 "steps_per_generation": Arg("steps_per_generation", "int", minimum=1),
                 # NNI's folder for every checkpoint; kubelab keeps each member's in its own run
                 "all_checkpoint_dir": Arg("all_checkpoint_dir", "text"),
-            }
+            },
+            {"n_population": "population_size", "truncation_threshold": "fraction"},  # Katib's names
         ),
         _first_generation,
         perturbable,
