@@ -19,6 +19,7 @@ from typing import Any
 
 from kubelab.backends.base import Backend
 from kubelab.backends.registry import make_backend
+from kubelab.checkpoints import copy_checkpoint
 from kubelab.environments import prepare as environments
 from kubelab.errors import FieldError, KubelabError, NotFound, ValidationError
 from kubelab.home import default_home
@@ -110,8 +111,13 @@ class Experiments:
         trial: int | None = None,
         pipeline: str | None = None,
         pipeline_step: str | None = None,
+        checkpoint: Path | None = None,
     ) -> dict[str, Any]:
-        """Validate, write the run directory, snapshot the code, and hand it to the backend."""
+        """Validate, write the run directory, snapshot the code, and hand it to the backend.
+
+        `checkpoint`, a checkpoint folder of another run, is copied into this run's checkpoints
+        first, so the trial's `kubelab.latest_checkpoint()` is it (a PBT member goes on from its
+        parent's)."""
         spec = self.prepare(data, base_dir, confine)
         folder = Path(spec.code.path) if spec.code and spec.code.path else None
         folder = folder or (Path(spec.workdir) if spec.workdir else None)
@@ -132,6 +138,10 @@ class Experiments:
                 record_code(run, folder)  # the git commit and uncommitted changes, before the copy
             self._snapshot(run, spec)
             environments.record(run, spec, base_dir or Path.cwd(), confine)
+            if checkpoint is not None:
+                if not checkpoint.is_dir():
+                    raise NotFound(f"checkpoint {checkpoint} to go on from is gone")
+                copy_checkpoint(checkpoint, run.checkpoints_dir)
             self.backend.submit(run, spec)
         except Exception:
             run.delete()  # nothing half-made is left behind
