@@ -352,6 +352,16 @@ class ResourcesHandler(KubelabHandler):
         self.reply(await asyncio.to_thread(self.lab.resources))
 
 
+class PreviewHandler(KubelabHandler):
+    auth_resource = "kubelab.resources"
+
+    @api("read")
+    async def get(self) -> None:
+        """What a new run would preempt or shrink: `?gpus=2&priority=high` (`&gpu_type=`, `&replicas=`)."""
+        query = {name: self.get_query_argument(name) for name in self.request.query_arguments}
+        self.reply(await asyncio.to_thread(self.lab.preview, query))
+
+
 class EventsHandler(KubelabHandler):
     auth_resource = "kubelab.events"
 
@@ -398,5 +408,6 @@ ROUTES: list[tuple[str, type[KubelabHandler]]] = [
     (rf"experiments/{ID}/system", SystemHandler),
     (rf"experiments/{ID}/outputs/(?P<path>.+)", OutputHandler),
     (r"resources", ResourcesHandler),
+    (r"resources/preview", PreviewHandler),
     (r"events", EventsHandler),
 ]
