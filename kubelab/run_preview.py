@@ -40,15 +40,11 @@ def _query_field(path: str) -> str:
 
 
 def preview_spec(query: Mapping[str, str]) -> ExperimentSpec:
-    """The spec of the run `query` describes, or ValidationError naming the query's fields."""
-    problems = [
-        FieldError(name, f"is not a preview parameter (use {', '.join(FIELDS)})")
-        for name in sorted(set(query) - set(FIELDS))
-    ]
+    """The spec of the run `query` describes, or ValidationError naming the query's fields.
+    Other parameters are not read (JupyterLab adds a cache-busting one to every GET)."""
     if "gpus" not in query:
-        problems.append(FieldError("gpus", "is required: how many GPUs the new run would ask for"))
-    if problems:
-        raise ValidationError("invalid preview request", problems)
+        missing = FieldError("gpus", "is required: how many GPUs the new run would ask for")
+        raise ValidationError("invalid preview request", [missing])
     resources: dict[str, Any] = {"gpus": _number(query["gpus"])}
     if "gpu_type" in query:
         resources["gpu_type"] = query["gpu_type"]

@@ -43,7 +43,10 @@ def test_the_preview_is_the_decision_the_scheduler_then_makes(tmp_path: Path) ->
         "by": "urgent",
         "priority": HIGH_PRIORITY,
     }
-    assert sorted((ledger.preemption("exp-9") or {}).get("gpus") or []) == ["2", "3"]  # its last two replicas'
+    assert sorted((ledger.preemption("exp-9") or {}).get("gpus") or []) == [
+        "2",
+        "3",
+    ]  # its last two replicas'
     # Behind the waiting run: the same plan is its, once its turn comes.
     assert ledger.preview(1, HIGH_PRIORITY)["ahead"] == 1
 
@@ -80,7 +83,8 @@ def test_the_route_names_the_runs_a_new_run_would_preempt(server: JupyterServer)
     first, second = low_run(server, "first"), low_run(server, "second")
     for record in (first, second):
         server.wait_for(record["id"], states={"Running"})
-    one = server.get("resources/preview", params={"gpus": "1", "priority": "high"})
+    # JupyterLab's requests carry a cache-busting parameter of their own: not read.
+    one = server.get("resources/preview", params={"gpus": "1", "priority": "high", "1795722189430": ""})
     assert one.status_code == 200, one.text
     assert one.json() == {
         "backend": "local",
@@ -109,7 +113,6 @@ def test_the_route_names_the_runs_a_new_run_would_preempt(server: JupyterServer)
         ({"gpus": "3"}, "gpus", "asked for 3 GPU(s) but this machine has 2"),
         ({"gpus": "1", "priority": "urgent"}, "priority", "must be low, normal, high"),
         ({"gpus": "1", "replicas": "3:1"}, "replicas", ""),
-        ({"gpus": "1", "colour": "red"}, "colour", "is not a preview parameter"),
     ],
 )
 def test_bad_preview_input_is_a_422_naming_the_field(
