@@ -46,7 +46,8 @@ def request(spec: ExperimentSpec) -> tuple[float, ...]:
 def fit(state: dict[str, Any], gpus: Sequence[Device], count: float, gpu_type: str | None) -> list[int]:
     """Free GPUs for `count`; a share goes to the fullest GPU with room, so shares pack
     together and whole GPUs stay free for whole requests."""
-    shares = state.get("shares") if isinstance(state.get("shares"), dict) else {}
+    shares = state.get("shares")
+    shares = shares if isinstance(shares, dict) else {}
     used = {gpu: sum(h["share"] for h in holders) for gpu, holders in shares.items()}
     fitting = [g.index for g in gpus if g.matches(gpu_type) and str(g.index) not in state["allocations"]]
     if is_fraction(count):
