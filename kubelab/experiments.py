@@ -13,7 +13,7 @@ import os
 import re
 import shutil
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from kubelab.provenance import record_code
 from kubelab.records import PENDING, RUNNING, TERMINAL, RunDirectory, Status, summary
 from kubelab.reopen import parent_of
 from kubelab.run_notes import checked_note, edited_tags
+from kubelab.run_preview import preview_spec
 from kubelab.run_timeline import timeline_record
 from kubelab.spec import ExperimentSpec
 
@@ -286,6 +287,10 @@ class Experiments:
 
     def resources(self) -> dict[str, Any]:
         return self.backend.resources()
+
+    def preview(self, query: Mapping[str, str]) -> dict[str, Any]:
+        """What a new run (`gpus`, `priority`, `gpu_type`, `replicas`) would preempt or shrink now."""
+        return self.backend.preview(preview_spec(query))
 
     # -- changing -----------------------------------------------------------------------
     def stop(self, run_id: str, pruned: bool = False) -> dict[str, Any]:

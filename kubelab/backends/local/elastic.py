@@ -19,6 +19,11 @@ from kubelab.backends.distributed import free_ports
 from kubelab.elastic import Elastic
 from kubelab.spec import ExperimentSpec
 
+# A planned shrink is a failure to the agents that stay (their workers' collectives fail), which
+# spends one of torchrun's restarts: the agents get this many more than the spec's
+# `max_restarts`, and a start that has shrunk this often is preempted whole at the next mark
+# (kubelab/backends/local/resizing.py), so the user's count is left for real failures.
+SHRINKS_PER_START = 8
 LAST_CALL = 2  # seconds a rendezvous waits for more agents once `min` have joined (torchrun: 30)
 # The rendezvous store: run by the run's own python, which has torch since torchrun needs it.
 STORE_HOST = """
@@ -55,7 +60,7 @@ class ElasticLaunch:
             f"--rdzv-endpoint=127.0.0.1:{self.port}",
             f"--rdzv-id={self.run_id}",
             f"--rdzv-conf=is_host=false,last_call_timeout={LAST_CALL}",
-            f"--max-restarts={elastic.max_restarts}",
+            f"--max-restarts={elastic.max_restarts + SHRINKS_PER_START}",
             "--no-python",
             *argv,
         ]
