@@ -287,8 +287,9 @@ def test_the_notebook_s_server_splits_traffic_over_rest(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """`POST /kubelab/api/services/<name>/traffic`, as the sidebar sends it: the CLI's split,
-    with the notebook's token; a refused body names its field and changes nothing."""
+    """`POST /kubelab/api/services/<name>/traffic`, as the sidebar's dialog sends it: the CLI's
+    split and mirror, with the notebook's token; a refused body names its field and changes
+    nothing; an empty mirror (the dialog's `none`) removes the mirror."""
     install(*GATEWAY_API)
     services.start(command_service("1"))
     services.start(command_service("2"))
@@ -319,8 +320,13 @@ def test_the_notebook_s_server_splits_traffic_over_rest(
         assert server.post("services/nosuch/traffic", {"traffic": {"2": 10}}).status_code == 404
         unchanged = read(admin, namespace, "HTTPRoute", "iris")["metadata"]["resourceVersion"]
         assert unchanged == route["metadata"]["resourceVersion"]
-        listed = {v["id"]: v["traffic"] for v in server.get("services").json()["items"]}
-        assert listed == {"iris-v1": 90, "iris-v2": 10}
+        listed = {v["id"]: (v["traffic"], v["mirror"]) for v in server.get("services").json()["items"]}
+        assert listed == {"iris-v1": (90, 0), "iris-v2": (10, 100)}  # what the sidebar's rows show
+        # The sidebar's dialog with its mirror set to none sends an empty mirror: it is removed.
+        unmirrored = server.post("services/iris/traffic", {"traffic": {"1": 90, "2": 10}, "mirror": {}})
+        assert [(v["traffic"], v["mirror"]) for v in unmirrored.json()["items"]] == [(90, 0), (10, 0)]
+        route = read(admin, namespace, "HTTPRoute", "iris")
+        assert route_traffic(route, "iris") == Traffic({"1": 90, "2": 10}, {})
 
 
 def test_kserve_rolls_a_new_version_out_as_its_canary(
