@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import requests
-from hub_process import Hub
+from hub_process import Hub, hub_samples
 
 
 @pytest.fixture(scope="module")
@@ -106,10 +106,6 @@ def test_local_form_offers_no_images_and_refuses_one(hub: Hub) -> None:
 def test_the_local_hub_exports_gpu_hours_per_user_and_group(hub: Hub) -> None:
     """/hub/metrics counts the ledger's GPUs held by each running server, against the user and
     group the hub started it for (bob's server from the test above holds a T4)."""
-    import time
-
-    from prometheus_client.parser import text_string_to_metric_families
-
     if hub.api("GET", "users/bob").json().get("server") is None:
         assert hub.api("POST", "users/bob/server", {"gpus": 1}).status_code in (201, 202)
         hub.wait_server("bob", timeout=90)
@@ -117,17 +113,7 @@ def test_the_local_hub_exports_gpu_hours_per_user_and_group(hub: Hub) -> None:
         "jupyterhub_kubelab_gpu_hours_total",
         (("gpu_type", "Tesla T4"), ("group", "public"), ("user", "bob")),
     )
-    deadline = time.monotonic() + 60
-    samples: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
-    while samples.get(hours, 0) <= 0 and time.monotonic() < deadline:
-        text = requests.get(f"{hub.url}/hub/metrics", timeout=30).text
-        samples = {
-            (s.name, tuple(sorted(s.labels.items()))): s.value
-            for f in text_string_to_metric_families(text)
-            for s in f.samples
-            if s.name.startswith("jupyterhub_kubelab_")
-        }
-        time.sleep(0.5)
+    samples = hub_samples(hub, lambda samples: samples.get(hours, 0) > 0)
     assert 0 < samples.get(hours, 0) < 1, samples  # one T4 for well under an hour
     assert all(dict(labels).get("user") != "alice" for _, labels in samples), samples  # hers stopped
 
