@@ -73,6 +73,11 @@ def saved_checkpoints(folder: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
+def step_folder(folder: Path, step: int) -> Path:
+    """Where the checkpoint of `step` is (or goes) in `folder`."""
+    return folder / f"step-{step:012d}"
+
+
 def latest_checkpoint() -> tuple[int, Path] | None:
     """(step, folder) of the newest complete checkpoint, or None before the first save."""
     saved = saved_checkpoints(checkpoint_dir())
@@ -100,7 +105,7 @@ def save_checkpoint(step: int, write: Callable[[Path], object], keep: int = 2) -
         shutil.rmtree(partial, ignore_errors=True)
         raise
     _sync(partial)
-    final = folder / f"step-{step:012d}"
+    final = step_folder(folder, step)
     if final.exists():  # the same step saved again: the new one replaces it
         old = folder / f".partial-replaced-{step}-{os.getpid()}"
         os.replace(final, old)
@@ -111,6 +116,19 @@ def save_checkpoint(step: int, write: Callable[[Path], object], keep: int = 2) -
     _sync(folder)
     for _, older in saved_checkpoints(folder)[:-keep]:
         shutil.rmtree(older, ignore_errors=True)
+    return final
+
+
+def copy_checkpoint(source: Path, folder: Path) -> Path:
+    """Copy the checkpoint folder `source` (another run's `step-N`) into `folder`, complete or
+    not at all (through a temporary folder, as `save_checkpoint` writes)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = folder / f".partial-copy-{os.getpid()}-{threading.get_ident()}"
+    shutil.copytree(source, partial, symlinks=True)
+    _sync(partial)
+    final = folder / source.name
+    os.replace(partial, final)
+    _sync(folder)
     return final
 
 

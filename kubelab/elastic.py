@@ -17,6 +17,11 @@ from kubelab.field_reader import about
 from kubelab.spec_values import as_int
 
 MAX_REPLICAS = 1024
+# A planned shrink is a failure to the agents that stay (their workers' collectives fail), which
+# spends one of torchrun's restarts: the agents get this many more than the spec's
+# `max_restarts` (locally, a start that has shrunk this often is preempted whole at the next
+# mark: kubelab/backends/local/resizing.py), so the user's count is left for real failures.
+SHRINKS_PER_START = 8
 
 
 @dataclass

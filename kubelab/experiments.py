@@ -13,12 +13,13 @@ import os
 import re
 import shutil
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from kubelab.backends.base import Backend
 from kubelab.backends.registry import make_backend
+from kubelab.checkpoints import copy_checkpoint
 from kubelab.environments import prepare as environments
 from kubelab.errors import FieldError, KubelabError, NotFound, ValidationError
 from kubelab.home import default_home
@@ -28,6 +29,7 @@ from kubelab.provenance import record_code
 from kubelab.records import PENDING, RUNNING, TERMINAL, RunDirectory, Status, summary
 from kubelab.reopen import parent_of
 from kubelab.run_notes import checked_note, edited_tags
+from kubelab.run_preview import preview_spec
 from kubelab.run_timeline import timeline_record
 from kubelab.spec import ExperimentSpec
 
@@ -110,8 +112,13 @@ class Experiments:
         trial: int | None = None,
         pipeline: str | None = None,
         pipeline_step: str | None = None,
+        checkpoint: Path | None = None,
     ) -> dict[str, Any]:
-        """Validate, write the run directory, snapshot the code, and hand it to the backend."""
+        """Validate, write the run directory, snapshot the code, and hand it to the backend.
+
+        `checkpoint`, a checkpoint folder of another run, is copied into this run's checkpoints
+        first, so the trial's `kubelab.latest_checkpoint()` is it (a PBT member goes on from its
+        parent's)."""
         spec = self.prepare(data, base_dir, confine)
         folder = Path(spec.code.path) if spec.code and spec.code.path else None
         folder = folder or (Path(spec.workdir) if spec.workdir else None)
@@ -132,6 +139,10 @@ class Experiments:
                 record_code(run, folder)  # the git commit and uncommitted changes, before the copy
             self._snapshot(run, spec)
             environments.record(run, spec, base_dir or Path.cwd(), confine)
+            if checkpoint is not None:
+                if not checkpoint.is_dir():
+                    raise NotFound(f"checkpoint {checkpoint} to go on from is gone")
+                copy_checkpoint(checkpoint, run.checkpoints_dir)
             self.backend.submit(run, spec)
         except Exception:
             run.delete()  # nothing half-made is left behind
@@ -276,6 +287,10 @@ class Experiments:
 
     def resources(self) -> dict[str, Any]:
         return self.backend.resources()
+
+    def preview(self, query: Mapping[str, str]) -> dict[str, Any]:
+        """What a new run (`gpus`, `priority`, `gpu_type`, `replicas`) would preempt or shrink now."""
+        return self.backend.preview(preview_spec(query))
 
     # -- changing -----------------------------------------------------------------------
     def stop(self, run_id: str, pruned: bool = False) -> dict[str, Any]:

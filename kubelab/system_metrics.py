@@ -204,6 +204,10 @@ class Accumulator:
         rss = _number(line.get("rss_mib"))
         if rss is not None and rss > self.rss_peak:
             self.rss_peak = rss
+        if sample_count and self.idle.notice is None:
+            self.idle.add(time, sample_sum / sample_count, cpu, gpus)
+        if "gpus" not in line:  # CPU and memory alone (the metrics API on Kubernetes, between
+            return  # the GPU samples): GPU time runs from one GPU sample to the next
         previous = self.previous_time
         if previous is not None and time > previous:
             elapsed = time - previous
@@ -211,8 +215,6 @@ class Accumulator:
             if power is not None and self.previous_power is not None:
                 self.joules += elapsed * (power + self.previous_power) / 2
                 self.measured_power = True
-        if sample_count and self.idle.notice is None:
-            self.idle.add(time, sample_sum / sample_count, cpu, gpus)
         self.previous_time, self.previous_power = time, power
 
     def result(self) -> SystemSummary:

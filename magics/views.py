@@ -15,6 +15,7 @@ from typing import Any
 from kubelab.records import (
     FAILED,
     PENDING,
+    PREEMPTED,
     PRUNED,
     QUEUED,
     RUNNING,
@@ -32,6 +33,7 @@ COLORS = {
     PRUNED: "#9a6700",
     QUEUED: "#8250df",
     PENDING: "#6e7781",
+    PREEMPTED: "#bc4c00",
 }
 OPEN_TENSORBOARD = "kubelab:open-tensorboard"  # the labextension's command: a main-area tab
 
@@ -115,6 +117,46 @@ def system_html(read: dict[str, Any]) -> str:
             f"<small style='color:#6e7781'>no {html.escape(source)} metrics: {html.escape(why)}</small>"
         )
     return (f"<div>{''.join(cells)}</div>" if cells else "") + "".join(notes)
+
+
+def span_label(span: dict[str, Any]) -> str:
+    """`Running (resumed)`, `Running ×2`: a span as the experiment view names it."""
+    label = f"{span['state']} (resumed)" if span.get("resumed") else str(span["state"])
+    size = span.get("replicas")
+    return f"{label} ×{size}" if isinstance(size, int) else label
+
+
+def timeline_html(spans: list[dict[str, Any]], now: float | None = None) -> str:
+    """The run's timeline (the record's `timeline`, kubelab/run_timeline.py) as one line: a strip
+    whose pieces are as wide as their spans (an open one lasts until now), each span's label
+    under it, and the latest reason. Empty for a run that only ran: only preemptions and
+    resizes are news here."""
+    if not any(s.get("state") == PREEMPTED or isinstance(s.get("replicas"), int) for s in spans):
+        return ""
+    clock = time.time() if now is None else now
+    timed = []
+    for span in spans:
+        seconds = span.get("seconds")
+        if not isinstance(seconds, (int, float)):
+            open_span = span["state"] not in TERMINAL
+            seconds = clock - parse_iso(span["start"]) if open_span else 0.0
+        if seconds > 0:
+            timed.append((span, float(seconds)))
+    total = sum(seconds for _, seconds in timed) or 1.0
+    pieces = []
+    for span, seconds in timed:
+        title = html.escape(f"{span_label(span)}: {span.get('reason') or ''}", quote=True)
+        color = COLORS.get(span["state"], "#6e7781")
+        pieces.append(
+            f"<span title='{title}' data-state='{html.escape(span['state'], quote=True)}' style="
+            f"'display:inline-block;height:8px;width:{100 * seconds / total:.2f}%;background:{color}'></span>"
+        )
+    labels = " → ".join(html.escape(span_label(span)) for span in spans)
+    latest = html.escape(spans[-1].get("reason") or "")
+    return (
+        f"<div data-kubelab-timeline style='display:flex;width:100%;max-width:480px'>{''.join(pieces)}</div>"
+        f"<small>{labels}</small><br><small style='color:#6e7781'>{latest}</small>"
+    )
 
 
 def series(points: list[dict[str, Any]]) -> dict[str, list[float]]:

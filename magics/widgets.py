@@ -125,7 +125,8 @@ class LiveWidget(w.VBox):  # type: ignore[misc]  # ipywidgets ships no types: VB
 
 
 class ExperimentWidget(LiveWidget):
-    """Status, elapsed time, replicas, latest metrics with sparklines, Stop/Logs/TensorBoard."""
+    """Status, elapsed time, replicas, the timeline of a preempted or resized run, latest metrics
+    with sparklines, Stop/Logs/TensorBoard."""
 
     def __init__(self, service: Any, record: dict[str, Any]) -> None:
         self.service = service
@@ -134,6 +135,9 @@ class ExperimentWidget(LiveWidget):
         self.tensorboard_pending = False
         self.pending_lock = threading.Lock()
         self.header = w.HTML()
+        self.timeline = w.HTML()
+        self.spans: list[dict[str, Any]] = []  # the record's `timeline`, read whole
+        self.spans_of: tuple[Any, ...] = ()  # the state, reason and size they were read at
         self.metrics = w.HTML()
         self.system = w.HTML()
         self.system_read_at = -SYSTEM_EVERY
@@ -145,7 +149,7 @@ class ExperimentWidget(LiveWidget):
         self.logs_button.on_click(self.guarded(self.show_logs))
         self.tb_button.on_click(self.guarded(self.show_tensorboard))
         buttons = w.HBox([self.stop_button, self.logs_button, self.tb_button])
-        super().__init__([self.header, self.metrics, self.system, buttons, self.panel])
+        super().__init__([self.header, self.timeline, self.metrics, self.system, buttons, self.panel])
         self.render()
 
     @property
@@ -161,11 +165,26 @@ class ExperimentWidget(LiveWidget):
         self.render()
         self.read_system()
 
+    def read_timeline(self) -> None:
+        """The Timeline line's spans, re-read when the run's state, reason or size changed (the
+        event stream's records are summaries without them; new metrics alone do not ask)."""
+        r = self.record
+        now = (r.get("status"), r.get("reason"), r.get("restarts"), r.get("replicas"))
+        if "timeline" not in r and now != self.spans_of:
+            try:
+                r.update(self.service.get(self.id))
+            except (KubelabError, OSError):
+                return  # kept as it was; the next change asks again
+        if "timeline" in r:
+            self.spans, self.spans_of = r.pop("timeline") or [], now
+        self.timeline.value = views.timeline_html(self.spans)
+
     def on_event(self, kind: str, data: Any) -> None:
         if kind == "connected":  # anything that happened before the stream opened
             self.refresh()
         elif kind == "experiment" and data.get("id") == self.id:
             self.record.update(data)
+            self.read_timeline()
             self.render()
             if self.done:  # the samples up to its end
                 self.read_system()
@@ -179,6 +198,8 @@ class ExperimentWidget(LiveWidget):
     def tick(self) -> None:
         if self.record.get("started_at") and not self.done:
             self.render_header()
+            if self.timeline.value:  # the open span grows with the clock
+                self.timeline.value = views.timeline_html(self.spans)
             if time.monotonic() - self.system_read_at >= SYSTEM_EVERY:
                 self.read_system()
         self.open_pending_tensorboard()
@@ -205,6 +226,8 @@ class ExperimentWidget(LiveWidget):
 
     def render(self) -> None:
         self.render_header()
+        if "timeline" in self.record:  # a record read whole (the first one, a refresh)
+            self.read_timeline()
         latest = self.record.get("metrics") or {}
         charts = views.series(self.points)
         cells: list[Any] = []

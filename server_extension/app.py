@@ -58,8 +58,8 @@ class KubeLabApp(ExtensionApp):
         self.services = services_ext.install(self)  # detached: they outlive the server, as runs do
 
     def initialize_handlers(self) -> None:
-        # The services' proxy first: Tornado tries routes in order, and it answers every prediction.
-        self.handlers.extend(services_ext.PROXY_ROUTES)
+        assert self.serverapp is not None
+        services_ext.route_first(self.serverapp.web_app)  # it answers every prediction
         for pattern, handler in API_ROUTES:  # ExtensionApp prefixes the server's base_url
             self.handlers.append((url_path_join("kubelab", "api", pattern), handler))
         self.handlers.extend(tensorboard_ext.PROXY_ROUTES)

@@ -24,6 +24,7 @@ from tornado.iostream import StreamClosedError
 
 from kubelab.errors import FieldError, KubelabError, NotFound, ValidationError
 from kubelab.records import RunDirectory
+from kubelab.run_preview import FIELDS
 from kubelab.server_extension.openapi import MAX_INT_ARGUMENT
 from kubelab.server_extension.streams import IDLE
 from kubelab.system_series import DEFAULT_POINTS, MAX_POINTS
@@ -352,6 +353,18 @@ class ResourcesHandler(KubelabHandler):
         self.reply(await asyncio.to_thread(self.lab.resources))
 
 
+class PreviewHandler(KubelabHandler):
+    auth_resource = "kubelab.resources"
+
+    @api("read")
+    async def get(self) -> None:
+        """What a new run would preempt or shrink: `?gpus=2&priority=high` (`&gpu_type=`, `&replicas=`)."""
+        query = {
+            name: self.get_query_argument(name) for name in FIELDS if name in self.request.query_arguments
+        }
+        self.reply(await asyncio.to_thread(self.lab.preview, query))
+
+
 class EventsHandler(KubelabHandler):
     auth_resource = "kubelab.events"
 
@@ -398,5 +411,6 @@ ROUTES: list[tuple[str, type[KubelabHandler]]] = [
     (rf"experiments/{ID}/system", SystemHandler),
     (rf"experiments/{ID}/outputs/(?P<path>.+)", OutputHandler),
     (r"resources", ResourcesHandler),
+    (r"resources/preview", PreviewHandler),
     (r"events", EventsHandler),
 ]

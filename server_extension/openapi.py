@@ -63,6 +63,24 @@ PARAMETERS = {
         "description": "logs: each line led by its time (ISO 8601 UTC) and a space",
     },
     "limit": {"in": "query", "name": "limit", "schema": WHOLE},
+    "gpus": {
+        "in": "query",
+        "name": "gpus",
+        "schema": {"type": "number"},
+        "description": "preview: GPUs per replica",
+    },
+    "priority": {
+        "in": "query",
+        "name": "priority",
+        "schema": {"type": "string"},
+        "description": "preview: low, normal, high or a number",
+    },
+    "gpu_type": {
+        "in": "query",
+        "name": "gpu_type",
+        "schema": {"type": "string"},
+        "description": "preview: e.g. A100",
+    },
     "a": {"in": "query", "name": "a", "schema": {"type": "string"}, "description": "diff: the first run"},
     "b": {"in": "query", "name": "b", "schema": {"type": "string"}, "description": "diff: the second run"},
     "offset": {

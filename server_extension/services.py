@@ -25,6 +25,7 @@ from urllib.parse import parse_qsl, urlencode
 import aiohttp
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import JupyterHandler
+from jupyter_server.utils import url_path_join
 from tornado import web
 
 from kubelab.backends.kubernetes.serving_routes import parse_assignments
@@ -371,6 +372,18 @@ def _by_capability(services: Services, capability: str) -> str | None:
         except OSError:
             continue
     return None
+
+
+def route_first(web_app: web.Application) -> None:
+    """The proxy's routes at the head of the server's table. Tornado tries every extension's
+    table, then Jupyter's, a regular expression per route, in order: a prediction was matched
+    against 32 before it reached the proxy's (counted in the server's profile), now 1."""
+    router = web_app.default_router
+    base = web_app.settings["base_url"]
+    router.add_rules([(url_path_join(base, pattern), handler) for pattern, handler in PROXY_ROUTES])
+    added = router.rules[-len(PROXY_ROUTES) :]  # add_rules appends; Tornado has no insert
+    del router.rules[-len(PROXY_ROUTES) :]
+    router.rules[:0] = added
 
 
 SERVICE = r"(?P<service_id>[^/]+)"

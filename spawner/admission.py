@@ -10,6 +10,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from kubelab.errors import FieldError, ValidationError
+from kubelab.gpu_share import is_fraction
 from kubelab.quantity import parse_quantity
 
 from .availability import Availability, Usage, group_label
@@ -33,9 +34,10 @@ def admit(
     namespace a pod is in (its user and group as the hub wrote them), never by the pod's labels,
     except outside user namespaces (trusted-lab mode), where labels are all there is."""
     errors: list[FieldError] = []
-    if options.gpus:
+    if options.gpus and options.gpu_type not in availability.unknown:  # unknown: the scheduler's
         free = availability.free(options.gpu_type)
-        if options.gpus > free:
+        shares = is_fraction(options.gpus) and availability.room(options.gpu_type) >= options.gpus - 1e-9
+        if options.units > free and not shares:
             kind = f" {options.gpu_type}" if options.gpu_type else ""
             errors.append(
                 FieldError(
@@ -47,7 +49,7 @@ def admit(
                     ),
                 )
             )
-    asked = Usage(options.gpus, parse_quantity(options.cpu), parse_quantity(options.memory))
+    asked = Usage(options.units, parse_quantity(options.cpu), parse_quantity(options.memory))
     _check_quota(
         errors,
         group.user_quota,

@@ -72,6 +72,8 @@ RESOURCES = {
     "ValidatingAdmissionPolicyBinding": Resource(
         "/apis/admissionregistration.k8s.io/v1", "validatingadmissionpolicybindings", namespaced=False
     ),
+    "ResourceClaimTemplate": Resource("/apis/resource.k8s.io/v1", "resourceclaimtemplates"),
+    "ResourceClaim": Resource("/apis/resource.k8s.io/v1", "resourceclaims"),
     "PriorityClass": Resource("/apis/scheduling.k8s.io/v1", "priorityclasses", namespaced=False),
     "WorkloadPriorityClass": Resource(
         "/apis/kueue.x-k8s.io/v1beta1", "workloadpriorityclasses", namespaced=False

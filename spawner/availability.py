@@ -12,22 +12,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, cast
 
 from kubelab.quantity import parse_quantity
 
+from . import dra_availability
+from .mirror import Mirror
 from .profiles import Catalog
 
 USER_LABEL = "kubelab.io/user"
 GROUP_LABEL = "kubelab.io/group"
 USER_NAMESPACES = "app.kubernetes.io/managed-by=kubelab,kubelab.io/user"  # label selector
 _DONE = ("Succeeded", "Failed")
-log = logging.getLogger(__name__)
 
 
 def group_label(name: str) -> str:
@@ -60,6 +60,14 @@ class Availability:
     # By namespace: a user cannot move a pod out of their own namespace, as they can relabel it.
     namespaces: dict[str, Usage] = field(default_factory=lambda: defaultdict(Usage))
     unattributed: int = 0  # GPUs asked for by pending pods that name no type
+    shares_left: dict[str, float] = field(default_factory=dict)  # the most left on one shared GPU
+    unknown: set[str] = field(default_factory=set)  # DRA types whose free count kubelab cannot tell
+
+    def room(self, gpu_type: str | None) -> float:
+        """The largest share still free on one GPU already shared (this machine's ledger)."""
+        if gpu_type is None:
+            return max(self.shares_left.values(), default=0)
+        return self.shares_left.get(gpu_type, 0)
 
     def free(self, gpu_type: str | None) -> int:
         if gpu_type is None:
@@ -252,7 +260,10 @@ def local_availability(snapshot: dict[str, Any], catalog: Catalog) -> Availabili
             continue
         count = result.types.setdefault(name, TypeCount())
         count.total += 1
-        count.free += device.get("holder") is None
+        shared = sum(float(s.get("share", 0)) for s in device.get("shares") or [])
+        count.free += device.get("holder") is None and not shared
+        if shared and device.get("holder") is None:
+            result.shares_left[name] = max(result.room(name), 1 - shared)
         parts = (device.get("holder") or "").split("/")
         if len(parts) == 4 and parts[0] == "notebook":
             result.users[parts[1]].gpus += 1
@@ -262,103 +273,11 @@ def local_availability(snapshot: dict[str, Any], catalog: Catalog) -> Availabili
     return result
 
 
-def raw_watch() -> Any:
-    """kubernetes_asyncio's Watch, leaving each event's object as the API server's JSON: its
-    default builds a V1Pod model per event (~7 ms for a notebook pod), which in a spawn storm
-    held the hub's event loop for over a second; `raw_object` is all kubelab reads."""
-    from kubernetes_asyncio import watch
-
-    class RawWatch(watch.Watch):
-        def get_return_type(self, func: object) -> Any:
-            return None
-
-    return RawWatch()
-
-
-class Mirror:
-    """A list-then-watch copy of one kind of object, restarted from a fresh list on any error."""
-
-    def __init__(
-        self,
-        list_method: Callable[..., Any],
-        on_change: Callable[[str | None, dict[str, Any] | None], None],
-        **query: str,
-    ) -> None:
-        self.list_method = list_method
-        self.on_change = on_change
-        self.query = query
-        self.items: dict[str, dict[str, Any]] = {}
-        self.loaded = asyncio.Event()
-        self._waiters: dict[str, list[asyncio.Future[None]]] = {}
-        self.failed = asyncio.Event()  # set when a list or watch failed (the mirror retries)
-
-    async def changed(self, key: str) -> None:
-        """Returns at the next event for `key` or the next fresh list (anything may have changed)."""
-        waiter = asyncio.get_running_loop().create_future()
-        self._waiters.setdefault(key, []).append(waiter)
-        try:
-            await waiter
-        finally:
-            waiting = self._waiters.get(key, [])
-            if waiter in waiting:
-                waiting.remove(waiter)
-            if not waiting:
-                self._waiters.pop(key, None)
-
-    def _changed(self, key: str | None) -> None:
-        self.on_change(key, self.items.get(key) if key else None)
-        for waiting in [self._waiters.get(key, [])] if key else list(self._waiters.values()):
-            for waiter in waiting:
-                if not waiter.done():
-                    waiter.set_result(None)
-
-    @staticmethod
-    def key(obj: dict[str, Any]) -> str:
-        meta = obj["metadata"]
-        return f"{meta.get('namespace', '')}/{meta['name']}"
-
-    async def run(self) -> None:
-        delay = 0.1
-        while True:
-            try:
-                response = await self.list_method(_preload_content=False, **self.query)
-                listing = json.loads(await response.read())
-                self.items = {self.key(o): o for o in listing["items"]}
-                self.loaded.set()
-                self._changed(None)  # everything may have changed
-                stream = raw_watch()
-                async with stream.stream(
-                    self.list_method,
-                    _preload_content=False,
-                    timeout_seconds=300,
-                    resource_version=listing["metadata"]["resourceVersion"],
-                    **self.query,
-                ) as events:
-                    async for event in events:
-                        obj = event["raw_object"]
-                        if event["type"] not in ("ADDED", "MODIFIED", "DELETED"):
-                            continue
-                        key = self.key(obj)
-                        if event["type"] == "DELETED":
-                            self.items.pop(key, None)
-                        else:
-                            self.items[key] = obj
-                        self._changed(key)
-                        delay = 0.1
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # a dropped watch or an API hiccup: list again after a pause
-                self.failed.set()
-                log.warning("watch of %s failed; listing again", self.list_method.__name__, exc_info=True)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 30)
-
-
 class ClusterAvailability:
     """Nodes and pods mirrored by watches; `current()` is cheap: a pod's event updates the
     tally in place, a node's event (or a fresh list) recounts on the next read."""
 
-    def __init__(self, core_api: Any, catalog: Catalog) -> None:
+    def __init__(self, core_api: Any, catalog: Catalog, custom_api: Any = None) -> None:
         self._catalog = catalog
         self._tally: Tally | None = None
         self._node_seen: dict[str, str] = {}
@@ -367,7 +286,20 @@ class ClusterAvailability:
         self.namespaces = Mirror(
             core_api.list_namespace, self._namespace_changed, label_selector=USER_NAMESPACES
         )
+        # DRA's slices, claims and classes, mirrored where the catalog has DRA types
+        self.dra = {
+            plural: Mirror(dra_availability.lister(custom_api, plural), self._dra_changed)
+            for plural in (dra_availability.PLURALS if custom_api is not None else ())
+        }
+        self._dra_counts: dict[str, dra_availability.DraCount] | None = None
         self._tasks: list[asyncio.Task[None]] = []
+
+    def _dra_changed(self, key: str | None, obj: dict[str, Any] | None) -> None:
+        self._dra_counts = None
+
+    def _mirrors(self) -> list[Mirror]:
+        dra = [t for t in self._catalog.gpu_types if t.sharing == "dra"]
+        return [self.nodes, self.pods, self.namespaces, *(self.dra.values() if dra else ())]
 
     @property
     def catalog(self) -> Catalog:
@@ -422,7 +354,7 @@ class ClusterAvailability:
             self._tally.pod(key, pod)
 
     async def start(self, timeout: float = 30) -> None:
-        mirrors = (self.nodes, self.pods, self.namespaces)
+        mirrors = self._mirrors()
         if not self._tasks:
             self._tasks = [asyncio.create_task(m.run()) for m in mirrors]
         await asyncio.wait_for(asyncio.gather(*(m.loaded.wait() for m in mirrors)), timeout)
@@ -439,6 +371,19 @@ class ClusterAvailability:
             self._tally = Tally(self._catalog)
             self._tally.owners = namespace_owners(self.namespaces.items.values())
             self._tally.rebuild(self.nodes.items.values(), self.pods.items.items())
+            self._dra_counts = None
+        if self._dra_counts is None and len(self._mirrors()) > 3:
+            slices, claims, classes = (self.dra[p].items.values() for p in dra_availability.PLURALS)
+            dra = [t for t in self._catalog.gpu_types if t.sharing == "dra"]
+            self._dra_counts = dra_availability.dra_counts(
+                dra, dra_availability.class_selectors(classes), slices, claims
+            )
+            result = self._tally.result
+            for name, count in self._dra_counts.items():  # devices, not node resources
+                result.types[name] = TypeCount(count.total, count.free or 0)
+                result.unknown.discard(name)
+                if count.free is None:
+                    result.unknown.add(name)
         return self._tally.result
 
     async def stop(self) -> None:

@@ -36,11 +36,13 @@ def choose(
     catalog: Catalog,
     memberships: list[tuple[str, Mapping[str, Any] | None]],
     public_properties: Mapping[str, Any] | None = None,
+    local: bool = False,
 ) -> tuple[NotebookOptions, ProjectGroup]:
-    """Validated options and the chosen group, or a ValidationError naming each field."""
+    """Validated options and the chosen group, or a ValidationError naming each field (`local`:
+    on one machine, whose ledger shares any GPU)."""
     groups = user_groups(memberships, public_properties)
     options = dict(raw or {}) if isinstance(raw, dict) else raw
     group = choose_group(groups, options.get("group") if isinstance(options, dict) else None)
     if isinstance(options, dict) and not options.get("shm") and group_shm(group):
         options["shm"] = group_shm(group)
-    return validate_options(options, catalog, group.name, list(group.images)), group
+    return validate_options(options, catalog, group.name, list(group.images), local), group

@@ -26,7 +26,7 @@ from typing import Any
 from kubernetes_asyncio.client.rest import ApiException
 
 from .apply import Applier
-from .availability import raw_watch
+from .mirror import raw_watch
 
 DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class"
 IMMEDIATE = "Immediate"

@@ -3,7 +3,8 @@
 Its field names are the stable `user_options` keys, so what a user picks in the form and what
 a script sends to JupyterHub's REST API are the same thing. The form shows free/total GPUs per
 type as the availability watch sees them when the page is rendered, and what each type is: whole
-GPUs, a MIG slice (its own resource) or a time-sliced share, counted in those units.
+GPUs, a MIG slice (its own resource) or a time-sliced share, counted in those units. A notebook
+may ask for 1/n of a shareable GPU (`0.5`), as a run's `resources.gpus` does.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def unit(gpu_type: GpuType) -> str:
     if gpu_type.sharing == "mig":
         return f"MIG slice ({gpu_type.resource})"
     if gpu_type.sharing == "dra":
-        return f"DRA device ({gpu_type.device_class}), for runs"
+        return f"DRA device ({gpu_type.device_class})"
     if gpu_type.sharing == "time-slicing":
         return "time-sliced share (memory not isolated)"
     return "whole GPU"
@@ -54,6 +55,8 @@ def _type_choice(gpu_type: GpuType, availability: Availability | None) -> str:
     """`A100-1g.10gb: MIG slice (nvidia.com/mig-1g.10gb), 5 of 7 free`."""
     text = f"{gpu_type.name}: {unit(gpu_type)}"
     count = availability.types.get(gpu_type.name) if availability else None
+    if count is not None and availability and gpu_type.name in availability.unknown:
+        return f"{text}, {count.total} in its class, free count unknown"
     return text if count is None else f"{text}, {count.free} of {count.total} free"
 
 
@@ -115,7 +118,7 @@ def render_form(
     parts.append(_text("cpu", "CPU", previous.get("cpu"), catalog.default_cpu))
     parts.append(_text("memory", "Memory", previous.get("memory"), catalog.default_memory))
     example = next((t.name for t in catalog.gpu_types if t.sharing != "exclusive"), "V100")
-    label = f"GPUs (a count of the type's units, or cube-studio's '1({example})')"
+    label = f"GPUs (a count of the type's units, 0.5 or 0.25 to share one, or cube-studio's '1({example})')"
     parts.append(_text("gpus", label, previous.get("gpus"), "0"))
     if catalog.gpu_types:
         choices = [(t.name, _type_choice(t, availability)) for t in catalog.gpu_types]
@@ -136,7 +139,8 @@ def availability_table(availability: Availability | None, catalog: Catalog | Non
     units = {t.name: unit(t) for t in catalog.gpu_types} if catalog else {}
     rows = "".join(
         f'<tr data-gpu-type="{escape(name)}"><td>{escape(name)}</td>'
-        f'<td class="free">{count.free}</td><td class="total">{count.total}</td>'
+        f'<td class="free">{"unknown" if name in availability.unknown else count.free}</td>'
+        f'<td class="total">{count.total}</td>'
         f'<td class="unit">{escape(units.get(name, ""))}</td></tr>'
         for name, count in availability.types.items()
     )

@@ -5,8 +5,11 @@ Two sources answer the same question, `utilisation(servers) -> {(user, server): 
 - `NvmlUsage` on the local hub: the machine ledger says which GPUs each notebook holds and
   which process holds them (the server itself, `gpu_exec`); NVML's per-process accounting
   says how much of each GPU the server's process tree (its kernels, its terminals' commands)
-  used since the last round. A GPU whose board keeps no per-process samples is read whole,
-  but only when the notebook holds it alone.
+  used since the last round. Every server's account may write the ledger, so an entry counts
+  only when its process is one the hub started (the culler's parent) for that very server
+  (`hub_started`): a name alone would let Mallory point Carol's notebook at an idle process.
+  A GPU whose board keeps no per-process samples is read whole, but only when the notebook
+  holds it alone.
 - `PrometheusUsage` on a cluster: NVIDIA's DCGM exporter's `DCGM_FI_DEV_GPU_UTIL` by pod,
   averaged over the round, for the notebook pods the hub made (found by the Kubernetes API,
   owned by their user namespace, never by a label a user could copy).
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping
@@ -50,6 +54,25 @@ def notebook_of(run: str) -> tuple[ServerKey, str] | None:
     return (user, "" if server == "default" else server), group
 
 
+def hub_started(hub_pid: int | None = None) -> Callable[[int, ServerKey], bool]:
+    """Whether `pid` is the server the hub (`hub_pid`, by default this service's parent) started
+    for `key`: a child of the hub whose environment, set by the hub at its start, names that
+    user and server. A process of a user's own is a grandchild of the hub at best."""
+
+    def vouch(pid: int, key: ServerKey) -> bool:
+        try:
+            process = psutil.Process(pid)
+            if process.ppid() != (os.getppid() if hub_pid is None else hub_pid):
+                return False
+            environ = process.environ()
+        except psutil.Error:
+            return False
+        user, server = key
+        return environ.get("JUPYTERHUB_USER") == user and environ.get("JUPYTERHUB_SERVER_NAME", "") == server
+
+    return vouch
+
+
 def process_tree(pid: int) -> set[int]:
     """A server's pid and its descendants: its kernels and what its terminals started."""
     try:
@@ -69,10 +92,12 @@ class NvmlUsage:
         nvml: Any,
         holdings: Callable[[], dict[str, tuple[int, list[int]]]],
         tree: Callable[[int], set[int]] = process_tree,
+        vouch: Callable[[int, ServerKey], bool] | None = None,
     ) -> None:
         self.nvml = nvml
         self.holdings = holdings
         self.tree = tree
+        self.vouch = vouch or hub_started()
         self.last_seen: dict[int, int] = {}  # GPU index -> NVML timestamp (µs) of the last sample
         nvml.nvmlInit()
 
@@ -82,7 +107,7 @@ class NvmlUsage:
         holdings = self.holdings()
         for run, (pid, gpus) in holdings.items():
             found = notebook_of(run)
-            if found and found[0] in wanted:
+            if found and found[0] in wanted and self.vouch(pid, found[0]):
                 held[found[0]] = (pid, gpus)
         # busy if any of its GPUs is busy
         return {key: max(values) for key, values in self.readings(held, holdings).items()}

@@ -23,7 +23,7 @@ from traitlets import default
 from kubelab.errors import FieldError, KubelabError, ValidationError
 from kubelab.quantity import parse_quantity
 
-from . import builds, namespace_bundle, objects, shared_watch, storage_layout
+from . import builds, dra_claims, namespace_bundle, objects, shared_watch, storage_layout
 from .admission import admit
 from .apply import Applier, Outcome, api_message
 from .availability import Availability
@@ -287,6 +287,8 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, BackPressure, WatchedStart, Kub
         """KubeSpawner's pod, with CPU and memory as the quantities the user chose."""
         pod = await super().get_pod_manifest()
         settings = getattr(self, "_settings", None)
+        if settings is not None and settings.dra_template:
+            dra_claims.attach(pod, settings.dra_template["metadata"]["name"])
         return pod if settings is None else with_quantities(pod, settings)
 
     def get_env(self) -> dict[str, str]:
@@ -377,6 +379,9 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, BackPressure, WatchedStart, Kub
         finally:
             if not ticket.done():  # never queued (or cancelled first): the progress page moves on
                 ticket.cancel()
+        settings = getattr(self, "_settings", None)
+        if settings is not None and settings.dra_template:  # the quota's refusal, before the pod
+            await dra_claims.prepare(applier, settings.dra_template)
         claims = [c.split("/", 1)[1] for c in outcome.created if c.startswith("PersistentVolumeClaim/")]
         if claims and await binding_mode(applier, self.storage_class) == IMMEDIATE:
             await wait_bound(self.api.api_client, self.namespace, claims, self.claim_bind_timeout)
@@ -422,4 +427,5 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, BackPressure, WatchedStart, Kub
             api_server = ApiServer.parse(
                 list(self.api_server_cidrs), list(self.api_server_ports), "KubeLabSpawner.api_server"
             )
-        return [*self.namespace_objects(group, api_server), manifest]
+        claimed = [settings.dra_template] if settings.dra_template else []
+        return [*self.namespace_objects(group, api_server), *claimed, manifest]

@@ -152,6 +152,7 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):  # type: ignore
             self.catalog,
             hub_memberships(self.user),
             public_properties(self, self.public_group_properties),
+            local=True,
         )
         admit(options, group, self.user_slug, self.availability())
         return options, group

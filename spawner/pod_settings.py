@@ -13,8 +13,9 @@ from typing import Any
 
 from kubelab.backends.kubernetes.gpu_request import types_json
 from kubelab.backends.kubernetes.priority_classes import NOTEBOOK_CLASS
+from kubelab.gpu_share import is_fraction
 
-from . import interfaces, storage_layout
+from . import dra_claims, interfaces, storage_layout
 from .availability import GROUP_LABEL, USER_LABEL, group_label
 from .groups import ProjectGroup
 from .objects import Storage
@@ -41,6 +42,7 @@ class PodSettings:
     labels: dict[str, str] = field(default_factory=dict)
     priority_class: str | None = None  # with kubelab's PriorityClasses: no run preempts a notebook
     default_url: str = interfaces.URLS[interfaces.DEFAULT]
+    dra_template: dict[str, Any] | None = None  # a DRA type's ResourceClaimTemplate, claimed by the pod
 
 
 def workspace_path(user: str) -> str:
@@ -61,9 +63,10 @@ def pod_settings(
     """Settings for `user` (a safe slug: used in paths and subPaths, so two users never share).
     With `priority_classes` the notebook runs at its own class and tells its runs they exist."""
     gpu_type = catalog.gpu_type(options.gpu_type) if options.gpu_type else None
+    claimed = gpu_type is not None and gpu_type.sharing == "dra" and bool(options.gpus)
     resource = (
         gpu_type.resource
-        if gpu_type
+        if gpu_type and gpu_type.sharing != "dra"
         else next((t.resource for t in catalog.gpu_types if t.sharing != "dra"), DEFAULT_GPU_RESOURCE)
     )
     storage_mounts = storage_layout.mounts(storage, user)
@@ -87,8 +90,9 @@ def pod_settings(
     tolerations: list[dict[str, Any]] = []
     gpu_limits: dict[str, int] = {}
     if options.gpus:
-        gpu_limits[resource] = options.gpus
         tolerations = [dict(t) for t in catalog.gpu_tolerations]
+    if options.gpus and not claimed:  # a DRA type's devices are claimed, not a resource or a label
+        gpu_limits[resource] = options.units  # a share: one replica of the time-sliced type
         if gpu_type and not gpu_type.by_resource:
             node_selector[catalog.gpu_label] = gpu_type.label_value
     home = workspace_path(user)
@@ -110,6 +114,8 @@ def pod_settings(
         "KUBELAB_SERVICE_ACCOUNT": account,
         **interfaces.vscode_env(options.interface, home),  # code-server is in the notebook image
     }
+    if is_fraction(options.gpus):  # what a run's share is told (docs/gpus.md)
+        env["KUBELAB_GPU_FRACTION"] = f"{options.gpus:.6g}"
     if not options.gpus:
         env["NVIDIA_VISIBLE_DEVICES"] = "none"  # images with the NVIDIA runtime would expose all GPUs
     if priority_classes:
@@ -128,6 +134,7 @@ def pod_settings(
         labels={USER_LABEL: user, GROUP_LABEL: group_label(group.name)},
         priority_class=NOTEBOOK_CLASS if priority_classes else None,
         default_url=interfaces.URLS[options.interface],
+        dra_template=dra_claims.notebook_template(ns, gpu_type, options.units) if claimed else None,
     )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from kubelab.backends.kubernetes.dra import quota_key
 from kubelab.backends.kubernetes.gpu_request import SHARING, default_sharing
 from kubelab.errors import FieldError, ValidationError, did_you_mean
+from kubelab.gpu_share import is_fraction, parse_gpus
 from kubelab.quantity import parse_quantity
 
 from . import interfaces
@@ -206,7 +207,7 @@ class NotebookOptions:
     image: str
     cpu: str
     memory: str
-    gpus: int = 0
+    gpus: float = 0  # whole units of the type, or 1/n of one (a share, as a run's resources.gpus)
     gpu_type: str | None = None
     group: str = "public"
     shm: str = "1Gi"
@@ -227,15 +228,20 @@ class NotebookOptions:
         }
         return {k: v for k, v in data.items() if v not in (None, "")}
 
+    @property
+    def units(self) -> int:
+        """Units of the type the server holds: a share takes one (a replica, or room on one GPU)."""
+        return 1 if is_fraction(self.gpus) else int(self.gpus)
 
-def parse_resource_gpu(value: Any, field: str = "gpus") -> tuple[int, str | None, str | None]:
-    """(count, vendor, type) from `2`, `"2"`, `"1(V100)"`, `"1(nvidia,V100)"` or `"1（V100）"`."""
+
+def parse_resource_gpu(value: Any, field: str = "gpus") -> tuple[float, str | None, str | None]:
+    """(count, vendor, type) from `2`, `"2"`, `"1(V100)"`, `"1(nvidia,V100)"` or `"1（V100）"`;
+    a count may be a share of one GPU (`0.5`, `"0.25(T4)"`), checked as a run's `resources.gpus`."""
     if isinstance(value, bool) or value is None:
         raise _invalid(field, f"must be a GPU count such as 1 or '1(V100)', not {value!r}")
-    if isinstance(value, int):
-        count, vendor, gpu_type = value, None, None
-    elif isinstance(value, float):
-        count, vendor, gpu_type = _whole(value, field), None, None
+    count: float
+    if isinstance(value, (int, float)):
+        count, vendor, gpu_type = _amount(value, field), None, None
     elif isinstance(value, str):
         match = _RESOURCE_GPU.match(value)
         if not match or not match["count"]:
@@ -244,7 +250,7 @@ def parse_resource_gpu(value: Any, field: str = "gpus") -> tuple[int, str | None
             number = Decimal(match["count"])
         except ArithmeticError:
             raise _invalid(field, f"'{match['count']}' in '{value}' is not a number") from None
-        count = _whole(number, field)
+        count = _amount(float(number), field)
         vendor = gpu_type = None
         if match["inner"] is not None:
             parts = [p.strip() for p in re.split(r"[,，]", match["inner"])]
@@ -258,10 +264,14 @@ def parse_resource_gpu(value: Any, field: str = "gpus") -> tuple[int, str | None
     return count, vendor, gpu_type
 
 
-def _whole(number: float | Decimal, field: str) -> int:
-    if number != int(number):
-        raise _invalid(field, f"must be a whole number of GPUs, not {number} (GPUs are not shared)")
-    return int(number)
+def _amount(number: float, field: str) -> float:
+    """Whole GPUs, or 1/n of one: the same rule as a run's `resources.gpus` (kubelab.gpu_share)."""
+    if number < 0:
+        return int(number) if float(number).is_integer() else number  # said below, as negative
+    amount, why = parse_gpus(number)
+    if why:
+        raise _invalid(field, why)
+    return amount
 
 
 def _invalid(field: str, reason: str) -> ValidationError:
@@ -286,11 +296,13 @@ def validate_options(
     catalog: Catalog,
     group: str = "public",
     allowed_images: list[str] | None = None,
+    local: bool = False,
 ) -> NotebookOptions:
     """Check `user_options` against the catalog; every problem is reported at once.
 
     `group` is the already chosen project group; `allowed_images` its image list (empty: all
-    of the catalog's).
+    of the catalog's). `local`: one machine, whose ledger shares any GPU (a cluster shares only
+    its time-sliced types).
     """
     if raw is not None and not isinstance(raw, dict):
         raise _invalid("", f"server options must be a mapping, not {type(raw).__name__}")
@@ -335,7 +347,8 @@ def validate_options(
     if (problem := interfaces.check(interface)) is not None:
         errors.append(FieldError("interface", problem))
 
-    gpus, gpu_type = 0, merged.get("gpu_type")
+    gpus: float = 0
+    gpu_type = merged.get("gpu_type")
     try:
         gpus, vendor, typed = parse_resource_gpu(merged.get("gpus", 0))
     except ValidationError as exc:
@@ -344,6 +357,9 @@ def validate_options(
     if typed and gpu_type and typed.lower() != str(gpu_type).lower():
         errors.append(FieldError("gpu_type", f"'{gpu_type}' contradicts the type '{typed}' in gpus"))
     gpu_type = typed or gpu_type
+    if is_fraction(gpus) and not local:
+        gpu_type, unshared = _shared_type(catalog, gpu_type, gpus)
+        errors += [unshared] if unshared else []
     if gpu_type is not None:
         known = catalog.gpu_type(str(gpu_type)) if isinstance(gpu_type, str) else None
         if known is None:
@@ -366,9 +382,6 @@ def validate_options(
                         f"vendor '{vendor}' does not make {known.name} (its resource is {known.resource})",
                     )
                 )
-            if gpus and known.sharing == "dra":
-                why = f"{known.name} is claimed through DRA (DeviceClass {known.device_class}): runs may ask"
-                errors.append(FieldError("gpu_type", why + " for it; a notebook server cannot yet"))
             if gpus > known.max_per_user:
                 errors.append(
                     FieldError(
@@ -396,6 +409,20 @@ def validate_options(
         profile=profile,
         interface=str(interface),
     )
+
+
+def _shared_type(catalog: Catalog, gpu_type: Any, gpus: float) -> tuple[Any, FieldError | None]:
+    """The type a cluster notebook's share is of (the asked one, else the catalog's first
+    time-sliced type), or why there is none: only a time-sliced GPU is offered in shares."""
+    known = catalog.gpu_type(gpu_type) if isinstance(gpu_type, str) else None
+    if gpu_type is not None and known is None:
+        return gpu_type, None  # unknown: said by name below
+    shared = [t for t in ([known] if known else catalog.gpu_types) if t.sharing == "time-slicing"]
+    if shared:
+        return shared[0].name, None
+    where = f"{known.name} is not (sharing: {known.sharing})" if known else "this hub has none"
+    reason = f"a share of a GPU ({gpus:g}) needs a time-sliced GPU type, and {where}"
+    return gpu_type, FieldError("gpus", reason + "; ask for whole GPUs (1, 2, ...)")
 
 
 def _quantity(value: Any, field: str, maximum: str, errors: list[FieldError]) -> str:

@@ -14,8 +14,9 @@ import contextlib
 from kubespawner.clients import shared_client
 
 from . import metrics
-from .availability import ClusterAvailability, Mirror
+from .availability import ClusterAvailability
 from .labels import MANAGED_BY
+from .mirror import Mirror
 from .profiles import Catalog
 
 _watches: dict[asyncio.AbstractEventLoop, ClusterAvailability] = {}
@@ -28,7 +29,9 @@ def hub_watch(catalog: Catalog) -> ClusterAvailability:
     loop = asyncio.get_running_loop()
     watch = _watches.get(loop)
     if watch is None:
-        watch = _watches[loop] = ClusterAvailability(shared_client("CoreV1Api"), catalog)
+        watch = _watches[loop] = ClusterAvailability(
+            shared_client("CoreV1Api"), catalog, shared_client("CustomObjectsApi")
+        )
     watch.catalog = catalog
     return watch
 

@@ -26,6 +26,7 @@ from controlplane.fixtures import (  # noqa: E402, F401
     cluster,
     kubeconfig,
     make_node,
+    metrics_cluster,
     simulated_cluster,
 )
 

@@ -39,6 +39,7 @@ FAST_MODULES = frozenset(
         "test_architecture_map.py",
         "sweeps/test_space.py",
         "sweeps/test_sweep_spec.py",
+        "sweeps/test_population.py",
         "serving/test_service_spec.py",
         "serving/test_traffic_stats.py",
         "sweeps/test_nni.py",

@@ -82,6 +82,14 @@ class Backend(ABC):
         why = f"the {self.name} backend cannot resume a stopped run; start a new one with `kubelab run`"
         raise Conflict(why)
 
+    def preview(self, spec: ExperimentSpec) -> dict[str, Any]:
+        """What a run of `spec` would get or take if submitted now: the GPUs free for it, or the
+        runs it would preempt or shrink (the Resources panel asks before a submit). Refused, by
+        default: where a cluster's scheduler decides preemption, kubelab cannot answer for it."""
+        from kubelab.errors import Conflict
+
+        raise Conflict(f"the {self.name} backend leaves preemption to its scheduler; no preview")
+
     def events(self, run: RunDirectory) -> list[dict[str, Any]] | None:
         """The platform's events about the run, oldest first; None when the backend has none
         (the local backend: its runner's log says it all)."""

@@ -7,6 +7,7 @@ NNI arguments that have no Optuna equivalent (refused with that sentence, never 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +20,7 @@ DIRECTION = "__direction__"  # the target of `optimize_mode`, which sets the stu
 @dataclass(frozen=True)
 class Arg:
     target: str
-    kind: str = "int"  # int | float | bool | choice
+    kind: str = "int"  # int | float | bool | choice | numbers (a list) | text
     minimum: float | None = None
     maximum: float | None = None
     above: float | None = None  # strictly greater than
@@ -99,6 +100,11 @@ def _convert(arg: Arg, value: Any) -> tuple[bool, Any, str]:
         if isinstance(value, bool) or not isinstance(value, int):
             also = " or 'auto'" if arg.auto else ""
             return False, None, f"must be a whole number{also}, not {value!r}"
+    elif arg.kind == "numbers":
+        return _numbers(arg, value)
+    elif arg.kind == "text":
+        if not isinstance(value, str) or not value:
+            return False, None, f"must be a non-empty string, not {value!r}"
     elif arg.kind == "float":
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return False, None, f"must be a number, not {value!r}"
@@ -111,6 +117,18 @@ def _convert(arg: Arg, value: Any) -> tuple[bool, Any, str]:
         if arg.above is not None and value <= arg.above:
             return False, None, f"must be above {arg.above:g}, not {value}"
     return True, (arg.convert(value) if arg.convert else value), ""
+
+
+def _numbers(arg: Arg, value: Any) -> tuple[bool, Any, str]:
+    """A non-empty list of numbers, each above `arg.above` when set (PBT's factors)."""
+    if not isinstance(value, (list, tuple)) or not value:
+        return False, None, f"must be a non-empty list of numbers, not {value!r}"
+    for item in value:
+        if isinstance(item, bool) or not isinstance(item, (int, float)) or not math.isfinite(item):
+            return False, None, f"must be a list of numbers; {item!r} is not one"
+        if arg.above is not None and item <= arg.above:
+            return False, None, f"must be numbers above {arg.above:g}, not {item}"
+    return True, tuple(float(item) for item in value), ""
 
 
 def split_name(value: Any, path: str, default: str) -> tuple[Any, Any, list[FieldError]]:

@@ -247,12 +247,24 @@ def cmd_show(args: argparse.Namespace) -> int:
         ranked = sorted(record["importance"].items(), key=lambda kv: -kv[1])
         scores = ", ".join(f"{name} {score:.2f}" for name, score in ranked)
         say(f"importance ({record['importance_evaluator']}): {scores}")
-    rows = [("TRIAL", "ID", "RESULT", metric.upper(), "PARAMS", "REASON")]
+    pbt = any(t.get("lineage") for t in record["trials"])  # PBT: each member's generation and parent
+    rows = [("TRIAL", "ID", "RESULT", metric.upper(), "PARAMS", "REASON", *(("LINEAGE",) if pbt else ()))]
     for t in record["trials"]:
         value = "" if t["objective"] is None else f"{t['objective']:.6g}"
-        rows.append((t["trial"], t["id"] or "-", t["result"], value, t.get("params"), t["result_reason"]))
+        row = (t["trial"], t["id"] or "-", t["result"], value, t.get("params"), t["result_reason"])
+        rows.append((*row, describe_lineage(t.get("lineage"))) if pbt else row)
     say(grid(rows))
     return 0
+
+
+def describe_lineage(lineage: dict[str, Any] | None) -> str:
+    """`g2 from #3 at step 20 (exploited)`: a PBT member's generation and what it went on from."""
+    if not lineage:
+        return ""
+    if lineage.get("parent") is None:
+        return f"g{lineage['generation']}"
+    copied = " (exploited)" if lineage.get("exploited") else ""
+    return f"g{lineage['generation']} from #{lineage['parent']} at step {lineage['start_step']}{copied}"
 
 
 def cmd_stop(args: argparse.Namespace) -> int:

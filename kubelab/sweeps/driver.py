@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from kubelab.daemon import start_module
 from kubelab.records import RunDirectory
 from kubelab.sweeps.file_events import NAMES, FileEvents
+from kubelab.sweeps.lineage import checkpoints_of, member_start
 from kubelab.sweeps.recovery import recover
 from kubelab.sweeps.store import (
     ACTIVE,
@@ -124,7 +125,7 @@ class Driver:
     def __init__(self, sweep: SweepDirectory):
         self.sweep = sweep
         self.follows: dict[int, Follow] = {}
-        self.exhausted = False
+        self.exhausted: bool | str = False  # a string: why the tuner cannot go on (the sweep fails)
         self.interrupting = False  # the user stopped the sweep: its trials that end Stopped rerun later
         self.to_rerun: list[int] = []  # interrupted trials not yet run again, first on resume
         self.ahead: Suggestion | None = None  # the next trial, asked while every slot is busy
@@ -184,6 +185,8 @@ class Driver:
         self.journal = GroupCommitBackend(str(self.sweep.study_file))
         storage = self.sweep.storage(self.journal)
         self.tuner = self.spec.make_tuner(storage=storage, study_name=self.sweep.id)
+        if self.spec.tuner.kind.walks == "population":  # PBT: members go on from checkpoints
+            self.tuner.locate = checkpoints_of(self)
         self.report_steps = self.spec.early_stopping.name != "none"
         recover(self)
 
@@ -225,7 +228,8 @@ class Driver:
                 self.finish(*verdict)
                 return
             while len(self.follows) < self.spec.concurrency and self.may_start():
-                self.start_trial()
+                if not self.start_trial():
+                    break  # the tuner has nothing yet (PBT waits for its generation)
             if self.dirty and time.monotonic() >= self.save_after:  # this turn's results and submits
                 self.save()
             if self.ahead is None and not self.to_rerun and self.may_ask_ahead():
@@ -255,22 +259,26 @@ class Driver:
         busy = 1 < self.spec.concurrency <= len(self.follows)
         return busy and all(f.started for f in self.follows.values()) and self.may_start()
 
-    def start_trial(self) -> None:
+    def start_trial(self) -> bool:
         if self.to_rerun:
             suggestion = self.tuner.rerun(self.to_rerun.pop(0))
         else:
             suggestion, self.ahead = self.ahead or self.ask(), None
         if suggestion is not None:
-            self.submit(TrialEntry(suggestion.number, dict(suggestion.flat), suggestion.params))
+            s = suggestion
+            self.submit(TrialEntry(s.number, dict(s.flat), s.params, lineage=s.lineage))
+        return suggestion is not None
 
     def ask(self) -> Suggestion | None:
         """The tuner's next Suggestion (recorded in the study), or None once it has none left."""
-        from kubelab.sweeps.tuners import SweepExhausted
+        from kubelab.sweeps.tuners import NothingYet, SweepExhausted
 
         try:
             suggestion: Suggestion = self.tuner.ask()
-        except SweepExhausted:
-            self.exhausted = True
+        except NothingYet:  # PBT between generations: asked again at the next turn
+            return None
+        except SweepExhausted as exc:
+            self.exhausted = exc.message() if exc.fails_sweep else True
             return None
         self.crash_point("after-ask")
         return suggestion
@@ -287,6 +295,7 @@ class Driver:
         try:
             spec = self.spec.trial_spec(entry.params)
             spec.env["KUBELAB_NNI_PARAMS"] = json.dumps(entry.nni_params)
+            checkpoint = member_start(self, entry, spec)  # a PBT member's: its parent's
             self.sync_study()  # the suggestion is durable before its run exists
             record = self.lab.submit(
                 spec,
@@ -296,6 +305,7 @@ class Driver:
                 trial=entry.number,
                 pipeline=self.state.pipeline,
                 pipeline_step=self.state.pipeline_step,
+                checkpoint=checkpoint,
             )
         except KubelabError as exc:
             reason = exc.message().replace("\n", ";")
@@ -396,6 +406,8 @@ class Driver:
             return over
         if self.follows or self.may_start():
             return None
+        if isinstance(self.exhausted, str):
+            return FAILED, self.exhausted, False
         if self.exhausted:
             return None, f"the {self.spec.tuner.name} tuner tried every configuration", False
         return None, f"ran max_trials ({self.state.max_trials}) trials", False

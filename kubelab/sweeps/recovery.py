@@ -25,7 +25,8 @@ def recover(driver: Driver) -> None:
         if runs().get(number) is None and number == max(in_study):
             driver.ahead = suggestion  # asked, never submitted: the next trial, after any reruns
         else:
-            driver.state.put(TrialEntry(number, dict(suggestion.flat), suggestion.params))
+            flat, params = dict(suggestion.flat), suggestion.params
+            driver.state.put(TrialEntry(number, flat, params, lineage=suggestion.lineage))
     for summary in driver.tuner.trials():  # ended in the study after the ledger's last write
         missed = summary.number not in in_study and driver.state.entry(summary.number) is None
         if missed and summary.params is not None:
@@ -53,6 +54,7 @@ def readmit(driver: Driver, number: int, run_id: str | None) -> None:
     followed (its end is read again from its files); without one, it could not start."""
     suggestion = driver.tuner.suggestion(number)
     entry = TrialEntry(number, dict(suggestion.flat), suggestion.params, ACTIVE, run_id)
+    entry.lineage = suggestion.lineage
     if run_id is None:
         entry.state, entry.reason = TRIAL_FAILED, f"trial {number} ended without a run"
     driver.state.put(entry)

@@ -191,6 +191,8 @@ class Sweeps:
             row.update(
                 trial=entry.number, result=entry.state, objective=entry.value, result_reason=entry.reason
             )
+            if entry.lineage is not None:  # a PBT member: its generation and the trial it went on from
+                row["lineage"] = entry.lineage
             rows.append(row)
         return rows
 

@@ -54,6 +54,7 @@ class TrialEntry:
     run_id: str | None = None
     value: float | None = None
     reason: str = ""
+    lineage: dict[str, Any] | None = None  # a PBT member's generation and parent (pbt_tuner.py)
 
     @property
     def final(self) -> bool:

@@ -18,6 +18,7 @@ from kubelab.errors import FieldError, ValidationError, did_you_mean
 from kubelab.gpu_share import MAX_SHARES, shares_of
 from kubelab.quantity import parse_duration
 from kubelab.spec import ExperimentSpec
+from kubelab.sweeps.population import Settings
 from kubelab.sweeps.pruners import PrunerChoice, check_pruner
 from kubelab.sweeps.space import Scalar, SearchSpace, load_space
 from kubelab.sweeps.tuner_catalog import TunerChoice, check_batch, check_tuner
@@ -81,9 +82,11 @@ class SweepSpec:
         }
 
     def make_tuner(self, storage: Any = None, study_name: str | None = None) -> Any:
-        """The Tuner for this sweep (imports Optuna)."""
+        """The Tuner for this sweep (imports Optuna); PBT's hands out generations (pbt_tuner.py)."""
         from kubelab.sweeps.tuners import Tuner
 
+        if self.tuner.kind.walks == "population":
+            from kubelab.sweeps.pbt_tuner import PopulationTuner as Tuner
         return Tuner(
             self.space,
             self.tuner,
@@ -167,6 +170,7 @@ class _Parser:
                 f"set max_trials or max_duration: {tuner.name} never runs out of suggestions "
                 "(or until_stopped: true to run until `kubelab sweep stop`)",
             )
+        self.generations(spec)
         spec.trial = self.shared_gpu(self.trial(data.get("trial"), spec), spec.trials_per_gpu)
         if self.errors:
             raise ValidationError("invalid sweep spec", self.errors)
@@ -315,6 +319,17 @@ class _Parser:
                 else:
                     self.fail(f"trial.{problem.path}" if problem.path else "trial", problem.reason)
         return copy.deepcopy(value)
+
+    def generations(self, spec: SweepSpec) -> None:
+        """PBT copies from one generation into the next: max_trials must allow two of them."""
+        size = Settings.of(spec.tuner.kwargs).population_size
+        if spec.tuner.kind.walks != "population" or spec.max_trials is None or spec.max_trials >= 2 * size:
+            return
+        self.fail(
+            "max_trials",
+            f"must be at least {2 * size} for pbt: two generations of population_size ({size}) "
+            "trials, so the second can copy from the first",
+        )
 
     def shared_gpu(self, trial: dict[str, Any], shares: int) -> dict[str, Any]:
         """With `trials_per_gpu: n` each trial asks for 1/n of a GPU (whole GPUs cannot be split)."""

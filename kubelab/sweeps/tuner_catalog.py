@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from kubelab.errors import FieldError, ValidationError, did_you_mean
 from kubelab.sweeps.argument_schemas import OPTIMIZE_MODE, SEED, Arg, ArgSchema, check_args, split_name
+from kubelab.sweeps.population import perturbable, space_problems
 from kubelab.sweeps.space import MAX_GRID_VALUES, Parameter, SearchSpace
 
 _STARTUP = Arg("n_startup_trials", "int", minimum=0)
@@ -47,6 +48,13 @@ def _anneal(seed: int, kwargs: dict[str, Any]) -> Sampler:
     from kubelab.sweeps.anneal import AnnealSampler
 
     return AnnealSampler(seed=seed, **kwargs)
+
+
+def _first_generation(seed: int, kwargs: dict[str, Any]) -> Sampler:
+    """PBT's first generation is drawn at random; its arguments are the population's (pbt_tuner.py)."""
+    import optuna
+
+    return optuna.samplers.RandomSampler(seed=seed)
 
 
 def searches_all(tuner: str, param: Parameter, space: SearchSpace) -> str | None:
@@ -91,7 +99,8 @@ class TunerKind:
     """One tuner: everything kubelab knows of it, in one place.
 
     `walks` says how trials are chosen: by the sampler, by walking the space's grid (the
-    sweep ends when it is exhausted), or from the listed `batch` configurations. A reopened
+    sweep ends when it is exhausted), from the listed `batch` configurations, or generation by
+    generation from a population's checkpoints (`pbt_tuner.py`). A reopened
     study's sampler is reseeded with `seed + trials so far` (unless `reseed` is False), so a
     resumed sweep does not replay its first trials' random numbers.
     """
@@ -101,7 +110,7 @@ class TunerKind:
     refuses: Refuses = searches_all
     requires: tuple[str, ...] = ()  # packages its sampler needs beyond Optuna
     conflicts: tuple[tuple[str, str], ...] = ()  # argument pairs its sampler refuses together
-    walks: Literal["sampler", "grid", "batch"] = "sampler"
+    walks: Literal["sampler", "grid", "batch", "population"] = "sampler"
     reseed: bool = True
     offered: bool = True  # in the sidebar's "Run as sweep" dialog
 
@@ -245,6 +254,27 @@ TUNER_KINDS: dict[str, TunerKind] = {
         ),
         _anneal,
     ),
+    # Population based training: generations of members that go on from checkpoints (population.py)
+    "pbt": TunerKind(
+        ArgSchema(
+            {
+                "optimize_mode": OPTIMIZE_MODE,
+                "seed": SEED,
+                "population_size": Arg("population_size", "int", minimum=2),
+                "factors": Arg("factors", "numbers", above=0),
+                "resample_probability": Arg("resample_probability", "float", minimum=0, maximum=1),
+                "fraction": Arg("fraction", "float", above=0, maximum=0.5),
+                "steps_per_generation": Arg("steps_per_generation", "int", minimum=1),
+                # NNI's folder for every checkpoint; kubelab keeps each member's in its own run
+                "all_checkpoint_dir": Arg("all_checkpoint_dir", "text"),
+            },
+            {"n_population": "population_size", "truncation_threshold": "fraction"},  # Katib's names
+        ),
+        _first_generation,
+        perturbable,
+        walks="population",
+        offered=False,
+    ),
 }
 TUNERS = tuple(TUNER_KINDS)
 
@@ -264,13 +294,14 @@ ALIASES: dict[str, tuple[str, dict[str, Any]]] = {
     "sobol": ("qmc", {"qmc_type": "sobol"}),
     "halton": ("qmc", {"qmc_type": "halton"}),
     "multivariate-tpe": ("tpe", {"multivariate": True}),
+    "pbttuner": ("pbt", {}),
+    "populationbasedtraining": ("pbt", {}),
 }
 REFUSED = {
     "hyperband": "Hyperband is early stopping here: use tuner 'random' with early_stopping 'hyperband'",
     "bohb": "BOHB is TPE plus Hyperband here: use tuner 'tpe' with early_stopping 'hyperband'",
     "smac": "SMAC is not available; 'tpe' or 'gp' are the closest model-based tuners",
     "metistuner": "Metis is not available; 'gp' is the closest (Gaussian-process) tuner",
-    "pbttuner": "population based training changes parameters during a trial; it is not supported",
     "ppotuner": "the PPO tuner is for neural architecture search, which is not supported",
     "networkmorphism": "network morphism is neural architecture search, which is not supported",
     "dngotuner": "DNGO is not available; 'gp' is the closest tuner",
@@ -299,7 +330,7 @@ class TunerChoice:
     @property
     def exhaustive(self) -> bool:
         """True when it hands out a finite list of configurations (a grid or a batch)."""
-        return self.kind.walks != "sampler"
+        return self.kind.walks in ("grid", "batch")
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "args": dict(self.args)}
@@ -323,6 +354,8 @@ class TunerChoice:
             reason = self.kind.refuses(self.name, param, space)
             if reason:
                 problems.append(FieldError(param.path, reason))
+        if self.kind.walks == "population" and not problems:
+            problems += space_problems(space, root)
         return problems
 
 

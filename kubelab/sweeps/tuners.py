@@ -33,22 +33,31 @@ from kubelab.sweeps.tuner_catalog import TunerChoice, check_batch, check_tuner
 STATES = {"complete": TrialState.COMPLETE, "pruned": TrialState.PRUNED, "failed": TrialState.FAIL}
 PARAMS_ATTR = "kubelab_params"
 RERUN_ATTR = "kubelab_rerun_of"  # a trial that runs again an interrupted trial's parameters
+LINEAGE_ATTR = "kubelab_lineage"  # a PBT member's generation, member and parent (pbt_tuner.py)
 META_ATTR = "kubelab"
 
 
 class SweepExhausted(Conflict):
-    """Grid or batch tuners have handed out every configuration."""
+    """Grid or batch tuners have handed out every configuration; with `fails_sweep`, the tuner
+    cannot go on and the sweep ends Failed with this message (PBT without a checkpoint)."""
 
     error = "exhausted"
+    fails_sweep = False
+
+
+class NothingYet(Conflict):
+    """Nothing to hand out until a running trial ends (PBT waits for its generation)."""
 
 
 @dataclass(frozen=True)
 class Suggestion:
-    """One trial's parameters: NNI-shaped (`params`) and flat for command lines (`flat`)."""
+    """One trial's parameters: NNI-shaped (`params`) and flat for command lines (`flat`), and
+    for a PBT member its `lineage` (generation, member, parent trial, the step it goes on from)."""
 
     number: int
     params: dict[str, Any]
     flat: dict[str, Scalar]
+    lineage: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -246,7 +255,7 @@ class Tuner:
         else:
             params = self._suggest_scope(trial, self.space.params)
         trial.set_user_attr(PARAMS_ATTR, params)
-        return Suggestion(trial.number, params, self._flatten(params))
+        return Suggestion(trial.number, params, self._flatten(params), trial.user_attrs.get(LINEAGE_ATTR))
 
     def _suggest_scope(self, trial: optuna.trial.Trial, scope: tuple[Parameter, ...]) -> dict[str, Any]:
         params: dict[str, Any] = {}
@@ -266,7 +275,7 @@ class Tuner:
         params = frozen.user_attrs.get(PARAMS_ATTR)
         if params is None:
             raise NotFound(f"trial {frozen.number} has no parameters yet")
-        return Suggestion(frozen.number, params, self._flatten(params))
+        return Suggestion(frozen.number, params, self._flatten(params), frozen.user_attrs.get(LINEAGE_ATTR))
 
     def _batch_config(self, trial: optuna.trial.Trial) -> dict[str, Any]:
         """A batch trial's configuration: its origin's for a rerun (of a rerun...), else its own."""

@@ -17,6 +17,7 @@ import type { IPipelineRecord } from './pipelinegraph';
 import type { IRunDiff } from './rundiff';
 import type { IScheduleRecord } from './schedules';
 import { IServiceRecord, parseService, proxyPath } from './services';
+import { IPreemptionPreview, parsePreview } from './preview';
 import { ITimelineSpan, parseTimeline } from './runtimeline';
 import {
   ISweepDetail,
@@ -635,6 +636,14 @@ export class KubelabApi {
 
   async resources(): Promise<IResources> {
     return parseResources(await this.json('GET', 'resources'));
+  }
+
+  /** Which running runs a new run of `gpus` GPUs at `priority` would preempt or shrink. */
+  async preview(gpus: string, priority: string): Promise<IPreemptionPreview> {
+    const query = new URLSearchParams({ gpus, priority });
+    return parsePreview(
+      await this.json('GET', `resources/preview?${query.toString()}`)
+    );
   }
 
   /** An `EventStream` on `kubelab/api/events`; the caller starts and stops it. */

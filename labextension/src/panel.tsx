@@ -21,6 +21,7 @@ import { StreamState } from './events';
 import { formatNumber } from './model';
 import { IKubelabSettings } from './settings';
 import { MyUsage } from './myusage';
+import { PreemptionPreview } from './preemptionpreview';
 import { ItemList, RowAction } from './sidebarlist';
 import { ServiceList } from './servicelist';
 import { LiveStore } from './store';
@@ -370,7 +371,10 @@ function TensorBoardsSection({
 function ResourcesSection({ store, trans }: IPanelOptions): JSX.Element {
   const resources = store.resources;
   const waiting = store.table.rows.filter(
-    row => row.status === 'Queued' || row.status === 'Pending'
+    row =>
+      row.status === 'Queued' ||
+      row.status === 'Pending' ||
+      row.status === 'Preempted'
   );
   return (
     <div className="jp-kubelab-Resources">
@@ -422,6 +426,7 @@ function ResourcesSection({ store, trans }: IPanelOptions): JSX.Element {
           ))}
         </ul>
       )}
+      <PreemptionPreview store={store} trans={trans} />
     </div>
   );
 }

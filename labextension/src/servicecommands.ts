@@ -1,7 +1,7 @@
 /**
  * The services' commands (the sidebar's and the sweep view's buttons call them; the palette
  * lists them): serve a sweep's best trial, open a model's Try-it panel, split a cluster
- * service's traffic between its versions, stop a service, delete an ended one. The store is told of an action's answer at once; the server's
+ * service's traffic between its versions and mirror it to one, stop a service, delete an ended one. The store is told of an action's answer at once; the server's
  * `service` events follow.
  */
 import { Dialog, MainAreaWidget, showDialog } from '@jupyterlab/apputils';
@@ -13,7 +13,9 @@ import { Widget } from '@lumino/widgets';
 import { KubelabApi } from './api';
 import { ServiceCommandIDs } from './servicelist';
 import {
+  currentMirror,
   IServiceRecord,
+  mirrorShares,
   serviceName,
   serviceVersions,
   trafficShares
@@ -59,35 +61,81 @@ class ServeForm extends Widget implements Dialog.IBodyWidget<IServeForm> {
   private readonly path: HTMLInputElement;
 }
 
-/** One percent field per version, filled with its share now; an empty one takes the rest. */
-class TrafficForm
-  extends Widget
-  implements Dialog.IBodyWidget<Record<string, string>>
-{
+/** What the traffic dialog holds: each version's percent as typed, and the mirror's choice. */
+interface ITrafficForm {
+  traffic: Record<string, string>;
+  /** The version requests are copied to ('' for none) and the share copied, as typed. */
+  mirrorTo: string;
+  mirrorPercent: string;
+}
+
+/**
+ * One percent field per version, filled with its share now (an empty one takes the rest),
+ * and the mirror: a version that gets a copy of a share of the requests (its answers are
+ * dropped), filled with the mirror now; `none` copies nothing.
+ */
+class TrafficForm extends Widget implements Dialog.IBodyWidget<ITrafficForm> {
   constructor(versions: readonly IServiceRecord[], trans: TranslationBundle) {
     super();
     this.addClass('jp-kubelab-TrafficForm');
     for (const version of versions) {
-      const wrapper = document.createElement('label');
-      wrapper.textContent = trans.__('version %1, percent', version.version);
-      const input = document.createElement('input');
-      input.className = 'jp-mod-styled';
-      input.name = `v${version.version}`;
-      input.inputMode = 'numeric';
-      input.value = String(version.traffic ?? 0);
-      wrapper.appendChild(input);
-      this.node.appendChild(wrapper);
+      const input = this.field(
+        trans.__('version %1, percent', version.version),
+        `v${version.version}`,
+        String(version.traffic ?? 0)
+      );
       this.inputs.set(version.version, input);
     }
+    const mirror = currentMirror(versions);
+    const wrapper = document.createElement('label');
+    wrapper.textContent = trans.__(
+      'Mirror to (a copy; its answers are dropped)'
+    );
+    this.mirrorTo = document.createElement('select');
+    this.mirrorTo.className = 'jp-mod-styled';
+    this.mirrorTo.name = 'mirror-to';
+    this.mirrorTo.add(new Option(trans.__('none'), ''));
+    for (const version of versions) {
+      this.mirrorTo.add(
+        new Option(trans.__('version %1', version.version), version.version)
+      );
+    }
+    this.mirrorTo.value = mirror?.version ?? '';
+    wrapper.appendChild(this.mirrorTo);
+    this.node.appendChild(wrapper);
+    this.mirrorPercent = this.field(
+      trans.__('Mirror, percent of requests copied'),
+      'mirror-percent',
+      String(mirror?.percent ?? 100)
+    );
   }
 
-  getValue(): Record<string, string> {
-    const typed: Record<string, string> = {};
-    this.inputs.forEach((input, version) => (typed[version] = input.value));
-    return typed;
+  getValue(): ITrafficForm {
+    const traffic: Record<string, string> = {};
+    this.inputs.forEach((input, version) => (traffic[version] = input.value));
+    return {
+      traffic,
+      mirrorTo: this.mirrorTo.value,
+      mirrorPercent: this.mirrorPercent.value
+    };
+  }
+
+  private field(label: string, name: string, value: string): HTMLInputElement {
+    const wrapper = document.createElement('label');
+    wrapper.textContent = label;
+    const input = document.createElement('input');
+    input.className = 'jp-mod-styled';
+    input.name = name;
+    input.inputMode = 'numeric';
+    input.value = value;
+    wrapper.appendChild(input);
+    this.node.appendChild(wrapper);
+    return input;
   }
 
   private readonly inputs = new Map<string, HTMLInputElement>();
+  private readonly mirrorTo: HTMLSelectElement;
+  private readonly mirrorPercent: HTMLInputElement;
 }
 
 const SERVICE_ARGS = {
@@ -173,7 +221,7 @@ export function addServiceCommands(options: {
         required: ['name']
       }
     },
-    label: trans.__('Split service traffic…'),
+    label: trans.__('Split or mirror service traffic…'),
     execute: async args => {
       const name = String(args.name);
       await store.ready;
@@ -189,7 +237,11 @@ export function addServiceCommands(options: {
         return;
       }
       await api
-        .setTraffic(name, trafficShares(answer.value))
+        .setTraffic(
+          name,
+          trafficShares(answer.value.traffic),
+          mirrorShares(answer.value.mirrorTo, answer.value.mirrorPercent)
+        )
         .then(records => records.forEach(record => store.noteService(record)))
         .catch(fail(trans.__('Cannot change the traffic of %1', name)));
     }

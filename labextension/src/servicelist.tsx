@@ -1,7 +1,8 @@
 /**
  * The sidebar's Services section: each service version with what it serves, its state,
- * replicas ready, traffic share (on a cluster; a button that opens the split when the service
- * has several versions), URL, its last minute's requests through the
+ * replicas ready, traffic share (on a cluster; a button that opens the split and the mirror
+ * when the service has several versions) and the share of requests copied to it when it is
+ * mirrored to, URL, its last minute's requests through the
  * proxy (rate and median latency), and its actions: Try it (a model's
  * v2 request panel), Stop while it runs, Delete once it has ended. Rows follow the shared
  * `LiveStore` (`service` events); the actions are commands, so the palette has them too.
@@ -14,6 +15,7 @@ import React from 'react';
 import {
   describeTraffic,
   formatLineage,
+  formatMirror,
   formatReplicas,
   formatTraffic,
   IServiceRecord,
@@ -66,6 +68,7 @@ export function ServiceList(props: {
         const ended = SERVICE_ENDED.has(service.state);
         const local = service.url.startsWith('/');
         const serves = formatLineage(service.lineage);
+        const mirror = formatMirror(service);
         return (
           <li
             key={service.id}
@@ -97,7 +100,7 @@ export function ServiceList(props: {
                 <button
                   className="jp-Button jp-mod-minimal jp-kubelab-Service-traffic jp-kubelab-Number"
                   title={trans.__(
-                    'share of the traffic (mirrored: %1%); click to split it between the versions',
+                    'share of the traffic; click to split it between the versions or mirror it to one',
                     service.mirror ?? 0
                   )}
                   onClick={() =>
@@ -111,14 +114,22 @@ export function ServiceList(props: {
               ) : (
                 <span
                   className="jp-kubelab-Service-traffic jp-kubelab-Number"
-                  title={trans.__(
-                    'share of the traffic (mirrored: %1%)',
-                    service.mirror ?? 0
-                  )}
+                  title={trans.__('share of the traffic')}
                 >
                   {service.traffic}%
                 </span>
               )}
+              {mirror ? (
+                <span
+                  className="jp-kubelab-Service-mirror jp-kubelab-Number"
+                  title={trans.__(
+                    'gets a copy of %1% of the service’s requests; its answers are dropped',
+                    service.mirror ?? 0
+                  )}
+                >
+                  {mirror}
+                </span>
+              ) : null}
             </div>
             {serves ? (
               <div className="jp-kubelab-Service-serves" title={serves}>

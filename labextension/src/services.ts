@@ -136,6 +136,35 @@ export function trafficShares(
   return shares;
 }
 
+/** The version the service's requests are copied to now, and the share copied; none: undefined. */
+export function currentMirror(
+  versions: readonly IServiceRecord[]
+): { version: string; percent: number } | undefined {
+  const to = versions.find(version => (version.mirror ?? 0) > 0);
+  return to ? { version: to.version, percent: to.mirror ?? 0 } : undefined;
+}
+
+/**
+ * The traffic form's mirror choice as the request's `mirror`: no version chosen sends `{}`
+ * (requests are copied nowhere), else the version's percent as `trafficShares` reads it,
+ * an empty one sent as typed so that the server names the field.
+ */
+export function mirrorShares(
+  version: string,
+  percent: string
+): Record<string, number | string> {
+  if (version === '') {
+    return {};
+  }
+  const value = percent.trim().replace(/%$/, '');
+  return { [version]: /^\d+$/.test(value) ? Number(value) : value };
+}
+
+/** A version's row: `mirror 100%` while it gets a copy of the service's requests, else ''. */
+export function formatMirror(service: IServiceRecord): string {
+  return (service.mirror ?? 0) > 0 ? `mirror ${service.mirror}%` : '';
+}
+
 /** `ready/running` replicas, e.g. `2/2`. */
 export function formatReplicas(service: IServiceRecord): string {
   const ready = service.replicas.filter(r => r.state === 'Ready').length;

@@ -31,6 +31,15 @@ export interface ISweepRecord {
   duration: number;
 }
 
+/** A PBT member's trial: its generation, and the trial and checkpoint step it went on from. */
+export interface ITrialLineage {
+  generation: number;
+  member: number;
+  parent: number | null;
+  start_step: number;
+  exploited?: boolean;
+}
+
 /** A trial row: the experiment's record plus the sweep's verdict on it. */
 export interface ITrialRow {
   id: string | null;
@@ -44,6 +53,8 @@ export interface ITrialRow {
   name?: string;
   /** The trial's run's use of the machine (its record's `system`). */
   system?: ISystemSums | null;
+  /** Population based training only. */
+  lineage?: ITrialLineage | null;
 }
 
 export interface ISweepDetail extends ISweepRecord {
@@ -145,9 +156,23 @@ export function parameterNames(trials: readonly ITrialRow[]): string[] {
   return names;
 }
 
-/** A trials-table column: the trial number, status, the objective, or a parameter. */
+/** A trials-table column: the trial number, status, the objective, a PBT lineage, or a parameter. */
 export type TrialSortKey =
-  'trial' | 'status' | 'objective' | `param:${string}` | `system:${SystemKey}`;
+  | 'trial'
+  | 'status'
+  | 'objective'
+  | 'lineage'
+  | `param:${string}`
+  | `system:${SystemKey}`;
+
+/** `g2 ← #3`: a PBT member's generation and the trial it went on from (`g0` for the first). */
+export function lineageText(lineage: ITrialLineage | null | undefined): string {
+  if (!lineage) {
+    return '';
+  }
+  const from = lineage.parent === null ? '' : ` ← #${lineage.parent}`;
+  return `g${lineage.generation}${from}`;
+}
 
 export interface ITrialSort {
   key: TrialSortKey;
@@ -157,6 +182,9 @@ export interface ITrialSort {
 function trialValue(trial: ITrialRow, key: TrialSortKey): unknown {
   if (key === 'trial' || key === 'status' || key === 'objective') {
     return trial[key];
+  }
+  if (key === 'lineage') {
+    return trial.lineage?.generation;
   }
   if (key.startsWith('system:')) {
     return systemValue(trial, key.slice('system:'.length) as SystemKey);

@@ -11,6 +11,7 @@ import { SortHeader } from './sortheader';
 import {
   ITrialRow,
   ITrialSort,
+  lineageText,
   shownObjective,
   sortTrials,
   toggleTrialSort,
@@ -38,11 +39,15 @@ export function TrialTable(props: {
   const { params, metric, sort, trans } = props;
   const rows = sortTrials(props.trials, sort);
   const system = measuredColumns(props.trials);
+  const pbt = props.trials.some(trial => trial.lineage);
   const table = useRef<HTMLTableElement>(null);
   const columns: { key: TrialSortKey; label: string }[] = [
     { key: 'trial', label: '#' },
     { key: 'status', label: trans.__('Status') },
     { key: 'objective', label: metric },
+    ...(pbt
+      ? [{ key: 'lineage' as TrialSortKey, label: trans.__('Lineage') }]
+      : []),
     ...system.map(key => ({
       key: `system:${key}` as TrialSortKey,
       label: systemLabel(key, trans)
@@ -106,6 +111,24 @@ export function TrialTable(props: {
                 {trialStatusText(trial)}
               </td>
               <ObjectiveCell trial={trial} metric={metric} trans={trans} />
+              {pbt ? (
+                <td
+                  role="gridcell"
+                  tabIndex={-1}
+                  data-lineage
+                  title={
+                    trial.lineage?.parent === null || !trial.lineage
+                      ? undefined
+                      : trans.__(
+                          'from trial %1 at step %2',
+                          trial.lineage.parent,
+                          trial.lineage.start_step
+                        )
+                  }
+                >
+                  {lineageText(trial.lineage)}
+                </td>
+              ) : null}
               {system.map(key => (
                 <td
                   role="gridcell"

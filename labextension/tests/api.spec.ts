@@ -119,6 +119,42 @@ describe('KubelabApi', () => {
     expect(JSON.parse(body)).toEqual({ traffic: { '2': 10 }, mirror: {} });
   });
 
+  it('posts the mirror beside the split and reads each version’s copied share back', async () => {
+    await serve((_req, res) =>
+      sendJson(res, 200, {
+        items: [
+          {
+            id: 'iris-v1',
+            name: 'iris',
+            version: '1',
+            state: 'Running',
+            url: 'http://iris/',
+            traffic: 100,
+            mirror: 0
+          },
+          {
+            id: 'iris-v2',
+            name: 'iris',
+            version: '2',
+            state: 'Running',
+            url: 'http://iris/',
+            traffic: 0,
+            mirror: 100
+          }
+        ]
+      })
+    );
+    const views = await api.setTraffic('iris', { '1': 100 }, { '2': 100 });
+    expect(views.map(v => [v.id, v.mirror])).toEqual([
+      ['iris-v1', 0],
+      ['iris-v2', 100]
+    ]);
+    expect(JSON.parse(server.requests[0].body)).toEqual({
+      traffic: { '1': 100 },
+      mirror: { '2': 100 }
+    });
+  });
+
   it('passes a refused split’s fields on', async () => {
     await serve((_req, res) =>
       sendJson(res, 422, {

@@ -1,11 +1,14 @@
 import {
   applyService,
+  currentMirror,
   describeTraffic,
   formatLineage,
+  formatMirror,
   formatReplicas,
   formatTraffic,
   IServiceStats,
   inferenceBody,
+  mirrorShares,
   parseService,
   serviceName,
   serviceVersions,
@@ -191,5 +194,30 @@ describe('traffic between versions', () => {
         '5': '2.5'
       })
     ).toEqual({ '1': 90, '2': 10, '4': 'ten', '5': '2.5' });
+  });
+
+  it('finds the version the requests are mirrored to, none when no version gets a copy', () => {
+    const one = version('1', '2026-01-01T00:00:00Z', 90);
+    const two = { ...version('2', '2026-01-02T00:00:00Z', 10), mirror: 100 };
+    expect(currentMirror([one, two])).toEqual({ version: '2', percent: 100 });
+    expect(currentMirror([one, { ...two, mirror: 0 }])).toBeUndefined();
+    expect(
+      currentMirror([one, version('2', '2026-01-02T00:00:00Z', 10)])
+    ).toBeUndefined();
+  });
+
+  it('sends the mirror chosen as one version’s percent, none as no mirror at all', () => {
+    expect(mirrorShares('2', ' 100% ')).toEqual({ '2': 100 });
+    expect(mirrorShares('2', '25')).toEqual({ '2': 25 });
+    expect(mirrorShares('', '100')).toEqual({}); // none: the mirror is removed
+    expect(mirrorShares('2', 'half')).toEqual({ '2': 'half' }); // the server names mirror.2
+    expect(mirrorShares('2', '')).toEqual({ '2': '' });
+  });
+
+  it('shows a mirrored version’s copied share in its row, nothing for the others', () => {
+    const two = version('2', '2026-01-02T00:00:00Z', 10);
+    expect(formatMirror({ ...two, mirror: 100 })).toBe('mirror 100%');
+    expect(formatMirror({ ...two, mirror: 0 })).toBe('');
+    expect(formatMirror(two)).toBe('');
   });
 });

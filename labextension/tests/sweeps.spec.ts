@@ -8,7 +8,9 @@ import {
   parseSweepDetail,
   progressFraction,
   ITrialRow,
+  lineageText,
   shownObjective,
+  sortTrials,
   trialStatusText
 } from '../src/sweeps';
 
@@ -115,5 +117,44 @@ describe('a trial in the trials table', () => {
     expect(trialStatusText(trial({ status: 'Failed', result: 'error' }))).toBe(
       'Failed (error)'
     );
+  });
+});
+
+describe('a PBT member in the trials table', () => {
+  const member = (
+    trial: number,
+    generation: number,
+    parent: number | null
+  ): ITrialRow => ({
+    id: `r${trial}`,
+    trial,
+    status: 'Succeeded',
+    result: 'complete',
+    objective: 1,
+    params: {},
+    metrics: {},
+    lineage: {
+      generation,
+      member: trial % 2,
+      parent,
+      start_step: 3 * generation
+    }
+  });
+
+  it('names its generation and the trial it went on from', () => {
+    expect(lineageText(member(0, 0, null).lineage)).toBe('g0');
+    expect(lineageText(member(3, 1, 1).lineage)).toBe('g1 ← #1');
+    expect(lineageText(undefined)).toBe('');
+  });
+
+  it('sorts by generation, then by trial', () => {
+    const rows = [
+      member(2, 1, 0),
+      member(0, 0, null),
+      member(3, 1, 0),
+      member(1, 0, null)
+    ];
+    const sorted = sortTrials(rows, { key: 'lineage', descending: true });
+    expect(sorted.map(t => t.trial)).toEqual([2, 3, 0, 1]);
   });
 });

@@ -113,6 +113,15 @@ def test_the_panel_opens_from_the_palette_and_goes_live(lab_server: JupyterServe
         "Backend: local · 2 of 2 GPUs free"
     )
     expect(resources.locator('[data-gpu-type="T4"] .jp-kubelab-GpuType-free')).to_have_text("2/2 free")
+    # What a new run would take: the ledger's answer, and a refusal naming the field.
+    preview = resources.locator(".jp-kubelab-PreemptionPreview")
+    expect(preview.locator(".jp-kubelab-PreemptionPreview-answer")).to_have_text("would start now on GPU 0")
+    preview.locator(".jp-kubelab-PreemptionPreview-gpus").fill("3")
+    expect(preview.locator(".jp-kubelab-Error")).to_contain_text(
+        "gpus: asked for 3 GPU(s) but this machine has 2"
+    )
+    preview.locator(".jp-kubelab-PreemptionPreview-gpus").fill("1")
+    expect(preview.locator(".jp-kubelab-PreemptionPreview-answer")).to_be_visible()
     expect(sidebar(page).locator(".jp-kubelab-ExperimentsSection .jp-kubelab-Sidebar-empty")).to_be_visible()
 
 

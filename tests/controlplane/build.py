@@ -135,6 +135,32 @@ def ensure_addon_crds() -> dict[str, Path]:
     return {name: component.folder / f"{name}.yaml" for name in ADDON_CRDS}
 
 
+def metrics_server() -> Component:
+    """metrics-server at the release `cluster/metrics-server` pins: the resource metrics API
+    (`metrics.k8s.io`). Not part of `components()`: only the tests that start it build it."""
+    module_dir = MODULES / "metrics-server"
+    version = _pinned(module_dir, "sigs.k8s.io/metrics-server")
+    return Component(
+        f"metrics-server-{version}",
+        module_dir,
+        {"metrics-server": "sigs.k8s.io/metrics-server/cmd/metrics-server"},
+        ldflags=f"-X k8s.io/client-go/pkg/version.gitVersion={version}",  # as its Makefile stamps it
+    )
+
+
+def ensure_metrics_server() -> Path:
+    """Build metrics-server if missing (once per pinned version); its binary's path."""
+    component = metrics_server()
+    if component.missing():
+        print(
+            f"==> building {component.key} from Go modules (once; cached in {component.folder})", flush=True
+        )
+        started = time.monotonic()
+        _build(component)
+        print(f"    built in {time.monotonic() - started:.0f} s", flush=True)
+    return component.folder / "metrics-server"
+
+
 def _build(component: Component) -> None:
     go = shutil.which("go")
     if go is None:

@@ -38,6 +38,7 @@ GPU = "nvidia.com/gpu"
 GPU_TAINT = {"key": GPU, "value": "present", "effect": "NoSchedule"}
 STORAGE_CLASS = "standard"
 PROVISIONER = "kubelab.dev/loopback-provisioner"
+RESOURCE_METRICS_PATH = "metrics.k8s.io/resource-metrics-path"
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,11 @@ class NodeSpec:
     labels: dict[str, str] = field(default_factory=dict)
     extended: dict[str, str] = field(default_factory=dict)  # e.g. a MIG profile's resource
     taints: tuple[dict[str, str], ...] = ()
+
+    @property
+    def metrics_path(self) -> dict[str, str]:
+        """Where metrics-server reads this node's kubelet resource metrics: KWOK's path for it."""
+        return {RESOURCE_METRICS_PATH: f"/metrics/nodes/{self.name}/metrics/resource"}
 
     def manifest(self) -> dict[str, Any]:
         labels = {
@@ -78,7 +84,11 @@ class NodeSpec:
         return {
             "apiVersion": "v1",
             "kind": "Node",
-            "metadata": {"name": self.name, "labels": labels, "annotations": dict(KWOK_NODE)},
+            "metadata": {
+                "name": self.name,
+                "labels": labels,
+                "annotations": {**KWOK_NODE, **self.metrics_path},
+            },
             "spec": {"taints": taints} if taints else {},
             "status": {"capacity": capacity, "allocatable": capacity},
         }
@@ -232,6 +242,15 @@ class ControlPlane:
                 "--service-cluster-ip-range=10.96.0.0/16",
                 f"--kubelet-client-certificate={pki_dir / 'apiserver-kubelet-client.crt'}",
                 f"--kubelet-client-key={pki_dir / 'apiserver-kubelet-client.key'}",
+                # the aggregation layer (metrics-server's API): the API server proxies to an
+                # extension API server as `front-proxy-client`, the user in request headers
+                f"--requestheader-client-ca-file={self.front_proxy_ca}",
+                "--requestheader-allowed-names=front-proxy-client",
+                "--requestheader-username-headers=X-Remote-User",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                f"--proxy-client-cert-file={self.front_proxy_client.cert}",
+                f"--proxy-client-key-file={self.front_proxy_client.key}",
                 "--kubelet-preferred-address-types=InternalIP",
                 "--profiling=false",
                 # the `kubernetes` Service cannot have loopback endpoints (validation refuses them):
@@ -331,6 +350,9 @@ class ControlPlane:
         )
         authority.issue("kwok-serving", "kwok", server=True, hosts=("127.0.0.1", "localhost"))
         self._authority = authority
+        front_proxy = pki.CertificateAuthority(pki_dir / "front-proxy")
+        self.front_proxy_ca = front_proxy.cert
+        self.front_proxy_client = front_proxy.issue("front-proxy-client", "front-proxy-client")
         pki.service_account_keys(pki_dir)
         self.admin_cert = authority.issue("admin", "kubelab-admin", ("system:masters",))
         self.write_kubeconfig(self.kubeconfig, cert=self.admin_cert)
@@ -592,6 +614,7 @@ class ControlPlane:
     def _start_kwok(self, binary: Path, logs_crd: Path) -> None:
         kwok_port = free_port()
         config = (MODULES / "kwok" / "stages.yaml").read_text()
+        config += "\n---\n" + (MODULES / "kwok" / "metrics.yaml").read_text()
         if self.complete_after is not None:
             extra = (MODULES / "kwok" / "auto-complete.yaml").read_text()
             config += "\n---\n" + extra.replace("DELAY_MS", str(int(self.complete_after * 1000)))

@@ -114,3 +114,16 @@ def make_node(simulated_cluster: ControlPlane) -> Iterator[Callable[..., str]]:
     yield make
     for name in made:
         simulated_cluster.delete_node(name)
+
+
+@pytest.fixture
+def metrics_cluster(cluster: ControlPlane | RealCluster) -> Iterator[ControlPlane]:
+    """The loopback control plane with metrics-server serving `metrics.k8s.io` (built on first
+    use, tests/controlplane/metrics_server.py) for one test (it starts in a second or two);
+    removed after it, so other tests see no metrics API."""
+    if not isinstance(cluster, ControlPlane):
+        pytest.skip(f"starts metrics-server on the loopback cluster; {REAL_CLUSTER_ENV} is set")
+    from .metrics_server import running
+
+    with running(cluster):
+        yield cluster

@@ -7,13 +7,13 @@ import json
 import signal
 import subprocess
 import textwrap
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
+from elastic_support import poll, start_elastic, steps, worlds
 from kubelab_testing import wait_until
 
 from kubelab.elastic import Elastic
@@ -22,47 +22,6 @@ from kubelab.experiments import Experiments
 from kubelab.options import replica_count
 from kubelab.run_timeline import timeline
 from kubelab.spec import ExperimentSpec
-
-TRAIN = textwrap.dedent(
-    """
-    import os, pathlib, time, torch, torch.distributed as dist, kubelab
-    dist.init_process_group("gloo")
-    rank, size, me = dist.get_rank(), dist.get_world_size(), os.environ["KUBELAB_REPLICA"]
-    found = kubelab.latest_checkpoint()
-    start, weight = 0, torch.zeros(1)
-    if found:
-        start, weight = found[0], torch.load(found[1] / "w.pt")
-    print(f"start {start} world {size} replica {me}", flush=True)
-    pause, go = pathlib.Path(os.environ["PAUSE_FILE"]), pathlib.Path(os.environ["GO_FILE"])
-    step = start
-    while True:
-        step += 1
-        if me == "1" and pause.exists():  # stalls the group inside its next all_reduce
-            print(f"paused at step {step}", flush=True)
-            while True:
-                time.sleep(0.05)
-        grad = torch.ones(1)
-        dist.all_reduce(grad)
-        weight += grad / size
-        if rank == 0:
-            kubelab.report(step=step, loss=1.0 / step, world=size, weight=weight.item())
-            if step % 5 == 0:
-                kubelab.save_checkpoint(step, lambda d: torch.save(weight, d / "w.pt"))
-        if go.exists() and size == 1 and step >= start + 3:
-            break
-        time.sleep(0.05)
-    dist.destroy_process_group()
-    """
-)
-
-
-def poll(predicate: Callable[[], object], what: str, timeout: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def kill_tree(pid: int) -> None:
@@ -75,26 +34,10 @@ def kill_tree(pid: int) -> None:
 def test_a_lost_replica_leaves_the_other_training_from_its_checkpoint(
     lab: Experiments, lab_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytest.importorskip("torch")
-    monkeypatch.setenv("PAUSE_FILE", str(lab_env / "pause"))
-    monkeypatch.setenv("GO_FILE", str(lab_env / "go"))
-    (lab_env / "train.py").write_text(TRAIN)
-    record = lab.submit(
-        {
-            "name": "elastic",
-            "command": ["python", str(lab_env / "train.py")],
-            "replicas": "1:2",
-            "framework": "pytorch",
-        }
-    )
-    run_id = record["id"]
+    run_id = start_elastic(lab, lab_env, monkeypatch, {"replicas": "1:2"}, finish_world=1)
     run_dir = lab.runs_root / run_id
-
-    def steps() -> list[dict[str, Any]]:
-        return [p for p in lab.metrics(run_id) if "step" in p]
-
     poll(
-        lambda: list((run_dir / "checkpoints").glob("step-*")) and len(steps()) >= 7,
+        lambda: list((run_dir / "checkpoints").glob("step-*")) and len(steps(lab, run_id)) >= 7,
         "a checkpoint at 2 replicas",
     )
     (lab_env / "pause").touch()
@@ -104,7 +47,7 @@ def test_a_lost_replica_leaves_the_other_training_from_its_checkpoint(
         lab, run_id, states={"Running"}, reason="1 of 2 replicas go on from step", timeout=60
     )
     assert going_on["reason"].startswith("replica 1 "), going_on
-    poll(lambda: any(p["metrics"].get("world") == 1 for p in steps()), "a step at 1 replica")
+    poll(lambda: 1 in worlds(lab, run_id), "a step at 1 replica")
     (lab_env / "go").touch()
     final = wait_until(lab, run_id, timeout=90)
     assert final["status"] == "Succeeded", "".join(lab.logs(run_id))
@@ -113,11 +56,11 @@ def test_a_lost_replica_leaves_the_other_training_from_its_checkpoint(
     assert "start 0 world 2 replica 0" in log
     resumed = int(log.split(" world 1 replica 0")[0].rsplit("start ", 1)[1])
     assert resumed >= 5 and resumed % 5 == 0  # from its checkpoint, not from step 0
-    points = steps()
+    points = steps(lab, run_id)
     numbers = [p["step"] for p in points]
     assert numbers == list(range(1, numbers[-1] + 1)), "each step once, continuous"
-    worlds = [p["metrics"]["world"] for p in points]
-    assert worlds[0] == 2 and worlds[-1] == 1 and worlds == sorted(worlds, reverse=True)
+    sizes = [p["metrics"]["world"] for p in points]
+    assert sizes[0] == 2 and sizes[-1] == 1 and sizes == sorted(sizes, reverse=True)
     # The weight went on from the checkpoint: one per step, whatever the group's size.
     assert [p["metrics"]["weight"] for p in points] == [float(n) for n in numbers]
     assert final["restarts"] == 1

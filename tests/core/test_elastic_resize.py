@@ -1,17 +1,18 @@
 """Elastic runs that change size while they run: a higher-priority run takes one of an elastic
 run's GPUs (it shrinks, not preempted whole), and gives it back (it grows); the trial resumes
-from its checkpoint each time with the new WORLD_SIZE, each step reported once."""
+from its checkpoint each time with the new WORLD_SIZE, each step reported once. A planned shrink
+spends none of the user's `max_restarts`, and workers that ignore SIGTERM are killed after the
+grace period, the reason saying so."""
 
 from __future__ import annotations
 
 import os
 import textwrap
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from elastic_support import poll, start_elastic, steps, take_a_gpu, worlds
 from kubelab_testing import wait_until
 
 from kubelab.backends.local.gpus import Gpu, GpuAllocator
@@ -57,97 +58,32 @@ def test_an_elastic_run_at_its_minimum_is_preempted_whole(tmp_path: Path) -> Non
     assert marks(ledger, "elastic") == {"elastic": {"by": "urgent", "priority": 10000}}
 
 
-TRAIN = textwrap.dedent(
-    """
-    import os, pathlib, time, torch, torch.distributed as dist, kubelab
-    dist.init_process_group("gloo")
-    rank, size = dist.get_rank(), dist.get_world_size()
-    found = kubelab.latest_checkpoint()
-    start, weight = 0, torch.zeros(1)
-    if found:
-        start, weight = found[0], torch.load(found[1] / "w.pt")
-    print(f"start {start} world {size} replica {os.environ['KUBELAB_REPLICA']}", flush=True)
-    go = pathlib.Path(os.environ["GO_FILE"])
-    step = start
-    while True:
-        step += 1
-        both = torch.tensor([1.0, float(go.exists())])
-        dist.all_reduce(both)  # every rank learns of the go at the same step
-        weight += both[0] / size
-        if rank == 0:
-            kubelab.report(step=step, loss=1.0 / step, world=size, weight=weight.item())
-            if step % 5 == 0:
-                kubelab.save_checkpoint(step, lambda d: torch.save(weight, d / "w.pt"))
-        if both[1] > 0 and size == 2 and step >= start + 3:
-            break
-        time.sleep(0.05)
-    dist.destroy_process_group()
-    """
-)
-HOLD = (
-    "import os, pathlib, time\nwhile not pathlib.Path(os.environ['RELEASE_FILE']).exists(): time.sleep(0.05)"
-)
-
-
-def poll(predicate: Callable[[], object], what: str, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_an_elastic_run_shrinks_for_a_high_run_and_grows_back_from_its_checkpoints(
     lab: Experiments, lab_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytest.importorskip("torch")
-    monkeypatch.setenv("KUBELAB_FAKE_GPUS", "2")
-    monkeypatch.setenv("GO_FILE", str(lab_env / "go"))
-    monkeypatch.setenv("RELEASE_FILE", str(lab_env / "release"))
-    (lab_env / "train.py").write_text(TRAIN)
-    record = lab.submit(
-        {
-            "name": "elastic",
-            "command": ["python", str(lab_env / "train.py")],
-            "replicas": {"min": 1, "max": 2},
-            "framework": "pytorch",
-            "resources": {"gpus": 1},
-            "priority": "low",
-            "preemption_grace": 10,
-        }
-    )
-    run_id = record["id"]
-
-    def worlds() -> list[int]:
-        return [p["metrics"]["world"] for p in lab.metrics(run_id) if "step" in p]
-
-    poll(lambda: worlds().count(2) >= 7, "steps at 2 replicas past a checkpoint")
-    urgent = lab.submit(
-        {
-            "name": "urgent",
-            "command": ["python", "-c", HOLD],
-            "resources": {"gpus": 1},
-            "priority": "high",
-        }
-    )
-    taken = wait_until(lab, urgent["id"], states={"Running"}, timeout=60)
+    # No restart of the user's: the shrink (a failure to torchrun) must not need one.
+    elastic = {"min": 1, "max": 2, "max_restarts": 0}
+    spec = {"elastic": elastic, "resources": {"gpus": 1}, "priority": "low", "preemption_grace": 10}
+    run_id = start_elastic(lab, lab_env, monkeypatch, spec, gpus=2, finish_world=2)
+    poll(lambda: worlds(lab, run_id).count(2) >= 7, "steps at 2 replicas past a checkpoint")
+    urgent = take_a_gpu(lab)
+    taken = wait_until(lab, urgent, states={"Running"}, timeout=60)
     shrunk = wait_until(lab, run_id, states={"Running"}, reason="shrunk to 1 of 2 replicas", timeout=60)
-    assert f"for urgent ({urgent['id']}) (priority high); going on from step" in shrunk["reason"]
+    assert f"for urgent ({urgent}) (priority high); going on from step" in shrunk["reason"]
     assert shrunk["restarts"] == 1 and len(shrunk["gpu_ids"]) == 1  # never Preempted
     assert set(shrunk["gpu_ids"]) | set(taken["gpu_ids"]) == {0, 1}
-    poll(lambda: worlds()[-1:] == [1] and worlds().count(1) >= 3, "steps at 1 replica")
+    poll(lambda: worlds(lab, run_id)[-1:] == [1] and worlds(lab, run_id).count(1) >= 3, "steps at 1 replica")
     (lab_env / "release").touch()
-    assert wait_until(lab, urgent["id"])["status"] == "Succeeded"
+    assert wait_until(lab, urgent)["status"] == "Succeeded"
     grown = wait_until(lab, run_id, states={"Running"}, reason="grew to 2 of 2 replicas", timeout=60)
     assert grown["restarts"] == 2 and sorted(grown["gpu_ids"]) == [0, 1]
-    poll(lambda: worlds()[-1:] == [2], "steps at 2 replicas again")
+    poll(lambda: worlds(lab, run_id)[-1:] == [2], "steps at 2 replicas again")
     (lab_env / "go").touch()
     final = wait_until(lab, run_id, timeout=120)
     assert final["status"] == "Succeeded", "".join(lab.logs(run_id))
     assert final["reason"] == "all 2 processes exited 0"
 
-    points = [p for p in lab.metrics(run_id) if "step" in p]
+    points = steps(lab, run_id)
     numbers = [p["step"] for p in points]
     assert numbers == list(range(1, numbers[-1] + 1)), "each step once, continuous"
     sizes = [p["metrics"]["world"] for p in points]
@@ -173,34 +109,52 @@ def test_an_elastic_run_shrinks_for_a_high_run_and_grows_back_from_its_checkpoin
 def test_an_elastic_run_without_spare_replicas_is_preempted_whole_and_resumes(
     lab: Experiments, lab_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytest.importorskip("torch")
-    monkeypatch.setenv("KUBELAB_FAKE_GPUS", "1")
-    monkeypatch.setenv("GO_FILE", str(lab_env / "go"))
-    monkeypatch.setenv("RELEASE_FILE", str(lab_env / "release"))
-    (lab_env / "train.py").write_text(TRAIN.replace("size == 2 and ", ""))
-    record = lab.submit(
-        {
-            "command": ["python", str(lab_env / "train.py")],
-            "replicas": "1:2",
-            "framework": "pytorch",
-            "resources": {"gpus": 1},
-            "priority": "low",
-        }
-    )
-    run_id = record["id"]
-    poll(lambda: len([p for p in lab.metrics(run_id) if "step" in p]) >= 6, "steps past a checkpoint")
-    urgent = {
-        "name": "urgent",
-        "command": ["python", "-c", HOLD],
-        "resources": {"gpus": 1},
-        "priority": "high",
-    }
-    taker = lab.submit(urgent)["id"]
+    spec = {"replicas": "1:2", "resources": {"gpus": 1}, "priority": "low"}
+    run_id = start_elastic(lab, lab_env, monkeypatch, spec, gpus=1)
+    poll(lambda: len(steps(lab, run_id)) >= 6, "steps past a checkpoint")
+    taker = take_a_gpu(lab)
     preempted = wait_until(lab, run_id, states={"Preempted"}, timeout=60)
     assert preempted["reason"].startswith(f"preempted for urgent ({taker}) (priority high)")
     (lab_env / "release").touch()
     (lab_env / "go").touch()
     final = wait_until(lab, run_id, timeout=120)
     assert final["status"] == "Succeeded", "".join(lab.logs(run_id))
-    numbers = [p["step"] for p in lab.metrics(run_id) if "step" in p]
+    numbers = [p["step"] for p in steps(lab, run_id)]
     assert numbers == list(range(1, numbers[-1] + 1))
+
+
+# Ignores SIGTERM and never talks to the other replica: nothing tells its old worker of a shrink.
+DEAF = textwrap.dedent(
+    """
+    import os, signal, time, kubelab
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    print(f"started world {os.environ['WORLD_SIZE']}", flush=True)
+    step = 0
+    while True:
+        step += 1
+        if os.environ["KUBELAB_REPLICA"] == "0":
+            kubelab.report(step=step, world=int(os.environ["WORLD_SIZE"]))
+        time.sleep(0.1)
+    """
+)
+
+
+def test_a_shrink_kills_workers_that_ignore_sigterm_after_the_grace_and_frees_their_gpus(
+    lab: Experiments, lab_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = {"replicas": "1:2", "resources": {"gpus": 1}, "priority": "low", "preemption_grace": 1}
+    run_id = start_elastic(lab, lab_env, monkeypatch, spec, gpus=2, script=DEAF)
+    poll(lambda: "started world 2" in "".join(lab.logs(run_id, replica=1)), "both replicas' workers")
+    urgent = take_a_gpu(lab)
+    assert wait_until(lab, urgent, states={"Running"}, timeout=60)  # the GPU came free
+    shrunk = wait_until(lab, run_id, states={"Running"}, reason="shrunk to 1 of 2 replicas", timeout=60)
+    assert "; replica 1 ignored SIGTERM; killed after 1 s" in shrunk["reason"], shrunk["reason"]
+    # The staying replica's worker never learnt of the shrink: killed a grace period later, and
+    # torchrun started it again in the group of one.
+    assert "; replica 0's old worker had not ended 1 s after; killed" in shrunk["reason"]
+    assert shrunk["status"] == "Running" and len(shrunk["gpu_ids"]) == 1
+    poll(lambda: "started world 1" in "".join(lab.logs(run_id, replica=0)), "the group of one")
+    lab.stop(run_id)
+    (lab_env / "release").touch()
+    assert wait_until(lab, urgent)["status"] == "Succeeded"
+    assert wait_until(lab, run_id)["status"] == "Stopped"

@@ -36,6 +36,7 @@ ENDPOINTS = [
     ("GET", "experiments/000000000000/metrics"),
     ("GET", "experiments/000000000000/system"),
     ("GET", "resources"),
+    ("GET", "resources/preview"),
     ("GET", "usage"),
     ("GET", "events"),
     ("GET", "openapi.json"),

@@ -9,6 +9,9 @@ the namespace's quota on the class's devices refuses claims beyond it, whoever m
 
 from __future__ import annotations
 
+import asyncio
+import re
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -17,9 +20,13 @@ from typing import Any
 
 import pytest
 from controlplane.cluster import ControlPlane
+from controlplane.dra import GROUP, VERSION, publish_slice
+from controlplane.dra import device_class as made_class
 from kube_support import pods_of, wait_for
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+from kubernetes_asyncio import client as async_client
+from kubernetes_asyncio import config as async_config
 
 from kubelab.backends.kubernetes import dra
 from kubelab.backends.kubernetes.backend import KubernetesBackend
@@ -35,48 +42,19 @@ from kubelab.spawner.admission_policy import (
     placement,
     policy,
 )
+from kubelab.spawner.availability import Availability, ClusterAvailability, TypeCount
 from kubelab.spawner.bounds import NamespaceBounds
+from kubelab.spawner.form import render_form
 from kubelab.spawner.groups import Quota
 from kubelab.spawner.labels import MANAGED_BY
 from kubelab.spawner.objects import resource_quota
 from kubelab.spawner.profiles import Catalog
 
-GROUP, VERSION = "resource.k8s.io", "v1"
-
 
 @pytest.fixture
 def device_class(admin: client.ApiClient) -> Iterator[str]:
-    """A DeviceClass as a cluster admin makes it: every device of its driver (named alike)."""
-    name = f"gpu-{uuid.uuid4().hex[:6]}.example.com"
-    custom: Any = client.CustomObjectsApi(admin)
-    selector = {"cel": {"expression": f'device.driver == "{name}"'}}
-    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "DeviceClass", "metadata": {"name": name}}
-    custom.create_cluster_custom_object(
-        GROUP, VERSION, "deviceclasses", {**body, "spec": {"selectors": [selector]}}
-    )
-    yield name
-    custom.delete_cluster_custom_object(GROUP, VERSION, "deviceclasses", name)
-
-
-def publish_slice(admin: client.ApiClient, driver: str, node: str, models: list[str]) -> list[str]:
-    """What a DRA driver publishes for `node`: one device per model; their names."""
-    devices: list[dict[str, Any]] = [
-        {"name": f"gpu-{i}", "attributes": {"model": {"string": model}}} for i, model in enumerate(models)
-    ]
-    body = {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "ResourceSlice",
-        "metadata": {"name": f"{node}-{driver}"},
-        "spec": {
-            "driver": driver,
-            "nodeName": node,
-            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-            "devices": devices,
-        },
-    }
-    custom: Any = client.CustomObjectsApi(admin)
-    custom.create_cluster_custom_object(GROUP, VERSION, "resourceslices", body)
-    return [d["name"] for d in devices]
+    with made_class(admin) as name:
+        yield name
 
 
 def dra_lab(make: Callable[..., KubernetesBackend], home: Path, device_class: str) -> Experiments:
@@ -256,3 +234,57 @@ def test_a_notebook_token_cannot_claim_a_device_class_outside_the_catalog(
         for made_policy in made:
             admission.delete_validating_admission_policy_binding(f"{made_policy.name}-{hub}")
             admission.delete_validating_admission_policy(made_policy.name)
+
+
+def test_the_hubs_watch_counts_a_dra_types_free_devices_from_slices_and_claims(
+    simulated_cluster: ControlPlane,
+    project_node: Callable[..., str],
+    make_backend: Callable[..., KubernetesBackend],
+    admin: client.ApiClient,
+    device_class: str,
+    home: Path,
+) -> None:
+    """The spawn form's count: the class's devices in the drivers' slices that the type's
+    selector accepts, minus those allocated to claims, from the hub's mirrors; a selector kubelab
+    cannot evaluate shows the class's devices and says the free count is unknown."""
+    node = project_node("dra", cpu="16")
+    publish_slice(admin, device_class, node, ["A100", "A100", "H100"])
+    attribute = f'device.attributes["{device_class}"].model'
+    catalog = Catalog.parse(
+        {
+            "gpu_types": [
+                {"name": "A100-dra", "device_class": device_class, "selector": f'{attribute} == "A100"'},
+                {"name": "any-dra", "device_class": device_class},
+                {"name": "odd-dra", "device_class": device_class, "selector": f'{attribute}.startsWith("A")'},
+            ]
+        }
+    )
+
+    async def live(until: Callable[[Availability], bool]) -> tuple[Availability, str]:
+        api_client = await async_config.new_client_from_config(str(simulated_cluster.kubeconfig))
+        async with api_client:
+            core, custom = async_client.CoreV1Api(api_client), async_client.CustomObjectsApi(api_client)
+            watch = ClusterAvailability(core, catalog, custom)
+            await watch.start()
+            try:
+                deadline = time.monotonic() + 60
+                while not until(watch.current()):
+                    assert time.monotonic() < deadline, watch.current().types
+                    await asyncio.sleep(0.05)
+                return watch.current(), render_form(catalog, [], watch.current())
+            finally:
+                await watch.stop()
+
+    now, _ = asyncio.run(live(lambda a: a.types["any-dra"].total == 3))
+    assert (now.types["A100-dra"], now.types["any-dra"]) == (TypeCount(2, 2), TypeCount(3, 3))
+    assert now.unknown == {"odd-dra"} and now.types["odd-dra"].total == 3
+
+    lab = dra_lab(make_backend, home, device_class)  # a run claims one A100; the scheduler allocates it
+    resources = {"cpu": "1", "memory": "1Gi", "gpu_type": "A100-dra", "gpus": 1}
+    lab.submit({"command": ["python", "t.py"], "resources": resources}, base_dir=home)
+    now, form = asyncio.run(live(lambda a: a.types["A100-dra"].free == 1))
+    assert (now.types["A100-dra"], now.types["any-dra"]) == (TypeCount(2, 1), TypeCount(3, 2))
+    options = dict(re.findall(r'<option value="([^"]*)"[^>]*>([^<]*)</option>', form))
+    assert options["A100-dra"] == f"A100-dra: DRA device ({device_class}), 1 of 2 free"
+    assert options["odd-dra"] == f"odd-dra: DRA device ({device_class}), 3 in its class, free count unknown"
+    assert '<tr data-gpu-type="odd-dra"><td>odd-dra</td><td class="free">unknown</td>' in form

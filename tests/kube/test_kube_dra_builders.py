@@ -12,9 +12,11 @@ from kubelab.backends.kubernetes import builders, dra, names
 from kubelab.backends.kubernetes.gpu_request import SharedType, parse_types, types_json
 from kubelab.backends.kubernetes.notebook_env import NotebookEnv
 from kubelab.errors import ValidationError
+from kubelab.spawner.dra_availability import DraCount, dra_counts
 from kubelab.spawner.form import unit
-from kubelab.spawner.groups import Quota
-from kubelab.spawner.objects import resource_quota
+from kubelab.spawner.groups import ProjectGroup, Quota
+from kubelab.spawner.objects import Storage, resource_quota
+from kubelab.spawner.pod_settings import pod_settings
 from kubelab.spawner.profiles import Catalog, validate_options
 from kubelab.spec import ExperimentSpec
 
@@ -97,14 +99,80 @@ def test_the_notebook_variable_carries_the_class_and_refuses_a_dra_type_without_
         parse_types(types_json([replace(SharedType("x", "x", "r"), sharing="dra")]))
 
 
-def test_the_quota_bounds_the_class_devices_and_a_notebook_cannot_pick_the_type() -> None:
+def test_the_quota_bounds_the_class_devices_and_a_notebook_claims_from_a_template() -> None:
     quota = resource_quota("alice", "q", Quota(gpus=4), [t.resource for t in CATALOG.gpu_types])
     assert quota is not None
     assert quota["spec"]["hard"] == {
         "requests.nvidia.com/gpu": "4",
         f"{CLASS}.deviceclass.resource.k8s.io/devices": "4",
     }
-    assert unit(CATALOG.gpu_types[1]) == f"DRA device ({CLASS}), for runs"
-    with pytest.raises(ValidationError) as refused:
-        validate_options({"gpus": 1, "gpu_type": "A100-dra"}, CATALOG)
-    assert [f.path for f in refused.value.fields] == ["gpu_type"]
+    assert unit(CATALOG.gpu_types[1]) == f"DRA device ({CLASS})"
+    options = validate_options({"gpus": "2(A100-dra)"}, CATALOG)
+    settings = pod_settings(
+        "ann", "ann", "user-ann", options, ProjectGroup("public"), CATALOG, Storage(), "nb"
+    )
+    assert settings.gpu_limits == {} and "gpu-type" not in settings.node_selector  # claimed instead
+    assert settings.env["KUBELAB_GPU_RESOURCE"] == "nvidia.com/gpu"  # runs' default stays a resource
+    template = settings.dra_template
+    assert template is not None and template["metadata"]["namespace"] == "user-ann"
+    [request] = template["spec"]["spec"]["devices"]["requests"]
+    assert request["exactly"] == {
+        "deviceClassName": CLASS,
+        "allocationMode": "ExactCount",
+        "count": 2,
+        "selectors": [{"cel": {"expression": A100}}],
+    }
+    one = pod_settings(
+        "ann",
+        "ann",
+        "user-ann",
+        validate_options({"gpus": "1(A100-dra)"}, CATALOG),
+        ProjectGroup("public"),
+        CATALOG,
+        Storage(),
+        "nb",
+    )
+    assert one.dra_template and one.dra_template["metadata"]["name"] != template["metadata"]["name"]
+    with pytest.raises(ValidationError) as refused:  # DRA claims whole devices
+        validate_options({"gpus": 0.5, "gpu_type": "A100-dra"}, CATALOG)
+    assert [f.path for f in refused.value.fields] == ["gpus"]
+
+
+def slice_of(driver: str, pool: str, generation: int, models: list[str]) -> dict[str, Any]:
+    devices = [{"name": f"g{i}", "attributes": {"model": {"string": m}}} for i, m in enumerate(models)]
+    return {"spec": {"driver": driver, "pool": {"name": pool, "generation": generation}, "devices": devices}}
+
+
+def test_free_devices_are_the_newest_slices_minus_allocated_claims_where_kubelab_can_tell() -> None:
+    other = "other.example.com"
+    slices = [
+        slice_of(CLASS, "n1", 1, ["V100", "V100"]),  # replaced by the driver's generation 2
+        slice_of(CLASS, "n1", 2, ["A100", "A100", "H100"]),
+        slice_of(other, "n2", 1, ["A100"]),  # another driver's: not the class's
+    ]
+    claims = [
+        {
+            "status": {
+                "allocation": {"devices": {"results": [{"driver": CLASS, "pool": "n1", "device": "g0"}]}}
+            }
+        }
+    ]
+    classes = {CLASS: [f'device.driver == "{CLASS}"']}
+    attribute = f'device.attributes["{CLASS}"].model'
+    types = [
+        SharedType("A100-dra", "a", "r", "dra", CLASS, f'{attribute} == "A100"'),
+        SharedType(
+            "not-h100", "b", "r", "dra", CLASS, f'{attribute} != "H100" && device.driver == "{CLASS}"'
+        ),
+        SharedType("any", "c", "r", "dra", CLASS),
+        SharedType("odd", "d", "r", "dra", CLASS, f'{attribute}.startsWith("A")'),
+        SharedType("gone", "e", "r", "dra", "missing.example.com"),
+    ]
+    counts = dra_counts(types, classes, slices, claims)
+    assert counts == {
+        "A100-dra": DraCount(2, 1),
+        "not-h100": DraCount(2, 1),
+        "any": DraCount(3, 2),
+        "odd": DraCount(3, None),  # not evaluated: the class's devices, free count unknown
+        "gone": DraCount(0, 0),
+    }

@@ -199,7 +199,7 @@ def test_the_elastic_job_is_an_indexed_job_with_torchruns_rendezvous_at_index_0(
     ]
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["PET_NNODES"] == "1:3" and env["PET_RDZV_ENDPOINT"] == "elastic-0123-0.elastic-0123:23456"
-    assert env["PET_RDZV_ID"] == "0123456789ab" and env["PET_MAX_RESTARTS"] == "3"
+    assert env["PET_RDZV_ID"] == "0123456789ab" and env["PET_MAX_RESTARTS"] == "11"  # 3 + 8 for shrinks
     assert not {"RANK", "WORLD_SIZE", "MASTER_ADDR", "PET_NODE_RANK"} & set(env)  # torchrun's to set
     assert size_patch(2, "why") == {
         "metadata": {"annotations": {names.RESIZED_ANNOTATION: "why"}},

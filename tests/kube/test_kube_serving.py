@@ -3,6 +3,8 @@ Deployment, Service and autoscaler in a namespace that enforces `restricted` Pod
 pods running on KWOK's nodes; KServe's InferenceService and the Gateway API's HTTPRoute checked
 against the schemas their projects publish (controlplane/crds.py installs them from the Go
 modules cluster/addons pins, and removes them afterwards so other tests see a plain cluster).
+The sidebar's traffic dialog is driven in Chromium against a JupyterLab on this cluster (the
+extension built first, as for tests/browser/).
 """
 
 from __future__ import annotations
@@ -287,8 +289,9 @@ def test_the_notebook_s_server_splits_traffic_over_rest(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """`POST /kubelab/api/services/<name>/traffic`, as the sidebar sends it: the CLI's split,
-    with the notebook's token; a refused body names its field and changes nothing."""
+    """`POST /kubelab/api/services/<name>/traffic`, as the sidebar's dialog sends it: the CLI's
+    split and mirror, with the notebook's token; a refused body names its field and changes
+    nothing; an empty mirror (the dialog's `none`) removes the mirror."""
     install(*GATEWAY_API)
     services.start(command_service("1"))
     services.start(command_service("2"))
@@ -319,8 +322,87 @@ def test_the_notebook_s_server_splits_traffic_over_rest(
         assert server.post("services/nosuch/traffic", {"traffic": {"2": 10}}).status_code == 404
         unchanged = read(admin, namespace, "HTTPRoute", "iris")["metadata"]["resourceVersion"]
         assert unchanged == route["metadata"]["resourceVersion"]
-        listed = {v["id"]: v["traffic"] for v in server.get("services").json()["items"]}
-        assert listed == {"iris-v1": 90, "iris-v2": 10}
+        listed = {v["id"]: (v["traffic"], v["mirror"]) for v in server.get("services").json()["items"]}
+        assert listed == {"iris-v1": (90, 0), "iris-v2": (10, 100)}  # what the sidebar's rows show
+        # The sidebar's dialog with its mirror set to none sends an empty mirror: it is removed.
+        unmirrored = server.post("services/iris/traffic", {"traffic": {"1": 90, "2": 10}, "mirror": {}})
+        assert [(v["traffic"], v["mirror"]) for v in unmirrored.json()["items"]] == [(90, 0), (10, 0)]
+        route = read(admin, namespace, "HTTPRoute", "iris")
+        assert route_traffic(route, "iris") == Traffic({"1": 90, "2": 10}, {})
+
+
+def test_the_sidebar_s_traffic_dialog_splits_and_mirrors_in_chromium(
+    install: Callable[..., None],
+    services: ClusterServices,
+    admin: client.ApiClient,
+    namespace: str,
+    notebook_kubeconfig: Path,
+    home: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A real JupyterLab on the cluster backend: a version's share opens the traffic dialog; a
+    split with a mirror to version 2 reaches the HTTPRoute and version 2's row shows the copied
+    share; the dialog opens again filled with that mirror, and `none` removes it."""
+    from browser.conftest import CHROMIUM, CHROMIUM_ARGS, lab_at
+    from browser.test_sidebar import WAIT_MS, open_panel
+    from playwright.sync_api import Page, expect, sync_playwright
+
+    install(*GATEWAY_API)
+    services.start(command_service("1"))
+    services.start(command_service("2"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)  # the kubeconfig, not in-cluster
+    env = {
+        "KUBELAB_BACKEND": "kubernetes",
+        "KUBECONFIG": str(notebook_kubeconfig),
+        "KUBELAB_IMAGE": IMAGE,
+        "KUBELAB_HOME": str(home),
+    }
+
+    def apply(page: Page, shares: dict[str, str], mirror_to: str, percent: str | None = None) -> None:
+        row = page.locator('.jp-kubelab-Service[data-service-id="iris-v1"]')
+        row.locator("button.jp-kubelab-Service-traffic").click()
+        dialog = page.locator(".jp-Dialog")
+        for version, share in shares.items():
+            dialog.locator(f'input[name="v{version}"]').fill(share)
+        dialog.locator('select[name="mirror-to"]').select_option(mirror_to)
+        if percent is not None:
+            dialog.locator('input[name="mirror-percent"]').fill(percent)
+        dialog.get_by_role("button", name="Apply").click()
+        expect(dialog).to_have_count(0)
+
+    with lab_at(tmp_path / "lab", **env) as server, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1500, "height": 950})
+            page.goto(f"{server.url}lab?token={server.token}")
+            expect(page.locator("#jupyterlab-splash")).to_have_count(0, timeout=WAIT_MS)
+            open_panel(page)
+            second = page.locator('.jp-kubelab-Service[data-service-id="iris-v2"]')
+            expect(second.locator(".jp-kubelab-Service-traffic")).to_have_text("0%", timeout=WAIT_MS)
+            expect(second.locator(".jp-kubelab-Service-mirror")).to_have_count(0)
+
+            apply(page, {"1": "90", "2": "10"}, "2", "100")
+            expect(second.locator(".jp-kubelab-Service-traffic")).to_have_text("10%")
+            expect(second.locator(".jp-kubelab-Service-mirror")).to_have_text("mirror 100%")
+            route = read(admin, namespace, "HTTPRoute", "iris")
+            assert route_traffic(route, "iris") == Traffic({"1": 90, "2": 10}, {"2": 100})
+
+            page.locator(
+                '.jp-kubelab-Service[data-service-id="iris-v1"] button.jp-kubelab-Service-traffic'
+            ).click()
+            dialog = page.locator(".jp-Dialog")
+            expect(dialog.locator('select[name="mirror-to"]')).to_have_value("2")  # the mirror now
+            expect(dialog.locator('input[name="mirror-percent"]')).to_have_value("100")
+            dialog.get_by_role("button", name="Cancel").click()
+            expect(dialog).to_have_count(0)
+
+            apply(page, {}, "")  # none
+            expect(second.locator(".jp-kubelab-Service-mirror")).to_have_count(0)
+            route = read(admin, namespace, "HTTPRoute", "iris")
+            assert route_traffic(route, "iris") == Traffic({"1": 90, "2": 10}, {})
+        finally:
+            browser.close()
 
 
 def test_kserve_rolls_a_new_version_out_as_its_canary(

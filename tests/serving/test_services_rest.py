@@ -11,6 +11,9 @@ import pytest
 import requests
 from jupyter_server_process import JupyterServer, run_in_kernel
 from serving_support import IRIS_ROWS, infer_body, poll, write_model
+from tornado import httputil, web
+
+from kubelab.server_extension.services import ServiceEntry, ServiceView, route_first
 
 ECHO = """
 import http.server, json, os
@@ -186,3 +189,23 @@ def test_a_traffic_request_is_checked_whole_and_refused_by_field_on_this_machine
     assert not_json.status_code == 422 and not_json.json()["fields"][0]["path"] == "body"
     described = server.get("openapi.json").json()["paths"]["/kubelab/api/services/{name}/traffic"]["post"]
     assert described["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("/Traffic")
+
+
+class CatchAll(web.RequestHandler):
+    """Another extension's route that matches any path."""
+
+
+def test_the_proxy_s_routes_come_before_every_other_extension_s() -> None:
+    """Tornado tries routes in order: the proxy's are placed first, so a prediction is matched
+    against them alone, and no route another extension added before kubelab's can take it."""
+    app = web.Application(base_url="/user/alice/")
+    app.add_handlers(".*$", [(r"/user/alice/.*", CatchAll)])  # an extension loaded before kubelab
+    route_first(app)
+    for path, handler in (
+        ("/user/alice/kubelab/services/iris-v1/v2/models/iris/infer", ServiceEntry),
+        ("/user/alice/kubelab/service-view/abc_DEF-1/", ServiceView),
+        ("/user/alice/kubelab/api/services", CatchAll),  # the REST routes keep their place
+    ):
+        request = httputil.HTTPServerRequest(method="POST", uri=path, headers=httputil.HTTPHeaders())
+        delegate = app.find_handler(request)
+        assert isinstance(delegate, web._HandlerDelegate) and delegate.handler_class is handler, path

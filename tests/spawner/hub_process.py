@@ -15,12 +15,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
+from prometheus_client.parser import text_string_to_metric_families
 
 REPO = Path(__file__).resolve().parents[2]
 HUB_CONFIG = REPO / "hub_config" / "jupyterhub_config.py"
@@ -236,6 +237,27 @@ class Hub:
                 return model
             time.sleep(0.2)
         raise AssertionError(f"{user}/{server} not ready={ready}: {model}\n{self.log_tail()}")
+
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def hub_samples(hub: Hub, until: Callable[[Samples], bool], timeout: float = 60.0) -> Samples:
+    """kubelab's samples on the hub's `/hub/metrics`, `(name, sorted labels) -> value`, scraped
+    every half second until `until` holds of them; after `timeout`, the last scrape, for the
+    test's assertion to show."""
+    deadline = time.monotonic() + timeout
+    while True:
+        text = requests.get(f"{hub.url}/hub/metrics", timeout=30).text
+        samples = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+            if s.name.startswith("jupyterhub_kubelab_")
+        }
+        if until(samples) or time.monotonic() > deadline:
+            return samples
+        time.sleep(0.5)
 
 
 def _xsrf(html: str) -> str:

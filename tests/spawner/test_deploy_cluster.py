@@ -605,11 +605,8 @@ def test_hub_metrics_count_the_clusters_gpus_and_experiments(lab: Lab, control_p
     GPU-hours counter, counted against the user and group of its namespace, not those its labels
     claim (issue 27, finding 9: any Job's pods may carry any labels); so is its mean GPU
     utilisation from a recorded Prometheus answer (DCGM series by pod)."""
-    import time
 
-    import requests
-    from hub_process import Hub
-    from prometheus_client.parser import text_string_to_metric_families
+    from hub_process import Hub, hub_samples
 
     install(lab, control_plane.kubeconfig)
     namespace = lab.user_namespace("dora")
@@ -679,21 +676,13 @@ def test_hub_metrics_count_the_clusters_gpus_and_experiments(lab: Lab, control_p
     ):
         session = hub.login("dora")
         assert session.get(f"{hub.url}/hub/spawn/dora", timeout=60).status_code == 200  # starts the watch
-        deadline, samples = time.monotonic() + 60, {}
-        while time.monotonic() < deadline:
-            text = requests.get(f"{hub.url}/hub/metrics", timeout=30).text
-            samples = {
-                (s.name, tuple(sorted(s.labels.items()))): s.value
-                for f in text_string_to_metric_families(text)
-                for s in f.samples
-                if s.name.startswith("jupyterhub_kubelab_")
-            }
-            if any(
+        samples = hub_samples(
+            hub,
+            lambda samples: any(
                 name == "jupyterhub_kubelab_gpus_allocated" and dict(labels).get("user") == "dora"
                 for name, labels in samples
-            ):
-                break
-            time.sleep(0.5)
+            ),
+        )
         assert {
             ("jupyterhub_kubelab_gpus_total", (("gpu_type", t),)) for t in ("T4", "V100", "A100", "H100")
         } <= set(samples), hub.log_tail()
@@ -707,29 +696,11 @@ def test_hub_metrics_count_the_clusters_gpus_and_experiments(lab: Lab, control_p
         assert samples[("jupyterhub_kubelab_gpus_allocated", allocated)] == 1, samples
         # Her GPU-hours grow from one scrape to the next, against her namespace's owner too.
         hours = ("jupyterhub_kubelab_gpu_hours_total", allocated)
-        deadline = time.monotonic() + 60
-        while samples.get(hours, 0) <= 0 and time.monotonic() < deadline:
-            time.sleep(0.5)
-            text = requests.get(f"{hub.url}/hub/metrics", timeout=30).text
-            samples = {
-                (s.name, tuple(sorted(s.labels.items()))): s.value
-                for f in text_string_to_metric_families(text)
-                for s in f.samples
-                if s.name.startswith("jupyterhub_kubelab_")
-            }
+        samples = hub_samples(hub, lambda samples: samples.get(hours, 0) > 0)
         assert 0 < samples.get(hours, 0) < 1, samples  # one GPU for well under an hour
         # Her pod's mean GPU utilisation from DCGM, read in a thread: a later scrape has it.
         busy = ("jupyterhub_kubelab_gpu_utilisation_percent", (("group", "public"), ("user", "dora")))
-        deadline = time.monotonic() + 60
-        while busy not in samples and time.monotonic() < deadline:
-            time.sleep(0.5)
-            text = requests.get(f"{hub.url}/hub/metrics", timeout=30).text
-            samples = {
-                (s.name, tuple(sorted(s.labels.items()))): s.value
-                for f in text_string_to_metric_families(text)
-                for s in f.samples
-                if s.name.startswith("jupyterhub_kubelab_")
-            }
+        samples = hub_samples(hub, lambda samples: busy in samples)
         assert samples.get(busy) == 60.25, samples
         utilisation = [key for key in samples if key[0] == busy[0]]
         assert utilisation == [busy], utilisation  # nothing for the pod's forged owner, nor the ended pod

@@ -21,7 +21,7 @@ from kubelab.backends.local.gpus import Gpu, GpuAllocator
 from kubelab.spawner.culling import Culler
 from kubelab.spawner.culling import Hub as HubApi
 from kubelab.spawner.gpu_idleness import IdlePolicy
-from kubelab.spawner.gpu_usage import NvmlUsage
+from kubelab.spawner.gpu_usage import NvmlUsage, hub_started
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
 from recorded_nvml import RecordedNvml
@@ -70,9 +70,10 @@ def test_an_idle_gpu_notebook_is_warned_kept_once_then_stopped(hub: Hub) -> None
     assert gpus == [0]
     nvml = RecordedNvml("nvml_notebooks.json", pids={"alice-server": server_pid, "alice-kernel": server_pid})
     now = [0.0]
+    assert hub.process is not None
     culler = Culler(
         HubApi(f"{hub.url}/hub/api", token(hub, "cullerbot"), servers_url=hub.url),
-        NvmlUsage(nvml, holdings),
+        NvmlUsage(nvml, holdings, vouch=hub_started(hub.process.pid)),  # the culler's parent
         IdlePolicy(),
         clock=lambda: now[0],
     )

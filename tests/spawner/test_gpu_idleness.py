@@ -22,7 +22,13 @@ from kubelab_testing import JsonStandIn
 from kubelab.backends.local.gpus import Gpu, GpuAllocator
 from kubelab.errors import ValidationError
 from kubelab.spawner.gpu_idleness import IdlePolicy, IdleTracker, parse_idle_policy
-from kubelab.spawner.gpu_usage import NvmlUsage, PrometheusUsage, notebook_pods, process_tree
+from kubelab.spawner.gpu_usage import (
+    NvmlUsage,
+    PrometheusUsage,
+    hub_started,
+    notebook_pods,
+    process_tree,
+)
 from kubelab.spawner.groups import parse_group
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
@@ -95,17 +101,32 @@ def test_stopped_servers_are_forgotten() -> None:
     assert set(tracker.clocks) == {("bob", "gpu")}
 
 
+SLEEP = [sys.executable, "-c", "import time; time.sleep(120)"]
+
+
+def stand_in(user: str, server: str = "", command: list[str] = SLEEP) -> subprocess.Popen[str]:
+    """A stand-in notebook server started as the hub starts one: this test process is its hub,
+    and its environment names its user and server."""
+    env = {**os.environ, "JUPYTERHUB_USER": user, "JUPYTERHUB_SERVER_NAME": server}
+    return subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
+
+
+def ended(*processes: subprocess.Popen[str]) -> None:
+    for process in processes:
+        process.kill()
+        process.wait()
+
+
 @pytest.fixture
 def notebook() -> Iterator[subprocess.Popen[str]]:
     """A stand-in notebook server: a real process with a real child (its "kernel")."""
     code = "import subprocess, sys; k = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']); print(k.pid, flush=True); k.wait()"
-    server = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    server = stand_in("alice", command=[sys.executable, "-c", code])
     assert server.stdout is not None
     server.kernel = int(server.stdout.readline())  # type: ignore[attr-defined]
     yield server
     os.kill(server.kernel, 9)  # type: ignore[attr-defined]
-    server.kill()
-    server.wait()
+    ended(server)
 
 
 def test_nvml_usage_sums_each_notebooks_process_tree_and_reads_a_lone_gpu_whole(
@@ -115,45 +136,78 @@ def test_nvml_usage_sums_each_notebooks_process_tree_and_reads_a_lone_gpu_whole(
     assert process_tree(notebook.pid) == {notebook.pid, kernel}
     allocator = GpuAllocator([Gpu(0, "NVIDIA A100-SXM4-80GB"), Gpu(1, "Tesla T4")], tmp_path)
     assert allocator.try_acquire("notebook/alice/public/default", notebook.pid, 1, "A100") == [0]
-    assert allocator.try_acquire("notebook/bob/ml/gpu", os.getpid(), 1, "T4") == [1]
-    nvml = RecordedNvml(
-        "nvml_notebooks.json",
-        pids={"alice-server": notebook.pid, "alice-kernel": kernel, "stranger": 999_999_999},
-    )
-    usage = NvmlUsage(nvml, allocator.holdings)
-    servers = [ALICE, ("bob", "gpu"), ("carol", "")]
-    # the kernel's two samples average 90%; a stranger's process on the same GPU is not alice's
-    assert usage.utilisation(servers) == {ALICE: 90.0, ("bob", "gpu"): 4.0}
-    # NotFound: nothing ran a kernel since the last round — idle, not unknown
-    assert usage.utilisation(servers) == {ALICE: 0.0, ("bob", "gpu"): 4.0}
-    # the server's and its kernel's samples add up; bob's T4 woke up
-    assert usage.utilisation(servers) == {ALICE: 3.0, ("bob", "gpu"): 97.0}
+    bob = stand_in("bob", "gpu")
+    try:
+        assert allocator.try_acquire("notebook/bob/ml/gpu", bob.pid, 1, "T4") == [1]
+        nvml = RecordedNvml(
+            "nvml_notebooks.json",
+            pids={"alice-server": notebook.pid, "alice-kernel": kernel, "stranger": 999_999_999},
+        )
+        usage = NvmlUsage(nvml, allocator.holdings, vouch=hub_started(os.getpid()))
+        servers = [ALICE, ("bob", "gpu"), ("carol", "")]
+        # the kernel's two samples average 90%; a stranger's process on the same GPU is not alice's
+        assert usage.utilisation(servers) == {ALICE: 90.0, ("bob", "gpu"): 4.0}
+        # NotFound: nothing ran a kernel since the last round — idle, not unknown
+        assert usage.utilisation(servers) == {ALICE: 0.0, ("bob", "gpu"): 4.0}
+        # the server's and its kernel's samples add up; bob's T4 woke up
+        assert usage.utilisation(servers) == {ALICE: 3.0, ("bob", "gpu"): 97.0}
+    finally:
+        ended(bob)
+
+
+def test_a_ledger_entry_counts_only_for_the_server_the_hub_started_under_that_name(
+    notebook: subprocess.Popen[str], tmp_path: Path
+) -> None:
+    """Every server's account may write the ledger. Mallory names Carol's notebook as the holder
+    of a GPU and points it at an idle process: at alice's server (the hub's child, but alice's),
+    then at a process of her own (not the hub's child). Neither makes Carol's notebook look idle:
+    Carol is left out of the answer, so the culler falls back to her activity."""
+    kernel: int = notebook.kernel  # type: ignore[attr-defined]
+    allocator = GpuAllocator([Gpu(0, "NVIDIA A100-SXM4-80GB"), Gpu(1, "Tesla T4")], tmp_path)
+    assert allocator.try_acquire("notebook/alice/public/default", notebook.pid, 1, "A100") == [0]
+    pids = {"alice-server": notebook.pid, "alice-kernel": kernel, "stranger": 999_999_999}
+    carol = ("carol", "")
+    vouch = hub_started(os.getpid())
+    assert vouch(notebook.pid, ALICE) and not vouch(notebook.pid, carol)
+    assert not vouch(kernel, ALICE)  # alice's own kernel is not the server the hub started
+    assert allocator.try_acquire("notebook/carol/public/default", notebook.pid, 1, "T4") == [1]
+    usage = NvmlUsage(RecordedNvml("nvml_notebooks.json", pids=pids), allocator.holdings, vouch=vouch)
+    assert usage.utilisation([ALICE, carol]) == {ALICE: 90.0}
+    allocator.release("notebook/carol/public/default")
+    assert allocator.try_acquire("notebook/carol/public/default", kernel, 1, "T4") == [1]
+    assert usage.utilisation([ALICE, carol]) == {ALICE: 0.0}
 
 
 def test_a_shared_gpu_without_per_process_samples_is_not_guessed(tmp_path: Path) -> None:
     allocator = GpuAllocator([Gpu(0, "NVIDIA A100-SXM4-80GB"), Gpu(1, "Tesla T4")], tmp_path)
-    assert allocator.try_acquire("notebook/bob/ml/default", os.getpid(), 0.5, "T4") == [1]
-    assert allocator.try_acquire("run-7", os.getpid(), 0.5, "T4") == [1]
-    usage = NvmlUsage(RecordedNvml("nvml_notebooks.json"), allocator.holdings)
-    assert usage.utilisation([("bob", "")]) == {}  # the T4 is shared and keeps no per-process samples
+    bob = stand_in("bob")
+    try:
+        assert allocator.try_acquire("notebook/bob/ml/default", bob.pid, 0.5, "T4") == [1]
+        assert allocator.try_acquire("run-7", os.getpid(), 0.5, "T4") == [1]
+        usage = NvmlUsage(
+            RecordedNvml("nvml_notebooks.json"), allocator.holdings, vouch=hub_started(os.getpid())
+        )
+        assert usage.utilisation([("bob", "")]) == {}  # the T4 is shared and keeps no per-process samples
+        allocator.release("run-7")
+        assert usage.utilisation([("bob", "")]) == {("bob", ""): 4.0}  # held alone: read whole
+    finally:
+        ended(bob)
 
 
 def test_two_notebooks_sharing_a_real_h200_are_each_read_from_their_own_samples(tmp_path: Path) -> None:
     """Answers recorded on an H200 while two processes shared GPU 0, then after both ended."""
-    sleeper = [sys.executable, "-c", "import time; time.sleep(120)"]
-    first, second = subprocess.Popen(sleeper), subprocess.Popen(sleeper)
+    first, second = stand_in("alice"), stand_in("bob")
     bob = ("bob", "")
     try:
         allocator = GpuAllocator([Gpu(0, "NVIDIA H200")], tmp_path)
         assert allocator.try_acquire("notebook/alice/public/default", first.pid, 0.5, "H200") == [0]
         assert allocator.try_acquire("notebook/bob/ml/default", second.pid, 0.5, "H200") == [0]
         pids = {"process-1": first.pid, "process-2": second.pid}
-        usage = NvmlUsage(RecordedNvml("nvml_h200_two_runs.json", pids=pids), allocator.holdings)
+        nvml = RecordedNvml("nvml_h200_two_runs.json", pids=pids)
+        usage = NvmlUsage(nvml, allocator.holdings, vouch=hub_started(os.getpid()))
         rounds = [usage.utilisation([ALICE, bob]) for _ in range(5)]
     finally:
-        for process in (first, second):
-            process.kill()
-            process.wait()
+        ended(first, second)
     # each notebook is read from its own process's samples, never the GPU's whole 100%
     assert rounds[:4] == [
         {ALICE: 2.0, bob: 92.0},

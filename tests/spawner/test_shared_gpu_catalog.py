@@ -55,6 +55,32 @@ def test_a_notebook_of_a_mig_type_asks_for_the_profile_and_tells_its_runs_the_ca
     assert json.loads(settings.env["KUBELAB_GPU_TYPES"])[2]["sharing"] == "time-slicing"
 
 
+def test_a_notebook_asks_for_a_share_of_a_time_sliced_type_only() -> None:
+    """`gpus: 0.5` in the form: one replica of the time-sliced type (the asked one, else the
+    catalog's first), told its share as a run is; a type that is not shared is refused by name."""
+    for raw in ({"gpus": "0.5"}, {"gpus": "0.25(A100-shared)"}):
+        options = validate_options(raw, CATALOG)
+        assert options.gpu_type == "A100-shared" and options.units == 1
+        settings = pod_settings("ann", "ann", "ns", options, ProjectGroup("public"), CATALOG, Storage(), "nb")
+        assert settings.gpu_limits == {"nvidia.com/gpu": 1}
+        assert settings.node_selector["gpu-type"] == "A100-SHARED"
+        assert settings.env["KUBELAB_GPU_FRACTION"] == str(options.gpus)
+    whole = validate_options({"gpus": 1, "gpu_type": "A100"}, CATALOG)
+    settings = pod_settings("ann", "ann", "ns", whole, ProjectGroup("public"), CATALOG, Storage(), "nb")
+    assert "KUBELAB_GPU_FRACTION" not in settings.env
+    for raw, reason in (
+        ({"gpus": "0.5(A100)"}, "gpus: a share of a GPU (0.5) needs a time-sliced GPU type, and A100 is not"),
+        ({"gpus": "0.5(A100-1g.10gb)"}, "A100-1g.10gb is not (sharing: mig)"),
+        ({"gpus": "0.3(A100-shared)"}, "gpus: must be a whole number of GPUs, or 1/n of one GPU"),
+    ):
+        with pytest.raises(ValidationError) as refused:
+            validate_options(raw, CATALOG)
+        assert [f.path for f in refused.value.fields] == ["gpus"]
+        assert reason in str(refused.value.fields[0])
+    with pytest.raises(ValidationError, match="needs a time-sliced GPU type, and this hub has none"):
+        validate_options({"gpus": "0.5"}, Catalog.parse({"gpu_types": [{"name": "T4"}]}))
+
+
 def node(name: str, label: str | None, allocatable: dict[str, str]) -> dict[str, Any]:
     return {
         "metadata": {"name": name, "labels": {"gpu-type": label} if label else {}},

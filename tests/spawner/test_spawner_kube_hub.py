@@ -262,7 +262,8 @@ def test_rest_api_spawn_without_gpus(hub: Hub, kube: ControlPlane) -> None:
     ("form", "sentence"),
     [
         ({"gpus": "-1"}, "gpus: must not be negative, not -1"),
-        ({"gpus": "0.5"}, "gpus: must be a whole number of GPUs, not 0.5"),
+        ({"gpus": "0.5"}, "gpus: a share of a GPU (0.5) needs a time-sliced GPU type, and this hub has none"),
+        ({"gpus": "0.3(T4)"}, "gpus: must be a whole number of GPUs, or 1/n of one GPU to share it"),
         ({"gpus": "1", "gpu_type": "P100"}, "gpu_type: unknown GPU type &#39;P100&#39;"),
         ({"image": "docker.io/evil:latest"}, "image: unknown image &#39;docker.io/evil:latest&#39;"),
         ({"profile": "huge"}, "profile: unknown profile &#39;huge&#39;"),

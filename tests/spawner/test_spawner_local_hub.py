@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import requests
-from hub_process import Hub
+from hub_process import Hub, hub_samples
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,7 @@ def hub(machine: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub
     }
     with Hub(directory, overrides, env) as running:
         yield running
-        for user in ("alice", "bob"):  # stop servers before the hub goes
+        for user in ("alice", "bob", "dave", "erin"):  # stop servers before the hub goes
             running.api("DELETE", f"users/{user}/server")
 
 
@@ -106,10 +106,6 @@ def test_local_form_offers_no_images_and_refuses_one(hub: Hub) -> None:
 def test_the_local_hub_exports_gpu_hours_per_user_and_group(hub: Hub) -> None:
     """/hub/metrics counts the ledger's GPUs held by each running server, against the user and
     group the hub started it for (bob's server from the test above holds a T4)."""
-    import time
-
-    from prometheus_client.parser import text_string_to_metric_families
-
     if hub.api("GET", "users/bob").json().get("server") is None:
         assert hub.api("POST", "users/bob/server", {"gpus": 1}).status_code in (201, 202)
         hub.wait_server("bob", timeout=90)
@@ -117,16 +113,44 @@ def test_the_local_hub_exports_gpu_hours_per_user_and_group(hub: Hub) -> None:
         "jupyterhub_kubelab_gpu_hours_total",
         (("gpu_type", "Tesla T4"), ("group", "public"), ("user", "bob")),
     )
-    deadline = time.monotonic() + 60
-    samples: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
-    while samples.get(hours, 0) <= 0 and time.monotonic() < deadline:
-        text = requests.get(f"{hub.url}/hub/metrics", timeout=30).text
-        samples = {
-            (s.name, tuple(sorted(s.labels.items()))): s.value
-            for f in text_string_to_metric_families(text)
-            for s in f.samples
-            if s.name.startswith("jupyterhub_kubelab_")
-        }
-        time.sleep(0.5)
+    samples = hub_samples(hub, lambda samples: samples.get(hours, 0) > 0)
     assert 0 < samples.get(hours, 0) < 1, samples  # one T4 for well under an hour
     assert all(dict(labels).get("user") != "alice" for _, labels in samples), samples  # hers stopped
+
+
+def server_env(pid: int) -> dict[str, str]:
+    """A running server's environment, as its process was given it."""
+    raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(item.decode().split("=", 1) for item in raw if b"=" in item)
+
+
+def test_notebooks_asking_half_a_gpu_in_the_form_share_one(hub: Hub, machine: Path) -> None:
+    """`0.5` in the form: a share of one T4 in the machine ledger, told as a run's share is
+    (KUBELAB_GPU_FRACTION, the same CUDA_VISIBLE_DEVICES); a third half finds no room, and a
+    fraction that is not 1/n is refused naming the field."""
+    if hub.api("GET", "users/bob").json().get("server") is None:  # bob holds one T4 whole
+        assert hub.api("POST", "users/bob/server", {"gpus": 1}).status_code in (201, 202)
+        hub.wait_server("bob", timeout=90)
+    page = hub.login("dave").get(f"{hub.url}/hub/spawn/dave", timeout=30).text
+    assert "0.5 or 0.25 to share one" in page
+    for user in ("dave", "erin"):
+        reply = hub.post_form(hub.login(user), user, {"gpus": "0.5", "gpu_type": "T4"})
+        assert reply.status_code == 302, reply.text[-2000:]
+        hub.wait_server(user, timeout=90)
+    ledger = json.loads((machine / "gpus.json").read_text())
+    [(gpu, sharing)] = ledger["shares"].items()
+    assert sorted((h["run"], h["share"]) for h in sharing) == [
+        ("notebook/dave/public/default", 0.5),
+        ("notebook/erin/public/default", 0.5),
+    ]
+    for holder in sharing:
+        env = server_env(holder["pid"])
+        assert (env["KUBELAB_GPU_FRACTION"], env["CUDA_VISIBLE_DEVICES"]) == ("0.5", gpu)
+
+    session = hub.login("frank")
+    reply = hub.post_form(session, "frank", {"gpus": "0.5(T4)"})
+    assert reply.status_code == 400
+    assert "you asked for 0.5 T4 GPU(s) but only 0 of 2 are free now" in reply.text
+    reply = hub.post_form(session, "frank", {"gpus": "0.3"})
+    assert reply.status_code == 400
+    assert "gpus: must be a whole number of GPUs, or 1/n of one GPU to share it" in reply.text

@@ -19,7 +19,7 @@ from kubelab.spawner.availability import (
     cluster_availability,
     local_availability,
 )
-from kubelab.spawner.groups import choose_group, parse_group, user_groups
+from kubelab.spawner.groups import ProjectGroup, choose_group, parse_group, user_groups
 from kubelab.spawner.profiles import Catalog, parse_resource_gpu, validate_options
 from kubelab.spawner.volumes import VolumeMount, kubernetes_volumes, parse_volume_mount, volume_name
 
@@ -118,6 +118,9 @@ def test_a_volume_mount_must_be_text() -> None:
         ("2（nvidia，T4）", (2, "nvidia", "T4")),
         (" 0 ", (0, None, None)),
         (3.0, (3, None, None)),
+        ("0.5", (0.5, None, None)),  # a share: 1/n, as a run's resources.gpus
+        ("0.25(T4)", (0.25, None, "T4")),
+        (0.5, (0.5, None, None)),
     ],
 )
 def test_resource_gpu_strings(value: object, parsed: tuple[Any, ...]) -> None:
@@ -129,8 +132,12 @@ def test_resource_gpu_strings(value: object, parsed: tuple[Any, ...]) -> None:
     [
         ("-1", "gpus: must not be negative, not -1"),
         (-2, "gpus: must not be negative, not -2"),
-        ("0.5", "gpus: must be a whole number of GPUs, not 0.5"),
-        (1.5, "must be a whole number of GPUs"),
+        (
+            "0.3",
+            "gpus: must be a whole number of GPUs, or 1/n of one GPU to share it (0.5, 0.25, ...), not 0.3",
+        ),
+        (1.5, "must be a whole number of GPUs, or 1/n of one GPU"),
+        ("-0.5", "gpus: must not be negative, not -0.5"),
         ("one", "is not a number"),
         ("1(a,b,c)", "inside the brackets write TYPE or VENDOR,TYPE"),
         (True, "not True"),
@@ -368,6 +375,27 @@ def test_local_availability_from_the_machine_ledger(tmp_path: Path) -> None:
     assert result.user("ann").gpus == 1 and result.group("vision").gpus == 1
     uncatalogued = local_availability(allocator.snapshot(), Catalog.parse({}))
     assert set(uncatalogued.types) == {"Tesla T4", "Tesla V100-SXM2"}
+
+
+def test_a_share_on_this_machine_fits_beside_another_share(tmp_path: Path) -> None:
+    """The local hub's ledger shares any GPU: a share takes room on a shared GPU, and a GPU
+    partly shared is no longer free for a whole request."""
+    import os
+
+    allocator = GpuAllocator([Gpu(0, "Tesla T4")], tmp_path)
+    assert allocator.try_acquire("notebook/ann/vision/default", os.getpid(), 0.5, "T4") == [0]
+    now = local_availability(allocator.snapshot(), CATALOG)
+    assert now.types["T4"] == TypeCount(1, 0) and now.room("T4") == 0.5
+    half = validate_options({"gpus": "0.5(T4)"}, CATALOG, local=True)
+    admit(half, ProjectGroup("public"), "bo", now)  # room for it beside ann's half
+    with pytest.raises(ValidationError) as exc:
+        admit(validate_options({"gpus": "1(T4)"}, CATALOG, local=True), ProjectGroup("public"), "bo", now)
+    assert reasons(exc) == [
+        "gpus: you asked for 1 T4 GPU(s) but only 0 of 1 are free now; free by type: T4 0/1, V100 0/0"
+    ]
+    assert allocator.try_acquire("notebook/bo/public/default", os.getpid(), 0.5, "T4") == [0]
+    with pytest.raises(ValidationError, match="you asked for 0.5 T4 GPU"):  # both halves taken
+        admit(half, ProjectGroup("public"), "cy", local_availability(allocator.snapshot(), CATALOG))
 
 
 def test_admission_says_why_and_what_is_free() -> None:

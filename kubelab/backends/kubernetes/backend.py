@@ -8,6 +8,7 @@ way `states.observe` turns the same objects into the same state and reason.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -20,12 +21,11 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from kubelab.backends.base import Backend, ClusterAccess
-from kubelab.backends.kubernetes import builders, dcgm, dra, names, states
+from kubelab.backends.kubernetes import builders, dcgm, dra, elastic_resizer, names, pod_metrics, states
 from kubelab.backends.kubernetes import events as kube_events
 from kubelab.backends.kubernetes.api import KubeApi
 from kubelab.backends.kubernetes.chores import Chores
 from kubelab.backends.kubernetes.connection import in_cluster_client, kubeconfig_client
-from kubelab.backends.kubernetes.elastic_resizer import ElasticResizer
 from kubelab.backends.kubernetes.errors import DEFAULT_RETRY, RetryPolicy, translate
 from kubelab.backends.kubernetes.image_build import BuildSettings
 from kubelab.backends.kubernetes.image_stage import ImageStage
@@ -67,9 +67,9 @@ class KubernetesBackend(Backend):
         self._lock = threading.RLock()
         self._served: dict[str, bool] = {}
         self.watcher: Watcher | None = None
-        self.elastic = ElasticResizer(lambda: self.api, nb, lambda: self.watcher)  # elastic Jobs' sizes
+        self.elastic = elastic_resizer.ElasticResizer(lambda: self.api, nb, lambda: self.watcher)  # resizes
         self._chores = Chores(self._finish)
-        self._live = dcgm.LiveSamples()  # a running run's DCGM samples, asked for by its views
+        self._live = dcgm.LiveSamples()  # a running run's DCGM and metrics API samples, for its views
         self.images = ImageStage(api_client, BuildSettings.from_environ(), retry)
 
     # -- construction ------------------------------------------------------------------------
@@ -157,7 +157,7 @@ class KubernetesBackend(Backend):
         self._apply(run, states.Observation(BUILDING, f"building the image {spec.image}"))
 
     def _start(self, run: RunDirectory, spec: ExperimentSpec) -> None:
-        target = self.elastic.sized(self.target(run, spec, run.status()), spec)
+        target = self.elastic.sized(self.target(run, spec, run.status()), spec)  # an elastic Job's size
         objects = builders.build(spec, target, self.nb)
         created: list[Obj] = []
         for obj in objects:
@@ -301,11 +301,9 @@ class KubernetesBackend(Backend):
             return
         kinds = ["Job", "Pod", "Event"]
         for kind in KUBEFLOW.values():
-            try:
+            with contextlib.suppress(KubelabError):  # not served: not watched
                 self._require_kubeflow(kind)
                 kinds.append(kind)
-            except KubelabError:
-                continue
         self.watcher = Watcher(
             self.api,
             names.user_selector(self.nb.user),
@@ -443,7 +441,9 @@ class KubernetesBackend(Backend):
 
     def refresh_system(self, run: RunDirectory) -> None:
         if run.status().backend == self.name and self._client is not None:
-            self._live.poll(run, self.api.namespace, self.target(run, ExperimentSpec.parse(run.spec())).name)
+            job = self.target(run, ExperimentSpec.parse(run.spec())).name
+            selector = names.run_selector(self.nb.user, run.id)
+            self._live.poll(run, self.api.namespace, job, lambda: pod_metrics.read(self.api, selector))
 
     def resources(self) -> dict[str, Any]:
         """GPUs by the namespace's ResourceQuota (nodes are cluster-scoped, out of reach)."""

@@ -3,7 +3,8 @@ series (`DCGM_FI_DEV_GPU_UTIL`, `DCGM_FI_DEV_FB_USED`, `DCGM_FI_DEV_POWER_USAGE`
 pods, read through Prometheus's HTTP API and written as its `system.jsonl`, in the runner's
 format, so every reader (sums, views, PQL, `kubelab show`) treats them alike. While the run
 runs, a view's read appends what came since the last sample (`LiveSamples`, at most once an
-interval); when it ends, the file is written again whole from its start to its end.
+interval), with the CPU and memory the metrics API reports (pod_metrics.py); when it ends, the
+file is written again whole from its start to its end, keeping those (they have no history).
 
 Prometheus is configured by `KUBELAB_PROMETHEUS_URL`. Where none is, or it does not answer, or
 it has no series for the run's pods, the file says why once and holds no samples: never zeros.
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kubelab import system_digest, system_metrics
+from kubelab.backends.kubernetes import pod_metrics
 from kubelab.records import RunDirectory, parse_iso
 
 log = logging.getLogger(__name__)
@@ -37,7 +39,7 @@ SERIES = {
 }
 """Sample field -> the exporter's series (percent, MiB, W: the sample's own units)."""
 MAX_POINTS = 10_000  # Prometheus refuses a range query of more than 11,000 points a series
-NO_PROCESS = "CPU and memory are not read on Kubernetes"
+NO_PROCESS = "no CPU or memory samples: the metrics API is read only while a view follows the running run"
 
 
 class RangeQuery(Protocol):
@@ -126,27 +128,57 @@ def ask(
     return lines, None if lines else f"Prometheus at {source.where} has no DCGM series for this run's pods"
 
 
-def write(path: Path, lines: list[dict[str, Any]], why: str | None) -> None:
-    """The run's `system.jsonl` written whole: its sources line (why there are no GPU samples,
-    where none), then the samples; readers that kept the file before forget it."""
-    missing = {"process": NO_PROCESS}
-    if why:
-        missing["gpu"] = why
+def header(gpu: bool, why: str | None, process: bool, process_why: str | None) -> dict[str, Any]:
+    """The sources line: DCGM for the GPUs and the metrics API for CPU and memory where each gave
+    samples, and why not where one did not."""
+    sources = {"gpu": "dcgm"} if gpu else {}
+    missing = {} if gpu or not why else {"gpu": why}
+    if process:
+        sources["process"] = pod_metrics.SOURCE
+    else:
+        missing["process"] = process_why or NO_PROCESS
+    return system_metrics.sources_line(sources, missing)
+
+
+def write(
+    path: Path,
+    lines: list[dict[str, Any]],
+    why: str | None,
+    process: list[dict[str, Any]] = [],  # noqa: B006 (read only)
+    process_why: str | None = None,
+) -> None:
+    """The run's `system.jsonl` written whole: its sources line (why there are no GPU or no CPU
+    and memory samples, where none), then the GPU and the process samples in time order; readers
+    that kept the file before forget it."""
     partial = path.with_name(path.name + ".partial")
     partial.unlink(missing_ok=True)
-    sources = {"gpu": "dcgm"} if lines else {}
-    system_metrics.append(partial, system_metrics.sources_line(sources, missing))
+    system_metrics.append(partial, header(bool(lines), why, bool(process), process_why))
+    merged = sorted([*lines, *process], key=_time)
     with open(partial, "a") as handle:
-        handle.writelines(json.dumps(line, separators=(",", ":")) + "\n" for line in lines)
+        handle.writelines(json.dumps(line, separators=(",", ":")) + "\n" for line in merged)
     system_digest.forget(path)
     partial.replace(path)  # whole, for readers that fold the file as it grows
+
+
+def _time(line: dict[str, Any]) -> float:
+    return float(line["time"])
+
+
+def kept_process(path: Path) -> tuple[list[dict[str, Any]], str | None]:
+    """The CPU and memory samples the file holds (lines without GPUs: the metrics API has no
+    history, so a rewrite from Prometheus keeps them) and why there are none, where it says."""
+    lines = system_metrics.read_lines(path) if path.exists() else []
+    samples = [line for line in lines if "time" in line and "gpus" not in line]
+    missing: dict[str, str] = next((ln["missing"] for ln in lines if isinstance(ln.get("missing"), dict)), {})
+    return samples, None if samples else missing.get("process")
 
 
 def record(
     path: Path, source: RangeQuery | None, namespace: str, job: str, start: float, end: float, every: float
 ) -> None:
-    """Write the run's `system.jsonl` from the exporter's series between `start` and `end`."""
-    write(path, *ask(source, namespace, job, start, end, every))
+    """Write the run's `system.jsonl` from the exporter's series between `start` and `end`, with
+    the CPU and memory samples it held."""
+    write(path, *ask(source, namespace, job, start, end, every), *kept_process(path))
 
 
 def from_environ() -> RangeQuery | None:
@@ -171,14 +203,22 @@ class _Followed:
         self.polled: float | None = None  # monotonic
         self.last: float | None = None  # the newest sample's time, once some were written
         self.order: dict[tuple[str, str], int] = {}
+        self.process_last: float | None = None  # the newest CPU and memory sample's time
+        self.header: dict[str, Any] | None = None  # the sources line written, once the file is
+
+
+Usage = Callable[[], tuple[dict[str, Any] | None, str | None]]
+"""The run's CPU and memory now, or none and why (`pod_metrics.read`)."""
 
 
 class LiveSamples:
     """A running run's samples while it runs. A view's read asks Prometheus, at most once an
-    interval, for what came since the newest sample (from the run's start at first) and appends
-    the newer samples; until the first arrive, the file is written whole each time, saying why
-    there are none. A server that restarts writes the file again from the start. One lock per
-    run: a Prometheus slow to answer for one run holds up no other run's view."""
+    interval, for what came since the newest sample (from the run's start at first), and the
+    metrics API for the CPU and memory the run's pods use now, and appends the newer samples;
+    while the sources line changes (until the first samples of each arrive, it says why there
+    are none), the file is written whole. A server that restarts writes the GPU samples again
+    from the start and keeps the CPU and memory ones (the metrics API has no history). One lock
+    per run: a Prometheus slow to answer for one run holds up no other run's view."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
@@ -190,7 +230,7 @@ class LiveSamples:
         with self.lock:
             return self.locks.setdefault(run.path, threading.Lock())
 
-    def poll(self, run: RunDirectory, namespace: str, job: str) -> None:
+    def poll(self, run: RunDirectory, namespace: str, job: str, usage: Usage | None = None) -> None:
         every = system_metrics.interval_from_env()
         with self._lock(run):  # the run's end (`finish`) writes the file under the same lock
             status = run.status()
@@ -205,16 +245,51 @@ class LiveSamples:
             followed.polled = now
             start = max(parse_iso(status.started_at), followed.last or 0.0)
             lines, why = ask(from_environ(), namespace, job, start, time.time(), every, followed.order)
-            if followed.last is None:
-                write(run.system_file, lines, why)
-            elif why is None:
-                newer = [line for line in lines if line["time"] > (followed.last or 0.0)]
-                with open(run.system_file, "a") as handle:
-                    handle.writelines(json.dumps(line, separators=(",", ":")) + "\n" for line in newer)
-            else:
-                log.info("no new DCGM samples for %s: %s", run.id, why)
-            if lines:
-                followed.last = max(followed.last or lines[-1]["time"], lines[-1]["time"])
+            sample, process_why = usage() if usage else (None, None)
+            self._written(run, followed, lines, why, sample, process_why)
+
+    def _written(
+        self,
+        run: RunDirectory,
+        followed: _Followed,
+        lines: list[dict[str, Any]],
+        why: str | None,
+        sample: dict[str, Any] | None,
+        process_why: str | None,
+    ) -> None:
+        """Append what is newer than the file's samples, or write the file whole where its sources
+        line changes (on a server's first poll of the run, always)."""
+        path = run.system_file
+        if followed.header is None:  # the CPU and memory samples an earlier server wrote stay
+            kept = kept_process(path)[0]
+            followed.process_last = max((_time(line) for line in kept), default=None)
+        newer = [line for line in lines if followed.last is None or _time(line) > followed.last]
+        if sample is not None and (followed.process_last is None or _time(sample) > followed.process_last):
+            fresh = [sample]
+        else:
+            fresh = []
+        if why is not None and followed.last is not None:
+            log.info("no new DCGM samples for %s: %s", run.id, why)
+        head = header(
+            followed.last is not None or bool(newer),
+            why,
+            followed.process_last is not None or bool(fresh),
+            process_why,
+        )
+        if head != followed.header:
+            old = system_metrics.read_lines(path) if path.exists() else []
+            gpus = [line for line in old if "gpus" in line] if followed.header is not None else []
+            process = [line for line in old if "time" in line and "gpus" not in line]
+            write(path, gpus + newer, why, process + fresh, process_why)
+            followed.header = head
+        elif newer or fresh:
+            appended = sorted(newer + fresh, key=_time)
+            with open(path, "a") as handle:
+                handle.writelines(json.dumps(line, separators=(",", ":")) + "\n" for line in appended)
+        if newer:
+            followed.last = max(followed.last or _time(newer[-1]), _time(newer[-1]))
+        if fresh:
+            followed.process_last = _time(fresh[0])
 
     def finish(self, run: RunDirectory, namespace: str, job: str) -> None:
         """The run ended: its file written whole from its start to its end (`record_run`)."""

@@ -19,7 +19,7 @@ from typing import Any
 
 from kubelab.backends.kubernetes.distributed_env import ports_for
 from kubelab.backends.kubernetes.names import INDEX_ANNOTATION
-from kubelab.elastic import Elastic
+from kubelab.elastic import SHRINKS_PER_START, Elastic
 from kubelab.errors import FieldError
 from kubelab.spec import ExperimentSpec
 
@@ -52,7 +52,7 @@ def elastic_env(
         "PET_RDZV_BACKEND": RDZV_BACKEND,
         "PET_RDZV_ENDPOINT": f"{job}-0.{service}:{ports_for(framework)}",
         "PET_RDZV_ID": run_id,
-        "PET_MAX_RESTARTS": str(elastic.max_restarts),
+        "PET_MAX_RESTARTS": str(elastic.max_restarts + SHRINKS_PER_START),  # kubelab's shrinks
         # as on this machine (kubelab/backends/local/elastic.py): with the shared bootstrap
         # store, a newcomer waits for an address the old rank 0 does not publish again
         "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",

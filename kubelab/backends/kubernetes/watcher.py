@@ -185,7 +185,7 @@ class Watcher:
                 for event in self.cache.adopt(obj["metadata"]["name"]):
                     self._event(event)
             for run in runs:
-                self.on_change(run, kind)
+                self._changed(run, kind)
         self.relists += 1
         self.synced[kind].set()
         version: str = listed["metadata"]["resourceVersion"]
@@ -234,10 +234,22 @@ class Watcher:
             for event in self.cache.adopt(obj["metadata"]["name"]):
                 self._event(event)
         if run:
-            self.on_change(run, kind if change != "DELETED" else f"{kind}/deleted")
+            self._changed(run, kind if change != "DELETED" else f"{kind}/deleted")
 
     def _event(self, event: Obj) -> None:
         run = self.cache.add_event(event)
         if run:
-            self.on_event(run, event)
-            self.on_change(run, "Event")
+            try:
+                self.on_event(run, event)
+            except Exception as exc:
+                log.warning("cannot record an event of %s: %s", run, exc)
+            self._changed(run, "Event")
+
+    def _changed(self, run: str, kind: str) -> None:
+        """`on_change`, whose failure is the run's, never the watch's: a run that cannot be
+        updated now (its reader met a 503 while another kind is still listing) is updated at its
+        next change, or when that list comes; a watch that gave up on it would never sync."""
+        try:
+            self.on_change(run, kind)
+        except Exception as exc:
+            log.warning("cannot update %s after a %s change: %s", run, kind, exc)

@@ -21,6 +21,7 @@ from kubelab.errors import FieldError, ValidationError
 from kubelab.log_times import Times, stamped
 from kubelab.logfiles import byte_range, decoder, read_bytes
 from kubelab.pids import pid_alive, process_start_time
+from kubelab.priorities import priority_name
 from kubelab.records import FAILED, RunDirectory, Status, parse_iso
 from kubelab.spec import ExperimentSpec
 from kubelab.warm import WarmPool, pool_size
@@ -180,6 +181,22 @@ class LocalBackend(Backend):
     def resources(self) -> dict[str, Any]:
         snapshot = self.allocator.snapshot()
         return {"backend": self.name, "gpus": snapshot}
+
+    def preview(self, spec: ExperimentSpec) -> dict[str, Any]:
+        """The ledger's answer for a run of `spec` (kubelab/backends/local/placement.py), each
+        run it would preempt or shrink named by id and name."""
+        from kubelab.backends.local.placement import request
+        from kubelab.backends.local.resume import run_name
+
+        counts = request(spec)
+        try:
+            found = self.allocator.preview(counts[0], spec.priority, spec.resources.gpu_type, counts[1:])
+        except ValueError as exc:  # more than this machine has
+            raise ValidationError("cannot be scheduled", [FieldError("gpus", str(exc))]) from None
+        for change in found["changes"]:
+            key = Path(change.pop("run"))
+            change.update(id=key.name, name=run_name(key), priority=priority_name(change["priority"]))
+        return {"backend": self.name, **found}
 
     def render(self, spec: ExperimentSpec, run_id: str) -> list[dict[str, Any]]:
         """The processes the runner would start, one entry per replica."""

@@ -16,7 +16,7 @@ import subprocess
 from dataclasses import dataclass
 
 from kubelab.backends.distributed import free_ports
-from kubelab.elastic import Elastic
+from kubelab.elastic import SHRINKS_PER_START, Elastic
 from kubelab.spec import ExperimentSpec
 
 LAST_CALL = 2  # seconds a rendezvous waits for more agents once `min` have joined (torchrun: 30)
@@ -55,7 +55,7 @@ class ElasticLaunch:
             f"--rdzv-endpoint=127.0.0.1:{self.port}",
             f"--rdzv-id={self.run_id}",
             f"--rdzv-conf=is_host=false,last_call_timeout={LAST_CALL}",
-            f"--max-restarts={elastic.max_restarts}",
+            f"--max-restarts={elastic.max_restarts + SHRINKS_PER_START}",
             "--no-python",
             *argv,
         ]

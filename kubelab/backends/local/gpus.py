@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from kubelab.backends.local import preemption
+from kubelab.backends.local import placement, preemption
 from kubelab.errors import KubelabError
 from kubelab.gpu_share import is_fraction
 from kubelab.pids import pid_alive
@@ -286,11 +286,10 @@ class GpuAllocator:
                 )
             if state["queue"][0]["run"] != run:
                 return None
-            chosen = next(filter(None, (self._fit(state, n, gpu_type) for n in (count, *fewer))), [])
+            placed = placement.place(state, self.gpus, (count, *fewer), gpu_type, priority, run)
+            chosen = placed.chosen
             if not chosen:
-                candidates = [g.index for g in self.gpus if g.matches(gpu_type)]
-                victims = preemption.plan(state, candidates, least, priority, run)
-                preemption.mark(state, victims, run, priority, time.time())
+                preemption.mark(state, placed.takes, run, priority, time.time())
                 return None
             holder = {
                 "run": run,
@@ -330,7 +329,7 @@ class GpuAllocator:
                 return {}
             grown: dict[int, list[int]] = {}
             for replica in replicas:
-                chosen = self._fit(state, per, gpu_type)
+                chosen = placement.fit(state, self.gpus, per, gpu_type)
                 if not chosen:
                     break
                 for index in chosen:
@@ -338,18 +337,15 @@ class GpuAllocator:
                 grown[replica] = chosen
             return grown
 
-    def _fit(self, state: dict[str, Any], count: float, gpu_type: str | None) -> list[int]:
-        """Free GPUs for `count`; a share goes to the fullest GPU with room, so shares pack
-        together and whole GPUs stay free for whole requests."""
-        used = {gpu: sum(h["share"] for h in holders) for gpu, holders in _shares(state).items()}
-        fitting = [
-            g.index for g in self.gpus if g.matches(gpu_type) and str(g.index) not in state["allocations"]
-        ]
-        if is_fraction(count):
-            room = [index for index in fitting if used.get(str(index), 0.0) + count <= 1 + 1e-9]
-            return [max(room, key=lambda index: (used.get(str(index), 0.0), -index))] if room else []
-        free = [index for index in fitting if str(index) not in used]
-        return free[: int(count)] if len(free) >= count else []
+    def preview(
+        self, count: float, priority: int, gpu_type: str | None = None, fewer: tuple[float, ...] = ()
+    ) -> dict[str, Any]:
+        """What a new run would get or take now: `placement.preview` on the ledger's state."""
+        least = min((count, *fewer))
+        if least > len([g for g in self.gpus if g.matches(gpu_type)]):
+            raise ValueError(self.impossible(least, gpu_type))
+        with self._locked() as state:
+            return placement.preview(state, self.gpus, (count, *fewer), gpu_type, priority)
 
     def preemption(self, run: str) -> dict[str, Any] | None:
         """The mark asking `run` to give its GPUs up (who for, at what priority), or None."""

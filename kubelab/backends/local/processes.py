@@ -13,7 +13,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,6 +106,29 @@ def end_descendants(signum: int, keep: Collection[int] = frozenset(), rounds: in
         for pid in pids:  # orphans adopted by this subreaper are its children to reap
             with contextlib.suppress(ChildProcessError, OSError):
                 os.waitpid(pid, os.WNOHANG)
+
+
+def stop_replicas(
+    replicas: list[Replica], grace: float, beside: Callable[[int], None] = lambda _signum: None
+) -> list[Replica]:
+    """SIGTERM each running replica's process group, SIGKILL what is left of them after `grace`
+    seconds, and wait for them; `beside(signum)` signals, each time, what lives outside those
+    groups (descendants that left them, an elastic run's workers). The replicas still running
+    when the grace ended: they ignored SIGTERM, and the run's reason says so."""
+    for replica in replicas:
+        if replica.process.poll() is None:
+            signal_group(replica.process.pid, signal.SIGTERM)
+    beside(signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(r.process.poll() is None for r in replicas):
+        time.sleep(REAP_POLL)
+    stubborn = [replica for replica in replicas if replica.process.poll() is None]
+    for replica in replicas:
+        signal_group(replica.process.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            replica.process.wait(timeout=5)
+    beside(signal.SIGKILL)
+    return stubborn
 
 
 def signal_group(pgid: int, signum: int) -> None:

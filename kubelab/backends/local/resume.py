@@ -29,13 +29,19 @@ def resume_point(run: RunDirectory, restart: int) -> int:
     return step
 
 
-def describe_run(key: str) -> str:
-    """`name (id)` of the run a ledger key names, or its id when its folder is not ours to read."""
-    path = Path(key)
+def run_name(path: Path) -> str | None:
+    """The name of the run a ledger key names; None when its folder is not ours to read."""
     try:
         name = RunDirectory(path).spec().get("name")
     except (OSError, ValueError):
-        name = None
+        return None
+    return name if isinstance(name, str) else None
+
+
+def describe_run(key: str) -> str:
+    """`name (id)` of the run a ledger key names, or its id when its folder is not ours to read."""
+    path = Path(key)
+    name = run_name(path)
     return f"{name} ({path.name})" if name and name != path.name else path.name
 
 

@@ -13,7 +13,6 @@ before the run's GPUs go back to the ledger.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import select
 import signal
@@ -34,8 +33,8 @@ from kubelab.backends.local.processes import (
     become_subreaper,
     end_descendants,
     open_pidfd,
-    signal_group,
     stop_grace,
+    stop_replicas,
 )
 from kubelab.backends.local.resizing import Resizer
 from kubelab.backends.local.resume import describe_run, resume_point
@@ -380,19 +379,11 @@ class Runner:
         return True
 
     def terminate(self, replicas: list[Replica], grace: float | None = None) -> None:
-        """SIGTERM every replica's process group, SIGKILL what is left after the grace period."""
-        for replica in replicas:
-            if replica.process.poll() is None:
-                signal_group(replica.process.pid, signal.SIGTERM)
-        end_descendants(signal.SIGTERM, keep={r.process.pid for r in replicas})
-        deadline = time.monotonic() + (stop_grace() if grace is None else grace)
-        while time.monotonic() < deadline and any(r.process.poll() is None for r in replicas):
-            time.sleep(POLL)
-        for replica in replicas:
-            signal_group(replica.process.pid, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                replica.process.wait(timeout=5)
-        end_descendants(signal.SIGKILL, keep={r.process.pid for r in replicas})
+        """SIGTERM every replica's process group and the run's other descendants, SIGKILL what
+        is left after the grace period."""
+        keep = {r.process.pid for r in replicas}
+        grace = stop_grace() if grace is None else grace
+        stop_replicas(replicas, grace, lambda signum: end_descendants(signum, keep=keep))
         for replica, record in zip(replicas, self.status.replicas, strict=True):
             if record["exit_code"] is None:
                 code = replica.process.returncode

@@ -8,7 +8,9 @@ also works in images without kubelab).
 
 - `get_next_parameter()`: the trial's parameters, NNI-shaped (`KUBELAB_NNI_PARAMS`, set
   by the sweep driver; a plain run's `KUBELAB_PARAMS`); `{}` outside kubelab, as NNI's
-  standalone mode gives. Under NNI's Hyperband or BOHB they hold `TRIAL_BUDGET` too.
+  standalone mode gives. Under NNI's Hyperband or BOHB they hold `TRIAL_BUDGET` too; under
+  its PBTTuner `load_checkpoint_dir` (the checkpoint copied from the member's parent: the
+  run's `step-<KUBELAB_START_STEP>`) and `save_checkpoint_dir` (this generation's, made).
 - `report_intermediate_result(x)` → a metrics line `{"step": n, "metrics": {"default": x}}`.
 - `report_final_result(x)` → `{"final": true, "metrics": {"default": x}}`; a dict's
   `default` key is the objective and its other numbers are kept as metrics too.
@@ -49,11 +51,24 @@ def get_next_parameter() -> dict[str, Any]:
     if budget and isinstance(params, dict):
         # NNI's Hyperband and BOHB add the trial's budget (epochs, steps...) to its parameters.
         params["TRIAL_BUDGET"] = float(budget) if "." in budget else int(budget)
+    if os.environ.get("KUBELAB_PBT_GENERATION") and isinstance(params, dict):
+        params.update(_pbt_folders())
     if not raw:
         _note("not inside a kubelab trial; get_next_parameter() returns {}")
     _state["params"] = params
     fresh: dict[str, Any] = json.loads(json.dumps(params))
     return fresh
+
+
+def _pbt_folders() -> dict[str, str]:
+    """NNI's PBT folders as kubelab checkpoints: `step-N` folders of the run's checkpoint folder,
+    N the step this generation starts from and the one it ends at (the next generation's start)."""
+    folder = os.environ.get("KUBELAB_CHECKPOINT_DIR", "")
+    start = int(os.environ.get("KUBELAB_START_STEP") or 0)
+    stop = int(os.environ.get("KUBELAB_STOP_STEP") or start + 1)
+    save = os.path.join(folder, f"step-{stop:012d}")
+    os.makedirs(save, exist_ok=True)
+    return {"load_checkpoint_dir": os.path.join(folder, f"step-{start:012d}"), "save_checkpoint_dir": save}
 
 
 def get_current_parameter(tag: str | None = None) -> Any:

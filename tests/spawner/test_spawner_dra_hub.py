@@ -1,0 +1,138 @@
+"""A notebook server of a DRA GPU type, through a real JupyterHub on a real control plane.
+
+The test plays the cluster admin (a DeviceClass) and the DRA driver (a ResourceSlice of two
+devices for a KWOK node; tests/controlplane/dra.py). The hub runs with the shipped ClusterRole;
+the API server, its quota and admission, the resourceclaim controller, the garbage collector
+and the scheduler are the real ones: the spawner's pod claims from its ResourceClaimTemplate, the
+scheduler allocates it a device and binds it, the claim goes with the server, and a second
+server beyond the namespace's quota on the class's devices is refused in the quota's words.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from controlplane.cluster import ControlPlane, NodeSpec
+from controlplane.dra import device_class, publish_slice
+from controlplane.fixtures import RealCluster
+from hub_process import Hub
+from kubelab_testing import JsonStandIn
+from kubernetes import config
+from test_spawner_kube_hub import hub_token, listed
+
+GROUPS = {"public": {"users": [], "properties": {"quota": {"user": {"gpus": 1}}}}}
+NODE = "dra-node"
+
+
+@pytest.fixture(scope="module")
+def kube(
+    cluster: ControlPlane | RealCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ControlPlane]:
+    if not isinstance(cluster, ControlPlane):
+        pytest.skip("plays a DRA driver for a simulated node; KUBELAB_TEST_KUBECONFIG points at a real one")
+    with ControlPlane(tmp_path_factory.mktemp("dra-cluster"), nodes=(NodeSpec(NODE),)) as plane:
+        yield plane
+
+
+@pytest.fixture(scope="module")
+def driver(kube: ControlPlane) -> Iterator[str]:
+    """The DeviceClass, after its driver published two A100s on the node."""
+    with config.new_client_from_config(str(kube.kubeconfig)) as admin, device_class(admin) as name:
+        publish_slice(admin, name, NODE, ["A100", "A100"])
+        yield name
+
+
+@pytest.fixture(scope="module")
+def hub(
+    kube: ControlPlane, driver: str, pod_stand_in: JsonStandIn, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Hub]:
+    directory = tmp_path_factory.mktemp("drahub")
+    kubeconfig = kube.write_kubeconfig(directory / "kubeconfig", token=hub_token(kube))
+    catalog = {
+        "images": ["kubelab/notebook:0.1.0"],
+        "gpu_types": [
+            {
+                "name": "A100-dra",
+                "device_class": driver,
+                "selector": f'device.attributes["{driver}"].model == "A100"',
+            }
+        ],
+    }
+    overrides = (
+        f"c.KubeLabSpawner.port = {pod_stand_in.port}\n"
+        "c.KubeLabSpawner.start_timeout = 60\n"
+        "c.KubeLabSpawner.api_server_cidrs = ['127.0.0.1/32']\n"
+        f"c.KubeLabSpawner.api_server_ports = [{kube.port}]\n"
+        f"c.KubeLabSpawner.gpu_catalog = {catalog!r}\n"
+        f"c.JupyterHub.load_groups = {GROUPS!r}\n"
+    )
+    with Hub(
+        directory, overrides, {"KUBELAB_HUB_MODE": "kubernetes", "KUBECONFIG": str(kubeconfig)}
+    ) as running:
+        yield running
+
+
+def until(check: Callable[[], Any], what: str, timeout: float = 60) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (found := check()):
+        assert time.monotonic() < deadline, f"never: {what}"
+        time.sleep(0.1)
+    return found
+
+
+def choice(page: str) -> str:
+    options: dict[str, str] = dict(re.findall(r'<option value="([^"]*)"[^>]*>([^<]*)</option>', page))
+    return options["A100-dra"]
+
+
+def test_a_notebook_of_a_dra_type_claims_a_device_and_the_quota_bounds_a_second(
+    hub: Hub, kube: ControlPlane, driver: str
+) -> None:
+    session = hub.login("alice")
+    page = session.get(f"{hub.url}/hub/spawn/alice", timeout=30).text
+    assert choice(page) == f"A100-dra: DRA device ({driver}), 2 of 2 free"
+
+    reply = hub.post_form(session, "alice", {"gpus": "1(A100-dra)", "cpu": "1", "memory": "2Gi"})
+    assert reply.status_code == 302, reply.text[-2000:]
+    pods = "/api/v1/namespaces/user-alice/pods"
+    pod = until(
+        lambda: next((p for p in listed(kube, pods) if (p.get("spec") or {}).get("nodeName")), None),
+        "the notebook pod bound",
+    )
+    hub.wait_server("alice")
+    assert pod["spec"]["nodeName"] == NODE  # the node whose driver published the devices
+    [claimed] = pod["spec"]["resourceClaims"]
+    template = claimed["resourceClaimTemplateName"]
+    notebook = next(c for c in pod["spec"]["containers"] if c["name"] == "notebook")
+    assert notebook["resources"]["claims"] == [{"name": claimed["name"]}]
+    assert not any("gpu" in k for k in notebook["resources"].get("limits", {}))  # no extended resource
+    claim_name = pod["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+    claims = "/apis/resource.k8s.io/v1/namespaces/user-alice/resourceclaims"
+    claim = kube.request("GET", f"{claims}/{claim_name}")
+    assert [o["kind"] for o in claim["metadata"]["ownerReferences"]] == ["Pod"]  # goes with the server
+    [result] = claim["status"]["allocation"]["devices"]["results"]
+    assert (result["driver"], result["pool"]) == (driver, NODE)
+    templates = "/apis/resource.k8s.io/v1/namespaces/user-alice/resourceclaimtemplates"
+    assert template in [t["metadata"]["name"] for t in listed(kube, templates)]
+
+    page = until(  # the hub's watch saw the device allocated
+        lambda: (
+            (p := session.get(f"{hub.url}/hub/spawn/alice/second", timeout=30).text)
+            and "1 of 2 free" in choice(p)
+            and p
+        ),
+        "the form counting the allocated device",
+    )
+    reply = hub.post_form(session, "alice", {"gpus": "1(A100-dra)"}, server="second")
+    assert reply.status_code == 400, reply.text[-2000:]
+    assert "exceeded quota: kubelab-quota" in reply.text, reply.text[-3000:]
+    assert f"{driver}.deviceclass.resource.k8s.io/devices" in reply.text
+    assert [p["metadata"]["name"] for p in listed(kube, pods)] == [pod["metadata"]["name"]]
+
+    assert hub.api("DELETE", "users/alice/server").status_code in (202, 204)
+    hub.wait_server("alice", ready=False)
+    until(lambda: not listed(kube, claims), "the server's claim deleted with its pod")
