@@ -90,8 +90,10 @@ def adaptdl_trial(service: dict[str, Any], where: str, fail: Callable[[str, str]
             if value is True:
                 fail(
                     path,
-                    "kubelab resumes preempted trials from their checkpoints but does not "
-                    "resize them (elastic runs are not here yet): set adaptive: false",
+                    "AdaptDL resizes a trial through its own library (adaptdl.torch), which "
+                    "kubelab does not run; kubelab resumes preempted trials from their "
+                    "checkpoints, and resizes torchrun trials given replicas: {min, max} "
+                    "(docs/elastic.md): set adaptive: false",
                 )
             elif value is not False:
                 fail(path, f"must be true or false, not {value!r}")

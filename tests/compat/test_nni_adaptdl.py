@@ -46,7 +46,7 @@ def test_a_v2_adaptdl_service_is_read_the_same_way() -> None:
 @pytest.mark.parametrize(
     ("setting", "path", "reason"),
     [
-        ({"adaptive": True}, "trial.adaptive", "does not resize them"),
+        ({"adaptive": True}, "trial.adaptive", "which kubelab does not run"),
         ({"namespace": "default"}, "trial.namespace", "your own namespace"),
         ({"nfs": {"server": "10.0.0.2", "path": "/data"}}, "trial.nfs", "volume mounts"),
         ({"imagePullSecrets": [{"name": "regcred"}]}, "trial.imagePullSecrets", "your admin's"),
