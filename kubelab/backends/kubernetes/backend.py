@@ -336,15 +336,15 @@ class KubernetesBackend(Backend):
         if run is None or self.watcher is None:
             return
         try:
-            status = run.status()
-            if status.terminal or status.backend != self.name:
-                return
-            main, pods, events = self._run_objects(run)
-            if main is None:
-                if kind.endswith("/deleted") and self.watcher.is_synced:
+            with self._lock:  # read and write as one: a watch thread's older view must not land last
+                status = run.status()
+                if status.terminal or status.backend != self.name:
+                    return
+                main, pods, events = self._run_objects(run)
+                if main is None and kind.endswith("/deleted") and self.watcher.is_synced:
                     self._missing(run, status)
-                return
-            self._apply(run, states.observe(main, pods, events))
+                elif main is not None:
+                    self._apply(run, states.observe(main, pods, events))
         except (OSError, ValueError) as exc:
             log.warning("cannot update %s: %s", run_id, exc)
 
