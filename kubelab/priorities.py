@@ -14,6 +14,17 @@ from kubelab.errors import FieldError
 LOW_PRIORITY, NORMAL_PRIORITY, HIGH_PRIORITY = 100, 1000, 10000
 PRIORITY_NAMES = {"low": LOW_PRIORITY, "normal": NORMAL_PRIORITY, "high": HIGH_PRIORITY}
 MAX_PRIORITY = 1_000_000_000  # Kubernetes reserves larger values for system classes
+CAP_ENV = "KUBELAB_MAX_PRIORITY"  # the group's cap, set by the local hub for each server
+
+
+def over_cap(priority: int, cap: str | None) -> FieldError | None:
+    """The problem with `priority` above the group's cap (a priority name), or None."""
+    if not cap or cap.strip().lower() not in PRIORITY_NAMES:
+        return None
+    name = cap.strip().lower()
+    if priority <= PRIORITY_NAMES[name]:
+        return None
+    return FieldError("priority", f"your group allows at most {name}, not {priority_name(priority)}")
 
 
 def parse_priority(value: Any) -> tuple[int, str]:

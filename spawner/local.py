@@ -26,6 +26,7 @@ from traitlets import Bool, Dict, Unicode, default
 
 from kubelab.backends.local.gpus import Gpu, GpuAllocator, detect_gpus
 from kubelab.errors import KubelabError
+from kubelab.priorities import CAP_ENV
 
 from . import interfaces, local_usage_metrics
 from .accounts import hub_account
@@ -384,6 +385,8 @@ class LocalKubeLabSpawner(SpawnForm, SimpleLocalProcessSpawner):  # type: ignore
         )
         if group is not None:
             env["KUBELAB_PROJECT"] = group.name
+            if group.max_priority is not None:  # the backend refuses runs above it
+                env[CAP_ENV] = group.max_priority
         options = getattr(self, "_options", None)
         env.update(interfaces.vscode_env(options.interface if options else "lab", str(self.workspace)))
         code_server = shutil.which(self.code_server) or ""  # kubelab and code-server on terminals' PATH

@@ -7,6 +7,7 @@ machine-wide `GpuAllocator`, so the CLI, servers and users never hand one out tw
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from collections.abc import Iterator
@@ -21,7 +22,7 @@ from kubelab.errors import FieldError, ValidationError
 from kubelab.log_times import Times, stamped
 from kubelab.logfiles import byte_range, decoder, read_bytes
 from kubelab.pids import pid_alive, process_start_time
-from kubelab.priorities import priority_name
+from kubelab.priorities import CAP_ENV, over_cap, priority_name
 from kubelab.records import FAILED, RunDirectory, Status, parse_iso
 from kubelab.spec import ExperimentSpec
 from kubelab.warm import WarmPool, pool_size
@@ -54,6 +55,9 @@ class LocalBackend(Backend):
         No top-up after a hand-over: runners come back to the pool when their run ends, so
         a sweep keeps reusing the same few instead of starting new ones beside its trials.
         """
+        capped = over_cap(spec.priority, os.environ.get(CAP_ENV))  # the hub's group cap
+        if capped is not None:
+            raise ValidationError("priority is above your group's cap", [capped])
         indices = spec.resources.gpu_indices
         if indices is not None:
             have = [gpu.index for gpu in self.allocator.gpus]
