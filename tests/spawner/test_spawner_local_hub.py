@@ -36,7 +36,7 @@ def hub(machine: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub
     }
     with Hub(directory, overrides, env) as running:
         yield running
-        for user in ("alice", "bob", "dave", "erin"):  # stop servers before the hub goes
+        for user in ("alice", "bob", "dave", "erin", "carol"):  # stop servers before the hub goes
             running.api("DELETE", f"users/{user}/server")
 
 
@@ -154,3 +154,20 @@ def test_notebooks_asking_half_a_gpu_in_the_form_share_one(hub: Hub, machine: Pa
     reply = hub.post_form(session, "frank", {"gpus": "0.3"})
     assert reply.status_code == 400
     assert "gpus: must be a whole number of GPUs, or 1/n of one GPU to share it" in reply.text
+
+
+def test_a_groups_priority_cap_refuses_a_members_higher_run(hub: Hub) -> None:
+    """The group's `max_priority` reaches the member's server through the hub's environment;
+    its backend refuses a high run naming `priority` and the cap, and takes a normal one."""
+    assert hub.api("PUT", "groups/public/properties", {"max_priority": "normal"}).ok
+    hub.api("POST", "users", {"usernames": ["carol"]})
+    assert hub.api("POST", "users/carol/server", {}).status_code in (201, 202)
+    hub.wait_server("carol", timeout=90)
+    token = user_token(hub, "carol")
+    api = f"{hub.url}/user/carol/kubelab/api/experiments"
+    headers = {"Authorization": f"token {token}"}
+    high = requests.post(api, json={"command": "true", "priority": "high"}, headers=headers, timeout=30)
+    assert high.status_code == 422, high.text[:2000]
+    assert high.json()["fields"][0]["path"] == "priority" and "normal" in high.json()["fields"][0]["reason"]
+    normal = requests.post(api, json={"command": "true", "priority": "normal"}, headers=headers, timeout=30)
+    assert normal.status_code == 201, normal.text[:2000]
