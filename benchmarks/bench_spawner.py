@@ -11,9 +11,11 @@ measured in the same run, so they read the same on any machine):
 - `form_availability`: rendering the spawn form. KubeLabSpawner reads GPU availability from its
   watch; the baselines are KubeSpawner's profile form and listing nodes and pods per page view.
 - `spawn_storm`: `--users` users' `start()` at once on one hub loop (asyncio.gather), fresh
-  users and then the same users returning: failures, p50/p95 per spawn, total, and the p95 of
+  users and then the same users returning: failures, p50/p95 per spawn, total, the p95 of
   an HTTP endpoint served on the same event loop (what the hub's API answers with meanwhile),
-  side by side with KubeSpawner with a home claim.
+  and CPU per spawn of the hub and of each control-plane process, side by side with
+  KubeSpawner with a home claim. Each phase runs for both sides back to back, each storm on a
+  control plane back to its idle CPU use.
 - `api_requests_per_spawn`: what one spawn asks of the API server, first and returning,
   counted by a proxy in front of it (tests/controlplane/faults.py) on a hub already watching.
 - `machine`: the CPUs and `uptime`'s load averages at the start and the end (each storm phase
@@ -204,49 +206,89 @@ async def settle(timeout: float = 300) -> float:
     return time.perf_counter() - began
 
 
-async def storm(
-    cls: type, cfg: Config, prefix: str, users: int, options: dict[str, Any]
-) -> dict[str, dict[str, Any]]:
-    """`users` spawns at once (fresh), all stopped, then the same users at once again once the
-    cluster has caught up with the stops (`settle`)."""
-    spawners = [make(cls, f"{prefix}{i}", cfg) for i in range(users)]
-    report = {}
-    for phase in ("fresh", "returning"):
-
-        async def one(spawner: Any) -> tuple[float, str | None]:
-            spawner.user_options = dict(options)
-            began = time.perf_counter()
-            try:
-                await start_retrying(spawner, attempts=3)
-            except Exception as exc:
-                return time.perf_counter() - began, f"{type(exc).__name__}: {exc}"[:200]
-            return time.perf_counter() - began, None
-
-        FAILED_STARTS.clear()
-        load_before = os.getloadavg()[0]
-        async with LoopProbe() as probe:
-            began = time.perf_counter()
-            outcomes = await asyncio.gather(*(one(s) for s in spawners))
-            total = time.perf_counter() - began
-        await asyncio.gather(*(s.stop(now=True) for s in spawners))
-        settled = await settle()
-        starts = [elapsed for elapsed, _ in outcomes]
-        failures = [error for _, error in outcomes if error]
-        report[phase] = {
-            "failures": len(failures),
-            "failed_attempts_retried": sum(FAILED_STARTS.values()),
-            "p50_s": percentile(starts, 0.5),
-            "p95_s": percentile(starts, 0.95),
-            "total_s": total,
-            "hub_api_p95_s": percentile(probe.latencies, 0.95),
-            "load_1min_before_after": [round(load_before, 2), round(os.getloadavg()[0], 2)],
-            "settled_after_stop_s": settled,
-            **({"first_failure": failures[0]} if failures else {}),
-        }
-    return report
+def process_cpu(pids: dict[str, int]) -> dict[str, float]:
+    """CPU seconds (user + system) each process has used so far, by name, from /proc."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    used = {}
+    for name, pid in pids.items():
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        used[name] = (int(fields[11]) + int(fields[12])) / ticks
+    return used
 
 
-async def bench(rounds: int, users: int, api_port: int) -> list[dict[str, Any]]:
+async def plane_cores(plane: dict[str, int], window: float) -> float:
+    """Cores the control plane's processes use together, averaged over `window` seconds."""
+    before = sum(process_cpu(plane).values())
+    await asyncio.sleep(window)
+    return (sum(process_cpu(plane).values()) - before) / window
+
+
+async def quiet(plane: dict[str, int], idle: float, timeout: float = 180) -> float:
+    """Seconds until the control plane is back to its `idle` use (within 0.05 cores, over 3 s):
+    what one storm left the cluster to do (the quota controller's first count of each new
+    namespace, the claim binder's resync) is not charged to the next storm, whichever side."""
+    began = time.perf_counter()
+    while time.perf_counter() - began < timeout and await plane_cores(plane, 3) > idle + 0.05:
+        pass
+    return time.perf_counter() - began
+
+
+async def storm_phase(
+    spawners: list[Any], options: dict[str, Any], plane: dict[str, int], idle: float
+) -> dict[str, Any]:
+    """`spawners` started at once once the cluster is `quiet`, then all stopped and the cluster
+    let catch up (`settle`).
+    CPU per spawn, which a loaded machine stretches less than wall time: the hub's (this
+    process: its event loop, and the loopback provisioner's thread) and each control-plane
+    process's, over the storm itself (not the stops)."""
+
+    async def one(spawner: Any) -> tuple[float, str | None]:
+        spawner.user_options = dict(options)
+        began = time.perf_counter()
+        try:
+            await start_retrying(spawner, attempts=3)
+        except Exception as exc:
+            return time.perf_counter() - began, f"{type(exc).__name__}: {exc}"[:200]
+        return time.perf_counter() - began, None
+
+    quieted = await quiet(plane, idle)
+    FAILED_STARTS.clear()
+    load_before = os.getloadavg()[0]
+    plane_before, hub_before = process_cpu(plane), time.process_time()
+    async with LoopProbe() as probe:
+        began = time.perf_counter()
+        outcomes = await asyncio.gather(*(one(s) for s in spawners))
+        total = time.perf_counter() - began
+    hub_cpu, plane_after = time.process_time() - hub_before, process_cpu(plane)
+    await asyncio.gather(*(s.stop(now=True) for s in spawners))
+    settled = await settle()
+    starts = [elapsed for elapsed, _ in outcomes]
+    failures = [error for _, error in outcomes if error]
+    per_spawn = 1000 / len(spawners)
+    return {
+        "failures": len(failures),
+        "failed_attempts_retried": sum(FAILED_STARTS.values()),
+        "p50_s": percentile(starts, 0.5),
+        "p95_s": percentile(starts, 0.95),
+        "total_s": total,
+        "hub_api_p95_s": percentile(probe.latencies, 0.95),
+        "hub_cpu_ms_per_spawn": round(hub_cpu * per_spawn, 1),
+        "control_plane_cpu_ms_per_spawn": {
+            name: round((plane_after[name] - plane_before[name]) * per_spawn, 1)
+            for name in plane_after
+            if name in plane_before
+        },
+        "load_1min_before_after": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+        "settled_after_stop_s": settled,
+        "control_plane_quiet_before_s": round(quieted, 1),
+        **({"first_failure": failures[0]} if failures else {}),
+    }
+
+
+async def bench(rounds: int, users: int, api_port: int, plane: dict[str, int]) -> list[dict[str, Any]]:
     from kubernetes_asyncio import client, config
     from kubespawner import KubeSpawner
 
@@ -254,6 +296,7 @@ async def bench(rounds: int, users: int, api_port: int) -> list[dict[str, Any]]:
 
     plain_config, storage_config, lab_config = configs(api_port)
     results = []
+    idle = await plane_cores(plane, 5)  # the cluster's own heartbeats, before any spawn
     # -- one start on a quiet cluster, alternating so drift hits all alike -------------------
     plain_times, storage_times, lab_times, back_times = [], [], [], []
     for i in range(rounds):
@@ -332,14 +375,26 @@ async def bench(rounds: int, users: int, api_port: int) -> list[dict[str, Any]]:
         side = cfg[next(iter(cfg))]
         side.k8s_api_request_timeout, side.k8s_api_request_retry_timeout = 30, 120
         side.start_timeout = 600
-    kube = await storm(KubeSpawner, storage_config, "vcrowd", users, {})
-    kubelab = await storm(KubeLabSpawner, lab_config, "crowd", users, {"gpus": "1(T4)"})
-    line: dict[str, Any] = {"bench": "spawn_storm", "users": users}
+    # Each phase runs for both spawners back to back (fresh, fresh, returning, returning), so
+    # the two sides of a ratio meet the same load and a cluster holding the same objects.
+    sides = {
+        "kubespawner_with_home_pvc": (
+            [make(KubeSpawner, f"vcrowd{i}", storage_config) for i in range(users)],
+            {},
+        ),
+        "kubelabspawner": (
+            [make(KubeLabSpawner, f"crowd{i}", lab_config) for i in range(users)],
+            {"gpus": "1(T4)"},
+        ),
+    }
+    line: dict[str, Any] = {"bench": "spawn_storm", "users": users, "plane_idle_cores": round(idle, 3)}
     for phase in ("fresh", "returning"):
-        line[f"kubelabspawner_{phase}"] = kubelab[phase]
-        line[f"kubespawner_with_home_pvc_{phase}"] = kube[phase]
-        line[f"ratio_{phase}_p95"] = kubelab[phase]["p95_s"] / kube[phase]["p95_s"]
-        line[f"ratio_{phase}_total"] = kubelab[phase]["total_s"] / kube[phase]["total_s"]
+        for name, (spawners, options) in sides.items():
+            line[f"{name}_{phase}"] = await storm_phase(spawners, options, plane, idle)
+        kube, kubelab = line[f"kubespawner_with_home_pvc_{phase}"], line[f"kubelabspawner_{phase}"]
+        line[f"ratio_{phase}_p95"] = kubelab["p95_s"] / kube["p95_s"]
+        line[f"ratio_{phase}_total"] = kubelab["total_s"] / kube["total_s"]
+        line[f"ratio_{phase}_hub_cpu"] = kubelab["hub_cpu_ms_per_spawn"] / kube["hub_cpu_ms_per_spawn"]
     results.append(line)
     await KubeLabSpawner.stop_watches()
     await KubeSpawner._stop_all_reflectors()
@@ -418,7 +473,8 @@ def main() -> int:
     try:
         with ControlPlane(KUBECONFIG.parent / "cluster", nodes=nodes(args.users)) as plane:
             shutil.copy(plane.kubeconfig, KUBECONFIG)
-            for line in asyncio.run(bench(args.rounds, args.users, plane.port)):
+            pids = {name: process.pid for name, process in plane.processes.items()}
+            for line in asyncio.run(bench(args.rounds, args.users, plane.port, pids)):
                 print(json.dumps(line), flush=True)
             proxy = plane.fault_proxy()
             try:

@@ -55,6 +55,7 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, BackPressure, WatchedStart, Kub
 
     _catalogs: ClassVar[dict[str, Catalog]] = {}
     _api_servers: ClassVar[dict[Any, tuple[float, ApiServer]]] = {}
+    _pod_namespace: ClassVar[str | None] = None
     storage_found: storage_layout.Found | None = None  # this spawn's storage layout
 
     @property
@@ -89,9 +90,16 @@ class KubeLabSpawner(SpawnForm, KubeLabSettings, BackPressure, WatchedStart, Kub
         """kubelab's validate-and-admit with its catalog; else KubeSpawner's own parser."""
         return self._admit_form if self.kubelab_mode else self._options_from_form
 
+    def _namespace_default(self) -> str:
+        """KubeSpawner's (the hub pod's namespace, else `default`), read once per hub: it stats
+        a file at every call, and a spawn expands its labels' templates about 26 times."""
+        if KubeLabSpawner._pod_namespace is None:
+            KubeLabSpawner._pod_namespace = str(super()._namespace_default())
+        return KubeLabSpawner._pod_namespace
+
     @default("hub_namespace")
     def _default_hub_namespace(self) -> str:
-        return cast(str, self._namespace_default())
+        return self._namespace_default()
 
     @default("user_namespace_labels")
     def _default_namespace_labels(self) -> dict[str, str]:

@@ -189,7 +189,7 @@ def scheduling_failures(admin: Any, namespace: str) -> list[str]:
 
 
 def test_a_first_spawn_makes_its_pod_once_immediate_claims_are_bound(lab: Lab, proxy: Any) -> None:
-    """The loopback cluster's default class binds Immediately (its provisioner polls): a pod made
+    """The loopback cluster's default class binds Immediately (its provisioner watches claims): a pod made
     before then is refused by the scheduler for unbound claims and retried after a backoff."""
     install(lab, lab.control_plane.kubeconfig)
     namespace = lab.user_namespace("gail")
