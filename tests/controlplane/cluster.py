@@ -564,6 +564,27 @@ class ControlPlane:
                 },
                 f"/apis/kwok.x-k8s.io/v1alpha1/namespaces/{namespace}/logs",
             )
+        if lines:
+            self._wait_served(namespace, pod, container, lines[-1])
+
+    def _wait_served(self, namespace: str, pod: str, container: str, line: str) -> None:
+        """Until the API server serves `line` in the pod's log, where KWOK serves the pod (bound
+        to a node): KWOK reads a new `Logs` object a moment after it is made, and a test that
+        ends the pod at once would otherwise race it."""
+        pod_object = self.request("GET", f"/api/v1/namespaces/{namespace}/pods/{pod}")
+        if not (pod_object.get("spec") or {}).get("nodeName"):
+            return
+        name = container or pod_object["spec"]["containers"][0]["name"]
+        url = f"{self.server}/api/v1/namespaces/{namespace}/pods/{pod}/log?container={name}"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(url, context=self._ssl_context(), timeout=10) as answer:
+                    if line in answer.read().decode(errors="replace"):
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.1)
 
     # -- internals ------------------------------------------------------------------------------
 

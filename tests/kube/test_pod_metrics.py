@@ -33,9 +33,9 @@ def start_run(
     """A CPU run on a KWOK node of this test's own, Running: its record and its pod."""
     project_node("cpu")
     record = lab.submit({"command": ["python", "train.py"]}, base_dir=home)
-    pod = wait_for(lambda: pods_of(admin, namespace, record["id"]), what="the pod")[0]
+    wait_for(lambda: pods_of(admin, namespace, record["id"]), what="the pod")
     wait_for(lambda: lab.get(record["id"])["status"] == "Running", what="Running")
-    return record, pod
+    return record, pods_of(admin, namespace, record["id"])[0]  # read once bound: it names its node
 
 
 def uses(admin: client.ApiClient, namespace: str, pod: str, cpu: str, memory: str) -> None:
