@@ -565,9 +565,9 @@ class ControlPlane:
                 f"/apis/kwok.x-k8s.io/v1alpha1/namespaces/{namespace}/logs",
             )
         if lines:
-            self._wait_served(namespace, pod, container, lines[-1])
+            self.wait_log_served(namespace, pod, lines[-1], container)
 
-    def _wait_served(self, namespace: str, pod: str, container: str, line: str) -> None:
+    def wait_log_served(self, namespace: str, pod: str, line: str, container: str = "") -> None:
         """Until the API server serves `line` in the pod's log, where KWOK serves the pod (bound
         to a node): KWOK reads a new `Logs` object a moment after it is made, and a test that
         ends the pod at once would otherwise race it."""
