@@ -585,6 +585,7 @@ class ControlPlane:
             except (urllib.error.URLError, OSError):
                 pass
             time.sleep(0.1)
+        raise AssertionError(f"pod {namespace}/{pod} never served the log line {line!r}")
 
     # -- internals ------------------------------------------------------------------------------
 

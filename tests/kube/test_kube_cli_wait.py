@@ -120,13 +120,6 @@ def running(admin: Any, namespace: str, pod: dict[str, Any]) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="in the last two CI runs (never alone here) the CLI's output lacked the pod's log line "
-    "although the run ended Succeeded and the CLI returned 0; suspected: KWOK not yet serving the "
-    "new Logs object when the CLI read the log (the test now waits until the line is served before "
-    "ending the pod); cause not confirmed",
-)
 def test_run_wait_returns_when_its_job_completes(
     simulated_cluster: ControlPlane, admin: client.ApiClient, namespace: str, kubelab: Callable[..., Cli]
 ) -> None:
@@ -291,3 +284,26 @@ def test_pipeline_wait_returns_when_its_step_jobs_end(
     record = json.loads(out)
     assert record["status"] == "Succeeded", record
     assert [s["state"] for s in record["steps"]] == ["succeeded", "succeeded"], record
+
+
+def test_run_wait_prints_a_log_that_came_after_its_stream_opened(
+    simulated_cluster: ControlPlane, admin: client.ApiClient, namespace: str, kubelab: Callable[..., Cli]
+) -> None:
+    """The CLI opens the log stream of a running pod before the node serves its log (KWOK reads
+    a new `Logs` object a moment later; a kubelet that restarts also closes streams): the stream
+    closes early, and the CLI must open it again rather than miss what the pod prints next."""
+    cli = kubelab("run", "--wait", "--name", "cp", "--", "python", "-c", "pass")
+    run_id = cli.run_id()
+    (pod,) = live_pods(admin, namespace, run_id, 1)
+    running(admin, namespace, pod)
+    wait_for(
+        lambda: RunDirectory(cli.home / "runs" / run_id).status().state == "Running",
+        timeout=DEADLINE,
+        what="the CLI saw the run running",
+    )
+    simulated_cluster.append_log(namespace, pod["metadata"]["name"], "hello from the pod")
+    simulated_cluster.wait_log_served(namespace, pod["metadata"]["name"], "hello from the pod")
+    simulated_cluster.end_pod(namespace, pod["metadata"]["name"], "Succeeded")
+    code, out, err = cli.finish()
+    assert code == 0, err
+    assert "hello from the pod" in out, (out, err)

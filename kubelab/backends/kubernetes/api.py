@@ -18,6 +18,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import ProtocolError
 
 from kubelab.backends.kubernetes.errors import DEFAULT_RETRY, RetryPolicy, call
+from kubelab.logfiles import decoder
 
 Obj = dict[str, Any]
 
@@ -239,10 +240,13 @@ class KubeApi:
             threading.Thread(
                 target=_close_when, args=(response, ended, done), daemon=True, name=f"log-watchdog-{name}"
             ).start()
+        text = decoder()  # a character split between chunks is decoded whole
         try:
             for chunk in response.stream(4096, decode_content=True):
-                if chunk:
-                    yield chunk.decode(errors="replace")
+                if chunk and (piece := text.decode(chunk)):
+                    yield piece
+            if tail := text.decode(b"", final=True):
+                yield tail
         except (ProtocolError, OSError):
             if not done.is_set():
                 raise

@@ -51,34 +51,49 @@ def live_logs(
 ) -> Iterator[str]:
     """The replica's pods' logs in turn (a retry is a new pod), from the API while the pods
     exist, else from the copy archived in the run directory. With `timestamps`, lines carry
-    the API's own times (`timestamps=true`)."""
-    seen: set[str] = set()
+    the API's own times (`timestamps=true`).
+
+    A followed stream may close while its container still runs (the kubelet restarted, the API
+    server's timeout, a log the node serves only a moment after the container started): it is
+    opened again, from where it stopped, until the container is done; then read once more, so
+    lines written just before the end are not lost to a stream that closed early."""
+    read: dict[str, int] = {}  # characters of each pod's log already yielded
+    done: set[str] = set()  # pods whose log was read to its end
     while True:
         pod, over = look(run, replica)
-        if pod is not None and pod.name not in seen:
+        if pod is not None and pod.name not in done:
             if pod.phase == "Pending":
                 if not follow or over:
                     return
                 time.sleep(0.2)
                 continue
-            seen.add(pod.name)
+            ended = partial(_log_ended, run, replica, pod.name, look)
+            finished = not follow or ended()
             try:
-                yield from api.pod_log(
-                    pod.name,
-                    container(run),
-                    follow=follow,
-                    ended=partial(_log_ended, run, replica, pod.name, look),
-                    timestamps=timestamps,
-                )
+                for chunk in _after(
+                    api.pod_log(
+                        pod.name, container(run), follow=not finished, ended=ended, timestamps=timestamps
+                    ),
+                    read.setdefault(pod.name, 0),
+                ):
+                    read[pod.name] += len(chunk)
+                    yield chunk
             except ApiException as exc:
                 if exc.status not in (400, 404):
                     raise translate(exc, f"read the log of pod {pod.name}") from exc
-                if exc.status == 404 and run.log_file(replica).exists():
-                    yield from archived_text(run.log_file(replica), timestamps)  # the pod is gone
-                    return
+                if exc.status == 404:
+                    if run.log_file(replica).exists():
+                        yield from archived_text(run.log_file(replica), timestamps)  # the pod is gone
+                        return
+                    finished = True
             if not follow:
                 return
-        elif pod is None and not seen:
+            if finished:
+                done.add(pod.name)
+            else:  # the stream closed early: look again, then read on (or to the end)
+                time.sleep(0.2)
+            continue
+        elif pod is None and not read:
             path = run.log_file(replica)
             if path.exists():
                 yield from archived_text(path, timestamps)
@@ -88,6 +103,17 @@ def live_logs(
         if over:
             return
         time.sleep(0.2)
+
+
+def _after(chunks: Iterator[str], skip: int) -> Iterator[str]:
+    """The text of `chunks` after its first `skip` characters: a log stream opened again from
+    its start, less what was already shown."""
+    for chunk in chunks:
+        if skip >= len(chunk):
+            skip -= len(chunk)
+            continue
+        yield chunk[skip:]
+        skip = 0
 
 
 def _log_ended(run: RunDirectory, replica: int, pod_name: str, look: Look) -> bool:
