@@ -4,7 +4,6 @@ experiment, and the schedules listed with their next fire."""
 
 from __future__ import annotations
 
-import pytest
 from jupyter_server_process import JupyterServer
 from playwright.sync_api import Locator, Page, expect
 
@@ -77,12 +76,6 @@ def in_view(page: Page, pipeline_id: str) -> Locator:
     return page.locator(f'[id="kubelab-pipeline-view-{pipeline_id}"]')
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="failed once in a whole-suite run, its message not kept; not reproduced alone, after "
-    "test_sidebar.py in one session, or with the first test's workspace saved before this one loads "
-    "(the Pipelines sidebar is not restored open, so the tab click does not close it)",
-)
 def test_a_pipeline_view_lays_out_its_graph_follows_it_and_survives_a_reload(
     lab_server: JupyterServer, page: Page
 ) -> None:
@@ -155,8 +148,8 @@ def test_a_pipeline_view_lays_out_its_graph_follows_it_and_survives_a_reload(
     # The sidebar's graph fits the sidebar's width instead of being cut off.
     page.locator('.jp-SideBar.jp-mod-left .lm-TabBar-tab[data-id="kubelab:pipelines"]').click()
     pipelines(page).locator(f'[data-pipeline-id="{pipeline_id}"]').click()
+    expect(pipelines(page).locator('.jp-kubelab-PipelineStep[data-step="join"]')).to_be_visible()
     sidebar = pipelines(page).bounding_box()
     graph = pipelines(page).locator(".jp-kubelab-PipelineGraph").bounding_box()
     assert sidebar and graph and graph["x"] + graph["width"] <= sidebar["x"] + sidebar["width"]
-    expect(pipelines(page).locator('.jp-kubelab-PipelineStep[data-step="join"]')).to_be_visible()
     assert not page.problems, page.problems  # type: ignore[attr-defined]
