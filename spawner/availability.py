@@ -21,6 +21,7 @@ from typing import Any, cast
 from kubelab.quantity import parse_quantity
 
 from . import dra_availability
+from .dra_usage import DraState
 from .mirror import Mirror
 from .profiles import Catalog
 
@@ -287,19 +288,15 @@ class ClusterAvailability:
             core_api.list_namespace, self._namespace_changed, label_selector=USER_NAMESPACES
         )
         # DRA's slices, claims and classes, mirrored where the catalog has DRA types
-        self.dra = {
-            plural: Mirror(dra_availability.lister(custom_api, plural), self._dra_changed)
-            for plural in (dra_availability.PLURALS if custom_api is not None else ())
-        }
-        self._dra_counts: dict[str, dra_availability.DraCount] | None = None
+        self.dra = dra_availability.DraWatch(custom_api) if custom_api is not None else None
         self._tasks: list[asyncio.Task[None]] = []
 
-    def _dra_changed(self, key: str | None, obj: dict[str, Any] | None) -> None:
-        self._dra_counts = None
+    def _dra_types(self) -> list[Any]:
+        return [t for t in self._catalog.gpu_types if t.sharing == "dra"] if self.dra else []
 
     def _mirrors(self) -> list[Mirror]:
-        dra = [t for t in self._catalog.gpu_types if t.sharing == "dra"]
-        return [self.nodes, self.pods, self.namespaces, *(self.dra.values() if dra else ())]
+        dra = self.dra.mirrors.values() if self.dra and self._dra_types() else ()
+        return [self.nodes, self.pods, self.namespaces, *dra]
 
     @property
     def catalog(self) -> Catalog:
@@ -359,27 +356,26 @@ class ClusterAvailability:
             self._tasks = [asyncio.create_task(m.run()) for m in mirrors]
         await asyncio.wait_for(asyncio.gather(*(m.loaded.wait() for m in mirrors)), timeout)
 
-    def snapshot(self) -> tuple[list[Any], list[Any], Catalog, list[Any]] | None:
-        """Nodes, pods, catalog and user namespaces once all are listed (for /hub/metrics)."""
-        if not all(m.loaded.is_set() for m in (self.nodes, self.pods, self.namespaces)):
+    def snapshot(self) -> tuple[list[Any], list[Any], Catalog, list[Any], DraState] | None:
+        """Nodes, pods, catalog, user namespaces and DRA's claims once all are listed (for
+        /hub/metrics)."""
+        if not all(m.loaded.is_set() for m in self._mirrors()):
             return None
         nodes, pods, namespaces = (list(m.items.values()) for m in (self.nodes, self.pods, self.namespaces))
-        return nodes, pods, self._catalog, namespaces
+        dra = DraState()
+        if self.dra and (types := self._dra_types()):
+            claims = dict(self.dra.mirrors["resourceclaims"].items)
+            dra = DraState(claims, self.dra.membership(types).type_of, self.dra.counts(types))
+        return nodes, pods, self._catalog, namespaces, dra
 
     def current(self) -> Availability:
         if self._tally is None:
             self._tally = Tally(self._catalog)
             self._tally.owners = namespace_owners(self.namespaces.items.values())
             self._tally.rebuild(self.nodes.items.values(), self.pods.items.items())
-            self._dra_counts = None
-        if self._dra_counts is None and len(self._mirrors()) > 3:
-            slices, claims, classes = (self.dra[p].items.values() for p in dra_availability.PLURALS)
-            dra = [t for t in self._catalog.gpu_types if t.sharing == "dra"]
-            self._dra_counts = dra_availability.dra_counts(
-                dra, dra_availability.class_selectors(classes), slices, claims
-            )
+        if self.dra and (types := self._dra_types()) and self.dra.loaded():
             result = self._tally.result
-            for name, count in self._dra_counts.items():  # devices, not node resources
+            for name, count in self.dra.counts(types).items():  # devices, not node resources
                 result.types[name] = TypeCount(count.total, count.free or 0)
                 result.unknown.discard(name)
                 if count.free is None:

@@ -2,27 +2,25 @@
 devices allocated to ResourceClaims, as the hub's watch mirrors them (no listing per page view).
 
 A device belongs to a type when its DeviceClass's selectors and the type's `selector` accept it.
-Those are CEL, which the scheduler evaluates; kubelab evaluates only the shapes a catalog
-usually writes, joined by `&&`: `device.driver == "…"` and `device.attributes["domain"].name
-== value` (or `!=`; a string, whole number or boolean). Anything else is not guessed: the type's
-total counts the devices its class accepts and its free count is unknown, said so in the form
-(and admission leaves the decision to the scheduler).
+Those are CEL, evaluated as the scheduler does (dra_cel.py). Where an expression reads what
+kubelab cannot bind faithfully, it is not guessed: the type's total counts the devices its class
+accepts and its free count is unknown, said so in the form (and admission leaves the decision to
+the scheduler). Which devices each type has depends on slices and classes only, so it is kept
+until one of those changes; a claim's change (every allocation) recounts only what is free.
 """
 
 from __future__ import annotations
 
-import ast
-import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from .dra_cel import evaluate
+from .mirror import Mirror
 
 GROUP, VERSION = "resource.k8s.io", "v1"
 PLURALS = ("resourceslices", "resourceclaims", "deviceclasses")
-_TERM = re.compile(
-    r'^device\.(?:driver|attributes\["(?P<domain>[^"]+)"\]\.(?P<name>[A-Za-z_][A-Za-z0-9_]*))'
-    r"\s*(?P<op>==|!=)\s*(?P<value>\"(?:[^\"\\]|\\.)*\"|-?\d+|true|false)$"
-)
+Key = tuple[str, str, str]  # (driver, pool, device), as a claim's allocation names a device
 
 
 @dataclass(frozen=True)
@@ -33,41 +31,13 @@ class Device:
     attributes: dict[str, Any]  # as the slice writes them: {"model": {"string": "A100"}}
 
     @property
-    def key(self) -> tuple[str, str, str]:
+    def key(self) -> Key:
         return self.driver, self.pool, self.name
-
-    def attribute(self, domain: str, name: str) -> Any:
-        """The attribute's value, by its qualified name (an unqualified one is the driver's)."""
-        found = self.attributes.get(f"{domain}/{name}")
-        if found is None and domain == self.driver:
-            found = self.attributes.get(name)
-        if not isinstance(found, dict) or len(found) != 1:
-            return None
-        return next(iter(found.values()))
-
-
-def _literal(text: str) -> Any:
-    """A CEL literal of the accepted shapes as Python: a string, whole number or boolean."""
-    return {"true": True, "false": False}[text] if text in ("true", "false") else ast.literal_eval(text)
 
 
 def matches(expression: str, device: Device) -> bool | None:
     """Whether `device` satisfies the CEL `expression`; None where kubelab cannot evaluate it."""
-    result = True
-    for term in _terms(expression):
-        found = _TERM.match(term)
-        if found is None:
-            return None
-        value = _literal(found["value"])
-        have = device.driver if found["name"] is None else device.attribute(found["domain"], found["name"])
-        same = have == value and type(have) is type(value)
-        result = result and (same if found["op"] == "==" else have is not None and not same)
-    return result
-
-
-def _terms(expression: str) -> list[str]:
-    terms = [t.strip() for t in expression.split("&&")]
-    return [t[1:-1].strip() if t.startswith("(") and t.endswith(")") else t for t in terms]
+    return evaluate(expression, device.driver, device.attributes)
 
 
 def newest_devices(slices: Iterable[dict[str, Any]]) -> list[Device]:
@@ -115,34 +85,98 @@ def class_selectors(classes: Iterable[dict[str, Any]]) -> dict[str, list[str]]:
     }
 
 
+@dataclass
+class Membership:
+    """Which devices each DRA type has: from slices and classes alone."""
+
+    devices: dict[str, list[Key]] = field(default_factory=dict)  # type -> devices not refused it
+    unknown: set[str] = field(default_factory=set)  # types with a device kubelab cannot evaluate
+    type_of: dict[Key, str] = field(default_factory=dict)  # the first type sure of it, else one unsure
+
+
+def membership(
+    types: Iterable[Any], classes: dict[str, list[str]], slices: Iterable[dict[str, Any]]
+) -> Membership:
+    """Per DRA type (anything with `name`, `device_class`, `selector`), the devices its class's
+    selectors and its own accept, or may (a class's selectors run once per device)."""
+    devices, found = newest_devices(slices), Membership()
+    by_class: dict[tuple[str, Key], list[bool | None]] = {}
+    unsure: dict[Key, str] = {}
+    for gpu_type in types:
+        found.devices[gpu_type.name] = []
+        selectors = classes.get(gpu_type.device_class)
+        if selectors is None:  # no such class: nothing can be claimed of it
+            continue
+        for device in devices:
+            verdicts = by_class.setdefault(
+                (gpu_type.device_class, device.key), [matches(e, device) for e in selectors]
+            )
+            mine = matches(gpu_type.selector, device) if gpu_type.selector else True
+            if False in verdicts or mine is False:
+                continue
+            found.devices[gpu_type.name].append(device.key)
+            if None in verdicts or mine is None:
+                found.unknown.add(gpu_type.name)
+                unsure.setdefault(device.key, gpu_type.name)
+            else:
+                found.type_of.setdefault(device.key, gpu_type.name)
+    found.type_of = {**unsure, **found.type_of}
+    return found
+
+
+def counted(member: Membership, claims: Iterable[dict[str, Any]]) -> dict[str, DraCount]:
+    """Per type: its devices, and how many no claim holds (None where not all are known)."""
+    taken = allocated(claims)
+    return {
+        name: DraCount(len(keys), None if name in member.unknown else sum(k not in taken for k in keys))
+        for name, keys in member.devices.items()
+    }
+
+
 def dra_counts(
     types: Iterable[Any],
     classes: dict[str, list[str]],
     slices: Iterable[dict[str, Any]],
     claims: Iterable[dict[str, Any]],
 ) -> dict[str, DraCount]:
-    """Per DRA type (anything with `name`, `device_class`, `selector`): its devices, and how
-    many no claim holds."""
-    devices, taken = newest_devices(slices), allocated(claims)
-    counts = {}
-    for gpu_type in types:
-        selectors = classes.get(gpu_type.device_class)
-        if selectors is None:  # no such class: nothing can be claimed of it
-            counts[gpu_type.name] = DraCount(0, 0)
-            continue
-        total, free, known = 0, 0, True
-        for device in devices:
-            by_class = [matches(e, device) for e in selectors]
-            if False in by_class:
-                continue
-            mine = matches(gpu_type.selector, device) if gpu_type.selector else True
-            if mine is False:
-                continue
-            known = known and None not in by_class and mine is not None
-            total += 1
-            free += device.key not in taken
-        counts[gpu_type.name] = DraCount(total, free if known else None)
-    return counts
+    """Per DRA type: its devices, and how many no claim holds."""
+    return counted(membership(types, classes, slices), claims)
+
+
+class DraWatch:
+    """The hub's mirrors of slices, claims and classes, and what is derived from them, kept
+    until they change (membership until a slice or class does, counts until any does)."""
+
+    def __init__(self, custom_api: Any) -> None:
+        self.mirrors = {p: Mirror(lister(custom_api, p), self._changer(p)) for p in PLURALS}
+        self._asked: list[tuple[str, str, str | None]] = []
+        self._membership: Membership | None = None
+        self._counts: dict[str, DraCount] | None = None
+
+    def _changer(self, plural: str) -> Callable[[str | None, dict[str, Any] | None], None]:
+        def changed(key: str | None, obj: dict[str, Any] | None) -> None:
+            if plural != "resourceclaims":
+                self._membership = None
+            self._counts = None
+
+        return changed
+
+    def loaded(self) -> bool:
+        return all(m.loaded.is_set() for m in self.mirrors.values())
+
+    def membership(self, types: list[Any]) -> Membership:
+        asked = [(t.name, t.device_class, t.selector) for t in types]
+        if self._membership is None or asked != self._asked:
+            classes = class_selectors(self.mirrors["deviceclasses"].items.values())
+            self._membership = membership(types, classes, self.mirrors["resourceslices"].items.values())
+            self._asked, self._counts = asked, None
+        return self._membership
+
+    def counts(self, types: list[Any]) -> dict[str, DraCount]:
+        member = self.membership(types)
+        if self._counts is None:
+            self._counts = counted(member, self.mirrors["resourceclaims"].items.values())
+        return self._counts
 
 
 def lister(custom_api: Any, plural: str) -> Callable[..., Any]:

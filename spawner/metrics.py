@@ -8,8 +8,10 @@ the spawn form's availability watch already mirrors: no extra API calls per scra
 - `jupyterhub_kubelab_gpus_allocated{gpu_type, group, user}`: GPUs held by pods bound to a node
   (notebooks and experiments; `user`/`group` those of the pod's user namespace, as the hub wrote
   them on it, never the pod's labels, which its user sets; outside user namespaces (trusted-lab
-  mode) the `kubelab.io/user`/`kubelab.io/group` labels, empty when a pod carries none)
-- `jupyterhub_kubelab_gpus_total{gpu_type}` and `jupyterhub_kubelab_gpus_free{gpu_type}`
+  mode) the `kubelab.io/user`/`kubelab.io/group` labels, empty when a pod carries none). A DRA
+  type's GPUs are the devices allocated to the claims such a pod uses (dra_usage.py).
+- `jupyterhub_kubelab_gpus_total{gpu_type}` and `jupyterhub_kubelab_gpus_free{gpu_type}` (a DRA
+  type's from its devices; no `free` sample where kubelab cannot tell it)
 - `jupyterhub_kubelab_gpu_hours_total{gpu_type, group, user}`: GPU-hours held, a counter: at
   each scrape the collector adds what was allocated at the previous scrape times the time since
   (so its resolution is the scrape interval, and a hub restart starts it from 0, which
@@ -44,14 +46,17 @@ from .availability import (
     namespace_owners,
     pod_owner,
 )
+from .dra_usage import DraState
+from .dra_usage import held as dra_held
 from .profiles import Catalog
 from .utilisation_metrics import DcgmUtilisation
 from .utilisation_metrics import family as utilisation_family
 from .utilisation_metrics import from_environ as utilisation_from_environ
 
 # What a collector reads: the nodes, pods and user namespaces an availability watch mirrors,
-# and its catalog.
-Snapshot = tuple[list[dict[str, Any]], list[dict[str, Any]], Catalog, list[dict[str, Any]]]
+# its catalog, and its DRA claims (a watch without DRA types gives four).
+Listed = list[dict[str, Any]]
+Snapshot = tuple[Listed, Listed, Catalog, Listed] | tuple[Listed, Listed, Catalog, Listed, DraState]
 
 PREFIX = os.getenv("JUPYTERHUB_METRICS_PREFIX", "jupyterhub")
 EXPERIMENT_NAME = ("app.kubernetes.io/name", "kubelab-experiment")
@@ -63,8 +68,10 @@ def gpus_allocated(
     pods: Iterable[dict[str, Any]],
     catalog: Catalog,
     namespaces: Iterable[dict[str, Any]] = (),
+    dra: DraState | None = None,
 ) -> Counter[tuple[str, str, str]]:
-    """GPUs of live pods bound to a catalog node, by (type, group, user)."""
+    """GPUs of live pods bound to a catalog node, and DRA devices allocated to their claims,
+    by (type, group, user)."""
     tally = Tally(catalog)  # the availability's reading of nodes and pods, MIG profiles included
     tally.owners = namespace_owners(namespaces)
     tally.rebuild(nodes, ())
@@ -80,6 +87,8 @@ def gpus_allocated(
             continue
         user, group = pod_owner(pod, tally.owners)
         result[(share.gpu_type, group, user)] += share.gpus
+    if dra is not None:
+        result.update(dra_held(pods, dra, lambda pod: pod_owner(pod, tally.owners)))
     return result
 
 
@@ -108,6 +117,7 @@ def families(
     pods: list[dict[str, Any]],
     catalog: Catalog,
     namespaces: list[dict[str, Any]] | None = None,
+    dra: DraState | None = None,
 ) -> list[GaugeMetricFamily]:
     """The metric families for one snapshot of the cluster (pure: what a scrape returns)."""
     allocated = GaugeMetricFamily(
@@ -116,7 +126,8 @@ def families(
         labels=["gpu_type", "group", "user"],
     )
     namespaces = namespaces or []
-    for (gpu_type, group, user), count in sorted(gpus_allocated(nodes, pods, catalog, namespaces).items()):
+    held = gpus_allocated(nodes, pods, catalog, namespaces, dra)
+    for (gpu_type, group, user), count in sorted(held.items()):
         allocated.add_metric([gpu_type, group, user], count)
     availability: Availability = cluster_availability(nodes, pods, catalog, namespaces)
     total = GaugeMetricFamily(
@@ -124,8 +135,14 @@ def families(
     )
     free = GaugeMetricFamily(f"{PREFIX}_kubelab_gpus_free", "GPUs no live pod requests", labels=["gpu_type"])
     for name, counts in availability.types.items():
-        total.add_metric([name], counts.total)
-        free.add_metric([name], counts.free)
+        device = dra.counts.get(name) if dra is not None else None
+        if device is None:
+            total.add_metric([name], counts.total)
+            free.add_metric([name], counts.free)
+            continue
+        total.add_metric([name], device.total)
+        if device.free is not None:
+            free.add_metric([name], device.free)
     running = GaugeMetricFamily(
         f"{PREFIX}_kubelab_experiments",
         "kubelab experiments with a running pod, or queued for scheduling",
@@ -181,9 +198,10 @@ class LabCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         snapshot = self.source()
         if snapshot is not None:
-            yield from families(*snapshot)
-            nodes, pods, catalog, namespaces = snapshot
-            yield self.gpu_hours.observe(gpus_allocated(nodes, pods, catalog, namespaces))
+            nodes, pods, catalog, namespaces = snapshot[:4]
+            dra = snapshot[4] if len(snapshot) > 4 else None
+            yield from families(nodes, pods, catalog, namespaces, dra)
+            yield self.gpu_hours.observe(gpus_allocated(nodes, pods, catalog, namespaces, dra))
             if self.utilisation is not None:  # what Prometheus last answered: a scrape never waits
                 yield utilisation_family(self.utilisation.by_owner(pods, namespaces))
 

@@ -165,7 +165,8 @@ def test_free_devices_are_the_newest_slices_minus_allocated_claims_where_kubelab
             "not-h100", "b", "r", "dra", CLASS, f'{attribute} != "H100" && device.driver == "{CLASS}"'
         ),
         SharedType("any", "c", "r", "dra", CLASS),
-        SharedType("odd", "d", "r", "dra", CLASS, f'{attribute}.startsWith("A")'),
+        SharedType("a-models", "d", "r", "dra", CLASS, f'{attribute}.startsWith("A")'),
+        SharedType("by-memory", "f", "r", "dra", CLASS, f'device.capacity["{CLASS}"].memory.isGreaterThan(1)'),
         SharedType("gone", "e", "r", "dra", "missing.example.com"),
     ]
     counts = dra_counts(types, classes, slices, claims)
@@ -173,6 +174,7 @@ def test_free_devices_are_the_newest_slices_minus_allocated_claims_where_kubelab
         "A100-dra": DraCount(2, 1),
         "not-h100": DraCount(2, 1),
         "any": DraCount(3, 2),
-        "odd": DraCount(3, None),  # not evaluated: the class's devices, free count unknown
+        "a-models": DraCount(2, 1),
+        "by-memory": DraCount(3, None),  # not evaluated: the class's devices, free count unknown
         "gone": DraCount(0, 0),
     }

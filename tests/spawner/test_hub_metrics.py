@@ -199,3 +199,88 @@ def test_the_example_dashboard_queries_only_metrics_the_hub_exports() -> None:
             assert names and names <= exported, target["expr"]
             for by in re.findall(r"by \((\w+)\)", target["expr"]):
                 assert by in labels, target["expr"]
+
+
+def dra_pod(name: str, namespace: str, claims: list[str], uid: str, **labels: str) -> dict[str, Any]:
+    """A bound pod claiming through DRA: no GPU resource, only `resourceClaims`."""
+    return {
+        "metadata": {"name": name, "namespace": namespace, "uid": uid, "labels": labels},
+        "spec": {
+            "nodeName": "n1",
+            "containers": [{"name": "c"}],
+            "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "t"}],
+        },
+        "status": {
+            "phase": "Running",
+            "resourceClaimStatuses": [{"name": "gpus", "resourceClaimName": c} for c in claims],
+        },
+    }
+
+
+def dra_claim(
+    devices: list[str], reserved: list[str], admin: bool = False, labels: dict[str, str] | None = None
+) -> dict[str, Any]:
+    results = [
+        {"driver": "d", "pool": "n1", "device": d, "request": "gpus", "adminAccess": admin} for d in devices
+    ]
+    return {
+        "metadata": {"labels": labels or {}},
+        "status": {
+            "allocation": {"devices": {"results": results}},
+            "reservedFor": [{"resource": "pods", "name": "p", "uid": uid} for uid in reserved],
+        },
+    }
+
+
+CAROL = {"kubelab.io/user": "carol", "kubelab.io/group": "vision"}
+
+
+def test_dra_devices_count_for_the_namespace_owner_of_the_pod_their_claim_is_reserved_for() -> None:
+    from kubelab.spawner.dra_availability import DraCount
+    from kubelab.spawner.dra_usage import DraState
+
+    namespaces = [
+        {
+            "metadata": {
+                "name": name,
+                "labels": {"app.kubernetes.io/managed-by": "kubelab", "kubelab.io/user": user},
+                "annotations": {"kubelab.io/group": "public"},
+            }
+        }
+        for name, user in (("user-bob", "bob"), ("user-carol", "carol"))
+    ]
+    claims = {  # labels naming carol move nothing
+        "user-bob/nb": dra_claim(["g0"], ["u1", "u2"], labels=CAROL),  # shared by two pods
+        "user-bob/loose": dra_claim(["g1"], [], labels=CAROL),  # allocated, reserved for no pod
+        "user-bob/others": dra_claim(["g2"], ["u9"]),  # reserved for a pod that does not reference it
+        "user-bob/watch": dra_claim(["g3"], ["u1"], admin=True),  # a monitor's access: holds nothing
+        "user-carol/nb": dra_claim(["g4"], ["u5"]),
+        "user-bob/cpu": dra_claim(["nic0"], ["u1"]),  # a device no catalog type accepts
+    }
+    pods = [
+        dra_pod(
+            "jupyter-bob", "user-bob", ["nb", "loose", "watch", "cpu"], "u1", **{"kubelab.io/user": "carol"}
+        ),
+        dra_pod("helper", "user-bob", ["nb"], "u2"),
+        dra_pod("stranger", "user-bob", ["nb"], ""),  # no uid: never the one reserved
+        dra_pod("named-like-carols", "user-bob", ["user-carol/nb", "others"], "u3"),
+        {**dra_pod("done", "user-carol", ["nb"], "u5"), "status": {"phase": "Succeeded"}},
+    ]
+    catalog = Catalog.parse({"gpu_types": [{"name": "A100-dra", "device_class": "gpu.example.com"}]})
+    devices = {("d", "n1", f"g{i}"): "A100-dra" for i in range(5)}
+    state = DraState(claims, devices, {"A100-dra": DraCount(5, 1)})
+    assert gpus_allocated([], pods, catalog, namespaces, state) == {("A100-dra", "public", "bob"): 1}
+    parsed = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in families([], pods, catalog, namespaces, state)
+        for s in f.samples
+    }
+    assert parsed[("jupyterhub_kubelab_gpus_total", (("gpu_type", "A100-dra"),))] == 5
+    assert parsed[("jupyterhub_kubelab_gpus_free", (("gpu_type", "A100-dra"),))] == 1
+    unknown = [
+        f
+        for f in families(
+            [], pods, catalog, namespaces, DraState(claims, devices, {"A100-dra": DraCount(5, None)})
+        )
+    ]
+    assert [s for f in unknown if f.name == "jupyterhub_kubelab_gpus_free" for s in f.samples] == []

@@ -19,10 +19,12 @@ import pytest
 from controlplane.cluster import ControlPlane, NodeSpec
 from controlplane.dra import device_class, publish_slice
 from controlplane.fixtures import RealCluster
-from hub_process import Hub
+from hub_process import Hub, hub_samples
 from kubelab_testing import JsonStandIn
 from kubernetes import config
 from test_spawner_kube_hub import hub_token, listed
+
+from kubelab.spawner.availability import group_label
 
 GROUPS = {"public": {"users": [], "properties": {"quota": {"user": {"gpus": 1}}}}}
 NODE = "dra-node"
@@ -69,6 +71,7 @@ def hub(
         f"c.KubeLabSpawner.api_server_ports = [{kube.port}]\n"
         f"c.KubeLabSpawner.gpu_catalog = {catalog!r}\n"
         f"c.JupyterHub.load_groups = {GROUPS!r}\n"
+        "c.JupyterHub.authenticate_prometheus = False\n"  # the metrics test scrapes /hub/metrics
     )
     with Hub(
         directory, overrides, {"KUBELAB_HUB_MODE": "kubernetes", "KUBECONFIG": str(kubeconfig)}
@@ -136,3 +139,75 @@ def test_a_notebook_of_a_dra_type_claims_a_device_and_the_quota_bounds_a_second(
     assert hub.api("DELETE", "users/alice/server").status_code in (202, 204)
     hub.wait_server("alice", ready=False)
     until(lambda: not listed(kube, claims), "the server's claim deleted with its pod")
+
+
+def test_a_dra_servers_device_is_its_users_gpu_hours_and_forged_claims_or_labels_move_none(
+    hub: Hub, kube: ControlPlane, driver: str
+) -> None:
+    session = hub.login("bob")
+    reply = hub.post_form(session, "bob", {"gpus": "1(A100-dra)", "cpu": "1", "memory": "2Gi"})
+    assert reply.status_code == 302, reply.text[-2000:]
+    pods = "/api/v1/namespaces/user-bob/pods"
+    pod = until(
+        lambda: next((p for p in listed(kube, pods) if (p.get("spec") or {}).get("nodeName")), None),
+        "bob's notebook pod bound",
+    )
+    hub.wait_server("bob")
+    namespace = kube.request("GET", "/api/v1/namespaces/user-bob")["metadata"]
+    written = (namespace.get("annotations") or {}).get("kubelab.io/group", "")
+    group = group_label(written) if written else ""
+    mine = (("gpu_type", "A100-dra"), ("group", group), ("user", "bob"))
+    allocated, hours = (
+        ("jupyterhub_kubelab_gpus_allocated", mine),
+        ("jupyterhub_kubelab_gpu_hours_total", mine),
+    )
+    samples = hub_samples(hub, lambda s: s.get(allocated) == 1 and s.get(hours, 0) > 0)
+    assert samples.get(allocated) == 1 and samples.get(hours, 0) > 0, (samples, hub.log_tail())
+    assert samples[("jupyterhub_kubelab_gpus_total", (("gpu_type", "A100-dra"),))] == 2
+
+    # What bob's side can say moves nothing: his pod's labels name carol, and a claim labelled
+    # carol's, outside any user namespace (where labels are all kubelab has), holds the other
+    # device reserved for his pod, which never references it (its status written as the driver
+    # and scheduler would, by the admin: the strongest forgery; his own namespace's quota leaves
+    # him no second device).
+    forged = {"kubelab.io/user": "carol", "kubelab.io/group": "vision"}
+    name = pod["metadata"]["name"]
+    kube.request("PATCH", f"{pods}/{name}", {"metadata": {"labels": forged}}, "application/merge-patch+json")
+    kube.request("POST", "/api/v1/namespaces", {"metadata": {"name": "lab-shared"}})
+    claims = "/apis/resource.k8s.io/v1/namespaces/lab-shared/resourceclaims"
+    request = {"name": "gpus", "exactly": {"deviceClassName": driver}}
+    claim = kube.request(
+        "POST",
+        claims,
+        {"metadata": {"name": "forged", "labels": forged}, "spec": {"devices": {"requests": [request]}}},
+    )
+    everywhere = "/apis/resource.k8s.io/v1/resourceclaims"
+    taken = {r["device"] for c in listed(kube, everywhere) for r in _results(c)}
+    [other] = [d for d in ("gpu-0", "gpu-1") if d not in taken]
+    result = {"request": "gpus", "driver": driver, "pool": NODE, "device": other}
+    claim["status"] = {
+        "allocation": {"devices": {"results": [result]}},
+        "reservedFor": [{"resource": "pods", "name": name, "uid": pod["metadata"]["uid"]}],
+    }
+    kube.request("PUT", f"{claims}/forged/status", claim)
+    until(  # the hub's watch saw the forged claim allocated
+        lambda: "0 of 2 free" in choice(session.get(f"{hub.url}/hub/spawn/bob/second", timeout=30).text),
+        "the form counting the forged claim's device",
+    )
+    before = hub_samples(hub, lambda s: True)[hours]
+    samples = hub_samples(hub, lambda s: s.get(hours, 0) > before)
+    assert samples[allocated] == 1 and samples[hours] > before, samples
+    moved = [key for key in samples if ("user", "carol") in key[1] or ("group", "vision") in key[1]]
+    assert moved == [], moved
+
+    assert hub.api("DELETE", "users/bob/server").status_code in (202, 204)
+    hub.wait_server("bob", ready=False)
+    kube.request("DELETE", f"{claims}/forged")
+    samples = hub_samples(hub, lambda s: allocated not in s)
+    assert allocated not in samples, samples  # nothing held once the server's pod is gone
+
+
+def _results(claim: dict[str, Any]) -> list[dict[str, Any]]:
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    results: list[dict[str, Any]] = (allocation.get("devices") or {}).get("results") or []
+    return results
