@@ -287,3 +287,31 @@ def test_pod_metrics_sum_every_container_of_every_pod_at_the_newest_moment() -> 
     assert pod_metrics.reading(items) == {"time": 1795721720.0, "cpu_percent": 275.0, "rss_mib": 1600.0}
     assert pod_metrics.reading([]) is None  # no pod measured yet: no sample, never zeros
     assert pod_metrics.reading([{"timestamp": "2026-11-26T19:35:15Z", "containers": []}]) is None
+
+
+def test_an_account_the_metrics_api_refuses_says_so_once_per_run(
+    metrics_cluster: ControlPlane,
+    project_node: Callable[..., str],
+    admin: client.ApiClient,
+    server_lab: Experiments,
+    namespace: str,
+    home: Path,
+) -> None:
+    rbac = client.RbacAuthorizationV1Api(admin)
+    for role in rbac.list_namespaced_role(namespace).items:  # the notebook's Role, without pod metrics
+        kept = [r for r in role.rules or [] if "metrics.k8s.io" not in (r.api_groups or [])]
+        if role.metadata and role.metadata.name and len(kept) < len(role.rules or []):
+            rules = [admin.sanitize_for_serialization(rule) for rule in kept]
+            rbac.patch_namespaced_role(role.metadata.name, namespace, {"rules": rules})
+    records = [start_run(project_node, admin, server_lab, namespace, home, ("1", "1Gi"))[0] for _ in range(2)]
+    refused = f"the metrics API (metrics.k8s.io/v1beta1) refused to list pod metrics in {namespace}: "
+
+    def said(run: RunDirectory) -> list[dict[str, Any]] | None:
+        lines = read_lines(run.system_file)
+        return lines if lines and "process" in lines[0]["missing"] else None
+
+    for record in records:
+        (only,) = wait_for(lambda id=record["id"]: said(server_lab.run(id)), what="the note")  # type: ignore[misc]
+        why = only["missing"]["process"]
+        assert why.startswith(refused) and why.endswith("needs get/list on pods.metrics.k8s.io")
+        assert only["sources"] == {}  # no CPU or memory sample, never zeros
