@@ -90,9 +90,9 @@ class MetricsSampler:
             grouped: dict[str, list[dict[str, Any]]] | None = None
         else:
             items, self._why = pod_metrics.listed(api, selector)
-            self._failures = 0 if items is not None else self._failures + 1
+            self._failures = 0 if items is not None else min(self._failures + 1, 10)
             every = interval_from_env() or DEFAULT_INTERVAL
-            self._skip = min(2**self._failures - 1, int(MAX_BACKOFF / every)) if self._failures else 0
+            self._skip = min(2**self._failures - 1, int(MAX_BACKOFF / every))  # 0 once it answers
             grouped = None if items is None else pod_metrics.by_run(items)
         for run in runs:
             if grouped is None:  # the API failed: each run says why (once: the file keeps it)
