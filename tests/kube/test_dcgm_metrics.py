@@ -199,7 +199,7 @@ def test_a_running_runs_view_reads_the_samples_since_the_last_once_an_interval(
     monkeypatch.setenv(dcgm.PROMETHEUS_URL, down)
     monkeypatch.delenv("KUBELAB_SYSTEM_METRICS_INTERVAL", raising=False)  # every 5 s
     now = [1000.0]
-    backend._live.clock = lambda: now[0]  # the poller's monotonic clock, moved by hand
+    backend.sampler.live.clock = lambda: now[0]  # the poller's monotonic clock, moved by hand
     record, pod = start_gpu_run(project_node, admin, lab, namespace, home)
     running = lab.get(record["id"])
     started = parse_iso(running["started_at"])

@@ -21,7 +21,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from kubelab.backends.base import Backend, ClusterAccess
-from kubelab.backends.kubernetes import builders, dcgm, dra, elastic_resizer, names, pod_metrics, states
+from kubelab.backends.kubernetes import builders, dcgm, dra, elastic_resizer, metrics_sampler, names, states
 from kubelab.backends.kubernetes import events as kube_events
 from kubelab.backends.kubernetes.api import KubeApi
 from kubelab.backends.kubernetes.chores import Chores
@@ -69,7 +69,7 @@ class KubernetesBackend(Backend):
         self.watcher: Watcher | None = None
         self.elastic = elastic_resizer.ElasticResizer(lambda: self.api, nb, lambda: self.watcher)  # resizes
         self._chores = Chores(self._finish)
-        self._live = dcgm.LiveSamples()  # a running run's DCGM and metrics API samples, for its views
+        self.sampler = metrics_sampler.MetricsSampler(dcgm.LiveSamples(), self.target)  # CPU, memory, GPUs
         self.images = ImageStage(api_client, BuildSettings.from_environ(), retry)
 
     # -- construction ------------------------------------------------------------------------
@@ -313,10 +313,12 @@ class KubernetesBackend(Backend):
             self.watch_timeout,
         )
         self.watcher.start()
+        self.sampler.start(self.api, self.nb.user, lambda: self.watcher, self._find_run)
         self._chores.ensure()
         self.elastic.start()
 
     def close(self) -> None:
+        self.sampler.close()
         if self.watcher is not None:
             self.watcher.stop()
             self.watcher = None
@@ -361,7 +363,7 @@ class KubernetesBackend(Backend):
         archive_logs(self.api, self.nb.user, run)
         spec = ExperimentSpec.parse(run.spec())
         target = self.target(run, spec)
-        self._live.finish(run, self.api.namespace, target.name)
+        self.sampler.live.finish(run, self.api.namespace, target.name)
         if spec.parameter_servers and spec.engine == "job":
             self.api.delete("Job", target.ps_job)
         if builders.is_distributed(spec) and spec.engine == "job":
@@ -440,10 +442,8 @@ class KubernetesBackend(Backend):
         return kube_events.dedupe([kube_events.event_record(e) for e in self._run_objects(run)[2]])
 
     def refresh_system(self, run: RunDirectory) -> None:
-        if run.status().backend == self.name and self._client is not None:
-            job = self.target(run, ExperimentSpec.parse(run.spec())).name
-            selector = names.run_selector(self.nb.user, run.id)
-            self._live.poll(run, self.api.namespace, job, lambda: pod_metrics.read(self.api, selector))
+        if run.status().backend == self.name and self._client is not None:  # metrics_sampler.py
+            self.sampler.refresh(run, self.api, self.nb.user)
 
     def resources(self) -> dict[str, Any]:
         """GPUs by the namespace's ResourceQuota (nodes are cluster-scoped, out of reach)."""

@@ -3,7 +3,8 @@ series (`DCGM_FI_DEV_GPU_UTIL`, `DCGM_FI_DEV_FB_USED`, `DCGM_FI_DEV_POWER_USAGE`
 pods, read through Prometheus's HTTP API and written as its `system.jsonl`, in the runner's
 format, so every reader (sums, views, PQL, `kubelab show`) treats them alike. While the run
 runs, a view's read appends what came since the last sample (`LiveSamples`, at most once an
-interval), with the CPU and memory the metrics API reports (pod_metrics.py); when it ends, the
+interval), and the CPU and memory the metrics API reports (pod_metrics.py) are appended each
+interval (by a server's sampler, metrics_sampler.py, or else on a view's read); when it ends, the
 file is written again whole from its start to its end, keeping those (they have no history).
 
 Prometheus is configured by `KUBELAB_PROMETHEUS_URL`. Where none is, or it does not answer, or
@@ -39,7 +40,8 @@ SERIES = {
 }
 """Sample field -> the exporter's series (percent, MiB, W: the sample's own units)."""
 MAX_POINTS = 10_000  # Prometheus refuses a range query of more than 11,000 points a series
-NO_PROCESS = "no CPU or memory samples: the metrics API is read only while a view follows the running run"
+NO_PROCESS = "no CPU or memory samples: the metrics API was not read while the run ran"
+NO_PROMETHEUS = f"no Prometheus configured ({PROMETHEUS_URL}): no GPU metrics on Kubernetes"
 
 
 class RangeQuery(Protocol):
@@ -115,7 +117,7 @@ def ask(
 ) -> tuple[list[dict[str, Any]], str | None]:
     """The run's samples between `start` and `end`, or none and why."""
     if source is None:
-        return [], f"no Prometheus configured ({PROMETHEUS_URL}): no GPU metrics on Kubernetes"
+        return [], NO_PROMETHEUS
     step = max(every, (end - start) / MAX_POINTS, 1.0)
     try:
         results = {
@@ -205,6 +207,8 @@ class _Followed:
         self.order: dict[tuple[str, str], int] = {}
         self.process_last: float | None = None  # the newest CPU and memory sample's time
         self.header: dict[str, Any] | None = None  # the sources line written, once the file is
+        self.why: str | None = None  # why there are no GPU samples, as the last read said
+        self.process_why: str | None = None  # why there are no CPU and memory samples, as last said
 
 
 Usage = Callable[[], tuple[dict[str, Any] | None, str | None]]
@@ -214,7 +218,8 @@ Usage = Callable[[], tuple[dict[str, Any] | None, str | None]]
 class LiveSamples:
     """A running run's samples while it runs. A view's read asks Prometheus, at most once an
     interval, for what came since the newest sample (from the run's start at first), and the
-    metrics API for the CPU and memory the run's pods use now, and appends the newer samples;
+    metrics API for the CPU and memory the run's pods use now (or a server's sampler hands them
+    in each interval, `take`), and appends the newer samples;
     while the sources line changes (until the first samples of each arrive, it says why there
     are none), the file is written whole. A server that restarts writes the GPU samples again
     from the start and keeps the CPU and memory ones (the metrics API has no history). One lock
@@ -230,23 +235,42 @@ class LiveSamples:
         with self.lock:
             return self.locks.setdefault(run.path, threading.Lock())
 
+    def _followed(self, run: RunDirectory, every: float) -> _Followed | None:
+        """The run's state while it runs and is sampled (held under its lock); None once ended."""
+        status = run.status()
+        if every <= 0 or not status.started_at or status.terminal:
+            return None
+        followed = self.followed.get(run.path)
+        if followed is None or followed.started_at != status.started_at:  # resumed: a new start
+            followed = self.followed[run.path] = _Followed(status.started_at)
+        return followed
+
     def poll(self, run: RunDirectory, namespace: str, job: str, usage: Usage | None = None) -> None:
+        """A view's read. Without `usage` the CPU and memory are the sampler's, and what it last
+        said of them stays."""
         every = system_metrics.interval_from_env()
         with self._lock(run):  # the run's end (`finish`) writes the file under the same lock
-            status = run.status()
-            if every <= 0 or not status.started_at or status.terminal:
-                return
-            followed = self.followed.get(run.path)
-            if followed is None or followed.started_at != status.started_at:  # resumed: a new start
-                followed = self.followed[run.path] = _Followed(status.started_at)
+            followed = self._followed(run, every)
             now = self.clock()
-            if followed.polled is not None and now - followed.polled < every:
+            if followed is None or followed.polled is not None and now - followed.polled < every:
                 return
             followed.polled = now
-            start = max(parse_iso(status.started_at), followed.last or 0.0)
+            start = max(parse_iso(followed.started_at), followed.last or 0.0)
             lines, why = ask(from_environ(), namespace, job, start, time.time(), every, followed.order)
-            sample, process_why = usage() if usage else (None, None)
+            if why is not None and followed.last is not None:
+                log.info("no new DCGM samples for %s: %s", run.id, why)
+            sample, process_why = usage() if usage else (None, followed.process_why)
             self._written(run, followed, lines, why, sample, process_why)
+
+    def take(self, run: RunDirectory, usage: tuple[dict[str, Any] | None, str | None]) -> None:
+        """The sampler's reading of the run's CPU and memory (`pod_metrics.usage`), appended; the
+        GPUs stay as the last view's read left them (no Prometheus configured: said at once)."""
+        with self._lock(run):
+            followed = self._followed(run, system_metrics.interval_from_env())
+            if followed is None:
+                return
+            unasked = NO_PROMETHEUS if from_environ() is None else None
+            self._written(run, followed, [], followed.why if followed.polled is not None else unasked, *usage)
 
     def _written(
         self,
@@ -268,8 +292,7 @@ class LiveSamples:
             fresh = [sample]
         else:
             fresh = []
-        if why is not None and followed.last is not None:
-            log.info("no new DCGM samples for %s: %s", run.id, why)
+        followed.why, followed.process_why = why, process_why
         head = header(
             followed.last is not None or bool(newer),
             why,

@@ -5,10 +5,11 @@ core, so 250 is two and a half cores; `rss_mib`: the working set, the memory the
 not reclaim).
 
 The API keeps no history: it answers what the pods use now (a window of a few seconds to a
-minute). A reading is taken each time a view follows the running run (`dcgm.LiveSamples`) and
-appended to its `system.jsonl`; a run nobody follows while it runs has no CPU or memory samples.
-Where the API is not served (no APIService), unavailable, or refused to the notebook's account,
-the reading is none and says why: never zeros.
+minute). A server lists every run's pods at once each interval (`metrics_sampler.py`); a process
+that watches nothing (the CLI) reads the run's own pods when a view asks (`dcgm.LiveSamples`).
+Either way the reading is appended to the run's `system.jsonl`. Where the API is not served (no
+APIService), unavailable, or refused to the notebook's account, the reading is none and says
+why: never zeros.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, cast
 from kubernetes.client.exceptions import ApiException
 from kubernetes.utils import parse_quantity
 
+from kubelab.backends.kubernetes import names
 from kubelab.backends.kubernetes.api import KubeApi
 from kubelab.backends.kubernetes.errors import RetryPolicy, api_message, call
 from kubelab.errors import KubelabError
@@ -28,6 +30,7 @@ SOURCE = "metrics-api"
 """The `process` source a Kubernetes run's `system.jsonl` names when the readings come from here."""
 ONCE = RetryPolicy(attempts=1)  # a view's read waits for no retries: the next poll asks again
 MIB = 1024 * 1024
+TIMEOUT = 10.0  # seconds a list may take: a stalled API server holds up no shutdown for long
 
 
 def _moment(text: str) -> float:
@@ -55,8 +58,8 @@ def reading(items: list[dict[str, Any]]) -> dict[str, Any] | None:
     return {"time": round(moment, 3), "cpu_percent": round(cores * 100, 1), "rss_mib": round(memory / MIB, 1)}
 
 
-def read(api: KubeApi, selector: str) -> tuple[dict[str, Any] | None, str | None]:
-    """The run's pods' usage now (their label `selector`), or none and why."""
+def listed(api: KubeApi, selector: str) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """The PodMetrics of the pods with the labels `selector` in the namespace, or none and why."""
     where = f"{GROUP}/{VERSION}"
     try:
         answer = call(
@@ -68,6 +71,7 @@ def read(api: KubeApi, selector: str) -> tuple[dict[str, Any] | None, str | None
             label_selector=selector,
             policy=ONCE,
             host=api.host,
+            _request_timeout=TIMEOUT,
         )
     except ApiException as exc:
         if exc.status == 404:
@@ -80,5 +84,28 @@ def read(api: KubeApi, selector: str) -> tuple[dict[str, Any] | None, str | None
         return None, f"the metrics API ({where}) is unavailable: {api_message(exc)}"
     except KubelabError as exc:  # the API server unreachable: said, and asked again at the next poll
         return None, f"the metrics API ({where}) could not be read: {exc}"
-    sample = reading(list(cast("dict[str, Any]", answer).get("items") or []))
-    return sample, None if sample else f"the metrics API ({where}) reported no usage for this run's pods"
+    return list(cast("dict[str, Any]", answer).get("items") or []), None
+
+
+def usage(items: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, str | None]:
+    """One run's sample from its pods' PodMetrics, or none and why."""
+    sample = reading(items)
+    why = f"the metrics API ({GROUP}/{VERSION}) reported no usage for this run's pods"
+    return sample, None if sample else why
+
+
+def by_run(items: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """PodMetrics grouped by the run their pod belongs to (its experiment label, which the
+    metrics API copies from the pod)."""
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for item in items:
+        run = ((item.get("metadata") or {}).get("labels") or {}).get(names.EXPERIMENT)
+        if run:
+            runs.setdefault(run, []).append(item)
+    return runs
+
+
+def read(api: KubeApi, selector: str) -> tuple[dict[str, Any] | None, str | None]:
+    """The run's pods' usage now (their label `selector`), or none and why."""
+    items, why = listed(api, selector)
+    return (None, why) if items is None else usage(items)

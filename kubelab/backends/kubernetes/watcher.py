@@ -78,6 +78,11 @@ class Cache:
             objects = self.objects.get(kind, {})
             return [objects[n] for n in self.by_run.get(kind, {}).get(run, ()) if n in objects]
 
+    def runs(self, kind: str) -> list[str]:
+        """The runs that have objects of `kind` now."""
+        with self.lock:
+            return [run for run, held in self.by_run.get(kind, {}).items() if held]
+
     def add_event(self, event: Obj) -> str | None:
         name = (event.get("involvedObject") or {}).get("name", "")
         with self.lock:
