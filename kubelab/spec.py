@@ -7,12 +7,12 @@ suggestion, because a typo silently ignored (`gpu: 2`) costs a researcher a day.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kubelab import templating
+from kubelab.code_snapshot import CodeSnapshot, default_name, read_code
 from kubelab.elastic import REPLICAS_ALSO, Elastic, elastic_problems, read_elastic
 from kubelab.environments.spec import Environment, EnvironmentReader, InitStep
 from kubelab.errors import FieldError, ValidationError, did_you_mean, type_name
@@ -31,13 +31,6 @@ Scalar = str | int | float | bool | None
 MAX_COMMAND = 100_000  # characters in all arguments: within what the kernel accepts (ARG_MAX)
 NUMBER = [{"type": "number"}]  # a quantity may be `4` or `0.5` as well as `500m`, `16Gi`
 STRING = [{"type": "string"}]  # NNI's gpuIndices may be "0,2"
-
-
-PRIORITY_FIELD = {
-    "description": "who waits and who is preempted: low (100), normal (1000), high (10000) or a number",
-    "also": [{"type": "string", "enum": list(PRIORITY_NAMES)}],
-    "schema": {"minimum": 0, "maximum": MAX_PRIORITY},
-}
 
 
 @dataclass
@@ -68,15 +61,6 @@ class Resources:
     gpu_type: str | None = field(default=None, metadata=about("a GPU type name such as A100"))
     gpu_indices: list[int] | None = field(default=None, metadata=about("only these GPUs (local)", STRING))
     shm: str | None = field(default=None, metadata=about("shared memory (/dev/shm), e.g. 1Gi", NUMBER))
-
-
-@dataclass
-class CodeSnapshot:
-    """What to copy into the run's `code/`: a directory, or a cell's source as one file."""
-
-    path: str | None = field(default=None, metadata=about("a directory to copy"))
-    source: str | None = field(default=None, metadata=about("a script's text"))
-    filename: str = field(default="main.py", metadata=about("the file `source` is saved as"))
 
 
 @dataclass
@@ -172,6 +156,12 @@ class ExperimentSpec:
         default=False,
         metadata=about("may give its GPUs to a higher-priority run and resume later (default: true for low)"),
     )
+    system_metrics_interval: int | None = field(
+        default=None,
+        metadata=about(
+            "seconds between GPU, CPU and memory samples (default 5; 0: none)", minimum=0, maximum=3600
+        ),
+    )
     preemption_grace: float = field(
         default=30.0,
         metadata=about(
@@ -203,17 +193,7 @@ class ExperimentSpec:
 
     @property
     def display_name(self) -> str:
-        return self.name or _default_name(self.command, self.code)
-
-
-def _default_name(command: list[str] | str, code: CodeSnapshot | None) -> str:
-    words = command.split() if isinstance(command, str) else list(command)
-    for word in words:
-        if word.endswith((".py", ".ipynb", ".sh")):
-            return os.path.splitext(os.path.basename(word))[0]
-    if code and code.source is not None:
-        return os.path.splitext(code.filename)[0]
-    return os.path.basename(words[0]) if words else "experiment"
+        return self.name or default_name(self.command, self.code)
 
 
 class _Parser(EnvironmentReader):
@@ -256,7 +236,8 @@ class _Parser(EnvironmentReader):
         )
         spec.env = self.string_map(data, "env")
         spec.workdir = self.text(data, "workdir", None) or None
-        spec.code = self.code(data.get("code"))
+        spec.code, problems = read_code(data.get("code"))
+        self.errors += problems
         spec.image = self.text(data, "image", None) or None
         spec.node_selector = self.string_map(data, "node_selector")
         spec.tolerations = self.tolerations(data.get("tolerations"))
@@ -265,6 +246,10 @@ class _Parser(EnvironmentReader):
         spec.tags = self.tags(data.get("tags"))
         spec.queue = self.text(data, "queue", None) or None
         self.preemption(data, spec)
+        if data.get("system_metrics_interval") is not None:
+            spec.system_metrics_interval = self.integer(
+                data, "system_metrics_interval", 0, **bounds(ExperimentSpec, "system_metrics_interval")
+            )
         if data.get("seed") is not None:
             spec.seed = self.integer(data, "seed", 0, **bounds(ExperimentSpec, "seed"))
         spec.params = self.params(data.get("params"), spec.inputs)
@@ -408,28 +393,6 @@ class _Parser(EnvironmentReader):
         elif gpu_type:
             res.gpu_type = gpu_type.strip()
         return res
-
-    def code(self, value: Any) -> CodeSnapshot | None:
-        if value is None:
-            return None
-        if isinstance(value, str):
-            return CodeSnapshot(path=value)
-        if not isinstance(value, dict):
-            self.fail("code", "must be a directory path or a mapping with 'path' or 'source'")
-            return None
-        self.known("code", value, tuple(CodeSnapshot.__dataclass_fields__))
-        snap = CodeSnapshot(path=value.get("path"), source=value.get("source"))
-        snap.filename = value.get("filename") or "main.py"
-        if (snap.path is None) == (snap.source is None):
-            self.fail("code", "give exactly one of 'path' (a directory) or 'source' (a script)")
-        if snap.path is not None and not isinstance(snap.path, str):
-            self.fail("code.path", "must be a string")
-        if snap.source is not None and not isinstance(snap.source, str):
-            self.fail("code.source", "must be a string")
-        name = snap.filename
-        if not isinstance(name, str) or "/" in name or name.startswith(".") or "\\" in name:
-            self.fail("code.filename", "must be a plain file name such as 'train.py'")
-        return snap
 
     def cross_checks(self, spec: ExperimentSpec) -> None:
         command_refused = any(e.path == "command" for e in self.errors)

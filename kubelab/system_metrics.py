@@ -43,6 +43,13 @@ def interval_from_env(default: float = DEFAULT_INTERVAL) -> float:
     return value if value >= 0 else default
 
 
+def interval_for(chosen: Any) -> float:
+    """A run's seconds between samples: its spec's `system_metrics_interval` (`chosen`; `0`:
+    none), else the lab's (`KUBELAB_SYSTEM_METRICS_INTERVAL`), else DEFAULT_INTERVAL."""
+    usable = isinstance(chosen, (int, float)) and not isinstance(chosen, bool) and chosen >= 0
+    return float(chosen) if usable else interval_from_env()
+
+
 IDLE_UTIL = 15.0
 """A run whose GPUs average under this utilisation (percent) ..."""
 IDLE_WINDOW = 600.0

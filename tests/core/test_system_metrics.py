@@ -14,7 +14,9 @@ from kubelab_testing import wait_until
 from recorded_nvml import RecordedNvml
 
 from kubelab.backends.local.system_sampler import NvmlReader, PsutilReader, SystemSampler, open_gpu_reader
+from kubelab.errors import ValidationError
 from kubelab.experiments import Experiments
+from kubelab.spec import ExperimentSpec
 from kubelab.system_digest import summarize_file
 from kubelab.system_metrics import IDLE_WINDOW, read_lines, summarize
 
@@ -193,6 +195,37 @@ def test_sampling_off_writes_nothing(
     record = lab.submit({"command": ["python", "-c", "pass"]})
     assert wait_until(lab, record["id"])["status"] == "Succeeded"
     assert not (lab.runs_root / record["id"] / "system.jsonl").exists()
+
+
+def test_a_runs_own_interval_wins_over_the_labs(
+    lab: Experiments, lab_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`system_metrics_interval: 0` turns one run's sampling off in a lab that samples; a run
+    that asks for 1 s is sampled in a lab whose default is off."""
+    monkeypatch.setenv("KUBELAB_SYSTEM_METRICS_INTERVAL", "0.05")
+    quiet = lab.submit({"command": ["python", "-c", "pass"], "system_metrics_interval": 0})
+    assert wait_until(lab, quiet["id"])["status"] == "Succeeded"
+    assert not (lab.runs_root / quiet["id"] / "system.jsonl").exists()
+    monkeypatch.setenv("KUBELAB_SYSTEM_METRICS_INTERVAL", "0")
+    (lab_env / "trial.py").write_text(TRIAL)
+    sampled = lab.submit({"command": ["python", str(lab_env / "trial.py")], "system_metrics_interval": 1})
+    assert wait_until(lab, sampled["id"])["status"] == "Succeeded"
+    lines = list(read_lines(lab.runs_root / sampled["id"] / "system.jsonl"))
+    assert lines[0]["sources"] == {"process": "psutil"} and any("rss_mib" in s for s in lines[1:]), lines
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (-1, "must be at least 0, not -1"),
+        (7200, "must be at most 3600, not 7200"),
+        ("often", "must be a whole number, not 'often'"),
+    ],
+)
+def test_a_bad_interval_is_refused_by_name(value: object, reason: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        ExperimentSpec.parse({"command": "true", "system_metrics_interval": value})
+    assert [(e.path, e.reason) for e in caught.value.fields] == [("system_metrics_interval", reason)]
 
 
 def test_kubelab_show_prints_the_runs_use_of_the_machine(

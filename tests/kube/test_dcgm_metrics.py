@@ -24,7 +24,7 @@ from kubernetes import client
 from kubelab.backends.kubernetes import dcgm
 from kubelab.backends.kubernetes.backend import KubernetesBackend
 from kubelab.experiments import Experiments
-from kubelab.records import parse_iso
+from kubelab.records import RUNNING, RunDirectory, Status, parse_iso
 from kubelab.system_digest import summarize_file
 from kubelab.system_metrics import read_lines
 
@@ -235,3 +235,32 @@ def test_a_running_runs_view_reads_the_samples_since_the_last_once_an_interval(
     wait_for(lambda: lab.system(record["id"])["summary"]["samples"] == 3, what="the file written whole")
     assert len(Prometheus.asked) == 3  # once at its end, from its start; its views ask no more
     assert {float(a["start"]) for a in Prometheus.asked} == {round(started, 3)}
+
+
+def test_the_sampler_hands_each_run_a_reading_at_its_own_interval(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rounds come every 5 s: a run asking for 10 s takes every other reading, one asking for 0
+    none, one with no interval of its own every one (the lab's)."""
+    monkeypatch.delenv(dcgm.PROMETHEUS_URL, raising=False)
+    monkeypatch.setenv("KUBELAB_SYSTEM_METRICS_INTERVAL", "5")
+    now = [0.0]
+    live = dcgm.LiveSamples(clock=lambda: now[0])
+    runs = {
+        every: RunDirectory.create(
+            tmp_path / "runs",
+            {"command": "true", **({} if every is None else {"system_metrics_interval": every})},
+            Status().move(RUNNING, "running"),
+        )
+        for every in (None, 10, 0)
+    }
+    assert [live.interval(run) for run in runs.values()] == [5.0, 10.0, None]
+    for round_ in range(6):
+        for run in runs.values():
+            live.take(run, ({"time": 1764140000.0 + 5 * round_, "cpu_percent": 50.0, "rss_mib": 10.0}, None))
+        now[0] += 5.0
+    counted = {
+        every: len(read_lines(run.system_file)[1:]) if run.system_file.exists() else 0
+        for every, run in runs.items()
+    }
+    assert counted == {None: 6, 10: 3, 0: 0}

@@ -166,7 +166,9 @@ def test_free_devices_are_the_newest_slices_minus_allocated_claims_where_kubelab
         ),
         SharedType("any", "c", "r", "dra", CLASS),
         SharedType("a-models", "d", "r", "dra", CLASS, f'{attribute}.startsWith("A")'),
-        SharedType("by-memory", "f", "r", "dra", CLASS, f'device.capacity["{CLASS}"].memory.isGreaterThan(1)'),
+        SharedType(
+            "by-memory", "f", "r", "dra", CLASS, f'device.capacity["{CLASS}"].memory.isGreaterThan(1)'
+        ),
         SharedType("gone", "e", "r", "dra", "missing.example.com"),
     ]
     counts = dra_counts(types, classes, slices, claims)

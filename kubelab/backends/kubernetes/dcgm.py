@@ -192,7 +192,7 @@ def record_run(run: RunDirectory, namespace: str, job: str) -> None:
     """At a run's end: its GPU samples from `started_at` to `finished_at`, at the sampling
     interval (`KUBELAB_SYSTEM_METRICS_INTERVAL`; `0` records nothing, as for local runs)."""
     status = run.status()
-    every = system_metrics.interval_from_env()
+    every = system_metrics.interval_for(run.spec().get("system_metrics_interval"))
     if not status.started_at or every <= 0:
         return
     end = parse_iso(status.finished_at) if status.finished_at else time.time()
@@ -200,9 +200,11 @@ def record_run(run: RunDirectory, namespace: str, job: str) -> None:
 
 
 class _Followed:
-    def __init__(self, started_at: str) -> None:
+    def __init__(self, started_at: str, every: float) -> None:
         self.started_at = started_at
+        self.every = every  # seconds between samples (the spec's, else the lab's)
         self.polled: float | None = None  # monotonic
+        self.taken: float | None = None  # monotonic: the sampler's last reading handed in
         self.last: float | None = None  # the newest sample's time, once some were written
         self.order: dict[tuple[str, str], int] = {}
         self.process_last: float | None = None  # the newest CPU and memory sample's time
@@ -235,25 +237,33 @@ class LiveSamples:
         with self.lock:
             return self.locks.setdefault(run.path, threading.Lock())
 
-    def _followed(self, run: RunDirectory, every: float) -> _Followed | None:
-        """The run's state while it runs and is sampled (held under its lock); None once ended."""
+    def _followed(self, run: RunDirectory) -> _Followed | None:
+        """The run's state while it runs and is sampled (held under its lock); None once ended,
+        or where its interval is 0."""
         status = run.status()
-        if every <= 0 or not status.started_at or status.terminal:
+        if not status.started_at or status.terminal:
             return None
         followed = self.followed.get(run.path)
         if followed is None or followed.started_at != status.started_at:  # resumed: a new start
-            followed = self.followed[run.path] = _Followed(status.started_at)
-        return followed
+            every = system_metrics.interval_for(run.spec().get("system_metrics_interval"))
+            followed = self.followed[run.path] = _Followed(status.started_at, every)
+        return followed if followed.every > 0 else None
+
+    def interval(self, run: RunDirectory) -> float | None:
+        """The running run's seconds between samples; None where it is not sampled."""
+        with self._lock(run):
+            followed = self._followed(run)
+            return None if followed is None else followed.every
 
     def poll(self, run: RunDirectory, namespace: str, job: str, usage: Usage | None = None) -> None:
         """A view's read. Without `usage` the CPU and memory are the sampler's, and what it last
         said of them stays."""
-        every = system_metrics.interval_from_env()
         with self._lock(run):  # the run's end (`finish`) writes the file under the same lock
-            followed = self._followed(run, every)
+            followed = self._followed(run)
             now = self.clock()
-            if followed is None or followed.polled is not None and now - followed.polled < every:
+            if followed is None or followed.polled is not None and now - followed.polled < followed.every:
                 return
+            every = followed.every
             followed.polled = now
             start = max(parse_iso(followed.started_at), followed.last or 0.0)
             lines, why = ask(from_environ(), namespace, job, start, time.time(), every, followed.order)
@@ -266,9 +276,11 @@ class LiveSamples:
         """The sampler's reading of the run's CPU and memory (`pod_metrics.usage`), appended; the
         GPUs stay as the last view's read left them (no Prometheus configured: said at once)."""
         with self._lock(run):
-            followed = self._followed(run, system_metrics.interval_from_env())
-            if followed is None:
+            followed = self._followed(run)
+            now = self.clock()  # a run sampled less often than the round skips rounds (10% early is on time)
+            if followed is None or followed.taken is not None and now - followed.taken < 0.9 * followed.every:
                 return
+            followed.taken = now
             unasked = NO_PROMETHEUS if from_environ() is None else None
             self._written(run, followed, [], followed.why if followed.polled is not None else unasked, *usage)
 

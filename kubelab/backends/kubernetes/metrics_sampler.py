@@ -62,12 +62,15 @@ class MetricsSampler:
         selector = names.user_selector(user)
 
         def loop() -> None:
-            while not self._stop.wait(interval_from_env() or DEFAULT_INTERVAL):
+            wait = interval_from_env() or DEFAULT_INTERVAL
+            while not self._stop.wait(wait):
                 seen = watcher()
-                if seen is None or interval_from_env() <= 0:  # `0`: sampling off, as for local runs
+                wait = interval_from_env() or DEFAULT_INTERVAL
+                if seen is None:
                     continue
-                try:
-                    self.sample(api, selector, [r for r in map(find, seen.cache.runs("Pod")) if r])
+                runs = [r for r in map(find, seen.cache.runs("Pod")) if r]
+                try:  # the next round comes at the shortest interval of the runs sampled
+                    wait = self.sample(api, selector, runs) or wait
                 except Exception as exc:  # a run's unreadable file: the next round tries again
                     log.warning("sampling the pods' metrics failed: %s", exc)
 
@@ -79,26 +82,30 @@ class MetricsSampler:
         if self._thread is not None:
             self._thread.join(timeout=JOIN)  # `running` stays true if it did not end in time
 
-    def sample(self, api: KubeApi, selector: str, runs: list[RunDirectory]) -> None:
-        """One round: one list for every run (unless backing off), each run's reading handed in."""
-        runs = [run for run in runs if not run.status().terminal]
+    def sample(self, api: KubeApi, selector: str, runs: list[RunDirectory]) -> float | None:
+        """One round: one list for every run (unless backing off), each run's reading handed in
+        (a run whose `system_metrics_interval` is longer takes one every few rounds, one whose
+        interval is 0 none). Returns the shortest interval of the runs sampled."""
+        every = {run.id: seconds for run in runs if (seconds := self.live.interval(run))}
+        runs = [run for run in runs if run.id in every]
         if not runs:
-            return
+            return None
         self.rounds += 1
+        tick = min(every.values())
         if self._skip:
             self._skip -= 1
             grouped: dict[str, list[dict[str, Any]]] | None = None
         else:
             items, self._why = pod_metrics.listed(api, selector)
             self._failures = 0 if items is not None else min(self._failures + 1, 10)
-            every = interval_from_env() or DEFAULT_INTERVAL
-            self._skip = min(2**self._failures - 1, int(MAX_BACKOFF / every))  # 0 once it answers
+            self._skip = min(2**self._failures - 1, int(MAX_BACKOFF / tick))  # 0 once it answers
             grouped = None if items is None else pod_metrics.by_run(items)
         for run in runs:
             if grouped is None:  # the API failed: each run says why (once: the file keeps it)
                 self.live.take(run, (None, self._why))
             else:
                 self.live.take(run, pod_metrics.usage(grouped.get(run.id, [])))
+        return tick
 
     def refresh(self, run: RunDirectory, api: KubeApi, user: str) -> None:
         """A view's read: the GPUs from Prometheus, and (with no sampler running) the CPU and

@@ -58,6 +58,7 @@ from kubelab.records import (
     parse_iso,
 )
 from kubelab.spec import ExperimentSpec
+from kubelab.system_metrics import interval_for
 from kubelab.tensorboard import tfevents
 from kubelab.tensorboard.tfevents import MirrorThread, ScalarMirror
 
@@ -130,7 +131,9 @@ class Runner:
             with (
                 MirrorThread(ScalarMirror(self.run.path, self.run.tensorboard_dir)),
                 LogClock([self.run.logs_dir / name for name in self.log_names()]),  # lines' times
-                SystemSampler.for_run(self.run.system_file, gpu_ids),  # system.jsonl
+                SystemSampler.for_run(  # system.jsonl, every `system_metrics_interval` seconds
+                    self.run.system_file, gpu_ids, interval_for(self.spec.system_metrics_interval)
+                ),
             ):
                 self.execute(gpu_ids)
         except BuildFailed as exc:  # the failing line of an init step or the environment's build
