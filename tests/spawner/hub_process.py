@@ -225,6 +225,27 @@ class Hub:
             allow_redirects=False,
         )
 
+    def spawn_page(self, session: requests.Session, user: str, server: str = "") -> str:
+        """The spawn form as the user's browser gets it (the hub's live GPU counts in it)."""
+        return session.get(f"{self.url}/hub/spawn/{user}/{server}".rstrip("/"), timeout=30).text
+
+    def spawn_accepted(
+        self, session: requests.Session, user: str, data: dict[str, str], server: str = ""
+    ) -> None:
+        """Submit the spawn form; the hub accepts it (redirects to the server's progress)."""
+        reply = self.post_form(session, user, data, server=server)
+        assert reply.status_code == 302, reply.text[-2000:]
+
+    def spawn_refused(
+        self, session: requests.Session, user: str, data: dict[str, str], *sentences: str, server: str = ""
+    ) -> str:
+        """Submit the spawn form; the hub refuses it, showing each of `sentences`: the page."""
+        reply = self.post_form(session, user, data, server=server)
+        assert reply.status_code == 400, reply.text[-2000:]
+        for sentence in sentences:
+            assert sentence in reply.text, reply.text[-3000:]
+        return reply.text
+
     def wait_server(
         self, user: str, ready: bool = True, server: str = "", timeout: float = 60
     ) -> dict[str, Any]:

@@ -96,11 +96,9 @@ def test_a_notebook_of_a_dra_type_claims_a_device_and_the_quota_bounds_a_second(
     hub: Hub, kube: ControlPlane, driver: str
 ) -> None:
     session = hub.login("alice")
-    page = session.get(f"{hub.url}/hub/spawn/alice", timeout=30).text
-    assert choice(page) == f"A100-dra: DRA device ({driver}), 2 of 2 free"
+    assert choice(hub.spawn_page(session, "alice")) == f"A100-dra: DRA device ({driver}), 2 of 2 free"
 
-    reply = hub.post_form(session, "alice", {"gpus": "1(A100-dra)", "cpu": "1", "memory": "2Gi"})
-    assert reply.status_code == 302, reply.text[-2000:]
+    hub.spawn_accepted(session, "alice", {"gpus": "1(A100-dra)", "cpu": "1", "memory": "2Gi"})
     pods = "/api/v1/namespaces/user-alice/pods"
     pod = until(
         lambda: next((p for p in listed(kube, pods) if (p.get("spec") or {}).get("nodeName")), None),
@@ -122,18 +120,18 @@ def test_a_notebook_of_a_dra_type_claims_a_device_and_the_quota_bounds_a_second(
     templates = "/apis/resource.k8s.io/v1/namespaces/user-alice/resourceclaimtemplates"
     assert template in [t["metadata"]["name"] for t in listed(kube, templates)]
 
-    page = until(  # the hub's watch saw the device allocated
-        lambda: (
-            (p := session.get(f"{hub.url}/hub/spawn/alice/second", timeout=30).text)
-            and "1 of 2 free" in choice(p)
-            and p
-        ),
+    until(  # the hub's watch saw the device allocated
+        lambda: "1 of 2 free" in choice(hub.spawn_page(session, "alice", "second")),
         "the form counting the allocated device",
     )
-    reply = hub.post_form(session, "alice", {"gpus": "1(A100-dra)"}, server="second")
-    assert reply.status_code == 400, reply.text[-2000:]
-    assert "exceeded quota: kubelab-quota" in reply.text, reply.text[-3000:]
-    assert f"{driver}.deviceclass.resource.k8s.io/devices" in reply.text
+    hub.spawn_refused(
+        session,
+        "alice",
+        {"gpus": "1(A100-dra)"},
+        "exceeded quota: kubelab-quota",
+        f"{driver}.deviceclass.resource.k8s.io/devices",
+        server="second",
+    )
     assert [p["metadata"]["name"] for p in listed(kube, pods)] == [pod["metadata"]["name"]]
 
     assert hub.api("DELETE", "users/alice/server").status_code in (202, 204)

@@ -133,8 +133,7 @@ def start_and_run(hub: Hub, kube: ControlPlane, user: str) -> dict[str, Any]:
 
 
 def test_form_shows_fields_and_live_availability(hub: Hub) -> None:
-    session = hub.login("alice")
-    page = session.get(f"{hub.url}/hub/spawn/alice", timeout=30).text
+    page = hub.spawn_page(hub.login("alice"), "alice")
     for field in (
         'name="group"',
         'name="image"',
@@ -163,7 +162,7 @@ def test_spawn_through_the_form_then_stop(hub: Hub, kube: ControlPlane, pod_stan
         },
     )
     session = hub.login("alice")
-    reply = hub.post_form(
+    hub.spawn_accepted(
         session,
         "alice",
         {
@@ -174,7 +173,6 @@ def test_spawn_through_the_form_then_stop(hub: Hub, kube: ControlPlane, pod_stan
             "image": "kubelab/notebook:0.1.0",
         },
     )
-    assert reply.status_code == 302, reply.text[-2000:]
     pod = start_and_run(hub, kube, "alice")
     objects = by_kind(kube, "user-alice")
     assert objects == {
@@ -234,7 +232,7 @@ def test_spawn_through_the_form_then_stop(hub: Hub, kube: ControlPlane, pod_stan
     assert session.get(f"{hub.url}/user/alice/api/status", timeout=30).status_code == 200
     assert any(p.startswith("/user/alice/") for p in pod_stand_in.paths)
     # the watch saw the GPUs go: the form shows 2 of 4 V100 free
-    page = session.get(f"{hub.url}/hub/spawn/alice/second", timeout=30).text
+    page = hub.spawn_page(session, "alice", "second")
     assert '<td>V100</td><td class="free">2</td><td class="total">4</td>' in page
 
     assert hub.api("DELETE", "users/alice/server").status_code in (202, 204)
@@ -280,17 +278,13 @@ def test_rest_api_spawn_without_gpus(hub: Hub, kube: ControlPlane) -> None:
     ],
 )
 def test_refusals_show_in_the_form(hub: Hub, kube: ControlPlane, form: dict[str, Any], sentence: str) -> None:
-    session = hub.login("carol")
-    reply = hub.post_form(session, "carol", form)
-    assert reply.status_code == 400
-    assert sentence in reply.text, reply.text[-3000:]
-    assert 'name="gpus"' in reply.text  # the form is shown again
+    page = hub.spawn_refused(hub.login("carol"), "carol", form, sentence)
+    assert 'name="gpus"' in page  # the form is shown again
     assert "user-carol" not in namespaces(kube)
 
 
 def test_group_properties_of_the_wrong_type(hub: Hub, kube: ControlPlane) -> None:
-    session = hub.login("mallory")
-    page = session.get(f"{hub.url}/hub/spawn/mallory", timeout=30).text
+    page = hub.spawn_page(hub.login("mallory"), "mallory")
     assert "groups.broken.quota: must be a mapping with &#x27;user&#x27; and/or &#x27;group&#x27;" in page
     assert "groups.broken.volume_mount: entry &#x27;x(pvc)/mnt&#x27; at position 1" in page
     reply = hub.api("POST", "users/mallory/server", {})
@@ -338,11 +332,9 @@ def test_a_notebook_account_cannot_touch_another_user(hub: Hub, kube: ControlPla
 def test_pod_security_refusal_reaches_the_form_as_a_sentence(hub: Hub, kube: ControlPlane) -> None:
     """The API server's Pod Security admission refuses a hostPath mount in a user namespace
     (baseline); the user reads its reason above the form, not a bare 500."""
-    session = hub.login("oscar")
-    reply = hub.post_form(session, "oscar", {"group": "hostdata", "gpus": "0"})
-    assert reply.status_code == 400, reply.text[-2000:]
+    page = hub.spawn_refused(hub.login("oscar"), "oscar", {"group": "hostdata", "gpus": "0"})
     assert (
-        "violates PodSecurity &quot;baseline:latest&quot;: hostPath volumes" in reply.text
-        or "violates PodSecurity &#34;baseline:latest&#34;: hostPath volumes" in reply.text
-    ), reply.text[-3000:]
+        "violates PodSecurity &quot;baseline:latest&quot;: hostPath volumes" in page
+        or "violates PodSecurity &#34;baseline:latest&#34;: hostPath volumes" in page
+    ), page[-3000:]
     assert listed(kube, "/api/v1/namespaces/user-oscar/pods") == []
