@@ -19,10 +19,9 @@ import pytest
 from controlplane.cluster import ControlPlane, NodeSpec
 from controlplane.dra import device_class, publish_slice
 from controlplane.fixtures import RealCluster
-from hub_process import Hub, hub_samples
+from hub_process import Hub, cluster_hub, hub_samples, listed
 from kubelab_testing import JsonStandIn
 from kubernetes import config
-from test_spawner_kube_hub import hub_token, listed
 
 from kubelab.spawner.availability import group_label
 
@@ -52,8 +51,6 @@ def driver(kube: ControlPlane) -> Iterator[str]:
 def hub(
     kube: ControlPlane, driver: str, pod_stand_in: JsonStandIn, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Hub]:
-    directory = tmp_path_factory.mktemp("drahub")
-    kubeconfig = kube.write_kubeconfig(directory / "kubeconfig", token=hub_token(kube))
     catalog = {
         "images": ["kubelab/notebook:0.1.0"],
         "gpu_types": [
@@ -64,18 +61,12 @@ def hub(
             }
         ],
     }
+    directory = tmp_path_factory.mktemp("drahub")
     overrides = (
-        f"c.KubeLabSpawner.port = {pod_stand_in.port}\n"
-        "c.KubeLabSpawner.start_timeout = 60\n"
-        "c.KubeLabSpawner.api_server_cidrs = ['127.0.0.1/32']\n"
-        f"c.KubeLabSpawner.api_server_ports = [{kube.port}]\n"
         f"c.KubeLabSpawner.gpu_catalog = {catalog!r}\n"
-        f"c.JupyterHub.load_groups = {GROUPS!r}\n"
         "c.JupyterHub.authenticate_prometheus = False\n"  # the metrics test scrapes /hub/metrics
     )
-    with Hub(
-        directory, overrides, {"KUBELAB_HUB_MODE": "kubernetes", "KUBECONFIG": str(kubeconfig)}
-    ) as running:
+    with cluster_hub(kube, directory, pod_stand_in.port, GROUPS, overrides) as running:
         yield running
 
 

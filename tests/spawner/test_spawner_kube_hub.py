@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from controlplane.cluster import ControlPlane, NodeSpec
 from controlplane.fixtures import RealCluster
-from hub_process import REPO, Hub
+from hub_process import Hub, cluster_hub, listed
 from kubelab_testing import JsonStandIn, manifest
 from kubernetes import client, config
 
@@ -55,43 +54,14 @@ def kube(
         yield plane
 
 
-def hub_token(kube: ControlPlane) -> str:
-    """The hub runs with the shipped ClusterRole (hub_config/rbac/hub-clusterrole.yaml), not as admin:
-    the API server's RBAC and escalation checks prove it is enough, Role grants included."""
-    kube.request("POST", "/api/v1/namespaces", {"metadata": {"name": "jhub"}})
-    kube.request("POST", "/api/v1/namespaces/jhub/serviceaccounts", {"metadata": {"name": "hub"}})
-    for document in yaml.safe_load_all((REPO / "hub_config" / "rbac" / "hub-clusterrole.yaml").read_text()):
-        plural = {"ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings"}[
-            document["kind"]
-        ]
-        kube.request("POST", f"/apis/rbac.authorization.k8s.io/v1/{plural}", document)
-    return kube.token_for("jhub", "hub")
-
-
 @pytest.fixture(scope="module")
 def hub(
     kube: ControlPlane, pod_stand_in: JsonStandIn, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Hub]:
     directory = tmp_path_factory.mktemp("kubehub")
-    kubeconfig = kube.write_kubeconfig(directory / "kubeconfig", token=hub_token(kube))
-    overrides = (
-        f"c.KubeLabSpawner.port = {pod_stand_in.port}\n"
-        "c.KubeLabSpawner.start_timeout = 60\n"
-        "c.KubeLabSpawner.cluster_context = 'kubelab'\n"
-        # a loopback API server has no `kubernetes` endpoints to discover (see tests/controlplane)
-        "c.KubeLabSpawner.api_server_cidrs = ['127.0.0.1/32']\n"
-        f"c.KubeLabSpawner.api_server_ports = [{kube.port}]\n"
-        f"c.JupyterHub.load_groups = {GROUPS!r}\n"
-    )
-    with Hub(
-        directory, overrides, {"KUBELAB_HUB_MODE": "kubernetes", "KUBECONFIG": str(kubeconfig)}
-    ) as running:
+    overrides = "c.KubeLabSpawner.cluster_context = 'kubelab'\n"
+    with cluster_hub(kube, directory, pod_stand_in.port, GROUPS, overrides) as running:
         yield running
-
-
-def listed(kube: ControlPlane, path: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = kube.request("GET", path)["items"]
-    return items
 
 
 def wait_pod(kube: ControlPlane, namespace: str, name: str, timeout: float = 30) -> dict[str, Any]:
