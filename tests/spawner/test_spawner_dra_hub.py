@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+import requests
 from controlplane.cluster import ControlPlane, NodeSpec
 from controlplane.dra import device_class, publish_slice
 from controlplane.fixtures import RealCluster
@@ -78,6 +79,19 @@ def until(check: Callable[[], Any], what: str, timeout: float = 60) -> Any:
     return found
 
 
+def spawn_one_device(hub: Hub, kube: ControlPlane, session: requests.Session, user: str) -> dict[str, Any]:
+    """Spawn `user`'s server with one A100-dra device through the form, and wait until its pod is
+    bound and the hub has it ready: the pod."""
+    hub.spawn_accepted(session, user, {"gpus": "1(A100-dra)", "cpu": "1", "memory": "2Gi"})
+    pods = f"/api/v1/namespaces/user-{user}/pods"
+    pod: dict[str, Any] = until(
+        lambda: next((p for p in listed(kube, pods) if (p.get("spec") or {}).get("nodeName")), None),
+        f"{user}'s notebook pod bound",
+    )
+    hub.wait_server(user)
+    return pod
+
+
 def choice(page: str) -> str:
     options: dict[str, str] = dict(re.findall(r'<option value="([^"]*)"[^>]*>([^<]*)</option>', page))
     return options["A100-dra"]
@@ -89,13 +103,8 @@ def test_a_notebook_of_a_dra_type_claims_a_device_and_the_quota_bounds_a_second(
     session = hub.login("alice")
     assert choice(hub.spawn_page(session, "alice")) == f"A100-dra: DRA device ({driver}), 2 of 2 free"
 
-    hub.spawn_accepted(session, "alice", {"gpus": "1(A100-dra)", "cpu": "1", "memory": "2Gi"})
+    pod = spawn_one_device(hub, kube, session, "alice")
     pods = "/api/v1/namespaces/user-alice/pods"
-    pod = until(
-        lambda: next((p for p in listed(kube, pods) if (p.get("spec") or {}).get("nodeName")), None),
-        "the notebook pod bound",
-    )
-    hub.wait_server("alice")
     assert pod["spec"]["nodeName"] == NODE  # the node whose driver published the devices
     [claimed] = pod["spec"]["resourceClaims"]
     template = claimed["resourceClaimTemplateName"]
@@ -134,14 +143,8 @@ def test_a_dra_servers_device_is_its_users_gpu_hours_and_forged_claims_or_labels
     hub: Hub, kube: ControlPlane, driver: str
 ) -> None:
     session = hub.login("bob")
-    reply = hub.post_form(session, "bob", {"gpus": "1(A100-dra)", "cpu": "1", "memory": "2Gi"})
-    assert reply.status_code == 302, reply.text[-2000:]
+    pod = spawn_one_device(hub, kube, session, "bob")
     pods = "/api/v1/namespaces/user-bob/pods"
-    pod = until(
-        lambda: next((p for p in listed(kube, pods) if (p.get("spec") or {}).get("nodeName")), None),
-        "bob's notebook pod bound",
-    )
-    hub.wait_server("bob")
     namespace = kube.request("GET", "/api/v1/namespaces/user-bob")["metadata"]
     written = (namespace.get("annotations") or {}).get("kubelab.io/group", "")
     group = group_label(written) if written else ""
@@ -180,7 +183,7 @@ def test_a_dra_servers_device_is_its_users_gpu_hours_and_forged_claims_or_labels
     }
     kube.request("PUT", f"{claims}/forged/status", claim)
     until(  # the hub's watch saw the forged claim allocated
-        lambda: "0 of 2 free" in choice(session.get(f"{hub.url}/hub/spawn/bob/second", timeout=30).text),
+        lambda: "0 of 2 free" in choice(hub.spawn_page(session, "bob", "second")),
         "the form counting the forged claim's device",
     )
     before = hub_samples(hub, lambda s: True)[hours]
