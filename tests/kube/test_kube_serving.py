@@ -102,7 +102,7 @@ def target(api: KubeApi) -> ServiceTarget:
     return ServiceTarget(api.namespace, "alice", argv, run="run1", path="outputs/m")
 
 
-def running_pods(admin: client.ApiClient, namespace: str, version: str) -> list[dict[str, Any]]:
+def running_version_pods(admin: client.ApiClient, namespace: str, version: str) -> list[dict[str, Any]]:
     selector = f"kubelab.io/service=iris,kubelab.io/service-version={version}"
     pods = KubeApi(admin, namespace).list("Pod", selector)["items"]
     return [
@@ -128,7 +128,9 @@ def test_a_version_runs_as_a_restricted_deployment_on_kwok_nodes(
     node = project_node(cpu="8", memory="32Gi")
     made = [api.apply(obj) for obj in version_objects(spec_of(), target(api), kube.nb)]
     assert [o["kind"] for o in made] == ["Deployment", "Service", "HorizontalPodAutoscaler"]
-    pods = wait_for(lambda: len(p := running_pods(admin, restricted, "1")) == 2 and p, 60, "2 running pods")
+    pods = wait_for(
+        lambda: len(p := running_version_pods(admin, restricted, "1")) == 2 and p, 60, "2 running pods"
+    )
     assert {p["spec"]["nodeName"] for p in pods} == {node}
     pod = pods[0]
     assert pod["spec"]["automountServiceAccountToken"] is False
@@ -160,7 +162,10 @@ def test_a_fixed_size_service_gets_no_autoscaler_and_a_second_version_lives_besi
         for obj in version_objects(spec_of(version, replicas=1), target(api), kube.nb):
             api.apply(obj)
     api.apply(service(spec_of("2"), target(api), version="1"))  # the stable Service: version 1
-    wait_for(lambda: running_pods(admin, restricted, "1") and running_pods(admin, restricted, "2"), 60)
+    wait_for(
+        lambda: running_version_pods(admin, restricted, "1") and running_version_pods(admin, restricted, "2"),
+        60,
+    )
     assert KubeApi(admin, restricted).list("HorizontalPodAutoscaler")["items"] == []
     stable = read(admin, restricted, "Service", "iris")
     assert stable["spec"]["selector"] == {"kubelab.io/service": "iris", "kubelab.io/service-version": "1"}
