@@ -23,6 +23,40 @@ import {
 import { LiveStore } from './store';
 import { tryItView } from './tryit';
 
+/** Appends `control` to `parent` inside a label reading `label`, and returns it. */
+function labelled<T extends HTMLElement>(
+  parent: HTMLElement,
+  label: string,
+  control: T
+): T {
+  const wrapper = document.createElement('label');
+  wrapper.textContent = label;
+  wrapper.appendChild(control);
+  parent.appendChild(wrapper);
+  return control;
+}
+
+/**
+ * A labelled input appended to `parent`, named and filled; a `numeric` one asks touch
+ * keyboards for digits.
+ */
+function inputField(
+  parent: HTMLElement,
+  label: string,
+  name: string,
+  value: string,
+  numeric = false
+): HTMLInputElement {
+  const input = document.createElement('input');
+  input.className = 'jp-mod-styled';
+  input.name = name;
+  if (numeric) {
+    input.inputMode = 'numeric';
+  }
+  input.value = value;
+  return labelled(parent, label, input);
+}
+
 interface IServeForm {
   name: string;
   path: string;
@@ -33,8 +67,9 @@ class ServeForm extends Widget implements Dialog.IBodyWidget<IServeForm> {
   constructor(name: string, trans: TranslationBundle) {
     super();
     this.addClass('jp-kubelab-ServeForm');
-    this.name = this.field(trans.__('Service name'), 'name', name);
-    this.path = this.field(
+    this.name = inputField(this.node, trans.__('Service name'), 'name', name);
+    this.path = inputField(
+      this.node,
       trans.__('Model file, in the trial’s folder'),
       'path',
       'outputs/model.joblib'
@@ -43,18 +78,6 @@ class ServeForm extends Widget implements Dialog.IBodyWidget<IServeForm> {
 
   getValue(): IServeForm {
     return { name: this.name.value.trim(), path: this.path.value.trim() };
-  }
-
-  private field(label: string, name: string, value: string): HTMLInputElement {
-    const wrapper = document.createElement('label');
-    wrapper.textContent = label;
-    const input = document.createElement('input');
-    input.className = 'jp-mod-styled';
-    input.name = name;
-    input.value = value;
-    wrapper.appendChild(input);
-    this.node.appendChild(wrapper);
-    return input;
   }
 
   private readonly name: HTMLInputElement;
@@ -79,18 +102,16 @@ class TrafficForm extends Widget implements Dialog.IBodyWidget<ITrafficForm> {
     super();
     this.addClass('jp-kubelab-TrafficForm');
     for (const version of versions) {
-      const input = this.field(
+      const input = inputField(
+        this.node,
         trans.__('version %1, percent', version.version),
         `v${version.version}`,
-        String(version.traffic ?? 0)
+        String(version.traffic ?? 0),
+        true
       );
       this.inputs.set(version.version, input);
     }
     const mirror = currentMirror(versions);
-    const wrapper = document.createElement('label');
-    wrapper.textContent = trans.__(
-      'Mirror to (a copy; its answers are dropped)'
-    );
     this.mirrorTo = document.createElement('select');
     this.mirrorTo.className = 'jp-mod-styled';
     this.mirrorTo.name = 'mirror-to';
@@ -101,12 +122,17 @@ class TrafficForm extends Widget implements Dialog.IBodyWidget<ITrafficForm> {
       );
     }
     this.mirrorTo.value = mirror?.version ?? '';
-    wrapper.appendChild(this.mirrorTo);
-    this.node.appendChild(wrapper);
-    this.mirrorPercent = this.field(
+    labelled(
+      this.node,
+      trans.__('Mirror to (a copy; its answers are dropped)'),
+      this.mirrorTo
+    );
+    this.mirrorPercent = inputField(
+      this.node,
       trans.__('Mirror, percent of requests copied'),
       'mirror-percent',
-      String(mirror?.percent ?? 100)
+      String(mirror?.percent ?? 100),
+      true
     );
   }
 
@@ -118,19 +144,6 @@ class TrafficForm extends Widget implements Dialog.IBodyWidget<ITrafficForm> {
       mirrorTo: this.mirrorTo.value,
       mirrorPercent: this.mirrorPercent.value
     };
-  }
-
-  private field(label: string, name: string, value: string): HTMLInputElement {
-    const wrapper = document.createElement('label');
-    wrapper.textContent = label;
-    const input = document.createElement('input');
-    input.className = 'jp-mod-styled';
-    input.name = name;
-    input.inputMode = 'numeric';
-    input.value = value;
-    wrapper.appendChild(input);
-    this.node.appendChild(wrapper);
-    return input;
   }
 
   private readonly inputs = new Map<string, HTMLInputElement>();

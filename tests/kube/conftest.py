@@ -23,6 +23,7 @@ from kubernetes import client, config
 
 from kubelab.backends.kubernetes.backend import KubernetesBackend
 from kubelab.backends.kubernetes.errors import RetryPolicy
+from kubelab.backends.kubernetes.priority_classes import priority_classes
 from kubelab.experiments import Experiments
 
 FAST_RETRY = RetryPolicy(attempts=4, base_delay=0.01, max_delay=0.05)
@@ -130,3 +131,18 @@ def backend(make_backend: Callable[..., KubernetesBackend]) -> KubernetesBackend
 @pytest.fixture
 def lab(home: Path, backend: KubernetesBackend) -> Experiments:
     return Experiments(home=home, backend=backend, user="alice")
+
+
+@pytest.fixture
+def priority_classes_applied(simulated_cluster: ControlPlane) -> None:
+    """kubelab's PriorityClasses on the cluster, as an admin applies `kubelab hub render --all`."""
+    for document in priority_classes():
+        simulated_cluster.apply(document, "/apis/scheduling.k8s.io/v1/priorityclasses")
+
+
+@pytest.fixture
+def prioritised(
+    priority_classes_applied: None, make_backend: Callable[..., KubernetesBackend], home: Path
+) -> Experiments:
+    """A notebook's lab on a cluster whose admin applied kubelab's PriorityClasses."""
+    return Experiments(home=home, backend=make_backend(priority_classes=True), user="alice")

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import yaml
+from kubelab_testing import wait_until
 from kubernetes import client
 
 from kubelab.backends.kubernetes.notebook_env import NotebookEnv
@@ -109,4 +110,45 @@ def start(
     """Submit a one-GPU run (`fields` over ONE_GPU_RUN) and wait for its pod: (run id, the pod's name)."""
     run_id: str = lab.submit({**ONE_GPU_RUN, **fields}, base_dir=home)["id"]
     pod = wait_for(lambda: pods_of(admin, namespace, run_id))[-1]
+    return run_id, pod["metadata"]["name"]
+
+
+def running_pods(
+    admin: client.ApiClient, namespace: str, run_id: str, count: int = 1, timeout: float = 60.0
+) -> list[dict[str, Any]]:
+    """Wait until the run has `count` live pods, each in phase Running (placed, and started by
+    KWOK): those pods as read then, so each names its node."""
+
+    def all_running() -> list[dict[str, Any]] | None:
+        pods = pods_of(admin, namespace, run_id)
+        running = len(pods) == count and all(p["status"].get("phase") == "Running" for p in pods)
+        return pods if running else None
+
+    return wait_for(all_running, timeout, what=f"{count} running pod(s) of {run_id}")
+
+
+def wait_running(
+    admin: client.ApiClient,
+    lab: Experiments,
+    namespace: str,
+    run_id: str,
+    count: int = 1,
+    timeout: float = 60.0,
+    reason: str = "",
+) -> list[dict[str, Any]]:
+    """Wait until `count` pods of the run are Running and its record says so (`Running`, with
+    `reason` in its reason): the pods."""
+    pods = running_pods(admin, namespace, run_id, count, timeout)
+    wait_until(lab, run_id, "Running", timeout=timeout, reason=reason)
+    return pods
+
+
+def start_high(
+    admin: client.ApiClient, lab: Experiments, namespace: str, home: Path, **fields: Any
+) -> tuple[str, str]:
+    """Submit a high-priority one-GPU run named `deadline` (`fields` over ONE_GPU_RUN) and wait
+    until it runs, on a GPU a lower run may first have to give up: (run id, its pod's name)."""
+    spec = {**ONE_GPU_RUN, "priority": "high", "name": "deadline", **fields}
+    run_id = str(lab.submit(spec, base_dir=home)["id"])
+    (pod,) = wait_running(admin, lab, namespace, run_id, timeout=90)
     return run_id, pod["metadata"]["name"]

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from controlplane.cluster import ControlPlane
-from kube_support import pods_of, wait_for
+from kube_support import wait_for, wait_running
 from kubernetes import client
 
 from kubelab.backends.kubernetes import dcgm
@@ -143,8 +143,7 @@ def start_gpu_run(
     """A one-GPU run on a KWOK A100 node, Running: its record and its pod."""
     project_node("gpu", gpus=4, gpu_type="A100")
     record = lab.submit({"command": ["python", "train.py"], "resources": {"gpus": 1}}, base_dir=home)
-    pod = wait_for(lambda: pods_of(admin, namespace, record["id"]), what="the pod")[0]
-    wait_for(lambda: lab.get(record["id"])["status"] == "Running", what="Running")
+    (pod,) = wait_running(admin, lab, namespace, record["id"])
     return record, pod
 
 

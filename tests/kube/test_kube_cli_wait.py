@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from controlplane.cluster import ControlPlane
-from kube_support import notebook_env, pods_of, wait_for
+from kube_support import notebook_env, pods_of, running_pods, wait_for
 from kubernetes import client
 
 from kubelab.backends.kubernetes.cronjob import notebook_environ
@@ -108,18 +108,6 @@ def live_pods(admin: Any, namespace: str, run_id: str, count: int) -> list[dict[
     )
 
 
-def running(admin: Any, namespace: str, pod: dict[str, Any]) -> None:
-    name = pod["metadata"]["name"]
-    wait_for(
-        lambda: any(
-            p["metadata"]["name"] == name and p["status"].get("phase") == "Running"
-            for p in pods_of(admin, namespace, pod["metadata"]["labels"]["kubelab.io/experiment"])
-        ),
-        timeout=DEADLINE,
-        what=f"pod {name} running",
-    )
-
-
 def test_run_wait_returns_when_its_job_completes(
     simulated_cluster: ControlPlane, admin: client.ApiClient, namespace: str, kubelab: Callable[..., Cli]
 ) -> None:
@@ -127,7 +115,7 @@ def test_run_wait_returns_when_its_job_completes(
     run_id = cli.run_id()
     (pod,) = live_pods(admin, namespace, run_id, 1)
     simulated_cluster.append_log(namespace, pod["metadata"]["name"], "hello from the pod")
-    running(admin, namespace, pod)
+    running_pods(admin, namespace, run_id, timeout=DEADLINE)
     simulated_cluster.wait_log_served(namespace, pod["metadata"]["name"], "hello from the pod")
     simulated_cluster.end_pod(namespace, pod["metadata"]["name"], "Succeeded")
     code, out, err = cli.finish()
@@ -147,7 +135,7 @@ def test_logs_follow_returns_when_the_job_ends(
     run_id = out.strip()
     (pod,) = live_pods(admin, namespace, run_id, 1)
     simulated_cluster.append_log(namespace, pod["metadata"]["name"], "hi")
-    running(admin, namespace, pod)
+    running_pods(admin, namespace, run_id, timeout=DEADLINE)
     reader = kubelab("logs", "-f", run_id)
     simulated_cluster.end_pod(namespace, pod["metadata"]["name"], "Succeeded")
     code, out, err = reader.finish()
@@ -159,9 +147,7 @@ def test_run_wait_follows_every_replica_to_the_end(
 ) -> None:
     cli = kubelab("run", "--wait", "--replicas", "2", "--framework", "pytorch", "--", "python", "-c", "pass")
     run_id = cli.run_id()
-    pods = live_pods(admin, namespace, run_id, 2)
-    for pod in pods:
-        running(admin, namespace, pod)
+    pods = running_pods(admin, namespace, run_id, 2, timeout=DEADLINE)
     for pod in reversed(pods):  # replica 0, whose log the CLI follows, ends last
         simulated_cluster.end_pod(namespace, pod["metadata"]["name"], "Succeeded")
     code, _, err = cli.finish()
@@ -194,8 +180,7 @@ def test_run_wait_returns_the_failure(
     json_out = ["-o", "json"] if output == "json" else []
     cli = kubelab("run", "--wait", *json_out, "--", "python", "-c", "raise SystemExit(3)")
     run_id = cli.run_id()
-    (pod,) = live_pods(admin, namespace, run_id, 1)
-    running(admin, namespace, pod)
+    (pod,) = running_pods(admin, namespace, run_id, timeout=DEADLINE)
     simulated_cluster.end_pod(namespace, pod["metadata"]["name"], "Failed", exit_code=3)
     code, out, err = cli.finish()
     assert code == 1, err
@@ -294,8 +279,7 @@ def test_run_wait_prints_a_log_that_came_after_its_stream_opened(
     closes early, and the CLI must open it again rather than miss what the pod prints next."""
     cli = kubelab("run", "--wait", "--name", "cp", "--", "python", "-c", "pass")
     run_id = cli.run_id()
-    (pod,) = live_pods(admin, namespace, run_id, 1)
-    running(admin, namespace, pod)
+    (pod,) = running_pods(admin, namespace, run_id, timeout=DEADLINE)
     wait_for(
         lambda: RunDirectory(cli.home / "runs" / run_id).status().state == "Running",
         timeout=DEADLINE,

@@ -11,7 +11,8 @@ from typing import Any, cast
 import pytest
 from controlplane.cluster import ControlPlane
 from controlplane.crds import TRAINING_OPERATOR, training_operator_crd
-from kube_support import objects, pods_of, wait_for
+from kube_support import objects, pods_of, wait_for, wait_running
+from kubelab_testing import wait_until
 from kubernetes import client
 
 from kubelab.backends.kubernetes.backend import KubernetesBackend
@@ -59,7 +60,7 @@ def test_replicas_get_stable_names_and_ranks(
     run_id = submit(lab, home, framework=framework, replicas=replicas)
     services = experiment_objects(admin, "services", namespace, run_id)
     assert len(services) == 1 and services[0]["spec"]["clusterIP"] == "None"
-    pods = wait_for(lambda: len(p := pods_of(admin, namespace, run_id)) == replicas and p)
+    pods = wait_running(admin, lab, namespace, run_id, count=replicas)
     (job,) = experiment_objects(admin, "jobs", namespace, run_id)
     job_name, service = job["metadata"]["name"], services[0]["metadata"]["name"]
     for index, pod in enumerate(pods):
@@ -71,7 +72,6 @@ def test_replicas_get_stable_names_and_ranks(
     else:
         endpoints = env_of(pods[0])["PADDLE_TRAINER_ENDPOINTS"]["value"].split(",")
         assert endpoints[2].startswith(f"{job_name}-2.{service}:")
-    wait_for(lambda: lab.get(run_id)["status"] == "Running", what="Running")
     assert lab.get(run_id)["reason"] == f"{replicas}/{replicas} replicas running"
     for pod in pods:
         simulated_cluster.end_pod(namespace, pod["metadata"]["name"])
@@ -97,16 +97,8 @@ def test_pytorch_on_a100_nodes(
         replicas=4,
         resources={"cpu": "2", "memory": "8Gi", "gpus": 1, "gpu_type": "A100"},
     )
-    pods = wait_for(
-        lambda: (
-            len(p := pods_of(admin, namespace, run_id)) == 4
-            and all(x["spec"].get("nodeName") for x in p)
-            and p
-        ),
-        what="4 placed pods",
-    )
+    pods = wait_running(admin, lab, namespace, run_id, count=4)  # running, so placed
     assert {p["spec"]["nodeName"] for p in pods} <= {"a100-0", "a100-1"}
-    wait_for(lambda: lab.get(run_id)["status"] == "Running", what="Running")
     for pod in pods:
         simulated_cluster.end_pod(namespace, pod["metadata"]["name"])
     assert (
@@ -138,13 +130,12 @@ def test_tensorflow_with_parameter_servers(
 ) -> None:
     project_node(cpu="64", memory="256Gi")
     run_id = submit(lab, home, framework="tensorflow", replicas=2, parameter_servers=1)
-    pods = wait_for(lambda: len(p := pods_of(admin, namespace, run_id)) == 3 and p)
+    pods = wait_running(admin, lab, namespace, run_id, count=3)
     roles = sorted(p["metadata"]["labels"]["kubelab.io/role"] for p in pods)
     assert roles == ["ps", "worker", "worker"]
     ps = next(p for p in pods if p["metadata"]["labels"]["kubelab.io/role"] == "ps")
     config = json.loads(env_of(ps)["TF_CONFIG"]["value"].replace("$(KUBELAB_PS_INDEX)", "0"))
     assert config["task"] == {"type": "ps", "index": 0} and len(config["cluster"]["worker"]) == 2
-    wait_for(lambda: lab.get(run_id)["status"] == "Running")
     for pod in pods:
         if pod is not ps:
             simulated_cluster.end_pod(namespace, pod["metadata"]["name"])
@@ -179,7 +170,7 @@ def test_kubeflow_engine_when_the_operator_is_served(
         ]
     }
     custom.replace_namespaced_custom_object_status("kubeflow.org", "v1", namespace, "pytorchjobs", name, job)
-    wait_for(lambda: lab.get(run_id)["status"] == "Running", what="Running from conditions")
+    wait_until(lab, run_id, "Running")  # from the job's conditions
     job = cast(
         dict[str, Any],
         custom.get_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", name),

@@ -12,26 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kube_support import ONE_GPU_RUN, objects, pods_of, wait_for
+from kube_support import ONE_GPU_RUN, objects, pods_of, start_high, wait_for, wait_running
 from kubelab_testing import manifest, wait_until
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from kubelab.backends.kubernetes.backend import KubernetesBackend
-from kubelab.backends.kubernetes.priority_classes import priority_classes
 from kubelab.errors import ValidationError
 from kubelab.experiments import Experiments
 
 ELASTIC = {**ONE_GPU_RUN, "framework": "pytorch", "replicas": "1:2", "priority": "low", "name": "elastic"}
-
-
-@pytest.fixture
-def prioritised(
-    simulated_cluster: Any, make_backend: Callable[..., KubernetesBackend], home: Path
-) -> Experiments:
-    for document in priority_classes():
-        simulated_cluster.apply(document, "/apis/scheduling.k8s.io/v1/priorityclasses")
-    return Experiments(home=home, backend=make_backend(priority_classes=True), user="alice")
 
 
 def gpu_quota(admin: client.ApiClient, namespace: str, gpus: int) -> None:
@@ -75,10 +65,9 @@ def test_an_elastic_job_shrinks_for_a_high_run_and_grows_back(
     env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["PET_NNODES"] == "1:2" and env["PET_RDZV_BACKEND"] == "c10d"
     assert env["PET_RDZV_ENDPOINT"] == f"{job['metadata']['name']}-0.{job['metadata']['name']}:23456"
-    wait_for(lambda: len(pods_of(admin, namespace, elastic)) == 2, what="two elastic pods")
-    wait_until(lab, elastic, "Running", reason="running 2 of 2 replicas", timeout=90)
+    wait_running(admin, lab, namespace, elastic, count=2, timeout=90, reason="running 2 of 2 replicas")
 
-    high = lab.submit({**ONE_GPU_RUN, "priority": "high", "name": "deadline"}, base_dir=home)["id"]
+    high, high_pod = start_high(admin, lab, namespace, home)
     wait_for(lambda: size_of(admin, namespace, elastic) == (1, 1), timeout=60, what="the Job shrunk")
     left = wait_for(
         lambda: (found := pods_of(admin, namespace, elastic)) and len(found) == 1 and found,
@@ -88,10 +77,8 @@ def test_an_elastic_job_shrinks_for_a_high_run_and_grows_back(
     assert left[0]["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] == "0"
     record = wait_until(lab, elastic, "Running", reason="shrunk to 1 of 2 replicas for", timeout=60)
     assert "priority high" in record["reason"] and high in record["reason"], record["reason"]
-    high_pod = wait_for(lambda: pods_of(admin, namespace, high), timeout=90, what="the high run's pod")[0]
-    wait_until(lab, high, "Running", timeout=90)
 
-    simulated_cluster.end_pod(namespace, high_pod["metadata"]["name"], "Succeeded")
+    simulated_cluster.end_pod(namespace, high_pod, "Succeeded")
     wait_until(lab, high, "Succeeded", timeout=60)
     wait_for(lambda: size_of(admin, namespace, elastic) == (2, 2), timeout=60, what="the Job grown back")
     wait_for(lambda: len(pods_of(admin, namespace, elastic)) == 2, timeout=60, what="two elastic pods again")
@@ -153,7 +140,7 @@ def test_a_bad_elastic_spec_is_refused_by_field_on_kubernetes(
 
 
 def test_the_notebooks_right_to_patch_jobs_cannot_pass_the_quota_nor_change_the_pods(
-    simulated_cluster: Any,
+    priority_classes_applied: None,
     project_node: Callable[..., str],
     admin: client.ApiClient,
     make_backend: Callable[..., KubernetesBackend],
@@ -163,8 +150,6 @@ def test_the_notebooks_right_to_patch_jobs_cannot_pass_the_quota_nor_change_the_
     """The Role's `patch` on Jobs (for resizing) with the notebook's own token: a Job patched
     past the GPU quota gets no more pods, and its pods' template (priority, placement, image)
     cannot change, so nothing a patch does escapes what the API server already holds."""
-    for document in priority_classes():
-        simulated_cluster.apply(document, "/apis/scheduling.k8s.io/v1/priorityclasses")
     backend = make_backend(priority_classes=True, start=False)  # nobody resizes behind the test
     lab = Experiments(home=home, backend=backend, user="alice")
     project_node("gpu", gpus=4)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from controlplane.cluster import ControlPlane
 from controlplane.faults import FaultProxy
-from kube_support import objects, pods_of, wait_for
+from kube_support import objects, wait_for, wait_running
 from kubelab_testing import manifest
 from kubernetes import client
 
@@ -242,8 +242,7 @@ def test_watch_410_gone_relists_and_keeps_tracking(
     assert isinstance(backend, KubernetesBackend) and backend.watcher is not None
     watcher = backend.watcher
     record = proxied_lab.submit(SPEC, base_dir=home)
-    pod = wait_for(lambda: pods_of(admin, namespace, record["id"]))[0]["metadata"]["name"]
-    wait_for(lambda: proxied_lab.get(record["id"])["status"] == "Running", what="Running")
+    pod = wait_running(admin, proxied_lab, namespace, record["id"])[0]["metadata"]["name"]
     relists = watcher.relists
     proxy.cut_watches(expired=True)  # they resume from a compacted version and get 410
     wait_for(lambda: watcher.relists > relists, what="a re-list after 410")

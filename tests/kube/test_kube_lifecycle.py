@@ -7,11 +7,10 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 
 from controlplane.cluster import ControlPlane
-from kube_support import objects, pods_of, wait_for
+from kube_support import objects, pods_of, wait_for, wait_running
 from kubelab_testing import wait_until
 from kubernetes import client
 
@@ -34,9 +33,8 @@ def test_single_experiment_end_to_end(
     )
     run_id = record["id"]
     assert record["status"] == "Pending"
-    pod = wait_for(lambda: pods_of(admin, namespace, run_id), what="the pod")[0]
+    (pod,) = wait_running(admin, lab, namespace, run_id)
     name = pod["metadata"]["name"]
-    wait_until(lab, run_id, "Running")
     simulated_cluster.append_log(namespace, name, "epoch 1 loss 0.5")
     simulated_cluster.end_pod(namespace, name, "Succeeded")
     final = wait_for(lambda: (r := lab.get(run_id))["status"] == "Succeeded" and r, what="Succeeded")
@@ -57,8 +55,7 @@ def test_stop_deletes_job_pods_and_service(
     record = lab.submit(
         {"command": ["python", "train.py"], "framework": "pytorch", "replicas": 2}, base_dir=home
     )
-    pods = wait_for(lambda: len(p := pods_of(admin, namespace, record["id"])) == 2 and p)
-    wait_for(lambda: lab.get(record["id"])["status"] == "Running", what="Running")
+    pods = wait_running(admin, lab, namespace, record["id"], count=2)
     simulated_cluster.append_log(namespace, pods[0]["metadata"]["name"], "step 7")
     stopped = lab.stop(record["id"])
     assert stopped["status"] == "Stopped" and stopped["reason"] == "stopped by user"
@@ -88,11 +85,8 @@ def test_restart_recovery_rebuilds_state(
     finished = first.submit({"command": ["python", "b.py"]}, base_dir=home)["id"]
     deleted = first.submit({"command": ["python", "c.py"]}, base_dir=home)["id"]
 
-    def is_running(run_id: str) -> bool:
-        return bool(first.get(run_id)["status"] == "Running")
-
     for run_id in (running, finished):
-        wait_for(partial(is_running, run_id))
+        wait_until(first, run_id, "Running")
     first.backend.close()  # the server goes away; the cluster carries on
     simulated_cluster.end_pod(namespace, pods_of(admin, namespace, finished)[0]["metadata"]["name"])
     (job,) = [j for j in objects(admin, "jobs", namespace, f"kubelab.io/experiment={deleted}")]
@@ -133,7 +127,7 @@ def test_logs_follow_until_the_end(
     record = lab.submit({"command": ["python", "train.py"]}, base_dir=home)
     name = wait_for(lambda: pods_of(admin, namespace, record["id"]))[0]["metadata"]["name"]
     simulated_cluster.append_log(namespace, name, "line one")
-    wait_for(lambda: lab.get(record["id"])["status"] == "Running", what="Running")
+    wait_until(lab, record["id"], "Running")
     chunks: list[str] = []
     reader = threading.Thread(target=lambda: chunks.extend(lab.logs(record["id"], follow=True)))
     reader.start()

@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 
 from controlplane.cluster import ControlPlane
-from kube_support import pods_of, wait_for
+from kube_support import wait_for, wait_running
 from kubelab_testing import wait_until
 from kubernetes import client
 
@@ -41,8 +41,7 @@ def test_live_and_archived_logs_carry_the_kubelets_times(
     project_node()
     record = lab.submit({"command": ["python", "train.py"]}, base_dir=home)
     run_id = record["id"]
-    name = wait_for(lambda: pods_of(admin, namespace, run_id))[0]["metadata"]["name"]
-    wait_until(lab, run_id, "Running")
+    name = wait_running(admin, lab, namespace, run_id)[0]["metadata"]["name"]
     simulated_cluster.append_log(namespace, name, "epoch 1 loss 0.5", "epoch 2 loss 0.25")
     wait_for(lambda: "epoch 2" in "".join(lab.logs(run_id)), what="the log")
 

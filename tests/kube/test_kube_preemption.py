@@ -12,25 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kube_support import ONE_GPU_RUN, pods_of, wait_for
+from kube_support import ONE_GPU_RUN, pods_of, start_high, wait_for, wait_running
 from kubelab_testing import wait_until
 
-from kubelab.backends.kubernetes.backend import KubernetesBackend
-from kubelab.backends.kubernetes.priority_classes import priority_cap_quota, priority_classes
+from kubelab.backends.kubernetes.priority_classes import priority_cap_quota
 from kubelab.errors import ValidationError
 from kubelab.experiments import Experiments
 
 SPEC = {**ONE_GPU_RUN, "retries": 0}
-
-
-@pytest.fixture
-def prioritised(
-    simulated_cluster: Any, make_backend: Callable[..., KubernetesBackend], home: Path
-) -> Experiments:
-    """A notebook's lab on a cluster whose admin applied kubelab's PriorityClasses."""
-    for document in priority_classes():
-        simulated_cluster.apply(document, "/apis/scheduling.k8s.io/v1/priorityclasses")
-    return Experiments(home=home, backend=make_backend(priority_classes=True), user="alice")
 
 
 def test_a_high_run_preempts_a_low_one_which_resumes_without_spending_a_retry(
@@ -44,16 +33,13 @@ def test_a_high_run_preempts_a_low_one_which_resumes_without_spending_a_retry(
     lab = prioritised
     project_node("gpu", gpus=1, gpu_type="A100")
     low = lab.submit({**SPEC, "priority": "low", "name": "sweep-trial"}, base_dir=home)["id"]
-    first = wait_for(lambda: pods_of(admin, namespace, low), what="the low run's pod")[0]
+    (first,) = wait_running(admin, lab, namespace, low)
     assert first["spec"]["priorityClassName"] == "kubelab-low"
     assert first["spec"]["priority"] == 100  # the API server resolved the class
-    wait_until(lab, low, "Running")
 
-    high = lab.submit({**SPEC, "priority": "high", "name": "deadline"}, base_dir=home)["id"]
+    high, high_pod = start_high(admin, lab, namespace, home, retries=0)
     record = wait_until(lab, low, "Preempted", timeout=90)
     assert "preempted" in record["reason"], record["reason"]
-    high_pod = wait_for(lambda: pods_of(admin, namespace, high), what="the high run's pod")[0]
-    wait_until(lab, high, "Running", timeout=90)
 
     # the low run's Job made a replacement at once and did not count the preemption as a failure
     replacement = wait_for(
@@ -63,7 +49,7 @@ def test_a_high_run_preempts_a_low_one_which_resumes_without_spending_a_retry(
         what="the low run's replacement pod",
     )[0]
     assert lab.get(low)["status"] == "Preempted"
-    simulated_cluster.end_pod(namespace, high_pod["metadata"]["name"], "Succeeded")
+    simulated_cluster.end_pod(namespace, high_pod, "Succeeded")
     wait_until(lab, high, "Succeeded")
     wait_until(lab, low, "Running", timeout=90)  # the GPU came back: its next pod runs
     simulated_cluster.end_pod(namespace, replacement["metadata"]["name"], "Succeeded")

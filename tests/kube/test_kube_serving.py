@@ -102,7 +102,7 @@ def target(api: KubeApi) -> ServiceTarget:
     return ServiceTarget(api.namespace, "alice", argv, run="run1", path="outputs/m")
 
 
-def running_pods(admin: client.ApiClient, namespace: str, version: str) -> list[dict[str, Any]]:
+def running_version_pods(admin: client.ApiClient, namespace: str, version: str) -> list[dict[str, Any]]:
     selector = f"kubelab.io/service=iris,kubelab.io/service-version={version}"
     pods = KubeApi(admin, namespace).list("Pod", selector)["items"]
     return [
@@ -128,7 +128,9 @@ def test_a_version_runs_as_a_restricted_deployment_on_kwok_nodes(
     node = project_node(cpu="8", memory="32Gi")
     made = [api.apply(obj) for obj in version_objects(spec_of(), target(api), kube.nb)]
     assert [o["kind"] for o in made] == ["Deployment", "Service", "HorizontalPodAutoscaler"]
-    pods = wait_for(lambda: len(p := running_pods(admin, restricted, "1")) == 2 and p, 60, "2 running pods")
+    pods = wait_for(
+        lambda: len(p := running_version_pods(admin, restricted, "1")) == 2 and p, 60, "2 running pods"
+    )
     assert {p["spec"]["nodeName"] for p in pods} == {node}
     pod = pods[0]
     assert pod["spec"]["automountServiceAccountToken"] is False
@@ -160,7 +162,10 @@ def test_a_fixed_size_service_gets_no_autoscaler_and_a_second_version_lives_besi
         for obj in version_objects(spec_of(version, replicas=1), target(api), kube.nb):
             api.apply(obj)
     api.apply(service(spec_of("2"), target(api), version="1"))  # the stable Service: version 1
-    wait_for(lambda: running_pods(admin, restricted, "1") and running_pods(admin, restricted, "2"), 60)
+    wait_for(
+        lambda: running_version_pods(admin, restricted, "1") and running_version_pods(admin, restricted, "2"),
+        60,
+    )
     assert KubeApi(admin, restricted).list("HorizontalPodAutoscaler")["items"] == []
     stable = read(admin, restricted, "Service", "iris")
     assert stable["spec"]["selector"] == {"kubelab.io/service": "iris", "kubelab.io/service-version": "1"}
@@ -223,6 +228,28 @@ def command_service(version: str) -> dict[str, Any]:
     }
 
 
+@pytest.fixture
+def two_versions(install: Callable[..., None], services: ClusterServices) -> ClusterServices:
+    """iris versions 1 and 2 on a cluster that serves the Gateway API: an HTTPRoute splits
+    between them."""
+    install(*GATEWAY_API)
+    services.start(command_service("1"))
+    services.start(command_service("2"))
+    return services
+
+
+@pytest.fixture
+def server_env(notebook_kubeconfig: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """A notebook server's environment on the cluster backend, with the notebook's token."""
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)  # the kubeconfig, not in-cluster
+    return {"KUBELAB_BACKEND": "kubernetes", "KUBECONFIG": str(notebook_kubeconfig), "KUBELAB_IMAGE": IMAGE}
+
+
+def route_split(admin: client.ApiClient, namespace: str) -> Traffic:
+    """The split and mirror iris's HTTPRoute holds now."""
+    return route_traffic(read(admin, namespace, "HTTPRoute", "iris"), "iris")
+
+
 def refused_field(call: Callable[[], Any]) -> list[str]:
     with pytest.raises(ValidationError) as refusal:
         call()
@@ -260,18 +287,13 @@ def test_a_second_version_rolls_out_beside_the_first_and_takes_the_service_whole
 
 
 def test_the_gateway_api_splits_and_mirrors_a_new_version(
-    install: Callable[..., None], services: ClusterServices, admin: client.ApiClient, namespace: str
+    two_versions: ClusterServices, admin: client.ApiClient, namespace: str
 ) -> None:
-    install(*GATEWAY_API)
-    services.start(command_service("1"))
-    services.start(command_service("2"))
-    route = read(admin, namespace, "HTTPRoute", "iris")
-    assert route_traffic(route, "iris") == Traffic({"1": 100, "2": 0})  # a new version gets nothing yet
+    services = two_versions
+    assert route_split(admin, namespace) == Traffic({"1": 100, "2": 0})  # a new version gets nothing yet
     views = services.traffic("iris", ["2=10"], ["2=100"])
     assert [(v["version"], v["traffic"], v["mirror"]) for v in views] == [("1", 90, 0), ("2", 10, 100)]
-    assert route_traffic(read(admin, namespace, "HTTPRoute", "iris"), "iris") == Traffic(
-        {"1": 90, "2": 10}, {"2": 100}
-    )
+    assert route_split(admin, namespace) == Traffic({"1": 90, "2": 10}, {"2": 100})
     before = read(admin, namespace, "HTTPRoute", "iris")["metadata"]["resourceVersion"]
     assert refused_field(lambda: services.traffic("iris", ["1=50", "2=60"])) == ["traffic"]
     assert (
@@ -280,28 +302,17 @@ def test_the_gateway_api_splits_and_mirrors_a_new_version(
 
 
 def test_the_notebook_s_server_splits_traffic_over_rest(
-    install: Callable[..., None],
-    services: ClusterServices,
+    two_versions: ClusterServices,
+    server_env: dict[str, str],
     admin: client.ApiClient,
     namespace: str,
-    notebook_kubeconfig: Path,
     home: Path,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """`POST /kubelab/api/services/<name>/traffic`, as the sidebar's dialog sends it: the CLI's
     split and mirror, with the notebook's token; a refused body names its field and changes
     nothing; an empty mirror (the dialog's `none`) removes the mirror."""
-    install(*GATEWAY_API)
-    services.start(command_service("1"))
-    services.start(command_service("2"))
-    env = {
-        "KUBELAB_BACKEND": "kubernetes",
-        "KUBECONFIG": str(notebook_kubeconfig),
-        "KUBELAB_IMAGE": IMAGE,
-        "KUBELAB_MACHINE_DIR": str(tmp_path / "machine"),
-    }
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)  # the kubeconfig, not in-cluster
+    env = {**server_env, "KUBELAB_MACHINE_DIR": str(tmp_path / "machine")}
     (tmp_path / "root").mkdir()
     with JupyterServer(tmp_path / "root", home, env=env) as server:
         moved = server.post("services/iris/traffic", {"traffic": {"2": 10}, "mirror": {"2": 100}})
@@ -327,19 +338,16 @@ def test_the_notebook_s_server_splits_traffic_over_rest(
         # The sidebar's dialog with its mirror set to none sends an empty mirror: it is removed.
         unmirrored = server.post("services/iris/traffic", {"traffic": {"1": 90, "2": 10}, "mirror": {}})
         assert [(v["traffic"], v["mirror"]) for v in unmirrored.json()["items"]] == [(90, 0), (10, 0)]
-        route = read(admin, namespace, "HTTPRoute", "iris")
-        assert route_traffic(route, "iris") == Traffic({"1": 90, "2": 10}, {})
+        assert route_split(admin, namespace) == Traffic({"1": 90, "2": 10}, {})
 
 
 def test_the_sidebar_s_traffic_dialog_splits_and_mirrors_in_chromium(
-    install: Callable[..., None],
-    services: ClusterServices,
+    two_versions: ClusterServices,
+    server_env: dict[str, str],
     admin: client.ApiClient,
     namespace: str,
-    notebook_kubeconfig: Path,
     home: Path,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A real JupyterLab on the cluster backend: a version's share opens the traffic dialog; a
     split with a mirror to version 2 reaches the HTTPRoute and version 2's row shows the copied
@@ -348,16 +356,7 @@ def test_the_sidebar_s_traffic_dialog_splits_and_mirrors_in_chromium(
     from browser.test_sidebar import WAIT_MS, open_panel
     from playwright.sync_api import Page, expect, sync_playwright
 
-    install(*GATEWAY_API)
-    services.start(command_service("1"))
-    services.start(command_service("2"))
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)  # the kubeconfig, not in-cluster
-    env = {
-        "KUBELAB_BACKEND": "kubernetes",
-        "KUBECONFIG": str(notebook_kubeconfig),
-        "KUBELAB_IMAGE": IMAGE,
-        "KUBELAB_HOME": str(home),
-    }
+    env = {**server_env, "KUBELAB_HOME": str(home)}
 
     def apply(page: Page, shares: dict[str, str], mirror_to: str, percent: str | None = None) -> None:
         row = page.locator('.jp-kubelab-Service[data-service-id="iris-v1"]')
@@ -385,8 +384,7 @@ def test_the_sidebar_s_traffic_dialog_splits_and_mirrors_in_chromium(
             apply(page, {"1": "90", "2": "10"}, "2", "100")
             expect(second.locator(".jp-kubelab-Service-traffic")).to_have_text("10%")
             expect(second.locator(".jp-kubelab-Service-mirror")).to_have_text("mirror 100%")
-            route = read(admin, namespace, "HTTPRoute", "iris")
-            assert route_traffic(route, "iris") == Traffic({"1": 90, "2": 10}, {"2": 100})
+            assert route_split(admin, namespace) == Traffic({"1": 90, "2": 10}, {"2": 100})
 
             page.locator(
                 '.jp-kubelab-Service[data-service-id="iris-v1"] button.jp-kubelab-Service-traffic'
@@ -399,8 +397,7 @@ def test_the_sidebar_s_traffic_dialog_splits_and_mirrors_in_chromium(
 
             apply(page, {}, "")  # none
             expect(second.locator(".jp-kubelab-Service-mirror")).to_have_count(0)
-            route = read(admin, namespace, "HTTPRoute", "iris")
-            assert route_traffic(route, "iris") == Traffic({"1": 90, "2": 10}, {})
+            assert route_split(admin, namespace) == Traffic({"1": 90, "2": 10}, {})
         finally:
             browser.close()
 

@@ -17,11 +17,15 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import requests
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
+
+if TYPE_CHECKING:
+    from controlplane.cluster import ControlPlane
 
 REPO = Path(__file__).resolve().parents[2]
 HUB_CONFIG = REPO / "hub_config" / "jupyterhub_config.py"
@@ -225,6 +229,27 @@ class Hub:
             allow_redirects=False,
         )
 
+    def spawn_page(self, session: requests.Session, user: str, server: str = "") -> str:
+        """The spawn form as the user's browser gets it (the hub's live GPU counts in it)."""
+        return session.get(f"{self.url}/hub/spawn/{user}/{server}".rstrip("/"), timeout=30).text
+
+    def spawn_accepted(
+        self, session: requests.Session, user: str, data: dict[str, str], server: str = ""
+    ) -> None:
+        """Submit the spawn form; the hub accepts it (redirects to the server's progress)."""
+        reply = self.post_form(session, user, data, server=server)
+        assert reply.status_code == 302, reply.text[-2000:]
+
+    def spawn_refused(
+        self, session: requests.Session, user: str, data: dict[str, str], *sentences: str, server: str = ""
+    ) -> str:
+        """Submit the spawn form; the hub refuses it, showing each of `sentences`: the page."""
+        reply = self.post_form(session, user, data, server=server)
+        assert reply.status_code == 400, reply.text[-2000:]
+        for sentence in sentences:
+            assert sentence in reply.text, reply.text[-3000:]
+        return reply.text
+
     def wait_server(
         self, user: str, ready: bool = True, server: str = "", timeout: float = 60
     ) -> dict[str, Any]:
@@ -237,6 +262,46 @@ class Hub:
                 return model
             time.sleep(0.2)
         raise AssertionError(f"{user}/{server} not ready={ready}: {model}\n{self.log_tail()}")
+
+
+def hub_token(kube: ControlPlane) -> str:
+    """The hub runs with the shipped ClusterRole (hub_config/rbac/hub-clusterrole.yaml), not as admin:
+    the API server's RBAC and escalation checks prove it is enough, Role grants included."""
+    kube.request("POST", "/api/v1/namespaces", {"metadata": {"name": "jhub"}})
+    kube.request("POST", "/api/v1/namespaces/jhub/serviceaccounts", {"metadata": {"name": "hub"}})
+    for document in yaml.safe_load_all((REPO / "hub_config" / "rbac" / "hub-clusterrole.yaml").read_text()):
+        plural = {"ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings"}[
+            document["kind"]
+        ]
+        kube.request("POST", f"/apis/rbac.authorization.k8s.io/v1/{plural}", document)
+    return kube.token_for("jhub", "hub")
+
+
+@contextlib.contextmanager
+def cluster_hub(
+    kube: ControlPlane, directory: Path, stand_in_port: int, groups: dict[str, Any], overrides: str = ""
+) -> Iterator[Hub]:
+    """A hub in Kubernetes mode on `kube` with the shipped ClusterRole's token, `groups` loaded;
+    its notebook pods run on 127.0.0.1, where the stand-in on `stand_in_port` answers for them.
+    `overrides` adds configuration lines."""
+    kubeconfig = kube.write_kubeconfig(directory / "kubeconfig", token=hub_token(kube))
+    config = (
+        f"c.KubeLabSpawner.port = {stand_in_port}\n"
+        "c.KubeLabSpawner.start_timeout = 60\n"
+        # a loopback API server has no `kubernetes` endpoints to discover (see tests/controlplane)
+        "c.KubeLabSpawner.api_server_cidrs = ['127.0.0.1/32']\n"
+        f"c.KubeLabSpawner.api_server_ports = [{kube.port}]\n"
+        f"c.JupyterHub.load_groups = {groups!r}\n"
+    )
+    env = {"KUBELAB_HUB_MODE": "kubernetes", "KUBECONFIG": str(kubeconfig)}
+    with Hub(directory, config + overrides, env) as hub:
+        yield hub
+
+
+def listed(kube: ControlPlane, path: str) -> list[dict[str, Any]]:
+    """The items of a list the API server answers at `path`."""
+    items: list[dict[str, Any]] = kube.request("GET", path)["items"]
+    return items
 
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

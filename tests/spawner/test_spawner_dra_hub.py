@@ -16,13 +16,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+import requests
 from controlplane.cluster import ControlPlane, NodeSpec
 from controlplane.dra import device_class, publish_slice
 from controlplane.fixtures import RealCluster
-from hub_process import Hub, hub_samples
+from hub_process import Hub, cluster_hub, hub_samples, listed
 from kubelab_testing import JsonStandIn
 from kubernetes import config
-from test_spawner_kube_hub import hub_token, listed
 
 from kubelab.spawner.availability import group_label
 
@@ -52,8 +52,6 @@ def driver(kube: ControlPlane) -> Iterator[str]:
 def hub(
     kube: ControlPlane, driver: str, pod_stand_in: JsonStandIn, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Hub]:
-    directory = tmp_path_factory.mktemp("drahub")
-    kubeconfig = kube.write_kubeconfig(directory / "kubeconfig", token=hub_token(kube))
     catalog = {
         "images": ["kubelab/notebook:0.1.0"],
         "gpu_types": [
@@ -64,18 +62,12 @@ def hub(
             }
         ],
     }
+    directory = tmp_path_factory.mktemp("drahub")
     overrides = (
-        f"c.KubeLabSpawner.port = {pod_stand_in.port}\n"
-        "c.KubeLabSpawner.start_timeout = 60\n"
-        "c.KubeLabSpawner.api_server_cidrs = ['127.0.0.1/32']\n"
-        f"c.KubeLabSpawner.api_server_ports = [{kube.port}]\n"
         f"c.KubeLabSpawner.gpu_catalog = {catalog!r}\n"
-        f"c.JupyterHub.load_groups = {GROUPS!r}\n"
         "c.JupyterHub.authenticate_prometheus = False\n"  # the metrics test scrapes /hub/metrics
     )
-    with Hub(
-        directory, overrides, {"KUBELAB_HUB_MODE": "kubernetes", "KUBECONFIG": str(kubeconfig)}
-    ) as running:
+    with cluster_hub(kube, directory, pod_stand_in.port, GROUPS, overrides) as running:
         yield running
 
 
@@ -87,6 +79,19 @@ def until(check: Callable[[], Any], what: str, timeout: float = 60) -> Any:
     return found
 
 
+def spawn_one_device(hub: Hub, kube: ControlPlane, session: requests.Session, user: str) -> dict[str, Any]:
+    """Spawn `user`'s server with one A100-dra device through the form, and wait until its pod is
+    bound and the hub has it ready: the pod."""
+    hub.spawn_accepted(session, user, {"gpus": "1(A100-dra)", "cpu": "1", "memory": "2Gi"})
+    pods = f"/api/v1/namespaces/user-{user}/pods"
+    pod: dict[str, Any] = until(
+        lambda: next((p for p in listed(kube, pods) if (p.get("spec") or {}).get("nodeName")), None),
+        f"{user}'s notebook pod bound",
+    )
+    hub.wait_server(user)
+    return pod
+
+
 def choice(page: str) -> str:
     options: dict[str, str] = dict(re.findall(r'<option value="([^"]*)"[^>]*>([^<]*)</option>', page))
     return options["A100-dra"]
@@ -96,17 +101,10 @@ def test_a_notebook_of_a_dra_type_claims_a_device_and_the_quota_bounds_a_second(
     hub: Hub, kube: ControlPlane, driver: str
 ) -> None:
     session = hub.login("alice")
-    page = session.get(f"{hub.url}/hub/spawn/alice", timeout=30).text
-    assert choice(page) == f"A100-dra: DRA device ({driver}), 2 of 2 free"
+    assert choice(hub.spawn_page(session, "alice")) == f"A100-dra: DRA device ({driver}), 2 of 2 free"
 
-    reply = hub.post_form(session, "alice", {"gpus": "1(A100-dra)", "cpu": "1", "memory": "2Gi"})
-    assert reply.status_code == 302, reply.text[-2000:]
+    pod = spawn_one_device(hub, kube, session, "alice")
     pods = "/api/v1/namespaces/user-alice/pods"
-    pod = until(
-        lambda: next((p for p in listed(kube, pods) if (p.get("spec") or {}).get("nodeName")), None),
-        "the notebook pod bound",
-    )
-    hub.wait_server("alice")
     assert pod["spec"]["nodeName"] == NODE  # the node whose driver published the devices
     [claimed] = pod["spec"]["resourceClaims"]
     template = claimed["resourceClaimTemplateName"]
@@ -122,18 +120,18 @@ def test_a_notebook_of_a_dra_type_claims_a_device_and_the_quota_bounds_a_second(
     templates = "/apis/resource.k8s.io/v1/namespaces/user-alice/resourceclaimtemplates"
     assert template in [t["metadata"]["name"] for t in listed(kube, templates)]
 
-    page = until(  # the hub's watch saw the device allocated
-        lambda: (
-            (p := session.get(f"{hub.url}/hub/spawn/alice/second", timeout=30).text)
-            and "1 of 2 free" in choice(p)
-            and p
-        ),
+    until(  # the hub's watch saw the device allocated
+        lambda: "1 of 2 free" in choice(hub.spawn_page(session, "alice", "second")),
         "the form counting the allocated device",
     )
-    reply = hub.post_form(session, "alice", {"gpus": "1(A100-dra)"}, server="second")
-    assert reply.status_code == 400, reply.text[-2000:]
-    assert "exceeded quota: kubelab-quota" in reply.text, reply.text[-3000:]
-    assert f"{driver}.deviceclass.resource.k8s.io/devices" in reply.text
+    hub.spawn_refused(
+        session,
+        "alice",
+        {"gpus": "1(A100-dra)"},
+        "exceeded quota: kubelab-quota",
+        f"{driver}.deviceclass.resource.k8s.io/devices",
+        server="second",
+    )
     assert [p["metadata"]["name"] for p in listed(kube, pods)] == [pod["metadata"]["name"]]
 
     assert hub.api("DELETE", "users/alice/server").status_code in (202, 204)
@@ -145,14 +143,8 @@ def test_a_dra_servers_device_is_its_users_gpu_hours_and_forged_claims_or_labels
     hub: Hub, kube: ControlPlane, driver: str
 ) -> None:
     session = hub.login("bob")
-    reply = hub.post_form(session, "bob", {"gpus": "1(A100-dra)", "cpu": "1", "memory": "2Gi"})
-    assert reply.status_code == 302, reply.text[-2000:]
+    pod = spawn_one_device(hub, kube, session, "bob")
     pods = "/api/v1/namespaces/user-bob/pods"
-    pod = until(
-        lambda: next((p for p in listed(kube, pods) if (p.get("spec") or {}).get("nodeName")), None),
-        "bob's notebook pod bound",
-    )
-    hub.wait_server("bob")
     namespace = kube.request("GET", "/api/v1/namespaces/user-bob")["metadata"]
     written = (namespace.get("annotations") or {}).get("kubelab.io/group", "")
     group = group_label(written) if written else ""
@@ -191,7 +183,7 @@ def test_a_dra_servers_device_is_its_users_gpu_hours_and_forged_claims_or_labels
     }
     kube.request("PUT", f"{claims}/forged/status", claim)
     until(  # the hub's watch saw the forged claim allocated
-        lambda: "0 of 2 free" in choice(session.get(f"{hub.url}/hub/spawn/bob/second", timeout=30).text),
+        lambda: "0 of 2 free" in choice(hub.spawn_page(session, "bob", "second")),
         "the form counting the forged claim's device",
     )
     before = hub_samples(hub, lambda s: True)[hours]

@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from controlplane.cluster import ControlPlane, NodeSpec
 from controlplane.fixtures import RealCluster
-from hub_process import REPO, Hub
+from hub_process import Hub, cluster_hub, listed
 from kubelab_testing import JsonStandIn, manifest
 from kubernetes import client, config
 
@@ -55,43 +54,14 @@ def kube(
         yield plane
 
 
-def hub_token(kube: ControlPlane) -> str:
-    """The hub runs with the shipped ClusterRole (hub_config/rbac/hub-clusterrole.yaml), not as admin:
-    the API server's RBAC and escalation checks prove it is enough, Role grants included."""
-    kube.request("POST", "/api/v1/namespaces", {"metadata": {"name": "jhub"}})
-    kube.request("POST", "/api/v1/namespaces/jhub/serviceaccounts", {"metadata": {"name": "hub"}})
-    for document in yaml.safe_load_all((REPO / "hub_config" / "rbac" / "hub-clusterrole.yaml").read_text()):
-        plural = {"ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings"}[
-            document["kind"]
-        ]
-        kube.request("POST", f"/apis/rbac.authorization.k8s.io/v1/{plural}", document)
-    return kube.token_for("jhub", "hub")
-
-
 @pytest.fixture(scope="module")
 def hub(
     kube: ControlPlane, pod_stand_in: JsonStandIn, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Hub]:
     directory = tmp_path_factory.mktemp("kubehub")
-    kubeconfig = kube.write_kubeconfig(directory / "kubeconfig", token=hub_token(kube))
-    overrides = (
-        f"c.KubeLabSpawner.port = {pod_stand_in.port}\n"
-        "c.KubeLabSpawner.start_timeout = 60\n"
-        "c.KubeLabSpawner.cluster_context = 'kubelab'\n"
-        # a loopback API server has no `kubernetes` endpoints to discover (see tests/controlplane)
-        "c.KubeLabSpawner.api_server_cidrs = ['127.0.0.1/32']\n"
-        f"c.KubeLabSpawner.api_server_ports = [{kube.port}]\n"
-        f"c.JupyterHub.load_groups = {GROUPS!r}\n"
-    )
-    with Hub(
-        directory, overrides, {"KUBELAB_HUB_MODE": "kubernetes", "KUBECONFIG": str(kubeconfig)}
-    ) as running:
+    overrides = "c.KubeLabSpawner.cluster_context = 'kubelab'\n"
+    with cluster_hub(kube, directory, pod_stand_in.port, GROUPS, overrides) as running:
         yield running
-
-
-def listed(kube: ControlPlane, path: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = kube.request("GET", path)["items"]
-    return items
 
 
 def wait_pod(kube: ControlPlane, namespace: str, name: str, timeout: float = 30) -> dict[str, Any]:
@@ -133,8 +103,7 @@ def start_and_run(hub: Hub, kube: ControlPlane, user: str) -> dict[str, Any]:
 
 
 def test_form_shows_fields_and_live_availability(hub: Hub) -> None:
-    session = hub.login("alice")
-    page = session.get(f"{hub.url}/hub/spawn/alice", timeout=30).text
+    page = hub.spawn_page(hub.login("alice"), "alice")
     for field in (
         'name="group"',
         'name="image"',
@@ -163,7 +132,7 @@ def test_spawn_through_the_form_then_stop(hub: Hub, kube: ControlPlane, pod_stan
         },
     )
     session = hub.login("alice")
-    reply = hub.post_form(
+    hub.spawn_accepted(
         session,
         "alice",
         {
@@ -174,7 +143,6 @@ def test_spawn_through_the_form_then_stop(hub: Hub, kube: ControlPlane, pod_stan
             "image": "kubelab/notebook:0.1.0",
         },
     )
-    assert reply.status_code == 302, reply.text[-2000:]
     pod = start_and_run(hub, kube, "alice")
     objects = by_kind(kube, "user-alice")
     assert objects == {
@@ -234,7 +202,7 @@ def test_spawn_through_the_form_then_stop(hub: Hub, kube: ControlPlane, pod_stan
     assert session.get(f"{hub.url}/user/alice/api/status", timeout=30).status_code == 200
     assert any(p.startswith("/user/alice/") for p in pod_stand_in.paths)
     # the watch saw the GPUs go: the form shows 2 of 4 V100 free
-    page = session.get(f"{hub.url}/hub/spawn/alice/second", timeout=30).text
+    page = hub.spawn_page(session, "alice", "second")
     assert '<td>V100</td><td class="free">2</td><td class="total">4</td>' in page
 
     assert hub.api("DELETE", "users/alice/server").status_code in (202, 204)
@@ -280,17 +248,13 @@ def test_rest_api_spawn_without_gpus(hub: Hub, kube: ControlPlane) -> None:
     ],
 )
 def test_refusals_show_in_the_form(hub: Hub, kube: ControlPlane, form: dict[str, Any], sentence: str) -> None:
-    session = hub.login("carol")
-    reply = hub.post_form(session, "carol", form)
-    assert reply.status_code == 400
-    assert sentence in reply.text, reply.text[-3000:]
-    assert 'name="gpus"' in reply.text  # the form is shown again
+    page = hub.spawn_refused(hub.login("carol"), "carol", form, sentence)
+    assert 'name="gpus"' in page  # the form is shown again
     assert "user-carol" not in namespaces(kube)
 
 
 def test_group_properties_of_the_wrong_type(hub: Hub, kube: ControlPlane) -> None:
-    session = hub.login("mallory")
-    page = session.get(f"{hub.url}/hub/spawn/mallory", timeout=30).text
+    page = hub.spawn_page(hub.login("mallory"), "mallory")
     assert "groups.broken.quota: must be a mapping with &#x27;user&#x27; and/or &#x27;group&#x27;" in page
     assert "groups.broken.volume_mount: entry &#x27;x(pvc)/mnt&#x27; at position 1" in page
     reply = hub.api("POST", "users/mallory/server", {})
@@ -338,11 +302,9 @@ def test_a_notebook_account_cannot_touch_another_user(hub: Hub, kube: ControlPla
 def test_pod_security_refusal_reaches_the_form_as_a_sentence(hub: Hub, kube: ControlPlane) -> None:
     """The API server's Pod Security admission refuses a hostPath mount in a user namespace
     (baseline); the user reads its reason above the form, not a bare 500."""
-    session = hub.login("oscar")
-    reply = hub.post_form(session, "oscar", {"group": "hostdata", "gpus": "0"})
-    assert reply.status_code == 400, reply.text[-2000:]
+    page = hub.spawn_refused(hub.login("oscar"), "oscar", {"group": "hostdata", "gpus": "0"})
     assert (
-        "violates PodSecurity &quot;baseline:latest&quot;: hostPath volumes" in reply.text
-        or "violates PodSecurity &#34;baseline:latest&#34;: hostPath volumes" in reply.text
-    ), reply.text[-3000:]
+        "violates PodSecurity &quot;baseline:latest&quot;: hostPath volumes" in page
+        or "violates PodSecurity &#34;baseline:latest&#34;: hostPath volumes" in page
+    ), page[-3000:]
     assert listed(kube, "/api/v1/namespaces/user-oscar/pods") == []

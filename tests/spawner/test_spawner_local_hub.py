@@ -82,10 +82,12 @@ def test_local_servers_take_gpus_from_the_machine_ledger(hub: Hub, machine: Path
     ]
 
     # both T4s are held: the form refuses a third notebook with GPUs and says what is free
-    session = hub.login("carol")
-    reply = hub.post_form(session, "carol", {"gpus": "1", "gpu_type": "T4"})
-    assert reply.status_code == 400
-    assert "you asked for 1 T4 GPU(s) but only 0 of 2 are free now; free by type: T4 0/2" in reply.text
+    hub.spawn_refused(
+        hub.login("carol"),
+        "carol",
+        {"gpus": "1", "gpu_type": "T4"},
+        "you asked for 1 T4 GPU(s) but only 0 of 2 are free now; free by type: T4 0/2",
+    )
 
     # stopping alice's server gives her GPU back to the machine
     assert hub.api("DELETE", "users/alice/server").status_code in (202, 204)
@@ -95,12 +97,12 @@ def test_local_servers_take_gpus_from_the_machine_ledger(hub: Hub, machine: Path
 
 def test_local_form_offers_no_images_and_refuses_one(hub: Hub) -> None:
     session = hub.login("dave")
-    page = session.get(f"{hub.url}/hub/spawn/dave", timeout=30).text
+    page = hub.spawn_page(session, "dave")
     assert 'name="gpus"' in page and 'name="image"' not in page
     assert '<td>T4</td><td class="free">' in page
-    reply = hub.post_form(session, "dave", {"image": "x:1"})
-    assert reply.status_code == 400
-    assert "image: this hub runs servers on one machine and offers no images" in reply.text
+    hub.spawn_refused(
+        session, "dave", {"image": "x:1"}, "image: this hub runs servers on one machine and offers no images"
+    )
 
 
 def test_the_local_hub_exports_gpu_hours_per_user_and_group(hub: Hub) -> None:
@@ -131,11 +133,9 @@ def test_notebooks_asking_half_a_gpu_in_the_form_share_one(hub: Hub, machine: Pa
     if hub.api("GET", "users/bob").json().get("server") is None:  # bob holds one T4 whole
         assert hub.api("POST", "users/bob/server", {"gpus": 1}).status_code in (201, 202)
         hub.wait_server("bob", timeout=90)
-    page = hub.login("dave").get(f"{hub.url}/hub/spawn/dave", timeout=30).text
-    assert "0.5 or 0.25 to share one" in page
+    assert "0.5 or 0.25 to share one" in hub.spawn_page(hub.login("dave"), "dave")
     for user in ("dave", "erin"):
-        reply = hub.post_form(hub.login(user), user, {"gpus": "0.5", "gpu_type": "T4"})
-        assert reply.status_code == 302, reply.text[-2000:]
+        hub.spawn_accepted(hub.login(user), user, {"gpus": "0.5", "gpu_type": "T4"})
         hub.wait_server(user, timeout=90)
     ledger = json.loads((machine / "gpus.json").read_text())
     [(gpu, sharing)] = ledger["shares"].items()
@@ -148,12 +148,15 @@ def test_notebooks_asking_half_a_gpu_in_the_form_share_one(hub: Hub, machine: Pa
         assert (env["KUBELAB_GPU_FRACTION"], env["CUDA_VISIBLE_DEVICES"]) == ("0.5", gpu)
 
     session = hub.login("frank")
-    reply = hub.post_form(session, "frank", {"gpus": "0.5(T4)"})
-    assert reply.status_code == 400
-    assert "you asked for 0.5 T4 GPU(s) but only 0 of 2 are free now" in reply.text
-    reply = hub.post_form(session, "frank", {"gpus": "0.3"})
-    assert reply.status_code == 400
-    assert "gpus: must be a whole number of GPUs, or 1/n of one GPU to share it" in reply.text
+    hub.spawn_refused(
+        session, "frank", {"gpus": "0.5(T4)"}, "you asked for 0.5 T4 GPU(s) but only 0 of 2 are free now"
+    )
+    hub.spawn_refused(
+        session,
+        "frank",
+        {"gpus": "0.3"},
+        "gpus: must be a whole number of GPUs, or 1/n of one GPU to share it",
+    )
 
 
 def test_a_groups_priority_cap_refuses_a_members_higher_run(hub: Hub) -> None:
