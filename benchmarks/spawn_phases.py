@@ -161,6 +161,45 @@ def summary(side: str, spawns: dict[str, dict[str, float]]) -> dict[str, Any]:
     return line
 
 
+async def quotas_counted() -> None:
+    """Marks `quota_counted` when a namespace's ResourceQuota first has a status (its
+    controller's first count): until then the quota admission checks nothing in the namespace."""
+    from kubernetes_asyncio import client, config, watch
+
+    api_client = await config.new_client_from_config(str(bench.KUBECONFIG))
+    try:
+        core = client.CoreV1Api(api_client)
+        listed: Any = await core.list_resource_quota_for_all_namespaces(_preload_content=False)
+        body = json.loads(await listed.read())
+        version = body["metadata"]["resourceVersion"]
+        async with watch.Watch().stream(
+            core.list_resource_quota_for_all_namespaces, resource_version=version, _preload_content=False
+        ) as events:
+            async for event in events:
+                quota = event["raw_object"]
+                if (quota.get("status") or {}).get("hard"):
+                    mark(quota["metadata"]["namespace"], "quota_counted", first=True)
+    finally:
+        await api_client.close()
+
+
+def quota_window(spawns: dict[str, dict[str, float]]) -> dict[str, Any]:
+    """How many pods were made, and how many ran, before their namespace's quota was counted."""
+    made = [m for m in spawns.values() if "pod_created" in m and "lab_hash_applied" in m]
+    late = [m.get("quota_counted", float("inf")) - m["pod_created"] for m in made]
+    return {
+        "pods_made_before_quota_counted": sum(d > 0 for d in late),
+        "pods_running_before_quota_counted": sum(
+            m.get("quota_counted", float("inf")) > m["running"] for m in made if "running" in m
+        ),
+        "quota_counted_after_pod_made_p50_p95_s": [
+            round(statistics.median(late), 2) if late else None,
+            round(bench.percentile(late, 0.95), 2) if late else None,
+        ],
+        "pods": len(made),
+    }
+
+
 async def storm(
     side: str, spawners: list[Any], options: dict[str, Any], plane: dict[str, int], idle: float
 ) -> dict[str, Any]:
@@ -182,8 +221,11 @@ async def storm(
     load = os.getloadavg()[0]
     plane_before, hub_before = bench.process_cpu(plane), time.process_time()
     BEGAN[0] = time.perf_counter()
+    counted = asyncio.ensure_future(quotas_counted())
     errors = await asyncio.gather(*(one(s) for s in spawners))
     total = time.perf_counter() - BEGAN[0]
+    await asyncio.sleep(2)  # the last quotas' first counts
+    counted.cancel()
     hub_cpu, plane_after = time.process_time() - hub_before, bench.process_cpu(plane)
     spawns = {s.namespace: dict(MARKS.get(s.namespace, {})) for s in spawners}
     await asyncio.gather(*(s.stop(now=True) for s in spawners))
@@ -202,6 +244,7 @@ async def storm(
             k: round((plane_after[k] - plane_before[k]) * per, 1) for k in plane_after if k in plane_before
         },
         **summary(side, spawns),
+        **(quota_window(spawns) if side == "kubelab" else {}),
         "requests_p50_p95_s": {
             k: [round(statistics.median(v), 3), round(bench.percentile(v, 0.95), 3), len(v)]
             for k, v in sorted(REQUESTS.items())
