@@ -6,7 +6,11 @@ The timestamps come from the spawners' own steps, wrapped here (nothing else cha
 KubeLabSpawner's namespace read, its turn in the hub's spawn queue, the namespace's apply, the
 other objects, the bundle hash, the claim's bind wait and each pod create; KubeSpawner's
 namespace, claim and pod creates. Each phase prints its median and p95 over the storm's spawns,
-in seconds. Run: `python benchmarks/spawn_phases.py [--users 100] [--sides lab,kube]`.
+in seconds, with each bundle request's time and, from a watch of ResourceQuotas, how many
+kubelab pods were made or ran before their namespace's quota was first counted (until then
+the quota admission checks nothing there). `--sides` lists the storms in order: `kube`, `lab`
+(as configured), `labwait` (waiting for the claim's bind up to 600 s); `--concurrency` sets
+`spawn_concurrency`. Run: `python benchmarks/spawn_phases.py [--users 100] [--sides kube,lab]`.
 """
 
 from __future__ import annotations
