@@ -202,6 +202,26 @@ def test_a_first_spawn_makes_its_pod_once_immediate_claims_are_bound(lab: Lab, p
     assert reads and all(p == "/api/v1/persistentvolumeclaims" for p in reads), reads
 
 
+def test_a_first_spawn_makes_its_pod_after_the_whole_bundle(lab: Lab, proxy: Any) -> None:
+    """The namespace first, and the pod only after every other object of the bundle (its
+    ResourceQuota, LimitRange, NetworkPolicies, Role and binding, claim) and the bundle's hash:
+    a notebook never runs in a namespace that lacks its bounds."""
+    install(lab, lab.control_plane.kubeconfig)
+    namespace = lab.user_namespace("gwen")
+    assert spawn_all(lab.config(), proxied_hub(lab, proxy), ["gwen"]) == [namespace]
+    order = [  # every write in the namespace, in the order the API server was asked
+        (r.verb, r.resource)
+        for r in proxy.seen()
+        if r.verb in WRITES
+        and (f"/namespaces/{namespace}/" in r.path or r.path.endswith(f"/namespaces/{namespace}"))
+    ]
+    assert order[0] == ("patch", "namespaces"), order
+    pod = order.index(("create", "pods"))
+    assert order[pod - 1] == ("patch", "namespaces"), order  # the hash, last of the bundle
+    before = {resource for _, resource in order[:pod]}
+    assert BUNDLE | {"limitranges"} <= before, order
+
+
 def test_wait_for_first_consumer_claims_are_left_to_the_scheduler(lab: Lab, proxy: Any) -> None:
     """Such a claim binds only once a pod that uses it is scheduled: waiting for it first would
     never end (the wait is set longer than the spawn may take, so waiting fails the spawn)."""
