@@ -14,6 +14,9 @@ The spawner (on every spawn) and `kubelab hub reconcile` (for every user namespa
   the quota's admission charges a create before the duplicate is refused (until the quota
   controller's next full resync), so a create of a claim that exists is refused as `exceeded
   quota` in a namespace at its storage quota, and repeated reconciles fill one that is not;
+- waits until the controller-manager has counted each ResourceQuota it applied (the quota's
+  status holds every limit its spec sets): until that first count, the API server's quota
+  admission checks nothing against it, so a pod made earlier would run unbounded;
 - records a hash of what it applied on the bundle's first object (the namespace), last, so a
   spawn (`ensure_bundle`) reads that one object and writes nothing while the configuration
   renders the same bundle. A reconcile cut short leaves no hash: the next spawn redoes it.
@@ -30,6 +33,7 @@ import contextlib
 import copy
 import hashlib
 import json
+import time
 from collections.abc import Callable, Iterable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -41,6 +45,7 @@ from .labels import MANAGED_BY
 from .retry import retrying
 
 FIELD_MANAGER = "kubelab"
+QUOTA_COUNT_TIMEOUT = 120.0  # seconds a new quota may wait for the controller-manager's first count
 APPLY = "application/apply-patch+yaml"
 MERGE = "application/merge-patch+json"
 
@@ -322,6 +327,8 @@ class Applier:
         names = await asyncio.gather(*(self.names(kind, namespace) for kind in kinds))
         present = {(kind, name) for kind, listed in zip(kinds, names, strict=True) for name in listed}
 
+        quotas: list[dict[str, Any]] = []  # as applied: the limits in the API server's own form
+
         async def one(obj: dict[str, Any]) -> None:
             key = f"{obj['kind']}/{obj['metadata']['name']}"
             if obj["kind"] in CREATE_ONLY:
@@ -330,6 +337,8 @@ class Applier:
                     outcome.created.append(key)
                 return
             result = await self.apply(obj)
+            if obj["kind"] == "ResourceQuota":
+                quotas.append(result)
             if obj["kind"] in OWNED and is_legacy(result):
                 await self.migrate(result, obj)
                 outcome.migrated.append(key)
@@ -345,15 +354,42 @@ class Applier:
         await asyncio.gather(in_order(), *(one(o) for o in rest))
         if prune:
             await self._prune(namespace, {(o["kind"], o["metadata"]["name"]) for o in wanted}, outcome)
+        await asyncio.gather(*(self.wait_counted(quota) for quota in quotas))
         if wanted:
             await self.apply(with_hash(wanted[0], digest))
         return outcome
+
+    async def wait_counted(self, quota: dict[str, Any], timeout: float = QUOTA_COUNT_TIMEOUT) -> None:
+        """Until the quota controller has counted `quota` as applied: its status holds the spec's
+        limits (the applied object, then reads backing off from 50 ms to 1 s). Past `timeout`
+        the spawn fails, saying why, rather than start a pod the quota does not yet bound."""
+        hard = (quota.get("spec") or {}).get("hard") or {}
+        meta = quota["metadata"]
+        deadline, delay = time.monotonic() + timeout, 0.05
+        while not counted(quota, hard):
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"the ResourceQuota {meta['namespace']}/{meta['name']} was not counted by the "
+                    f"controller-manager within {timeout:.0f} s; no notebook starts in a namespace "
+                    "whose quota is not yet enforced (try again; an admin: is the controller-manager "
+                    "running?)"
+                )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+            quota = await self.read(quota) or quota
 
     async def _prune(self, namespace: str, keep: set[tuple[str, str]], outcome: Outcome) -> None:
         listed = await asyncio.gather(*(self.owned_names(kind, namespace) for kind in OWNED))
         stale = [(k, n) for k, names in zip(OWNED, listed, strict=True) for n in names if (k, n) not in keep]
         gone = await asyncio.gather(*(self.delete(k, namespace, n) for k, n in stale))
         outcome.deleted.extend(f"{k}/{n}" for (k, n), deleted in zip(stale, gone, strict=True) if deleted)
+
+
+def counted(quota: dict[str, Any], hard: dict[str, Any]) -> bool:
+    """Whether the quota controller has counted the quota with the limits `hard`: it writes the
+    status's limits with the usage it counted, in one update (a kind the cluster does not serve,
+    such as KServe's without KServe, gets a limit and no usage)."""
+    return (quota.get("status") or {}).get("hard") == hard
 
 
 def current(anchor: dict[str, Any], digest: str) -> bool:

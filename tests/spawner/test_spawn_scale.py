@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import signal
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubelab_testing import manifest, plain
 from kubernetes import client as k8s
+from serving_support import poll
 from test_deploy_cluster import (  # noqa: F401 - fixtures
     Lab,
     admin,
@@ -28,6 +31,8 @@ from test_deploy_cluster import (  # noqa: F401 - fixtures
     objects_in,
     reconcile,
 )
+
+from kubelab.spawner.apply import BUNDLE_HASH
 
 pytestmark = pytest.mark.cluster
 BUNDLE = {
@@ -220,6 +225,43 @@ def test_a_first_spawn_makes_its_pod_after_the_whole_bundle(lab: Lab, proxy: Any
     assert order[pod - 1] == ("patch", "namespaces"), order  # the hash, last of the bundle
     before = {resource for _, resource in order[:pod]}
     assert BUNDLE | {"limitranges"} <= before, order
+
+
+def test_no_pod_starts_before_the_namespaces_quota_is_counted(lab: Lab, proxy: Any) -> None:
+    """Until the controller-manager first counts a new ResourceQuota (its status), the API
+    server's quota admission checks nothing against it: a pod made then would run unbounded.
+    With the controller-manager paused, the spawn applies the quota, then waits, reading it,
+    with no hash and no pod; resumed, the quota is counted and the spawn completes."""
+    install(lab, lab.control_plane.kubeconfig)
+    namespace = lab.user_namespace("ivy")
+    core = k8s.CoreV1Api(lab.admin)
+    processes = getattr(lab.control_plane, "processes", None)
+    if processes is None:
+        pytest.skip("pauses the loopback control plane's controller-manager")
+    manager = processes["kube-controller-manager"]
+
+    def quota_reads() -> int:
+        return sum(
+            1
+            for r in proxy.seen()
+            if (r.verb, r.resource) == ("get", "resourcequotas") and f"/namespaces/{namespace}/" in r.path
+        )
+
+    manager.send_signal(signal.SIGSTOP)
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            spawned = pool.submit(spawn_all, lab.config(), proxied_hub(lab, proxy), ["ivy"])
+            poll(lambda: quota_reads() >= 3 or spawned.done(), 60, "the spawn reading its uncounted quota")
+            assert not spawned.done(), spawned.result()
+            assert not plain(core.list_namespaced_pod(namespace))["items"]
+            annotations = plain(core.read_namespace(namespace))["metadata"].get("annotations") or {}
+            assert BUNDLE_HASH not in annotations  # a spawn cut short here redoes the bundle
+            manager.send_signal(signal.SIGCONT)
+            assert spawned.result(timeout=180) == [namespace]
+    finally:
+        manager.send_signal(signal.SIGCONT)
+    (quota,) = plain(core.list_namespaced_resource_quota(namespace))["items"]
+    assert quota["status"]["hard"] == quota["spec"]["hard"]
 
 
 def test_wait_for_first_consumer_claims_are_left_to_the_scheduler(lab: Lab, proxy: Any) -> None:
