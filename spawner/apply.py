@@ -337,13 +337,13 @@ class Applier:
                     outcome.created.append(key)
                 return
             result = await self.apply(obj)
-            if obj["kind"] == "ResourceQuota":
-                quotas.append(result)
             if obj["kind"] in OWNED and is_legacy(result):
-                await self.migrate(result, obj)
+                result = await self.migrate(result, obj)  # what it sets now: the older fields gone
                 outcome.migrated.append(key)
             else:
                 outcome.applied.append(key)
+            if obj["kind"] == "ResourceQuota":
+                quotas.append(result)
 
         async def in_order() -> None:
             for obj in rbac:

@@ -246,7 +246,8 @@ def test_the_hubs_watch_counts_a_dra_types_free_devices_from_slices_and_claims(
 ) -> None:
     """The spawn form's count: the class's devices in the drivers' slices that the type's
     selector accepts, minus those allocated to claims, from the hub's mirrors; a selector kubelab
-    cannot evaluate shows the class's devices and says the free count is unknown."""
+    cannot evaluate (one reading a device's capacity) shows the class's devices and says the free
+    count is unknown."""
     node = project_node("dra", cpu="16")
     publish_slice(admin, device_class, node, ["A100", "A100", "H100"])
     attribute = f'device.attributes["{device_class}"].model'
@@ -255,7 +256,12 @@ def test_the_hubs_watch_counts_a_dra_types_free_devices_from_slices_and_claims(
             "gpu_types": [
                 {"name": "A100-dra", "device_class": device_class, "selector": f'{attribute} == "A100"'},
                 {"name": "any-dra", "device_class": device_class},
-                {"name": "odd-dra", "device_class": device_class, "selector": f'{attribute}.startsWith("A")'},
+                {"name": "a-dra", "device_class": device_class, "selector": f'{attribute}.startsWith("A")'},
+                {
+                    "name": "odd-dra",
+                    "device_class": device_class,
+                    "selector": f'device.capacity["{device_class}"].memory.isGreaterThan(quantity("1Gi"))',
+                },
             ]
         }
     )
@@ -277,13 +283,15 @@ def test_the_hubs_watch_counts_a_dra_types_free_devices_from_slices_and_claims(
 
     now, _ = asyncio.run(live(lambda a: a.types["any-dra"].total == 3))
     assert (now.types["A100-dra"], now.types["any-dra"]) == (TypeCount(2, 2), TypeCount(3, 3))
-    assert now.unknown == {"odd-dra"} and now.types["odd-dra"].total == 3
+    assert now.types["a-dra"] == TypeCount(2, 2)  # CEL beyond `==` (startsWith), evaluated
+    assert now.unknown == {"odd-dra"} and now.types["odd-dra"].total == 3  # capacity: not guessed
 
     lab = dra_lab(make_backend, home, device_class)  # a run claims one A100; the scheduler allocates it
     resources = {"cpu": "1", "memory": "1Gi", "gpu_type": "A100-dra", "gpus": 1}
     lab.submit({"command": ["python", "t.py"], "resources": resources}, base_dir=home)
     now, form = asyncio.run(live(lambda a: a.types["A100-dra"].free == 1))
     assert (now.types["A100-dra"], now.types["any-dra"]) == (TypeCount(2, 1), TypeCount(3, 2))
+    assert now.types["a-dra"] == TypeCount(2, 1)
     options = dict(re.findall(r'<option value="([^"]*)"[^>]*>([^<]*)</option>', form))
     assert options["A100-dra"] == f"A100-dra: DRA device ({device_class}), 1 of 2 free"
     assert options["odd-dra"] == f"odd-dra: DRA device ({device_class}), 3 in its class, free count unknown"
