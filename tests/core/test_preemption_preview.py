@@ -80,9 +80,10 @@ def low_run(server: JupyterServer, name: str) -> dict[str, Any]:
 
 
 def test_the_route_names_the_runs_a_new_run_would_preempt(server: JupyterServer) -> None:
-    first, second = low_run(server, "first"), low_run(server, "second")
-    for record in (first, second):
-        server.wait_for(record["id"], states={"Running"})
+    first = low_run(server, "first")  # started (its GPU taken) before the second: the older
+    server.wait_for(first["id"], states={"Running"})
+    second = low_run(server, "second")
+    server.wait_for(second["id"], states={"Running"})
     # JupyterLab's requests carry a cache-busting parameter of their own: not read.
     one = server.get("resources/preview", params={"gpus": "1", "priority": "high", "1795722189430": ""})
     assert one.status_code == 200, one.text
