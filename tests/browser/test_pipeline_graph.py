@@ -4,6 +4,9 @@ experiment, and the schedules listed with their next fire."""
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
 from jupyter_server_process import JupyterServer
 from playwright.sync_api import Locator, Page, expect
 
@@ -123,12 +126,27 @@ def test_a_pipeline_view_lays_out_its_graph_follows_it_and_survives_a_reload(
     expect(step("left").locator("rect")).to_have_attribute("fill", BLUE)
     # The layout: the two branches side by side one rank right of fetch, join right of both,
     # and an edge drawn for each dependency.
-    boxes = {name: step(name).bounding_box() for name in ("fetch", "left", "right", "join")}
-    fetch, left, right, join = (boxes[n] for n in ("fetch", "left", "right", "join"))
-    assert fetch and left and right and join
-    assert fetch["x"] + fetch["width"] < left["x"] and left["x"] == right["x"]
-    assert abs(left["y"] - right["y"]) >= left["height"]  # one above the other, not overlapping
-    assert left["x"] + left["width"] < join["x"]
+    # Measured until the layout settles: a state change redraws the graph.
+    boxes: dict[str, Any] = {}
+
+    def laid_out() -> bool:
+        boxes.update({name: step(name).bounding_box() for name in ("fetch", "left", "right", "join")})
+        fetch, left, right, join = (boxes[n] for n in ("fetch", "left", "right", "join"))
+        return bool(
+            fetch
+            and left
+            and right
+            and join
+            and fetch["x"] + fetch["width"] < left["x"]
+            and left["x"] == right["x"]
+            and abs(left["y"] - right["y"]) >= left["height"]  # one above the other, not overlapping
+            and left["x"] + left["width"] < join["x"]
+        )
+
+    deadline = time.monotonic() + 30
+    while not laid_out():
+        assert time.monotonic() < deadline, f"the diamond was never laid out: {boxes}"
+        time.sleep(0.1)
     expect(view.locator(".jp-kubelab-PipelineEdge")).to_have_count(4)
     expect(view.locator('.jp-kubelab-PipelineEdge[data-from="left"][data-to="join"]')).to_have_count(1)
 
