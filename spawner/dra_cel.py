@@ -23,6 +23,9 @@ import celpy
 from celpy import celtypes
 
 log = logging.getLogger(__name__)
+# celpy logs each runtime error (a device lacking an attribute a selector reads: an answer here,
+# "unknown") at ERROR, one line per device and expression, into the hub's log
+logging.getLogger("celpy").setLevel(logging.CRITICAL)
 
 _KINDS = {"string": celtypes.StringType, "int": celtypes.IntType, "bool": celtypes.BoolType}
 

@@ -154,6 +154,17 @@ class JupyterServer:
     def delete(self, path: str, **kwargs: Any) -> requests.Response:
         return requests.delete(self.api + path, headers=self.headers, timeout=30, **kwargs)
 
+    def saved_in_workspace(self, prefix: str, text: str) -> None:
+        """Wait until JupyterLab saved its layout (a moment after a change) with an entry whose key
+        starts with `prefix` and whose value holds `text`: a reload before that restores no tab."""
+        deadline = time.monotonic() + 30
+        while True:
+            data = self.page("lab/api/workspaces/default").json()["data"]
+            if any(key.startswith(prefix) and text in json.dumps(value) for key, value in data.items()):
+                return
+            assert time.monotonic() < deadline, f"the workspace never held {prefix}…{text}: {data}"
+            time.sleep(0.2)
+
     def wait_for(
         self,
         run_id: str,

@@ -172,18 +172,6 @@ def tabs(page: Page) -> list[str]:
     return sorted(ids)
 
 
-def saved_in_workspace(server: JupyterServer, prefix: str, text: str) -> None:
-    """Wait until JupyterLab saved its layout (a moment after a change) with an entry whose key
-    starts with `prefix` and whose value holds `text`."""
-    deadline = time.monotonic() + 30
-    while True:
-        data = server.page("lab/api/workspaces/default").json()["data"]
-        if any(key.startswith(prefix) and text in json.dumps(value) for key, value in data.items()):
-            return
-        assert time.monotonic() < deadline, f"the workspace never held {prefix}…{text}: {data}"
-        time.sleep(0.2)
-
-
 def test_links_open_views_and_a_reload_brings_the_tabs_back(lab_server: JupyterServer, page: Page) -> None:
     run_id = quick_run(lab_server, "linked")
     assert lab_server.wait_for(run_id)["status"] == "Succeeded"
@@ -203,7 +191,7 @@ def test_links_open_views_and_a_reload_brings_the_tabs_back(lab_server: JupyterS
     page.goto(f"{lab_server.url}lab?kubelab=run/{run_id}&token={lab_server.token}")
     expect(page.locator(f'[id="kubelab-experiment-view-{run_id}"]')).to_be_visible(timeout=WAIT_MS)
     assert "kubelab=" not in page.url  # served once; from now on the layout keeps the tab
-    saved_in_workspace(lab_server, "kubelab-experiment:", run_id)
+    lab_server.saved_in_workspace("kubelab-experiment:", run_id)
     page.goto(f"{lab_server.url}lab?kubelab=sweep/{sweep_id}&token={lab_server.token}")
     expect(page.locator(f'[id="kubelab-sweep-view-{sweep_id}"]')).to_be_visible(timeout=WAIT_MS)
     expect(page.locator(f'[id="kubelab-experiment-view-{run_id}"]')).to_be_attached()  # restored
@@ -227,7 +215,7 @@ def test_links_open_views_and_a_reload_brings_the_tabs_back(lab_server: JupyterS
 
     before = tabs(page)
     assert len(before) == 4, before  # the run, the sweep, Compare, TensorBoard
-    saved_in_workspace(lab_server, "kubelab-compare:", run_id)  # what is ticked, with the tabs
+    lab_server.saved_in_workspace("kubelab-compare:", run_id)  # what is ticked, with the tabs
     page.reload()
     expect(page.locator("#jupyterlab-splash")).to_have_count(0, timeout=WAIT_MS)
     expect(page.locator(f'[id="kubelab-sweep-view-{sweep_id}"]')).to_be_attached(timeout=WAIT_MS)

@@ -156,6 +156,7 @@ def test_a_pipeline_view_lays_out_its_graph_follows_it_and_survives_a_reload(
     expect(view.locator(".jp-kubelab-PipelineView-status")).to_have_text("Succeeded", timeout=WAIT_MS)
 
     # A reload brings the tab back (the layout restorer), and a step's row opens its run.
+    lab_server.saved_in_workspace("kubelab-pipeline:", pipeline_id)
     page.reload()
     expect(page.locator("#jupyterlab-splash")).to_have_count(0, timeout=WAIT_MS)
     expect(view).to_be_visible(timeout=30_000)
