@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from controlplane.cluster import ControlPlane
+from controlplane.faults import FaultProxy
 from controlplane.fixtures import RealCluster
 from kube_support import PROJECT_LABEL, notebook_env, role_documents, wait_for
 from kubelab_testing import manifest
@@ -146,3 +147,31 @@ def prioritised(
 ) -> Experiments:
     """A notebook's lab on a cluster whose admin applied kubelab's PriorityClasses."""
     return Experiments(home=home, backend=make_backend(priority_classes=True), user="alice")
+
+
+@pytest.fixture
+def proxy(simulated_cluster: ControlPlane) -> Iterator[FaultProxy]:
+    """A proxy in front of the API server: it records every request, and fails those it is told to."""
+    faults = simulated_cluster.fault_proxy()
+    yield faults
+    faults.close()
+
+
+@pytest.fixture
+def proxied_lab(
+    simulated_cluster: ControlPlane,
+    proxy: FaultProxy,
+    make_backend: Callable[..., KubernetesBackend],
+    namespace: str,
+    home: Path,
+    tmp_path: Path,
+) -> Experiments:
+    """An `Experiments` service whose backend (watching, as a server's) talks to the API server
+    through the proxy, with the notebook's token."""
+    kubeconfig = simulated_cluster.write_kubeconfig(
+        tmp_path / "proxied",
+        token=simulated_cluster.token_for(namespace, "notebook"),
+        namespace=namespace,
+        server=proxy.url,
+    )
+    return Experiments(home=home, backend=make_backend(kubeconfig=kubeconfig), user="alice")

@@ -6,7 +6,7 @@ in front of it (tests/controlplane/faults.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -30,32 +30,6 @@ def counted(core: client.CoreV1Api, name: str, namespace: str) -> bool:
     """The quota controller has counted the quota `name` once (its status holds the limits)."""
     status = core.read_namespaced_resource_quota(name, namespace).status
     return bool(status and status.hard)
-
-
-@pytest.fixture
-def proxy(simulated_cluster: ControlPlane) -> Iterator[FaultProxy]:
-    faults = simulated_cluster.fault_proxy()
-    yield faults
-    faults.close()
-
-
-@pytest.fixture
-def proxied_lab(
-    simulated_cluster: ControlPlane,
-    proxy: FaultProxy,
-    make_backend: Callable[..., KubernetesBackend],
-    namespace: str,
-    home: Path,
-    tmp_path: Path,
-) -> Experiments:
-    """An `Experiments` service whose backend talks to the API server through the fault proxy."""
-    kubeconfig = simulated_cluster.write_kubeconfig(
-        tmp_path / "proxied",
-        token=simulated_cluster.token_for(namespace, "notebook"),
-        namespace=namespace,
-        server=proxy.url,
-    )
-    return Experiments(home=home, backend=make_backend(kubeconfig=kubeconfig), user="alice")
 
 
 def can_create_jobs(kubeconfig: Path, namespace: str) -> bool:

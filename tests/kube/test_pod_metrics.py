@@ -9,14 +9,14 @@ A cluster that does not serve the API gets a run that says so, once, and records
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 from controlplane.cluster import ControlPlane
 from controlplane.faults import FaultProxy
-from kube_support import pods_of, wait_for
+from kube_support import wait_for, wait_running
 from kubelab_testing import manifest
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
@@ -51,42 +51,13 @@ def start_run(
     container the simulated kubelet reports using `uses` (CPU, memory) from then on."""
     project_node("cpu")
     record = lab.submit({"command": ["python", "train.py"]}, base_dir=home)
-    wait_for(lambda: pods_of(admin, namespace, record["id"]), what="the pod")
-    wait_for(lambda: lab.get(record["id"])["status"] == "Running", what="Running")
-    pod = pods_of(admin, namespace, record["id"])[0]  # read once bound: it names its node
+    (pod,) = wait_running(admin, lab, namespace, record["id"])  # read once running: it names its node
     if uses is not None:
         annotations = {CPU: uses[0], MEMORY: uses[1]}
         client.CoreV1Api(admin).patch_namespaced_pod(
             pod["metadata"]["name"], namespace, {"metadata": {"annotations": annotations}}
         )
     return record, pod
-
-
-@pytest.fixture
-def proxy(simulated_cluster: ControlPlane) -> Iterator[FaultProxy]:
-    """A proxy in front of the API server that records every request the backend makes."""
-    faults = simulated_cluster.fault_proxy()
-    yield faults
-    faults.close()
-
-
-@pytest.fixture
-def server_lab(
-    simulated_cluster: ControlPlane,
-    proxy: FaultProxy,
-    make_backend: Callable[..., KubernetesBackend],
-    namespace: str,
-    home: Path,
-    tmp_path: Path,
-) -> Experiments:
-    """A server's `Experiments`: its backend watches (and samples), through the proxy."""
-    kubeconfig = simulated_cluster.write_kubeconfig(
-        tmp_path / "proxied",
-        token=simulated_cluster.token_for(namespace, "notebook"),
-        namespace=namespace,
-        server=proxy.url,
-    )
-    return Experiments(home=home, backend=make_backend(kubeconfig=kubeconfig), user="alice")
 
 
 def process_samples(run: RunDirectory) -> list[dict[str, Any]]:
@@ -185,12 +156,12 @@ def test_a_server_samples_every_running_run_nobody_views_with_one_list_an_interv
     metrics_cluster: ControlPlane,
     project_node: Callable[..., str],
     admin: client.ApiClient,
-    server_lab: Experiments,
+    proxied_lab: Experiments,
     proxy: FaultProxy,
     namespace: str,
     home: Path,
 ) -> None:
-    lab, backend = server_lab, cast(KubernetesBackend, server_lab.backend)
+    lab, backend = proxied_lab, cast(KubernetesBackend, proxied_lab.backend)
     first, _ = start_run(project_node, admin, lab, namespace, home, ("1500m", "512Mi"))
     second, pod = start_run(project_node, admin, lab, namespace, home, ("250m", "128Mi"))
     runs = [lab.run(first["id"]), lab.run(second["id"])]
@@ -239,12 +210,12 @@ def test_a_server_samples_every_running_run_nobody_views_with_one_list_an_interv
 def test_without_the_metrics_api_each_run_says_why_once_and_the_sampler_backs_off(
     project_node: Callable[..., str],
     admin: client.ApiClient,
-    server_lab: Experiments,
+    proxied_lab: Experiments,
     proxy: FaultProxy,
     namespace: str,
     home: Path,
 ) -> None:
-    lab, backend = server_lab, cast(KubernetesBackend, server_lab.backend)
+    lab, backend = proxied_lab, cast(KubernetesBackend, proxied_lab.backend)
     record, _ = start_run(project_node, admin, lab, namespace, home, ("2", "1Gi"))  # nothing serves the API
     run = lab.run(record["id"])
     why = "the cluster does not serve the metrics API (metrics.k8s.io/v1beta1): no CPU or memory samples"
@@ -293,7 +264,7 @@ def test_an_account_the_metrics_api_refuses_says_so_once_per_run(
     metrics_cluster: ControlPlane,
     project_node: Callable[..., str],
     admin: client.ApiClient,
-    server_lab: Experiments,
+    proxied_lab: Experiments,
     namespace: str,
     home: Path,
 ) -> None:
@@ -303,7 +274,9 @@ def test_an_account_the_metrics_api_refuses_says_so_once_per_run(
         if role.metadata and role.metadata.name and len(kept) < len(role.rules or []):
             rules = [admin.sanitize_for_serialization(rule) for rule in kept]
             rbac.patch_namespaced_role(role.metadata.name, namespace, {"rules": rules})
-    records = [start_run(project_node, admin, server_lab, namespace, home, ("1", "1Gi"))[0] for _ in range(2)]
+    records = [
+        start_run(project_node, admin, proxied_lab, namespace, home, ("1", "1Gi"))[0] for _ in range(2)
+    ]
     refused = f"the metrics API (metrics.k8s.io/v1beta1) refused to list pod metrics in {namespace}: "
 
     def said(run: RunDirectory) -> list[dict[str, Any]] | None:
@@ -311,7 +284,7 @@ def test_an_account_the_metrics_api_refuses_says_so_once_per_run(
         return lines if lines and "process" in lines[0]["missing"] else None
 
     for record in records:
-        (only,) = wait_for(lambda id=record["id"]: said(server_lab.run(id)), what="the note")  # type: ignore[misc]
+        (only,) = wait_for(lambda id=record["id"]: said(proxied_lab.run(id)), what="the note")  # type: ignore[misc]
         why = only["missing"]["process"]
         assert why.startswith(refused) and why.endswith("needs get/list on pods.metrics.k8s.io")
         assert only["sources"] == {}  # no CPU or memory sample, never zeros
